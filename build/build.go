@@ -1,0 +1,378 @@
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"go/version"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+	"github.com/devk/devk/source"
+)
+
+// Options say what to build and how.
+type Options struct {
+	// TreeDir is the tree (or a directory inside it); empty means the
+	// working directory's tree.
+	TreeDir string
+	// Components are names as users type them (apiserver, kube-apiserver, all).
+	Components []string
+	// Platform is os/arch; empty means linux/<host arch>.
+	Platform string
+	// Debug builds for a debugger: no optimisation, no inlining, symbols kept.
+	Debug bool
+	// GoFlags are extra `go build` flags, passed through.
+	GoFlags []string
+	// LDFlags are appended to the version ldflags.
+	LDFlags string
+	// EtcdVersion overrides the etcd version the tree's kubeadm names.
+	EtcdVersion string
+
+	Reporter progress.Reporter
+	// Log, when set, receives go build's own output as it happens.
+	Log io.Writer
+}
+
+// Binary is one built component.
+type Binary struct {
+	Component Component     `json:"-"`
+	Name      string        `json:"component"`
+	Path      string        `json:"path"`
+	SHA256    string        `json:"sha256"`
+	Size      int64         `json:"size"`
+	Changed   bool          `json:"changed"`
+	Took      time.Duration `json:"took"`
+}
+
+// Job is the state the build phases share. Other pipelines (image, push,
+// swap) embed it and run these phases first.
+type Job struct {
+	Options
+	Tree       *source.Tree
+	Components []Component
+	Platform   string // os/arch
+	Version    source.Version
+	Binaries   []Binary
+
+	compileTook time.Duration
+	etcdTook    time.Duration
+}
+
+// NewJob finds the tree and resolves the components; nothing is built.
+func NewJob(o Options) (*Job, error) {
+	comps, err := Resolve(o.Components)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := source.Open(o.TreeDir)
+	if err != nil {
+		return nil, err
+	}
+	platform := o.Platform
+	if platform == "" {
+		platform = "linux/" + runtime.GOARCH
+	}
+	if goos, goarch, ok := strings.Cut(platform, "/"); !ok || goos == "" || goarch == "" || strings.Contains(goarch, "/") {
+		return nil, fmt.Errorf("--platform %q: use os/arch, e.g. linux/amd64 or linux/arm64", platform)
+	}
+	if o.Reporter == nil {
+		o.Reporter = progress.Discard()
+	}
+	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform}, nil
+}
+
+// BinDir is where binaries for the job's platform go.
+func (j *Job) BinDir() string {
+	return filepath.Join(j.Tree.OutputDir(), "bin", strings.ReplaceAll(j.Platform, "/", "_"))
+}
+
+// BinaryPath is where a component's binary goes.
+func (j *Job) BinaryPath(c Component) string { return filepath.Join(j.BinDir(), c.Binary) }
+
+func (j *Job) treeComponents() []Component {
+	var out []Component
+	for _, c := range j.Components {
+		if !c.External {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (j *Job) wants(name string) bool {
+	for _, c := range j.Components {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Phases are the build pipeline: resolve, compile, etcd, record.
+func Phases() []*phase.Phase[*Job] {
+	return []*phase.Phase[*Job]{
+		{
+			Name:  "resolve",
+			Short: "read the tree's version (git describe, as hack/lib/version.sh) and check the Go toolchain",
+			IO: func(j *Job) ([]string, []string) {
+				return []string{j.Tree.Root + "/.git", j.Tree.Root + "/go.work"}, nil
+			},
+			Run:    resolve,
+			Detail: func(j *Job) string { return j.Version.GitVersion },
+		},
+		{
+			Name:  "compile",
+			Short: "go build the components in one invocation, CGO_ENABLED=0, -trimpath, version ldflags",
+			If: func(j *Job) (bool, string) {
+				return len(j.treeComponents()) > 0, "no tree component asked for"
+			},
+			IO: func(j *Job) ([]string, []string) {
+				var reads, writes []string
+				for _, c := range j.treeComponents() {
+					reads = append(reads, filepath.Join(j.Tree.Root, c.Package))
+					writes = append(writes, j.BinaryPath(c))
+				}
+				return reads, writes
+			},
+			Run: compile,
+		},
+		{
+			Name:  "etcd",
+			Short: "go build etcd from go.etcd.io/etcd/server/v3 at the version kubeadm names",
+			If: func(j *Job) (bool, string) {
+				return j.wants("etcd"), "etcd not asked for"
+			},
+			IO: func(j *Job) ([]string, []string) {
+				return []string{j.Tree.Root + "/cmd/kubeadm/app/constants/constants.go", "go.etcd.io/etcd/server/v3 (GOPROXY)"},
+					[]string{filepath.Join(j.BinDir(), "etcd")}
+			},
+			Run: compileEtcd,
+		},
+		{
+			Name:  "record",
+			Short: "hash the binaries, compare with the last build, record them in _output/devk/state.json",
+			IO: func(j *Job) ([]string, []string) {
+				return []string{j.BinDir()}, []string{StatePath(j.Tree.Root)}
+			},
+			Run: record,
+			Detail: func(j *Job) string {
+				changed := 0
+				for _, b := range j.Binaries {
+					if b.Changed {
+						changed++
+					}
+				}
+				return fmt.Sprintf("%d changed, %d unchanged", changed, len(j.Binaries)-changed)
+			},
+		},
+	}
+}
+
+// Run builds the components of o and returns the job with its binaries.
+func Run(ctx context.Context, o Options, popts phase.Options) (*Job, error) {
+	j, err := NewJob(o)
+	if err != nil {
+		return nil, err
+	}
+	popts.Reporter = j.Reporter
+	_, err = phase.Run(ctx, Phases(), j, popts)
+	return j, err
+}
+
+func resolve(ctx context.Context, j *Job) error {
+	v, err := j.Tree.Version(ctx)
+	if err != nil {
+		return err
+	}
+	j.Version = v
+	return checkGo(ctx, j.Tree)
+}
+
+// checkGo refuses a toolchain older than the tree asks for, before go
+// itself would try to download another.
+func checkGo(ctx context.Context, t *source.Tree) error {
+	minimum, release, err := t.GoVersions()
+	if err != nil {
+		return err
+	}
+	if tc := os.Getenv("GOTOOLCHAIN"); tc != "" && tc != "local" && tc != "auto" {
+		return nil // the user chose a toolchain; go will use it
+	}
+	out, err := execx.Output(ctx, execx.Cmd{Name: "go", Args: []string{"env", "GOVERSION"}, Dir: os.TempDir(), Env: []string{"GOTOOLCHAIN=local", "GOWORK=off"}})
+	if err != nil {
+		return fmt.Errorf("no usable go command: %w (install Go %s or newer)", err, minimum)
+	}
+	have := strings.TrimSpace(string(out))
+	if version.Compare(have, "go"+minimum) < 0 {
+		want := minimum
+		if release != "" {
+			want = release
+		}
+		return fmt.Errorf("the tree needs Go %s or newer (go.work) and `go` here is %s: install Go %s, or export GOTOOLCHAIN=go%s",
+			minimum, strings.TrimPrefix(have, "go"), want, want)
+	}
+	return nil
+}
+
+// LDFlags are the version flags hack/lib/version.sh gives, for both
+// k8s.io/component-base/version and k8s.io/client-go/pkg/version.
+func LDFlags(v source.Version) []string {
+	var out []string
+	for _, kv := range [][2]string{
+		{"buildDate", v.BuildDate},
+		{"gitCommit", v.GitCommit},
+		{"gitTreeState", v.GitTreeState},
+		{"gitVersion", v.GitVersion},
+		{"gitMajor", v.GitMajor},
+		{"gitMinor", v.GitMinor},
+	} {
+		for _, pkg := range []string{"k8s.io/client-go/pkg/version", "k8s.io/component-base/version"} {
+			out = append(out, fmt.Sprintf("-X '%s.%s=%s'", pkg, kv[0], kv[1]))
+		}
+	}
+	return out
+}
+
+func (j *Job) env() []string {
+	goos, goarch, _ := strings.Cut(j.Platform, "/")
+	return []string{"CGO_ENABLED=0", "GOOS=" + goos, "GOARCH=" + goarch}
+}
+
+// commonFlags are the go build flags every component gets.
+func (j *Job) commonFlags(ldflags []string) []string {
+	args := []string{"build", "-trimpath", "-buildvcs=false"}
+	if j.Debug {
+		args = append(args, "-gcflags=all=-N -l")
+	} else {
+		ldflags = append(ldflags, "-s", "-w") // as `make` does unless DBG=1
+	}
+	if j.LDFlags != "" {
+		ldflags = append(ldflags, j.LDFlags)
+	}
+	args = append(args, "-ldflags="+strings.Join(ldflags, " "))
+	return append(args, j.GoFlags...)
+}
+
+func compile(ctx context.Context, j *Job) error {
+	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
+		return err
+	}
+	args := append(j.commonFlags(LDFlags(j.Version)), "-o", j.BinDir()+"/")
+	for _, c := range j.treeComponents() {
+		args = append(args, c.Package)
+	}
+	cmd := execx.Cmd{Name: "go", Args: args, Dir: j.Tree.Root, Env: j.env(), Stdout: j.Log, Stderr: j.Log}
+	j.Reporter.Debugf("%s", cmd)
+	t0 := time.Now()
+	err := execx.Run(ctx, cmd)
+	j.compileTook = time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("compile failed:\n%w", err)
+	}
+	return nil
+}
+
+func compileEtcd(ctx context.Context, j *Job) error {
+	v := j.EtcdVersion
+	if v == "" {
+		var err error
+		if v, err = j.Tree.EtcdVersion(); err != nil {
+			return err
+		}
+	}
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	j.EtcdVersion = v
+	// etcd is built in a small module of its own, outside the tree's
+	// workspace, pinned to the release kubeadm names.
+	dir := filepath.Join(j.Tree.OutputDir(), "etcd-build", v)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	gomod := fmt.Sprintf("module devk.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n", v)
+	if old, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !strings.HasPrefix(string(old), gomod) {
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
+		return err
+	}
+	args := j.commonFlags([]string{"-X go.etcd.io/etcd/api/v3/version.GitSHA=" + v})
+	args = append(args, "-o", filepath.Join(j.BinDir(), "etcd"), "go.etcd.io/etcd/server/v3")
+	env := append(j.env(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env, Stdout: j.Log, Stderr: j.Log}
+	j.Reporter.Debugf("%s", cmd)
+	t0 := time.Now()
+	err := execx.Run(ctx, cmd)
+	j.etcdTook = time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("etcd %s failed to build (is that version served? pass --etcd-version):\n%w", v, err)
+	}
+	return nil
+}
+
+func record(ctx context.Context, j *Job) error {
+	return UpdateState(j.Tree.Root, func(st *StateFile) error {
+		j.Binaries = j.Binaries[:0]
+		for _, c := range j.Components {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			path := j.BinaryPath(c)
+			fi, err := os.Stat(path)
+			if err != nil {
+				return fmt.Errorf("%s was not produced: %w", path, err)
+			}
+			prev := st.Component(c.Name).Binary
+			var sum string
+			// go build leaves an up-to-date binary untouched, so an
+			// unchanged size and mtime mean unchanged bytes: skip hashing.
+			if prev != nil && prev.Path == path && prev.Size == fi.Size() && prev.ModTime.Equal(fi.ModTime()) && prev.Platform == j.Platform {
+				sum = prev.SHA256
+			} else if sum, err = FileSHA256(path); err != nil {
+				return err
+			}
+			took := j.compileTook
+			if c.External {
+				took = j.etcdTook
+			}
+			b := Binary{Component: c, Name: c.Name, Path: path, SHA256: sum, Size: fi.Size(), Took: took,
+				Changed: prev == nil || prev.SHA256 != sum || prev.Platform != j.Platform}
+			j.Binaries = append(j.Binaries, b)
+			version := j.Version.GitVersion
+			if c.External {
+				version = j.EtcdVersion
+			}
+			st.Component(c.Name).Binary = &BinaryRecord{
+				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), Platform: j.Platform,
+				Version: version, BuiltAt: time.Now().UTC(),
+			}
+		}
+		return nil
+	})
+}
+
+// FileSHA256 is the hex sha256 of a file.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

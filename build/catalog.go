@@ -1,0 +1,100 @@
+// Package build knows the Kubernetes components and builds them
+// incrementally with Kubernetes' version stamping, as phases of the engine.
+package build
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Component is one buildable program.
+type Component struct {
+	// Name is what users type: apiserver, controller-manager, kubectl, etcd.
+	Name string
+	// Binary is the executable's file name (and the image's repository
+	// name): kube-apiserver, kubectl, etcd.
+	Binary string
+	// Package is the main package: a path inside the tree for Kubernetes
+	// components, a module package path for etcd.
+	Package string
+	// StaticPod says the component runs as a static pod of the control
+	// plane (and so can be swapped by image).
+	StaticPod bool
+	// External components are built from a module at a pinned version,
+	// not from the tree.
+	External bool
+}
+
+// Image is the repository name the component's image is pushed under.
+func (c Component) Image() string { return c.Binary }
+
+// Catalog lists every component devk builds, in a stable order.
+var Catalog = []Component{
+	{Name: "apiserver", Binary: "kube-apiserver", Package: "./cmd/kube-apiserver", StaticPod: true},
+	{Name: "controller-manager", Binary: "kube-controller-manager", Package: "./cmd/kube-controller-manager", StaticPod: true},
+	{Name: "scheduler", Binary: "kube-scheduler", Package: "./cmd/kube-scheduler", StaticPod: true},
+	{Name: "kubelet", Binary: "kubelet", Package: "./cmd/kubelet"},
+	{Name: "kubectl", Binary: "kubectl", Package: "./cmd/kubectl"},
+	{Name: "kube-proxy", Binary: "kube-proxy", Package: "./cmd/kube-proxy"},
+	{Name: "kubeadm", Binary: "kubeadm", Package: "./cmd/kubeadm"},
+	{Name: "etcd", Binary: "etcd", Package: "go.etcd.io/etcd/server/v3", StaticPod: true, External: true},
+}
+
+// ErrUnknownComponent is returned for a name the catalog lacks.
+var ErrUnknownComponent = fmt.Errorf("unknown component")
+
+// Names lists the accepted component names.
+func Names() []string {
+	var out []string
+	for _, c := range Catalog {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// Lookup finds a component by its name or its binary name
+// (kube-apiserver and apiserver are the same).
+func Lookup(name string) (Component, error) {
+	for _, c := range Catalog {
+		if name == c.Name || name == c.Binary {
+			return c, nil
+		}
+	}
+	return Component{}, fmt.Errorf("%w %q: use one of %s, or all", ErrUnknownComponent, name, strings.Join(Names(), ", "))
+}
+
+// Resolve turns user arguments into components, in catalog order without
+// duplicates. "all" means every Kubernetes component of the tree (etcd is
+// built only when named, since it comes from its own module).
+func Resolve(args []string) ([]Component, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("name a component: %s, or all", strings.Join(Names(), ", "))
+	}
+	want := map[string]bool{}
+	for _, a := range args {
+		if a == "all" {
+			for _, c := range Catalog {
+				if !c.External {
+					want[c.Name] = true
+				}
+			}
+			continue
+		}
+		c, err := Lookup(a)
+		if err != nil {
+			return nil, err
+		}
+		want[c.Name] = true
+	}
+	var out []Component
+	for _, c := range Catalog {
+		if want[c.Name] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// CompletionNames are the values shell completion offers.
+func CompletionNames() []string { return append(slices.Clone(Names()), "all") }

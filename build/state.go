@@ -1,0 +1,115 @@
+package build
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/devk/devk/internal/fileutil"
+)
+
+// StateFile is the tree's record of what devk built and pushed, at
+// <tree>/_output/devk/state.json.
+type StateFile struct {
+	Components map[string]*ComponentState `json:"components"`
+}
+
+// ComponentState is what devk knows of one component.
+type ComponentState struct {
+	Binary *BinaryRecord `json:"binary,omitempty"`
+	Pushed *PushRecord   `json:"pushed,omitempty"`
+}
+
+// BinaryRecord describes the last built binary.
+type BinaryRecord struct {
+	Path     string    `json:"path"`
+	SHA256   string    `json:"sha256"`
+	Size     int64     `json:"size"`
+	ModTime  time.Time `json:"modTime"`
+	Platform string    `json:"platform"` // linux/amd64
+	Version  string    `json:"version"`  // the stamped gitVersion
+	BuiltAt  time.Time `json:"builtAt"`
+}
+
+// PushRecord describes the last pushed image.
+type PushRecord struct {
+	// Ref is repo@sha256:… as pushed.
+	Ref string `json:"ref"`
+	// Repository is registry/name without tag or digest.
+	Repository string `json:"repository"`
+	Tag        string `json:"tag"`
+	Digest     string `json:"digest"`
+	// BinarySHA256 is the binary the image holds.
+	BinarySHA256 string    `json:"binarySHA256"`
+	PushedAt     time.Time `json:"pushedAt"`
+}
+
+// StatePath is where a tree's state file lives.
+func StatePath(treeRoot string) string {
+	return filepath.Join(treeRoot, "_output", "devk", "state.json")
+}
+
+// LoadState reads the tree's state; a missing file is an empty state.
+func LoadState(treeRoot string) (*StateFile, error) {
+	st := &StateFile{Components: map[string]*ComponentState{}}
+	data, err := os.ReadFile(StatePath(treeRoot))
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, fmt.Errorf("read %s: %w (delete it to start over; devk rebuilds what it needs)", StatePath(treeRoot), err)
+	}
+	if st.Components == nil {
+		st.Components = map[string]*ComponentState{}
+	}
+	return st, nil
+}
+
+// Component returns the state of one component, creating it if absent.
+func (s *StateFile) Component(name string) *ComponentState {
+	c := s.Components[name]
+	if c == nil {
+		c = &ComponentState{}
+		s.Components[name] = c
+	}
+	return c
+}
+
+// UpdateState loads the state under an exclusive lock, lets change modify
+// it, and writes it back atomically; concurrent devk processes (a build
+// and a push) do not lose each other's records.
+func UpdateState(treeRoot string, change func(*StateFile) error) error {
+	path := StatePath(treeRoot)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	st, err := LoadState(treeRoot)
+	if err != nil {
+		return err
+	}
+	if err := change(st); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fileutil.WriteAtomic(path, append(data, '\n'), 0o644, "")
+}

@@ -1,0 +1,37 @@
+// Command devk is a toolchain for hacking on Kubernetes itself: get a tree,
+// build one component, push its image, hot-swap it into a throwaway
+// cluster, verify the digest, and see what it wrote to etcd.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "devk:", msg)
+		}
+		os.Exit(ec.ExitCode())
+	}
+	fmt.Fprintln(os.Stderr, "devk:", err)
+	os.Exit(1)
+}
+
+// exitCoder is an error that asks for a specific exit status.
+type exitCoder interface {
+	error
+	ExitCode() int
+}

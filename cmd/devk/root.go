@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/internal/progress"
+)
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	Verbose bool
+	Quiet   bool
+	Output  string // text or json
+
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// Reporter is the progress reporter for this invocation; progress goes to
+// stderr, never stdout.
+func (g *globalOptions) Reporter() progress.Reporter {
+	mode := progress.Auto
+	if g.JSON() {
+		mode = progress.JSON
+	}
+	return progress.New(g.stderr, progress.Options{Mode: mode, Verbose: g.Verbose, Quiet: g.Quiet})
+}
+
+// JSON reports whether results should be machine-readable.
+func (g *globalOptions) JSON() bool { return g.Output == "json" }
+
+func (g *globalOptions) validate() error {
+	switch g.Output {
+	case "text", "json":
+	default:
+		return fmt.Errorf("-o %q: use text or json", g.Output)
+	}
+	if g.Verbose && g.Quiet {
+		return fmt.Errorf("--verbose and --quiet contradict each other: pick one")
+	}
+	return nil
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globalOptions{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "devk",
+		Short: "Build, swap and inspect Kubernetes components, fast and verified",
+		Long: `devk is a toolchain for hacking on Kubernetes itself.
+
+  devk source get v1.34.4      a buildable Kubernetes tree in seconds
+  devk build apiserver         incremental, version-stamped build of one component
+  devk version                 devk's own version
+
+Results go to stdout (-o json for scripts); progress goes to stderr.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return g.validate()
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.BoolVarP(&g.Verbose, "verbose", "v", false, "show more detail (commands run, cache decisions)")
+	pf.BoolVarP(&g.Quiet, "quiet", "q", false, "show only results and errors")
+	pf.StringVarP(&g.Output, "output", "o", "text", "result format: text or json")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+
+	root.AddCommand(
+		newVersionCmd(g),
+		newSourceCmd(g),
+		newBuildCmd(g),
+	)
+	return root
+}

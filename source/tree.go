@@ -1,0 +1,129 @@
+// Package source finds a Kubernetes source tree, tells its version the way
+// hack/lib/version.sh does, and makes a buildable tree from the Go module
+// proxy (`devk source get`).
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Tree is a Kubernetes source tree: a directory with go.work and
+// cmd/kube-apiserver.
+type Tree struct {
+	Root string
+}
+
+// ErrNoTree is returned when no Kubernetes tree encloses a directory.
+var ErrNoTree = errors.New("not inside a Kubernetes source tree")
+
+// HowToGet is the advice attached to ErrNoTree.
+const HowToGet = "cd into a Kubernetes tree (a directory with go.work and cmd/kube-apiserver), pass --tree DIR, or get one with `devk source get v1.34.4`"
+
+// IsTree reports whether dir looks like the root of a Kubernetes tree.
+func IsTree(dir string) bool {
+	if fi, err := os.Stat(filepath.Join(dir, "go.work")); err != nil || fi.IsDir() {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(dir, "cmd", "kube-apiserver"))
+	return err == nil && fi.IsDir()
+}
+
+// Find returns the tree enclosing dir (dir itself or a parent).
+func Find(dir string) (*Tree, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if IsTree(d) {
+			return &Tree{Root: d}, nil
+		}
+		if filepath.Dir(d) == d {
+			return nil, fmt.Errorf("%w (looked from %s up to /): %s", ErrNoTree, abs, HowToGet)
+		}
+	}
+}
+
+// Open returns the tree at dir, or the one enclosing the working directory
+// when dir is empty.
+func Open(dir string) (*Tree, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		return Find(wd)
+	}
+	return Find(dir)
+}
+
+// OutputDir is where devk keeps what it makes for this tree.
+func (t *Tree) OutputDir() string { return filepath.Join(t.Root, "_output", "devk") }
+
+// GoVersions reads what Go the tree asks for: the minimum from go.work's
+// go line (or go.mod's), and the release the project builds with from
+// .go-version when present.
+func (t *Tree) GoVersions() (minimum, preferred string, err error) {
+	for _, f := range []string{"go.work", "go.mod"} {
+		data, err := os.ReadFile(filepath.Join(t.Root, f))
+		if err != nil {
+			continue
+		}
+		if v := goDirective(data); v != "" {
+			minimum = v
+			break
+		}
+	}
+	if minimum == "" {
+		return "", "", fmt.Errorf("no go directive in %s/go.work or go.mod", t.Root)
+	}
+	if data, err := os.ReadFile(filepath.Join(t.Root, ".go-version")); err == nil {
+		preferred = strings.TrimSpace(string(data))
+	}
+	return minimum, preferred, nil
+}
+
+func goDirective(data []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "go" {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// EtcdVersion is the etcd version the tree's kubeadm constants name
+// (DefaultEtcdVersion, e.g. "3.6.5-0" gives "v3.6.5").
+func (t *Tree) EtcdVersion() (string, error) {
+	path := filepath.Join(t.Root, "cmd", "kubeadm", "app", "constants", "constants.go")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read etcd version: %w (pass --etcd-version)", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "DefaultEtcdVersion") {
+			continue
+		}
+		_, val, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		v := strings.Trim(strings.TrimSpace(val), `"`)
+		v, _, _ = strings.Cut(v, "-") // "3.6.5-0": the suffix is the image revision
+		if v == "" {
+			break
+		}
+		return "v" + v, nil
+	}
+	return "", fmt.Errorf("no DefaultEtcdVersion in %s (pass --etcd-version)", path)
+}
