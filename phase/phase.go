@@ -209,6 +209,7 @@ func Run[S any](ctx context.Context, roots []*Phase[S], s S, o Options) (Result,
 			continue
 		}
 		p := st.Phase
+		ancestor := o.Only != "" && st.Path != o.Only && under(o.Only, st.Path)
 		if p.If != nil {
 			if ok, why := p.If(s); !ok {
 				rep.Skip(st.Path, why)
@@ -217,8 +218,8 @@ func Run[S any](ctx context.Context, roots []*Phase[S], s S, o Options) (Result,
 				continue
 			}
 		}
-		if p.Run == nil {
-			continue // a pure grouping phase
+		if p.Run == nil || ancestor {
+			continue // a grouping phase, or a parent of the --only phase: its condition applies, its work does not
 		}
 		rep.Start(st.Path)
 		t0 := time.Now()

@@ -1,0 +1,232 @@
+package build
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/devk/devk/internal/testtree"
+	"github.com/devk/devk/phase"
+	"github.com/devk/devk/source"
+)
+
+func TestResolve(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    []string
+		wantErr string
+	}{
+		{name: "short name", args: []string{"apiserver"}, want: []string{"apiserver"}},
+		{name: "kube- name", args: []string{"kube-apiserver"}, want: []string{"apiserver"}},
+		{name: "catalog order, no duplicates", args: []string{"kubectl", "apiserver", "kube-apiserver"}, want: []string{"apiserver", "kubectl"}},
+		{name: "all but etcd", args: []string{"all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm"}},
+		{name: "etcd when named", args: []string{"all", "etcd"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "etcd"}},
+		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, or all"},
+		{name: "none", args: nil, wantErr: "name a component"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Resolve(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, c := range got {
+				names = append(names, c.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("got %v, want %v", names, tc.want)
+			}
+		})
+	}
+}
+
+func build(t *testing.T, root string, comps ...string) *Job {
+	t.Helper()
+	j, err := Run(context.Background(), Options{TreeDir: root, Components: comps}, phase.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+type stamped struct {
+	GitVersion, Major, Minor, GitCommit, GitTreeState, BuildDate string
+}
+
+func runBinary(t *testing.T, path string) stamped {
+	t.Helper()
+	out, err := exec.Command(path).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var v struct {
+		stamped
+		ClientVersion *stamped `json:"clientVersion"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("%s printed %q: %v", path, out, err)
+	}
+	if v.ClientVersion != nil {
+		return *v.ClientVersion
+	}
+	return v.stamped
+}
+
+func changed(j *Job) map[string]bool {
+	m := map[string]bool{}
+	for _, b := range j.Binaries {
+		m[b.Name] = b.Changed
+	}
+	return m
+}
+
+// TestBuildStampsAndDetectsChanges runs real go builds of the fixture tree:
+// version stamping in both version packages, byte-identical rebuilds, and
+// change detection that follows the import graph.
+func TestBuildStampsAndDetectsChanges(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "")
+	root := testtree.New(t)
+	j := build(t, root, "kube-apiserver", "kubectl")
+	want, err := (&source.Tree{Root: root}).Version(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := changed(j); !c["apiserver"] || !c["kubectl"] || len(c) != 2 {
+		t.Fatalf("first build: changed = %v", c)
+	}
+	for _, b := range j.Binaries {
+		if filepath.Dir(b.Path) != filepath.Join(root, "_output", "devk", "bin", "linux_amd64") && !strings.HasSuffix(filepath.Dir(b.Path), "linux_arm64") {
+			t.Errorf("%s is not in _output/devk/bin/<os>_<arch>", b.Path)
+		}
+		got := runBinary(t, b.Path)
+		if got.GitVersion != "v1.34.0" || got.Major != "1" || got.Minor != "34" || got.GitCommit != want.GitCommit ||
+			got.GitTreeState != "clean" || got.BuildDate != want.BuildDate {
+			t.Errorf("%s stamped %+v, want %+v", b.Name, got, want)
+		}
+	}
+
+	// No change: same bytes, reported unchanged.
+	j2 := build(t, root, "apiserver", "kubectl")
+	if c := changed(j2); c["apiserver"] || c["kubectl"] {
+		t.Fatalf("no-op rebuild: changed = %v", c)
+	}
+	if j.Binaries[0].SHA256 != j2.Binaries[0].SHA256 {
+		t.Fatal("no-op rebuild changed the apiserver's bytes")
+	}
+
+	// An edit in component-base reaches the apiserver only; kubectl
+	// imports client-go. The tree is now dirty, which is stamped too.
+	vfile := filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "version.go")
+	f, err := os.OpenFile(vfile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\nfunc Extra() string { return \"extra\" }\n")
+	f.Close()
+	t.Setenv("SOURCE_DATE_EPOCH", "0") // keep buildDate fixed; only gitVersion/treeState change
+	j3 := build(t, root, "apiserver")
+	if c := changed(j3); !c["apiserver"] {
+		t.Fatalf("after an edit: changed = %v", c)
+	}
+	if got := runBinary(t, j3.Binaries[0].Path); got.GitVersion != "v1.34.0-dirty" || got.GitTreeState != "dirty" || got.Minor != "34+" {
+		t.Fatalf("dirty build stamped %+v", got)
+	}
+
+	st, err := LoadState(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := st.Components["apiserver"].Binary; rec == nil || rec.SHA256 != j3.Binaries[0].SHA256 || rec.Version != "v1.34.0-dirty" {
+		t.Fatalf("state.json apiserver = %+v", rec)
+	}
+}
+
+func TestBuildCompileErrorIsVerbatim(t *testing.T) {
+	root := testtree.New(t)
+	main := filepath.Join(root, "cmd", "kube-apiserver", "main.go")
+	data, _ := os.ReadFile(main)
+	os.WriteFile(main, append(data, []byte("\nfunc broken() { undefinedThing() }\n")...), 0o644)
+	_, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"apiserver"}}, phase.Options{})
+	if err == nil {
+		t.Fatal("a broken tree built")
+	}
+	for _, want := range []string{"phase compile", "go build -trimpath", "./cmd/kube-apiserver", "undefined: undefinedThing", "main.go"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestBuildOutsideTree(t *testing.T) {
+	_, err := Run(context.Background(), Options{TreeDir: t.TempDir(), Components: []string{"apiserver"}}, phase.Options{})
+	if !errors.Is(err, source.ErrNoTree) || !strings.Contains(err.Error(), "devk source get") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBuildRefusesOldGo(t *testing.T) {
+	root := testtree.Copy(t)
+	work := filepath.Join(root, "go.work")
+	data, _ := os.ReadFile(work)
+	os.WriteFile(work, []byte(strings.Replace(string(data), "go 1.24.0", "go 1.99.0", 1)), 0o644)
+	t.Setenv("GOTOOLCHAIN", "")
+	err := checkGo(context.Background(), &source.Tree{Root: root})
+	if err == nil || !strings.Contains(err.Error(), "needs Go 1.99.0 or newer") || !strings.Contains(err.Error(), "GOTOOLCHAIN=go1.24.12") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBuildCrossPlatformAndDebug(t *testing.T) {
+	root := testtree.New(t)
+	j, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"kubectl"}, Platform: "linux/arm64", Debug: true}, phase.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := j.Binaries[0]
+	if !strings.HasSuffix(b.Path, "bin/linux_arm64/kubectl") {
+		t.Fatalf("path = %s", b.Path)
+	}
+	data, err := os.ReadFile(b.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ELF e_machine 0xB7 is AArch64.
+	if len(data) < 20 || string(data[1:4]) != "ELF" || data[18] != 0xB7 {
+		t.Fatalf("%s is not a linux/arm64 ELF", b.Path)
+	}
+	// --debug keeps DWARF; the default strips it (-s -w), as make does.
+	if !hasDWARF(t, b.Path) {
+		t.Error("--debug binary has no DWARF")
+	}
+	j = build(t, root, "kubectl")
+	if hasDWARF(t, j.Binaries[0].Path) {
+		t.Error("default binary kept DWARF")
+	}
+	if _, err := NewJob(Options{TreeDir: root, Components: []string{"kubectl"}, Platform: "arm64"}); err == nil {
+		t.Fatal("--platform arm64 accepted")
+	}
+}
+
+func hasDWARF(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return f.Section(".debug_info") != nil
+}

@@ -1,0 +1,106 @@
+package phase
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// outer embeds the state of an inner pipeline, as image.Job embeds build.Job.
+type outer struct {
+	inner *mapInner
+	calls []string
+}
+
+type mapInner struct {
+	calls []string
+	skip  bool
+}
+
+func TestMap(t *testing.T) {
+	innerPhases := []*Phase[*mapInner]{
+		{
+			Name: "compile", Short: "compile things",
+			IO:  func(s *mapInner) ([]string, []string) { return []string{"src"}, []string{"bin"} },
+			Run: func(_ context.Context, s *mapInner) error { s.calls = append(s.calls, "compile"); return nil },
+			Children: []*Phase[*mapInner]{{
+				Name:   "link",
+				If:     func(s *mapInner) (bool, string) { return !s.skip, "nothing to link" },
+				Run:    func(_ context.Context, s *mapInner) error { s.calls = append(s.calls, "link"); return nil },
+				Detail: func(s *mapInner) string { return "linked" },
+			}},
+		},
+		{
+			Name: "fail", Needs: []string{"compile"},
+			Run: func(_ context.Context, s *mapInner) error { return errors.New("boom") },
+		},
+	}
+	build := func() []*Phase[*outer] {
+		ps := Map(innerPhases, func(o *outer) *mapInner { return o.inner })
+		return append(ps, &Phase[*outer]{
+			Name: "push", Needs: []string{"compile/link"},
+			Run: func(_ context.Context, o *outer) error { o.calls = append(o.calls, "push"); return nil },
+		})
+	}
+
+	t.Run("paths and needs are kept", func(t *testing.T) {
+		var paths []string
+		for _, s := range Flatten(build()) {
+			paths = append(paths, s.Path)
+		}
+		if want := []string{"compile", "compile/link", "fail", "push"}; !slices.Equal(paths, want) {
+			t.Fatalf("paths %v, want %v", paths, want)
+		}
+		ps := build()
+		if !slices.Equal(ps[1].Needs, []string{"compile"}) || ps[0].Short != "compile things" {
+			t.Fatalf("needs or help lost: %+v", ps[1])
+		}
+	})
+
+	t.Run("runs on the embedded state", func(t *testing.T) {
+		o := &outer{inner: &mapInner{}}
+		_, err := Run(context.Background(), build(), o, Options{Skip: []string{"fail"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(o.inner.calls, []string{"compile", "link"}) || !slices.Equal(o.calls, []string{"push"}) {
+			t.Fatalf("inner calls %v, outer calls %v", o.inner.calls, o.calls)
+		}
+	})
+
+	t.Run("condition reads the embedded state", func(t *testing.T) {
+		o := &outer{inner: &mapInner{skip: true}}
+		res, err := Run(context.Background(), build(), o, Options{Only: "compile"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(o.inner.calls, []string{"compile"}) {
+			t.Fatalf("calls %v: link should have been skipped", o.inner.calls)
+		}
+		if res.Timings[1].Skipped != "nothing to link" {
+			t.Fatalf("timings %+v", res.Timings)
+		}
+	})
+
+	t.Run("errors are wrapped with the path", func(t *testing.T) {
+		o := &outer{inner: &mapInner{}}
+		_, err := Run(context.Background(), build(), o, Options{})
+		if err == nil || err.Error() != "phase fail: boom" {
+			t.Fatalf("err %v", err)
+		}
+	})
+
+	t.Run("dry run shows the mapped io", func(t *testing.T) {
+		var plan bytes.Buffer
+		o := &outer{inner: &mapInner{}}
+		if _, err := Run(context.Background(), build(), o, Options{DryRun: true, PlanOut: &plan}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan.String(), "reads  src") || !strings.Contains(plan.String(), "writes bin") || len(o.inner.calls) > 0 {
+			t.Fatalf("plan:\n%s\ncalls %v", plan.String(), o.inner.calls)
+		}
+	})
+}
