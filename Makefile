@@ -4,7 +4,7 @@ BIN       ?= bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 E2E_TIMEOUT ?= 80m
 
-.PHONY: build test fuzz e2e bench lint clean
+.PHONY: build test fuzz e2e bench lint clean demo
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/devk ./cmd/devk
@@ -36,3 +36,11 @@ lint:
 
 clean:
 	rm -rf $(BIN)
+
+# The main job on a fresh machine: a Kubernetes tree and a version-stamped
+# kube-apiserver built from it (later: the whole build→swap→verify loop).
+DEMO_DIR ?= $(HOME)/devk-demo/kubernetes-v1.34.4
+demo: build
+	$(BIN)/devk source get v1.34.4 $(DEMO_DIR)
+	cd $(DEMO_DIR) && $(abspath $(BIN)/devk) build apiserver
+	$(DEMO_DIR)/_output/devk/bin/linux_amd64/kube-apiserver --version

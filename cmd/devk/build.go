@@ -88,7 +88,7 @@ func printBuild(g *globalOptions, j *build.Job, took time.Duration) error {
 		}{j.Version.GitVersion, j.Platform, took.Seconds(), j.Binaries})
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMPONENT\tSTATUS\tSIZE\tSHA256\tBINARY")
+	fmt.Fprintln(tw, "COMPONENT\tSTATUS\tSIZE\tBUILD TIME\tSHA256\tBINARY")
 	for _, b := range j.Binaries {
 		status := "unchanged"
 		if b.Changed {
@@ -98,7 +98,7 @@ func printBuild(g *globalOptions, j *build.Job, took time.Duration) error {
 		if err != nil {
 			rel = b.Path
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Name, status, humanBytes(b.Size), b.SHA256[:12], rel)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, status, humanBytes(b.Size), progress.Round(b.Took), b.SHA256[:12], rel)
 	}
 	tw.Flush()
 	fmt.Fprintf(g.stdout, "built %s (%s) in %s\n", j.Version.GitVersion, j.Platform, progress.Round(took))
