@@ -1,0 +1,205 @@
+// Package swap replaces what a node runs: the image of a static pod (by
+// rewriting its manifest atomically, with a backup kept outside the
+// kubelet's manifests dir) and the kubectl or kubelet binary (by atomic
+// rename, keeping PATH.prev). Every replacement can be rolled back.
+package swap
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/fileutil"
+)
+
+// ErrNoBackup is returned by a rollback with nothing to restore.
+var ErrNoBackup = errors.New("no previous manifest to roll back to")
+
+// Manifest is one static pod manifest in a kubelet's manifests dir.
+type Manifest struct {
+	// Path is the manifest, e.g. /etc/kubernetes/manifests/kube-apiserver.yaml.
+	Path string
+	// WorkDir holds temp files, backups and the swap journal. It must be
+	// outside the manifests dir (the kubelet reads every file there, even
+	// an editor's temp file) and on the same filesystem (for rename).
+	WorkDir string
+}
+
+// ManifestFor names the manifest of a static pod in dir and the work dir
+// devk uses beside it: <parent of dir>/.devk-swap.
+func ManifestFor(manifestsDir, podName string) Manifest {
+	return Manifest{
+		Path:    filepath.Join(manifestsDir, podName+".yaml"),
+		WorkDir: filepath.Join(filepath.Dir(filepath.Clean(manifestsDir)), ".devk-swap"),
+	}
+}
+
+func (m Manifest) name() string { return strings.TrimSuffix(filepath.Base(m.Path), filepath.Ext(m.Path)) }
+
+// BackupPath is where the manifest before the last swap is kept.
+func (m Manifest) BackupPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.prev") }
+
+// JournalPath records a swap in progress, so an interrupted one can be
+// rolled back.
+func (m Manifest) JournalPath() string { return filepath.Join(m.WorkDir, m.name()+".swap.json") }
+
+// Journal is what a swap in progress records.
+type Journal struct {
+	Manifest string    `json:"manifest"`
+	Backup   string    `json:"backup"`
+	OldImage string    `json:"oldImage"`
+	NewImage string    `json:"newImage"`
+	Started  time.Time `json:"started"`
+}
+
+// Read parses the manifest.
+func (m Manifest) Read() (*corev1.Pod, []byte, error) {
+	data, err := os.ReadFile(m.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("no manifest %s: is the cluster up (devk up), or pass --manifests-dir", m.Path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
+		if err2 := yaml.Unmarshal(data, &pod); err2 != nil {
+			return nil, nil, fmt.Errorf("%s is not a pod manifest: %w", m.Path, err2)
+		}
+	}
+	if pod.Kind != "Pod" {
+		return nil, nil, fmt.Errorf("%s is a %q, not a static Pod manifest", m.Path, pod.Kind)
+	}
+	return &pod, data, nil
+}
+
+// Container picks the container to swap: the one named name, or the only one.
+func Container(pod *corev1.Pod, name string) (*corev1.Container, error) {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i], nil
+		}
+	}
+	if len(pod.Spec.Containers) == 1 {
+		return &pod.Spec.Containers[0], nil
+	}
+	var names []string
+	for _, c := range pod.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return nil, fmt.Errorf("pod %s has no container %q (it has %s)", pod.Name, name, strings.Join(names, ", "))
+}
+
+// WithImage returns the manifest bytes with the container's image replaced.
+// It edits the one `image:` line in place, so the file stays as its author
+// wrote it; when that line is not unique it re-marshals the pod.
+func WithImage(data []byte, pod *corev1.Pod, container, image string) ([]byte, string, error) {
+	c, err := Container(pod, container)
+	if err != nil {
+		return nil, "", err
+	}
+	old := c.Image
+	if old == image {
+		return data, old, nil
+	}
+	for _, form := range []string{"image: " + old + "\n", "image: \"" + old + "\"\n", "image: '" + old + "'\n"} {
+		if bytes.Count(data, []byte(form)) == 1 {
+			out := bytes.Replace(data, []byte(form), []byte("image: "+image+"\n"), 1)
+			return out, old, nil
+		}
+	}
+	c.Image = image
+	out, err := yaml.Marshal(pod)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, old, nil
+}
+
+// SetImage points the manifest's container at image: it writes the new
+// manifest to a temp file in WorkDir, fsyncs it, keeps the current one as
+// the backup, records a journal, and renames the new one into place, so
+// the kubelet never reads a partial file. It returns the image it replaced.
+func (m Manifest) SetImage(container, image string) (old string, err error) {
+	pod, data, err := m.Read()
+	if err != nil {
+		return "", err
+	}
+	out, old, err := WithImage(data, pod, container, image)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(m.WorkDir, 0o700); err != nil {
+		return "", err
+	}
+	if err := fileutil.WriteAtomic(m.BackupPath(), data, 0o600, m.WorkDir); err != nil {
+		return "", err
+	}
+	j, _ := json.MarshalIndent(Journal{Manifest: m.Path, Backup: m.BackupPath(), OldImage: old, NewImage: image, Started: time.Now().UTC()}, "", "  ")
+	if err := fileutil.WriteAtomic(m.JournalPath(), j, 0o600, m.WorkDir); err != nil {
+		return "", err
+	}
+	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
+		return "", fmt.Errorf("%w (is %s on the same filesystem as %s?)", err, m.WorkDir, m.Path)
+	}
+	return old, nil
+}
+
+// Finish marks the swap done: the journal goes, the backup stays for
+// `devk swap --rollback`.
+func (m Manifest) Finish() error {
+	err := os.Remove(m.JournalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// InProgress reads the journal of an unfinished swap, if any.
+func (m Manifest) InProgress() (*Journal, error) {
+	data, err := os.ReadFile(m.JournalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var j Journal
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, fmt.Errorf("read %s: %w", m.JournalPath(), err)
+	}
+	return &j, nil
+}
+
+// Restore puts the backup back in place atomically and returns the image
+// it names. The backup is kept, so restoring twice is harmless.
+func (m Manifest) Restore(container string) (string, error) {
+	data, err := os.ReadFile(m.BackupPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w: %s has none (no swap was made with this manifests dir)", ErrNoBackup, m.Path)
+	}
+	if err != nil {
+		return "", err
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return "", fmt.Errorf("backup %s is not a pod manifest: %w", m.BackupPath(), err)
+	}
+	c, err := Container(&pod, container)
+	if err != nil {
+		return "", err
+	}
+	if err := fileutil.WriteAtomic(m.Path, data, 0o600, m.WorkDir); err != nil {
+		return "", err
+	}
+	return c.Image, m.Finish()
+}

@@ -1,0 +1,169 @@
+package swap
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const apiserverManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  labels:
+    component: kube-apiserver
+    tier: control-plane
+  name: kube-apiserver
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - kube-apiserver
+    - --advertise-address=127.0.0.1
+    image: localhost:5000/kube-apiserver@sha256:1111111111111111111111111111111111111111111111111111111111111111
+    name: kube-apiserver
+  hostNetwork: true
+`
+
+func writeManifest(t *testing.T) Manifest {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "manifests")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := ManifestFor(dir, "kube-apiserver")
+	if err := os.WriteFile(m.Path, []byte(apiserverManifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+const newImage = "localhost:5000/kube-apiserver@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+
+func TestSetImageAndRestore(t *testing.T) {
+	m := writeManifest(t)
+	old, err := m.SetImage("kube-apiserver", newImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(old, "@sha256:1111111111111111111111111111111111111111111111111111111111111111") {
+		t.Fatalf("old = %s", old)
+	}
+	data, _ := os.ReadFile(m.Path)
+	want := strings.Replace(apiserverManifest, old, newImage, 1)
+	if string(data) != want {
+		t.Fatalf("the manifest was not edited in place:\n%s", data)
+	}
+	// Nothing but the manifest is ever in the manifests dir.
+	entries, _ := os.ReadDir(filepath.Dir(m.Path))
+	if len(entries) != 1 {
+		t.Fatalf("manifests dir holds %d files", len(entries))
+	}
+	if filepath.Dir(m.WorkDir) == filepath.Dir(m.Path) || strings.HasPrefix(m.WorkDir, filepath.Dir(m.Path)+"/") {
+		t.Fatalf("work dir %s is inside the manifests dir", m.WorkDir)
+	}
+	j, err := m.InProgress()
+	if err != nil || j == nil || j.OldImage != old || j.NewImage != newImage {
+		t.Fatalf("journal = %+v, %v", j, err)
+	}
+	if fi, _ := os.Stat(m.Path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("manifest mode %v", fi.Mode())
+	}
+
+	img, err := m.Restore("kube-apiserver")
+	if err != nil || img != old {
+		t.Fatalf("restore = %s, %v", img, err)
+	}
+	if data, _ := os.ReadFile(m.Path); string(data) != apiserverManifest {
+		t.Fatalf("restore did not bring the old bytes back:\n%s", data)
+	}
+	if j, _ := m.InProgress(); j != nil {
+		t.Fatal("journal left after restore")
+	}
+}
+
+func TestSetImageErrors(t *testing.T) {
+	m := writeManifest(t)
+	if _, err := m.SetImage("etcd", newImage); err != nil {
+		t.Fatalf("the only container should be chosen: %v", err)
+	}
+	missing := ManifestFor(t.TempDir(), "kube-scheduler")
+	if _, err := missing.SetImage("kube-scheduler", newImage); err == nil || !strings.Contains(err.Error(), "devk up") {
+		t.Fatalf("missing manifest: %v", err)
+	}
+	bad := writeManifest(t)
+	os.WriteFile(bad.Path, []byte("kind: ConfigMap\n"), 0o600)
+	if _, err := bad.SetImage("x", newImage); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
+		t.Fatalf("configmap: %v", err)
+	}
+	if data, _ := os.ReadFile(bad.Path); string(data) != "kind: ConfigMap\n" {
+		t.Fatal("a refused swap changed the file")
+	}
+	if _, err := writeManifest(t).Restore("kube-apiserver"); !errors.Is(err, ErrNoBackup) {
+		t.Fatalf("restore without backup: %v", err)
+	}
+}
+
+func fakeKubectl(t *testing.T, dir, version string) string {
+	t.Helper()
+	p := filepath.Join(dir, "kubectl-"+version)
+	script := "#!/bin/sh\necho '{\"clientVersion\":{\"gitVersion\":\"" + version + "\"}}'\n"
+	if version == "broken" {
+		script = "#!/bin/sh\necho 'panic' >&2\nexit 2\n"
+	}
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The "binaries" here are shell scripts: real executables that answer
+// `version --client -o json` like kubectl, without a Kubernetes build.
+func TestInstallBinary(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	dest := filepath.Join(dir, "bin", "kubectl")
+	v1, v2, broken := fakeKubectl(t, dir, "v1.34.4"), fakeKubectl(t, dir, "v1.34.4-dirty"), fakeKubectl(t, dir, "broken")
+
+	res, err := InstallBinary(ctx, v1, dest, KubectlCheck)
+	if err != nil || !res.Changed || res.Version != "v1.34.4" || res.Prev != "" {
+		t.Fatalf("first install = %+v, %v", res, err)
+	}
+	res, err = InstallBinary(ctx, v1, dest, KubectlCheck)
+	if err != nil || res.Changed {
+		t.Fatalf("identical install = %+v, %v; want a no-op", res, err)
+	}
+	res, err = InstallBinary(ctx, v2, dest, KubectlCheck)
+	if err != nil || !res.Changed || res.Version != "v1.34.4-dirty" || res.Prev != dest+".prev" {
+		t.Fatalf("second install = %+v, %v", res, err)
+	}
+	if same, _ := sameBytes(v1, dest+".prev"); !same {
+		t.Fatal(".prev does not hold the old bytes")
+	}
+
+	// A binary that fails its check is not left in place.
+	res, err = InstallBinary(ctx, broken, dest, KubectlCheck)
+	if err == nil || !strings.Contains(err.Error(), "the old one is back") {
+		t.Fatalf("broken install: %+v, %v", res, err)
+	}
+	if same, _ := sameBytes(v2, dest); !same {
+		t.Fatal("the broken binary stayed installed")
+	}
+
+	// The failed install left .prev alone: rollback reaches v1.
+	res, err = RollbackBinary(ctx, dest, KubectlCheck)
+	if err != nil || !res.Changed || res.Version != "v1.34.4" {
+		t.Fatalf("rollback = %+v, %v", res, err)
+	}
+	if same, _ := sameBytes(v1, dest); !same {
+		t.Fatal("rollback did not restore the old bytes")
+	}
+	if _, err := RollbackBinary(ctx, filepath.Join(dir, "none"), nil); !errors.Is(err, ErrNoBackup) {
+		t.Fatalf("rollback without .prev: %v", err)
+	}
+	if _, err := InstallBinary(ctx, filepath.Join(dir, "missing"), dest, nil); err == nil || !strings.Contains(err.Error(), "build it first") {
+		t.Fatalf("missing source: %v", err)
+	}
+}
