@@ -43,7 +43,9 @@ func ManifestFor(manifestsDir, podName string) Manifest {
 	}
 }
 
-func (m Manifest) name() string { return strings.TrimSuffix(filepath.Base(m.Path), filepath.Ext(m.Path)) }
+func (m Manifest) name() string {
+	return strings.TrimSuffix(filepath.Base(m.Path), filepath.Ext(m.Path))
+}
 
 // BackupPath is where the manifest before the last swap is kept.
 func (m Manifest) BackupPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.prev") }

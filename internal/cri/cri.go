@@ -1,0 +1,280 @@
+// Package cri is a small client of a container runtime's CRI socket
+// (containerd here): list, inspect, stop and remove pods and containers,
+// and read a container's log. The kubelet's own labels tie containers to
+// pods.
+package cri
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Labels the kubelet puts on every container.
+const (
+	LabelPodName      = "io.kubernetes.pod.name"
+	LabelPodNamespace = "io.kubernetes.pod.namespace"
+	LabelPodUID       = "io.kubernetes.pod.uid"
+	LabelContainer    = "io.kubernetes.container.name"
+)
+
+// Client talks to a CRI runtime over its unix socket.
+type Client struct {
+	Endpoint string
+	conn     *grpc.ClientConn
+	RT       runtimeapi.RuntimeServiceClient
+	Images   runtimeapi.ImageServiceClient
+}
+
+// Dial connects to endpoint (a socket path or unix:// URL). gRPC connects
+// lazily; Version checks that something answers.
+func Dial(endpoint string) (*Client, error) {
+	target := endpoint
+	if !strings.HasPrefix(target, "unix://") {
+		target = "unix://" + target
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("CRI socket %s: %w", endpoint, err)
+	}
+	return &Client{Endpoint: endpoint, conn: conn, RT: runtimeapi.NewRuntimeServiceClient(conn), Images: runtimeapi.NewImageServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Version returns "name version" of the runtime.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	v, err := c.RT.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return "", fmt.Errorf("CRI runtime at %s does not answer: %w (is containerd running? pass --cri-socket)", c.Endpoint, err)
+	}
+	return v.RuntimeName + " " + v.RuntimeVersion, nil
+}
+
+// Container is what devk needs of one container.
+type Container struct {
+	ID           string
+	Name         string
+	PodName      string
+	PodNamespace string
+	PodUID       string
+	PodSandboxID string
+	State        runtimeapi.ContainerState
+	// ImageRef is the digest reference of the image the container runs.
+	ImageRef  string
+	Attempt   uint32
+	CreatedAt time.Time
+}
+
+// Running reports whether the container is running.
+func (c Container) Running() bool { return c.State == runtimeapi.ContainerState_CONTAINER_RUNNING }
+
+// StateName is "running", "exited", ….
+func (c Container) StateName() string {
+	return strings.ToLower(strings.TrimPrefix(c.State.String(), "CONTAINER_"))
+}
+
+// Filter selects containers; empty fields match anything.
+type Filter struct {
+	PodName      string
+	PodNamespace string
+	Container    string
+	RunningOnly  bool
+}
+
+// Containers lists containers matching f, newest first.
+func (c *Client) Containers(ctx context.Context, f Filter) ([]Container, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req := &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: map[string]string{}}}
+	if f.PodName != "" {
+		req.Filter.LabelSelector[LabelPodName] = f.PodName
+	}
+	if f.PodNamespace != "" {
+		req.Filter.LabelSelector[LabelPodNamespace] = f.PodNamespace
+	}
+	if f.Container != "" {
+		req.Filter.LabelSelector[LabelContainer] = f.Container
+	}
+	if f.RunningOnly {
+		req.Filter.State = &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	}
+	resp, err := c.RT.ListContainers(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("list containers on %s: %w", c.Endpoint, err)
+	}
+	out := make([]Container, 0, len(resp.Containers))
+	for _, ct := range resp.Containers {
+		out = append(out, Container{
+			ID: ct.Id, Name: ct.GetMetadata().GetName(), Attempt: ct.GetMetadata().GetAttempt(),
+			PodName: ct.Labels[LabelPodName], PodNamespace: ct.Labels[LabelPodNamespace], PodUID: ct.Labels[LabelPodUID],
+			PodSandboxID: ct.PodSandboxId, State: ct.State, ImageRef: ct.ImageRef,
+			CreatedAt: time.Unix(0, ct.CreatedAt),
+		})
+	}
+	// Newest first, so callers asking for "the" container get the current one.
+	for i := 1; i < len(out); i++ {
+		for k := i; k > 0 && out[k].CreatedAt.After(out[k-1].CreatedAt); k-- {
+			out[k], out[k-1] = out[k-1], out[k]
+		}
+	}
+	return out, nil
+}
+
+// Status is a container's detailed status.
+type Status struct {
+	Container
+	LogPath  string
+	ExitCode int32
+	Reason   string
+	Message  string
+}
+
+// ContainerStatus inspects one container.
+func (c *Client) ContainerStatus(ctx context.Context, id string) (*Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		return nil, fmt.Errorf("status of container %s: %w", short(id), err)
+	}
+	s := resp.Status
+	return &Status{
+		Container: Container{
+			ID: s.Id, Name: s.GetMetadata().GetName(), Attempt: s.GetMetadata().GetAttempt(),
+			PodName: s.Labels[LabelPodName], PodNamespace: s.Labels[LabelPodNamespace], PodUID: s.Labels[LabelPodUID],
+			State: s.State, ImageRef: s.ImageRef, CreatedAt: time.Unix(0, s.CreatedAt),
+		},
+		LogPath: s.LogPath, ExitCode: s.ExitCode, Reason: s.Reason, Message: s.Message,
+	}, nil
+}
+
+// StopContainer stops a container with the given grace period (0: now).
+func (c *Client) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, grace+20*time.Second)
+	defer cancel()
+	if _, err := c.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: int64(grace.Seconds())}); err != nil {
+		return fmt.Errorf("stop container %s: %w", short(id), err)
+	}
+	return nil
+}
+
+// RemoveAll stops and removes every pod sandbox (and its containers) for
+// which own returns true, without grace; it returns how many sandboxes it
+// removed.
+func (c *Client) RemoveAll(ctx context.Context, own func(podUID string) bool) (int, error) {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pods, err := c.RT.ListPodSandbox(lctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	cts, err := c.RT.ListContainers(lctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("list containers: %w", err)
+	}
+	ownPod := map[string]bool{}
+	for _, p := range pods.Items {
+		if own(p.GetMetadata().GetUid()) {
+			ownPod[p.Id] = true
+		}
+	}
+	errs := make(chan error, len(cts.Containers))
+	pending := 0
+	for _, ct := range cts.Containers {
+		if !ownPod[ct.PodSandboxId] {
+			continue
+		}
+		pending++
+		go func() {
+			if ct.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				if err := c.StopContainer(ctx, ct.Id, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if _, err := c.RT.RemoveContainer(rctx, &runtimeapi.RemoveContainerRequest{ContainerId: ct.Id}); err != nil {
+				errs <- fmt.Errorf("remove container %s: %w", short(ct.Id), err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for ; pending > 0; pending-- {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	n := 0
+	for id := range ownPod {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if _, err := c.RT.StopPodSandbox(pctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil && first == nil {
+			first = fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
+		}
+		if _, err := c.RT.RemovePodSandbox(pctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			if first == nil {
+				first = fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
+			}
+		} else {
+			n++
+		}
+		cancel()
+	}
+	return n, first
+}
+
+// TailLog returns the last n lines of a CRI container log file, without
+// the timestamp/stream/tag prefix the runtime writes.
+func TailLog(path string, n int) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// Logs of a crashing control-plane component are short; a bounded
+	// window from the end is enough and never reads a huge file whole.
+	const window = 256 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		f.Seek(fi.Size()-window, 0)
+	}
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, stripCRIPrefix(sc.Text()))
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return lines, sc.Err()
+}
+
+// stripCRIPrefix turns "2026-11-29T18:00:00.1Z stderr F message" into "message".
+func stripCRIPrefix(line string) string {
+	parts := strings.SplitN(line, " ", 4)
+	if len(parts) == 4 && (parts[1] == "stdout" || parts[1] == "stderr") {
+		return parts[3]
+	}
+	return line
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

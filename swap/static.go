@@ -1,0 +1,452 @@
+package swap
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/progress"
+)
+
+// Node is what a static-pod swap talks to: the kubelet's manifests dir,
+// the API server (for the mirror pod) and the runtime (for the container).
+type Node struct {
+	ManifestsDir string
+	Client       kubernetes.Interface
+	Runtime      *cri.Client
+	Reporter     progress.Reporter
+	// Timeout bounds the wait for the new container to be healthy.
+	Timeout time.Duration
+	// LogLines is how much of a failed container's log to show.
+	LogLines int
+}
+
+// Target is one static pod to point at a new image.
+type Target struct {
+	// Pod is the static pod's (and its manifest's and container's) name:
+	// kube-apiserver, etcd.
+	Pod string
+	// Image is the new image, repo@sha256:….
+	Image string
+	// Version, when set, is the gitVersion /version must report after the
+	// swap (the apiserver only).
+	Version string
+}
+
+// Check is one verification and what it found.
+type Check struct {
+	Name string `json:"check"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	OK   bool   `json:"ok"`
+}
+
+// Result is the outcome of swapping one static pod.
+type Result struct {
+	Pod        string        `json:"pod"`
+	OldImage   string        `json:"oldImage"`
+	NewImage   string        `json:"newImage"`
+	Unchanged  bool          `json:"unchanged,omitempty"`
+	RolledBack bool          `json:"rolledBack,omitempty"`
+	Checks     []Check       `json:"checks"`
+	Took       time.Duration `json:"took"`
+	// Log is the tail of the failed container's log, when the swap failed.
+	Log []string `json:"log,omitempty"`
+}
+
+// ErrRolledBack wraps a swap that failed and was undone.
+var ErrRolledBack = errors.New("swap failed and was rolled back")
+
+// DigestOf returns the sha256:… part of a reference (or the reference
+// itself when it is a bare digest).
+func DigestOf(ref string) string {
+	ref = strings.TrimPrefix(ref, "docker-pullable://")
+	if i := strings.LastIndex(ref, "@"); i >= 0 {
+		return ref[i+1:]
+	}
+	if strings.HasPrefix(ref, "sha256:") {
+		return ref
+	}
+	return ""
+}
+
+// podState is what one observation of the node shows for a static pod.
+type podState struct {
+	configHash  string
+	containerID string // running container, per CRI
+	imageRef    string // its CRI imageRef
+	mirrorImage string // mirror pod's containerStatuses imageID
+	healthy     bool
+	healthErr   error
+}
+
+// Swap points one static pod at t.Image and waits until the kubelet runs it
+// healthy and every digest check passes; on any failure it restores the
+// previous manifest, waits for the old pod to be healthy again and returns
+// an error wrapping ErrRolledBack with the new container's last log lines
+// in the result.
+func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
+	t0 := time.Now()
+	m := ManifestFor(n.ManifestsDir, t.Pod)
+	res := &Result{Pod: t.Pod, NewImage: t.Image}
+	if j, err := m.InProgress(); err != nil {
+		return res, err
+	} else if j != nil {
+		return res, fmt.Errorf("a swap of %s to %s was interrupted at %s: run `devk swap --rollback %s` to restore %s first",
+			t.Pod, j.NewImage, j.Started.Format(time.RFC3339), t.Pod, j.OldImage)
+	}
+	pod, data, err := m.Read()
+	if err != nil {
+		return res, err
+	}
+	c, err := Container(pod, t.Pod)
+	if err != nil {
+		return res, err
+	}
+	res.OldImage = c.Image
+	health := healthURL(c)
+	if DigestOf(t.Image) == "" {
+		return res, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push)", t.Image)
+	}
+	before, err := n.observe(ctx, t.Pod, c.Name, health)
+	if err != nil {
+		return res, err
+	}
+	if c.Image == t.Image {
+		res.Unchanged = true
+		res.Checks = n.verify(ctx, t, before)
+		res.Took = time.Since(t0)
+		return res, checksError(res.Checks)
+	}
+	if _, _, err := WithImage(data, pod, c.Name, t.Image); err != nil {
+		return res, err
+	}
+
+	n.Reporter.Infof("%s: %s -> %s", t.Pod, shortRef(c.Image), shortRef(t.Image))
+	if _, err := m.SetImage(c.Name, t.Image); err != nil {
+		return res, err
+	}
+	// Stop the old container at once: the kubelet would otherwise wait out
+	// its termination grace period (30 s for the apiserver).
+	if before.containerID != "" {
+		if err := n.Runtime.StopContainer(ctx, before.containerID, 0); err != nil {
+			n.Reporter.Debugf("stop old container: %v", err)
+		}
+	}
+	after, werr := n.waitFor(ctx, t.Pod, c.Name, health, before, DigestOf(t.Image))
+	if werr == nil {
+		res.Checks = n.verify(ctx, t, after)
+		werr = checksError(res.Checks)
+	}
+	if werr == nil {
+		res.Took = time.Since(t0)
+		return res, m.Finish()
+	}
+
+	// Roll back: log of the failed container first, then the old manifest.
+	res.Log = n.lastLog(ctx, t.Pod, c.Name, before.containerID)
+	res.RolledBack = true
+	n.Reporter.Infof("%s: %v; rolling back to %s", t.Pod, werr, shortRef(c.Image))
+	if _, err := m.Restore(c.Name); err != nil {
+		return res, fmt.Errorf("%s: %v; and the rollback failed: %w (the old manifest is at %s)", t.Pod, werr, err, m.BackupPath())
+	}
+	if cur, err := n.observe(ctx, t.Pod, c.Name, health); err == nil && cur.containerID != "" && cur.containerID != before.containerID {
+		n.Runtime.StopContainer(ctx, cur.containerID, 0)
+	}
+	bctx := context.WithoutCancel(ctx) // a Ctrl-C must not leave the node half rolled back
+	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, DigestOf(c.Image)); err != nil {
+		return res, fmt.Errorf("%s: %w: %v; and the old pod is not healthy again: %v", t.Pod, ErrRolledBack, werr, err)
+	}
+	res.Took = time.Since(t0)
+	return res, fmt.Errorf("%s: %w: %v", t.Pod, ErrRolledBack, werr)
+}
+
+// Rollback restores the manifest from before the last swap and waits for
+// the pod to be healthy on it.
+func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
+	t0 := time.Now()
+	m := ManifestFor(n.ManifestsDir, podName)
+	pod, _, err := m.Read()
+	if err != nil {
+		return nil, err
+	}
+	c, err := Container(pod, podName)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Pod: podName, OldImage: c.Image}
+	health := healthURL(c)
+	before, err := n.observe(ctx, podName, c.Name, health)
+	if err != nil {
+		return res, err
+	}
+	img, err := m.Restore(c.Name)
+	if err != nil {
+		return res, err
+	}
+	res.NewImage = img
+	if img == c.Image {
+		res.Unchanged = true
+	} else if before.containerID != "" {
+		n.Runtime.StopContainer(ctx, before.containerID, 0)
+	}
+	if img != c.Image {
+		if _, err := n.waitFor(ctx, podName, c.Name, health, before, DigestOf(img)); err != nil {
+			return res, err
+		}
+	}
+	after, err := n.observe(ctx, podName, c.Name, health)
+	if err != nil {
+		return res, err
+	}
+	res.Checks = n.verify(ctx, Target{Pod: podName, Image: img}, after)
+	res.Took = time.Since(t0)
+	return res, checksError(res.Checks)
+}
+
+// healthURL is the HTTP(S) endpoint of the container's readiness probe
+// (or startup, or liveness probe), as the kubelet would call it.
+func healthURL(c *corev1.Container) string {
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.StartupProbe, c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil {
+			continue
+		}
+		g := p.HTTPGet
+		host := g.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		scheme := strings.ToLower(string(g.Scheme))
+		if scheme == "" {
+			scheme = "http"
+		}
+		port := g.Port.String()
+		if g.Port.IntValue() == 0 {
+			for _, cp := range c.Ports {
+				if cp.Name == g.Port.StrVal {
+					port = strconv.Itoa(int(cp.ContainerPort))
+				}
+			}
+		}
+		return scheme + "://" + net.JoinHostPort(host, port) + g.Path
+	}
+	return ""
+}
+
+var insecureLoopback = &http.Client{
+	Timeout: 3 * time.Second,
+	// Probes go to the node's own loopback endpoints, as the kubelet's do,
+	// without verifying the serving certificate.
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+}
+
+func probe(ctx context.Context, url string) error {
+	if url == "" {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := insecureLoopback.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+func (n *Node) mirrorPod(ctx context.Context, podName string) (*corev1.Pod, error) {
+	pods, err := n.Client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list kube-system pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror && strings.HasPrefix(p.Name, podName+"-") {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+func (n *Node) observe(ctx context.Context, podName, container, health string) (podState, error) {
+	var s podState
+	if mp, err := n.mirrorPod(ctx, podName); err == nil && mp != nil {
+		s.configHash = mp.Annotations["kubernetes.io/config.hash"]
+		for _, cs := range mp.Status.ContainerStatuses {
+			if cs.Name == container && cs.State.Running != nil {
+				s.mirrorImage = cs.ImageID
+			}
+		}
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		s.healthErr = err // the API may be down during an apiserver swap
+	}
+	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, Container: container, RunningOnly: true})
+	if err != nil {
+		return s, err
+	}
+	for _, ct := range cts {
+		if strings.HasPrefix(ct.PodName, podName+"-") {
+			s.containerID = ct.ID
+			if st, err := n.Runtime.ContainerStatus(ctx, ct.ID); err == nil {
+				s.imageRef = st.ImageRef
+			}
+			break
+		}
+	}
+	if err := probe(ctx, health); err != nil {
+		s.healthErr = err
+	} else {
+		s.healthy = s.containerID != ""
+	}
+	return s, nil
+}
+
+// waitFor polls until a container other than before's runs digest, is
+// healthy, and the mirror pod shows a new config hash and the digest.
+func (n *Node) waitFor(ctx context.Context, podName, container, health string, before podState, digest string) (podState, error) {
+	timeout := n.Timeout
+	if timeout == 0 {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last podState
+	stage := "the kubelet to start the new container"
+	for {
+		s, err := n.observe(ctx, podName, container, health)
+		if err == nil {
+			last = s
+			switch {
+			case s.containerID == "" || s.containerID == before.containerID || DigestOf(s.imageRef) != digest:
+				stage = "the kubelet to start a container of " + shortDigest(digest)
+			case !s.healthy:
+				stage = fmt.Sprintf("%s to be healthy (%v)", health, s.healthErr)
+			case before.configHash != "" && s.configHash == before.configHash:
+				stage = "the mirror pod's kubernetes.io/config.hash to change"
+			case DigestOf(s.mirrorImage) != digest:
+				stage = "the mirror pod to report the new imageID"
+			default:
+				return s, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return last, fmt.Errorf("timed out after %s waiting for %s", timeout, stage)
+			}
+			return last, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// verify compares every view of what runs with the pushed digest.
+func (n *Node) verify(ctx context.Context, t Target, s podState) []Check {
+	want := DigestOf(t.Image)
+	checks := []Check{
+		{Name: "manifest image", Want: want, Got: want, OK: true},
+		{Name: "CRI imageRef", Want: want, Got: DigestOf(s.imageRef), OK: DigestOf(s.imageRef) == want},
+		{Name: "mirror pod imageID", Want: want, Got: DigestOf(s.mirrorImage), OK: DigestOf(s.mirrorImage) == want},
+		{Name: "healthy", Want: "200 OK", Got: healthGot(s), OK: s.healthy},
+	}
+	if t.Version != "" {
+		got, err := apiVersion(ctx, n.Client)
+		if err != nil {
+			got = err.Error()
+		}
+		checks = append(checks, Check{Name: "/version gitVersion", Want: t.Version, Got: got, OK: got == t.Version})
+	}
+	return checks
+}
+
+func healthGot(s podState) string {
+	if s.healthy {
+		return "200 OK"
+	}
+	if s.healthErr != nil {
+		return s.healthErr.Error()
+	}
+	return "no running container"
+}
+
+func apiVersion(ctx context.Context, c kubernetes.Interface) (string, error) {
+	body, err := c.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", err
+	}
+	return v.GitVersion, nil
+}
+
+func checksError(checks []Check) error {
+	var failed []string
+	for _, c := range checks {
+		if !c.OK {
+			failed = append(failed, fmt.Sprintf("%s: want %s, got %s", c.Name, c.Want, c.Got))
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("verification failed: %s", strings.Join(failed, "; "))
+}
+
+// lastLog is the tail of the newest container of the pod that is not the
+// old one: the one that failed.
+func (n *Node) lastLog(ctx context.Context, podName, container, oldID string) []string {
+	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, Container: container})
+	if err != nil {
+		return nil
+	}
+	for _, ct := range cts {
+		if !strings.HasPrefix(ct.PodName, podName+"-") || ct.ID == oldID {
+			continue
+		}
+		st, err := n.Runtime.ContainerStatus(ctx, ct.ID)
+		if err != nil || st.LogPath == "" {
+			continue
+		}
+		lines, _ := cri.TailLog(st.LogPath, max(n.LogLines, 20))
+		return lines
+	}
+	return nil
+}
+
+func shortDigest(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
+
+func shortRef(ref string) string {
+	if i := strings.LastIndex(ref, "@sha256:"); i >= 0 && len(ref) > i+20 {
+		return ref[:i+20]
+	}
+	return ref
+}
