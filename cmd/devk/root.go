@@ -74,6 +74,13 @@ Results go to stdout (-o json for scripts); progress goes to stderr.`,
 		newVersionCmd(g),
 		newSourceCmd(g),
 		newBuildCmd(g),
+		newPushCmd(g),
+		newRegistryCmd(g),
+		newDigestCmd(g),
+		newUpCmd(g),
+		newDownCmd(g),
+		newStatusCmd(g),
+		newSwapCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/swap"
+)
+
+func newSwapCmd(g *globalOptions) *cobra.Command {
+	var (
+		o    swap.Options
+		name string
+	)
+	cmd := &cobra.Command{
+		Use:   "swap [COMPONENT...]",
+		Short: "Hot-swap a static pod's image, or the kubectl/kubelet binary, and verify the digest",
+		Long: `Put what you last built and pushed into the running cluster, and prove it runs.
+
+For a static-pod component (apiserver, controller-manager, scheduler, etcd)
+devk writes the pushed image (repo@sha256:…, never a tag) into the kubelet's
+manifest atomically — the new file is written and fsynced outside the
+manifests dir, the old one kept as a backup — stops the old container
+through CRI so no grace period is waited out, and waits until the mirror
+pod's config hash changed, the new container runs and the component is
+healthy. Then it checks the CRI imageRef, the mirror pod's imageID and (for
+the apiserver) /version against what was pushed and built. If anything
+fails it restores the old manifest, waits for the old pod to be healthy,
+prints the new container's last log lines and exits non-zero.
+
+With no COMPONENT it swaps every static-pod component whose last pushed
+digest differs from what its manifest names.
+
+kubectl and kubelet are binaries: devk compares bytes (no-op if equal),
+installs by atomic rename keeping PATH.prev, and runs the new binary's
+version check; the kubelet is restarted and the node must be Ready again,
+else the old kubelet is put back.
+
+By default devk swaps into the cluster ` + "`devk up`" + ` made (--name); for a
+kubeadm node pass --manifests-dir /etc/kubernetes/manifests, --kubeconfig
+/etc/kubernetes/admin.conf and --cri-socket /run/containerd/containerd.sock.
+
+Examples:
+  devk build apiserver --push && devk swap
+  devk swap apiserver scheduler
+  devk swap --rollback apiserver
+  devk swap kubectl                       # into $DEVK_HOME/bin/kubectl
+  devk swap kubectl --dest ~/bin/kubectl
+  devk swap kubelet`,
+		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd", "kubectl", "kubelet"}, cobra.ShellCompDirectiveNoFileComp),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Components = args
+			o.Reporter = g.Reporter()
+			if err := resolveNode(&o, name); err != nil {
+				return err
+			}
+			rep, err := swap.Run(cmd.Context(), o)
+			printSwap(g, rep)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.Rollback, "rollback", false, "restore the manifest (or binary) from before the last swap")
+	f.StringVar(&name, "name", cluster.DefaultName, "the devk cluster to swap into")
+	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose pushed digests to use (default: the one around the working directory)")
+	f.StringVar(&o.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir (kubeadm: /etc/kubernetes/manifests)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig for the cluster's API (kubeadm: /etc/kubernetes/admin.conf)")
+	f.StringVar(&o.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: /run/containerd/containerd.sock)")
+	f.StringVar(&o.KubectlDest, "dest", "", "where `swap kubectl` installs kubectl (default $DEVK_HOME/bin/kubectl)")
+	f.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the new pod to be healthy before rolling back")
+	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
+	return cmd
+}
+
+// resolveNode fills the node's paths from the devk cluster unless the
+// user named a node with flags.
+func resolveNode(o *swap.Options, name string) error {
+	c, err := cluster.Open(cluster.Options{Name: name})
+	if err != nil {
+		return err
+	}
+	if o.KubectlDest == "" {
+		o.KubectlDest = swap.DefaultKubectlDest(c.Home)
+	}
+	if o.ManifestsDir != "" || o.Kubeconfig != "" || o.CRISocket != "" {
+		if o.ManifestsDir == "" || o.Kubeconfig == "" || o.CRISocket == "" {
+			return fmt.Errorf("for a node that devk did not make, pass all of --manifests-dir, --kubeconfig and --cri-socket")
+		}
+		return nil
+	}
+	if !c.Exists() {
+		return nil // swap.Run says how to get a cluster if it needs one
+	}
+	o.ManifestsDir = c.Manifests()
+	o.Kubeconfig = c.Kubeconfig("admin")
+	o.CRISocket = c.Config.CRISocket
+	o.Kubelet = &swap.KubeletNode{
+		Binary: c.KubeletBinary(),
+		Restart: func(ctx context.Context) error {
+			_, err := c.RestartKubelet(ctx)
+			return err
+		},
+	}
+	return nil
+}
+
+func printSwap(g *globalOptions, rep *swap.Report) {
+	if rep == nil {
+		return
+	}
+	if g.JSON() {
+		json.NewEncoder(g.stdout).Encode(rep)
+		return
+	}
+	w := g.stdout
+	if rep.Nothing != "" {
+		fmt.Fprintf(w, "nothing to swap: %s\n", rep.Nothing)
+	}
+	for _, b := range rep.Binaries {
+		switch {
+		case !b.Changed:
+			fmt.Fprintf(w, "%s: %s already holds these bytes (%s)\n", b.Component, b.Dest, b.Version)
+		default:
+			fmt.Fprintf(w, "%s: installed %s (%s)", b.Component, b.Dest, b.Version)
+			if b.Prev != "" {
+				fmt.Fprintf(w, "; the previous one is %s", b.Prev)
+			}
+			fmt.Fprintln(w)
+		}
+		if b.Component == "kubectl" && !onPath(filepath.Dir(b.Dest)) {
+			fmt.Fprintf(w, "  put it on your PATH: export PATH=%s:$PATH\n", filepath.Dir(b.Dest))
+		}
+	}
+	for _, r := range rep.StaticPods {
+		status := "swapped"
+		switch {
+		case r.RolledBack:
+			status = "ROLLED BACK"
+		case r.Unchanged:
+			status = "already running"
+		}
+		fmt.Fprintf(w, "%s: %s %s", r.Pod, status, r.NewImage)
+		if r.OldImage != "" && r.OldImage != r.NewImage {
+			fmt.Fprintf(w, " (was %s)", r.OldImage)
+		}
+		fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
+		for _, c := range r.Checks {
+			mark := "✓"
+			if !c.OK {
+				mark = "✗"
+			}
+			fmt.Fprintf(w, "  %s %-20s %s", mark, c.Name, c.Got)
+			if !c.OK {
+				fmt.Fprintf(w, " (want %s)", c.Want)
+			}
+			fmt.Fprintln(w)
+		}
+		if len(r.Log) > 0 {
+			fmt.Fprintf(g.stderr, "last log lines of the new %s container:\n", r.Pod)
+			for _, l := range r.Log {
+				fmt.Fprintf(g.stderr, "  | %s\n", l)
+			}
+		}
+	}
+}
+
+func onPath(dir string) bool {
+	for _, p := range filepath.SplitList(os.Getenv("PATH")) {
+		if filepath.Clean(p) == filepath.Clean(dir) {
+			return true
+		}
+	}
+	return false
+}
