@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
@@ -18,6 +19,7 @@ import (
 func newBuildCmd(g *globalOptions) *cobra.Command {
 	var (
 		o       build.Options
+		imgOpts image.Options
 		flags   phase.Flags
 		goflags string
 	)
@@ -41,11 +43,20 @@ unchanged by its sha256.
 etcd is built from go.etcd.io/etcd/server/v3 at the version the tree's
 kubeadm constants name (DefaultEtcdVersion), or --etcd-version.
 
+With --push each binary also becomes an image (the binary at
+/usr/local/bin/<name>, deterministic: the same binary gives the same
+digest) pushed to --registry (default $DEVK_REGISTRY or the embedded one at
+127.0.0.1:5000, see ` + "`devk registry serve`" + `) as <registry>/<binary>:<version>;
+stdout then shows repo@sha256:… per component, and the digest is recorded
+in _output/devk/state.json for ` + "`devk digest`" + ` and swap.
+
 Examples:
   devk build apiserver
   devk build kube-apiserver kubectl --debug
   devk build all --platform linux/arm64
   devk build etcd --etcd-version v3.6.5
+  devk build apiserver --push
+  devk build apiserver --push --registry localhost:5001 --base gcr.io/distroless/static
   devk build apiserver --dry-run`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: cobra.FixedCompletions(build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp),
@@ -59,12 +70,18 @@ Examples:
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
 			popts.Summary = g.Verbose
+			if flags.Only == "image" || flags.Only == "push" {
+				imgOpts.Push = true // `devk build phase push` asks for it
+			}
 			t0 := time.Now()
-			j, err := build.Run(cmd.Context(), o, popts)
+			j, err := image.Run(cmd.Context(), o, imgOpts, popts)
 			if err != nil || flags.DryRun {
 				return err
 			}
-			return printBuild(g, j, time.Since(t0))
+			if !imgOpts.Push {
+				return printBuild(g, j.Job, time.Since(t0))
+			}
+			return printPushed(g, j, time.Since(t0))
 		},
 	}
 	f := cmd.Flags()
@@ -74,7 +91,9 @@ Examples:
 	f.StringVar(&goflags, "goflags", "", "extra go build flags, space separated (e.g. \"-tags=foo -race\")")
 	f.StringVar(&o.LDFlags, "ldflags", "", "extra linker flags, appended to the version flags")
 	f.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd version to build (default: the tree's kubeadm DefaultEtcdVersion)")
-	phase.Bind(cmd, build.Phases(), &flags)
+	f.BoolVar(&imgOpts.Push, "push", false, "also make each binary's image and push it to --registry")
+	addImageFlags(f, &imgOpts)
+	phase.Bind(cmd, image.BuildPhases(), &flags)
 	return cmd
 }
 

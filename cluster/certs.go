@@ -1,0 +1,230 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/phase"
+)
+
+// PKIConfig is what the certificate set depends on.
+func (c *Cluster) PKIConfig() (pki.Config, error) {
+	sip, err := c.Config.ServiceIP()
+	if err != nil {
+		return pki.Config{}, err
+	}
+	return pki.Config{NodeName: c.Config.NodeName, ServiceIP: sip, AdvertiseIP: net.ParseIP(c.Config.AdvertiseIP), DNSDomain: c.Config.DNSDomain}, nil
+}
+
+// apiserverRunning says whether this cluster's control plane is up, in
+// which case its certificates are never replaced under it.
+func (c *Cluster) apiserverRunning() bool {
+	_, ok := c.Running("kubelet")
+	return ok
+}
+
+// certPhases are certs/<name> for kubeadm's set, with etcd's under
+// certs/etcd/, then certs/sa.
+func certPhases() []*phase.Phase[*Cluster] {
+	specs := pki.Specs(pki.Config{})
+	var top []*phase.Phase[*Cluster]
+	etcd := &phase.Phase[*Cluster]{Name: "etcd", Short: "etcd's CA and certificates"}
+	for _, s := range specs {
+		name := s.Name
+		short := "certificate " + name + " (CN " + s.CommonName + ")"
+		if s.IsCA() {
+			short = "self-signed CA " + name
+		}
+		if s.CommonName == "" {
+			short = "certificate " + name + " (CN the node name)"
+		}
+		leaf := name
+		if len(name) > 5 && name[:5] == "etcd/" {
+			leaf = name[5:]
+		}
+		p := &phase.Phase[*Cluster]{
+			Name:  leaf,
+			Short: short,
+			IO: func(c *Cluster) ([]string, []string) {
+				var reads []string
+				if !s.IsCA() {
+					reads = []string{pki.CertPath(c.PKI(), s.CA), pki.KeyPath(c.PKI(), s.CA)}
+				}
+				return reads, []string{pki.CertPath(c.PKI(), name), pki.KeyPath(c.PKI(), name)}
+			},
+			Run:    func(ctx context.Context, c *Cluster) error { return c.ensureCert(name) },
+			Detail: func(c *Cluster) string { return c.detail["certs/"+name] },
+		}
+		if leaf != name {
+			etcd.Children = append(etcd.Children, p)
+			if len(etcd.Children) == 1 {
+				top = append(top, etcd)
+			}
+			continue
+		}
+		top = append(top, p)
+	}
+	top = append(top, &phase.Phase[*Cluster]{
+		Name:  "sa",
+		Short: "service-account signing key pair (sa.key, sa.pub)",
+		IO: func(c *Cluster) ([]string, []string) {
+			return nil, []string{c.PKI() + "/" + pki.SAKeyName, c.PKI() + "/" + pki.SAPubName}
+		},
+		Run: func(ctx context.Context, c *Cluster) error {
+			res, err := pki.EnsureSA(c.PKI())
+			if err != nil {
+				return err
+			}
+			c.setDetail("certs/sa", "%s", res)
+			return nil
+		},
+		Detail: func(c *Cluster) string { return c.detail["certs/sa"] },
+	})
+	return top
+}
+
+func (c *Cluster) ensureCert(name string) error {
+	cfg, err := c.PKIConfig()
+	if err != nil {
+		return err
+	}
+	for _, s := range pki.Specs(cfg) {
+		if s.Name != name {
+			continue
+		}
+		res, err := pki.Ensure(c.PKI(), s, time.Now(), !c.apiserverRunning())
+		if err != nil {
+			return err
+		}
+		c.setDetail("certs/"+name, "%s", res)
+		return nil
+	}
+	return fmt.Errorf("no certificate %q", name)
+}
+
+// KubeconfigSpec is one of the kubeconfigs kubeadm writes.
+type KubeconfigSpec struct {
+	Name         string // file name without .conf
+	CommonName   string
+	Organization []string
+}
+
+// KubeconfigSpecs are admin, super-admin, controller-manager, scheduler
+// and kubelet, with kubeadm's subjects.
+func KubeconfigSpecs(nodeName string) []KubeconfigSpec {
+	return []KubeconfigSpec{
+		{"admin", "kubernetes-admin", []string{"kubeadm:cluster-admins"}},
+		{"super-admin", "kubernetes-super-admin", []string{"system:masters"}},
+		{"controller-manager", "system:kube-controller-manager", nil},
+		{"scheduler", "system:kube-scheduler", nil},
+		{"kubelet", "system:node:" + nodeName, []string{"system:nodes"}},
+	}
+}
+
+func kubeconfigPhases() []*phase.Phase[*Cluster] {
+	var out []*phase.Phase[*Cluster]
+	for _, ks := range KubeconfigSpecs("NODE") {
+		name := ks.Name
+		out = append(out, &phase.Phase[*Cluster]{
+			Name:  name,
+			Short: "kubeconfig " + name + ".conf (" + ks.CommonName + ")",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.PKI() + "/ca.crt", c.PKI() + "/ca.key"}, []string{c.Kubeconfig(name)}
+			},
+			Run:    func(ctx context.Context, c *Cluster) error { return c.ensureKubeconfig(name) },
+			Detail: func(c *Cluster) string { return c.detail["kubeconfig/"+name] },
+		})
+	}
+	return out
+}
+
+func (c *Cluster) ensureKubeconfig(name string) error {
+	var spec KubeconfigSpec
+	for _, s := range KubeconfigSpecs(c.Config.NodeName) {
+		if s.Name == name {
+			spec = s
+		}
+	}
+	caPEM, err := os.ReadFile(pki.CertPath(c.PKI(), "ca"))
+	if err != nil {
+		return fmt.Errorf("read the cluster CA: %w (run `devk up phase certs/ca`)", err)
+	}
+	path := c.Kubeconfig(name)
+	// kubelet-finalize points kubelet.conf at the kubelet's rotating
+	// client certificate file; that one is kept as it is.
+	if err := checkKubeconfig(path, c.Config.APIServerURL(), caPEM, func(certPEM []byte) error {
+		return pki.CheckClientCert(c.PKI(), "ca", certPEM, spec.CommonName, spec.Organization, time.Now())
+	}); err == nil {
+		c.setDetail("kubeconfig/"+name, "reused")
+		return nil
+	}
+	certPEM, keyPEM, err := pki.ClientCert(c.PKI(), "ca", spec.CommonName, spec.Organization, time.Now())
+	if err != nil {
+		return err
+	}
+	data, err := KubeconfigBytes(c.Config.Name, c.Config.APIServerURL(), caPEM, spec.CommonName, certPEM, keyPEM)
+	if err != nil {
+		return err
+	}
+	if _, err := writeIfChanged(path, data, 0o600, ""); err != nil {
+		return err
+	}
+	c.setDetail("kubeconfig/"+name, "written")
+	return nil
+}
+
+// KubeconfigBytes is a kubeconfig with one cluster, user and context.
+func KubeconfigBytes(clusterName, server string, caPEM []byte, user string, certPEM, keyPEM []byte) ([]byte, error) {
+	ctxName := user + "@" + clusterName
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[clusterName] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	cfg.Contexts[ctxName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: user}
+	cfg.CurrentContext = ctxName
+	return clientcmd.Write(*cfg)
+}
+
+// checkKubeconfig reports whether path is a kubeconfig for server, trusting
+// caPEM, whose client certificate passes checkCert and matches its key.
+func checkKubeconfig(path, server string, caPEM []byte, checkCert func([]byte) error) error {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return err
+	}
+	kctx := cfg.Contexts[cfg.CurrentContext]
+	if kctx == nil {
+		return errors.New("no current context")
+	}
+	cl, ai := cfg.Clusters[kctx.Cluster], cfg.AuthInfos[kctx.AuthInfo]
+	if cl == nil || ai == nil {
+		return errors.New("incomplete context")
+	}
+	if cl.Server != server || !bytes.Equal(cl.CertificateAuthorityData, caPEM) {
+		return errors.New("other server or CA")
+	}
+	certPEM, keyPEM := ai.ClientCertificateData, ai.ClientKeyData
+	if ai.ClientCertificate != "" {
+		if certPEM, err = os.ReadFile(ai.ClientCertificate); err != nil {
+			return err
+		}
+	}
+	if ai.ClientKey != "" {
+		if keyPEM, err = os.ReadFile(ai.ClientKey); err != nil {
+			return err
+		}
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		return err
+	}
+	return checkCert(certPEM)
+}

@@ -1,0 +1,463 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/phase"
+)
+
+type phaseT = phase.Phase[*Cluster]
+
+const digestRef = "127.0.0.1:5000/kube-apiserver@sha256:2734382421542239a49db6b5d3400207e3fbb3e06603b64e2b4ae21185a234c7"
+
+func testCluster() (Config, Paths) {
+	return NewConfig("devk"), Paths{Dir: "/home/u/.devk/clusters/devk"}
+}
+
+func parseManifest(t *testing.T, data []byte) corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
+		t.Fatalf("manifest does not parse as a Pod: %v\n%s", err, data)
+	}
+	return pod
+}
+
+func TestManifests(t *testing.T) {
+	cfg, p := testCluster()
+	tests := []struct {
+		name      string
+		wantFlags []string
+		wantMount []string
+	}{
+		{"etcd", []string{
+			"--listen-client-urls=https://127.0.0.1:2379", "--listen-peer-urls=https://127.0.0.1:2380",
+			"--data-dir=/home/u/.devk/clusters/devk/etcd", "--client-cert-auth=true",
+			"--initial-cluster=devk-control-plane=https://127.0.0.1:2380", "--listen-metrics-urls=http://127.0.0.1:2381",
+		}, []string{"/home/u/.devk/clusters/devk/etcd", "/home/u/.devk/clusters/devk/pki/etcd"}},
+		{"kube-apiserver", []string{
+			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=6443",
+			"--etcd-servers=https://127.0.0.1:2379", "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.96.0.0/16",
+			"--service-account-key-file=/home/u/.devk/clusters/devk/pki/sa.pub", "--enable-bootstrap-token-auth=true",
+			"--client-ca-file=/home/u/.devk/clusters/devk/pki/ca.crt",
+		}, []string{"/home/u/.devk/clusters/devk/pki"}},
+		{"kube-controller-manager", []string{
+			"--kubeconfig=/home/u/.devk/clusters/devk/controller-manager.conf", "--bind-address=127.0.0.1",
+			"--controllers=*,bootstrapsigner,tokencleaner", "--cluster-signing-key-file=/home/u/.devk/clusters/devk/pki/ca.key",
+			"--use-service-account-credentials=true",
+		}, []string{"/home/u/.devk/clusters/devk/pki", "/home/u/.devk/clusters/devk/controller-manager.conf"}},
+		{"kube-scheduler", []string{
+			"--kubeconfig=/home/u/.devk/clusters/devk/scheduler.conf", "--bind-address=127.0.0.1", "--secure-port=10259",
+		}, []string{"/home/u/.devk/clusters/devk/scheduler.conf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := Manifest(tt.name, ManifestInput{Config: cfg, Paths: p, Image: digestRef})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := parseManifest(t, data)
+			if pod.Name != tt.name || pod.Namespace != "kube-system" || !pod.Spec.HostNetwork {
+				t.Errorf("pod %s/%s hostNetwork=%v", pod.Namespace, pod.Name, pod.Spec.HostNetwork)
+			}
+			if pod.Spec.PriorityClassName != "system-node-critical" {
+				t.Errorf("priority class %q", pod.Spec.PriorityClassName)
+			}
+			ct := pod.Spec.Containers[0]
+			if ct.Image != digestRef {
+				t.Errorf("image %q, want the digest ref", ct.Image)
+			}
+			if ct.Command[0] != "/usr/local/bin/"+tt.name {
+				t.Errorf("command %q", ct.Command[0])
+			}
+			for _, f := range tt.wantFlags {
+				if !slices.Contains(ct.Command, f) {
+					t.Errorf("missing flag %s in %v", f, ct.Command)
+				}
+			}
+			for _, a := range ct.Command[1:] {
+				if strings.Contains(a, "0.0.0.0") {
+					t.Errorf("flag %s listens beyond loopback", a)
+				}
+			}
+			var mounts []string
+			for _, m := range ct.VolumeMounts {
+				mounts = append(mounts, m.MountPath)
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.HostPath == nil {
+					t.Errorf("volume %s is not a hostPath", v.Name)
+				}
+			}
+			for _, m := range tt.wantMount {
+				if !slices.Contains(mounts, m) {
+					t.Errorf("missing mount %s in %v", m, mounts)
+				}
+			}
+			if ct.LivenessProbe == nil || ct.LivenessProbe.HTTPGet.Host != "127.0.0.1" {
+				t.Errorf("liveness probe %+v, want one on 127.0.0.1", ct.LivenessProbe)
+			}
+			again, _ := Manifest(tt.name, ManifestInput{Config: cfg, Paths: p, Image: digestRef})
+			if string(again) != string(data) {
+				t.Error("the same input gave different manifests (flags must be sorted)")
+			}
+		})
+	}
+	t.Run("tag refused", func(t *testing.T) {
+		if _, err := Manifest("kube-apiserver", ManifestInput{Config: cfg, Paths: p, Image: "127.0.0.1:5000/kube-apiserver:v1.34.4"}); err == nil {
+			t.Error("a manifest with a tag, not a digest, was written")
+		}
+	})
+	t.Run("unknown component", func(t *testing.T) {
+		if _, err := Manifest("kube-proxy", ManifestInput{Config: cfg, Paths: p, Image: digestRef}); err == nil {
+			t.Error("kube-proxy is not a static pod of the control plane")
+		}
+	})
+}
+
+func TestContainerdTOML(t *testing.T) {
+	for _, restrict := range []bool{true, false} {
+		cc := ContainerdConfig{Root: "/c/root", State: "/c/state", Socket: "/c/run/containerd.sock", OptDir: "/c/opt",
+			SandboxImage: "127.0.0.1:5000/pause:devk", RestrictOOMScoreAdj: restrict, CNIBinDir: "/usr/lib/cni", CNIConfDir: "/c/net.d", CertsDir: "/c/certs.d"}
+		var doc map[string]any
+		if _, err := toml.Decode(ContainerdTOML(cc), &doc); err != nil {
+			t.Fatalf("not TOML: %v\n%s", err, ContainerdTOML(cc))
+		}
+		get := func(path ...string) any {
+			var cur any = doc
+			for _, k := range path {
+				m, ok := cur.(map[string]any)
+				if !ok {
+					return nil
+				}
+				cur = m[k]
+			}
+			return cur
+		}
+		cri := []string{"plugins", "io.containerd.grpc.v1.cri"}
+		checks := []struct {
+			path []string
+			want any
+		}{
+			{[]string{"version"}, int64(2)},
+			{[]string{"root"}, "/c/root"},
+			{[]string{"state"}, "/c/state"},
+			{[]string{"grpc", "address"}, "/c/run/containerd.sock"},
+			{[]string{"plugins", "io.containerd.internal.v1.opt", "path"}, "/c/opt"},
+			{append(cri, "sandbox_image"), "127.0.0.1:5000/pause:devk"},
+			{append(cri, "restrict_oom_score_adj"), restrict},
+			{append(cri, "stream_server_address"), "127.0.0.1"},
+			{append(cri, "containerd", "runtimes", "runc", "options", "SystemdCgroup"), false},
+			{append(cri, "cni", "conf_dir"), "/c/net.d"},
+			{append(cri, "cni", "bin_dir"), "/usr/lib/cni"},
+			{append(cri, "registry", "config_path"), "/c/certs.d"},
+		}
+		for _, c := range checks {
+			if got := get(c.path...); got != c.want {
+				t.Errorf("restrict=%v: %s = %#v, want %#v", restrict, strings.Join(c.path, "."), got, c.want)
+			}
+		}
+	}
+}
+
+func TestHostsTOMLAndAliases(t *testing.T) {
+	var doc map[string]any
+	if _, err := toml.Decode(HostsTOML("127.0.0.1:5000"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["server"] != "http://127.0.0.1:5000" {
+		t.Errorf("server = %v", doc["server"])
+	}
+	if got := registryAliases("127.0.0.1:5000"); !slices.Equal(got, []string{"127.0.0.1:5000", "localhost:5000"}) {
+		t.Errorf("aliases = %v", got)
+	}
+}
+
+func TestCNIConflist(t *testing.T) {
+	data, err := CNIConflist("devk-devk", "devk0", "10.244.0.0/24", "/c/cni/networks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Plugins []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &conf); err != nil {
+		t.Fatal(err)
+	}
+	br := conf.Plugins[0]
+	if br["type"] != "bridge" || br["bridge"] != "devk0" || br["ipMasq"] != false {
+		t.Errorf("bridge plugin %v", br)
+	}
+	// The bridge plugin refuses hairpin and promiscuous mode together.
+	if br["hairpinMode"] == true && br["promiscMode"] == true {
+		t.Error("hairpinMode and promiscMode both set")
+	}
+	if ipam := br["ipam"].(map[string]any); ipam["dataDir"] != "/c/cni/networks" {
+		t.Errorf("host-local keeps its state outside the cluster dir: %v", ipam)
+	}
+	if sn, err := podSubnet("10.244.0.0/16"); err != nil || sn != "10.244.0.0/24" {
+		t.Errorf("podSubnet = %q, %v", sn, err)
+	}
+	if _, err := podSubnet("fd00::/64"); err == nil {
+		t.Error("IPv6 pod CIDR accepted")
+	}
+}
+
+func TestKubeletConfig(t *testing.T) {
+	cfg, p := testCluster()
+	data, err := KubeletConfigYAML(KubeletConfigInput{Config: cfg, Paths: p, CRISocket: "/c/run/containerd.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"kind":                     "KubeletConfiguration",
+		"cgroupDriver":             "cgroupfs",
+		"failCgroupV1":             false,
+		"staticPodPath":            "/home/u/.devk/clusters/devk/manifests",
+		"containerRuntimeEndpoint": "unix:///c/run/containerd.sock",
+		"address":                  "127.0.0.1",
+		"healthzBindAddress":       "127.0.0.1",
+		"readOnlyPort":             float64(0),
+		"clusterDomain":            "cluster.local",
+		"podLogsDir":               "/home/u/.devk/clusters/devk/logs/pods",
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %#v, want %#v", k, m[k], v)
+		}
+	}
+	if dns := m["clusterDNS"].([]any); len(dns) != 1 || dns[0] != "10.96.0.10" {
+		t.Errorf("clusterDNS = %v", dns)
+	}
+	c := &Cluster{Paths: p, Config: cfg}
+	argv := c.kubeletArgv()
+	for _, f := range []string{"--node-ip=127.0.0.1", "--hostname-override=devk-control-plane", "--root-dir=/home/u/.devk/clusters/devk/kubelet"} {
+		if !slices.Contains(argv, f) {
+			t.Errorf("kubelet argv lacks %s: %v", f, argv)
+		}
+	}
+}
+
+func TestConfigAddresses(t *testing.T) {
+	cfg := NewConfig("dev2")
+	ip, err := cfg.ServiceIP()
+	if err != nil || ip.String() != "10.96.0.1" {
+		t.Errorf("ServiceIP = %v, %v", ip, err)
+	}
+	if cfg.DNSIP() != "10.96.0.10" || cfg.APIServerURL() != "https://127.0.0.1:6443" || cfg.NodeName != "dev2-control-plane" {
+		t.Errorf("config %+v", cfg)
+	}
+	if b := bridgeName("a-very-long-cluster-name"); len(b) > 15 {
+		t.Errorf("bridge name %q is longer than an interface name may be", b)
+	}
+	for _, bad := range []string{"", "Dev", "-x", "x/y", "a..b", strings.Repeat("a", 40)} {
+		if ValidateName(bad) == nil {
+			t.Errorf("name %q accepted", bad)
+		}
+	}
+	for _, good := range []string{"devk", "dev2", "my-cluster"} {
+		if err := ValidateName(good); err != nil {
+			t.Errorf("name %q refused: %v", good, err)
+		}
+	}
+}
+
+func TestCgroupSupport(t *testing.T) {
+	tests := []struct {
+		name    string
+		cgroup  int
+		version string
+		ok      bool
+	}{
+		{"v1 machine, 1.34", 1, "v1.34.4", true},
+		{"v1 machine, 1.35 with failCgroupV1 false", 1, "v1.35.4", true},
+		{"v2 machine, 1.34", 2, "v1.34.4", true},
+		{"v2 machine, 1.24 refused", 2, "v1.24.17", false},
+		{"v1 machine, ancient refused", 1, "v1.18.0", false},
+		{"unknown version let through", 1, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CgroupSupport(tt.cgroup, tt.version)
+			if (err == nil) != tt.ok {
+				t.Errorf("CgroupSupport(%d, %q) = %v, want ok=%v", tt.cgroup, tt.version, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseProcNetTCP(t *testing.T) {
+	const data = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1388 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41234 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41235 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:192B 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 41236 1 0000000000000000 100 0 0 10 0
+`
+	if got := parseProcNetTCP(data, 5000); !slices.Equal(got, []string{"41234"}) {
+		t.Errorf("port 5000: %v", got)
+	}
+	if got := parseProcNetTCP(data, 6443); !slices.Equal(got, []string{"41235"}) {
+		t.Errorf("port 6443 (an established connection is not a listener): %v", got)
+	}
+	if got := parseProcNetTCP(data, 2379); len(got) != 0 {
+		t.Errorf("port 2379: %v", got)
+	}
+}
+
+func TestPreflightPieces(t *testing.T) {
+	if SwapOn("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n") {
+		t.Error("no swap reported as on")
+	}
+	if !SwapOn("Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1024 0 -2\n") {
+		t.Error("swap reported as off")
+	}
+	missing := func(string) (string, error) { return "", os.ErrNotExist }
+	probs := binaryProblems(missing, t.TempDir(), true)
+	if len(probs) != 6 {
+		t.Errorf("%d problems, want 6 (3 programs, 3 CNI plugins): %v", len(probs), probs)
+	}
+	for _, p := range probs {
+		if !strings.Contains(p.Fix, "apt-get install -y containerd runc containernetworking-plugins") {
+			t.Errorf("fix %q does not give the apt-get line", p.Fix)
+		}
+	}
+	if probs := binaryProblems(missing, t.TempDir(), false); len(probs) != 0 {
+		t.Errorf("with --cri-socket nothing of the private runtime is needed: %v", probs)
+	}
+	e := &PreflightError{Problems: []Problem{portProblem(Listener{Port: 6443, PID: 42, Command: "kube-apiserver --x", Cluster: "devk"}, "kube-apiserver")}}
+	if msg := e.Error(); !strings.Contains(msg, "port 6443") || !strings.Contains(msg, "pid 42 (kube-apiserver --x)") || !strings.Contains(msg, "devk down --name devk") {
+		t.Errorf("port problem %q does not name the port and the process", msg)
+	}
+}
+
+func TestMountsUnder(t *testing.T) {
+	const info = `22 1 0:21 / / rw - ext4 /dev/vda rw
+100 22 0:50 / /root/.devk/clusters/devk/containerd/state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs rw - overlay overlay rw
+101 22 0:51 / /root/.devk/clusters/devk/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access rw - tmpfs tmpfs rw
+102 22 0:52 / /root/.devk/clusters/devk2/kubelet rw - tmpfs tmpfs rw
+103 22 0:53 / /root/.devk/clusters/devk/with\040space rw - tmpfs tmpfs rw
+`
+	got := mountsUnder(info, "/root/.devk/clusters/devk")
+	want := []string{
+		"/root/.devk/clusters/devk/containerd/state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs",
+		"/root/.devk/clusters/devk/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access",
+		"/root/.devk/clusters/devk/with space",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("mountsUnder =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestIsShimOf(t *testing.T) {
+	sock := "/root/.devk/clusters/devk/run/containerd.sock"
+	if !isShimOf([]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "abc", "-address", sock}, sock) {
+		t.Error("our shim not recognised")
+	}
+	if isShimOf([]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-address", "/run/containerd/containerd.sock"}, sock) {
+		t.Error("the system containerd's shim taken for ours")
+	}
+	if isShimOf([]string{"/bin/sleep", "-address", sock}, sock) {
+		t.Error("a non-shim taken for a shim")
+	}
+}
+
+func TestParseStatStart(t *testing.T) {
+	stat := "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615"
+	if got, err := parseStatStart(stat); err != nil || got != 987654 {
+		t.Errorf("parseStatStart = %d, %v; want 987654", got, err)
+	}
+}
+
+func TestProcessSupervision(t *testing.T) {
+	p := Paths{Dir: t.TempDir()}
+	ctx := context.Background()
+	proc := Process{Name: "sleeper", Argv: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; echo hello; while :; do sleep 0.05; done"}}
+	pid, started, err := p.Start(proc)
+	if err != nil || !started {
+		t.Fatalf("Start = %d, %v, %v", pid, started, err)
+	}
+	t.Cleanup(func() { p.Stop(ctx, "sleeper", time.Second) })
+	if again, started, err := p.Start(proc); err != nil || started || again != pid {
+		t.Errorf("second Start = %d, %v, %v; want the running pid %d, not started", again, started, err, pid)
+	}
+	if got, ok := p.Running("sleeper"); !ok || got != pid {
+		t.Errorf("Running = %d, %v", got, ok)
+	}
+	stopped, err := p.Stop(ctx, "sleeper", 2*time.Second)
+	if err != nil || !stopped {
+		t.Errorf("Stop = %v, %v", stopped, err)
+	}
+	if _, ok := p.Running("sleeper"); ok {
+		t.Error("still running after Stop")
+	}
+	if _, err := os.Stat(p.PIDFile("sleeper")); !os.IsNotExist(err) {
+		t.Errorf("pid file left behind: %v", err)
+	}
+	if log, _ := os.ReadFile(p.LogFile("sleeper")); !strings.Contains(string(log), "hello") {
+		t.Errorf("log %q lacks the process's output", log)
+	}
+	// A pid file naming a process that is not ours (another start time).
+	os.WriteFile(p.PIDFile("other"), []byte("1 12345\n"), 0o644)
+	if _, ok := p.Running("other"); ok {
+		t.Error("a recycled pid was taken for ours")
+	}
+}
+
+func TestWriteIfChanged(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "manifests", "x.yaml")
+	tmp := filepath.Join(dir, "tmp")
+	if w, err := writeIfChanged(path, []byte("a"), 0o600, tmp); err != nil || !w {
+		t.Fatalf("first write = %v, %v", w, err)
+	}
+	if w, err := writeIfChanged(path, []byte("a"), 0o600, tmp); err != nil || w {
+		t.Errorf("same bytes written again: %v, %v", w, err)
+	}
+	if w, err := writeIfChanged(path, []byte("b"), 0o600, tmp); err != nil || !w {
+		t.Errorf("changed bytes not written: %v, %v", w, err)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	if len(ents) != 1 {
+		t.Errorf("the manifests dir holds %d entries; temp files must live outside it", len(ents))
+	}
+}
+
+func TestPhaseTree(t *testing.T) {
+	var paths []string
+	var walk func(prefix string, ps []*phaseT)
+	walk = func(prefix string, ps []*phaseT) {
+		for _, p := range ps {
+			path := p.Name
+			if prefix != "" {
+				path = prefix + "/" + p.Name
+			}
+			paths = append(paths, path)
+			walk(path, p.Children)
+		}
+	}
+	walk("", UpPhases())
+	for _, want := range []string{"preflight", "runtime", "registry", "images", "certs/ca", "certs/apiserver",
+		"certs/apiserver-kubelet-client", "certs/front-proxy-ca", "certs/front-proxy-client", "certs/etcd/ca",
+		"certs/etcd/server", "certs/etcd/peer", "certs/etcd/healthcheck-client", "certs/apiserver-etcd-client", "certs/sa",
+		"kubeconfig/admin", "kubeconfig/super-admin", "kubeconfig/controller-manager", "kubeconfig/scheduler", "kubeconfig/kubelet",
+		"etcd", "control-plane/apiserver", "control-plane/controller-manager", "control-plane/scheduler",
+		"kubelet-start", "wait-control-plane", "upload-config", "mark-control-plane", "bootstrap-token", "kubelet-finalize", "kubeconfig-merge"} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("up has no phase %s (it has %v)", want, paths)
+		}
+	}
+}

@@ -1,0 +1,366 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func (c *Cluster) downKubelet(ctx context.Context) error {
+	stopped, err := c.Stop(ctx, "kubelet", 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if stopped {
+		c.setDetail("kubelet", "stopped")
+	} else {
+		c.setDetail("kubelet", "not running")
+	}
+	return nil
+}
+
+// ownsPod says whether a pod sandbox belongs to this cluster: every pod
+// of the private containerd does; on a shared runtime, the pods this
+// cluster's kubelet made (it keeps a dir per pod UID).
+func (c *Cluster) ownsPod(uid string) bool {
+	if c.Config.OwnRuntime {
+		return true
+	}
+	if uid == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(c.KubeletRoot(), "pods", uid))
+	return err == nil
+}
+
+func (c *Cluster) downPods(ctx context.Context) error {
+	if c.Config.OwnRuntime {
+		c.Config.CRISocket = c.ContainerdSocket()
+	}
+	if c.Config.CRISocket == "" {
+		c.setDetail("pods", "no runtime recorded")
+		return nil
+	}
+	if c.Config.OwnRuntime {
+		if _, ok := c.Running("containerd"); !ok {
+			c.setDetail("pods", "containerd not running; leftovers are killed below")
+			return nil
+		}
+	}
+	cri, err := dialCRI(ctx, c.Config.CRISocket)
+	if err != nil {
+		return err
+	}
+	defer cri.Close()
+	if _, err := cri.version(ctx); err != nil {
+		if !c.Config.OwnRuntime {
+			return fmt.Errorf("the CRI runtime at %s does not answer (%v): start it so devk can remove this cluster's pods", c.Config.CRISocket, err)
+		}
+		c.setDetail("pods", "containerd does not answer; leftovers are killed below")
+		return nil
+	}
+	n, err := cri.removeAll(ctx, c.ownsPod)
+	if err != nil {
+		return err
+	}
+	c.setDetail("pods", "%d pod sandboxes removed", n)
+	return nil
+}
+
+// isShimOf reports whether argv is a containerd shim serving the
+// containerd at socket.
+func isShimOf(argv []string, socket string) bool {
+	if len(argv) == 0 || !strings.Contains(filepath.Base(argv[0]), "containerd-shim") {
+		return false
+	}
+	for i, a := range argv {
+		if a == "-address" && i+1 < len(argv) && argv[i+1] == socket {
+			return true
+		}
+		if a == "-address="+socket || a == "--address="+socket {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Cluster) downRuntime(ctx context.Context) error {
+	if !c.Config.OwnRuntime {
+		c.setDetail("runtime", "not devk's (%s)", c.Config.CRISocket)
+		return nil
+	}
+	stopped, err := c.Stop(ctx, "containerd", 5*time.Second)
+	if err != nil {
+		return err
+	}
+	shims := processes(func(argv []string) bool { return isShimOf(argv, c.ContainerdSocket()) })
+	for _, pid := range shims {
+		if err := killWait(ctx, pid, 2*time.Second); err != nil {
+			return fmt.Errorf("stop containerd shim %d: %w", pid, err)
+		}
+	}
+	switch {
+	case stopped:
+		c.setDetail("runtime", "containerd stopped, %d shims stopped", len(shims))
+	default:
+		c.setDetail("runtime", "containerd not running, %d shims stopped", len(shims))
+	}
+	return nil
+}
+
+func (c *Cluster) downRegistry(ctx context.Context) error {
+	stopped, err := c.Stop(ctx, "registry", 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if stopped {
+		c.setDetail("registry", "stopped")
+	} else {
+		c.setDetail("registry", "not devk's or not running")
+	}
+	return nil
+}
+
+// mountsUnder lists mount points at or below dir in mountinfo content,
+// deepest first.
+func mountsUnder(mountinfo, dir string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(mountinfo))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
+	return slices.Compact(out)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func (c *Cluster) downMounts(ctx context.Context) error {
+	n := 0
+	// A mount can hide another at the same point: go round until none is left.
+	for range 10 {
+		data, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return err
+		}
+		mps := mountsUnder(string(data), c.Dir)
+		if len(mps) == 0 {
+			break
+		}
+		for _, mp := range mps {
+			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("unmount %s: %w", mp, err)
+			}
+			n++
+		}
+	}
+	c.setDetail("mounts", "%d unmounted", n)
+	return nil
+}
+
+// cgroupNames are the top-level cgroups the kubelet (kubepods) and
+// containerd's runc (k8s.io) make with the cgroupfs driver.
+var cgroupNames = []string{"kubepods", "kubepods.slice", "k8s.io"}
+
+// cgroupRoots are the cgroup hierarchies: each v1 controller mount, or
+// the one v2 mount.
+func cgroupRoots() []string {
+	if CgroupVersion() == 2 {
+		return []string{"/sys/fs/cgroup"}
+	}
+	ents, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		p := filepath.Join("/sys/fs/cgroup", e.Name())
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// otherClusterRunning reports whether another devk cluster's kubelet
+// runs on this machine (it shares the top-level cgroups).
+func (c *Cluster) otherClusterRunning() (string, bool) {
+	dirs, _ := filepath.Glob(filepath.Join(c.Home, "clusters", "*"))
+	for _, d := range dirs {
+		if d == c.Dir {
+			continue
+		}
+		if _, ok := (Paths{Dir: d}).Running("kubelet"); ok {
+			return filepath.Base(d), true
+		}
+	}
+	return "", false
+}
+
+// removeCgroupTree kills what is left in a cgroup tree and removes it,
+// deepest first.
+func removeCgroupTree(ctx context.Context, root string) (int, error) {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	killed := 0
+	for _, d := range dirs {
+		if data, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+					_ = killWait(ctx, pid, time.Second)
+					killed++
+				}
+			}
+		}
+		var err error
+		for range 50 {
+			if err = os.Remove(d); err == nil || errors.Is(err, fs.ErrNotExist) {
+				err = nil
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // a killed task leaves its cgroup a little later
+		}
+		if err != nil {
+			return killed, fmt.Errorf("remove cgroup %s: %w", d, err)
+		}
+	}
+	return killed, nil
+}
+
+func (c *Cluster) downCgroups(ctx context.Context) error {
+	if other, ok := c.otherClusterRunning(); ok {
+		c.setDetail("cgroups", "kept: cluster %s still uses them", other)
+		return nil
+	}
+	if c.Config.OwnRuntime == false {
+		c.setDetail("cgroups", "kept: the runtime is not devk's")
+		return nil
+	}
+	removed, killed := 0, 0
+	for _, root := range cgroupRoots() {
+		for _, n := range cgroupNames {
+			p := filepath.Join(root, n)
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			k, err := removeCgroupTree(ctx, p)
+			killed += k
+			if err != nil {
+				return err
+			}
+			removed++
+		}
+	}
+	c.setDetail("cgroups", "%d removed, %d leftover processes killed", removed, killed)
+	return nil
+}
+
+func (c *Cluster) downNetwork(ctx context.Context) error {
+	br := c.Config.Bridge
+	if br == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", br)); err != nil {
+		c.setDetail("network", "no bridge %s", br)
+		return nil
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", br).CombinedOutput(); err != nil {
+		return fmt.Errorf("delete bridge %s: %v: %s (delete it with `ip link delete %s`)", br, err, strings.TrimSpace(string(out)), br)
+	}
+	c.setDetail("network", "bridge %s deleted", br)
+	return nil
+}
+
+func (c *Cluster) downKubeconfig(ctx context.Context) error {
+	removed, err := c.removeUserContext()
+	if err != nil {
+		return err
+	}
+	if removed {
+		c.setDetail("kubeconfig", "context %s removed", ContextName(c.Config.Name))
+	} else {
+		c.setDetail("kubeconfig", "no context %s", ContextName(c.Config.Name))
+	}
+	return nil
+}
+
+// keptByKeepData are what --keep-data keeps.
+var keptByKeepData = []string{"pki", "etcd", "cluster.json"}
+
+func (c *Cluster) downFiles(ctx context.Context) error {
+	// The kubelet links every container log into /var/log/containers.
+	if links, err := filepath.Glob("/var/log/containers/*.log"); err == nil {
+		for _, l := range links {
+			if t, err := os.Readlink(l); err == nil && strings.HasPrefix(t, c.Dir+"/") {
+				_ = os.Remove(l)
+			}
+		}
+	}
+	if filepath.Dir(filepath.Dir(c.Dir)) != c.Home || filepath.Base(filepath.Dir(c.Dir)) != "clusters" {
+		return fmt.Errorf("refusing to remove %s: not a cluster directory under %s/clusters", c.Dir, c.Home)
+	}
+	if !c.KeepData {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			return fmt.Errorf("remove %s: %w", c.Dir, err)
+		}
+		c.setDetail("files", "removed %s", c.Dir)
+		return nil
+	}
+	ents, err := os.ReadDir(c.Dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range ents {
+		if slices.Contains(keptByKeepData, e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(c.Dir, e.Name())); err != nil {
+			return fmt.Errorf("remove %s: %w", filepath.Join(c.Dir, e.Name()), err)
+		}
+	}
+	c.setDetail("files", "kept pki, etcd and cluster.json in %s", c.Dir)
+	return nil
+}

@@ -1,0 +1,265 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+)
+
+//go:embed pause/main.go
+var pauseSource []byte
+
+const (
+	pauseRepo = "pause"
+	pauseTag  = "devk"
+)
+
+// controlPlaneComponents are the components whose images up pushes.
+var controlPlaneComponents = []string{"etcd", "apiserver", "controller-manager", "scheduler"}
+
+func (c *Cluster) kubeletSource() string {
+	if c.ImagesFrom != "" {
+		return ""
+	}
+	return c.kubeletBuilt
+}
+
+// runImages builds (incrementally) the control-plane components and the
+// kubelet from the tree, pushes the images, builds and pushes the pause
+// image, and records every digest in cluster.json.
+func (c *Cluster) runImages(ctx context.Context) error {
+	if c.ImagesFrom != "" {
+		return c.imagesFrom(ctx)
+	}
+	t0 := time.Now()
+	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet"}, controlPlaneComponents...), Reporter: progress.Discard()}
+	bj, err := build.Run(ctx, bo, phase.Options{})
+	if err != nil {
+		return fmt.Errorf("build the cluster's components: %w", err)
+	}
+	built := time.Since(t0)
+	for _, b := range bj.Binaries {
+		if b.Name == "kubelet" {
+			c.kubeletBuilt = b.Path
+		}
+	}
+	c.Config.KubeVersion = bj.Version.GitVersion
+
+	t1 := time.Now()
+	bo.Components = controlPlaneComponents
+	ij, err := image.RunPush(ctx, bo, image.Options{Registry: c.Config.Registry}, phase.Options{})
+	if err != nil {
+		return fmt.Errorf("push the control-plane images: %w", err)
+	}
+	for _, r := range ij.Images {
+		c.Config.Images[r.Component] = r.Ref
+	}
+	pauseRef, err := c.pushPause(ctx)
+	if err != nil {
+		return err
+	}
+	c.Config.Images["pause"] = pauseRef
+	if err := c.SaveConfig(); err != nil {
+		return err
+	}
+	c.setDetail("images", "%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
+		progress.Round(built), len(ij.Images)+1, progress.Round(time.Since(t1)))
+	return nil
+}
+
+// imagesFrom takes the images from a registry that holds them already:
+// <registry>/<binary>:<tag> for the tag of the tree's version, resolved
+// to digests now.
+func (c *Cluster) imagesFrom(ctx context.Context) error {
+	src, err := image.NewRemote(c.ImagesFrom, image.RemoteOptions{})
+	if err != nil {
+		return err
+	}
+	tag := c.ImagesTag
+	if tag == "" {
+		return fmt.Errorf("--images-from needs --images-tag (the tag the images were pushed with, e.g. v1.34.4)")
+	}
+	for _, comp := range controlPlaneComponents {
+		bc, err := build.Lookup(comp)
+		if err != nil {
+			return err
+		}
+		ref, err := src.ParseReference(strings.TrimSuffix(c.ImagesFrom, "/") + "/" + bc.Image() + ":" + tag)
+		if err != nil {
+			return err
+		}
+		d, err := src.Head(ctx, ref)
+		if err != nil {
+			return fmt.Errorf("--images-from: %w", err)
+		}
+		c.Config.Images[comp] = ref.Context().Name() + "@" + d.Digest.String()
+	}
+	if _, err := os.Stat(c.KubeletBinary()); err != nil {
+		return fmt.Errorf("--images-from gives the control plane, not the kubelet: put a kubelet at %s or build one (`devk build kubelet`) and run without --images-from", c.KubeletBinary())
+	}
+	pauseRef, err := c.pushPause(ctx)
+	if err != nil {
+		return err
+	}
+	c.Config.Images["pause"] = pauseRef
+	c.setDetail("images", "from %s:%s", c.ImagesFrom, tag)
+	return c.SaveConfig()
+}
+
+// pushPause builds the pause program from its embedded source (cached by
+// the source's and Go's version), makes its image and pushes it as
+// <registry>/pause:devk, the sandbox image containerd is configured with.
+func (c *Cluster) pushPause(ctx context.Context) (string, error) {
+	goVersion := runtime.Version()
+	if out, err := execx.Output(ctx, execx.Cmd{Name: "go", Args: []string{"env", "GOVERSION"}, Dir: os.TempDir(), Env: []string{"GOWORK=off"}}); err == nil {
+		goVersion = strings.TrimSpace(string(out))
+	}
+	sum := sha256.Sum256(append(append([]byte{}, pauseSource...), goVersion+runtime.GOARCH...))
+	key := hex.EncodeToString(sum[:])[:16]
+	dir := filepath.Join(c.Home, "cache", "pause", key)
+	bin := filepath.Join(dir, "pause")
+	if _, err := os.Stat(bin); err != nil {
+		src := filepath.Join(dir, "src")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(src, "main.go"), pauseSource, 0o644); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module devk.local/pause\n\ngo 1.21\n"), 0o644); err != nil {
+			return "", err
+		}
+		cmd := execx.Cmd{Name: "go", Args: []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin + ".tmp", "."},
+			Dir: src, Env: []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH, "GOWORK=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local"}}
+		if err := execx.Run(ctx, cmd); err != nil {
+			return "", fmt.Errorf("build the pause program (needs Go): %w", err)
+		}
+		if err := os.Rename(bin+".tmp", bin); err != nil {
+			return "", err
+		}
+	}
+	binSHA, err := build.FileSHA256(bin)
+	if err != nil {
+		return "", err
+	}
+	cache := image.NewLayerCache(dir)
+	layer, _, err := cache.Layer(bin, "pause", binSHA, types.OCILayer)
+	if err != nil {
+		return "", err
+	}
+	img, err := image.Assemble(image.Spec{Binary: "pause", Platform: "linux/" + runtime.GOARCH, Created: time.Unix(0, 0).UTC(), Version: "devk"}, layer)
+	if err != nil {
+		return "", err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	r, err := image.NewRemote(c.Config.Registry, image.RemoteOptions{})
+	if err != nil {
+		return "", err
+	}
+	repo, err := r.Repository(pauseRepo)
+	if err != nil {
+		return "", err
+	}
+	if err := r.Push(ctx, repo.Tag(pauseTag), img); err != nil {
+		return "", fmt.Errorf("push the pause image: %w", err)
+	}
+	return repo.Name() + "@" + d.String(), nil
+}
+
+// imagesSummary lists the recorded images, for plans and status.
+func (c *Cluster) imagesSummary() string {
+	var parts []string
+	for k, v := range c.Config.Images {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// registryAnswers reports whether a registry answers at host:port.
+func registryAnswers(ctx context.Context, hostPort string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostPort+"/v2/", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized
+}
+
+func (c *Cluster) runRegistry(ctx context.Context) error {
+	if c.Registry != "" && c.Registry != c.Config.Registry {
+		c.Config.Registry = c.Registry
+		c.Config.OwnRegistry = false
+	}
+	if _, ok := c.Running("registry"); !ok && !c.Config.OwnRegistry {
+		if !registryAnswers(ctx, c.Config.Registry) && image.IsLoopback(c.Config.Registry) {
+			return fmt.Errorf("no registry answers at %s: start one (`devk registry serve --addr %s`) or drop --registry to let devk run its own", c.Config.Registry, c.Config.Registry)
+		}
+		c.setDetail("registry", "using %s", c.Config.Registry)
+		return c.SaveConfig()
+	}
+	if _, ok := c.Running("registry"); !ok && registryAnswers(ctx, c.Config.Registry) {
+		// Another cluster's registry, or one the user runs: share it.
+		c.Config.OwnRegistry = false
+		c.setDetail("registry", "using the registry already serving %s", c.Config.Registry)
+		return c.SaveConfig()
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find devk's own binary to run the registry: %w", err)
+	}
+	pid, started, err := c.Start(Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", filepath.Join(c.Home, "registry")}})
+	if err != nil {
+		return err
+	}
+	c.Config.OwnRegistry = true
+	if err := c.SaveConfig(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !registryAnswers(ctx, c.Config.Registry) {
+		if _, ok := c.Running("registry"); !ok {
+			return fmt.Errorf("the registry exited; its log ends:\n%s", tailFile(c.LogFile("registry"), 15))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the registry did not answer on %s within 15s; its log ends:\n%s", c.Config.Registry, tailFile(c.LogFile("registry"), 15))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if started {
+		c.setDetail("registry", "started on %s (pid %d)", c.Config.Registry, pid)
+	} else {
+		c.setDetail("registry", "running on %s (pid %d)", c.Config.Registry, pid)
+	}
+	return nil
+}

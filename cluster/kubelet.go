@@ -1,0 +1,200 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/fileutil"
+)
+
+// KubeletConfigInput is what the kubelet's config depends on.
+type KubeletConfigInput struct {
+	Config Config
+	Paths  Paths
+	// CRISocket is the runtime's unix socket path.
+	CRISocket string
+}
+
+// KubeletConfigYAML renders the KubeletConfiguration: cgroupfs (no
+// systemd), failCgroupV1 false (these machines run cgroup v1; from 1.35
+// the kubelet refuses v1 unless told), the static pod dir, the runtime's
+// socket, webhook authn/authz as kubeadm, and every port on loopback.
+func KubeletConfigYAML(in KubeletConfigInput) ([]byte, error) {
+	cfg, p := in.Config, in.Paths
+	m := map[string]any{
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"address":                  cfg.AdvertiseIP,
+		"port":                     cfg.Ports.Kubelet,
+		"readOnlyPort":             0,
+		"healthzBindAddress":       cfg.AdvertiseIP,
+		"healthzPort":              cfg.Ports.KubeletHealthz,
+		"staticPodPath":            p.Manifests(),
+		"podLogsDir":               p.PodLogs(),
+		"cgroupDriver":             "cgroupfs",
+		"failCgroupV1":             false,
+		"failSwapOn":               false,
+		"containerRuntimeEndpoint": "unix://" + in.CRISocket,
+		"imageServiceEndpoint":     "unix://" + in.CRISocket,
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true, "cacheTTL": "0s"},
+			"x509":      map[string]any{"clientCAFile": pki.CertPath(p.PKI(), "ca")},
+		},
+		"authorization": map[string]any{
+			"mode":    "Webhook",
+			"webhook": map[string]any{"cacheAuthorizedTTL": "0s", "cacheUnauthorizedTTL": "0s"},
+		},
+		"clusterDNS":         []string{cfg.DNSIP()},
+		"clusterDomain":      cfg.DNSDomain,
+		"rotateCertificates": true,
+		"resolvConf":         "/etc/resolv.conf",
+		// Static pods are picked up by inotify; the periodic scan is the
+		// fallback.
+		"fileCheckFrequency":        "5s",
+		"syncFrequency":             "10s",
+		"nodeStatusReportFrequency": "10s",
+		// A shared laptop disk is often fuller than the kubelet's defaults
+		// like; a throwaway cluster should not evict its control plane.
+		"evictionHard": map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "1%",
+			"nodefs.inodesFree": "1%",
+			"imagefs.available": "1%",
+		},
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
+	}
+	return yaml.Marshal(m)
+}
+
+// kubeletArgv is the kubelet's command line.
+func (c *Cluster) kubeletArgv() []string {
+	return []string{
+		c.KubeletBinary(),
+		"--config=" + c.KubeletConfig(),
+		"--kubeconfig=" + c.Kubeconfig("kubelet"),
+		"--root-dir=" + c.KubeletRoot(),
+		"--cert-dir=" + filepath.Join(c.KubeletRoot(), "pki"),
+		"--hostname-override=" + c.Config.NodeName,
+		"--node-ip=" + c.Config.AdvertiseIP,
+		"--v=1",
+	}
+}
+
+// installKubelet copies the built kubelet to the cluster's bin dir unless
+// the same bytes are there; it reports whether it changed the binary.
+func installKubelet(src, dst string) (bool, error) {
+	same, err := sameFile(src, dst)
+	if err != nil {
+		return false, err
+	}
+	if same {
+		return false, nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return false, fmt.Errorf("the kubelet binary: %w (run `devk build kubelet`)", err)
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return false, err
+	}
+	return true, fileutil.WriteAtomicFrom(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	}, 0o755, "")
+}
+
+func sameFile(a, b string) (bool, error) {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w (run `devk build kubelet`)", a, err)
+	}
+	fb, err := os.Stat(b)
+	if err != nil || fa.Size() != fb.Size() {
+		return false, nil
+	}
+	da, err := os.ReadFile(a)
+	if err != nil {
+		return false, err
+	}
+	db, err := os.ReadFile(b)
+	if err != nil {
+		return false, nil
+	}
+	return bytes.Equal(da, db), nil
+}
+
+func (c *Cluster) runKubeletStart(ctx context.Context) error {
+	src := c.kubeletSource()
+	binChanged := false
+	if src != "" {
+		var err error
+		if binChanged, err = installKubelet(src, c.KubeletBinary()); err != nil {
+			return err
+		}
+	} else if _, err := os.Stat(c.KubeletBinary()); err != nil {
+		return fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", c.KubeletBinary())
+	}
+	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
+	if err != nil {
+		return err
+	}
+	cfgChanged, err := writeIfChanged(c.KubeletConfig(), data, 0o644, "")
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{c.Manifests(), c.KubeletRoot(), c.PodLogs(), c.Tmp()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if binChanged || cfgChanged {
+		if stopped, err := c.Stop(ctx, "kubelet", 10*time.Second); err != nil {
+			return err
+		} else if stopped {
+			c.Reporter.Infof("kubelet binary or config changed: restarting the kubelet")
+		}
+	}
+	pid, started, err := c.Start(Process{Name: "kubelet", Argv: c.kubeletArgv()})
+	if err != nil {
+		return err
+	}
+	// The kubelet fails fast on a bad config: give it a moment to do so.
+	if started {
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if _, ok := c.Running("kubelet"); !ok {
+				return fmt.Errorf("the kubelet exited at once; its log ends:\n%s", tailFile(c.LogFile("kubelet"), 20))
+			}
+			if healthz(ctx, "http://"+c.Config.AdvertiseIP+":"+strconv.Itoa(c.Config.Ports.KubeletHealthz)+"/healthz") == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.setDetail("kubelet-start", "kubelet started (pid %d)", pid)
+	} else {
+		c.setDetail("kubelet-start", "kubelet running (pid %d)", pid)
+	}
+	return nil
+}
+
+// RestartKubelet stops the supervised kubelet and starts it again with
+// the same command line (after its binary was swapped).
+func (c *Cluster) RestartKubelet(ctx context.Context) (int, error) {
+	if _, err := c.Stop(ctx, "kubelet", 10*time.Second); err != nil {
+		return 0, err
+	}
+	pid, _, err := c.Start(Process{Name: "kubelet", Argv: c.kubeletArgv()})
+	return pid, err
+}

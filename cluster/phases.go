@@ -1,0 +1,267 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/devk/devk/phase"
+)
+
+func run(f func(*Cluster, context.Context) error) func(context.Context, *Cluster) error {
+	return func(ctx context.Context, c *Cluster) error { return f(c, ctx) }
+}
+
+// UpPhases are `devk up`, kubeadm's init phases made for a laptop.
+func UpPhases() []*phase.Phase[*Cluster] {
+	var controlPlane []*phase.Phase[*Cluster]
+	for _, sp := range StaticPods[1:] {
+		controlPlane = append(controlPlane, manifestPhase(sp, sp.Component))
+	}
+	return []*phase.Phase[*Cluster]{
+		{
+			Name:  "preflight",
+			Short: "check root, cgroups, swap, free ports, containerd/runc/CNI plugins, CAP_SYS_RESOURCE",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH"}, []string{c.ConfigFile()}
+			},
+			Run: run((*Cluster).runPreflight), Detail: detailOf("preflight"),
+		},
+		{
+			Name:  "runtime",
+			Short: "start the private containerd (own config, root, state and socket) or check --cri-socket",
+			IO: func(c *Cluster) ([]string, []string) {
+				return nil, []string{filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
+			},
+			Run: run((*Cluster).runRuntime), Detail: detailOf("runtime"),
+		},
+		{
+			Name:  "registry",
+			Short: "start the embedded registry (devk registry serve) or use --registry",
+			IO: func(c *Cluster) ([]string, []string) {
+				return nil, []string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.PIDFile("registry")}
+			},
+			Run: run((*Cluster).runRegistry), Detail: detailOf("registry"),
+		},
+		{
+			Name:  "images",
+			Short: "build (incrementally) etcd, apiserver, controller-manager, scheduler, kubelet and pause; push the images; record digests",
+			IO: func(c *Cluster) ([]string, []string) {
+				tree := c.TreeDir
+				if tree == "" {
+					tree = "the tree around the working directory"
+				}
+				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,pause}", c.ConfigFile()}
+			},
+			Run: run((*Cluster).runImages), Detail: detailOf("images"),
+		},
+		{Name: "certs", Short: "kubeadm's certificate set (reused while valid)", Children: certPhases()},
+		{Name: "kubeconfig", Short: "kubeconfigs for admin, super-admin, controller-manager, scheduler, kubelet", Children: kubeconfigPhases()},
+		manifestPhase(StaticPods[0], "etcd"),
+		{Name: "control-plane", Short: "static pod manifests of the control plane, images by digest", Children: controlPlane},
+		{
+			Name:  "kubelet-start",
+			Short: "write the kubelet's config and start it as a supervised process (pid file, log file)",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.Kubeconfig("kubelet")}, []string{c.KubeletBinary(), c.KubeletConfig(), c.PIDFile("kubelet"), c.LogFile("kubelet")}
+			},
+			Run: run((*Cluster).runKubeletStart), Detail: detailOf("kubelet-start"),
+		},
+		{
+			Name:  "wait-control-plane",
+			Short: "wait for etcd, apiserver /readyz, controller-manager, scheduler and node Ready",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.Config.APIServerURL() + "/readyz", c.Logs()}, nil
+			},
+			Run: run((*Cluster).runWait), Detail: detailOf("wait-control-plane"),
+		},
+		{
+			Name:  "upload-config",
+			Short: "store cluster.json in ConfigMap kube-system/devk-config; bind admin.conf's group to cluster-admin",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.ConfigFile()}, []string{"configmap kube-system/" + ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
+			},
+			Run: run((*Cluster).runUploadConfig), Detail: detailOf("upload-config"),
+		},
+		{
+			Name:  "mark-control-plane",
+			Short: "label the node control-plane and taint it NoSchedule",
+			IO: func(c *Cluster) ([]string, []string) {
+				return nil, []string{"node " + c.Config.NodeName}
+			},
+			Run: run((*Cluster).runMarkControlPlane), Detail: detailOf("mark-control-plane"),
+		},
+		{
+			Name:  "bootstrap-token",
+			Short: "a bootstrap token, its RBAC and the cluster-info ConfigMap, as kubeadm makes for joining",
+			IO: func(c *Cluster) ([]string, []string) {
+				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", filepath.Join(c.Dir, "bootstrap-token")}
+			},
+			Run: run((*Cluster).runBootstrapToken), Detail: detailOf("bootstrap-token"),
+		},
+		{
+			Name:  "kubelet-finalize",
+			Short: "move the kubelet's client credential to its rotating store and point kubelet.conf at it",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.Kubeconfig("kubelet")}, []string{filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem"), c.Kubeconfig("kubelet")}
+			},
+			Run: run((*Cluster).runKubeletFinalize), Detail: detailOf("kubelet-finalize"),
+		},
+		{
+			Name:  "kubeconfig-merge",
+			Short: "add context devk-NAME to your kubeconfig ($KUBECONFIG or ~/.kube/config)",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.Kubeconfig("admin")}, []string{c.userPathOptions().GetDefaultFilename()}
+			},
+			Run: run((*Cluster).runKubeconfigMerge), Detail: detailOf("kubeconfig-merge"),
+		},
+	}
+}
+
+func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
+	path := name
+	if sp.Name != "etcd" {
+		path = "control-plane/" + name
+	}
+	return &phase.Phase[*Cluster]{
+		Name:  name,
+		Short: "static pod manifest " + sp.Name + ".yaml",
+		IO: func(c *Cluster) ([]string, []string) {
+			return []string{c.ConfigFile() + " (images)", c.PKI()}, []string{c.ManifestPath(sp.Name)}
+		},
+		Run: func(ctx context.Context, c *Cluster) error {
+			if err := c.writeManifest(ctx, sp); err != nil {
+				return err
+			}
+			c.detail[path] = c.detail["control-plane/"+sp.Name]
+			return nil
+		},
+		Detail: func(c *Cluster) string { return c.detail[path] },
+	}
+}
+
+// DownPhases are `devk down`: stop what up started, remove what it made.
+func DownPhases() []*phase.Phase[*Cluster] {
+	p := func(name, short string, f func(*Cluster, context.Context) error) *phase.Phase[*Cluster] {
+		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: run(f), Detail: detailOf(name)}
+	}
+	return []*phase.Phase[*Cluster]{
+		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),
+		p("pods", "stop and remove the cluster's pod sandboxes and containers through CRI", (*Cluster).downPods),
+		p("runtime", "stop the private containerd and any shim left behind", (*Cluster).downRuntime),
+		p("registry", "stop the embedded registry if devk started it", (*Cluster).downRegistry),
+		p("mounts", "unmount everything under the cluster directory", (*Cluster).downMounts),
+		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),
+		p("network", "delete the CNI bridge", (*Cluster).downNetwork),
+		p("kubeconfig", "remove context devk-NAME from your kubeconfig", (*Cluster).downKubeconfig),
+		p("files", "remove the cluster directory (--keep-data keeps pki, etcd and cluster.json)", (*Cluster).downFiles),
+	}
+}
+
+// lock takes the cluster's lock so two devk processes do not bring the
+// same cluster up or down at once.
+func (c *Cluster) lock() (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
+		return nil, err
+	}
+	path := c.Dir + ".lock"
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another devk is bringing cluster %s up or down (lock %s): wait for it to finish", c.Config.Name, path)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// Up brings the cluster up (or resumes it, or confirms it is up).
+func Up(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Result, error) {
+	c, err := Open(o)
+	if err != nil {
+		return nil, phase.Result{}, err
+	}
+	if popts.DryRun {
+		res, err := phase.Run(ctx, UpPhases(), c, popts)
+		return c, res, err
+	}
+	if err := needRoot("up"); err != nil {
+		return c, phase.Result{}, err
+	}
+	unlock, err := c.lock()
+	if err != nil {
+		return c, phase.Result{}, err
+	}
+	defer unlock()
+	popts.Reporter = c.Reporter
+	res, err := phase.Run(ctx, UpPhases(), c, popts)
+	c.recordRun(res)
+	if !c.Exists() {
+		// Nothing was made (preflight refused): leave no trace either.
+		os.Remove(c.Dir + ".lock")
+		os.Remove(filepath.Dir(c.Dir))
+	}
+	return c, res, err
+}
+
+// Down tears the cluster down.
+func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Result, error) {
+	c, err := Open(o)
+	if err != nil {
+		return nil, phase.Result{}, err
+	}
+	if popts.DryRun {
+		res, err := phase.Run(ctx, DownPhases(), c, popts)
+		return c, res, err
+	}
+	if err := needRoot("down"); err != nil {
+		return c, phase.Result{}, err
+	}
+	if _, err := os.Stat(c.Dir); err != nil {
+		return c, phase.Result{}, fmt.Errorf("%w: %s has no cluster %q (`devk status` lists them)", errNoCluster, filepath.Dir(c.Dir), c.Config.Name)
+	}
+	unlock, err := c.lock()
+	if err != nil {
+		return c, phase.Result{}, err
+	}
+	defer func() {
+		unlock()
+		if !c.KeepData {
+			os.Remove(c.Dir + ".lock")
+		}
+	}()
+	popts.Reporter = c.Reporter
+	res, err := phase.Run(ctx, DownPhases(), c, popts)
+	if err != nil || c.KeepData {
+		c.recordRun(res)
+	}
+	return c, res, err
+}
+
+// IsNoCluster reports whether err says the cluster does not exist.
+func IsNoCluster(err error) bool { return err != nil && errorsIs(err, errNoCluster) }
+
+func (c *Cluster) recordRun(res phase.Result) {
+	if _, err := os.Stat(c.ConfigFile()); err != nil {
+		return
+	}
+	c.Config.LastRun = nil
+	for _, t := range res.Timings {
+		c.Config.LastRun = append(c.Config.LastRun, PhaseTiming{Phase: t.Path, Seconds: t.Duration.Seconds(), Skipped: t.Skipped, Failed: t.Failed})
+	}
+	_ = c.SaveConfig()
+}
+
+// needRoot refuses early, before anything is written, when not root.
+func needRoot(verb string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("devk %s needs root: it runs containerd and the kubelet, mounts and cgroups; run it as root (sudo -E devk %s)", verb, verb)
+	}
+	return nil
+}

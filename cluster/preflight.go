@@ -1,0 +1,304 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/devk/devk/source"
+)
+
+// aptFix is the line that installs what the private runtime needs.
+const aptFix = "apt-get update && apt-get install -y containerd runc containernetworking-plugins"
+
+// Problem is one failed preflight check with its fix.
+type Problem struct {
+	Check string
+	What  string
+	Fix   string
+}
+
+func (p Problem) String() string { return p.Check + ": " + p.What + "; " + p.Fix }
+
+// PreflightError lists every problem preflight found.
+type PreflightError struct{ Problems []Problem }
+
+func (e *PreflightError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d preflight check(s) failed:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  - " + p.String())
+	}
+	return b.String()
+}
+
+// CgroupVersion is 2 on a unified hierarchy, else 1.
+func CgroupVersion() int {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return 2
+	}
+	return 1
+}
+
+var minorRE = regexp.MustCompile(`^v?(\d+)\.(\d+)`)
+
+// parseMinor returns major and minor of a gitVersion such as v1.34.4.
+func parseMinor(v string) (int, int, bool) {
+	m := minorRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, 0, false
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	return major, minor, true
+}
+
+// CgroupSupport says whether a kubelet of version can run on the
+// machine's cgroup version, and why not. cgroup v2 support is GA from
+// 1.25; cgroup v1 works on every release devk knows, from 1.35 only with
+// failCgroupV1: false, which devk sets.
+func CgroupSupport(cgroupVersion int, kubeVersion string) error {
+	major, minor, ok := parseMinor(kubeVersion)
+	if !ok {
+		return nil // an unknown version is let through; the kubelet will say
+	}
+	if cgroupVersion == 2 && major == 1 && minor < 25 {
+		return fmt.Errorf("Kubernetes %s does not support cgroup v2 well (GA in v1.25): use a v1.25+ tree or a cgroup v1 machine", kubeVersion)
+	}
+	if cgroupVersion == 1 && major == 1 && minor < 19 {
+		return fmt.Errorf("Kubernetes %s is older than devk supports (v1.19+)", kubeVersion)
+	}
+	return nil
+}
+
+// Listener is a process holding a TCP port.
+type Listener struct {
+	Port    int
+	PID     int
+	Command string
+	// Cluster is the devk cluster the process belongs to, when its
+	// command line names a cluster directory.
+	Cluster string
+}
+
+var clusterDirRE = regexp.MustCompile(`/clusters/([a-z0-9][a-z0-9-]*)/`)
+
+// parseProcNetTCP returns the socket inodes listening on port in the
+// contents of /proc/net/tcp or /proc/net/tcp6.
+func parseProcNetTCP(data string, port int) []string {
+	var inodes []string
+	sc := bufio.NewScanner(strings.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[0] == "sl" {
+			continue
+		}
+		// f[1] is local "ADDR:PORT" in hex, f[3] the state (0A = LISTEN).
+		if f[3] != "0A" {
+			continue
+		}
+		i := strings.LastIndexByte(f[1], ':')
+		if i < 0 {
+			continue
+		}
+		p, err := strconv.ParseUint(f[1][i+1:], 16, 16)
+		if err != nil || int(p) != port {
+			continue
+		}
+		inodes = append(inodes, f[9])
+	}
+	return inodes
+}
+
+// listenerOn reports the process listening on TCP port, if any (pid 0 if
+// the socket's owner is not visible).
+func listenerOn(port int) (Listener, bool) {
+	var inodes []string
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(f)
+		if err == nil {
+			inodes = append(inodes, parseProcNetTCP(string(data), port)...)
+		}
+	}
+	if len(inodes) == 0 {
+		return Listener{}, false
+	}
+	want := map[string]bool{}
+	for _, in := range inodes {
+		want["socket:["+in+"]"] = true
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/fd")
+	for _, fdDir := range procs {
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err == nil && want[link] {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(fdDir)))
+				cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(fdDir), "cmdline"))
+				c := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
+				l := Listener{Port: port, PID: pid, Command: c}
+				if m := clusterDirRE.FindStringSubmatch(c); m != nil {
+					l.Cluster = m[1]
+				}
+				if len(c) > 60 {
+					l.Command = c[:60] + "…"
+				}
+				return l, true
+			}
+		}
+	}
+	return Listener{Port: port}, true
+}
+
+// SwapOn reports whether /proc/swaps lists an active swap area.
+func SwapOn(procSwaps string) bool {
+	lines := strings.Split(strings.TrimSpace(procSwaps), "\n")
+	return len(lines) > 1
+}
+
+// canLowerOOMScoreAdj tries, in a child, what runc does for every pod
+// sandbox: write a negative oom_score_adj. It fails without
+// CAP_SYS_RESOURCE.
+func canLowerOOMScoreAdj(ctx context.Context) bool {
+	return exec.CommandContext(ctx, "/bin/sh", "-c", "echo -1 > /proc/self/oom_score_adj").Run() == nil
+}
+
+// binaryProblems checks the programs the private runtime needs.
+func binaryProblems(lookPath func(string) (string, error), cniDir string, ownRuntime bool) []Problem {
+	var out []Problem
+	if ownRuntime {
+		for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
+			if _, err := lookPath(b); err != nil {
+				out = append(out, Problem{"binaries", b + " is not installed", "install it: " + aptFix})
+			}
+		}
+		for _, p := range []string{"bridge", "host-local", "loopback"} {
+			if _, err := os.Stat(filepath.Join(cniDir, p)); err != nil {
+				out = append(out, Problem{"binaries", "CNI plugin " + p + " is not in " + cniDir, "install it: " + aptFix})
+			}
+		}
+	}
+	return out
+}
+
+// clusterPorts are the ports up needs free, with what uses them.
+func (c *Cluster) clusterPorts() map[int]string {
+	p := c.Config.Ports
+	return map[int]string{
+		p.APIServer: "kube-apiserver", p.EtcdClient: "etcd", p.EtcdPeer: "etcd peer", p.EtcdMetrics: "etcd metrics",
+		p.Kubelet: "kubelet", p.KubeletHealthz: "kubelet healthz", p.ControllerManager: "kube-controller-manager", p.Scheduler: "kube-scheduler",
+	}
+}
+
+func (c *Cluster) runPreflight(ctx context.Context) error {
+	var probs []Problem
+	var notes []string
+	if os.Geteuid() != 0 {
+		probs = append(probs, Problem{"root", "devk up runs containerd and the kubelet, which need root", "run it as root: sudo -E devk up"})
+	}
+	if c.CRISocket != "" {
+		c.Config.OwnRuntime = false
+		c.Config.CRISocket = c.CRISocket
+	}
+	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir(), c.Config.OwnRuntime)...)
+	if c.ImagesFrom == "" {
+		if _, err := exec.LookPath("go"); err != nil {
+			probs = append(probs, Problem{"binaries", "go is not installed (devk builds the components and the pause image)", "install Go, or pass --images-from with a kubelet in place"})
+		}
+	}
+	if len(c.ContainerdSocket())+len(".ttrpc") >= 108 {
+		probs = append(probs, Problem{"paths", "the containerd socket path " + c.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory"})
+	}
+	cg := CgroupVersion()
+	version := c.Config.KubeVersion
+	if c.ImagesFrom == "" {
+		t, err := source.Open(c.TreeDir)
+		if err != nil {
+			probs = append(probs, Problem{"tree", err.Error(), "cd into a Kubernetes tree, pass --tree DIR, or get one: devk source get v1.34.4"})
+		} else if v, err := t.Version(ctx); err == nil {
+			version = v.GitVersion
+		}
+	}
+	if err := CgroupSupport(cg, version); err != nil {
+		probs = append(probs, Problem{"cgroups", err.Error(), "see above"})
+	}
+	if data, err := os.ReadFile("/proc/swaps"); err == nil && SwapOn(string(data)) {
+		notes = append(notes, "swap is on: the kubelet runs with failSwapOn: false (swapoff -a to avoid it)")
+	}
+	// Ports: a running cluster holds its own; only a fresh start needs them free.
+	_, kubeletUp := c.Running("kubelet")
+	if !kubeletUp {
+		ports := c.clusterPorts()
+		keys := make([]int, 0, len(ports))
+		for p := range ports {
+			keys = append(keys, p)
+		}
+		sort.Ints(keys)
+		for _, p := range keys {
+			if l, busy := listenerOn(p); busy {
+				probs = append(probs, portProblem(l, ports[p]))
+			}
+		}
+	}
+	if _, ours := c.Running("registry"); !ours && c.Registry == "" && c.Config.OwnRegistry {
+		if _, portStr, err := splitHostPort(c.Config.Registry); err == nil {
+			p, _ := strconv.Atoi(portStr)
+			if l, busy := listenerOn(p); busy && !registryAnswers(ctx, c.Config.Registry) {
+				probs = append(probs, portProblem(l, "the registry"))
+			}
+		}
+	}
+	if c.Config.OwnRuntime {
+		restrict := !canLowerOOMScoreAdj(ctx)
+		if restrict {
+			notes = append(notes, "no CAP_SYS_RESOURCE: containerd gets restrict_oom_score_adj = true")
+		}
+		c.Config.RestrictOOMScoreAdj = restrict
+	}
+	if len(probs) > 0 {
+		return &PreflightError{Problems: probs}
+	}
+	if c.Config.Created.IsZero() {
+		c.Config.Created = timeNow()
+	}
+	if err := c.SaveConfig(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		c.Reporter.Infof("  note: %s", n)
+	}
+	c.setDetail("preflight", "cgroup v%d, %s", cg, orUnknown(version))
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "version unknown"
+	}
+	return s
+}
+
+func portProblem(l Listener, user string) Problem {
+	who := "another process"
+	if l.PID > 0 {
+		who = fmt.Sprintf("pid %d (%s)", l.PID, l.Command)
+	}
+	fix := "stop it, then run devk up again"
+	if l.Cluster != "" {
+		fix = fmt.Sprintf("it belongs to devk cluster %q: `devk down --name %s` first (clusters side by side need other ports)", l.Cluster, l.Cluster)
+	}
+	return Problem{"ports", fmt.Sprintf("port %d (%s) is in use by %s", l.Port, user, who), fix}
+}

@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/devk/devk/internal/fileutil"
+)
+
+// Process is a daemon devk starts and supervises by pid file: containerd,
+// the kubelet, the embedded registry. It runs in its own session (a
+// Ctrl-C in devk's terminal does not reach it), with stdout and stderr
+// appended to its log file.
+type Process struct {
+	// Name is containerd, kubelet or registry; files are run/<name>.pid and
+	// logs/<name>.log.
+	Name string
+	Argv []string
+	Env  []string
+}
+
+// PIDFile is where a process's pid and start time are recorded.
+func (p Paths) PIDFile(name string) string { return filepath.Join(p.Run(), name+".pid") }
+
+// LogFile is where a process's output goes.
+func (p Paths) LogFile(name string) string { return filepath.Join(p.Logs(), name+".log") }
+
+// procStart is the process's start time in clock ticks since boot
+// (field 22 of /proc/<pid>/stat); with the pid it names the process
+// unambiguously, even after the pid is reused.
+func procStart(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatStart(string(data))
+}
+
+func parseStatStart(stat string) (uint64, error) {
+	// comm may hold spaces and parentheses: fields start after the last ')'.
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed stat %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state); start time is field 22.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("malformed stat %q", stat)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// procState is the state letter of a process (Z for a zombie).
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// Running returns the pid of the named process if its pid file names a
+// live process that is the one devk started.
+func (p Paths) Running(name string) (int, bool) {
+	data, err := os.ReadFile(p.PIDFile(name))
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return 0, false
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return 0, false
+	}
+	now, err := procStart(pid)
+	if err != nil || now != start || procState(pid) == "Z" {
+		return 0, false
+	}
+	return pid, true
+}
+
+// Start starts p unless it is running already; it reports whether it
+// started it.
+func (p Paths) Start(proc Process) (pid int, started bool, err error) {
+	if pid, ok := p.Running(proc.Name); ok {
+		return pid, false, nil
+	}
+	for _, d := range []string{p.Run(), p.Logs()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return 0, false, err
+		}
+	}
+	logf, err := os.OpenFile(p.LogFile(proc.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, false, fmt.Errorf("open %s log: %w", proc.Name, err)
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "---- %s devk starts: %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(proc.Argv, " "))
+	// Not CommandContext: the daemon must outlive this devk process.
+	cmd := exec.Command(proc.Argv[0], proc.Argv[1:]...)
+	cmd.Env = append(os.Environ(), proc.Env...)
+	cmd.Dir = p.Dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, false, fmt.Errorf("start %s: %w", proc.Name, err)
+	}
+	pid = cmd.Process.Pid
+	start, err := procStart(pid)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return 0, false, fmt.Errorf("start %s: it exited at once; see %s", proc.Name, p.LogFile(proc.Name))
+	}
+	if err := fileutil.WriteAtomic(p.PIDFile(proc.Name), fmt.Appendf(nil, "%d %d\n", pid, start), 0o644, ""); err != nil {
+		_ = cmd.Process.Kill()
+		return 0, false, err
+	}
+	// Reap it if it dies while devk still runs, so Running sees it gone.
+	go func() { _ = cmd.Wait() }()
+	return pid, true, nil
+}
+
+// Stop ends the named process: SIGTERM, then SIGKILL after grace. It
+// reports whether there was a process to stop.
+func (p Paths) Stop(ctx context.Context, name string, grace time.Duration) (bool, error) {
+	pid, ok := p.Running(name)
+	if !ok {
+		_ = os.Remove(p.PIDFile(name))
+		return false, nil
+	}
+	if err := killWait(ctx, pid, grace); err != nil {
+		return true, fmt.Errorf("stop %s (pid %d): %w", name, pid, err)
+	}
+	if err := os.Remove(p.PIDFile(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return true, err
+	}
+	return true, nil
+}
+
+// killWait sends SIGTERM, waits up to grace for the process to go, then
+// sends SIGKILL and waits again.
+func killWait(ctx context.Context, pid int, grace time.Duration) error {
+	start, err := procStart(pid)
+	if err != nil {
+		return nil // gone already
+	}
+	gone := func() bool {
+		s, err := procStart(pid)
+		return err != nil || s != start || procState(pid) == "Z"
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			if errors.Is(err, syscall.ESRCH) {
+				return nil
+			}
+			return err
+		}
+		deadline := time.Now().Add(grace)
+		if sig == syscall.SIGKILL {
+			deadline = time.Now().Add(5 * time.Second)
+		}
+		for time.Now().Before(deadline) {
+			if gone() {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	if gone() {
+		return nil
+	}
+	return fmt.Errorf("still running after SIGKILL")
+}
+
+// processes lists pids whose command line satisfies match.
+func processes(match func(argv []string) bool) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if match(argv) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// tailFile returns the last n lines of a file.
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

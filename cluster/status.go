@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Status is what `devk status` shows of a cluster.
+type Status struct {
+	Name        string            `json:"name"`
+	Dir         string            `json:"dir"`
+	Version     string            `json:"version,omitempty"`
+	Node        string            `json:"node"`
+	NodeReady   bool              `json:"nodeReady"`
+	Processes   []ProcessStatus   `json:"processes"`
+	Components  []ComponentStatus `json:"components"`
+	LastRun     []PhaseTiming     `json:"lastRun,omitempty"`
+	NodeMessage string            `json:"nodeMessage,omitempty"`
+}
+
+// ProcessStatus is one supervised process.
+type ProcessStatus struct {
+	Name    string `json:"name"`
+	PID     int    `json:"pid,omitempty"`
+	Running bool   `json:"running"`
+	Log     string `json:"log"`
+}
+
+// ComponentStatus is one control-plane static pod.
+type ComponentStatus struct {
+	Name string `json:"name"`
+	// Manifest is the image the static pod manifest names.
+	Manifest string `json:"manifestImage,omitempty"`
+	// Running is the image the runtime reports for the running container
+	// (CRI imageRef).
+	Running  string `json:"runningImage,omitempty"`
+	State    string `json:"state"`
+	Healthy  bool   `json:"healthy"`
+	Problem  string `json:"problem,omitempty"`
+	Restarts uint32 `json:"restarts"`
+}
+
+// Clusters lists the clusters under DEVK_HOME.
+func Clusters(home string) ([]string, error) {
+	h, err := HomeDir(home)
+	if err != nil {
+		return nil, err
+	}
+	dirs, _ := filepath.Glob(filepath.Join(h, "clusters", "*", "cluster.json"))
+	var out []string
+	for _, d := range dirs {
+		out = append(out, filepath.Base(filepath.Dir(d)))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// GetStatus looks at a cluster without changing anything.
+func GetStatus(ctx context.Context, o Options) (*Status, error) {
+	c, err := Open(o)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Exists() {
+		names, _ := Clusters(o.Home)
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%w %q (there are none; `devk up` makes one)", errNoCluster, c.Config.Name)
+		}
+		return nil, fmt.Errorf("%w %q; there are: %s (pass --name)", errNoCluster, c.Config.Name, strings.Join(names, ", "))
+	}
+	st := &Status{Name: c.Config.Name, Dir: c.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun}
+	for _, name := range []string{"containerd", "kubelet", "registry"} {
+		ps := ProcessStatus{Name: name, Log: c.LogFile(name)}
+		ps.PID, ps.Running = c.Running(name)
+		if name == "containerd" && !c.Config.OwnRuntime {
+			ps.Log = "not devk's: " + c.Config.CRISocket
+		}
+		if name == "registry" && !c.Config.OwnRegistry {
+			ps.Log = "not devk's: " + c.Config.Registry
+			ps.Running = registryAnswers(ctx, c.Config.Registry)
+		}
+		st.Processes = append(st.Processes, ps)
+	}
+	var containers []ContainerInfo
+	if c.Config.CRISocket != "" {
+		if cri, err := dialCRI(ctx, c.Config.CRISocket); err == nil {
+			if _, err := cri.version(ctx); err == nil {
+				containers, _ = cri.containers(ctx)
+			}
+			cri.Close()
+		}
+	}
+	cs, cerr := c.Client()
+	health := map[string]error{}
+	for _, ch := range checks() {
+		if cerr != nil {
+			health[ch.Name] = cerr
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		health[ch.Name] = ch.Check(cctx, c, cs)
+		cancel()
+	}
+	st.NodeReady = health["node"] == nil
+	if err := health["node"]; err != nil {
+		st.NodeMessage = err.Error()
+	}
+	for _, sp := range StaticPods {
+		cst := ComponentStatus{Name: sp.Name, State: "absent"}
+		cst.Manifest, _ = readManifestImage(c.ManifestPath(sp.Name))
+		// The newest container of the pod: highest attempt.
+		for _, ct := range containers {
+			if ct.Name != sp.Name || ct.PodName != sp.Name+"-"+c.Config.NodeName {
+				continue
+			}
+			if cst.State == "absent" || ct.Attempt >= cst.Restarts {
+				cst.State, cst.Running, cst.Restarts = strings.ToLower(ct.State), ct.ImageRef, ct.Attempt
+			}
+		}
+		if err := health[sp.Name]; err != nil {
+			cst.Problem = err.Error()
+		} else {
+			cst.Healthy = true
+		}
+		st.Components = append(st.Components, cst)
+	}
+	return st, nil
+}
+
+// ReadLog returns the last n lines of a supervised process's log.
+func (p Paths) ReadLog(name string, n int) string {
+	if _, err := os.Stat(p.LogFile(name)); err != nil {
+		return ""
+	}
+	return tailFile(p.LogFile(name), n)
+}

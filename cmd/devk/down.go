@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+)
+
+func newDownCmd(g *globalOptions) *cobra.Command {
+	var (
+		o     cluster.Options
+		flags phase.Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Tear a cluster down and leave nothing behind",
+		Long: `Tear down a cluster made by ` + "`devk up`" + `: stop the kubelet, remove every pod
+and container through CRI, stop the private containerd (and its shims) and
+the embedded registry by pid, unmount what lies under the cluster
+directory, remove the kubepods and k8s.io cgroups, delete the CNI bridge,
+remove context devk-NAME from your kubeconfig and remove the directory.
+Afterwards no devk process, mount, cgroup or listening port remains.
+
+--keep-data keeps pki/, etcd/ and cluster.json, so the next ` + "`devk up`" + ` comes
+back with the same certificates and the same etcd contents.
+
+Examples:
+  devk down
+  devk down --name dev2 --keep-data`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Reporter = g.Reporter()
+			popts := flags.Options()
+			popts.PlanOut = g.stderr
+			popts.Summary = g.Verbose
+			t0 := time.Now()
+			c, _, err := cluster.Down(cmd.Context(), o, popts)
+			if cluster.IsNoCluster(err) {
+				if g.JSON() {
+					return json.NewEncoder(g.stdout).Encode(map[string]any{"name": o.Name, "existed": false})
+				}
+				fmt.Fprintf(g.stdout, "cluster %s does not exist; nothing to do\n", o.Name)
+				return nil
+			}
+			if err != nil || flags.DryRun {
+				return err
+			}
+			took := time.Since(t0)
+			if g.JSON() {
+				return json.NewEncoder(g.stdout).Encode(map[string]any{"name": c.Config.Name, "existed": true, "keptData": o.KeepData, "seconds": took.Seconds()})
+			}
+			if o.KeepData {
+				fmt.Fprintf(g.stdout, "cluster %s is down in %s; pki and etcd data kept in %s\n", c.Config.Name, progress.Round(took), c.Dir)
+			} else {
+				fmt.Fprintf(g.stdout, "cluster %s is gone in %s\n", c.Config.Name, progress.Round(took))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", cluster.DefaultName, "cluster name")
+	f.BoolVar(&o.KeepData, "keep-data", false, "keep pki/, etcd/ and cluster.json for the next `devk up`")
+	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to remove context devk-NAME from (default $KUBECONFIG, else ~/.kube/config)")
+	phase.Bind(cmd, cluster.DownPhases(), &flags)
+	return cmd
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+)
+
+// addImageFlags are the flags of every command that makes or pushes images.
+func addImageFlags(f *pflag.FlagSet, o *image.Options) {
+	f.Var(&compressionFlag{o: o}, "compression", "layer compression: fast (parallel gzip, level 1) or standard (single-threaded default gzip, smaller and slower); the digest depends on it")
+	f.StringVar(&o.Registry, "registry", image.DefaultRegistry(), "registry to push to, HOST[:PORT][/PREFIX]; $DEVK_REGISTRY changes the default")
+	f.StringVar(&o.Base, "base", "", "base image to put the binary on (default: none, the binaries are static); pulled with your docker credentials")
+	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback (loopback registries get it anyway)")
+}
+
+func newPushCmd(g *globalOptions) *cobra.Command {
+	var (
+		bo    build.Options
+		o     image.Options
+		flags phase.Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "push COMPONENT...",
+		Short: "Make images of components already built and push them",
+		Long: `Make an OCI image of each component's last built binary and push it.
+
+The image holds the binary at /usr/local/bin/<name> as its entrypoint, for
+the platform it was built for, on no base layer unless --base is given. It
+is deterministic: zero mtimes, fixed modes and owners, created at
+SOURCE_DATE_EPOCH or the tree's commit time, labelled with the version and
+commit; the same binary always gives the same digest. The compressed layer
+is cached by the binary's sha256 under _output/devk/layers, so pushing an
+unchanged binary compresses and uploads nothing.
+
+Images go to --registry (default $DEVK_REGISTRY, else the embedded registry
+on 127.0.0.1:5000 that ` + "`devk registry serve`" + ` runs) as
+<registry>/<binary>:<version> (the gitVersion with '+' made '_'). stdout
+shows repo@sha256:… per component; the digest is recorded in the tree's
+_output/devk/state.json. Blobs go first and the manifest last, so an
+interrupted push leaves nothing under the tag: run it again.
+
+Examples:
+  devk build apiserver && devk push apiserver
+  devk push apiserver scheduler --registry localhost:5001
+  DEVK_REGISTRY=registry.example:5000 devk push kubectl --insecure`,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: cobra.FixedCompletions(build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bo.Components = args
+			bo.Reporter = g.Reporter()
+			popts := flags.Options()
+			popts.PlanOut = g.stderr
+			popts.Summary = g.Verbose
+			t0 := time.Now()
+			j, err := image.RunPush(cmd.Context(), bo, o, popts)
+			if err != nil || flags.DryRun {
+				return err
+			}
+			return printPushed(g, j, time.Since(t0))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&bo.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
+	addImageFlags(f, &o)
+	phase.Bind(cmd, image.PushPhases(), &flags)
+	return cmd
+}
+
+// printPushed writes repo@sha256:… per component on stdout.
+func printPushed(g *globalOptions, j *image.Job, took time.Duration) error {
+	if g.JSON() {
+		return json.NewEncoder(g.stdout).Encode(struct {
+			Seconds  float64         `json:"seconds"`
+			Binaries []build.Binary  `json:"binaries,omitempty"`
+			Images   []*image.Result `json:"images"`
+		}{took.Seconds(), j.Binaries, j.Images})
+	}
+	var names []string
+	for _, r := range j.Images {
+		fmt.Fprintln(g.stdout, r.Ref)
+		names = append(names, r.Repository+":"+r.Tag)
+	}
+	if !g.Quiet {
+		fmt.Fprintf(g.stderr, "pushed %s in %s\n", strings.Join(names, ", "), progress.Round(took))
+	}
+	return nil
+}
+
+// compressionFlag sets image.Options.Compression by name.
+type compressionFlag struct{ o *image.Options }
+
+func (c *compressionFlag) String() string {
+	if c.o == nil || c.o.Compression == nil || *c.o.Compression == image.DefaultCompression {
+		return "fast"
+	}
+	return "standard"
+}
+
+func (c *compressionFlag) Set(s string) error {
+	switch s {
+	case "fast":
+		c.o.Compression = &image.DefaultCompression
+	case "standard":
+		c.o.Compression = &image.StandardCompression
+	default:
+		return fmt.Errorf("use fast or standard")
+	}
+	return nil
+}
+
+func (c *compressionFlag) Type() string { return "fast|standard" }

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/cluster"
+)
+
+func newStatusCmd(g *globalOptions) *cobra.Command {
+	var o cluster.Options
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a cluster's processes and components: running, healthy, image digest, restarts",
+		Long: `Show the cluster made by ` + "`devk up`" + `: the supervised processes (containerd,
+kubelet, registry), each control-plane component (running or not, healthy
+or not, the image its manifest names and the image the runtime reports it
+runs, restarts), whether the node is Ready, and the phase times of the last
+` + "`devk up`" + ` or ` + "`devk down`" + `. It changes nothing.
+
+Examples:
+  devk status
+  devk status --name dev2 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := cluster.GetStatus(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return json.NewEncoder(g.stdout).Encode(st)
+			}
+			printStatus(g, st)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Name, "name", cluster.DefaultName, "cluster name")
+	return cmd
+}
+
+func shortImage(ref string) string {
+	if i := strings.Index(ref, "@sha256:"); i >= 0 && len(ref) >= i+8+12 {
+		return ref[strings.LastIndex(ref[:i], "/")+1:i] + "@" + ref[i+8:i+8+12]
+	}
+	if ref == "" {
+		return "-"
+	}
+	return ref
+}
+
+func printStatus(g *globalOptions, st *cluster.Status) {
+	w := g.stdout
+	ready := "Ready"
+	if !st.NodeReady {
+		ready = "not Ready: " + st.NodeMessage
+	}
+	fmt.Fprintf(w, "cluster %s (%s) in %s\nnode %s: %s\n\n", st.Name, st.Version, st.Dir, st.Node, ready)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROCESS\tSTATE\tPID\tLOG")
+	for _, p := range st.Processes {
+		state, pid := "stopped", "-"
+		if p.Running {
+			state = "running"
+			if p.PID > 0 {
+				pid = fmt.Sprint(p.PID)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, pid, p.Log)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
+	for _, c := range st.Components {
+		healthy := "yes"
+		if !c.Healthy {
+			healthy = "no"
+		}
+		running := shortImage(c.Running)
+		if c.Running != "" && c.Manifest != "" && c.Running != c.Manifest {
+			running += " (differs)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, healthy, c.Restarts, shortImage(c.Manifest), running)
+	}
+	tw.Flush()
+	if len(st.LastRun) > 0 {
+		fmt.Fprintln(w, "\nlast run:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, t := range st.LastRun {
+			switch {
+			case t.Skipped != "":
+				fmt.Fprintf(tw, "  %s\tskipped (%s)\n", t.Phase, t.Skipped)
+			case t.Failed:
+				fmt.Fprintf(tw, "  %s\t%.3fs\tFAILED\n", t.Phase, t.Seconds)
+			default:
+				fmt.Fprintf(tw, "  %s\t%.3fs\n", t.Phase, t.Seconds)
+			}
+		}
+		tw.Flush()
+	}
+}

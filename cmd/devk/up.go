@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+)
+
+func newUpCmd(g *globalOptions) *cobra.Command {
+	var (
+		o     cluster.Options
+		flags phase.Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Bring up a throwaway single-node cluster from the tree's components",
+		Long: `Bring up a single-node Kubernetes cluster whose control plane runs as static
+pods from images built from the tree around you, pushed by digest to the
+embedded registry. It is kubeadm's init made for a laptop: a private
+containerd, a supervised kubelet (no systemd), loopback only.
+
+Everything the cluster owns is in $DEVK_HOME/clusters/NAME/ (DEVK_HOME
+defaults to ~/.devk); the registry keeps its content in $DEVK_HOME/registry.
+Context devk-NAME is added to your kubeconfig.
+
+Running it again on a healthy cluster changes nothing; on a half-made one it
+resumes. ` + "`devk down`" + ` removes everything. Needs root.
+
+Examples:
+  devk up
+  devk up --name dev2 --tree ~/src/kubernetes
+  devk up --dry-run
+  devk up phase control-plane/apiserver`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Reporter = g.Reporter()
+			popts := flags.Options()
+			popts.PlanOut = g.stderr
+			popts.Summary = g.Verbose
+			t0 := time.Now()
+			c, res, err := cluster.Up(cmd.Context(), o, popts)
+			if err != nil {
+				if c != nil && c.Exists() && !flags.DryRun && flags.Only == "" {
+					return fmt.Errorf("%w\nthe cluster is left as it is: run `devk up` again to resume, or `devk down%s` to remove it", err, nameFlag(o.Name))
+				}
+				return err
+			}
+			if flags.DryRun {
+				return nil
+			}
+			return printUp(g, c, res, time.Since(t0), flags.Only)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", cluster.DefaultName, "cluster name (directory $DEVK_HOME/clusters/NAME, context devk-NAME)")
+	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree to build from (default: the one around the working directory)")
+	f.StringVar(&o.CRISocket, "cri-socket", "", "use this running CRI runtime (unix socket path) instead of a private containerd")
+	f.StringVar(&o.Registry, "registry", "", "push to and pull from this running registry (HOST:PORT) instead of starting the embedded one")
+	f.StringVar(&o.ImagesFrom, "images-from", "", "take the control-plane images from this registry instead of building them (with --images-tag)")
+	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the images in --images-from, e.g. v1.34.4")
+	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
+	f.DurationVar(&o.WaitTimeout, "wait", 4*time.Minute, "how long wait-control-plane waits for the control plane and node")
+	phase.Bind(cmd, cluster.UpPhases(), &flags)
+	return cmd
+}
+
+func nameFlag(name string) string {
+	if name == "" || name == cluster.DefaultName {
+		return ""
+	}
+	return " --name " + name
+}
+
+type upResult struct {
+	Name       string                `json:"name"`
+	Dir        string                `json:"dir"`
+	Context    string                `json:"context"`
+	Kubeconfig string                `json:"kubeconfig"`
+	Node       string                `json:"node"`
+	Version    string                `json:"version"`
+	Images     map[string]string     `json:"images"`
+	Seconds    float64               `json:"seconds"`
+	Phases     []cluster.PhaseTiming `json:"phases"`
+}
+
+func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
+	r := upResult{Name: c.Config.Name, Dir: c.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.Kubeconfig("admin"),
+		Node: c.Config.NodeName, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Phases: c.Config.LastRun}
+	if g.JSON() {
+		return json.NewEncoder(g.stdout).Encode(r)
+	}
+	if only != "" {
+		fmt.Fprintf(g.stdout, "phase %s of cluster %s done in %s\n", only, r.Name, progress.Round(took))
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "cluster %s is up (%s, node %s) in %s\n", r.Name, r.Version, r.Node, progress.Round(took))
+	fmt.Fprintf(g.stdout, "  kubectl --context %s get pods -A\n", r.Context)
+	fmt.Fprintf(g.stdout, "  admin kubeconfig: %s\n", r.Kubeconfig)
+	return nil
+}

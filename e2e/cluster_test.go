@@ -1,0 +1,336 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// clusterPorts are the loopback ports a cluster listens on.
+var clusterPorts = []int{6443, 2379, 2380, 2381, 10250, 10248, 10257, 10259}
+
+// TestClusterUpDown brings up a cluster from the v1.34.4 tree built from
+// source, checks the control plane runs the pushed digests and schedules
+// a pod, runs `devk up` again and checks nothing changed, then `devk
+// down` and checks that no process, mount, cgroup or port is left.
+func TestClusterUpDown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
+	}
+	for _, bin := range []string{"containerd", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s not found: apt-get install containerd runc containernetworking-plugins (.ci/run does)", bin)
+		}
+	}
+	for _, p := range clusterPorts {
+		if owner := listening(p); owner != "" {
+			t.Fatalf("port %d is taken before the test (%s): a cluster is running here; `devk down` it first", p, owner)
+		}
+	}
+	tree := Tree(t)
+	home := t.TempDir()
+	kubeconfig := filepath.Join(home, "user-kubeconfig")
+	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
+	devk := func(args ...string) Result {
+		t.Helper()
+		r := Devk(t, tree, env, args...)
+		if r.Err != nil {
+			t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		return r
+	}
+	dir := filepath.Join(home, "clusters", "devk")
+	downed := false
+	t.Cleanup(func() {
+		if !downed {
+			if r := Devk(t, tree, env, "down"); r.Err != nil {
+				t.Errorf("cleanup: devk down: %v\n%s", r.Err, r.Stderr)
+			}
+		}
+	})
+
+	// up, as a user would, from inside the tree.
+	up := devk("up", "-o", "json")
+	var res struct {
+		Context, Kubeconfig, Node string
+		Images                    map[string]string
+		Seconds                   float64
+	}
+	if err := json.Unmarshal([]byte(up.Stdout), &res); err != nil {
+		t.Fatalf("devk up -o json printed %q: %v", up.Stdout, err)
+	}
+	t.Logf("devk up took %.1fs", res.Seconds)
+	cs := clientFor(t, res.Kubeconfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	node, err := cs.CoreV1().Nodes().Get(ctx, res.Node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nodeReady(node) {
+		t.Fatalf("node %s is not Ready after devk up: %+v", node.Name, node.Status.Conditions)
+	}
+	if _, ok := node.Labels["node-role.kubernetes.io/control-plane"]; !ok {
+		t.Errorf("node lacks the control-plane label: %v", node.Labels)
+	}
+
+	// The four control-plane pods run the digests devk pushed.
+	pushed := pushedDigests(t, tree)
+	wantPods := map[string]string{"etcd": "etcd", "kube-apiserver": "apiserver", "kube-controller-manager": "controller-manager", "kube-scheduler": "scheduler"}
+	eventually(t, ctx, "control-plane pods Running with the pushed digests", func() error {
+		for pod, comp := range wantPods {
+			p, err := cs.CoreV1().Pods("kube-system").Get(ctx, pod+"-"+res.Node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+				return fmt.Errorf("%s is %s", p.Name, p.Status.Phase)
+			}
+			id := p.Status.ContainerStatuses[0].ImageID
+			if !strings.HasSuffix(id, "@"+pushed[comp]) || pushed[comp] == "" {
+				return fmt.Errorf("%s runs %s, devk pushed %s", p.Name, id, pushed[comp])
+			}
+			if img := p.Spec.Containers[0].Image; !strings.Contains(img, "@sha256:") {
+				return fmt.Errorf("%s's manifest names %s, not a digest", p.Name, img)
+			}
+		}
+		return nil
+	})
+
+	// Scheduler + kubelet + runtime: a host-network pod tolerating the
+	// control-plane taint is scheduled and runs.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-hostnet", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			HostNetwork: true,
+			Tolerations: []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Containers:  []corev1.Container{{Name: "pause", Image: res.Images["pause"]}},
+		},
+	}
+	eventually(t, ctx, "the default service account", func() error {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the host-network pod to run", func() error {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.NodeName != res.Node || p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod on %q is %s", p.Spec.NodeName, p.Status.Phase)
+		}
+		return nil
+	})
+
+	// up again: nothing changes.
+	before := snapshot(t, ctx, cs, dir)
+	again := devk("up")
+	after := snapshot(t, ctx, cs, dir)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("devk up on a healthy cluster changed %s: %s -> %s", k, v, after[k])
+		}
+	}
+	if !strings.Contains(again.Stderr, "unchanged") || !strings.Contains(again.Stderr, "reused") {
+		t.Errorf("second devk up did not report reuse:\n%s", again.Stderr)
+	}
+
+	// down: nothing left.
+	down := devk("down")
+	downed = true
+	t.Logf("devk down: %s", strings.TrimSpace(down.Stdout))
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s still exists after devk down: %v", dir, err)
+	}
+	for _, pid := range procsMentioning(home) {
+		t.Errorf("process %s still runs after devk down", pid)
+	}
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(data), home) {
+		t.Errorf("mounts under %s remain:\n%s", home, grepLines(string(data), home))
+	}
+	for _, name := range []string{"kubepods", "k8s.io"} {
+		if m, _ := filepath.Glob("/sys/fs/cgroup/*/" + name); len(m) > 0 {
+			t.Errorf("cgroups remain: %v", m)
+		}
+		if _, err := os.Stat("/sys/fs/cgroup/" + name); err == nil {
+			t.Errorf("cgroup /sys/fs/cgroup/%s remains", name)
+		}
+	}
+	for _, p := range clusterPorts {
+		if owner := listening(p); owner != "" {
+			t.Errorf("port %d still listens after devk down (%s)", p, owner)
+		}
+	}
+	if data, err := os.ReadFile(kubeconfig); err == nil && strings.Contains(string(data), res.Context) {
+		t.Errorf("context %s remains in %s", res.Context, kubeconfig)
+	}
+	if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
+		t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+}
+
+func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func pushedDigests(t *testing.T, tree string) map[string]string {
+	t.Helper()
+	var state struct {
+		Components map[string]struct {
+			Pushed struct{ Digest string }
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(tree, "_output", "devk", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &state); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k, v := range state.Components {
+		out[k] = v.Pushed.Digest
+	}
+	return out
+}
+
+func eventually(t *testing.T, ctx context.Context, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	t.Fatalf("waiting for %s: %v", what, err)
+}
+
+// snapshot records what a no-op `devk up` must leave alone: the files it
+// writes, the pids it supervises, and each container's ID and restarts.
+func snapshot(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	files, _ := filepath.Glob(filepath.Join(dir, "pki", "*"))
+	more, _ := filepath.Glob(filepath.Join(dir, "pki", "etcd", "*"))
+	confs, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
+	manifests, _ := filepath.Glob(filepath.Join(dir, "manifests", "*"))
+	files = append(append(append(append(files, more...), confs...), manifests...),
+		filepath.Join(dir, "kubelet-config.yaml"), filepath.Join(dir, "containerd", "config.toml"), filepath.Join(dir, "bin", "kubelet"))
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		data, _ := os.ReadFile(f)
+		sum := sha256.Sum256(data)
+		out["file "+f] = hex.EncodeToString(sum[:8]) + " " + fi.ModTime().String()
+	}
+	pids, _ := filepath.Glob(filepath.Join(dir, "run", "*.pid"))
+	for _, p := range pids {
+		data, _ := os.ReadFile(p)
+		out["pid "+filepath.Base(p)] = strings.TrimSpace(string(data))
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			out["container "+p.Name+"/"+c.Name] = fmt.Sprintf("%s restarts=%d", c.ContainerID, c.RestartCount)
+		}
+	}
+	return out
+}
+
+// procsMentioning lists live processes whose command line or executable
+// names dir.
+func procsMentioning(dir string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue // a zombie waiting for init to reap it runs nothing
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		exe, _ := os.Readlink("/proc/" + e.Name() + "/exe")
+		if strings.Contains(string(cmd), dir) || strings.HasPrefix(exe, dir) {
+			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// listening names the process listening on a TCP port, or "".
+func listening(port int) string {
+	out, err := exec.Command("ss", "-Hltnp", fmt.Sprintf("sport = :%d", port)).Output()
+	if err != nil {
+		// No ss: read /proc/net/tcp{,6} for a listener.
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			data, _ := os.ReadFile(f)
+			if strings.Contains(string(data), fmt.Sprintf(":%04X 00000000000000000000000000000000:0000 0A", port)) ||
+				strings.Contains(string(data), fmt.Sprintf(":%04X 00000000:0000 0A", port)) {
+				return "a listener in " + f
+			}
+		}
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,242 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestImagePushPullRun builds the real kube-apiserver, pushes it with
+// `devk build apiserver --push` to Debian's docker-registry (the reference
+// registry, as a peer that is not devk's own), pulls it back with a
+// private containerd and runs it: the binary inside prints the version the
+// build stamped.
+func TestImagePushPullRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs a private containerd and runc containers (run `make e2e` as root)")
+	}
+	for _, bin := range []string{"docker-registry", "containerd", "ctr", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s not found: apt-get install docker-registry containerd runc (.ci/run does)", bin)
+		}
+	}
+	tree := Tree(t)
+	work := t.TempDir()
+	reg := startDockerRegistry(t, work)
+
+	r := MustDevk(t, tree, "build", "apiserver", "--push", "--registry", reg)
+	ref := strings.TrimSpace(r.Stdout)
+	if !strings.HasPrefix(ref, reg+"/kube-apiserver@sha256:") || strings.Contains(ref, "\n") {
+		t.Fatalf("devk build --push printed %q, want one %s/kube-apiserver@sha256:… line", r.Stdout, reg)
+	}
+	var state struct {
+		Components map[string]struct {
+			Binary struct{ Version, Path string }
+			Pushed struct{ Digest, Tag, Ref string }
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(tree, "_output", "devk", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &state); err != nil {
+		t.Fatal(err)
+	}
+	api := state.Components["apiserver"]
+	if api.Pushed.Ref != ref || api.Binary.Version == "" {
+		t.Fatalf("state.json: %+v, printed %s", api, ref)
+	}
+	t.Logf("pushed %s (binary %s)", ref, api.Binary.Version)
+
+	// The reference registry agrees with what devk recorded, and lists it.
+	MustDevk(t, tree, "digest", "apiserver", "--registry", reg)
+	ls := MustDevk(t, tree, "registry", "ls", "--registry", reg)
+	if !strings.Contains(ls.Stdout, "kube-apiserver  "+api.Pushed.Tag+"  "+api.Pushed.Digest) {
+		t.Fatalf("devk registry ls against docker-registry:\n%s", ls.Stdout)
+	}
+
+	// Unchanged binary: same digest again.
+	r2 := MustDevk(t, tree, "push", "apiserver", "--registry", reg)
+	if strings.TrimSpace(r2.Stdout) != ref {
+		t.Fatalf("pushing the unchanged binary gave %q, first %q", r2.Stdout, ref)
+	}
+
+	ctr := startContainerd(t, work)
+	ctr.must(t, "images", "pull", "--plain-http", "--snapshotter", "native", ref)
+	out := ctr.must(t, "run", "--rm", "--snapshotter", "native", ref, "devk-e2e-apiserver", "/usr/local/bin/kube-apiserver", "--version")
+	if got, want := strings.TrimSpace(out), "Kubernetes "+api.Binary.Version; got != want {
+		t.Fatalf("the image's binary printed %q, want %q", got, want)
+	}
+	// The entrypoint is the binary: no command needed beyond its flags.
+	info := ctr.must(t, "images", "check", "--snapshotter", "native")
+	if !strings.Contains(info, ref) || !strings.Contains(info, "complete") {
+		t.Fatalf("ctr images check:\n%s", info)
+	}
+}
+
+// startDockerRegistry runs Debian's docker-registry on a free loopback
+// port with its storage in dir, and returns host:port.
+func startDockerRegistry(t *testing.T, dir string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	cfg := filepath.Join(dir, "registry.yml")
+	err := os.WriteFile(cfg, []byte(fmt.Sprintf(`version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+`, filepath.Join(dir, "registry-data"), addr)), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("docker-registry", "serve", cfg)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopProcess(cmd) })
+	waitFor(t, "docker-registry on "+addr, &logs, func() bool {
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return addr
+}
+
+type containerd struct {
+	socket string
+}
+
+// startContainerd runs a containerd of its own (root, state, socket and
+// config under dir; the CRI plugin off) for ctr to use.
+func startContainerd(t *testing.T, dir string) *containerd {
+	t.Helper()
+	// A short path: unix sockets are limited to 108 bytes.
+	base, err := os.MkdirTemp("/run", "devk-e2e-ctrd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &containerd{socket: filepath.Join(base, "containerd.sock")}
+	cfg := filepath.Join(dir, "containerd.toml")
+	err = os.WriteFile(cfg, []byte(fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+`, filepath.Join(dir, "containerd-root"), filepath.Join(base, "state"), c.socket, c.socket+".ttrpc")), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", cfg)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Containers were run with --rm; stop the daemon, then whatever
+		// mounts the native snapshotter or the shims left.
+		stopProcess(cmd)
+		unmountUnder(filepath.Join(base, "state"))
+		unmountUnder(filepath.Join(dir, "containerd-root"))
+		os.RemoveAll(base)
+	})
+	waitFor(t, "containerd on "+c.socket, &logs, func() bool {
+		return exec.Command("ctr", "--address", c.socket, "version").Run() == nil
+	})
+	return c
+}
+
+func (c *containerd) must(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	full := append([]string{"--address", c.socket, "--namespace", "devk-e2e"}, args...)
+	cmd := exec.CommandContext(ctx, "ctr", full...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ctr %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitFor(t *testing.T, what string, logs *bytes.Buffer, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not come up in 30 s:\n%s", what, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func stopProcess(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+// unmountUnder unmounts every mount point below dir, deepest first.
+func unmountUnder(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		syscall.Unmount(points[i], syscall.MNT_DETACH)
+	}
+}

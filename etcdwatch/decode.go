@@ -1,0 +1,385 @@
+package etcdwatch
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+// Encoding says what an etcd value turned out to be.
+type Encoding string
+
+const (
+	// Protobuf is a Kubernetes object: "k8s\x00" + runtime.Unknown.
+	Protobuf Encoding = "protobuf"
+	// JSON is a JSON document (custom resources and others).
+	JSON Encoding = "json"
+	// Encrypted is a value written through an encryption provider:
+	// "k8s:enc:<provider>:...".
+	Encrypted Encoding = "encrypted"
+	// Text is printable UTF-8 that is not JSON.
+	Text Encoding = "text"
+	// Binary is anything else, including protobuf that does not decode.
+	Binary Encoding = "binary"
+	// Empty is a zero-length value.
+	Empty Encoding = "empty"
+)
+
+var (
+	protobufPrefix  = []byte("k8s\x00")
+	encryptedPrefix = []byte("k8s:enc:")
+	pbSerializer    = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+)
+
+// Value is a decoded etcd value.
+type Value struct {
+	Encoding Encoding `json:"encoding"`
+	Size     int      `json:"size"`
+	// APIVersion and Kind name the object type, for Protobuf and for JSON
+	// documents that carry them.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	// Provider is the encryption provider (aescbc, aesgcm, secretbox,
+	// kms) and KeyName the key or KMS plugin it names, for Encrypted.
+	Provider string `json:"provider,omitempty"`
+	KeyName  string `json:"keyName,omitempty"`
+	// Doc is the decoded document (JSON types: map[string]any, []any,
+	// string, float64, bool, nil) after redaction and ignored fields. It
+	// is set for Protobuf values of known types and for JSON.
+	Doc any `json:"object,omitempty"`
+	// HasDoc tells a decoded JSON null from no document.
+	HasDoc bool `json:"-"`
+	// Redacted counts the Secret values hidden.
+	Redacted int `json:"redacted,omitempty"`
+	// Summary is one line describing the value; for values without a
+	// document it is all devk can say.
+	Summary string `json:"summary"`
+	// Problem says why a value that looked decodable was not decoded.
+	Problem string `json:"problem,omitempty"`
+}
+
+// DecodeOptions control Decode.
+type DecodeOptions struct {
+	// ShowSecrets leaves Secret data and stringData in the clear.
+	ShowSecrets bool
+	// Ignore lists field paths to drop before printing or diffing
+	// (metadata.managedFields, status.conditions, ...); see ParseFieldPaths.
+	Ignore []FieldPath
+}
+
+// Decode turns a value read from etcd into something a person can read.
+// It never panics: a value it cannot decode is summarised, with the
+// reason in Problem.
+func Decode(value []byte, o DecodeOptions) (v Value) {
+	defer func() {
+		if r := recover(); r != nil {
+			v = binaryValue(value)
+			v.Problem = fmt.Sprintf("decoder panicked: %v", r)
+		}
+	}()
+	switch {
+	case len(value) == 0:
+		return Value{Encoding: Empty, Summary: "empty value"}
+	case bytes.HasPrefix(value, protobufPrefix):
+		v = decodeProtobuf(value)
+	case bytes.HasPrefix(value, encryptedPrefix):
+		return decodeEncrypted(value)
+	case looksLikeJSON(value):
+		v = decodeJSON(value)
+	default:
+		return binaryValue(value)
+	}
+	if v.HasDoc {
+		v.Doc = RemoveFields(v.Doc, o.Ignore)
+		if !o.ShowSecrets {
+			v.Redacted = redactSecret(v.Doc)
+		}
+	}
+	return v
+}
+
+func decodeProtobuf(value []byte) Value {
+	obj, gvk, err := pbSerializer.Decode(value, nil, nil)
+	if err != nil {
+		v := binaryValue(value)
+		v.Encoding = Protobuf
+		if gvk != nil && gvk.Kind != "" {
+			v.APIVersion, v.Kind = cleanName(gvk.GroupVersion().String()), cleanName(gvk.Kind)
+			if runtime.IsNotRegisteredError(err) {
+				v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
+				v.Problem = "type not in the k8s.io/api scheme"
+				return v
+			}
+		}
+		v.Summary = fmt.Sprintf("Kubernetes protobuf that does not decode, %d bytes: %s", len(value), hexPreview(value))
+		v.Problem = err.Error()
+		return v
+	}
+	obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		v := binaryValue(value)
+		v.Encoding = Protobuf
+		v.Problem = fmt.Sprintf("decoded %s but could not render it: %v", gvk.Kind, err)
+		return v
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		v := binaryValue(value)
+		v.Encoding = Protobuf
+		v.Problem = err.Error()
+		return v
+	}
+	return Value{
+		Encoding:   Protobuf,
+		Size:       len(value),
+		APIVersion: gvk.GroupVersion().String(),
+		Kind:       gvk.Kind,
+		Doc:        doc,
+		HasDoc:     true,
+		Summary:    fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes", gvk.GroupVersion().String(), gvk.Kind, len(value)),
+	}
+}
+
+func looksLikeJSON(value []byte) bool {
+	t := bytes.TrimLeft(value, " \t\r\n")
+	if len(t) == 0 {
+		return false
+	}
+	switch c := t[0]; {
+	case c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9'):
+	case bytes.HasPrefix(t, []byte("true")) || bytes.HasPrefix(t, []byte("false")) || bytes.HasPrefix(t, []byte("null")):
+	default:
+		return false
+	}
+	return json.Valid(value)
+}
+
+func decodeJSON(value []byte) Value {
+	var doc any
+	d := json.NewDecoder(bytes.NewReader(value))
+	d.UseNumber()
+	if err := d.Decode(&doc); err != nil {
+		return binaryValue(value)
+	}
+	doc = normaliseNumbers(doc)
+	v := Value{Encoding: JSON, Size: len(value), Doc: doc, HasDoc: true}
+	if m, ok := doc.(map[string]any); ok {
+		api, _ := m["apiVersion"].(string)
+		kind, _ := m["kind"].(string)
+		v.APIVersion, v.Kind = cleanName(api), cleanName(kind)
+	}
+	if v.Kind != "" {
+		v.Summary = fmt.Sprintf("JSON %s %s, %d bytes", v.APIVersion, v.Kind, len(value))
+	} else {
+		v.Summary = fmt.Sprintf("JSON, %d bytes", len(value))
+	}
+	return v
+}
+
+// normaliseNumbers turns json.Number into int64 when exact, else float64,
+// so that large integers (generation, resourceVersion-like counters) print
+// as written rather than in exponent form.
+func normaliseNumbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = normaliseNumbers(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = normaliseNumbers(e)
+		}
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		if f, err := t.Float64(); err == nil {
+			return f
+		}
+		return t.String()
+	}
+	return v
+}
+
+// decodeEncrypted reads the envelope of a value written through an
+// encryption provider: k8s:enc:<provider>:v<N>:<key or plugin name>:<data>.
+func decodeEncrypted(value []byte) Value {
+	v := Value{Encoding: Encrypted, Size: len(value)}
+	rest := value[len(encryptedPrefix):]
+	provider, rest, ok := bytes.Cut(rest, []byte(":"))
+	if !ok || !printableToken(provider) {
+		v.Summary = fmt.Sprintf("encrypted (unreadable provider), %d bytes", len(value))
+		return v
+	}
+	v.Provider = string(provider)
+	if version, rest2, ok := bytes.Cut(rest, []byte(":")); ok && printableToken(version) {
+		if name, _, ok := bytes.Cut(rest2, []byte(":")); ok && printableToken(name) {
+			v.KeyName = string(version) + ":" + string(name)
+		}
+	}
+	key := ""
+	if v.KeyName != "" {
+		key = fmt.Sprintf(" (key %s)", v.KeyName)
+	}
+	v.Summary = fmt.Sprintf("encrypted with the %s provider%s, %d bytes: devk cannot decrypt it; read it through the API server (kubectl get)", v.Provider, key, len(value))
+	return v
+}
+
+// cleanName keeps a type name from a value fit for one line: names that
+// are not short printable tokens are quoted.
+func cleanName(s string) string {
+	clean := len(s) <= 253
+	for i := 0; i < len(s) && clean; i++ {
+		clean = s[i] > ' ' && s[i] < 0x7f
+	}
+	if clean {
+		return s
+	}
+	if len(s) > 64 {
+		s = truncateUTF8(s, 64)
+	}
+	return strconv.Quote(s)
+}
+
+func printableToken(b []byte) bool {
+	if len(b) == 0 || len(b) > 64 {
+		return false
+	}
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// binaryValue summarises a value devk cannot decode: printable text is
+// quoted (truncated), anything else shown as a short hex prefix.
+func binaryValue(value []byte) Value {
+	if len(value) == 0 {
+		return Value{Encoding: Empty, Summary: "empty value"}
+	}
+	if utf8.Valid(value) && isPrintable(string(value)) {
+		s := string(value)
+		if len(s) > 120 {
+			s = truncateUTF8(s, 120) + "…"
+		}
+		return Value{Encoding: Text, Size: len(value), Summary: fmt.Sprintf("text, %d bytes: %q", len(value), s)}
+	}
+	return Value{Encoding: Binary, Size: len(value), Summary: fmt.Sprintf("binary, %d bytes: %s", len(value), hexPreview(value))}
+}
+
+func hexPreview(b []byte) string {
+	const n = 24
+	if len(b) <= n {
+		return hex.EncodeToString(b)
+	}
+	return hex.EncodeToString(b[:n]) + "…"
+}
+
+func isPrintable(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) && !unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func truncateUTF8(s string, n int) string {
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// lastAppliedAnnotation holds a copy of the whole object `kubectl apply`
+// was given, data included.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// redactSecret hides the values of a v1 Secret (data, stringData and the
+// copy kubectl apply keeps in an annotation), keeping their sizes so that
+// a change of length still shows. It returns how many values it hid.
+func redactSecret(doc any) int {
+	m, ok := doc.(map[string]any)
+	if !ok || m["kind"] != "Secret" || m["apiVersion"] != "v1" {
+		return 0
+	}
+	n := 0
+	for _, field := range []string{"data", "stringData"} {
+		data, ok := m[field].(map[string]any)
+		if !ok {
+			continue
+		}
+		for k, val := range data {
+			size := 0
+			if s, ok := val.(string); ok {
+				size = len(s)
+				if field == "data" {
+					if raw, err := base64.StdEncoding.DecodeString(s); err == nil {
+						size = len(raw)
+					}
+				}
+			}
+			data[k] = fmt.Sprintf("<redacted, %d bytes>", size)
+			n++
+		}
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			if _, ok := ann[lastAppliedAnnotation]; ok {
+				ann[lastAppliedAnnotation] = "<redacted, a copy of the secret>"
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Format is how decoded values are printed.
+type Format string
+
+const (
+	// YAML is the default, for people (and for line diffs).
+	YAML Format = "yaml"
+	// JSONFormat prints indented JSON.
+	JSONFormat Format = "json"
+)
+
+// Render prints the value: the document as YAML or JSON when there is
+// one, else the one-line summary. The result ends in a newline.
+func (v Value) Render(f Format) string {
+	if !v.HasDoc {
+		return v.Summary + "\n"
+	}
+	switch f {
+	case JSONFormat:
+		b, err := json.MarshalIndent(v.Doc, "", "  ")
+		if err != nil {
+			return v.Summary + "\n"
+		}
+		return string(b) + "\n"
+	default:
+		b, err := yaml.Marshal(v.Doc)
+		if err != nil {
+			return v.Summary + "\n"
+		}
+		s := string(b)
+		if !strings.HasSuffix(s, "\n") {
+			s += "\n"
+		}
+		return s
+	}
+}

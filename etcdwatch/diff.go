@@ -1,0 +1,337 @@
+package etcdwatch
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/progress"
+)
+
+// DiffOptions are `devk etcd diff`.
+type DiffOptions struct {
+	Conn ConnOptions
+	// Target is "", RESOURCE, RESOURCE/NAMESPACE or a raw key prefix.
+	Target    string
+	Namespace string
+	// Command runs between the two revisions. Without one, Diff waits for
+	// a line on Stdin, unless SinceRev is set.
+	Command []string
+	// SinceRev is the "before" revision; 0 means the revision when Diff
+	// starts.
+	SinceRev int64
+	// Stdin is the command's stdin, or where Enter is awaited.
+	Stdin io.Reader
+	// CommandOut receives the command's stdout and stderr, so that Out
+	// holds only the diff.
+	CommandOut io.Writer
+	// Exclude lists resources to leave out, unless Target names them.
+	Exclude []string
+	Decode  DecodeOptions
+	JSON    bool
+	Out     io.Writer
+	Log     progress.Reporter
+}
+
+// Validate checks what can be checked before connecting.
+func (o DiffOptions) Validate() error {
+	if o.SinceRev < 0 {
+		return fmt.Errorf("--since-rev %d: revisions start at 1", o.SinceRev)
+	}
+	if o.Out == nil {
+		return fmt.Errorf("diff: no output writer")
+	}
+	if len(o.Command) == 0 && o.SinceRev == 0 && o.Stdin == nil {
+		return fmt.Errorf("diff: give a command after --, or --since-rev, or a terminal to press Enter in")
+	}
+	if _, err := excludeSet(o.Exclude, Target{}); err != nil {
+		return err
+	}
+	_, err := ResolvePrefix(o.Conn.Prefix, o.Target, o.Namespace)
+	return err
+}
+
+// DiffResult is every key changed under Prefix between two revisions.
+type DiffResult struct {
+	Prefix       string   `json:"prefix"`
+	FromRevision int64    `json:"fromRevision"`
+	ToRevision   int64    `json:"toRevision"`
+	Changes      []Change `json:"changes"`
+	// Excluded counts the writes left out, per resource.
+	Excluded map[string]int `json:"excluded,omitempty"`
+}
+
+// Diff records the revision, runs the command (or waits for Enter),
+// records the revision again and prints each key changed in between,
+// decoded, with a unified diff. It reads etcd's history from the first
+// revision on, so its cost follows the number of changes, not the size of
+// the database.
+func Diff(ctx context.Context, o DiffOptions) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	log := reporter(o.Log)
+	cli, err := Connect(ctx, o.Conn)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	t, err := ResolvePrefix(cli.Endpoint.Prefix, o.Target, o.Namespace)
+	if err != nil {
+		return err
+	}
+	exclude, err := excludeSet(o.Exclude, t)
+	if err != nil {
+		return err
+	}
+	from := o.SinceRev
+	if from > 0 {
+		if err := checkRevision(ctx, cli.Client, from); err != nil {
+			return diffRevisionError(from, err)
+		}
+	} else {
+		from = cli.Revision
+	}
+
+	var cmdErr error
+	switch {
+	case len(o.Command) > 0:
+		c := execx.Cmd{Name: o.Command[0], Args: o.Command[1:]}
+		log.Infof("revision %d; running %s", from, c)
+		cmdErr = runCommand(ctx, c, o.Stdin, o.CommandOut)
+		var notRun *exec.Error
+		if errors.As(cmdErr, &notRun) || ctx.Err() != nil {
+			return cmdErr
+		}
+	case o.SinceRev == 0:
+		log.Infof("recorded revision %d: make your change, then press Enter", from)
+		if err := waitForLine(ctx, o.Stdin); err != nil {
+			return err
+		}
+	}
+	to, err := currentRevision(ctx, cli.Client)
+	if err != nil {
+		return err
+	}
+	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML}
+	if o.JSON {
+		b.format = JSONFormat
+	}
+	res, err := changesBetween(ctx, cli, t, from, to, exclude, b)
+	if err != nil {
+		return diffRevisionError(from, err)
+	}
+	for _, r := range sortedKeys(res.Excluded) {
+		log.Infof("left out %d writes to %s (--exclude %s); --exclude '' shows them", res.Excluded[r], r, r)
+	}
+	if err := printDiff(o.Out, res, o.JSON); err != nil {
+		return err
+	}
+	if cmdErr != nil {
+		return fmt.Errorf("%w; the diff above is what it changed before failing", cmdErr)
+	}
+	return nil
+}
+
+func diffRevisionError(from int64, err error) error {
+	var re *RevisionError
+	if errors.As(err, &re) && errors.Is(err, ErrCompacted) {
+		return fmt.Errorf("diff from revision %d: %w; `devk etcd diff --since-rev %d` shows what changed since the oldest revision etcd still has", from, err, re.Oldest)
+	}
+	return fmt.Errorf("diff from revision %d: %w", from, err)
+}
+
+func runCommand(ctx context.Context, c execx.Cmd, stdin io.Reader, out io.Writer) error {
+	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
+	cmd.Stdin = stdin
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	return nil
+}
+
+// waitForLine returns after one line (or EOF) on r, or when ctx ends.
+func waitForLine(ctx context.Context, r io.Reader) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(r).ReadString('\n')
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("waiting for Enter: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// keyChanges folds the events of one key.
+type keyChanges struct {
+	firstRev int64
+	before   *mvccpb.KeyValue // value at the "from" revision; nil if absent
+	after    *mvccpb.KeyValue // value at the "to" revision; nil if absent
+	lastPut  *mvccpb.KeyValue
+	lastRev  int64
+	writes   int
+}
+
+// progressAfter is how long changesBetween waits for events before asking
+// etcd whether it has seen everything up to the target revision.
+const progressAfter = time.Second
+
+// changesBetween replays etcd's history from from+1 to to with one watch
+// over the whole keyspace: every revision holds at least one event, so
+// seeing revision to means nothing is missing. prev_kv gives each key's
+// value before its first change, so no other read is needed. Keys outside
+// the target are dropped as they come; only changed keys are kept.
+func changesBetween(ctx context.Context, cli *Client, t Target, from, to int64, exclude map[string]bool, b changeBuilder) (DiffResult, error) {
+	res := DiffResult{Prefix: t.Key, FromRevision: from, ToRevision: to, Changes: []Change{}}
+	if to <= from {
+		return res, nil
+	}
+	keys := map[string]*keyChanges{}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from+1))
+	timer := time.NewTimer(progressAfter)
+	defer timer.Stop()
+	seen := from
+loop:
+	for seen < to {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-timer.C:
+			// belt and braces: ask etcd to confirm it has sent
+			// everything up to its current revision
+			if err := cli.RequestProgress(wctx); err != nil {
+				return res, fmt.Errorf("ask etcd for watch progress: %w", err)
+			}
+			timer.Reset(progressAfter)
+		case resp, ok := <-wch:
+			if !ok {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				return res, fmt.Errorf("etcd closed the watch of history at revision %d of %d", seen, to)
+			}
+			if resp.CompactRevision != 0 {
+				return res, &RevisionError{Requested: from, Oldest: resp.CompactRevision, Current: resp.Header.Revision, Err: ErrCompacted}
+			}
+			if err := resp.Err(); err != nil {
+				return res, fmt.Errorf("read etcd's history from revision %d: %w", from+1, err)
+			}
+			if resp.IsProgressNotify() && resp.Header.Revision >= to {
+				break loop
+			}
+			for _, ev := range resp.Events {
+				rev := ev.Kv.ModRevision
+				if rev > to {
+					break loop
+				}
+				seen = rev
+				key := string(ev.Kv.Key)
+				if !strings.HasPrefix(key, t.Key) {
+					continue
+				}
+				info := ParseKey(b.prefix, key)
+				if t.Namespace != "" && t.Resource == nil && info.Namespace != t.Namespace {
+					continue
+				}
+				if exclude[info.Resource] {
+					if res.Excluded == nil {
+						res.Excluded = map[string]int{}
+					}
+					res.Excluded[info.Resource]++
+					continue
+				}
+				k := keys[key]
+				if k == nil {
+					k = &keyChanges{firstRev: rev}
+					if !ev.IsCreate() {
+						k.before = ev.PrevKv
+					}
+					keys[key] = k
+				}
+				k.writes++
+				k.lastRev = rev
+				if ev.Type == mvccpb.PUT {
+					k.after, k.lastPut = ev.Kv, ev.Kv
+				} else {
+					k.after = nil
+					if ev.PrevKv != nil {
+						k.lastPut = ev.PrevKv
+					}
+				}
+			}
+			timer.Reset(progressAfter)
+		}
+	}
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, c := keys[names[i]], keys[names[j]]
+		if a.firstRev != c.firstRev {
+			return a.firstRev < c.firstRev
+		}
+		return names[i] < names[j]
+	})
+	for _, n := range names {
+		k := keys[n]
+		res.Changes = append(res.Changes, b.build(n, k.before, k.after, k.lastPut, k.lastRev, k.writes))
+	}
+	return res, nil
+}
+
+func printDiff(w io.Writer, res DiffResult, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(res)
+	}
+	if len(res.Changes) == 0 {
+		_, err := fmt.Fprintf(w, "# no keys changed under %s between revision %d and %d\n", res.Prefix, res.FromRevision, res.ToRevision)
+		return err
+	}
+	keys := "keys"
+	if len(res.Changes) == 1 {
+		keys = "key"
+	}
+	if _, err := fmt.Fprintf(w, "# %d %s changed under %s between revision %d and %d\n", len(res.Changes), keys, res.Prefix, res.FromRevision, res.ToRevision); err != nil {
+		return err
+	}
+	for _, c := range res.Changes {
+		if err := writeChange(w, c, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,186 @@
+package etcdwatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/devk/devk/internal/progress"
+)
+
+// pageSize bounds each ranged read, so that listing a large etcd keeps
+// memory flat.
+const pageSize = 1000
+
+// LsOptions are `devk etcd ls`.
+type LsOptions struct {
+	Conn ConnOptions
+	// Target is "", RESOURCE, RESOURCE/NAMESPACE or a raw key prefix.
+	Target    string
+	Namespace string
+	// Count prints the number of keys per resource instead of the keys.
+	Count bool
+	// Rev lists the keys as they were at that revision (0: now).
+	Rev  int64
+	JSON bool
+	Out  io.Writer
+	Log  progress.Reporter
+}
+
+// Validate checks what can be checked before connecting.
+func (o LsOptions) Validate() error {
+	if o.Rev < 0 {
+		return fmt.Errorf("--rev %d: revisions start at 1", o.Rev)
+	}
+	if o.Out == nil {
+		return fmt.Errorf("ls: no output writer")
+	}
+	_, err := ResolvePrefix(o.Conn.Prefix, o.Target, o.Namespace)
+	return err
+}
+
+// KeyEntry is one key of `ls -o json`.
+type KeyEntry struct {
+	KeyInfo
+	CreateRevision int64 `json:"createRevision"`
+	ModRevision    int64 `json:"modRevision"`
+	Version        int64 `json:"version"`
+}
+
+// Ls lists keys (or counts them per resource) under a prefix, reading
+// keys only, a page at a time, all pages at one revision.
+func Ls(ctx context.Context, o LsOptions) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	log := reporter(o.Log)
+	cli, err := Connect(ctx, o.Conn)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	t, err := ResolvePrefix(cli.Endpoint.Prefix, o.Target, o.Namespace)
+	if err != nil {
+		return err
+	}
+	log.Debugf("etcd %s", cli.Endpoint)
+
+	counts := map[string]int{}
+	var entries []KeyEntry
+	total := 0
+	rev, err := rangeKeys(ctx, cli, t.Key, o.Rev, func(kv KeyEntry) error {
+		if t.Namespace != "" && t.Resource == nil && kv.Namespace != t.Namespace {
+			return nil
+		}
+		total++
+		if o.Count {
+			counts[resourceLabel(kv.KeyInfo)]++
+			return nil
+		}
+		if o.JSON {
+			entries = append(entries, kv)
+			return nil
+		}
+		_, err := fmt.Fprintln(o.Out, kv.Key)
+		return err
+	}, cli.Endpoint.Prefix)
+	if err != nil {
+		return err
+	}
+	if total == 0 {
+		log.Infof("no keys under %s at revision %d", t.Key, rev)
+	}
+	switch {
+	case o.Count && o.JSON:
+		return json.NewEncoder(o.Out).Encode(struct {
+			Prefix   string         `json:"prefix"`
+			Revision int64          `json:"revision"`
+			Total    int            `json:"total"`
+			Counts   map[string]int `json:"counts"`
+		}{t.Key, rev, total, counts})
+	case o.Count:
+		names := make([]string, 0, len(counts))
+		for n := range counts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "RESOURCE\tKEYS\t")
+		for _, n := range names {
+			fmt.Fprintf(tw, "%s\t%d\t\n", n, counts[n])
+		}
+		fmt.Fprintf(tw, "total\t%d\t\n", total)
+		return tw.Flush()
+	case o.JSON:
+		if entries == nil {
+			entries = []KeyEntry{}
+		}
+		return json.NewEncoder(o.Out).Encode(struct {
+			Prefix   string     `json:"prefix"`
+			Revision int64      `json:"revision"`
+			Keys     []KeyEntry `json:"keys"`
+		}{t.Key, rev, entries})
+	}
+	return nil
+}
+
+// resourceLabel names a key's resource for counts: group-qualified for
+// resources outside the core group that devk does not know.
+func resourceLabel(k KeyInfo) string {
+	switch {
+	case k.Resource == "":
+		return "(outside the prefix)"
+	case k.Group != "":
+		if r, err := LookupResource(k.Resource); err == nil && r.Group == k.Group {
+			return k.Resource
+		}
+		return k.Resource + "." + k.Group
+	}
+	return k.Resource
+}
+
+// rangeKeys calls fn for every key under prefix (keys only), paging, all
+// pages read at the revision of the first (or rev when set). It returns
+// that revision.
+func rangeKeys(ctx context.Context, cli *Client, prefix string, rev int64, fn func(KeyEntry) error, apiPrefix string) (int64, error) {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	start := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(pageSize)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := cli.Get(ctx, start, opts...)
+		if err != nil {
+			if rev > 0 {
+				return 0, explainRevision(ctx, cli.Client, rev, err)
+			}
+			return 0, fmt.Errorf("list keys under %s: %w", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			e := KeyEntry{KeyInfo: ParseKey(apiPrefix, string(kv.Key)), CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version}
+			if err := fn(e); err != nil {
+				return rev, err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func reporter(r progress.Reporter) progress.Reporter {
+	if r == nil {
+		return progress.Discard()
+	}
+	return r
+}

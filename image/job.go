@@ -1,0 +1,374 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/phase"
+)
+
+// Options say where images go and what they are built on.
+type Options struct {
+	// Registry is host[:port][/prefix]; empty means DefaultRegistry().
+	Registry string
+	// Base is the image the binary is put on; empty means no base layer.
+	Base string
+	// Insecure allows plain HTTP to a registry not on loopback.
+	Insecure bool
+	// Push runs the image and push phases after the build phases
+	// (`devk build --push`); `devk push` always runs them.
+	Push bool
+	// Remote, when set, overrides how registries are reached (tests set
+	// the transport through it).
+	Remote RemoteOptions
+	// Compression, when set, overrides DefaultCompression.
+	Compression *Compression
+}
+
+// Job is the state of the build -> image -> push pipeline: the build job
+// and what the image and push phases made of it.
+type Job struct {
+	*build.Job
+	Image Options
+	// Images are the results, one per component, in catalog order.
+	Images []*Result
+
+	remote *Remote
+	cache  *LayerCache
+	bases  map[string]v1.Image // by platform
+}
+
+// Result is one component's image.
+type Result struct {
+	Component string `json:"component"`
+	Binary    string `json:"binary"`
+	// Version is the binary's stamped gitVersion; Tag is it made tag-safe.
+	Version string `json:"version"`
+	Tag     string `json:"tag"`
+	// Repository is registry/name; Ref is repository@digest once pushed.
+	Repository string `json:"repository"`
+	Ref        string `json:"ref,omitempty"`
+	Digest     string `json:"digest"`
+	Platform   string `json:"platform"`
+	// Layer is the binary layer's digest; LayerCached says it came from
+	// the layer cache (the binary was not compressed again).
+	Layer       string        `json:"layer"`
+	LayerCached bool          `json:"layerCached"`
+	ImageTook   time.Duration `json:"imageTook"`
+	PushTook    time.Duration `json:"pushTook,omitempty"`
+
+	binarySHA256 string
+	img          v1.Image
+}
+
+// NewJob prepares the pipeline; nothing is built or pushed.
+func NewJob(bo build.Options, o Options) (*Job, error) {
+	bj, err := build.NewJob(bo)
+	if err != nil {
+		return nil, err
+	}
+	if o.Registry == "" {
+		o.Registry = DefaultRegistry()
+	}
+	r, err := NewRemote(o.Registry, RemoteOptions{Insecure: o.Insecure, Keychain: o.Remote.Keychain, Transport: o.Remote.Transport})
+	if err != nil {
+		return nil, err
+	}
+	cache := NewLayerCache(bj.Tree.OutputDir())
+	if o.Compression != nil {
+		cache.Compression = *o.Compression
+	}
+	return &Job{Job: bj, Image: o, remote: r, cache: cache, bases: map[string]v1.Image{}}, nil
+}
+
+func buildJob(j *Job) *build.Job { return j.Job }
+
+// BuildPhases are `devk build`: the build phases, then image and push when
+// --push is given.
+func BuildPhases() []*phase.Phase[*Job] {
+	ps := phase.Map(build.Phases(), buildJob)
+	for _, p := range imagePhases() {
+		p.If = func(j *Job) (bool, string) { return j.Image.Push, "--push not given" }
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// PushPhases are `devk push`: read the tree's version (for the created
+// time and revision label), then image and push the binaries already
+// built.
+func PushPhases() []*phase.Phase[*Job] {
+	var ps []*phase.Phase[*Job]
+	for _, p := range phase.Map(build.Phases(), buildJob) {
+		if p.Name == "resolve" {
+			ps = append(ps, p)
+		}
+	}
+	im := imagePhases()
+	im[0].Needs = []string{"resolve"}
+	return append(ps, im...)
+}
+
+func imagePhases() []*phase.Phase[*Job] {
+	return []*phase.Phase[*Job]{
+		{
+			Name:  "image",
+			Short: "make each binary's OCI image: one layer (cached by the binary's sha256), entrypoint, labels, source time",
+			IO: func(j *Job) ([]string, []string) {
+				reads := []string{build.StatePath(j.Tree.Root)}
+				for _, c := range j.Components {
+					reads = append(reads, j.BinaryPath(c))
+				}
+				if j.Image.Base != "" {
+					reads = append(reads, j.Image.Base)
+				}
+				return reads, []string{j.cache.Dir}
+			},
+			Run: func(ctx context.Context, j *Job) error { return j.makeImages(ctx) },
+			Detail: func(j *Job) string {
+				var parts []string
+				for _, r := range j.Images {
+					how := "layer compressed"
+					if r.LayerCached {
+						how = "layer cached"
+					}
+					parts = append(parts, fmt.Sprintf("%s %s (%s)", r.Binary, short(r.Digest), how))
+				}
+				return strings.Join(parts, ", ")
+			},
+		},
+		{
+			Name:  "push",
+			Short: "push the images (blobs the registry lacks, then the manifest) and record the digests in _output/devk/state.json",
+			IO: func(j *Job) ([]string, []string) {
+				var writes []string
+				for _, c := range j.Components {
+					writes = append(writes, j.remote.Addr+"/"+c.Image()+":TAG")
+				}
+				return nil, append(writes, build.StatePath(j.Tree.Root))
+			},
+			Run: func(ctx context.Context, j *Job) error { return j.push(ctx) },
+			Detail: func(j *Job) string {
+				var refs []string
+				for _, r := range j.Images {
+					refs = append(refs, r.Ref)
+				}
+				return strings.Join(refs, ", ")
+			},
+		},
+	}
+}
+
+func short(digest string) string {
+	d := strings.TrimPrefix(digest, "sha256:")
+	return d[:min(12, len(d))]
+}
+
+// ErrNotBuilt is returned for a component with no built binary.
+var ErrNotBuilt = errors.New("not built yet")
+
+// makeImages makes one image per component from the binaries the state
+// file records.
+func (j *Job) makeImages(ctx context.Context) error {
+	if j.Version.GitCommit == "" {
+		// Run alone (`phase image`): the resolve phase did not run now.
+		v, err := j.Tree.Version(ctx)
+		if err != nil {
+			return err
+		}
+		j.Version = v
+	}
+	st, err := build.LoadState(j.Tree.Root)
+	if err != nil {
+		return err
+	}
+	j.Images = j.Images[:0]
+	for _, c := range j.Components {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		rec := st.Component(c.Name).Binary
+		if rec == nil {
+			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.Name)
+		}
+		fi, err := os.Stat(rec.Path)
+		if err != nil {
+			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, rec.Path, c.Name)
+		}
+		if fi.Size() != rec.Size || !fi.ModTime().Equal(rec.ModTime) {
+			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", rec.Path, c.Name)
+		}
+		base, err := j.base(ctx, rec.Platform)
+		if err != nil {
+			return err
+		}
+		mt, err := layerMediaType(base)
+		if err != nil {
+			return fmt.Errorf("base image %s: %w", j.Image.Base, err)
+		}
+		layer, hit, err := j.cache.Layer(rec.Path, c.Binary, rec.SHA256, mt)
+		if err != nil {
+			return err
+		}
+		created, err := j.created()
+		if err != nil {
+			return err
+		}
+		revision := j.Version.GitCommit
+		if c.External {
+			revision = "" // etcd is not built from the tree's commit
+		}
+		img, err := Assemble(Spec{
+			Binary: c.Binary, Platform: rec.Platform, Created: created,
+			Version: rec.Version, Revision: revision, Base: base,
+		}, layer)
+		if err != nil {
+			return err
+		}
+		d, err := img.Digest()
+		if err != nil {
+			return fmt.Errorf("image of %s: %w", c.Name, err)
+		}
+		ld, _ := layer.Digest()
+		repo, err := j.remote.Repository(c.Image())
+		if err != nil {
+			return err
+		}
+		j.Images = append(j.Images, &Result{
+			Component: c.Name, Binary: c.Binary, Version: rec.Version, Tag: Tag(rec.Version),
+			Repository: repo.Name(), Digest: d.String(), Platform: rec.Platform,
+			Layer: ld.String(), LayerCached: hit, ImageTook: time.Since(t0),
+			binarySHA256: rec.SHA256, img: img,
+		})
+	}
+	return nil
+}
+
+// created is SOURCE_DATE_EPOCH, else the commit time: build's BuildDate.
+func (j *Job) created() (time.Time, error) {
+	t, err := time.Parse("2006-01-02T15:04:05Z", j.Version.BuildDate)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("build date %q: %w", j.Version.BuildDate, err)
+	}
+	return t, nil
+}
+
+func (j *Job) base(ctx context.Context, platform string) (v1.Image, error) {
+	if j.Image.Base == "" {
+		return nil, nil
+	}
+	if b, ok := j.bases[platform]; ok {
+		return b, nil
+	}
+	b, err := PullBase(ctx, j.Image.Base, platform, j.remote)
+	if err != nil {
+		return nil, err
+	}
+	j.bases[platform] = b
+	return b, nil
+}
+
+// push pushes every image (in parallel) and records what was pushed.
+func (j *Job) push(ctx context.Context) error {
+	if len(j.Images) == 0 {
+		// `phase push` alone: remake the images, which the layer cache
+		// makes cheap, rather than rely on memory of an earlier run.
+		if err := j.makeImages(ctx); err != nil {
+			return err
+		}
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, r := range j.Images {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			err := j.pushOne(ctx, r)
+			r.PushTook = time.Since(t0)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("push %s: %w", r.Binary, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return build.UpdateState(j.Tree.Root, func(st *build.StateFile) error {
+		now := time.Now().UTC()
+		for _, r := range j.Images {
+			st.Component(r.Component).Pushed = &build.PushRecord{
+				Ref: r.Ref, Repository: r.Repository, Tag: r.Tag, Digest: r.Digest,
+				BinarySHA256: r.binarySHA256, PushedAt: now,
+			}
+		}
+		return nil
+	})
+}
+
+func (j *Job) pushOne(ctx context.Context, r *Result) error {
+	repo, err := j.remote.Repository(r.Binary)
+	if err != nil {
+		return err
+	}
+	tag := repo.Tag(r.Tag)
+	if err := j.remote.Push(ctx, tag, r.img); err != nil {
+		return err
+	}
+	r.Ref = repo.Name() + "@" + r.Digest
+	return nil
+}
+
+var tagUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
+// Tag makes a gitVersion a valid image tag the way Kubernetes' release
+// tooling does ('+' becomes '_'), replacing any other character a tag
+// cannot hold with '-' and keeping at most 128 characters.
+func Tag(version string) string {
+	t := strings.ReplaceAll(version, "+", "_")
+	t = tagUnsafe.ReplaceAllString(t, "-")
+	if t == "" {
+		return "latest"
+	}
+	if t[0] == '.' || t[0] == '-' {
+		t = "v" + t
+	}
+	return t[:min(len(t), 128)]
+}
+
+// Run runs `devk build [--push]` (phases BuildPhases).
+func Run(ctx context.Context, bo build.Options, o Options, popts phase.Options) (*Job, error) {
+	return run(ctx, BuildPhases(), bo, o, popts)
+}
+
+// RunPush runs `devk push` (phases PushPhases) on already built binaries.
+func RunPush(ctx context.Context, bo build.Options, o Options, popts phase.Options) (*Job, error) {
+	o.Push = true
+	return run(ctx, PushPhases(), bo, o, popts)
+}
+
+func run(ctx context.Context, phases []*phase.Phase[*Job], bo build.Options, o Options, popts phase.Options) (*Job, error) {
+	j, err := NewJob(bo, o)
+	if err != nil {
+		return nil, err
+	}
+	popts.Reporter = j.Reporter
+	_, err = phase.Run(ctx, phases, j, popts)
+	return j, err
+}

@@ -1,0 +1,255 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// DefaultRegistryAddr is the embedded registry `devk registry serve` (and
+// `devk up`) runs.
+const DefaultRegistryAddr = "127.0.0.1:5000"
+
+// DefaultRegistry is $DEVK_REGISTRY, else DefaultRegistryAddr.
+func DefaultRegistry() string {
+	if r := os.Getenv("DEVK_REGISTRY"); r != "" {
+		return r
+	}
+	return DefaultRegistryAddr
+}
+
+// RemoteOptions say how to reach registries.
+type RemoteOptions struct {
+	// Insecure allows plain HTTP (and HTTPS without a valid certificate is
+	// still refused) to registries that are not on loopback; loopback
+	// registries get plain HTTP without asking.
+	Insecure bool
+	// Keychain finds credentials; nil means authn.DefaultKeychain
+	// (docker's config.json and credential helpers).
+	Keychain authn.Keychain
+	// Transport, when set, replaces the default HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+// Remote talks to one registry (the one images are pushed to) and pulls
+// base images from any.
+type Remote struct {
+	// Addr is host[:port][/path prefix], as the user gave it.
+	Addr string
+	o    RemoteOptions
+	tr   http.RoundTripper
+	push *remote.Pusher
+}
+
+// NewRemote prepares a client for the registry at addr.
+func NewRemote(addr string, o RemoteOptions) (*Remote, error) {
+	addr = strings.TrimSuffix(addr, "/")
+	switch {
+	case strings.HasPrefix(addr, "http://"):
+		addr, o.Insecure = strings.TrimPrefix(addr, "http://"), true
+	case strings.HasPrefix(addr, "https://"):
+		addr = strings.TrimPrefix(addr, "https://")
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("no registry given: pass --registry HOST[:PORT] or set DEVK_REGISTRY")
+	}
+	host, _, _ := strings.Cut(addr, "/")
+	if _, err := name.NewRegistry(host, name.StrictValidation); err != nil {
+		return nil, fmt.Errorf("--registry %q: %w (use HOST[:PORT][/PREFIX], e.g. 127.0.0.1:5000)", addr, err)
+	}
+	if o.Keychain == nil {
+		o.Keychain = authn.DefaultKeychain
+	}
+	base := o.Transport
+	if base == nil {
+		base = remote.DefaultTransport.(*http.Transport).Clone()
+	}
+	r := &Remote{Addr: addr, o: o, tr: &plainHTTPPolicy{next: base, insecure: o.Insecure}}
+	var err error
+	if r.push, err = remote.NewPusher(r.options()...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Remote) options(extra ...remote.Option) []remote.Option {
+	return append([]remote.Option{remote.WithAuthFromKeychain(r.o.Keychain), remote.WithTransport(r.tr)}, extra...)
+}
+
+// nameOptions allow plain HTTP for a loopback registry, or any with
+// --insecure.
+func (r *Remote) nameOptions(registryHost string) []name.Option {
+	if r.o.Insecure || IsLoopback(registryHost) {
+		return []name.Option{name.Insecure}
+	}
+	return nil
+}
+
+// Repository is <registry>/<image>.
+func (r *Remote) Repository(image string) (name.Repository, error) {
+	host, _, _ := strings.Cut(r.Addr, "/")
+	repo, err := name.NewRepository(r.Addr+"/"+image, r.nameOptions(host)...)
+	if err != nil {
+		return name.Repository{}, fmt.Errorf("repository %s/%s: %w", r.Addr, image, err)
+	}
+	return repo, nil
+}
+
+// ParseReference parses a reference to any registry with this client's
+// plain-HTTP rules.
+func (r *Remote) ParseReference(ref string) (name.Reference, error) {
+	parsed, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an image reference: %w", ref, err)
+	}
+	return name.ParseReference(ref, r.nameOptions(parsed.Context().RegistryStr())...)
+}
+
+// Push writes the image under ref: blobs the registry lacks first, the
+// manifest last, so an interrupted push leaves nothing under the tag and
+// running it again uploads only what is missing.
+func (r *Remote) Push(ctx context.Context, ref name.Reference, img v1.Image) error {
+	if err := r.push.Push(ctx, ref, img); err != nil {
+		return r.explainFor(ref.Context().RegistryStr(), err)
+	}
+	return nil
+}
+
+// Head is the descriptor the registry has for ref; ErrNotFound (wrapped)
+// when it has none.
+func (r *Remote) Head(ctx context.Context, ref name.Reference) (*v1.Descriptor, error) {
+	d, err := remote.Head(ref, r.options(remote.WithContext(ctx))...)
+	if err != nil {
+		if IsNotFound(err) {
+			return nil, fmt.Errorf("%s: %w", ref, ErrNotFound)
+		}
+		return nil, r.explainFor(ref.Context().RegistryStr(), err)
+	}
+	return d, nil
+}
+
+// Image pulls the image's manifest and config (layers lazily) for the
+// platform, choosing from an index when ref names one.
+func (r *Remote) Image(ctx context.Context, ref string, plat v1.Platform) (v1.Image, error) {
+	parsed, err := r.ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	img, err := remote.Image(parsed, r.options(remote.WithContext(ctx), remote.WithPlatform(plat))...)
+	if err != nil {
+		return nil, r.explainFor(parsed.Context().RegistryStr(), err)
+	}
+	return img, nil
+}
+
+// Catalog lists the registry's repositories (without the path prefix).
+func (r *Remote) Catalog(ctx context.Context) ([]string, error) {
+	host, _, _ := strings.Cut(r.Addr, "/")
+	reg, err := name.NewRegistry(host, r.nameOptions(host)...)
+	if err != nil {
+		return nil, err
+	}
+	repos, err := remote.Catalog(ctx, reg, r.options()...)
+	if err != nil {
+		return nil, r.explain(err)
+	}
+	return repos, nil
+}
+
+// Tags lists a repository's tags.
+func (r *Remote) Tags(ctx context.Context, repo name.Repository) ([]string, error) {
+	tags, err := remote.List(repo, r.options(remote.WithContext(ctx))...)
+	if err != nil {
+		if IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, r.explainFor(repo.RegistryStr(), err)
+	}
+	return tags, nil
+}
+
+// ErrNotFound is a manifest or repository the registry does not have.
+var ErrNotFound = errors.New("not in the registry")
+
+// IsNotFound reports a registry's 404 (unknown manifest, name or blob).
+func IsNotFound(err error) bool {
+	if errors.Is(err, ErrNotFound) {
+		return true
+	}
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+// explain says what a failed registry call means and what to do.
+func (r *Remote) explain(err error) error { return r.explainFor(r.Addr, err) }
+
+func (r *Remote) explainFor(addr string, err error) error {
+	host, _, _ := strings.Cut(addr, "/")
+	var te *transport.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, syscall.ECONNREFUSED):
+		if IsLoopback(host) {
+			return fmt.Errorf("no registry is listening on %s (connection refused): start one with `devk registry serve --addr %s` (or `devk up`), or pass --registry / DEVK_REGISTRY: %w", host, host, err)
+		}
+		return fmt.Errorf("registry %s refused the connection: is it running? pass another with --registry / DEVK_REGISTRY: %w", host, err)
+	case errors.Is(err, errPlainHTTP):
+		return fmt.Errorf("registry %s: %w", host, err)
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("registry %s speaks plain HTTP: pass --insecure to allow it: %w", host, err)
+	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
+		return fmt.Errorf("registry %s refused the credentials (HTTP %d): log in (docker login / crane auth login %s): %w", host, te.StatusCode, host, err)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return fmt.Errorf("registry host %s not found: check the name: %w", host, err)
+	}
+	return fmt.Errorf("registry %s: %w", host, err)
+}
+
+// IsLoopback reports whether a registry host[:port] is on this machine's
+// loopback interface.
+func IsLoopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+var errPlainHTTP = errors.New("refusing plain HTTP to a registry that is not on loopback: pass --insecure to allow it")
+
+// plainHTTPPolicy lets plain HTTP through only to loopback, or anywhere
+// with --insecure. go-containerregistry would also fall back to HTTP for
+// private (RFC 1918) addresses, which devk does not do unasked.
+type plainHTTPPolicy struct {
+	next     http.RoundTripper
+	insecure bool
+}
+
+func (p *plainHTTPPolicy) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" && !p.insecure && !IsLoopback(req.URL.Host) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errPlainHTTP
+	}
+	return p.next.RoundTrip(req)
+}

@@ -1,0 +1,92 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/devk/devk/image"
+)
+
+// DefaultRoot is $DEVK_HOME/registry, DEVK_HOME defaulting to ~/.devk.
+func DefaultRoot() (string, error) {
+	home := os.Getenv("DEVK_HOME")
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no home directory to keep the registry in: set DEVK_HOME or pass --root: %w", err)
+		}
+		home = filepath.Join(h, ".devk")
+	}
+	return filepath.Join(home, "registry"), nil
+}
+
+// ServeOptions configure Serve.
+type ServeOptions struct {
+	// Addr is host:port to listen on; empty means 127.0.0.1:5000.
+	Addr string
+	// Root is where content is kept; empty means DefaultRoot().
+	Root string
+	// Log receives one line per request when set.
+	Log io.Writer
+	// Ready is called with the address actually listened on (useful with
+	// port 0) once requests are accepted.
+	Ready func(addr string)
+}
+
+// Serve runs the registry until ctx ends, then shuts down cleanly:
+// requests in flight finish (for up to 10 s) and every stored manifest
+// and blob is already on disk.
+func Serve(ctx context.Context, o ServeOptions) error {
+	if o.Root == "" {
+		var err error
+		if o.Root, err = DefaultRoot(); err != nil {
+			return err
+		}
+	}
+	if o.Addr == "" {
+		o.Addr = image.DefaultRegistryAddr
+	}
+	logger := log.New(io.Discard, "", 0)
+	if o.Log != nil {
+		logger = log.New(o.Log, "registry ", log.LstdFlags)
+	}
+	h, err := New(o.Root, logger)
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", o.Addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%s is already in use (another registry? try `devk registry ls --registry %s`): pick another address with --addr: %w", o.Addr, o.Addr, err)
+		}
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: logger}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	if o.Ready != nil {
+		o.Ready(ln.Addr().String())
+	}
+	select {
+	case err := <-done:
+		return fmt.Errorf("registry on %s stopped: %w", o.Addr, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+		return fmt.Errorf("registry on %s: requests still running after 10 s were cut off: %w", o.Addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package registry
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+)
+
+// devkBin is devk built once for the process-level tests.
+var devkBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "devk-registry-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	devkBin = filepath.Join(dir, "devk")
+	out, err := exec.Command("go", "build", "-o", devkBin, "github.com/devk/devk/cmd/devk").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build devk: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// served is a running `devk registry serve` process.
+type served struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *bytes.Buffer
+}
+
+func startServe(t *testing.T, root, addr string) *served {
+	t.Helper()
+	cmd := exec.Command(devkBin, "registry", "serve", "--addr", addr, "--root", root)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &served{cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+	}()
+	select {
+	case l, ok := <-line:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("devk registry serve exited before serving: %s", s.stderr)
+		}
+		s.addr = l
+	case <-time.After(20 * time.Second):
+		t.Fatalf("devk registry serve did not print its address: %s", s.stderr)
+	}
+	return s
+}
+
+// stop sends SIGTERM and expects a clean exit, promptly.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("devk registry serve exited with %v after SIGTERM: %s", err, s.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("devk registry serve did not stop within 15 s of SIGTERM")
+	}
+}
+
+func devk(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(devkBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// TestServeProcess runs the real `devk registry serve`: push, list, stop
+// with SIGTERM, start again on the same storage, and find it all there.
+func TestServeProcess(t *testing.T) {
+	root := t.TempDir()
+	s := startServe(t, root, "127.0.0.1:0")
+	img := randomImage(t)
+	d := push(t, s.addr+"/kube-apiserver:v1.34.0", img)
+
+	out, stderr, err := devk(t, "registry", "ls", "--registry", s.addr, "-o", "json")
+	if err != nil {
+		t.Fatalf("devk registry ls: %v\n%s", err, stderr)
+	}
+	var repos []Repository
+	if err := json.Unmarshal([]byte(out), &repos); err != nil {
+		t.Fatalf("ls printed %q: %v", out, err)
+	}
+	if len(repos) != 1 || repos[0].Name != "kube-apiserver" || len(repos[0].Tags) != 1 || repos[0].Tags[0].Digest != d.String() {
+		t.Fatalf("ls = %+v", repos)
+	}
+	out, _, err = devk(t, "registry", "ls", "--registry", s.addr)
+	if err != nil || !strings.Contains(out, s.addr+"/kube-apiserver  v1.34.0  "+d.String()) {
+		t.Fatalf("ls text: %v\n%s", err, out)
+	}
+
+	s.stop(t)
+	if _, _, err := devk(t, "registry", "ls", "--registry", s.addr); err == nil {
+		t.Fatal("ls works against a stopped registry")
+	}
+
+	s2 := startServe(t, root, "127.0.0.1:0")
+	ref, _ := name.ParseReference(s2.addr + "/kube-apiserver:v1.34.0")
+	got, err := remote.Image(ref)
+	if err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if err := validate.Image(got); err != nil {
+		t.Fatalf("after restart the image is not whole: %v", err)
+	}
+	if gd, _ := got.Digest(); gd != d {
+		t.Fatalf("after restart the tag points at %s, pushed %s", gd, d)
+	}
+	s2.stop(t)
+}
+
+func TestServeAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, stderr, err := devk(t, "registry", "serve", "--addr", ln.Addr().String(), "--root", t.TempDir())
+	if err == nil || !strings.Contains(stderr, "already in use") || !strings.Contains(stderr, "--addr") {
+		t.Fatalf("err %v, stderr %s", err, stderr)
+	}
+}
+
+func TestServeDefaultRoot(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("DEVK_HOME", home)
+	got, err := DefaultRoot()
+	if err != nil || got != filepath.Join(home, "registry") {
+		t.Fatalf("DefaultRoot = %q, %v", got, err)
+	}
+	// Serve with the default root writes there.
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ServeOptions{Addr: "127.0.0.1:0", Ready: func(a string) { ready <- a }}) }()
+	addr := <-ready
+	push(t, addr+"/x/y:z", randomImage(t))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(home, "registry", "manifests", "x", "y", "z")); len(m) != 1 {
+		t.Fatal("the manifest was not stored under $DEVK_HOME/registry")
+	}
+}
