@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/progress"
@@ -92,6 +93,9 @@ type podState struct {
 	mirrorImage string // mirror pod's containerStatuses imageID
 	healthy     bool
 	healthErr   error
+	// crashed is an exited container of the pod, newest first: a new
+	// image that cannot start shows up here long before any timeout.
+	crashed *cri.Status
 }
 
 // Swap points one static pod at t.Image and waits until the kubelet runs it
@@ -300,17 +304,24 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 	} else if err != nil && !apierrors.IsNotFound(err) {
 		s.healthErr = err // the API may be down during an apiserver swap
 	}
-	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, Container: container, RunningOnly: true})
+	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, Container: container})
 	if err != nil {
 		return s, err
 	}
 	for _, ct := range cts {
-		if strings.HasPrefix(ct.PodName, podName+"-") {
+		if !strings.HasPrefix(ct.PodName, podName+"-") {
+			continue
+		}
+		if ct.Running() && s.containerID == "" {
 			s.containerID = ct.ID
 			if st, err := n.Runtime.ContainerStatus(ctx, ct.ID); err == nil {
 				s.imageRef = st.ImageRef
 			}
-			break
+		}
+		if ct.State == runtimeapi.ContainerState_CONTAINER_EXITED && s.crashed == nil {
+			if st, err := n.Runtime.ContainerStatus(ctx, ct.ID); err == nil && st.ExitCode != 0 {
+				s.crashed = st
+			}
 		}
 	}
 	if err := probe(ctx, health); err != nil {
@@ -324,6 +335,7 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 // waitFor polls until a container other than before's runs digest, is
 // healthy, and the mirror pod shows a new config hash and the digest.
 func (n *Node) waitFor(ctx context.Context, podName, container, health string, before podState, digest string) (podState, error) {
+	since := time.Now()
 	timeout := n.Timeout
 	if timeout == 0 {
 		timeout = 3 * time.Minute
@@ -336,6 +348,9 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 		s, err := n.observe(ctx, podName, container, health)
 		if err == nil {
 			last = s
+			if cr := s.crashed; cr != nil && DigestOf(cr.ImageRef) == digest && cr.CreatedAt.After(since.Add(-time.Second)) {
+				return s, fmt.Errorf("the new container exited with code %d (%s)", cr.ExitCode, cr.Reason)
+			}
 			switch {
 			case s.containerID == "" || s.containerID == before.containerID || DigestOf(s.imageRef) != digest:
 				stage = "the kubelet to start a container of " + shortDigest(digest)

@@ -1,0 +1,236 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+var errNotYet = errors.New("not yet")
+
+type swapReport struct {
+	StaticPods []struct {
+		Pod        string `json:"pod"`
+		OldImage   string `json:"oldImage"`
+		NewImage   string `json:"newImage"`
+		RolledBack bool   `json:"rolledBack"`
+		Checks     []struct {
+			Check string `json:"check"`
+			Want  string `json:"want"`
+			Got   string `json:"got"`
+			OK    bool   `json:"ok"`
+		} `json:"checks"`
+		Log []string `json:"log"`
+	} `json:"staticPods"`
+	Binaries []struct {
+		Component string `json:"component"`
+		Dest      string `json:"dest"`
+		Changed   bool   `json:"changed"`
+		Version   string `json:"version"`
+	} `json:"binaries"`
+}
+
+// appendTo adds text to a file of the tree and restores it when the test ends.
+func appendTo(t *testing.T, path, text string) {
+	t.Helper()
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(path, orig, 0o644) })
+	if err := os.WriteFile(path, append(append([]byte{}, orig...), text...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// manifestImage reads the image a static pod manifest names.
+func manifestImage(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod struct {
+		Spec struct {
+			Containers []struct{ Image string } `json:"containers"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &pod); err != nil || len(pod.Spec.Containers) == 0 {
+		t.Fatalf("%s does not parse as a pod (%v):\n%s", path, err, data)
+	}
+	return pod.Spec.Containers[0].Image
+}
+
+// TestSwap is the loop users come for: patch the apiserver, build, push,
+// swap, and see the cluster run exactly that build; then a build that
+// cannot start is rolled back on its own, a killed swap is recovered with
+// --rollback, and kubectl is swapped and rolled back as a binary.
+func TestSwap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
+	}
+	for _, p := range clusterPorts {
+		if owner := listening(p); owner != "" {
+			t.Fatalf("port %d is taken before the test (%s): `devk down` the cluster running here first", p, owner)
+		}
+	}
+	tree := Tree(t)
+	home := t.TempDir()
+	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "user-kubeconfig")}
+	devk := func(args ...string) Result {
+		t.Helper()
+		r := Devk(t, tree, env, args...)
+		if r.Err != nil {
+			t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		return r
+	}
+	t.Cleanup(func() {
+		if r := Devk(t, tree, env, "down"); r.Err != nil {
+			t.Errorf("cleanup: devk down: %v\n%s", r.Err, r.Stderr)
+		}
+	})
+	devk("up")
+	manifests := filepath.Join(home, "clusters", "devk", "manifests")
+	apiManifest := filepath.Join(manifests, "kube-apiserver.yaml")
+	cs := clientFor(t, filepath.Join(home, "clusters", "devk", "admin.conf"))
+	ctx := context.Background()
+
+	// 1. A patched apiserver: the tree turns dirty, so the build is
+	// stamped vX-dirty and /version must say so after the swap.
+	configGo := filepath.Join(tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go")
+	appendTo(t, configGo, "\n// DevkE2ESwap proves the swapped apiserver is this build.\nfunc DevkE2ESwap() string { return \"swapped\" }\n")
+	devk("build", "apiserver", "--push")
+	var rep swapReport
+	r := devk("swap", "-o", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.StaticPods) != 1 {
+		t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
+	}
+	sp := rep.StaticPods[0]
+	if sp.Pod != "kube-apiserver" || sp.RolledBack || len(sp.Checks) < 5 {
+		t.Fatalf("swap result: %+v", sp)
+	}
+	for _, c := range sp.Checks {
+		if !c.OK {
+			t.Errorf("check %s failed: want %s, got %s", c.Check, c.Want, c.Got)
+		}
+		if c.Check == "/version gitVersion" && !strings.HasSuffix(c.Got, "-dirty") {
+			t.Errorf("/version = %s, want the dirty build", c.Got)
+		}
+	}
+	good := sp.NewImage
+	if got := manifestImage(t, apiManifest); got != good {
+		t.Fatalf("manifest names %s, want %s", got, good)
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil || !strings.HasSuffix(v.GitVersion, "-dirty") {
+		t.Fatalf("/version after swap: %+v, %v", v, err)
+	}
+	devk("digest", "verify", "apiserver")
+	// Nothing new was pushed: a second swap changes nothing.
+	r = devk("swap")
+	if !strings.Contains(r.Stdout, "nothing to swap") {
+		t.Fatalf("second swap: %s", r.Stdout)
+	}
+
+	// 2. An apiserver that exits at once is rolled back on its own.
+	apiserverMain := filepath.Join(tree, "cmd", "kube-apiserver", "apiserver.go")
+	src, err := os.ReadFile(apiserverMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this apiserver refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
+	if bytes.Equal(broken, src) {
+		t.Fatal("could not find func main in cmd/kube-apiserver/apiserver.go")
+	}
+	t.Cleanup(func() { os.WriteFile(apiserverMain, src, 0o644) })
+	os.WriteFile(apiserverMain, broken, 0o644)
+	devk("build", "apiserver", "--push")
+	t0 := time.Now()
+	r = Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s")
+	if r.Err == nil {
+		t.Fatalf("a broken apiserver swapped without error:\n%s", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
+		t.Fatalf("rollback not reported with the container's log:\nstdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+	}
+	t.Logf("broken apiserver rolled back in %s", time.Since(t0).Round(time.Second))
+	if got := manifestImage(t, apiManifest); got != good {
+		t.Fatalf("after rollback the manifest names %s, want %s", got, good)
+	}
+	eventually(t, ctx, "the apiserver to be ready after the rollback", func() error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+
+	// 3. devk killed in the middle of a swap: the manifest is always
+	// whole, and --rollback recovers.
+	os.WriteFile(apiserverMain, src, 0o644)
+	appendTo(t, configGo, "\nfunc DevkE2ESwapAgain() string { return \"again\" }\n")
+	devk("build", "apiserver", "--push")
+	cmd := exec.Command(devkBin, "swap", "apiserver")
+	cmd.Dir, cmd.Env = tree, append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the swap to rewrite the manifest", func() error {
+		if manifestImage(t, apiManifest) == good {
+			return errNotYet
+		}
+		return nil
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	entries, _ := os.ReadDir(manifests)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".yaml") {
+			t.Errorf("the manifests dir holds %s: the kubelet would read it", e.Name())
+		}
+		manifestImage(t, filepath.Join(manifests, e.Name())) // each parses whole
+	}
+	r = Devk(t, tree, env, "swap", "apiserver")
+	if r.Err == nil || !strings.Contains(r.Stderr+r.Stdout, "--rollback") {
+		t.Fatalf("a swap after a killed one should point at --rollback: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	devk("swap", "--rollback", "apiserver")
+	if got := manifestImage(t, apiManifest); got != good {
+		t.Fatalf("after --rollback the manifest names %s, want %s", got, good)
+	}
+
+	// 4. kubectl as a binary: install, no-op, new build, rollback.
+	dest := filepath.Join(home, "bin", "kubectl")
+	devk("build", "kubectl")
+	rep = swapReport{}
+	json.Unmarshal([]byte(devk("swap", "kubectl", "-o", "json").Stdout), &rep)
+	if len(rep.Binaries) != 1 || !rep.Binaries[0].Changed || rep.Binaries[0].Dest != dest {
+		t.Fatalf("kubectl swap: %+v", rep.Binaries)
+	}
+	first, _ := os.ReadFile(dest)
+	rep = swapReport{}
+	json.Unmarshal([]byte(devk("swap", "kubectl", "-o", "json").Stdout), &rep)
+	if len(rep.Binaries) != 1 || rep.Binaries[0].Changed {
+		t.Fatalf("identical kubectl swap was not a no-op: %+v", rep.Binaries)
+	}
+	appendTo(t, filepath.Join(tree, "staging", "src", "k8s.io", "kubectl", "pkg", "cmd", "version", "version.go"), "\nfunc devkE2E() {}\n")
+	devk("build", "kubectl")
+	devk("swap", "kubectl")
+	if now, _ := os.ReadFile(dest); bytes.Equal(now, first) {
+		t.Fatal("a rebuilt kubectl did not replace the old one")
+	}
+	devk("swap", "--rollback", "kubectl")
+	if now, _ := os.ReadFile(dest); !bytes.Equal(now, first) {
+		t.Fatal("rollback did not restore the old kubectl bytes")
+	}
+}
