@@ -39,6 +39,9 @@ type Observation struct {
 	// says why and what to do.
 	Digest string `json:"digest,omitempty"`
 	Note   string `json:"note,omitempty"`
+	// NotApplicable marks a source that has no view of this component
+	// (a CRI digest of kubectl); it does not count against agreement.
+	NotApplicable bool `json:"notApplicable,omitempty"`
 }
 
 // Source is one place a component's digest can be read from.
@@ -59,15 +62,19 @@ type Report struct {
 
 // Agree reports whether every observation has the same, non-empty digest.
 func Agree(obs []Observation) bool {
-	if len(obs) == 0 {
-		return false
-	}
+	first := ""
 	for _, o := range obs {
-		if o.Digest == "" || o.Digest != obs[0].Digest {
+		if o.NotApplicable {
+			continue
+		}
+		if first == "" {
+			first = o.Digest
+		}
+		if o.Digest == "" || o.Digest != first {
 			return false
 		}
 	}
-	return true
+	return first != ""
 }
 
 // MismatchError names the components whose sources disagree. It is

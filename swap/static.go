@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/progress"
 )
@@ -72,19 +73,6 @@ type Result struct {
 // ErrRolledBack wraps a swap that failed and was undone.
 var ErrRolledBack = errors.New("swap failed and was rolled back")
 
-// DigestOf returns the sha256:… part of a reference (or the reference
-// itself when it is a bare digest).
-func DigestOf(ref string) string {
-	ref = strings.TrimPrefix(ref, "docker-pullable://")
-	if i := strings.LastIndex(ref, "@"); i >= 0 {
-		return ref[i+1:]
-	}
-	if strings.HasPrefix(ref, "sha256:") {
-		return ref
-	}
-	return ""
-}
-
 // podState is what one observation of the node shows for a static pod.
 type podState struct {
 	configHash  string
@@ -123,7 +111,7 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	}
 	res.OldImage = c.Image
 	health := healthURL(c)
-	if DigestOf(t.Image) == "" {
+	if digest.Of(t.Image) == "" {
 		return res, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push)", t.Image)
 	}
 	before, err := n.observe(ctx, t.Pod, c.Name, health)
@@ -151,7 +139,7 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 			n.Reporter.Debugf("stop old container: %v", err)
 		}
 	}
-	after, werr := n.waitFor(ctx, t.Pod, c.Name, health, before, DigestOf(t.Image))
+	after, werr := n.waitFor(ctx, t.Pod, c.Name, health, before, digest.Of(t.Image))
 	if werr == nil {
 		res.Checks = n.verify(ctx, t, after)
 		werr = checksError(res.Checks)
@@ -172,7 +160,7 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 		n.Runtime.StopContainer(ctx, cur.containerID, 0)
 	}
 	bctx := context.WithoutCancel(ctx) // a Ctrl-C must not leave the node half rolled back
-	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, DigestOf(c.Image)); err != nil {
+	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, digest.Of(c.Image)); err != nil {
 		return res, fmt.Errorf("%s: %w: %v; and the old pod is not healthy again: %v", t.Pod, ErrRolledBack, werr, err)
 	}
 	res.Took = time.Since(t0)
@@ -209,7 +197,7 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 		n.Runtime.StopContainer(ctx, before.containerID, 0)
 	}
 	if img != c.Image {
-		if _, err := n.waitFor(ctx, podName, c.Name, health, before, DigestOf(img)); err != nil {
+		if _, err := n.waitFor(ctx, podName, c.Name, health, before, digest.Of(img)); err != nil {
 			return res, err
 		}
 	}
@@ -334,7 +322,7 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 
 // waitFor polls until a container other than before's runs digest, is
 // healthy, and the mirror pod shows a new config hash and the digest.
-func (n *Node) waitFor(ctx context.Context, podName, container, health string, before podState, digest string) (podState, error) {
+func (n *Node) waitFor(ctx context.Context, podName, container, health string, before podState, want string) (podState, error) {
 	since := time.Now()
 	timeout := n.Timeout
 	if timeout == 0 {
@@ -348,17 +336,17 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 		s, err := n.observe(ctx, podName, container, health)
 		if err == nil {
 			last = s
-			if cr := s.crashed; cr != nil && DigestOf(cr.ImageRef) == digest && cr.CreatedAt.After(since.Add(-time.Second)) {
+			if cr := s.crashed; cr != nil && digest.Of(cr.ImageRef) == want && cr.CreatedAt.After(since.Add(-time.Second)) {
 				return s, fmt.Errorf("the new container exited with code %d (%s)", cr.ExitCode, cr.Reason)
 			}
 			switch {
-			case s.containerID == "" || s.containerID == before.containerID || DigestOf(s.imageRef) != digest:
-				stage = "the kubelet to start a container of " + shortDigest(digest)
+			case s.containerID == "" || s.containerID == before.containerID || digest.Of(s.imageRef) != want:
+				stage = "the kubelet to start a container of " + shortDigest(want)
 			case !s.healthy:
 				stage = fmt.Sprintf("%s to be healthy (%v)", health, s.healthErr)
 			case before.configHash != "" && s.configHash == before.configHash:
 				stage = "the mirror pod's kubernetes.io/config.hash to change"
-			case DigestOf(s.mirrorImage) != digest:
+			case digest.Of(s.mirrorImage) != want:
 				stage = "the mirror pod to report the new imageID"
 			default:
 				return s, nil
@@ -377,11 +365,11 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 
 // verify compares every view of what runs with the pushed digest.
 func (n *Node) verify(ctx context.Context, t Target, s podState) []Check {
-	want := DigestOf(t.Image)
+	want := digest.Of(t.Image)
 	checks := []Check{
 		{Name: "manifest image", Want: want, Got: want, OK: true},
-		{Name: "CRI imageRef", Want: want, Got: DigestOf(s.imageRef), OK: DigestOf(s.imageRef) == want},
-		{Name: "mirror pod imageID", Want: want, Got: DigestOf(s.mirrorImage), OK: DigestOf(s.mirrorImage) == want},
+		{Name: "CRI imageRef", Want: want, Got: digest.Of(s.imageRef), OK: digest.Of(s.imageRef) == want},
+		{Name: "mirror pod imageID", Want: want, Got: digest.Of(s.mirrorImage), OK: digest.Of(s.mirrorImage) == want},
 		{Name: "healthy", Want: "200 OK", Got: healthGot(s), OK: s.healthy},
 	}
 	if t.Version != "" {

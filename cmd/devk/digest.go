@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -14,13 +15,19 @@ import (
 )
 
 func newDigestCmd(g *globalOptions) *cobra.Command {
-	var o digest.Options
+	var (
+		o    digest.Options
+		node nodeFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "digest COMPONENT...",
-		Short: "Show and compare a component's digests: last pushed, and in the registry now",
+		Short: "Show and compare a component's digests: pushed, in the registry, in the manifest, running",
 		Long: `Show, for each component, the image digest devk last pushed (recorded in
-the tree's _output/devk/state.json) and the digest the registry has now
-under that tag, and compare them.
+the tree's _output/devk/state.json), the digest the registry has now under
+that tag and, when a devk cluster is up (or --manifests-dir, --kubeconfig
+and --cri-socket name a node), the digest its static-pod manifest names,
+the running container's CRI imageRef and the mirror pod's imageID; and
+compare them. ` + "`devk digest verify`" + ` does the same for every pushed static pod.
 
 Exit status: 0 when every source agrees, 2 when they differ or one has no
 digest (so scripts can tell), 1 when a source could not be read (e.g. the
@@ -33,37 +40,26 @@ Examples:
 		ValidArgsFunction: cobra.FixedCompletions(build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
+			// With a cluster whose runtime is up, also show what the
+			// manifests name and what the node runs.
+			if _, err := node.resolve(); err != nil {
+				return err
+			}
+			if node.known() && fileExists(node.CRISocket) {
+				sources, closeSources, err := digest.NodeSources(node.ManifestsDir, node.Kubeconfig, node.CRISocket)
+				if err != nil {
+					return err
+				}
+				defer closeSources()
+				o.Extra = sources
+			}
 			reports, err := digest.Run(cmd.Context(), o)
 			var mismatch *digest.MismatchError
 			if err != nil && !errors.As(err, &mismatch) {
 				return err
 			}
-			if g.JSON() {
-				if jerr := json.NewEncoder(g.stdout).Encode(reports); jerr != nil {
-					return jerr
-				}
-				return err
-			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "COMPONENT\tSOURCE\tDIGEST\tREF\tNOTE")
-			for _, r := range reports {
-				for _, ob := range r.Observations {
-					d := ob.Digest
-					if d == "" {
-						d = "-"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Component, ob.Source, d, ob.Ref, ob.Note)
-				}
-			}
-			if ferr := tw.Flush(); ferr != nil {
-				return ferr
-			}
-			for _, r := range reports {
-				verdict := "match"
-				if !r.Match {
-					verdict = "MISMATCH"
-				}
-				fmt.Fprintf(g.stdout, "%s: %s\n", r.Component, verdict)
+			if perr := printDigestReports(g, reports); perr != nil {
+				return perr
 			}
 			return err
 		},
@@ -72,5 +68,40 @@ Examples:
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
 	f.StringVar(&o.Registry, "registry", image.DefaultRegistry(), "registry for components never pushed (pushed ones are looked up where they went)")
 	f.BoolVar(&o.Remote.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
+	node.add(f)
+	cmd.AddCommand(newDigestVerifyCmd(g))
 	return cmd
+}
+
+func printDigestReports(g *globalOptions, reports []digest.Report) error {
+	if g.JSON() {
+		return json.NewEncoder(g.stdout).Encode(reports)
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tSOURCE\tDIGEST\tREF\tNOTE")
+	for _, r := range reports {
+		for _, ob := range r.Observations {
+			d := ob.Digest
+			if d == "" {
+				d = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Component, ob.Source, d, ob.Ref, ob.Note)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range reports {
+		verdict := "match"
+		if !r.Match {
+			verdict = "MISMATCH"
+		}
+		fmt.Fprintf(g.stdout, "%s: %s\n", r.Component, verdict)
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

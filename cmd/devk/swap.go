@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/swap"
 )
@@ -18,7 +16,7 @@ import (
 func newSwapCmd(g *globalOptions) *cobra.Command {
 	var (
 		o    swap.Options
-		name string
+		node nodeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "swap [COMPONENT...]",
@@ -59,8 +57,16 @@ Examples:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.Reporter = g.Reporter()
-			if err := resolveNode(&o, name); err != nil {
+			c, err := node.resolve()
+			if err != nil {
 				return err
+			}
+			o.ManifestsDir, o.Kubeconfig, o.CRISocket = node.ManifestsDir, node.Kubeconfig, node.CRISocket
+			if o.KubectlDest == "" {
+				o.KubectlDest = swap.DefaultKubectlDest(c.Home)
+			}
+			if c.Exists() && node.Name != "" && o.ManifestsDir == c.Manifests() {
+				o.Kubelet = &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
 			}
 			rep, err := swap.Run(cmd.Context(), o)
 			printSwap(g, rep)
@@ -69,47 +75,12 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.Rollback, "rollback", false, "restore the manifest (or binary) from before the last swap")
-	f.StringVar(&name, "name", cluster.DefaultName, "the devk cluster to swap into")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose pushed digests to use (default: the one around the working directory)")
-	f.StringVar(&o.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir (kubeadm: /etc/kubernetes/manifests)")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig for the cluster's API (kubeadm: /etc/kubernetes/admin.conf)")
-	f.StringVar(&o.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: /run/containerd/containerd.sock)")
+	node.add(f)
 	f.StringVar(&o.KubectlDest, "dest", "", "where `swap kubectl` installs kubectl (default $DEVK_HOME/bin/kubectl)")
 	f.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the new pod to be healthy before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	return cmd
-}
-
-// resolveNode fills the node's paths from the devk cluster unless the
-// user named a node with flags.
-func resolveNode(o *swap.Options, name string) error {
-	c, err := cluster.Open(cluster.Options{Name: name})
-	if err != nil {
-		return err
-	}
-	if o.KubectlDest == "" {
-		o.KubectlDest = swap.DefaultKubectlDest(c.Home)
-	}
-	if o.ManifestsDir != "" || o.Kubeconfig != "" || o.CRISocket != "" {
-		if o.ManifestsDir == "" || o.Kubeconfig == "" || o.CRISocket == "" {
-			return fmt.Errorf("for a node that devk did not make, pass all of --manifests-dir, --kubeconfig and --cri-socket")
-		}
-		return nil
-	}
-	if !c.Exists() {
-		return nil // swap.Run says how to get a cluster if it needs one
-	}
-	o.ManifestsDir = c.Manifests()
-	o.Kubeconfig = c.Kubeconfig("admin")
-	o.CRISocket = c.Config.CRISocket
-	o.Kubelet = &swap.KubeletNode{
-		Binary: c.KubeletBinary(),
-		Restart: func(ctx context.Context) error {
-			_, err := c.RestartKubelet(ctx)
-			return err
-		},
-	}
-	return nil
 }
 
 func printSwap(g *globalOptions, rep *swap.Report) {

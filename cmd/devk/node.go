@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/devk/devk/cluster"
+)
+
+// nodeFlags name the node a command acts on: a devk cluster by --name, or
+// a kubeadm-layout node by its manifests dir, kubeconfig and CRI socket.
+type nodeFlags struct {
+	Name         string
+	ManifestsDir string
+	Kubeconfig   string
+	CRISocket    string
+}
+
+func (n *nodeFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&n.Name, "name", cluster.DefaultName, "the devk cluster")
+	f.StringVar(&n.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, for a node devk did not make (kubeadm: /etc/kubernetes/manifests)")
+	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: /etc/kubernetes/admin.conf)")
+	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: /run/containerd/containerd.sock)")
+}
+
+// resolve fills the paths from the devk cluster unless the user named a
+// node with flags. It returns the cluster (which may not exist yet).
+func (n *nodeFlags) resolve() (*cluster.Cluster, error) {
+	c, err := cluster.Open(cluster.Options{Name: n.Name})
+	if err != nil {
+		return nil, err
+	}
+	if n.ManifestsDir != "" || n.Kubeconfig != "" || n.CRISocket != "" {
+		if n.ManifestsDir == "" || n.Kubeconfig == "" || n.CRISocket == "" {
+			return nil, fmt.Errorf("for a node that devk did not make, pass all of --manifests-dir, --kubeconfig and --cri-socket")
+		}
+		return c, nil
+	}
+	if c.Exists() {
+		n.ManifestsDir = c.Manifests()
+		n.Kubeconfig = c.Kubeconfig("admin")
+		n.CRISocket = c.Config.CRISocket
+	}
+	return c, nil
+}
+
+// known reports whether a node was found or named.
+func (n *nodeFlags) known() bool { return n.ManifestsDir != "" }
+
+// restartKubelet restarts a devk cluster's supervised kubelet.
+func restartKubelet(c *cluster.Cluster) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := c.RestartKubelet(ctx)
+		return err
+	}
+}
