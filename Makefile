@@ -37,10 +37,8 @@ lint:
 clean:
 	rm -rf $(BIN)
 
-# The main job on a fresh machine: a Kubernetes tree and a version-stamped
-# kube-apiserver built from it (later: the whole build→swap→verify loop).
+# The main job on a fresh machine: a Kubernetes tree, a cluster, a change
+# to the apiserver built, pushed, swapped in and verified (hack/demo).
 DEMO_DIR ?= $(HOME)/devk-demo/kubernetes-v1.34.4
 demo: build
-	$(BIN)/devk source get v1.34.4 $(DEMO_DIR)
-	cd $(DEMO_DIR) && $(abspath $(BIN)/devk) build apiserver
-	$(DEMO_DIR)/_output/devk/bin/linux_amd64/kube-apiserver --version
+	DEVK_BIN=$(abspath $(BIN)/devk) DEMO_DIR=$(DEMO_DIR) hack/demo
