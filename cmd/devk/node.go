@@ -56,3 +56,5 @@ func restartKubelet(c *cluster.Cluster) func(context.Context) error {
 		return err
 	}
 }
+
+var errNoCluster = fmt.Errorf("no cluster to swap into: run `devk up`, pass --manifests-dir, --kubeconfig and --cri-socket for a kubeadm node, or --no-swap")

@@ -81,6 +81,8 @@ Results go to stdout (-o json for scripts); progress goes to stderr.`,
 		newDownCmd(g),
 		newStatusCmd(g),
 		newSwapCmd(g),
+		newWatchCmd(g),
+		newEtcdCmd(g),
 	)
 	return root
 }
