@@ -129,6 +129,13 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	}
 
 	n.Reporter.Infof("%s: %s -> %s", t.Pod, shortRef(c.Image), shortRef(t.Image))
+	// Pull before the manifest changes: the old pod serves meanwhile, and
+	// the kubelet then starts the new one from a local image.
+	tp := time.Now()
+	if _, err := n.Runtime.PullImage(ctx, t.Image); err != nil {
+		return res, fmt.Errorf("%w; nothing was changed", err)
+	}
+	n.Reporter.Debugf("%s: pulled in %s", t.Pod, progress.Round(time.Since(tp)))
 	if _, err := m.SetImage(c.Name, t.Image); err != nil {
 		return res, err
 	}

@@ -278,3 +278,15 @@ func short(id string) string {
 	}
 	return id
 }
+
+// PullImage pulls ref into the runtime (a no-op when it has it) and
+// returns the image ID.
+func (c *Client) PullImage(ctx context.Context, ref string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	resp, err := c.Images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		return "", fmt.Errorf("pull %s through CRI: %w", ref, err)
+	}
+	return resp.ImageRef, nil
+}
