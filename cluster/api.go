@@ -258,6 +258,7 @@ func (c *Cluster) runUploadConfig(ctx context.Context) error {
 	if changed {
 		n++
 	}
+	c.changedIf(n > 0)
 	c.setDetail("upload-config", "%d objects written", n)
 	return nil
 }
@@ -305,7 +306,7 @@ func (c *Cluster) runMarkControlPlane(ctx context.Context) error {
 	if _, err := api.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("label and taint node %s: %w", c.Config.NodeName, err)
 	}
-	c.setDetail("mark-control-plane", "labelled and tainted %s", c.Config.NodeName)
+	c.did("mark-control-plane", "labelled and tainted %s", c.Config.NodeName)
 	return nil
 }
 
@@ -457,6 +458,7 @@ func (c *Cluster) runBootstrapToken(ctx context.Context) error {
 	if err := writeIfChangedQuiet(filepath.Join(c.Dir, "bootstrap-token"), []byte(token+"\n"), 0o600); err != nil {
 		return err
 	}
+	c.changedIf(n > 0)
 	c.setDetail("bootstrap-token", "token %s.… (%d objects written)", token[:6], n)
 	return nil
 }
@@ -520,7 +522,7 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) error {
 	if err := fileutil.WriteAtomic(path, data, 0o600, ""); err != nil {
 		return err
 	}
-	c.setDetail("kubelet-finalize", "kubelet.conf now uses %s", current)
+	c.did("kubelet-finalize", "kubelet.conf now uses %s", current)
 	return nil
 }
 
@@ -573,7 +575,7 @@ func (c *Cluster) runKubeconfigMerge(ctx context.Context) error {
 	if err := clientcmd.ModifyConfig(po, *cfg, false); err != nil {
 		return fmt.Errorf("write context %s to %s: %w", name, file, err)
 	}
-	c.setDetail("kubeconfig-merge", "context %s in %s (current)", name, file)
+	c.did("kubeconfig-merge", "context %s in %s (current)", name, file)
 	return nil
 }
 

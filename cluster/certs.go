@@ -85,6 +85,7 @@ func certPhases() []*phase.Phase[*Cluster] {
 			if err != nil {
 				return err
 			}
+			c.changedIf(res != pki.Reused)
 			c.setDetail("certs/sa", "%s", res)
 			return nil
 		},
@@ -106,6 +107,7 @@ func (c *Cluster) ensureCert(name string) error {
 		if err != nil {
 			return err
 		}
+		c.changedIf(res != pki.Reused)
 		c.setDetail("certs/"+name, "%s", res)
 		return nil
 	}
@@ -179,7 +181,7 @@ func (c *Cluster) ensureKubeconfig(name string) error {
 	if _, err := writeIfChanged(path, data, 0o600, ""); err != nil {
 		return err
 	}
-	c.setDetail("kubeconfig/"+name, "written")
+	c.did("kubeconfig/"+name, "written")
 	return nil
 }
 

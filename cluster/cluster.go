@@ -104,6 +104,9 @@ type Config struct {
 	OwnRuntime bool   `json:"ownRuntime"`
 	// Bridge is the CNI bridge interface the cluster's pods use.
 	Bridge string `json:"bridge"`
+	// CgroupRoot is the kubelet's cgroupRoot: the cluster's pods live in
+	// <CgroupRoot>/kubepods, apart from any other kubelet's.
+	CgroupRoot string `json:"cgroupRoot,omitempty"`
 	// Images are the control-plane images by digest (component -> ref).
 	Images map[string]string `json:"images,omitempty"`
 	// KubeVersion is the kubelet's and apiserver's gitVersion.
@@ -150,13 +153,14 @@ func NewConfig(name string) Config {
 		NodeName:    name + "-control-plane",
 		AdvertiseIP: "127.0.0.1",
 		ServiceCIDR: "10.96.0.0/16",
-		PodCIDR:     "10.244.0.0/16",
+		PodCIDR:     "10.244.0.0/24",
 		DNSDomain:   "cluster.local",
 		Ports:       DefaultPorts,
 		Registry:    DefaultRegistry,
 		OwnRegistry: true,
 		OwnRuntime:  true,
 		Bridge:      bridgeName(name),
+		CgroupRoot:  "/devk-" + name,
 		Images:      map[string]string{},
 	}
 }
@@ -269,6 +273,8 @@ type Cluster struct {
 	existed bool
 	// kubeletBuilt is the kubelet binary the images phase built.
 	kubeletBuilt string
+	// changed says a phase of this run changed something.
+	changed bool
 }
 
 // Open resolves the cluster's directory and reads its config if it has
@@ -301,6 +307,7 @@ func Open(o Options) (*Cluster, error) {
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		c.Config = NewConfig(o.Name)
+		c.Config.placeAmong(otherConfigs(home, o.Name))
 	default:
 		return nil, err
 	}
@@ -365,6 +372,22 @@ func (c *Cluster) setDetail(phase, format string, args ...any) {
 	c.detail[phase] = fmt.Sprintf(format, args...)
 }
 
+// did is setDetail for a phase that changed something.
+func (c *Cluster) did(phase, format string, args ...any) {
+	c.changed = true
+	c.setDetail(phase, format, args...)
+}
+
+func (c *Cluster) changedIf(b bool) {
+	if b {
+		c.changed = true
+	}
+}
+
+// Changed reports whether the run changed anything (false: the cluster
+// was up and healthy already).
+func (c *Cluster) Changed() bool { return c.changed }
+
 func detailOf(phase string) func(*Cluster) string {
 	return func(c *Cluster) string { return c.detail[phase] }
 }
@@ -375,3 +398,36 @@ func timeNow() time.Time { return time.Now().UTC().Truncate(time.Second) }
 func splitHostPort(s string) (string, string, error) { return net.SplitHostPort(s) }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// otherConfigs reads the configs of the other clusters under home.
+func otherConfigs(home, except string) []Config {
+	files, _ := filepath.Glob(filepath.Join(home, "clusters", "*", "cluster.json"))
+	var out []Config
+	for _, f := range files {
+		if filepath.Base(filepath.Dir(f)) == except {
+			continue
+		}
+		if cfg, err := readConfig(f); err == nil {
+			out = append(out, cfg)
+		}
+	}
+	return out
+}
+
+// placeAmong gives a new cluster the first loopback address no other
+// cluster has (127.0.0.1, then 127.0.0.2, …) and a pod subnet of its own,
+// so clusters run side by side on the same ports.
+func (c *Config) placeAmong(others []Config) {
+	used := map[string]bool{}
+	for _, o := range others {
+		used[o.AdvertiseIP] = true
+	}
+	for n := 1; n < 255; n++ {
+		ip := fmt.Sprintf("127.0.0.%d", n)
+		if !used[ip] {
+			c.AdvertiseIP = ip
+			c.PodCIDR = fmt.Sprintf("10.244.%d.0/24", n-1)
+			return
+		}
+	}
+}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -253,6 +254,24 @@ func TestKubeletConfig(t *testing.T) {
 	}
 }
 
+func TestPlaceAmong(t *testing.T) {
+	first := NewConfig("devk")
+	first.placeAmong(nil)
+	second := NewConfig("dev2")
+	second.placeAmong([]Config{first})
+	third := NewConfig("dev3")
+	third.placeAmong([]Config{second})
+	if first.AdvertiseIP != "127.0.0.1" || second.AdvertiseIP != "127.0.0.2" || third.AdvertiseIP != "127.0.0.1" {
+		t.Errorf("addresses %s %s %s", first.AdvertiseIP, second.AdvertiseIP, third.AdvertiseIP)
+	}
+	if first.PodCIDR == second.PodCIDR {
+		t.Errorf("two clusters share pod subnet %s", first.PodCIDR)
+	}
+	if first.CgroupRoot == second.CgroupRoot || first.Bridge == second.Bridge {
+		t.Errorf("two clusters share a cgroup root or bridge: %+v %+v", first, second)
+	}
+}
+
 func TestConfigAddresses(t *testing.T) {
 	cfg := NewConfig("dev2")
 	ip, err := cfg.ServiceIP()
@@ -307,14 +326,29 @@ func TestParseProcNetTCP(t *testing.T) {
    1: 0100007F:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41235 1 0000000000000000 100 0 0 10 0
    2: 0100007F:192B 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 41236 1 0000000000000000 100 0 0 10 0
 `
-	if got := parseProcNetTCP(data, 5000); !slices.Equal(got, []string{"41234"}) {
+	if got := parseProcNetTCP(data, 5000, nil); !slices.Equal(got, []string{"41234"}) {
 		t.Errorf("port 5000: %v", got)
 	}
-	if got := parseProcNetTCP(data, 6443); !slices.Equal(got, []string{"41235"}) {
+	if got := parseProcNetTCP(data, 6443, net.ParseIP("127.0.0.1")); !slices.Equal(got, []string{"41235"}) {
 		t.Errorf("port 6443 (an established connection is not a listener): %v", got)
 	}
-	if got := parseProcNetTCP(data, 2379); len(got) != 0 {
+	if got := parseProcNetTCP(data, 6443, net.ParseIP("127.0.0.2")); len(got) != 0 {
+		t.Errorf("a listener on 127.0.0.1 collides with one on 127.0.0.2: %v", got)
+	}
+	if got := parseProcNetTCP(data, 2379, nil); len(got) != 0 {
 		t.Errorf("port 2379: %v", got)
+	}
+	const wild = `  sl  local_address rem_address   st
+   0: 00000000:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5 1
+`
+	if got := parseProcNetTCP(wild, 6443, net.ParseIP("127.0.0.2")); !slices.Equal(got, []string{"5"}) {
+		t.Errorf("a wildcard listener must collide with every address: %v", got)
+	}
+	if ip := procNetIP("0100007F"); !ip.Equal(net.ParseIP("127.0.0.1")) {
+		t.Errorf("procNetIP = %v", ip)
+	}
+	if ip := procNetIP("00000000000000000000000001000000"); !ip.Equal(net.IPv6loopback) {
+		t.Errorf("procNetIP v6 = %v", ip)
 	}
 }
 

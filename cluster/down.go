@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -121,15 +122,25 @@ func (c *Cluster) downRuntime(ctx context.Context) error {
 }
 
 func (c *Cluster) downRegistry(ctx context.Context) error {
-	stopped, err := c.Stop(ctx, "registry", 5*time.Second)
-	if err != nil {
+	rp := c.registryPaths()
+	if _, ok := rp.Running("registry"); !ok {
+		c.setDetail("registry", "devk's registry is not running")
+		return nil
+	}
+	// The registry serves every cluster under DEVK_HOME: the last one
+	// down stops it.
+	for _, o := range otherConfigs(c.Home, c.Config.Name) {
+		if o.OwnRegistry {
+			c.setDetail("registry", "kept: cluster %s uses it", o.Name)
+			return nil
+		}
+	}
+	if _, err := rp.Stop(ctx, "registry", 5*time.Second); err != nil {
 		return err
 	}
-	if stopped {
-		c.setDetail("registry", "stopped")
-	} else {
-		c.setDetail("registry", "not devk's or not running")
-	}
+	os.Remove(rp.Run())
+	os.RemoveAll(rp.Logs())
+	c.setDetail("registry", "stopped")
 	return nil
 }
 
@@ -194,10 +205,6 @@ func (c *Cluster) downMounts(ctx context.Context) error {
 	c.setDetail("mounts", "%d unmounted", n)
 	return nil
 }
-
-// cgroupNames are the top-level cgroups the kubelet (kubepods) and
-// containerd's runc (k8s.io) make with the cgroupfs driver.
-var cgroupNames = []string{"kubepods", "kubepods.slice", "k8s.io"}
 
 // cgroupRoots are the cgroup hierarchies: each v1 controller mount, or
 // the one v2 mount.
@@ -271,30 +278,76 @@ func removeCgroupTree(ctx context.Context, root string) (int, error) {
 }
 
 func (c *Cluster) downCgroups(ctx context.Context) error {
-	if other, ok := c.otherClusterRunning(); ok {
-		c.setDetail("cgroups", "kept: cluster %s still uses them", other)
-		return nil
-	}
-	if c.Config.OwnRuntime == false {
+	if !c.Config.OwnRuntime {
 		c.setDetail("cgroups", "kept: the runtime is not devk's")
 		return nil
 	}
 	removed, killed := 0, 0
+	remove := func(p string) error {
+		if _, err := os.Stat(p); err != nil {
+			return nil
+		}
+		k, err := removeCgroupTree(ctx, p)
+		killed += k
+		if err == nil {
+			removed++
+		}
+		return err
+	}
 	for _, root := range cgroupRoots() {
-		for _, n := range cgroupNames {
-			p := filepath.Join(root, n)
-			if _, err := os.Stat(p); err != nil {
-				continue
-			}
-			k, err := removeCgroupTree(ctx, p)
-			killed += k
-			if err != nil {
+		if c.Config.CgroupRoot != "" && c.Config.CgroupRoot != "/" {
+			if err := remove(filepath.Join(root, c.Config.CgroupRoot)); err != nil {
 				return err
 			}
+			continue
+		}
+		// A cluster from before cgroupRoot: its pods are in the shared
+		// top-level kubepods, which another cluster may still use.
+		if other, ok := c.otherClusterRunning(); ok {
+			c.setDetail("cgroups", "kept kubepods: cluster %s still uses it", other)
+			return nil
+		}
+		for _, n := range []string{"kubepods", "kubepods.slice"} {
+			if err := remove(filepath.Join(root, n)); err != nil {
+				return err
+			}
+		}
+	}
+	// runc may leave an empty k8s.io behind; it is removed only if empty,
+	// for other containerds (not devk's) may use it.
+	for _, root := range cgroupRoots() {
+		if err := removeEmptyTree(filepath.Join(root, "k8s.io")); err == nil {
 			removed++
 		}
 	}
 	c.setDetail("cgroups", "%d removed, %d leftover processes killed", removed, killed)
+	return nil
+}
+
+// removeEmptyTree removes a cgroup tree only if no process is in it.
+func removeEmptyTree(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if data, err := os.ReadFile(filepath.Join(p, "cgroup.procs")); err == nil && len(bytes.TrimSpace(data)) > 0 {
+				return fmt.Errorf("cgroup %s is in use", p)
+			}
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

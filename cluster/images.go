@@ -69,12 +69,14 @@ func (c *Cluster) runImages(ctx context.Context) error {
 		return fmt.Errorf("push the control-plane images: %w", err)
 	}
 	for _, r := range ij.Images {
+		c.changedIf(c.Config.Images[r.Component] != r.Ref)
 		c.Config.Images[r.Component] = r.Ref
 	}
 	pauseRef, err := c.pushPause(ctx)
 	if err != nil {
 		return err
 	}
+	c.changedIf(c.Config.Images["pause"] != pauseRef)
 	c.Config.Images["pause"] = pauseRef
 	if err := c.SaveConfig(); err != nil {
 		return err
@@ -212,20 +214,36 @@ func registryAnswers(ctx context.Context, hostPort string) bool {
 	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized
 }
 
+// registryPaths is where the embedded registry keeps its pid file and
+// log: $DEVK_HOME/run and $DEVK_HOME/logs, for every cluster there
+// shares it (and its store, $DEVK_HOME/registry).
+func (c *Cluster) registryPaths() Paths { return Paths{Dir: c.Home} }
+
 func (c *Cluster) runRegistry(ctx context.Context) error {
-	if c.Registry != "" && c.Registry != c.Config.Registry {
-		c.Config.Registry = c.Registry
-		c.Config.OwnRegistry = false
-	}
-	if _, ok := c.Running("registry"); !ok && !c.Config.OwnRegistry {
-		if !registryAnswers(ctx, c.Config.Registry) && image.IsLoopback(c.Config.Registry) {
-			return fmt.Errorf("no registry answers at %s: start one (`devk registry serve --addr %s`) or drop --registry to let devk run its own", c.Config.Registry, c.Config.Registry)
+	rp := c.registryPaths()
+	if c.Registry != "" {
+		c.Config.Registry, c.Config.OwnRegistry = c.Registry, false
+		if image.IsLoopback(c.Registry) && !registryAnswers(ctx, c.Registry) {
+			return fmt.Errorf("no registry answers at %s: start one (`devk registry serve --addr %s`) or drop --registry to let devk run its own", c.Registry, c.Registry)
 		}
 		c.setDetail("registry", "using %s", c.Config.Registry)
 		return c.SaveConfig()
 	}
-	if _, ok := c.Running("registry"); !ok && registryAnswers(ctx, c.Config.Registry) {
-		// Another cluster's registry, or one the user runs: share it.
+	if !c.Config.OwnRegistry && c.Config.Registry != DefaultRegistry {
+		// Chosen with --registry on an earlier run.
+		if image.IsLoopback(c.Config.Registry) && !registryAnswers(ctx, c.Config.Registry) {
+			return fmt.Errorf("the registry %s this cluster uses does not answer: start it, or pass --registry", c.Config.Registry)
+		}
+		c.setDetail("registry", "using %s", c.Config.Registry)
+		return nil
+	}
+	c.Config.OwnRegistry = true
+	if pid, ok := rp.Running("registry"); ok {
+		c.setDetail("registry", "running on %s (pid %d)", c.Config.Registry, pid)
+		return c.SaveConfig()
+	}
+	if registryAnswers(ctx, c.Config.Registry) {
+		// One the user runs (`devk registry serve`): share it.
 		c.Config.OwnRegistry = false
 		c.setDetail("registry", "using the registry already serving %s", c.Config.Registry)
 		return c.SaveConfig()
@@ -234,21 +252,20 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("find devk's own binary to run the registry: %w", err)
 	}
-	pid, started, err := c.Start(Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", filepath.Join(c.Home, "registry")}})
+	pid, _, err := rp.Start(Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", filepath.Join(c.Home, "registry")}})
 	if err != nil {
 		return err
 	}
-	c.Config.OwnRegistry = true
 	if err := c.SaveConfig(); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for !registryAnswers(ctx, c.Config.Registry) {
-		if _, ok := c.Running("registry"); !ok {
-			return fmt.Errorf("the registry exited; its log ends:\n%s", tailFile(c.LogFile("registry"), 15))
+		if _, ok := rp.Running("registry"); !ok {
+			return fmt.Errorf("the registry exited; its log ends:\n%s", tailFile(rp.LogFile("registry"), 15))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the registry did not answer on %s within 15s; its log ends:\n%s", c.Config.Registry, tailFile(c.LogFile("registry"), 15))
+			return fmt.Errorf("the registry did not answer on %s within 15s; its log ends:\n%s", c.Config.Registry, tailFile(rp.LogFile("registry"), 15))
 		}
 		select {
 		case <-ctx.Done():
@@ -256,10 +273,6 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if started {
-		c.setDetail("registry", "started on %s (pid %d)", c.Config.Registry, pid)
-	} else {
-		c.setDetail("registry", "running on %s (pid %d)", c.Config.Registry, pid)
-	}
+	c.did("registry", "started on %s (pid %d)", c.Config.Registry, pid)
 	return nil
 }

@@ -74,7 +74,39 @@ func KubeletConfigYAML(in KubeletConfigInput) ([]byte, error) {
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
 	}
+	if cfg.CgroupRoot != "" {
+		m["cgroupRoot"] = cfg.CgroupRoot
+	}
 	return yaml.Marshal(m)
+}
+
+// ensureCgroupRoot makes the cluster's cgroup in every hierarchy (the
+// kubelet refuses a cgroupRoot that does not exist). A new cpuset cgroup
+// on v1 starts with no CPUs or memory nodes: copy its parent's.
+func ensureCgroupRoot(root string) error {
+	if root == "" || root == "/" {
+		return nil
+	}
+	for _, h := range cgroupRoots() {
+		dir := filepath.Join(h, root)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("make cgroup %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			cur, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil || len(bytes.TrimSpace(cur)) > 0 {
+				continue
+			}
+			parent, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+				return fmt.Errorf("set %s of cgroup %s: %w", f, dir, err)
+			}
+		}
+	}
+	return nil
 }
 
 // kubeletArgv is the kubelet's command line.
@@ -159,12 +191,16 @@ func (c *Cluster) runKubeletStart(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := ensureCgroupRoot(c.Config.CgroupRoot); err != nil {
+		return err
+	}
 	if binChanged || cfgChanged {
 		if stopped, err := c.Stop(ctx, "kubelet", 10*time.Second); err != nil {
 			return err
 		} else if stopped {
 			c.Reporter.Infof("kubelet binary or config changed: restarting the kubelet")
 		}
+		c.changed = true
 	}
 	pid, started, err := c.Start(Process{Name: "kubelet", Argv: c.kubeletArgv()})
 	if err != nil {
@@ -182,7 +218,7 @@ func (c *Cluster) runKubeletStart(ctx context.Context) error {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		c.setDetail("kubelet-start", "kubelet started (pid %d)", pid)
+		c.did("kubelet-start", "kubelet started (pid %d)", pid)
 	} else {
 		c.setDetail("kubelet-start", "kubelet running (pid %d)", pid)
 	}

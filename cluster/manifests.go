@@ -262,7 +262,7 @@ func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) error {
 		short = img[strings.LastIndex(img[:i], "/")+1:i] + "@" + img[i+8:i+8+12]
 	}
 	if changed {
-		c.setDetail("control-plane/"+sp.Name, "wrote %s", short)
+		c.did("control-plane/"+sp.Name, "wrote %s", short)
 	} else {
 		c.setDetail("control-plane/"+sp.Name, "unchanged %s", short)
 	}

@@ -41,7 +41,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "registry",
 			Short: "start the embedded registry (devk registry serve) or use --registry",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.PIDFile("registry")}
+				return nil, []string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.registryPaths().PIDFile("registry")}
 			},
 			Run: run((*Cluster).runRegistry), Detail: detailOf("registry"),
 		},
@@ -151,7 +151,7 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),
 		p("pods", "stop and remove the cluster's pod sandboxes and containers through CRI", (*Cluster).downPods),
 		p("runtime", "stop the private containerd and any shim left behind", (*Cluster).downRuntime),
-		p("registry", "stop the embedded registry if devk started it", (*Cluster).downRegistry),
+		p("registry", "stop the embedded registry if devk started it and no other cluster uses it", (*Cluster).downRegistry),
 		p("mounts", "unmount everything under the cluster directory", (*Cluster).downMounts),
 		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),
 		p("network", "delete the CNI bridge", (*Cluster).downNetwork),
@@ -232,8 +232,9 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 	}
 	defer func() {
 		unlock()
-		if !c.KeepData {
+		if _, err := os.Stat(c.Dir); os.IsNotExist(err) {
 			os.Remove(c.Dir + ".lock")
+			os.Remove(filepath.Dir(c.Dir)) // the clusters dir, if it is empty now
 		}
 	}()
 	popts.Reporter = c.Reporter

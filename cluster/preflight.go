@@ -3,7 +3,9 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,8 +96,10 @@ type Listener struct {
 var clusterDirRE = regexp.MustCompile(`/clusters/([a-z0-9][a-z0-9-]*)/`)
 
 // parseProcNetTCP returns the socket inodes listening on port in the
-// contents of /proc/net/tcp or /proc/net/tcp6.
-func parseProcNetTCP(data string, port int) []string {
+// contents of /proc/net/tcp or /proc/net/tcp6 that a server binding ip
+// would collide with: a listener on ip itself or on the wildcard address.
+// A nil ip matches every listener.
+func parseProcNetTCP(data string, port int, ip net.IP) []string {
 	var inodes []string
 	sc := bufio.NewScanner(strings.NewReader(data))
 	for sc.Scan() {
@@ -115,19 +119,40 @@ func parseProcNetTCP(data string, port int) []string {
 		if err != nil || int(p) != port {
 			continue
 		}
+		if ip != nil {
+			addr := procNetIP(f[1][:i])
+			if addr == nil || !(addr.IsUnspecified() || addr.Equal(ip)) {
+				continue
+			}
+		}
 		inodes = append(inodes, f[9])
 	}
 	return inodes
 }
 
-// listenerOn reports the process listening on TCP port, if any (pid 0 if
-// the socket's owner is not visible).
-func listenerOn(port int) (Listener, bool) {
+// procNetIP decodes an address of /proc/net/tcp{,6}: 32-bit words in
+// host (little-endian) order.
+func procNetIP(h string) net.IP {
+	b, err := hex.DecodeString(h)
+	if err != nil || (len(b) != 4 && len(b) != 16) {
+		return nil
+	}
+	out := make(net.IP, len(b))
+	for w := 0; w < len(b); w += 4 {
+		out[w], out[w+1], out[w+2], out[w+3] = b[w+3], b[w+2], b[w+1], b[w]
+	}
+	return out
+}
+
+// listenerOn reports the process listening on TCP port in a way that
+// collides with binding ip (nil: any listener); pid 0 if the socket's
+// owner is not visible.
+func listenerOn(port int, ip net.IP) (Listener, bool) {
 	var inodes []string
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		data, err := os.ReadFile(f)
 		if err == nil {
-			inodes = append(inodes, parseProcNetTCP(string(data), port)...)
+			inodes = append(inodes, parseProcNetTCP(string(data), port, ip)...)
 		}
 	}
 	if len(inodes) == 0 {
@@ -248,7 +273,7 @@ func (c *Cluster) runPreflight(ctx context.Context) error {
 		}
 		sort.Ints(keys)
 		for _, p := range keys {
-			if l, busy := listenerOn(p); busy {
+			if l, busy := listenerOn(p, net.ParseIP(c.Config.AdvertiseIP)); busy {
 				probs = append(probs, portProblem(l, ports[p]))
 			}
 		}
@@ -256,7 +281,7 @@ func (c *Cluster) runPreflight(ctx context.Context) error {
 	if _, ours := c.Running("registry"); !ours && c.Registry == "" && c.Config.OwnRegistry {
 		if _, portStr, err := splitHostPort(c.Config.Registry); err == nil {
 			p, _ := strconv.Atoi(portStr)
-			if l, busy := listenerOn(p); busy && !registryAnswers(ctx, c.Config.Registry) {
+			if l, busy := listenerOn(p, nil); busy && !registryAnswers(ctx, c.Config.Registry) {
 				probs = append(probs, portProblem(l, "the registry"))
 			}
 		}
@@ -298,7 +323,7 @@ func portProblem(l Listener, user string) Problem {
 	}
 	fix := "stop it, then run devk up again"
 	if l.Cluster != "" {
-		fix = fmt.Sprintf("it belongs to devk cluster %q: `devk down --name %s` first (clusters side by side need other ports)", l.Cluster, l.Cluster)
+		fix = fmt.Sprintf("it belongs to devk cluster %q: `devk down --name %s` first", l.Cluster, l.Cluster)
 	}
 	return Problem{"ports", fmt.Sprintf("port %d (%s) is in use by %s", l.Port, user, who), fix}
 }

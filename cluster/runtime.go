@@ -221,6 +221,7 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 		} else if stopped {
 			c.Reporter.Infof("containerd config changed: restarting containerd")
 		}
+		c.changed = true
 	}
 	pid, started, err := c.Start(Process{Name: "containerd", Argv: []string{containerdBinary(), "--config", filepath.Join(c.Containerd(), "config.toml")}})
 	if err != nil {
@@ -243,7 +244,7 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 			cri.Close()
 			if err == nil {
 				if started {
-					c.setDetail("runtime", "containerd started (pid %d)", pid)
+					c.did("runtime", "containerd started (pid %d)", pid)
 				} else {
 					c.setDetail("runtime", "containerd running (pid %d)", pid)
 				}

@@ -75,8 +75,12 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	}
 	st := &Status{Name: c.Config.Name, Dir: c.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun}
 	for _, name := range []string{"containerd", "kubelet", "registry"} {
-		ps := ProcessStatus{Name: name, Log: c.LogFile(name)}
-		ps.PID, ps.Running = c.Running(name)
+		pp := c.Paths
+		if name == "registry" {
+			pp = c.registryPaths()
+		}
+		ps := ProcessStatus{Name: name, Log: pp.LogFile(name)}
+		ps.PID, ps.Running = pp.Running(name)
 		if name == "containerd" && !c.Config.OwnRuntime {
 			ps.Log = "not devk's: " + c.Config.CRISocket
 		}

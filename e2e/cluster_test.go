@@ -141,6 +141,27 @@ func TestClusterUpDown(t *testing.T) {
 		return nil
 	})
 
+	// status agrees: every component healthy, running what its manifest names.
+	st := devk("status", "-o", "json")
+	var status struct {
+		NodeReady  bool
+		Components []struct {
+			Name, ManifestImage, RunningImage string
+			Healthy                           bool
+		}
+	}
+	if err := json.Unmarshal([]byte(st.Stdout), &status); err != nil {
+		t.Fatalf("devk status -o json printed %q: %v", st.Stdout, err)
+	}
+	if !status.NodeReady || len(status.Components) != 4 {
+		t.Errorf("devk status: node ready %v, %d components", status.NodeReady, len(status.Components))
+	}
+	for _, c := range status.Components {
+		if !c.Healthy || c.ManifestImage == "" || c.RunningImage != c.ManifestImage {
+			t.Errorf("devk status: %s healthy=%v manifest %s running %s", c.Name, c.Healthy, c.ManifestImage, c.RunningImage)
+		}
+	}
+
 	// up again: nothing changes.
 	before := snapshot(t, ctx, cs, dir)
 	again := devk("up")
@@ -150,8 +171,8 @@ func TestClusterUpDown(t *testing.T) {
 			t.Errorf("devk up on a healthy cluster changed %s: %s -> %s", k, v, after[k])
 		}
 	}
-	if !strings.Contains(again.Stderr, "unchanged") || !strings.Contains(again.Stderr, "reused") {
-		t.Errorf("second devk up did not report reuse:\n%s", again.Stderr)
+	if !strings.Contains(again.Stdout, "nothing changed") || !strings.Contains(again.Stderr, "reused") {
+		t.Errorf("second devk up did not report that nothing changed:\n%s%s", again.Stdout, again.Stderr)
 	}
 
 	// down: nothing left.
@@ -167,7 +188,7 @@ func TestClusterUpDown(t *testing.T) {
 	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(data), home) {
 		t.Errorf("mounts under %s remain:\n%s", home, grepLines(string(data), home))
 	}
-	for _, name := range []string{"kubepods", "k8s.io"} {
+	for _, name := range []string{"kubepods", "k8s.io", "devk-devk"} {
 		if m, _ := filepath.Glob("/sys/fs/cgroup/*/" + name); len(m) > 0 {
 			t.Errorf("cgroups remain: %v", m)
 		}

@@ -74,18 +74,18 @@ func TestLs(t *testing.T) {
 			want: []string{"/registry/pods/ls/web-1", "/registry/pods/ls/web-2"}},
 		{name: "count per resource in a namespace", o: LsOptions{Namespace: "ls", Count: true},
 			want: []string{
-				"           RESOURCE  KEYS",
-				"         configmaps     2",
-				"     endpointslices     1",
-				"             leases     1",
-				"               pods     3",
-				"            secrets     2",
-				"           services     1",
+				"RESOURCE             KEYS",
+				"configmaps              2",
+				"endpointslices          1",
+				"leases                  1",
+				"pods                    3",
+				"secrets                 2",
+				"services                1",
 				"widgets.example.com     1",
-				"              total    11",
+				"total                  11",
 			}},
 		{name: "count pages through more than one page", o: LsOptions{Target: "cm/paging", Count: true},
-			want: []string{"  RESOURCE  KEYS", "configmaps  2005", "     total  2005"}},
+			want: []string{"RESOURCE    KEYS", "configmaps  2005", "total       2005"}},
 		{name: "unknown resource lists close matches", o: LsOptions{Target: "podz"}, wantErr: ErrUnknownResource, errText: "did you mean pods"},
 		{name: "future revision", o: LsOptions{Target: "pods", Rev: 1 << 40}, wantErr: ErrFutureRevision, errText: "use a revision from 1 to"},
 	}
@@ -229,12 +229,14 @@ func TestWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out syncBuffer
-	from := rev(t, cli) + 1
+	var log notes
+	from := rev(t, cli) + 1 // the next revision: valid, etcd waits for it
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, WatchOptions{Conn: conn(), Namespace: "watch", FromRev: from, Out: &out, Exclude: DefaultExclude,
+		done <- Watch(ctx, WatchOptions{Conn: conn(), Namespace: "watch", FromRev: from, Out: &out, Exclude: DefaultExclude, Log: &log,
 			Decode: DecodeOptions{Ignore: mustPaths(t, "metadata.managedFields")}})
 	}()
+	waitFor(t, "the watch to start", func() bool { return strings.Contains(log.String(), fmt.Sprintf("from revision %d", from)) })
 
 	cm := etcdtest.ConfigMap("watch", "new", 9)
 	put(t, cli, "/registry/configmaps/watch/new", etcdtest.MustEncode(cm))
@@ -277,6 +279,15 @@ func TestWatch(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`(?m)^(ADDED|MODIFIED|DELETED) `).FindAllString(got, -1)); n != 4 {
 		t.Errorf("%d events printed, want 4:\n%s", n, got)
+	}
+}
+
+func TestWatchFromTheFuture(t *testing.T) {
+	cli := client(t)
+	future := rev(t, cli) + 5
+	err := Watch(context.Background(), WatchOptions{Conn: conn(), FromRev: future, Out: io.Discard})
+	if !errors.Is(err, ErrFutureRevision) || !strings.Contains(err.Error(), fmt.Sprintf("revision %d is in the future", future)) {
+		t.Fatalf("err = %v, want a future revision error", err)
 	}
 }
 
@@ -334,7 +345,7 @@ func TestDiff(t *testing.T) {
 				"ADDED configmaps diff/from-helper (revision ",
 				"+kind: ConfigMap\n",
 				"MODIFIED services diff/web (revision ",
-				"-  - name: http\n-    port: 80\n+  - name: http\n+    port: 8080\n",
+				"   - name: http\n-    port: 80\n+    port: 8080\n",
 			}, absent: []string{"leases", "DELETED"}},
 		},
 		{

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"text/tabwriter"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -109,13 +109,19 @@ func Ls(ctx context.Context, o LsOptions) error {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "RESOURCE\tKEYS\t")
+		w, nw := len("RESOURCE"), len("KEYS")
 		for _, n := range names {
-			fmt.Fprintf(tw, "%s\t%d\t\n", n, counts[n])
+			w = max(w, len(n))
 		}
-		fmt.Fprintf(tw, "total\t%d\t\n", total)
-		return tw.Flush()
+		nw = max(nw, len(fmt.Sprint(total)))
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-*s  %*s\n", w, "RESOURCE", nw, "KEYS")
+		for _, n := range names {
+			fmt.Fprintf(&b, "%-*s  %*d\n", w, n, nw, counts[n])
+		}
+		fmt.Fprintf(&b, "%-*s  %*d\n", w, "total", nw, total)
+		_, err := io.WriteString(o.Out, b.String())
+		return err
 	case o.JSON:
 		if entries == nil {
 			entries = []KeyEntry{}

@@ -91,7 +91,11 @@ func Watch(ctx context.Context, o WatchOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.FromRev > 0 {
+	switch {
+	case o.FromRev > cli.Revision+1:
+		// etcd would wait for it; more likely a typo
+		return fmt.Errorf("watch from revision %d: %w", o.FromRev, newRevisionError(ctx, cli.Client, o.FromRev, ErrFutureRevision))
+	case o.FromRev > 0 && o.FromRev <= cli.Revision:
 		if err := checkRevision(ctx, cli.Client, o.FromRev); err != nil {
 			return fmt.Errorf("watch from revision %d: %w", o.FromRev, err)
 		}

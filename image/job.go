@@ -301,7 +301,7 @@ func (j *Job) push(ctx context.Context) error {
 			r.PushTook = time.Since(t0)
 			if err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("push %s: %w", r.Binary, err))
+				errs = append(errs, fmt.Errorf("%s: %w", r.Binary, err))
 				mu.Unlock()
 			}
 		}()

@@ -201,10 +201,12 @@ func (r *Remote) explainFor(addr string, err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, syscall.ECONNREFUSED):
+		// go-containerregistry's own text repeats the refusal per
+		// scheme tried; the cause stays reachable through Unwrap.
 		if IsLoopback(host) {
-			return fmt.Errorf("no registry is listening on %s (connection refused): start one with `devk registry serve --addr %s` (or `devk up`), or pass --registry / DEVK_REGISTRY: %w", host, host, err)
+			return &explained{err: err, msg: fmt.Sprintf("no registry is listening on %s (connection refused): start one with `devk registry serve --addr %s` (or `devk up`), or pass --registry / DEVK_REGISTRY", host, host)}
 		}
-		return fmt.Errorf("registry %s refused the connection: is it running? pass another with --registry / DEVK_REGISTRY: %w", host, err)
+		return &explained{err: err, msg: fmt.Sprintf("registry %s refused the connection: is it running? pass another with --registry / DEVK_REGISTRY", host)}
 	case errors.Is(err, errPlainHTTP):
 		return fmt.Errorf("registry %s: %w", host, err)
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
@@ -218,6 +220,16 @@ func (r *Remote) explainFor(addr string, err error) error {
 	}
 	return fmt.Errorf("registry %s: %w", host, err)
 }
+
+// explained is an error whose message replaces its cause's (still
+// reachable with errors.Is and errors.As).
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
 
 // IsLoopback reports whether a registry host[:port] is on this machine's
 // loopback interface.

@@ -86,12 +86,13 @@ type upResult struct {
 	Version    string                `json:"version"`
 	Images     map[string]string     `json:"images"`
 	Seconds    float64               `json:"seconds"`
+	Changed    bool                  `json:"changed"`
 	Phases     []cluster.PhaseTiming `json:"phases"`
 }
 
 func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
 	r := upResult{Name: c.Config.Name, Dir: c.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.Kubeconfig("admin"),
-		Node: c.Config.NodeName, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Phases: c.Config.LastRun}
+		Node: c.Config.NodeName, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: c.Changed(), Phases: c.Config.LastRun}
 	if g.JSON() {
 		return json.NewEncoder(g.stdout).Encode(r)
 	}
@@ -99,7 +100,11 @@ func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.D
 		fmt.Fprintf(g.stdout, "phase %s of cluster %s done in %s\n", only, r.Name, progress.Round(took))
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "cluster %s is up (%s, node %s) in %s\n", r.Name, r.Version, r.Node, progress.Round(took))
+	if r.Changed {
+		fmt.Fprintf(g.stdout, "cluster %s is up (%s, node %s) in %s\n", r.Name, r.Version, r.Node, progress.Round(took))
+	} else {
+		fmt.Fprintf(g.stdout, "cluster %s was up and healthy already; nothing changed (checked in %s)\n", r.Name, progress.Round(took))
+	}
 	fmt.Fprintf(g.stdout, "  kubectl --context %s get pods -A\n", r.Context)
 	fmt.Fprintf(g.stdout, "  admin kubeconfig: %s\n", r.Kubeconfig)
 	return nil
