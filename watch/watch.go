@@ -212,7 +212,7 @@ func Run(ctx context.Context, o Options) error {
 		mu.Unlock()
 		o.Reporter.Infof("changed: %s", describe(tree.Root, batch))
 		last = runCycle(ctx, o)
-		took := progress.Round(time.Since(saved))
+		took := fmt.Sprintf("%.1fs", time.Since(saved).Seconds())
 		switch {
 		case ctx.Err() != nil:
 			fmt.Fprintf(o.Out, "stopped (%s)\n", took)
