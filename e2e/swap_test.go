@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -233,4 +234,65 @@ func TestSwap(t *testing.T) {
 	if now, _ := os.ReadFile(dest); !bytes.Equal(now, first) {
 		t.Fatal("rollback did not restore the old kubectl bytes")
 	}
+
+	// 5. devk watch: a save is built, pushed, swapped and verified; a
+	// compile error is reported and the loop recovers on the next save.
+	var wout, werr syncBuffer
+	wcmd := exec.Command(devkBin, "watch", "apiserver")
+	wcmd.Dir, wcmd.Env, wcmd.Stdout, wcmd.Stderr = tree, append(os.Environ(), env...), &wout, &werr
+	if err := wcmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer wcmd.Process.Kill()
+	waitOutput := func(what string, buf *syncBuffer, sub string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Minute)
+		for strings.Count(buf.String(), sub) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s (%q x%d)\nstdout:\n%s\nstderr:\n%s", what, sub, n, wout.String(), werr.String())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitOutput("the watcher to start", &werr, "watching ", 1)
+	appendTo(t, configGo, "\nfunc DevkE2EWatch() string { return \"watched\" }\n")
+	waitOutput("the first save to be verified", &wout, "verified in", 1)
+	saved, _ := os.ReadFile(configGo)
+	os.WriteFile(configGo, append(append([]byte{}, saved...), "\nfunc devkBroken() { undefinedDevkThing() }\n"...), 0o644)
+	waitOutput("the compile error", &wout, "FAILED after", 1)
+	if !strings.Contains(werr.String()+wout.String(), "undefined: undefinedDevkThing") {
+		t.Fatalf("the compile error was not shown:\n%s\n%s", wout.String(), werr.String())
+	}
+	os.WriteFile(configGo, saved, 0o644)
+	waitOutput("the loop to recover", &wout, "verified in", 2)
+	wcmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- wcmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("devk watch after Ctrl-C: %v\n%s", err, werr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("devk watch did not stop on Ctrl-C")
+	}
+	devk("digest", "verify", "apiserver")
+}
+
+// syncBuffer is a bytes.Buffer safe for a subprocess writer and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
