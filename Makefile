@@ -18,7 +18,7 @@ test:
 # Short fuzz runs; FUZZTIME=5m for a longer session.
 FUZZTIME ?= 10s
 fuzz:
-	@true
+	$(GO) test -run=^$$ -fuzz=^FuzzDecode$$ -fuzztime=$(FUZZTIME) ./etcdwatch/
 
 # End-to-end: the real Kubernetes tree, real builds, real registries and
 # runtimes. Needs root for the cluster parts; reuses the Go build cache.

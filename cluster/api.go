@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -61,8 +61,8 @@ func (c *Cluster) Client() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(rc)
 }
 
-// Check is one readiness check of wait-control-plane.
-type Check struct {
+// readiness is one check of wait-control-plane.
+type readiness struct {
 	Name string
 	// Log is where to look when it fails.
 	Log   func(c *Cluster) string
@@ -71,11 +71,11 @@ type Check struct {
 
 func port(p int) string { return strconv.Itoa(p) }
 
-func checks() []Check {
+func checks() []readiness {
 	podLog := func(name string) func(c *Cluster) string {
 		return func(c *Cluster) string { return c.containerLog(name) }
 	}
-	return []Check{
+	return []readiness{
 		{"etcd", podLog("etcd"), func(ctx context.Context, c *Cluster, _ *kubernetes.Clientset) error {
 			return healthz(ctx, "http://"+c.Config.AdvertiseIP+":"+port(c.Config.Ports.EtcdMetrics)+"/health")
 		}},
@@ -96,16 +96,27 @@ func checks() []Check {
 			}
 			for _, cond := range n.Status.Conditions {
 				if cond.Type == corev1.NodeReady {
-					if cond.Status == corev1.ConditionTrue {
-						return nil
+					if cond.Status != corev1.ConditionTrue {
+						return fmt.Errorf("node %s not Ready: %s", c.Config.NodeName, cond.Message)
 					}
-					return fmt.Errorf("node %s not Ready: %s", c.Config.NodeName, cond.Message)
+					// A kubelet started by this run must have said so itself,
+					// not left over from the one before.
+					if !c.kubeletStarted.IsZero() && cond.LastHeartbeatTime.Time.Before(c.kubeletStarted.Truncate(time.Second)) {
+						return fmt.Errorf("node %s: no heartbeat from the new kubelet yet", c.Config.NodeName)
+					}
+					return nil
 				}
 			}
 			return fmt.Errorf("node %s has no Ready condition yet", c.Config.NodeName)
 		}},
 	}
 }
+
+var criLogPrefix = regexp.MustCompile(`^\S+ (stdout|stderr) [FP] `)
+
+// stripCRILog drops the time, stream and tag the CRI puts before each
+// line of a container log.
+func stripCRILog(line string) string { return criLogPrefix.ReplaceAllString(line, "") }
 
 // containerLog is the newest log file of a control-plane container, or
 // the kubelet's log when the container never started.
@@ -134,7 +145,7 @@ func (c *Cluster) runWait(ctx context.Context) error {
 	var took []string
 	lastErr := map[string]error{}
 	for len(pending) > 0 {
-		var still []Check
+		var still []readiness
 		for _, ch := range pending {
 			if err := ch.Check(ctx, c, cs); err != nil {
 				lastErr[ch.Name] = err
@@ -153,7 +164,7 @@ func (c *Cluster) runWait(ctx context.Context) error {
 				log := ch.Log(c)
 				fmt.Fprintf(&b, "\n%s: %v\n  last lines of %s:\n", ch.Name, lastErr[ch.Name], log)
 				for _, l := range strings.Split(tailFile(log, 12), "\n") {
-					b.WriteString("    " + l + "\n")
+					b.WriteString("    " + stripCRILog(l) + "\n")
 				}
 			}
 			return fmt.Errorf("the control plane was not ready after %s (raise --wait, or read the logs under %s):%s",
@@ -603,12 +614,3 @@ func (c *Cluster) removeUserContext() (bool, error) {
 }
 
 var errNoCluster = errors.New("no such cluster")
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

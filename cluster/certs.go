@@ -41,12 +41,12 @@ func certPhases() []*phase.Phase[*Cluster] {
 	etcd := &phase.Phase[*Cluster]{Name: "etcd", Short: "etcd's CA and certificates"}
 	for _, s := range specs {
 		name := s.Name
-		short := "certificate " + name + " (CN " + s.CommonName + ")"
+		short := name + ".crt/.key, signed by " + s.CA + " (CN " + s.CommonName + ")"
 		if s.IsCA() {
-			short = "self-signed CA " + name
+			short = name + ".crt/.key, a self-signed CA"
 		}
 		if s.CommonName == "" {
-			short = "certificate " + name + " (CN the node name)"
+			short = name + ".crt/.key, signed by " + s.CA + " (CN the node name)"
 		}
 		leaf := name
 		if len(name) > 5 && name[:5] == "etcd/" {

@@ -275,6 +275,9 @@ type Cluster struct {
 	kubeletBuilt string
 	// changed says a phase of this run changed something.
 	changed bool
+	// kubeletStarted is when this run started the kubelet (zero if it
+	// found it running).
+	kubeletStarted time.Time
 }
 
 // Open resolves the cluster's directory and reads its config if it has
@@ -396,8 +399,6 @@ func detailOf(phase string) func(*Cluster) string {
 func timeNow() time.Time { return time.Now().UTC().Truncate(time.Second) }
 
 func splitHostPort(s string) (string, string, error) { return net.SplitHostPort(s) }
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 // otherConfigs reads the configs of the other clusters under home.
 func otherConfigs(home, except string) []Config {

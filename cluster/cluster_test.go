@@ -495,3 +495,23 @@ func TestPhaseTree(t *testing.T) {
 		}
 	}
 }
+
+func TestStripCRILog(t *testing.T) {
+	if got := stripCRILog("2026-11-29T18:15:24.101467258Z stderr F Error: unknown flag: --bogus-flag"); got != "Error: unknown flag: --bogus-flag" {
+		t.Errorf("stripCRILog = %q", got)
+	}
+	if got := stripCRILog("I1129 kubelet line"); got != "I1129 kubelet line" {
+		t.Errorf("a kubelet log line was changed: %q", got)
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		less bool
+	}{{"v3.5.9", "v3.6.5", true}, {"v3.6.5", "v3.6.10", true}, {"v3.6.5", "v3.6.5", false}, {"v3.10.0", "v3.9.9", false}} {
+		if got := versionLess(tt.a, tt.b); got != tt.less {
+			t.Errorf("versionLess(%s, %s) = %v", tt.a, tt.b, got)
+		}
+	}
+}

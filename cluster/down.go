@@ -278,8 +278,9 @@ func removeCgroupTree(ctx context.Context, root string) (int, error) {
 }
 
 func (c *Cluster) downCgroups(ctx context.Context) error {
-	if !c.Config.OwnRuntime {
-		c.setDetail("cgroups", "kept: the runtime is not devk's")
+	ownRoot := c.Config.CgroupRoot != "" && c.Config.CgroupRoot != "/"
+	if !ownRoot && !c.Config.OwnRuntime {
+		c.setDetail("cgroups", "kept: kubepods belongs to the runtime's other users")
 		return nil
 	}
 	removed, killed := 0, 0
@@ -295,7 +296,7 @@ func (c *Cluster) downCgroups(ctx context.Context) error {
 		return err
 	}
 	for _, root := range cgroupRoots() {
-		if c.Config.CgroupRoot != "" && c.Config.CgroupRoot != "/" {
+		if ownRoot {
 			if err := remove(filepath.Join(root, c.Config.CgroupRoot)); err != nil {
 				return err
 			}
@@ -316,6 +317,9 @@ func (c *Cluster) downCgroups(ctx context.Context) error {
 	// runc may leave an empty k8s.io behind; it is removed only if empty,
 	// for other containerds (not devk's) may use it.
 	for _, root := range cgroupRoots() {
+		if !c.Config.OwnRuntime {
+			break
+		}
 		if err := removeEmptyTree(filepath.Join(root, "k8s.io")); err == nil {
 			removed++
 		}

@@ -49,7 +49,8 @@ func (c *Cluster) runImages(ctx context.Context) error {
 		return c.imagesFrom(ctx)
 	}
 	t0 := time.Now()
-	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet"}, controlPlaneComponents...), Reporter: progress.Discard()}
+	sub := prefixed{c.Reporter, "images/"}
+	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet"}, controlPlaneComponents...), Reporter: sub}
 	bj, err := build.Run(ctx, bo, phase.Options{})
 	if err != nil {
 		return fmt.Errorf("build the cluster's components: %w", err)
@@ -64,7 +65,7 @@ func (c *Cluster) runImages(ctx context.Context) error {
 
 	t1 := time.Now()
 	bo.Components = controlPlaneComponents
-	ij, err := image.RunPush(ctx, bo, image.Options{Registry: c.Config.Registry}, phase.Options{})
+	ij, err := image.RunPush(ctx, bo, image.Options{Registry: c.Config.Registry}, phase.Options{Reporter: sub})
 	if err != nil {
 		return fmt.Errorf("push the control-plane images: %w", err)
 	}
@@ -86,6 +87,22 @@ func (c *Cluster) runImages(ctx context.Context) error {
 	return nil
 }
 
+// prefixed reports the steps of a nested pipeline (build, push) under
+// the phase that runs it: images/compile, images/push.
+type prefixed struct {
+	progress.Reporter
+	prefix string
+}
+
+func (p prefixed) Start(step string) { p.Reporter.Start(p.prefix + step) }
+func (p prefixed) Done(step string, took time.Duration, detail string) {
+	p.Reporter.Done(p.prefix+step, took, detail)
+}
+func (p prefixed) Fail(step string, took time.Duration, err error) {
+	p.Reporter.Fail(p.prefix+step, took, err)
+}
+func (p prefixed) Skip(step, reason string) { p.Reporter.Skip(p.prefix+step, reason) }
+
 // imagesFrom takes the images from a registry that holds them already:
 // <registry>/<binary>:<tag> for the tag of the tree's version, resolved
 // to digests now.
@@ -95,15 +112,20 @@ func (c *Cluster) imagesFrom(ctx context.Context) error {
 		return err
 	}
 	tag := c.ImagesTag
-	if tag == "" {
-		return fmt.Errorf("--images-from needs --images-tag (the tag the images were pushed with, e.g. v1.34.4)")
-	}
 	for _, comp := range controlPlaneComponents {
 		bc, err := build.Lookup(comp)
 		if err != nil {
 			return err
 		}
-		ref, err := src.ParseReference(strings.TrimSuffix(c.ImagesFrom, "/") + "/" + bc.Image() + ":" + tag)
+		t := tag
+		if comp == "etcd" || t == "" {
+			// etcd has its own versions (and with no --images-tag every
+			// component): take the newest version tag there is.
+			if t, err = newestTag(ctx, src, bc.Image()); err != nil {
+				return err
+			}
+		}
+		ref, err := src.ParseReference(strings.TrimSuffix(c.ImagesFrom, "/") + "/" + bc.Image() + ":" + t)
 		if err != nil {
 			return err
 		}
@@ -121,8 +143,50 @@ func (c *Cluster) imagesFrom(ctx context.Context) error {
 		return err
 	}
 	c.Config.Images["pause"] = pauseRef
-	c.setDetail("images", "from %s:%s", c.ImagesFrom, tag)
+	c.setDetail("images", "from %s: %s", c.ImagesFrom, c.imagesSummary())
 	return c.SaveConfig()
+}
+
+// newestTag is the highest version tag of repo in the registry.
+func newestTag(ctx context.Context, r *image.Remote, name string) (string, error) {
+	repo, err := r.Repository(name)
+	if err != nil {
+		return "", err
+	}
+	tags, err := r.Tags(ctx, repo)
+	if err != nil {
+		return "", fmt.Errorf("--images-from: list the tags of %s: %w", repo, err)
+	}
+	best := ""
+	for _, t := range tags {
+		if _, _, ok := parseMinor(t); ok && (best == "" || versionLess(best, t)) {
+			best = t
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("--images-from: %s has no version tag (tags: %v): push etcd there (`devk push etcd --registry %s`)", repo, tags, r.Addr)
+	}
+	return best, nil
+}
+
+// versionLess compares vX.Y.Z tags numerically.
+func versionLess(a, b string) bool {
+	pa, pb := versionParts(a), versionParts(b)
+	for i := range pa {
+		if pa[i] != pb[i] {
+			return pa[i] < pb[i]
+		}
+	}
+	return false
+}
+
+func versionParts(v string) [3]int {
+	var out [3]int
+	fields := strings.FieldsFunc(strings.TrimPrefix(v, "v"), func(r rune) bool { return r < '0' || r > '9' })
+	for i := 0; i < 3 && i < len(fields); i++ {
+		fmt.Sscan(fields[i], &out[i])
+	}
+	return out
 }
 
 // pushPause builds the pause program from its embedded source (cached by
@@ -192,7 +256,10 @@ func (c *Cluster) pushPause(ctx context.Context) (string, error) {
 func (c *Cluster) imagesSummary() string {
 	var parts []string
 	for k, v := range c.Config.Images {
-		parts = append(parts, k+"="+v)
+		if i := strings.Index(v, "@sha256:"); i >= 0 && len(v) >= i+20 {
+			v = v[i+8 : i+20]
+		}
+		parts = append(parts, k+"@"+v)
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")

@@ -71,6 +71,8 @@ func KubeletConfigYAML(in KubeletConfigInput) ([]byte, error) {
 			"nodefs.inodesFree": "1%",
 			"imagefs.available": "1%",
 		},
+		// The four control-plane images are pulled at once, not in turn.
+		"serializeImagePulls":         false,
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
 	}
@@ -202,9 +204,13 @@ func (c *Cluster) runKubeletStart(ctx context.Context) error {
 		}
 		c.changed = true
 	}
+	t0 := time.Now()
 	pid, started, err := c.Start(Process{Name: "kubelet", Argv: c.kubeletArgv()})
 	if err != nil {
 		return err
+	}
+	if started {
+		c.kubeletStarted = t0
 	}
 	// The kubelet fails fast on a bad config: give it a moment to do so.
 	if started {

@@ -128,8 +128,9 @@ func Manifest(name string, in ManifestInput) ([]byte, error) {
 		}
 		addVol("etcd-data", p.Etcd(), corev1.HostPathDirectoryOrCreate)
 		addVol("etcd-certs", pki+"/etcd", corev1.HostPathDirectory)
-		probe = httpProbe(ip, cfg.Ports.EtcdMetrics, "/livez", corev1.URISchemeHTTP, 10, 10, 8)
-		ready = httpProbe(ip, cfg.Ports.EtcdMetrics, "/readyz", corev1.URISchemeHTTP, 0, 2, 3)
+		// /health works on every etcd 3.5 and 3.6 (/livez and /readyz came later).
+		probe = httpProbe(ip, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP, 10, 10, 8)
+		ready = httpProbe(ip, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 0, 2, 3)
 	case "kube-apiserver":
 		args = map[string]string{
 			"advertise-address":                  ip,
@@ -200,8 +201,8 @@ func Manifest(name string, in ManifestInput) ([]byte, error) {
 			"leader-elect":              "false",
 		}
 		addVol("kubeconfig", kc, corev1.HostPathFileOrCreate)
-		probe = httpProbe(ip, cfg.Ports.Scheduler, "/livez", corev1.URISchemeHTTPS, 10, 10, 8)
-		ready = httpProbe(ip, cfg.Ports.Scheduler, "/readyz", corev1.URISchemeHTTPS, 0, 1, 3)
+		probe = httpProbe(ip, cfg.Ports.Scheduler, "/healthz", corev1.URISchemeHTTPS, 10, 10, 8)
+		ready = httpProbe(ip, cfg.Ports.Scheduler, "/healthz", corev1.URISchemeHTTPS, 0, 1, 3)
 	default:
 		return nil, fmt.Errorf("no static pod %q: the control plane is etcd, kube-apiserver, kube-controller-manager and kube-scheduler", name)
 	}

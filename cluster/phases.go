@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -246,7 +247,7 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 }
 
 // IsNoCluster reports whether err says the cluster does not exist.
-func IsNoCluster(err error) bool { return err != nil && errorsIs(err, errNoCluster) }
+func IsNoCluster(err error) bool { return err != nil && errors.Is(err, errNoCluster) }
 
 func (c *Cluster) recordRun(res phase.Result) {
 	if _, err := os.Stat(c.ConfigFile()); err != nil {

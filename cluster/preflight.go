@@ -91,6 +91,8 @@ type Listener struct {
 	// Cluster is the devk cluster the process belongs to, when its
 	// command line names a cluster directory.
 	Cluster string
+	// cmdline is the whole command line.
+	cmdline string
 }
 
 var clusterDirRE = regexp.MustCompile(`/clusters/([a-z0-9][a-z0-9-]*)/`)
@@ -174,7 +176,7 @@ func listenerOn(port int, ip net.IP) (Listener, bool) {
 				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(fdDir)))
 				cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(fdDir), "cmdline"))
 				c := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
-				l := Listener{Port: port, PID: pid, Command: c}
+				l := Listener{Port: port, PID: pid, Command: c, cmdline: c}
 				if m := clusterDirRE.FindStringSubmatch(c); m != nil {
 					l.Cluster = m[1]
 				}
@@ -273,7 +275,9 @@ func (c *Cluster) runPreflight(ctx context.Context) error {
 		}
 		sort.Ints(keys)
 		for _, p := range keys {
-			if l, busy := listenerOn(p, net.ParseIP(c.Config.AdvertiseIP)); busy {
+			// This cluster's own static pods (the kubelet died, they run
+			// on) are resumed, not refused.
+			if l, busy := listenerOn(p, net.ParseIP(c.Config.AdvertiseIP)); busy && !strings.Contains(l.cmdline, c.Dir+"/") {
 				probs = append(probs, portProblem(l, ports[p]))
 			}
 		}

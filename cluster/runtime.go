@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/devk/devk/image"
 )
 
 // ContainerdConfig is what the private containerd's config depends on.
@@ -176,9 +178,17 @@ func (c *Cluster) writeRuntimeFiles() (bool, error) {
 	if err := write(filepath.Join(c.Containerd(), "config.toml"), []byte(ContainerdTOML(cc))); err != nil {
 		return changed, err
 	}
-	for _, h := range registryAliases(c.Config.Registry) {
-		if err := write(filepath.Join(cc.CertsDir, h, "hosts.toml"), []byte(HostsTOML(h))); err != nil {
-			return changed, err
+	// Loopback registries speak plain HTTP; others keep containerd's
+	// default (HTTPS).
+	for _, reg := range []string{c.Config.Registry, c.ImagesFrom} {
+		reg, _, _ = strings.Cut(reg, "/") // host:port of host:port/prefix
+		if reg == "" || !image.IsLoopback(reg) {
+			continue
+		}
+		for _, h := range registryAliases(reg) {
+			if err := write(filepath.Join(cc.CertsDir, h, "hosts.toml"), []byte(HostsTOML(h))); err != nil {
+				return changed, err
+			}
 		}
 	}
 	subnet, err := podSubnet(c.Config.PodCIDR)

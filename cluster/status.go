@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -83,6 +82,11 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		ps.PID, ps.Running = pp.Running(name)
 		if name == "containerd" && !c.Config.OwnRuntime {
 			ps.Log = "not devk's: " + c.Config.CRISocket
+			if cri, err := dialCRI(ctx, c.Config.CRISocket); err == nil {
+				_, verr := cri.version(ctx)
+				ps.Running = verr == nil
+				cri.Close()
+			}
 		}
 		if name == "registry" && !c.Config.OwnRegistry {
 			ps.Log = "not devk's: " + c.Config.Registry
@@ -134,12 +138,4 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		st.Components = append(st.Components, cst)
 	}
 	return st, nil
-}
-
-// ReadLog returns the last n lines of a supervised process's log.
-func (p Paths) ReadLog(name string, n int) string {
-	if _, err := os.Stat(p.LogFile(name)); err != nil {
-		return ""
-	}
-	return tailFile(p.LogFile(name), n)
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,6 +180,17 @@ func TestClusterUpDown(t *testing.T) {
 	down := devk("down")
 	downed = true
 	t.Logf("devk down: %s", strings.TrimSpace(down.Stdout))
+	checkNothingLeft(t, home, kubeconfig, res.Context)
+	if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
+		t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+}
+
+// checkNothingLeft is the issue's nothing-left-behind list: no cluster
+// directory, process, mount, cgroup, listening port or kubeconfig context.
+func checkNothingLeft(t *testing.T, home, kubeconfig, context string) {
+	t.Helper()
+	dir := filepath.Join(home, "clusters", "devk")
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s still exists after devk down: %v", dir, err)
 	}
@@ -201,12 +213,113 @@ func TestClusterUpDown(t *testing.T) {
 			t.Errorf("port %d still listens after devk down (%s)", p, owner)
 		}
 	}
-	if data, err := os.ReadFile(kubeconfig); err == nil && strings.Contains(string(data), res.Context) {
-		t.Errorf("context %s remains in %s", res.Context, kubeconfig)
+	if data, err := os.ReadFile(kubeconfig); err == nil && strings.Contains(string(data), context) {
+		t.Errorf("context %s remains in %s", context, kubeconfig)
 	}
-	if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
-		t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+}
+
+// TestClusterBadInput: a port in use is named with its process; a Ctrl-C
+// during `devk up` stops it cleanly, after which `devk up` resumes;
+// `devk down --keep-data` keeps the CA and etcd's contents for the next
+// `devk up`; and `devk down` leaves nothing behind.
+func TestClusterBadInput(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
 	}
+	tree := Tree(t)
+	home := t.TempDir()
+	kubeconfig := filepath.Join(home, "user-kubeconfig")
+	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
+
+	t.Run("port in use", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:10257")
+		if err != nil {
+			t.Skipf("cannot hold port 10257 for the test: %v", err)
+		}
+		defer ln.Close()
+		r := Devk(t, tree, env, "up")
+		if r.Err == nil {
+			t.Fatal("devk up succeeded with port 10257 taken")
+		}
+		want := fmt.Sprintf("port 10257 (kube-controller-manager) is in use by pid %d", os.Getpid())
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.Stderr)
+		}
+		if _, err := os.Stat(filepath.Join(home, "clusters")); !os.IsNotExist(err) {
+			t.Errorf("a refused devk up left %s behind", filepath.Join(home, "clusters"))
+		}
+	})
+
+	t.Run("interrupted up resumes, down cleans", func(t *testing.T) {
+		dir := filepath.Join(home, "clusters", "devk")
+		t.Cleanup(func() { Devk(t, tree, env, "down") })
+		cmd := exec.Command(devkBin, "up")
+		cmd.Dir = tree
+		cmd.Env = append(os.Environ(), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Interrupt once the kubelet runs: containerd, the registry and the
+		// kubelet are up, the control plane is starting.
+		deadline := time.Now().Add(10 * time.Minute)
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "run", "kubelet.pid")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("the kubelet never started:\n%s", stderr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		if err == nil {
+			t.Logf("devk up finished before the interrupt reached it")
+		} else if !strings.Contains(stderr.String(), "run `devk up` again to resume") {
+			t.Errorf("an interrupted devk up does not say how to go on:\n%s", stderr.String())
+		}
+		r := Devk(t, tree, env, "up")
+		if r.Err != nil {
+			t.Fatalf("devk up after an interrupted one: %v\n%s", r.Err, r.Stderr)
+		}
+
+		// --keep-data keeps the CA and etcd's contents for the next up.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cs := clientFor(t, filepath.Join(dir, "admin.conf"))
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keep-me", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ca, _ := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
+		if r := Devk(t, tree, env, "down", "--keep-data"); r.Err != nil {
+			t.Fatalf("devk down --keep-data: %v\n%s", r.Err, r.Stderr)
+		}
+		for _, pid := range procsMentioning(home) {
+			t.Errorf("process %s still runs after devk down --keep-data", pid)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 3 {
+			t.Errorf("devk down --keep-data left %d entries in %s, want pki, etcd and cluster.json", len(ents), dir)
+		}
+		if r := Devk(t, tree, env, "up"); r.Err != nil {
+			t.Fatalf("devk up after down --keep-data: %v\n%s", r.Err, r.Stderr)
+		}
+		if again, _ := os.ReadFile(filepath.Join(dir, "pki", "ca.crt")); string(again) != string(ca) {
+			t.Error("the CA changed across down --keep-data and up")
+		}
+		cs = clientFor(t, filepath.Join(dir, "admin.conf"))
+		if got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "keep-me", metav1.GetOptions{}); err != nil || got.Data["k"] != "v" {
+			t.Errorf("etcd's contents did not survive down --keep-data: %v %v", got, err)
+		}
+
+		if r := Devk(t, tree, env, "down"); r.Err != nil {
+			t.Fatalf("devk down: %v\n%s", r.Err, r.Stderr)
+		}
+		checkNothingLeft(t, home, kubeconfig, "devk-devk")
+	})
 }
 
 func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {

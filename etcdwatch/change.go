@@ -51,6 +51,57 @@ type changeBuilder struct {
 	prefix string
 	decode DecodeOptions
 	format Format
+	// cache, when set, keeps recent renderings so that a watch decodes
+	// each value once: as the "after" of one event and the "before" of
+	// the next on the same key.
+	cache *renderCache
+}
+
+type rendered struct {
+	rev   int64
+	value Value
+	text  string
+}
+
+// renderCache holds the latest rendering of up to max keys: bounded, so
+// that a watch's memory does not grow with the number of keys it sees.
+type renderCache struct {
+	max     int
+	entries map[string]rendered
+}
+
+func newRenderCache(max int) *renderCache {
+	return &renderCache{max: max, entries: make(map[string]rendered, max)}
+}
+
+// render decodes and renders kv, or reuses the rendering of the same
+// revision of the key.
+func (b changeBuilder) render(kv *mvccpb.KeyValue) (Value, string) {
+	key := string(kv.Key)
+	if b.cache != nil {
+		if r, ok := b.cache.entries[key]; ok && r.rev == kv.ModRevision {
+			return r.value, r.text
+		}
+	}
+	v := Decode(kv.Value, b.decode)
+	text := v.Render(b.format)
+	if b.cache != nil {
+		if _, ok := b.cache.entries[key]; !ok && len(b.cache.entries) >= b.cache.max {
+			for k := range b.cache.entries { // evict one, any
+				delete(b.cache.entries, k)
+				break
+			}
+		}
+		b.cache.entries[key] = rendered{kv.ModRevision, v, text}
+	}
+	return v, text
+}
+
+// forget drops a deleted key from the cache.
+func (b changeBuilder) forget(key string) {
+	if b.cache != nil {
+		delete(b.cache.entries, key)
+	}
 }
 
 // build decodes before and after and diffs them. before or after is nil
@@ -61,27 +112,28 @@ func (b changeBuilder) build(key string, before, after, last *mvccpb.KeyValue, t
 	var from, to string
 	fromLabel, toLabel := key+" (absent)", key+" (absent)"
 	if before != nil {
-		v := Decode(before.Value, b.decode)
+		v, text := b.render(before)
 		c.Before = &v
 		c.FromRevision = before.ModRevision
-		from = v.Render(b.format)
+		from = text
 		fromLabel = fmt.Sprintf("%s @%d", key, before.ModRevision)
 	}
 	if after != nil {
-		v := Decode(after.Value, b.decode)
+		v, text := b.render(after)
 		c.After = &v
-		to = v.Render(b.format)
+		to = text
 		toLabel = fmt.Sprintf("%s @%d", key, toRev)
 	} else {
 		toLabel = fmt.Sprintf("%s @%d (deleted)", key, toRev)
+		b.forget(key)
 	}
 	switch {
 	case before == nil && after == nil:
 		c.Type = AddedDeleted
 		if last != nil {
-			v := Decode(last.Value, b.decode)
+			v, text := b.render(last)
 			c.After = &v
-			to = v.Render(b.format)
+			to = text
 			c.Note = fmt.Sprintf("created and deleted between the two revisions; its last value was written at revision %d", last.ModRevision)
 		}
 	case before == nil:

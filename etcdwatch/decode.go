@@ -11,10 +11,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	yaml "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/yaml"
 )
 
 // Encoding says what an etcd value turned out to be.
@@ -372,6 +372,9 @@ func (v Value) Render(f Format) string {
 		}
 		return string(b) + "\n"
 	default:
+		// Doc holds JSON types only, so go-yaml renders it exactly as
+		// sigs.k8s.io/yaml would (sorted keys, strings quoted where they
+		// would read as another type), without its JSON round trip.
 		b, err := yaml.Marshal(v.Doc)
 		if err != nil {
 			return v.Summary + "\n"

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/devk/devk/etcdwatch/etcdtest"
 )
 
@@ -213,6 +215,22 @@ func TestRenderJSONIsIndentedAndComplete(t *testing.T) {
 	}
 	if m["kind"] != "ConfigMap" || m["apiVersion"] != "v1" || !strings.Contains(out, "\n  \"data\": {") {
 		t.Errorf("unexpected JSON rendering:\n%s", out)
+	}
+}
+
+// TestRenderMatchesKubectlYAML: Render uses go-yaml directly on the JSON
+// document; it must print what sigs.k8s.io/yaml (kubectl's -o yaml) prints.
+func TestRenderMatchesKubectlYAML(t *testing.T) {
+	for _, k := range etcdtest.Kinds {
+		obj := k.Make("default", "x", 3)
+		v := Decode(etcdtest.MustEncode(obj), DecodeOptions{ShowSecrets: true})
+		want, err := sigsyaml.Marshal(v.Doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.Render(YAML); got != string(want) {
+			t.Errorf("%s: Render:\n%s\nsigs.k8s.io/yaml:\n%s", k.Dir, got, want)
+		}
 	}
 }
 

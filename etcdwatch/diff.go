@@ -25,9 +25,12 @@ type DiffOptions struct {
 	// Target is "", RESOURCE, RESOURCE/NAMESPACE or a raw key prefix.
 	Target    string
 	Namespace string
-	// Command runs between the two revisions. Without one, Diff waits for
-	// a line on Stdin, unless SinceRev is set.
+	// Command runs between the two revisions. Without one (or Action),
+	// Diff waits for a line on Stdin, unless SinceRev is set.
 	Command []string
+	// Action, for library callers, is a change made in-process between
+	// the two revisions, instead of Command.
+	Action func(context.Context) error
 	// SinceRev is the "before" revision; 0 means the revision when Diff
 	// starts.
 	SinceRev int64
@@ -52,8 +55,11 @@ func (o DiffOptions) Validate() error {
 	if o.Out == nil {
 		return fmt.Errorf("diff: no output writer")
 	}
-	if len(o.Command) == 0 && o.SinceRev == 0 && o.Stdin == nil {
+	if len(o.Command) == 0 && o.Action == nil && o.SinceRev == 0 && o.Stdin == nil {
 		return fmt.Errorf("diff: give a command after --, or --since-rev, or a terminal to press Enter in")
+	}
+	if len(o.Command) > 0 && o.Action != nil {
+		return fmt.Errorf("diff: a command or an action, not both")
 	}
 	if _, err := excludeSet(o.Exclude, Target{}); err != nil {
 		return err
@@ -74,9 +80,9 @@ type DiffResult struct {
 
 // Diff records the revision, runs the command (or waits for Enter),
 // records the revision again and prints each key changed in between,
-// decoded, with a unified diff. It reads etcd's history from the first
-// revision on, so its cost follows the number of changes, not the size of
-// the database.
+// decoded, with a unified diff. It watches etcd from the first revision
+// on instead of reading the database, so its cost follows the number of
+// changes, not the size of the database.
 func Diff(ctx context.Context, o DiffOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -104,6 +110,16 @@ func Diff(ctx context.Context, o DiffOptions) error {
 		from = cli.Revision
 	}
 
+	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML}
+	if o.JSON {
+		b.format = JSONFormat
+	}
+	// Record from now on, while the command runs: etcd streams a watch
+	// that starts at the next revision live, while one that starts in the
+	// past waits for its next history sync (up to 100 ms).
+	rec := startRecording(ctx, cli, t, from, exclude, b)
+	defer rec.cancel()
+
 	var cmdErr error
 	switch {
 	case len(o.Command) > 0:
@@ -113,6 +129,10 @@ func Diff(ctx context.Context, o DiffOptions) error {
 		var notRun *exec.Error
 		if errors.As(cmdErr, &notRun) || ctx.Err() != nil {
 			return cmdErr
+		}
+	case o.Action != nil:
+		if err := o.Action(ctx); err != nil {
+			return fmt.Errorf("diff: the change failed: %w", err)
 		}
 	case o.SinceRev == 0:
 		log.Infof("recorded revision %d: make your change, then press Enter", from)
@@ -124,11 +144,7 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	if err != nil {
 		return err
 	}
-	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML}
-	if o.JSON {
-		b.format = JSONFormat
-	}
-	res, err := changesBetween(ctx, cli, t, from, to, exclude, b)
+	res, err := rec.stop(to)
 	if err != nil {
 		return diffRevisionError(from, err)
 	}
@@ -194,96 +210,113 @@ type keyChanges struct {
 	writes   int
 }
 
-// progressAfter is how long changesBetween waits for events before asking
-// etcd whether it has seen everything up to the target revision.
+// progressAfter is how long a recording waits for events, once it knows
+// the last revision, before asking etcd whether it has sent everything.
 const progressAfter = time.Second
 
-// changesBetween replays etcd's history from from+1 to to with one watch
-// over the whole keyspace: every revision holds at least one event, so
-// seeing revision to means nothing is missing. prev_kv gives each key's
-// value before its first change, so no other read is needed. Keys outside
-// the target are dropped as they come; only changed keys are kept.
-func changesBetween(ctx context.Context, cli *Client, t Target, from, to int64, exclude map[string]bool, b changeBuilder) (DiffResult, error) {
-	res := DiffResult{Prefix: t.Key, FromRevision: from, ToRevision: to, Changes: []Change{}}
-	if to <= from {
-		return res, nil
-	}
-	keys := map[string]*keyChanges{}
+// recording folds etcd's history from a revision on, key by key, in a
+// goroutine: one watch over the whole keyspace, from+1 onwards. Every
+// revision holds at least one event, so having seen revision `to` means
+// nothing before it is missing. prev_kv gives each key's value before its
+// first change, so no other read is needed; keys outside the target are
+// dropped as they come, and only changed keys are kept.
+type recording struct {
+	cancel context.CancelFunc
+	to     chan int64
+	done   chan recordResult
+}
+
+type recordResult struct {
+	res DiffResult
+	err error
+}
+
+func startRecording(ctx context.Context, cli *Client, t Target, from int64, exclude map[string]bool, b changeBuilder) *recording {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
+	r := &recording{cancel: cancel, to: make(chan int64, 1), done: make(chan recordResult, 1)}
 	wch := cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from+1))
-	timer := time.NewTimer(progressAfter)
-	defer timer.Stop()
-	seen := from
-loop:
-	for seen < to {
+	go func() {
+		res, err := record(wctx, cli, wch, r.to, t, from, exclude, b)
+		r.done <- recordResult{res, err}
+	}()
+	return r
+}
+
+// stop waits until the recording has seen revision to, and returns every
+// change up to it.
+func (r *recording) stop(to int64) (DiffResult, error) {
+	r.to <- to
+	out := <-r.done
+	r.cancel()
+	return out.res, out.err
+}
+
+func record(ctx context.Context, cli *Client, wch clientv3.WatchChan, toCh <-chan int64, t Target, from int64, exclude map[string]bool, b changeBuilder) (DiffResult, error) {
+	res := DiffResult{Prefix: t.Key, FromRevision: from, Changes: []Change{}}
+	keys := map[string]*keyChanges{}
+	var (
+		to      int64 = -1 // unknown until stop
+		seen          = from
+		timer   *time.Timer
+		timerC  <-chan time.Time
+		failure error
+	)
+	// An event received before `to` is known was committed before `to`
+	// was read, so it belongs in the window.
+	for to < 0 || seen < to {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
-		case <-timer.C:
+		case to = <-toCh:
+			res.ToRevision = to
+			if failure != nil {
+				return res, failure
+			}
+			timer = time.NewTimer(progressAfter)
+			defer timer.Stop()
+			timerC = timer.C
+		case <-timerC:
 			// belt and braces: ask etcd to confirm it has sent
 			// everything up to its current revision
-			if err := cli.RequestProgress(wctx); err != nil {
+			if err := cli.RequestProgress(ctx); err != nil {
 				return res, fmt.Errorf("ask etcd for watch progress: %w", err)
 			}
 			timer.Reset(progressAfter)
 		case resp, ok := <-wch:
-			if !ok {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
+			if failure != nil {
+				continue
+			}
+			switch {
+			case !ok:
+				failure = fmt.Errorf("etcd closed the watch of history at revision %d", seen)
+			case resp.CompactRevision != 0:
+				failure = &RevisionError{Requested: from, Oldest: resp.CompactRevision, Current: resp.Header.Revision, Err: ErrCompacted}
+			case resp.Err() != nil:
+				failure = fmt.Errorf("read etcd's history from revision %d: %w", from+1, resp.Err())
+			}
+			if failure != nil {
+				if to >= 0 {
+					return res, failure
 				}
-				return res, fmt.Errorf("etcd closed the watch of history at revision %d of %d", seen, to)
+				wch = nil // wait for stop to hear about it
+				continue
 			}
-			if resp.CompactRevision != 0 {
-				return res, &RevisionError{Requested: from, Oldest: resp.CompactRevision, Current: resp.Header.Revision, Err: ErrCompacted}
-			}
-			if err := resp.Err(); err != nil {
-				return res, fmt.Errorf("read etcd's history from revision %d: %w", from+1, err)
-			}
-			if resp.IsProgressNotify() && resp.Header.Revision >= to {
-				break loop
+			if to >= 0 && resp.IsProgressNotify() && resp.Header.Revision >= to {
+				seen = to
+				continue
 			}
 			for _, ev := range resp.Events {
 				rev := ev.Kv.ModRevision
-				if rev > to {
-					break loop
+				if to >= 0 && rev > to {
+					seen = to
+					break
 				}
 				seen = rev
-				key := string(ev.Kv.Key)
-				if !strings.HasPrefix(key, t.Key) {
-					continue
-				}
-				info := ParseKey(b.prefix, key)
-				if t.Namespace != "" && t.Resource == nil && info.Namespace != t.Namespace {
-					continue
-				}
-				if exclude[info.Resource] {
-					if res.Excluded == nil {
-						res.Excluded = map[string]int{}
-					}
-					res.Excluded[info.Resource]++
-					continue
-				}
-				k := keys[key]
-				if k == nil {
-					k = &keyChanges{firstRev: rev}
-					if !ev.IsCreate() {
-						k.before = ev.PrevKv
-					}
-					keys[key] = k
-				}
-				k.writes++
-				k.lastRev = rev
-				if ev.Type == mvccpb.PUT {
-					k.after, k.lastPut = ev.Kv, ev.Kv
-				} else {
-					k.after = nil
-					if ev.PrevKv != nil {
-						k.lastPut = ev.PrevKv
-					}
-				}
+				fold(keys, ev, t, exclude, &res, b.prefix)
 			}
-			timer.Reset(progressAfter)
+			if timer != nil {
+				timer.Reset(progressAfter)
+			}
 		}
 	}
 	names := make([]string, 0, len(keys))
@@ -302,6 +335,45 @@ loop:
 		res.Changes = append(res.Changes, b.build(n, k.before, k.after, k.lastPut, k.lastRev, k.writes))
 	}
 	return res, nil
+}
+
+// fold adds one event to its key's changes, unless the key is outside the
+// target or excluded.
+func fold(keys map[string]*keyChanges, ev *clientv3.Event, t Target, exclude map[string]bool, res *DiffResult, prefix string) {
+	key := string(ev.Kv.Key)
+	if !strings.HasPrefix(key, t.Key) {
+		return
+	}
+	info := ParseKey(prefix, key)
+	if t.Namespace != "" && t.Resource == nil && info.Namespace != t.Namespace {
+		return
+	}
+	if exclude[info.Resource] {
+		if res.Excluded == nil {
+			res.Excluded = map[string]int{}
+		}
+		res.Excluded[info.Resource]++
+		return
+	}
+	rev := ev.Kv.ModRevision
+	k := keys[key]
+	if k == nil {
+		k = &keyChanges{firstRev: rev}
+		if !ev.IsCreate() {
+			k.before = ev.PrevKv
+		}
+		keys[key] = k
+	}
+	k.writes++
+	k.lastRev = rev
+	if ev.Type == mvccpb.PUT {
+		k.after, k.lastPut = ev.Kv, ev.Kv
+	} else {
+		k.after = nil
+		if ev.PrevKv != nil {
+			k.lastPut = ev.PrevKv
+		}
+	}
 }
 
 func printDiff(w io.Writer, res DiffResult, asJSON bool) error {

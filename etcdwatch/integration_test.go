@@ -245,6 +245,8 @@ func TestWatch(t *testing.T) {
 	svc.Spec.Ports[0].NodePort = 30080
 	svc.ManagedFields[0].Manager = "kubectl-patch" // ignored: must not show
 	svcRev := put(t, cli, "/registry/services/specs/watch/web", etcdtest.MustEncode(svc))
+	svc.Spec.Ports[0].NodePort = 30081 // diffed against the cached rendering of svcRev
+	svcRev2 := put(t, cli, "/registry/services/specs/watch/web", etcdtest.MustEncode(svc))
 	put(t, cli, "/registry/leases/watch/leader", etcdtest.MustEncode(etcdtest.Lease("watch", "leader", 8)))
 	put(t, cli, "/registry/configmaps/elsewhere/x", etcdtest.MustEncode(etcdtest.ConfigMap("elsewhere", "x", 1)))
 	sameValue := etcdtest.MustEncode(etcdtest.ConfigMap("watch", "settings", 4))
@@ -263,6 +265,8 @@ func TestWatch(t *testing.T) {
 		fmt.Sprintf("MODIFIED services watch/web (revision %d -> %d)\n", from-1, svcRev),
 		"-  type: ClusterIP\n+  type: NodePort\n",
 		"+    nodePort: 30080\n",
+		fmt.Sprintf("MODIFIED services watch/web (revision %d -> %d)\n", svcRev, svcRev2),
+		"-    nodePort: 30080\n+    nodePort: 30081\n",
 		"MODIFIED configmaps watch/settings",
 		"# written with the same value\n",
 		fmt.Sprintf("DELETED configmaps watch/new (revision %d -> %d)\n", from, delRev),
@@ -277,8 +281,8 @@ func TestWatch(t *testing.T) {
 			t.Errorf("watch output has %q:\n%s", bad, got)
 		}
 	}
-	if n := len(regexp.MustCompile(`(?m)^(ADDED|MODIFIED|DELETED) `).FindAllString(got, -1)); n != 4 {
-		t.Errorf("%d events printed, want 4:\n%s", n, got)
+	if n := len(regexp.MustCompile(`(?m)^(ADDED|MODIFIED|DELETED) `).FindAllString(got, -1)); n != 5 {
+		t.Errorf("%d events printed, want 5:\n%s", n, got)
 	}
 }
 
@@ -470,6 +474,25 @@ func TestDiffWaitsForEnter(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "# 1 key changed") || !strings.Contains(out.String(), "ADDED configmaps enter/a") {
 		t.Errorf("unexpected diff:\n%s", out.String())
+	}
+}
+
+func TestDiffAction(t *testing.T) {
+	cli := client(t)
+	var out bytes.Buffer
+	err := Diff(context.Background(), DiffOptions{Conn: conn(), Target: "cm/action", Out: &out, Action: func(ctx context.Context) error {
+		_, err := cli.Put(ctx, "/registry/configmaps/action/a", string(etcdtest.MustEncode(etcdtest.ConfigMap("action", "a", 1))))
+		return err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "# 1 key changed") || !strings.Contains(out.String(), "ADDED configmaps action/a") {
+		t.Errorf("unexpected diff:\n%s", out.String())
+	}
+	err = Diff(context.Background(), DiffOptions{Conn: conn(), Out: &out, Action: func(context.Context) error { return errors.New("boom") }})
+	if err == nil || !strings.Contains(err.Error(), "the change failed: boom") {
+		t.Errorf("err = %v, want the action's failure", err)
 	}
 }
 

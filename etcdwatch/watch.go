@@ -17,6 +17,10 @@ import (
 // bury the changes a person is looking for.
 var DefaultExclude = []string{"leases"}
 
+// watchCacheSize bounds the renderings a watch keeps to diff the next
+// change of a key without decoding its previous value again.
+const watchCacheSize = 1024
+
 // WatchOptions are `devk etcd watch`.
 type WatchOptions struct {
 	Conn ConnOptions
@@ -70,9 +74,10 @@ func excludeSet(names []string, t Target) (map[string]bool, error) {
 }
 
 // Watch prints every change under the target as it happens (or from
-// FromRev): a header per event and a unified diff of the decoded values,
-// the previous value coming from etcd (prev_kv), so nothing is cached
-// here. It returns when ctx ends.
+// FromRev): a header per event and a unified diff of the decoded values.
+// The previous value comes from etcd (prev_kv); a bounded cache of recent
+// renderings only saves decoding it a second time. It returns when ctx
+// ends.
 func Watch(ctx context.Context, o WatchOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -106,7 +111,7 @@ func Watch(ctx context.Context, o WatchOptions) error {
 	}
 	log.Infof("watching %s from revision %d (Ctrl-C to stop)", t.Key, from)
 
-	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML}
+	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML, cache: newRenderCache(watchCacheSize)}
 	if o.JSON {
 		b.format = JSONFormat
 	}

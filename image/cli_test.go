@@ -33,9 +33,13 @@ type result struct {
 }
 
 func run(t *testing.T, devk string, env []string, args ...string) result {
+	home := filepath.Join(filepath.Dir(devk), "devk-home")
 	t.Helper()
 	cmd := exec.Command(devk, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// A devk home of its own: no cluster of this machine joins the
+	// digest comparison, and no DEVK_REGISTRY from outside applies.
+	cmd.Env = append(os.Environ(), "DEVK_HOME="+home, "DEVK_REGISTRY=")
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

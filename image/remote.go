@@ -31,9 +31,9 @@ func DefaultRegistry() string {
 
 // RemoteOptions say how to reach registries.
 type RemoteOptions struct {
-	// Insecure allows plain HTTP (and HTTPS without a valid certificate is
-	// still refused) to registries that are not on loopback; loopback
-	// registries get plain HTTP without asking.
+	// Insecure allows plain HTTP to registries that are not on loopback
+	// (loopback registries get it without asking). HTTPS certificates are
+	// verified either way.
 	Insecure bool
 	// Keychain finds credentials; nil means authn.DefaultKeychain
 	// (docker's config.json and credential helpers).

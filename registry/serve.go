@@ -59,6 +59,13 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Log != nil {
 		logger = log.New(o.Log, "registry ", log.LstdFlags)
 	}
+	// One server per storage: New clears the uploads in progress, which
+	// would be another server's.
+	unlock, err := lockRoot(o.Root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	h, err := New(o.Root, logger)
 	if err != nil {
 		return err
@@ -89,4 +96,25 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return fmt.Errorf("registry on %s: requests still running after 10 s were cut off: %w", o.Addr, err)
 	}
 	return nil
+}
+
+// lockRoot takes an exclusive lock on the storage dir for as long as the
+// server runs.
+func lockRoot(root string) (unlock func(), err error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("registry storage: %w", err)
+	}
+	path := filepath.Join(root, ".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("registry storage: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another `devk registry serve` is using %s: stop it, or pass another --root", root)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }

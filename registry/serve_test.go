@@ -190,3 +190,32 @@ func TestServeDefaultRoot(t *testing.T) {
 		t.Fatal("the manifest was not stored under $DEVK_HOME/registry")
 	}
 }
+
+func TestServeOneServerPerRoot(t *testing.T) {
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ServeOptions{Addr: "127.0.0.1:0", Root: root, Ready: func(a string) { ready <- a }})
+	}()
+	<-ready
+	err := Serve(context.Background(), ServeOptions{Addr: "127.0.0.1:0", Root: root})
+	if err == nil || !strings.Contains(err.Error(), "another `devk registry serve` is using "+root) {
+		t.Fatalf("second server on the same root: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Once the first is gone, the storage is free again.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() {
+		done <- Serve(ctx2, ServeOptions{Addr: "127.0.0.1:0", Root: root, Ready: func(a string) { ready <- a }})
+	}()
+	<-ready
+	cancel2()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/progress"
+)
+
+// newTestCluster is a cluster in a temp dir with its CA made.
+func newTestCluster(t *testing.T) *Cluster {
+	t.Helper()
+	home := t.TempDir()
+	c, err := Open(Options{Name: "devk", Home: home, Reporter: progress.Discard(), UserKubeconfig: filepath.Join(home, "user.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ensureCert("ca"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestKubeconfigsReusedUntilTheCAChanges(t *testing.T) {
+	c := newTestCluster(t)
+	for _, ks := range KubeconfigSpecs(c.Config.NodeName) {
+		if err := c.ensureKubeconfig(ks.Name); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.detail["kubeconfig/"+ks.Name]; got != "written" {
+			t.Errorf("%s: %s, want written", ks.Name, got)
+		}
+		cfg, err := clientcmd.LoadFromFile(c.Kubeconfig(ks.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, _ := os.Stat(c.Kubeconfig(ks.Name)); fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s.conf mode %v, want 0600 (it holds a private key)", ks.Name, fi.Mode().Perm())
+		}
+		kctx := cfg.Contexts[cfg.CurrentContext]
+		if cfg.Clusters[kctx.Cluster].Server != "https://127.0.0.1:6443" {
+			t.Errorf("%s: server %s", ks.Name, cfg.Clusters[kctx.Cluster].Server)
+		}
+		if err := pki.CheckClientCert(c.PKI(), "ca", cfg.AuthInfos[kctx.AuthInfo].ClientCertificateData, ks.CommonName, ks.Organization, time.Now()); err != nil {
+			t.Errorf("%s: %v", ks.Name, err)
+		}
+	}
+	if err := c.ensureKubeconfig("admin"); err != nil || c.detail["kubeconfig/admin"] != "reused" {
+		t.Errorf("second run: %v %q, want reused", err, c.detail["kubeconfig/admin"])
+	}
+	os.Remove(pki.CertPath(c.PKI(), "ca"))
+	os.Remove(pki.KeyPath(c.PKI(), "ca"))
+	if err := c.ensureCert("ca"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ensureKubeconfig("admin"); err != nil || c.detail["kubeconfig/admin"] != "written" {
+		t.Errorf("after a new CA: %v %q, want written", err, c.detail["kubeconfig/admin"])
+	}
+}
+
+func TestKubeletFinalize(t *testing.T) {
+	c := newTestCluster(t)
+	if err := c.ensureKubeconfig("kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.runKubeletFinalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	current := filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem")
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig("kubelet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ai := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	if ai.ClientCertificate != current || ai.ClientKey != current || len(ai.ClientCertificateData) > 0 {
+		t.Errorf("kubelet.conf user = %+v, want both pointing at %s", ai, current)
+	}
+	if target, err := os.Readlink(current); err != nil || filepath.Dir(target) != "." {
+		t.Errorf("%s should be a relative symlink as the kubelet makes: %q %v", current, target, err)
+	}
+	// The kubeconfig phase accepts the finalized kubelet.conf as it is.
+	if err := c.ensureKubeconfig("kubelet"); err != nil || c.detail["kubeconfig/kubelet"] != "reused" {
+		t.Errorf("kubeconfig/kubelet after finalize: %v %q, want reused", err, c.detail["kubeconfig/kubelet"])
+	}
+	c.changed = false
+	if err := c.runKubeletFinalize(ctx); err != nil || c.Changed() {
+		t.Errorf("second finalize: %v, changed=%v; want no change", err, c.Changed())
+	}
+}
+
+func TestKubeconfigMergeAndRemove(t *testing.T) {
+	c := newTestCluster(t)
+	if err := c.ensureKubeconfig("admin"); err != nil {
+		t.Fatal(err)
+	}
+	// The user's kubeconfig already has another cluster.
+	user := clientcmdapi.NewConfig()
+	user.Clusters["prod"] = &clientcmdapi.Cluster{Server: "https://prod.example:6443"}
+	user.AuthInfos["prod"] = &clientcmdapi.AuthInfo{Token: "t"}
+	user.Contexts["prod"] = &clientcmdapi.Context{Cluster: "prod", AuthInfo: "prod"}
+	user.CurrentContext = "prod"
+	if err := clientcmd.WriteToFile(*user, c.UserKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.runKubeconfigMerge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := clientcmd.LoadFromFile(c.UserKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CurrentContext != "devk-devk" || got.Contexts["prod"] == nil || got.Clusters["devk-devk"] == nil || got.AuthInfos["devk-devk"] == nil {
+		t.Fatalf("merged kubeconfig: current %q, contexts %v", got.CurrentContext, got.Contexts)
+	}
+	// admin.conf itself must not have been touched by the merge.
+	admin, _ := clientcmd.LoadFromFile(c.Kubeconfig("admin"))
+	if len(admin.Contexts) != 1 {
+		t.Errorf("admin.conf has %d contexts after the merge, want 1", len(admin.Contexts))
+	}
+	before, _ := os.ReadFile(c.UserKubeconfig)
+	c.changed = false
+	if err := c.runKubeconfigMerge(ctx); err != nil || c.Changed() {
+		t.Errorf("second merge: %v, changed=%v", err, c.Changed())
+	}
+	if after, _ := os.ReadFile(c.UserKubeconfig); string(after) != string(before) {
+		t.Error("a second merge rewrote the user's kubeconfig")
+	}
+	removed, err := c.removeUserContext()
+	if err != nil || !removed {
+		t.Fatalf("removeUserContext = %v, %v", removed, err)
+	}
+	got, _ = clientcmd.LoadFromFile(c.UserKubeconfig)
+	if got.Contexts["devk-devk"] != nil || got.Clusters["devk-devk"] != nil || got.Contexts["prod"] == nil || got.CurrentContext != "" {
+		t.Errorf("after removal: current %q, contexts %v, clusters %v", got.CurrentContext, got.Contexts, got.Clusters)
+	}
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/etcdwatch"
+)
+
+// etcdFlags are the connection flags every `devk etcd` command shares.
+type etcdFlags struct {
+	conn etcdwatch.ConnOptions
+}
+
+// options returns the connection options, noting whether --cluster was
+// given (a named cluster that is missing is an error, not a reason to
+// look for a kubeadm node).
+func (f *etcdFlags) options(cmd *cobra.Command) etcdwatch.ConnOptions {
+	o := f.conn
+	o.ClusterSet = cmd.Flags().Changed("cluster")
+	return o
+}
+
+// decodeFlags are the flags of the commands that print values.
+type decodeFlags struct {
+	showSecrets bool
+	ignore      []string
+}
+
+func (d *decodeFlags) bind(cmd *cobra.Command, defaultIgnore []string) {
+	f := cmd.Flags()
+	f.BoolVar(&d.showSecrets, "show-secrets", false, "print Secret data in the clear (redacted by default, sizes kept)")
+	f.StringSliceVar(&d.ignore, "ignore", defaultIgnore, "field paths to leave out of printed values and diffs, comma separated (e.g. metadata.managedFields,status.conditions)")
+}
+
+func (d *decodeFlags) options() (etcdwatch.DecodeOptions, error) {
+	paths, err := etcdwatch.ParseFieldPaths(d.ignore)
+	if err != nil {
+		return etcdwatch.DecodeOptions{}, err
+	}
+	return etcdwatch.DecodeOptions{ShowSecrets: d.showSecrets, Ignore: paths}, nil
+}
+
+// noisyFields are left out of watch and diff by default: managedFields
+// carry a timestamp that changes with every write.
+var noisyFields = []string{"metadata.managedFields"}
+
+func completeResources(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return etcdwatch.ResourceNames(), cobra.ShellCompDirectiveNoFileComp
+}
+
+func newEtcdCmd(g *globalOptions) *cobra.Command {
+	f := &etcdFlags{}
+	cmd := &cobra.Command{
+		Use:   "etcd",
+		Short: "Read a cluster's etcd decoded: get, ls, watch, and the exact diff a command causes",
+		Long: `Look at what the API server wrote to etcd, decoded.
+
+Values stored as Kubernetes protobuf (k8s\x00...) are decoded with the
+k8s.io/api scheme and printed as YAML (-o json for JSON); JSON values
+(custom resources) are pretty-printed; values written through an encryption
+provider (k8s:enc:<provider>:...) are named as such; anything else gets a
+short summary. Secret data is redacted unless --show-secrets.
+
+Objects are named as keys (/registry/pods/default/web) or as
+RESOURCE[/NAMESPACE]/NAME with kubectl's names (po, svc, cm, deploy,
+widgets.example.com for custom resources). Irregular keys are mapped for
+you: services live under /registry/services/specs/, nodes under
+/registry/minions/.
+
+Connection: the devk cluster's etcd is found from its PKI
+($DEVK_HOME/clusters/<name>/pki, default ~/.devk); else a kubeadm node's
+(/etc/kubernetes/pki/etcd). --endpoints, --cacert, --cert, --key and
+ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY override it;
+http:// endpoints are used without TLS.
+
+Examples:
+  devk etcd ls --count                      # keys per resource
+  devk etcd get svc/default/kubernetes      # one object, decoded
+  devk etcd watch pods -n kube-system       # changes as they happen, as diffs
+  devk etcd diff -- kubectl create configmap x --from-literal=a=b
+  devk etcd diff --since-rev 1200           # everything since a revision
+  devk etcd ls --endpoints http://127.0.0.1:2379   # any etcd, no TLS`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringSliceVar(&f.conn.Endpoints, "endpoints", nil, "etcd client URLs, comma separated (default: the cluster's; env ETCDCTL_ENDPOINTS)")
+	pf.StringVar(&f.conn.CACert, "cacert", "", "CA bundle that signed etcd's server certificate (env ETCDCTL_CACERT)")
+	pf.StringVar(&f.conn.Cert, "cert", "", "client certificate etcd trusts (env ETCDCTL_CERT)")
+	pf.StringVar(&f.conn.Key, "key", "", "client certificate's key (env ETCDCTL_KEY)")
+	pf.StringVar(&f.conn.Cluster, "cluster", etcdwatch.DefaultCluster, "devk cluster whose etcd to use")
+	pf.StringVar(&f.conn.Prefix, "etcd-prefix", "", "the API server's --etcd-prefix (default: from its manifest, else /registry)")
+	pf.DurationVar(&f.conn.DialTimeout, "dial-timeout", 5*time.Second, "how long to wait for etcd to answer")
+	cmd.AddCommand(
+		newEtcdLsCmd(g, f),
+		newEtcdGetCmd(g, f),
+		newEtcdWatchCmd(g, f),
+		newEtcdDiffCmd(g, f),
+	)
+	return cmd
+}
+
+func newEtcdLsCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+	var o etcdwatch.LsOptions
+	cmd := &cobra.Command{
+		Use:   "ls [RESOURCE[/NAMESPACE] | /PREFIX]",
+		Short: "List keys, or count them per resource",
+		Long: `List the keys under a resource, a namespace of it, or a raw key prefix
+(everything under /registry by default). Only keys are read, a page at a
+time, all at one revision.
+
+Examples:
+  devk etcd ls                          # every key the API server wrote
+  devk etcd ls --count                  # how many keys per resource
+  devk etcd ls -n kube-system --count   # the same, for one namespace
+  devk etcd ls svc/default              # /registry/services/specs/default/...
+  devk etcd ls /registry/minions/       # a raw prefix
+  devk etcd ls pods --rev 1200          # the pods that existed at revision 1200
+  devk etcd ls deploy -o json           # keys with their revisions, as JSON`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeResources,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Conn = f.options(cmd)
+			if len(args) == 1 {
+				o.Target = args[0]
+			}
+			o.JSON = g.JSON()
+			o.Out = g.stdout
+			o.Log = g.Reporter()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return etcdwatch.Ls(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only keys in this namespace")
+	fl.BoolVar(&o.Count, "count", false, "print the number of keys per resource instead of the keys")
+	fl.Int64Var(&o.Rev, "rev", 0, "list the keys as they were at this revision")
+	return cmd
+}
+
+func newEtcdGetCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+	var (
+		o etcdwatch.GetOptions
+		d decodeFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "get KEY | RESOURCE[/NAMESPACE]/NAME",
+		Short: "Print one value, decoded",
+		Long: `Print one key's value, decoded, with its revisions: when it was written,
+created, and how many times. A namespaced RESOURCE/NAME means namespace
+"default" (or -n).
+
+Examples:
+  devk etcd get svc/default/kubernetes
+  devk etcd get pods/kube-system/etcd-devk-control-plane --ignore metadata.managedFields
+  devk etcd get cm/kube-system/kubeadm-config --rev 1200    # as it was at revision 1200
+  devk etcd get secret/kube-system/bootstrap-token-abcdef --show-secrets
+  devk etcd get /registry/ranges/serviceips                 # any key
+  devk etcd get node/devk-control-plane -o json             # the object as JSON`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeResources,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			o.Conn = f.options(cmd)
+			o.Object = args[0]
+			if o.Decode, err = d.options(); err != nil {
+				return err
+			}
+			o.JSON = g.JSON()
+			o.Out = g.stdout
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return etcdwatch.Get(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of RESOURCE/NAME (default \"default\")")
+	fl.Int64Var(&o.Rev, "rev", 0, "read the value as it was at this revision")
+	d.bind(cmd, nil)
+	return cmd
+}
+
+func newEtcdWatchCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+	var (
+		o etcdwatch.WatchOptions
+		d decodeFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "watch [RESOURCE[/NAMESPACE] | /PREFIX]",
+		Short: "Stream changes as they happen, decoded, each as a diff",
+		Long: `Print every change under a resource (everything under /registry by
+default) as it happens: ADDED objects in full, MODIFIED ones as a unified
+diff against the previous value (which etcd supplies), DELETED ones with
+what was removed. Ctrl-C stops.
+
+Leases are left out unless named (--exclude '' keeps them): leader election
+renews them every few seconds. metadata.managedFields is left out of
+values (--ignore '' keeps it).
+
+Examples:
+  devk etcd watch                           # everything but leases
+  devk etcd watch svc -n default            # services in one namespace
+  devk etcd watch deploy --ignore metadata.managedFields,status
+  devk etcd watch -n kube-system            # every resource in a namespace
+  devk etcd watch pods --from-rev 1200      # replay history from revision 1200, then follow
+  devk etcd watch -o json | jq .type        # one JSON object per event`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeResources,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			o.Conn = f.options(cmd)
+			if len(args) == 1 {
+				o.Target = args[0]
+			}
+			if o.Decode, err = d.options(); err != nil {
+				return err
+			}
+			o.JSON = g.JSON()
+			o.Out = g.stdout
+			o.Log = g.Reporter()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return etcdwatch.Watch(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
+	fl.Int64Var(&o.FromRev, "from-rev", 0, "start from this revision (replays history), not from now")
+	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
+	d.bind(cmd, noisyFields)
+	return cmd
+}
+
+func newEtcdDiffCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+	var (
+		o etcdwatch.DiffOptions
+		d decodeFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "diff [RESOURCE[/NAMESPACE] | /PREFIX] [-- COMMAND [ARGS...]]",
+		Short: "Show exactly what a command (or you) changed in etcd",
+		Long: `Record etcd's revision, run the command after -- (or wait for Enter while
+you act), record the revision again, and print every key changed in
+between: ADDED, MODIFIED, DELETED (or ADDED+DELETED), each with a unified
+diff of the decoded object. The command's own output goes to stderr, so
+stdout holds only the diff.
+
+The changes come from etcd's history between the two revisions, not from
+reading the database twice: the cost follows what changed, not how big
+the database is. etcd keeps history back to its last compaction (the API
+server compacts every 5 minutes by default); an older --since-rev is
+refused with the revisions that remain.
+
+Leases are left out unless named (--exclude '' keeps them), and so is
+metadata.managedFields (--ignore '' keeps it).
+
+Examples:
+  devk etcd diff -- kubectl create configmap x --from-literal=a=b
+  devk etcd diff -- kubectl patch svc web -p '{"spec":{"type":"NodePort"}}'
+  devk etcd diff svc -- kubectl apply -f service.yaml      # only services
+  devk etcd diff -n default                                # act, then press Enter
+  devk etcd diff --since-rev 1200                          # from a revision to now
+  devk etcd diff -o json -- kubectl scale deploy web --replicas=3 | jq '.changes[].key'`,
+		ValidArgsFunction: completeResources,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			o.Conn = f.options(cmd)
+			target := args
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				target, o.Command = args[:dash], args[dash:]
+				if len(o.Command) == 0 {
+					return fmt.Errorf("nothing after --: give the command to run, or drop the -- and press Enter when done")
+				}
+			}
+			if len(target) > 1 {
+				return fmt.Errorf("diff takes one RESOURCE[/NAMESPACE] or /PREFIX before --, got %q: put the command after --", strings.Join(target, " "))
+			}
+			if len(target) == 1 {
+				o.Target = target[0]
+			}
+			if o.Decode, err = d.options(); err != nil {
+				return err
+			}
+			o.Stdin = cmd.InOrStdin()
+			o.CommandOut = g.stderr
+			o.JSON = g.JSON()
+			o.Out = g.stdout
+			o.Log = g.Reporter()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return etcdwatch.Diff(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
+	fl.Int64Var(&o.SinceRev, "since-rev", 0, "diff from this revision instead of from now (no command needed)")
+	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
+	d.bind(cmd, noisyFields)
+	return cmd
+}
