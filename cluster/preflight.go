@@ -29,7 +29,12 @@ type Problem struct {
 	Fix   string
 }
 
-func (p Problem) String() string { return p.Check + ": " + p.What + "; " + p.Fix }
+func (p Problem) String() string {
+	if p.Fix == "" {
+		return p.Check + ": " + p.What
+	}
+	return p.Check + ": " + p.What + "; " + p.Fix
+}
 
 // PreflightError lists every problem preflight found.
 type PreflightError struct{ Problems []Problem }
@@ -254,13 +259,13 @@ func (c *Cluster) runPreflight(ctx context.Context) error {
 	if c.ImagesFrom == "" {
 		t, err := source.Open(c.TreeDir)
 		if err != nil {
-			probs = append(probs, Problem{"tree", err.Error(), "cd into a Kubernetes tree, pass --tree DIR, or get one: devk source get v1.34.4"})
+			probs = append(probs, Problem{"tree", err.Error(), ""}) // the error says what to do
 		} else if v, err := t.Version(ctx); err == nil {
 			version = v.GitVersion
 		}
 	}
 	if err := CgroupSupport(cg, version); err != nil {
-		probs = append(probs, Problem{"cgroups", err.Error(), "see above"})
+		probs = append(probs, Problem{"cgroups", err.Error(), ""}) // the error says what to do
 	}
 	if data, err := os.ReadFile("/proc/swaps"); err == nil && SwapOn(string(data)) {
 		notes = append(notes, "swap is on: the kubelet runs with failSwapOn: false (swapoff -a to avoid it)")

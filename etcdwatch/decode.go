@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v2"
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -119,6 +121,10 @@ func decodeProtobuf(value []byte) Value {
 			if runtime.IsNotRegisteredError(err) {
 				v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
 				v.Problem = "type not in the k8s.io/api scheme"
+				if doc, ok := decodeMetadataOnly(value, v.APIVersion, v.Kind); ok {
+					v.Doc, v.HasDoc = doc, true
+					v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (metadata decoded; the rest is a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
+				}
 				return v
 			}
 		}
@@ -150,6 +156,67 @@ func decodeProtobuf(value []byte) Value {
 		HasDoc:     true,
 		Summary:    fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes", gvk.GroupVersion().String(), gvk.Kind, len(value)),
 	}
+}
+
+// decodeMetadataOnly reads what every Kubernetes object shares from a
+// type devk's scheme lacks (an aggregator APIService, a
+// CustomResourceDefinition): by convention field 1 of the object's
+// message is its ObjectMeta, which apimachinery can decode, and fields 2
+// and 3 are spec and status, of which only the size is shown.
+func decodeMetadataOnly(value []byte, apiVersion, kind string) (map[string]any, bool) {
+	var unk runtime.Unknown
+	if _, _, err := pbSerializer.Decode(value, nil, &unk); err != nil {
+		return nil, false
+	}
+	doc := map[string]any{"apiVersion": apiVersion, "kind": kind}
+	names := map[protowire.Number]string{2: "spec", 3: "status"}
+	b := unk.Raw
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+		if typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return nil, false
+			}
+			b = b[n:]
+			continue
+		}
+		field, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+		switch num {
+		case 1:
+			var meta metav1.ObjectMeta
+			if err := meta.Unmarshal(field); err != nil {
+				return nil, false
+			}
+			raw, err := json.Marshal(meta)
+			if err != nil {
+				return nil, false
+			}
+			var m any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, false
+			}
+			doc["metadata"] = m
+		default:
+			name := names[num]
+			if name == "" {
+				name = fmt.Sprintf("field%d", num)
+			}
+			doc[name] = fmt.Sprintf("<%d bytes of protobuf, not decoded>", len(field))
+		}
+	}
+	if _, ok := doc["metadata"]; !ok {
+		return nil, false
+	}
+	return doc, true
 }
 
 func looksLikeJSON(value []byte) bool {

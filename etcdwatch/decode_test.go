@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
@@ -22,18 +24,36 @@ func mustPaths(t testing.TB, specs ...string) []FieldPath {
 }
 
 // unknownTypeValue is protobuf for a type the client-go scheme lacks
-// (kube-aggregator's APIService), as the API server stores it.
-func unknownTypeValue(t testing.TB) []byte {
+// (kube-aggregator's APIService), as the API server stores it: raw is the
+// object's message.
+func unknownTypeValue(t testing.TB, raw []byte) []byte {
 	t.Helper()
 	unk := runtime.Unknown{
 		TypeMeta: runtime.TypeMeta{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService"},
-		Raw:      []byte{0x0a, 0x05, 0x0a, 0x03, 'v', '1', '.'},
+		Raw:      raw,
 	}
 	b, err := unk.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return append([]byte("k8s\x00"), b...)
+}
+
+// apiServiceMessage is an APIService's message: metadata (field 1), and
+// spec and status (fields 2, 3) whose types devk lacks.
+func apiServiceMessage(t testing.TB) []byte {
+	t.Helper()
+	meta := metav1.ObjectMeta{Name: "v1.apps", Labels: map[string]string{"kube-aggregator.kubernetes.io/automanaged": "onstart"}}
+	mb, err := meta.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendBytes(b, mb)
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendBytes(b, []byte("\x0a\x04apps\x12\x02v1"))
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	return protowire.AppendBytes(b, []byte("\x0a\x00"))
 }
 
 func TestDecode(t *testing.T) {
@@ -162,9 +182,16 @@ func TestDecode(t *testing.T) {
 			contains: []string{"Kubernetes protobuf that does not decode, 8 bytes: 6b387300ffffffff"},
 		},
 		{
-			name: "protobuf of a type devk does not know", value: unknownTypeValue(t),
+			name: "protobuf of a type devk does not know: metadata decoded", value: unknownTypeValue(t, apiServiceMessage(t)),
 			wantEncoding: Protobuf, wantKind: "APIService", wantAPI: "apiregistration.k8s.io/v1", wantProblem: true,
-			contains: []string{"Kubernetes protobuf apiregistration.k8s.io/v1 APIService", "does not know"},
+			contains: []string{"metadata decoded; the rest is a type devk's scheme does not know", "kind: APIService", "name: v1.apps",
+				"kube-aggregator.kubernetes.io/automanaged: onstart", "spec: <10 bytes of protobuf, not decoded>", "status: <2 bytes of protobuf, not decoded>"},
+		},
+		{
+			name: "protobuf of a type devk does not know, unreadable", value: unknownTypeValue(t, []byte{0x0a, 0x02, 0xff, 0xff}),
+			wantEncoding: Protobuf, wantKind: "APIService", wantAPI: "apiregistration.k8s.io/v1", wantProblem: true,
+			contains: []string{"Kubernetes protobuf apiregistration.k8s.io/v1 APIService", "(a type devk's scheme does not know)"},
+			absent:   []string{"metadata"},
 		},
 		{
 			name: "broken JSON is not JSON", value: []byte(`{"a":`),

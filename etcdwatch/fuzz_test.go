@@ -25,6 +25,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0xff, 0xfe, 0x00}, false)
 	f.Add([]byte("[1,2,{\"a\":null}]"), false)
 	f.Add([]byte(""), false)
+	f.Add(unknownTypeValue(f, apiServiceMessage(f)), false)
 
 	ignore := mustPaths(f, "metadata.managedFields", "spec.containers.image")
 	f.Fuzz(func(t *testing.T, data []byte, showSecrets bool) {

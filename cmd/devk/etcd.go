@@ -63,7 +63,8 @@ func newEtcdCmd(g *globalOptions) *cobra.Command {
 		Long: `Look at what the API server wrote to etcd, decoded.
 
 Values stored as Kubernetes protobuf (k8s\x00...) are decoded with the
-k8s.io/api scheme and printed as YAML (-o json for JSON); JSON values
+k8s.io/api scheme and printed as YAML (-o json for JSON); of types outside
+it (APIService, CustomResourceDefinition) the metadata is shown. JSON values
 (custom resources) are pretty-printed; values written through an encryption
 provider (k8s:enc:<provider>:...) are named as such; anything else gets a
 short summary. Secret data is redacted unless --show-secrets.
