@@ -44,7 +44,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(2)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopSharedCluster()
+	os.Exit(code)
 }
 
 // Result is one devk invocation's outcome.
@@ -109,4 +111,66 @@ func Tree(t testing.TB) string {
 		t.Fatal(treeErr)
 	}
 	return treeDir
+}
+
+// SharedCluster is one `devk up` cluster, in its own DEVK_HOME, that the
+// tests after TestClusterUpDown (which makes and checks its own) share.
+type SharedCluster struct {
+	Tree, Home, Kubeconfig string
+	Env                    []string
+}
+
+var (
+	clusterOnce sync.Once
+	shared      *SharedCluster
+	sharedErr   error
+)
+
+// Cluster brings the shared cluster up on first use.
+func Cluster(t testing.TB) *SharedCluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
+	}
+	tree := Tree(t)
+	clusterOnce.Do(func() {
+		home, err := os.MkdirTemp("", "devk-e2e-home-")
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		c := &SharedCluster{Tree: tree, Home: home, Kubeconfig: filepath.Join(home, "clusters", "devk", "admin.conf"),
+			Env: []string{"DEVK_HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "user-kubeconfig")}}
+		shared = c // down it at the end even if up fails half way
+		if r := Devk(t, tree, c.Env, "up"); r.Err != nil {
+			sharedErr = fmt.Errorf("devk up: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+		}
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func stopSharedCluster() {
+	if shared == nil {
+		return
+	}
+	cmd := exec.Command(devkBin, "down")
+	cmd.Dir, cmd.Env = shared.Tree, append(os.Environ(), shared.Env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: devk down of the shared cluster: %v\n%s", err, out)
+	}
+	os.RemoveAll(shared.Home)
+}
+
+// Kubectl runs the kubectl built from the tree against the shared cluster.
+func (c *SharedCluster) Kubectl(t testing.TB, args ...string) Result {
+	t.Helper()
+	return run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+}
+
+// KubectlPath is the tree's built kubectl.
+func (c *SharedCluster) KubectlPath() string {
+	return filepath.Join(c.Tree, "_output", "devk", "bin", "linux_amd64", "kubectl")
 }

@@ -79,17 +79,8 @@ func manifestImage(t *testing.T, path string) string {
 // cannot start is rolled back on its own, a killed swap is recovered with
 // --rollback, and kubectl is swapped and rolled back as a binary.
 func TestSwap(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
-	}
-	for _, p := range clusterPorts {
-		if owner := listening(p); owner != "" {
-			t.Fatalf("port %d is taken before the test (%s): `devk down` the cluster running here first", p, owner)
-		}
-	}
-	tree := Tree(t)
-	home := t.TempDir()
-	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "user-kubeconfig")}
+	sc := Cluster(t)
+	tree, home, env := sc.Tree, sc.Home, sc.Env
 	devk := func(args ...string) Result {
 		t.Helper()
 		r := Devk(t, tree, env, args...)
@@ -98,12 +89,6 @@ func TestSwap(t *testing.T) {
 		}
 		return r
 	}
-	t.Cleanup(func() {
-		if r := Devk(t, tree, env, "down"); r.Err != nil {
-			t.Errorf("cleanup: devk down: %v\n%s", r.Err, r.Stderr)
-		}
-	})
-	devk("up")
 	manifests := filepath.Join(home, "clusters", "devk", "manifests")
 	apiManifest := filepath.Join(manifests, "kube-apiserver.yaml")
 	cs := clientFor(t, filepath.Join(home, "clusters", "devk", "admin.conf"))

@@ -1,0 +1,107 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+type etcdDiff struct {
+	Changes []struct {
+		Type      string `json:"type"`
+		Key       string `json:"key"`
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		Diff      string `json:"diff"`
+		After     *struct {
+			Kind string `json:"kind"`
+		} `json:"after"`
+	} `json:"changes"`
+}
+
+// TestEtcd runs `devk etcd diff` and `watch` against the shared cluster's
+// real etcd: a kubectl command's exact change, decoded, and a watch that
+// sees a change made through the API.
+func TestEtcd(t *testing.T) {
+	sc := Cluster(t)
+	MustDevk(t, sc.Tree, "build", "kubectl")
+	kubectl := []string{sc.KubectlPath(), "--kubeconfig", sc.Kubeconfig}
+	diff := func(args ...string) etcdDiff {
+		t.Helper()
+		r := Devk(t, sc.Tree, sc.Env, append([]string{"etcd", "diff", "-o", "json", "--"}, append(kubectl, args...)...)...)
+		if r.Err != nil {
+			t.Fatalf("devk etcd diff -- kubectl %s: %v\n%s%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		var d etcdDiff
+		if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
+			t.Fatalf("etcd diff -o json: %v\n%s", err, r.Stdout)
+		}
+		return d
+	}
+
+	d := diff("create", "configmap", "devk-e2e-x", "--from-literal=a=b")
+	if len(d.Changes) != 1 {
+		t.Fatalf("create configmap changed %d keys, want exactly the configmap: %+v", len(d.Changes), d.Changes)
+	}
+	c := d.Changes[0]
+	if c.Type != "ADDED" || c.Key != "/registry/configmaps/default/devk-e2e-x" || c.After == nil || c.After.Kind != "ConfigMap" ||
+		!strings.Contains(c.Diff, "+  a: b") {
+		t.Fatalf("configmap change: %+v", c)
+	}
+
+	sc.Kubectl(t, "create", "service", "clusterip", "devk-e2e-svc", "--tcp=80:8080")
+	d = diff("patch", "service", "devk-e2e-svc", "-p", `{"spec":{"ports":[{"name":"80-8080","port":81,"targetPort":8080}]}}`)
+	var svc *struct{ Type, Diff string }
+	for _, ch := range d.Changes {
+		if ch.Key == "/registry/services/specs/default/devk-e2e-svc" {
+			svc = &struct{ Type, Diff string }{ch.Type, ch.Diff}
+		}
+	}
+	if svc == nil || svc.Type != "MODIFIED" || !strings.Contains(svc.Diff, "-    port: 80") || !strings.Contains(svc.Diff, "+    port: 81") {
+		t.Fatalf("service patch: %+v\nall changes: %+v", svc, d.Changes)
+	}
+
+	// watch sees a change made through the API.
+	cmd := exec.Command(devkBin, "etcd", "watch", "configmaps", "-n", "default")
+	cmd.Dir, cmd.Env = sc.Tree, append(cmd.Environ(), sc.Env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.Sleep(2 * time.Second) // the watch is open once devk has connected
+	sc.Kubectl(t, "patch", "configmap", "devk-e2e-x", "-p", `{"data":{"a":"c"}}`)
+	deadline := time.After(60 * time.Second)
+	var seen []string
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("devk etcd watch ended; it printed:\n%s", strings.Join(seen, "\n"))
+			}
+			seen = append(seen, l)
+			if strings.Contains(strings.Join(seen, "\n"), "MODIFIED configmaps default/devk-e2e-x") && strings.Contains(l, "+  a: c") {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the watch did not show the patch; it printed:\n%s", strings.Join(seen, "\n"))
+		}
+	}
+}
