@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -112,12 +111,6 @@ func checks() []readiness {
 	}
 }
 
-var criLogPrefix = regexp.MustCompile(`^\S+ (stdout|stderr) [FP] `)
-
-// stripCRILog drops the time, stream and tag the CRI puts before each
-// line of a container log.
-func stripCRILog(line string) string { return criLogPrefix.ReplaceAllString(line, "") }
-
 // containerLog is the newest log file of a control-plane container, or
 // the kubelet's log when the container never started.
 func (c *Cluster) containerLog(name string) string {
@@ -164,7 +157,7 @@ func (c *Cluster) runWait(ctx context.Context) error {
 				log := ch.Log(c)
 				fmt.Fprintf(&b, "\n%s: %v\n  last lines of %s:\n", ch.Name, lastErr[ch.Name], log)
 				for _, l := range strings.Split(tailFile(log, 12), "\n") {
-					b.WriteString("    " + stripCRILog(l) + "\n")
+					b.WriteString("    " + l + "\n")
 				}
 			}
 			return fmt.Errorf("the control plane was not ready after %s (raise --wait, or read the logs under %s):%s",

@@ -496,15 +496,6 @@ func TestPhaseTree(t *testing.T) {
 	}
 }
 
-func TestStripCRILog(t *testing.T) {
-	if got := stripCRILog("2026-11-29T18:15:24.101467258Z stderr F Error: unknown flag: --bogus-flag"); got != "Error: unknown flag: --bogus-flag" {
-		t.Errorf("stripCRILog = %q", got)
-	}
-	if got := stripCRILog("I1129 kubelet line"); got != "I1129 kubelet line" {
-		t.Errorf("a kubelet log line was changed: %q", got)
-	}
-}
-
 func TestVersionLess(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string

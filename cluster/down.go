@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/devk/devk/internal/cri"
 )
 
 func (c *Cluster) downKubelet(ctx context.Context) error {
@@ -60,19 +62,19 @@ func (c *Cluster) downPods(ctx context.Context) error {
 			return nil
 		}
 	}
-	cri, err := dialCRI(ctx, c.Config.CRISocket)
+	rt, err := cri.Dial(c.Config.CRISocket)
 	if err != nil {
 		return err
 	}
-	defer cri.Close()
-	if _, err := cri.version(ctx); err != nil {
+	defer rt.Close()
+	if _, err := rt.Version(ctx); err != nil {
 		if !c.Config.OwnRuntime {
 			return fmt.Errorf("the CRI runtime at %s does not answer (%v): start it so devk can remove this cluster's pods", c.Config.CRISocket, err)
 		}
 		c.setDetail("pods", "containerd does not answer; leftovers are killed below")
 		return nil
 	}
-	n, err := cri.removeAll(ctx, c.ownsPod)
+	n, err := rt.RemoveAll(ctx, c.ownsPod)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/fileutil"
 )
 
@@ -218,15 +219,9 @@ func processes(match func(argv []string) bool) []int {
 	return out
 }
 
-// tailFile returns the last n lines of a file.
+// tailFile returns the last n lines of a log file (a supervised
+// process's, or a container's without the CRI's line prefixes).
 func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
+	lines, _ := cri.TailLog(path, n)
 	return strings.Join(lines, "\n")
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/cri"
 )
 
 // ContainerdConfig is what the private containerd's config depends on.
@@ -204,14 +206,14 @@ func (c *Cluster) writeRuntimeFiles() (bool, error) {
 
 func (c *Cluster) runRuntime(ctx context.Context) error {
 	if !c.Config.OwnRuntime {
-		cri, err := dialCRI(ctx, c.Config.CRISocket)
+		rt, err := cri.Dial(c.Config.CRISocket)
 		if err != nil {
 			return err
 		}
-		defer cri.Close()
-		v, err := cri.version(ctx)
+		defer rt.Close()
+		v, err := rt.Version(ctx)
 		if err != nil {
-			return fmt.Errorf("CRI runtime at %s does not answer: %w (is it running?)", c.Config.CRISocket, err)
+			return err
 		}
 		c.setDetail("runtime", "using %s at %s", v, c.Config.CRISocket)
 		return nil
@@ -248,10 +250,10 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 		if _, ok := c.Running("containerd"); !ok {
 			return fmt.Errorf("containerd exited; its log ends:\n%s", tailFile(c.LogFile("containerd"), 15))
 		}
-		cri, err := dialCRI(ctx, c.ContainerdSocket())
+		rt, err := cri.Dial(c.ContainerdSocket())
 		if err == nil {
-			_, err = cri.version(ctx)
-			cri.Close()
+			_, err = rt.Version(ctx)
+			rt.Close()
 			if err == nil {
 				if started {
 					c.did("runtime", "containerd started (pid %d)", pid)
@@ -272,7 +274,7 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 }
 
 func containerdBinary() string {
-	if p, err := lookPath("containerd"); err == nil {
+	if p, err := exec.LookPath("containerd"); err == nil {
 		return p
 	}
 	return "containerd"

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/devk/devk/internal/cri"
 )
 
 // Status is what `devk status` shows of a cluster.
@@ -82,10 +84,10 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		ps.PID, ps.Running = pp.Running(name)
 		if name == "containerd" && !c.Config.OwnRuntime {
 			ps.Log = "not devk's: " + c.Config.CRISocket
-			if cri, err := dialCRI(ctx, c.Config.CRISocket); err == nil {
-				_, verr := cri.version(ctx)
+			if rt, err := cri.Dial(c.Config.CRISocket); err == nil {
+				_, verr := rt.Version(ctx)
 				ps.Running = verr == nil
-				cri.Close()
+				rt.Close()
 			}
 		}
 		if name == "registry" && !c.Config.OwnRegistry {
@@ -94,13 +96,15 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		}
 		st.Processes = append(st.Processes, ps)
 	}
-	var containers []ContainerInfo
+	var rt *cri.Client
 	if c.Config.CRISocket != "" {
-		if cri, err := dialCRI(ctx, c.Config.CRISocket); err == nil {
-			if _, err := cri.version(ctx); err == nil {
-				containers, _ = cri.containers(ctx)
+		if r, err := cri.Dial(c.Config.CRISocket); err == nil {
+			if _, err := r.Version(ctx); err == nil {
+				rt = r
+				defer r.Close()
+			} else {
+				r.Close()
 			}
-			cri.Close()
 		}
 	}
 	cs, cerr := c.Client()
@@ -121,13 +125,17 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	for _, sp := range StaticPods {
 		cst := ComponentStatus{Name: sp.Name, State: "absent"}
 		cst.Manifest, _ = readManifestImage(c.ManifestPath(sp.Name))
-		// The newest container of the pod: highest attempt.
-		for _, ct := range containers {
-			if ct.Name != sp.Name || ct.PodName != sp.Name+"-"+c.Config.NodeName {
-				continue
-			}
-			if cst.State == "absent" || ct.Attempt >= cst.Restarts {
-				cst.State, cst.Running, cst.Restarts = strings.ToLower(ct.State), ct.ImageRef, ct.Attempt
+		if rt != nil {
+			// Newest first: the pod's current container.
+			cts, err := rt.Containers(ctx, cri.Filter{PodName: sp.Name + "-" + c.Config.NodeName, PodNamespace: "kube-system", Container: sp.Name})
+			if err == nil && len(cts) > 0 {
+				ct := cts[0]
+				cst.State, cst.Restarts, cst.Running = ct.StateName(), ct.Attempt, ct.ImageRef
+				// The list gives the image ID on containerd 1.6; the
+				// status gives the repo digest the kubelet reports.
+				if s, err := rt.ContainerStatus(ctx, ct.ID); err == nil && s.ImageRef != "" {
+					cst.Running = s.ImageRef
+				}
 			}
 		}
 		if err := health[sp.Name]; err != nil {
