@@ -128,9 +128,9 @@ func (c *Cluster) kubeletArgv() []string {
 // installKubelet copies the built kubelet to the cluster's bin dir unless
 // the same bytes are there; it reports whether it changed the binary.
 func installKubelet(src, dst string) (bool, error) {
-	same, err := sameFile(src, dst)
+	same, err := fileutil.SameContent(src, dst)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%s: %w (run `devk build kubelet`)", src, err)
 	}
 	if same {
 		return false, nil
@@ -147,26 +147,6 @@ func installKubelet(src, dst string) (bool, error) {
 		_, err := io.Copy(w, in)
 		return err
 	}, 0o755, "")
-}
-
-func sameFile(a, b string) (bool, error) {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w (run `devk build kubelet`)", a, err)
-	}
-	fb, err := os.Stat(b)
-	if err != nil || fa.Size() != fb.Size() {
-		return false, nil
-	}
-	da, err := os.ReadFile(a)
-	if err != nil {
-		return false, err
-	}
-	db, err := os.ReadFile(b)
-	if err != nil {
-		return false, nil
-	}
-	return bytes.Equal(da, db), nil
 }
 
 func (c *Cluster) runKubeletStart(ctx context.Context) error {

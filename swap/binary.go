@@ -1,7 +1,6 @@
 package swap
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +40,7 @@ func InstallBinary(ctx context.Context, src, dest string, check CheckFunc) (res 
 		return res, fmt.Errorf("new binary: %w (build it first)", err)
 	}
 	defer in.Close()
-	same, err := sameBytes(src, dest)
+	same, err := fileutil.SameContent(src, dest)
 	if err != nil {
 		return res, err
 	}
@@ -106,7 +105,7 @@ func RollbackBinary(ctx context.Context, dest string, check CheckFunc) (BinaryRe
 	if _, err := os.Stat(res.Prev); errors.Is(err, fs.ErrNotExist) {
 		return res, fmt.Errorf("%w: there is no %s", ErrNoBackup, res.Prev)
 	}
-	same, err := sameBytes(res.Prev, dest)
+	same, err := fileutil.SameContent(res.Prev, dest)
 	if err != nil {
 		return res, err
 	}
@@ -143,55 +142,6 @@ func linkOrCopy(from, to string) error {
 		_, err := io.Copy(w, in)
 		return err
 	}, 0o755, "")
-}
-
-// sameBytes reports whether two files hold the same bytes; a missing b is
-// not the same.
-func sameBytes(a, b string) (bool, error) {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	fb, err := os.Stat(b)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if fa.Size() != fb.Size() {
-		return false, nil
-	}
-	if os.SameFile(fa, fb) {
-		return true, nil
-	}
-	ra, err := os.Open(a)
-	if err != nil {
-		return false, err
-	}
-	defer ra.Close()
-	rb, err := os.Open(b)
-	if err != nil {
-		return false, err
-	}
-	defer rb.Close()
-	bufA, bufB := make([]byte, 1<<20), make([]byte, 1<<20)
-	for {
-		na, errA := io.ReadFull(ra, bufA)
-		nb, errB := io.ReadFull(rb, bufB)
-		if na != nb || !bytes.Equal(bufA[:na], bufB[:nb]) {
-			return false, nil
-		}
-		if errA == io.EOF || errA == io.ErrUnexpectedEOF {
-			return errB == io.EOF || errB == io.ErrUnexpectedEOF, nil
-		}
-		if errA != nil {
-			return false, errA
-		}
-		if errB != nil {
-			return false, errB
-		}
-	}
 }
 
 // KubectlCheck runs `kubectl version --client -o json` and returns the

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/devk/devk/internal/fileutil"
 )
 
 const apiserverManifest = `apiVersion: v1
@@ -139,7 +141,7 @@ func TestInstallBinary(t *testing.T) {
 	if err != nil || !res.Changed || res.Version != "v1.34.4-dirty" || res.Prev != dest+".prev" {
 		t.Fatalf("second install = %+v, %v", res, err)
 	}
-	if same, _ := sameBytes(v1, dest+".prev"); !same {
+	if same, _ := fileutil.SameContent(v1, dest+".prev"); !same {
 		t.Fatal(".prev does not hold the old bytes")
 	}
 
@@ -148,7 +150,7 @@ func TestInstallBinary(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the old one is back") {
 		t.Fatalf("broken install: %+v, %v", res, err)
 	}
-	if same, _ := sameBytes(v2, dest); !same {
+	if same, _ := fileutil.SameContent(v2, dest); !same {
 		t.Fatal("the broken binary stayed installed")
 	}
 
@@ -157,7 +159,7 @@ func TestInstallBinary(t *testing.T) {
 	if err != nil || !res.Changed || res.Version != "v1.34.4" {
 		t.Fatalf("rollback = %+v, %v", res, err)
 	}
-	if same, _ := sameBytes(v1, dest); !same {
+	if same, _ := fileutil.SameContent(v1, dest); !same {
 		t.Fatal("rollback did not restore the old bytes")
 	}
 	if _, err := RollbackBinary(ctx, filepath.Join(dir, "none"), nil); !errors.Is(err, ErrNoBackup) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,15 +54,7 @@ Examples:
 				defer closeSources()
 				o.Extra = sources
 			}
-			reports, err := digest.Run(cmd.Context(), o)
-			var mismatch *digest.MismatchError
-			if err != nil && !errors.As(err, &mismatch) {
-				return err
-			}
-			if perr := printDigestReports(g, reports); perr != nil {
-				return perr
-			}
-			return err
+			return runDigest(cmd.Context(), g, o)
 		},
 	}
 	f := cmd.Flags()
@@ -71,6 +64,20 @@ Examples:
 	node.add(f)
 	cmd.AddCommand(newDigestVerifyCmd(g))
 	return cmd
+}
+
+// runDigest compares and prints; a mismatch is printed and then returned
+// (exit status 2), a failure to look is returned unprinted.
+func runDigest(ctx context.Context, g *globalOptions, o digest.Options) error {
+	reports, err := digest.Run(ctx, o)
+	var mismatch *digest.MismatchError
+	if err != nil && !errors.As(err, &mismatch) {
+		return err
+	}
+	if perr := printDigestReports(g, reports); perr != nil {
+		return perr
+	}
+	return err
 }
 
 func printDigestReports(g *globalOptions, reports []digest.Report) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -55,15 +54,7 @@ Examples:
 					return fmt.Errorf("%s is not a static pod: verify checks what the cluster's static pods run", name)
 				}
 			}
-			reports, err := digest.Run(cmd.Context(), o)
-			var mismatch *digest.MismatchError
-			if err != nil && !errors.As(err, &mismatch) {
-				return err
-			}
-			if perr := printDigestReports(g, reports); perr != nil {
-				return perr
-			}
-			return err
+			return runDigest(cmd.Context(), g, o)
 		},
 	}
 	f := cmd.Flags()
