@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ type etcdDiff struct {
 		} `json:"after"`
 	} `json:"changes"`
 }
+
+// With -o json the diffs are of the JSON rendering; the watch below prints
+// YAML.
 
 // TestEtcd runs `devk etcd diff` and `watch` against the shared cluster's
 // real etcd: a kubectl command's exact change, decoded, and a watch that
@@ -51,7 +55,7 @@ func TestEtcd(t *testing.T) {
 	}
 	c := d.Changes[0]
 	if c.Type != "ADDED" || c.Key != "/registry/configmaps/default/devk-e2e-x" || c.After == nil || c.After.Kind != "ConfigMap" ||
-		!strings.Contains(c.Diff, "+  a: b") {
+		!regexp.MustCompile(`(?m)^\+\s+"a": "b"$`).MatchString(c.Diff) {
 		t.Fatalf("configmap change: %+v", c)
 	}
 
@@ -63,7 +67,8 @@ func TestEtcd(t *testing.T) {
 			svc = &struct{ Type, Diff string }{ch.Type, ch.Diff}
 		}
 	}
-	if svc == nil || svc.Type != "MODIFIED" || !strings.Contains(svc.Diff, "-    port: 80") || !strings.Contains(svc.Diff, "+    port: 81") {
+	if svc == nil || svc.Type != "MODIFIED" || !regexp.MustCompile(`(?m)^-\s+"port": 80,?$`).MatchString(svc.Diff) ||
+		!regexp.MustCompile(`(?m)^\+\s+"port": 81,?$`).MatchString(svc.Diff) {
 		t.Fatalf("service patch: %+v\nall changes: %+v", svc, d.Changes)
 	}
 
