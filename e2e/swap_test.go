@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,9 +60,17 @@ func appendTo(t *testing.T, path, text string) {
 // manifestImage reads the image a static pod manifest names.
 func manifestImage(t *testing.T, path string) string {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	img, err := readManifestImage(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return img
+}
+
+func readManifestImage(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
 	}
 	var pod struct {
 		Spec struct {
@@ -69,9 +78,9 @@ func manifestImage(t *testing.T, path string) string {
 		} `json:"spec"`
 	}
 	if err := yaml.Unmarshal(data, &pod); err != nil || len(pod.Spec.Containers) == 0 {
-		t.Fatalf("%s does not parse as a pod (%v):\n%s", path, err, data)
+		return "", fmt.Errorf("%s does not parse as a pod (%v):\n%s", path, err, data)
 	}
-	return pod.Spec.Containers[0].Image
+	return pod.Spec.Containers[0].Image, nil
 }
 
 // TestSwap is the loop users come for: patch the apiserver, build, push,
@@ -171,8 +180,10 @@ func TestSwap(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The swap vacates the manifest, then writes the new one: kill it
+	// once the new one is in place.
 	eventually(t, ctx, "the swap to rewrite the manifest", func() error {
-		if manifestImage(t, apiManifest) == good {
+		if img, err := readManifestImage(apiManifest); err != nil || img == good {
 			return errNotYet
 		}
 		return nil

@@ -84,6 +84,22 @@ func (m Manifest) Read() (*corev1.Pod, []byte, error) {
 	return &pod, data, nil
 }
 
+// ReadBackup parses the manifest kept by the last swap.
+func (m Manifest) ReadBackup() (*corev1.Pod, error) {
+	data, err := os.ReadFile(m.BackupPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has none (no swap was made with this manifests dir)", ErrNoBackup, m.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return nil, fmt.Errorf("backup %s is not a pod manifest: %w", m.BackupPath(), err)
+	}
+	return &pod, nil
+}
+
 // Container picks the container to swap: the one named name, or the only one.
 func Container(pod *corev1.Pod, name string) (*corev1.Container, error) {
 	for i := range pod.Spec.Containers {
@@ -127,11 +143,12 @@ func WithImage(data []byte, pod *corev1.Pod, container, image string) ([]byte, s
 	return out, old, nil
 }
 
-// SetImage points the manifest's container at image: it writes the new
-// manifest to a temp file in WorkDir, fsyncs it, keeps the current one as
-// the backup, records a journal, and renames the new one into place, so
-// the kubelet never reads a partial file. It returns the image it replaced.
-func (m Manifest) SetImage(container, image string) (old string, err error) {
+// SetImage points the manifest's container at image: it keeps the current
+// manifest as the backup, records a journal, runs handover (when not nil;
+// see Vacate), and writes the new manifest through a temp file in WorkDir,
+// fsynced and renamed into place, so the kubelet never reads a partial
+// file. It returns the image it replaced.
+func (m Manifest) SetImage(container, image string, handover func()) (old string, err error) {
 	pod, data, err := m.Read()
 	if err != nil {
 		return "", err
@@ -149,6 +166,9 @@ func (m Manifest) SetImage(container, image string) (old string, err error) {
 	j, _ := json.MarshalIndent(Journal{Manifest: m.Path, Backup: m.BackupPath(), OldImage: old, NewImage: image, Started: time.Now().UTC()}, "", "  ")
 	if err := fileutil.WriteAtomic(m.JournalPath(), j, 0o600, m.WorkDir); err != nil {
 		return "", err
+	}
+	if handover != nil {
+		handover()
 	}
 	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
 		return "", fmt.Errorf("%w (is %s on the same filesystem as %s?)", err, m.WorkDir, m.Path)
@@ -182,9 +202,23 @@ func (m Manifest) InProgress() (*Journal, error) {
 	return &j, nil
 }
 
-// Restore puts the backup back in place atomically and returns the image
-// it names. The backup is kept, so restoring twice is harmless.
-func (m Manifest) Restore(container string) (string, error) {
+// Vacate moves the manifest out of the manifests dir (into WorkDir), so
+// the kubelet stops the pod. A swap vacates before it writes the new
+// manifest: the kubelet starts a static pod only once the previous one of
+// the same name is gone, and one that finds it still terminating waits
+// out a 10 s back-off.
+func (m Manifest) Vacate() error {
+	err := os.Rename(m.Path, filepath.Join(m.WorkDir, m.name()+".yaml.vacated"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Restore puts the backup back in place atomically, after handover (when
+// not nil), and returns the image it names. The backup is kept, so
+// restoring twice is harmless.
+func (m Manifest) Restore(container string, handover func()) (string, error) {
 	data, err := os.ReadFile(m.BackupPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("%w: %s has none (no swap was made with this manifests dir)", ErrNoBackup, m.Path)
@@ -199,6 +233,9 @@ func (m Manifest) Restore(container string) (string, error) {
 	c, err := Container(&pod, container)
 	if err != nil {
 		return "", err
+	}
+	if handover != nil {
+		handover()
 	}
 	if err := fileutil.WriteAtomic(m.Path, data, 0o600, m.WorkDir); err != nil {
 		return "", err

@@ -37,6 +37,8 @@ type Options struct {
 	ManifestsDir string
 	Kubeconfig   string
 	CRISocket    string
+	// KubeletRootDir is the kubelet's --root-dir (see Node.KubeletRootDir).
+	KubeletRootDir string
 
 	// KubectlDest is where `swap kubectl` installs kubectl.
 	KubectlDest string
@@ -249,7 +251,7 @@ func (o Options) node() (*Node, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Node{ManifestsDir: o.ManifestsDir, Client: client, Runtime: rt, Reporter: o.Reporter, Timeout: o.Timeout, LogLines: 20},
+	return &Node{ManifestsDir: o.ManifestsDir, KubeletRootDir: o.KubeletRootDir, Client: client, Runtime: rt, Reporter: o.Reporter, Timeout: o.Timeout, LogLines: 20},
 		func() { rt.Close() }, nil
 }
 

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -28,9 +31,12 @@ import (
 // the API server (for the mirror pod) and the runtime (for the container).
 type Node struct {
 	ManifestsDir string
-	Client       kubernetes.Interface
-	Runtime      *cri.Client
-	Reporter     progress.Reporter
+	// KubeletRootDir is the kubelet's --root-dir; when known, a swap waits
+	// for the kubelet to drop the old pod before the new manifest appears.
+	KubeletRootDir string
+	Client         kubernetes.Interface
+	Runtime        *cri.Client
+	Reporter       progress.Reporter
 	// Timeout bounds the wait for the new container to be healthy.
 	Timeout time.Duration
 	// LogLines is how much of a failed container's log to show.
@@ -77,6 +83,7 @@ var ErrRolledBack = errors.New("swap failed and was rolled back")
 type podState struct {
 	configHash  string
 	containerID string // running container, per CRI
+	podUID      string // its pod's UID (the static pod's config hash)
 	imageRef    string // its CRI imageRef
 	mirrorImage string // mirror pod's containerStatuses imageID
 	healthy     bool
@@ -136,15 +143,8 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 		return res, fmt.Errorf("%w; nothing was changed", err)
 	}
 	n.Reporter.Debugf("%s: pulled in %s", t.Pod, progress.Round(time.Since(tp)))
-	if _, err := m.SetImage(c.Name, t.Image); err != nil {
+	if _, err := m.SetImage(c.Name, t.Image, n.handover(ctx, m, before)); err != nil {
 		return res, err
-	}
-	// Stop the old container at once: the kubelet would otherwise wait out
-	// its termination grace period (30 s for the apiserver).
-	if before.containerID != "" {
-		if err := n.Runtime.StopContainer(ctx, before.containerID, 0); err != nil {
-			n.Reporter.Debugf("stop old container: %v", err)
-		}
 	}
 	after, werr := n.waitFor(ctx, t.Pod, c.Name, health, before, digest.Of(t.Image))
 	if werr == nil {
@@ -160,13 +160,11 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	res.Log = n.lastLog(ctx, t.Pod, c.Name, before.containerID)
 	res.RolledBack = true
 	n.Reporter.Infof("%s: %v; rolling back to %s", t.Pod, werr, shortRef(c.Image))
-	if _, err := m.Restore(c.Name); err != nil {
+	bctx := context.WithoutCancel(ctx) // a Ctrl-C must not leave the node half rolled back
+	cur, _ := n.observe(bctx, t.Pod, c.Name, health)
+	if _, err := m.Restore(c.Name, n.handover(bctx, m, cur)); err != nil {
 		return res, fmt.Errorf("%s: %v; and the rollback failed: %w (the old manifest is at %s)", t.Pod, werr, err, m.BackupPath())
 	}
-	if cur, err := n.observe(ctx, t.Pod, c.Name, health); err == nil && cur.containerID != "" && cur.containerID != before.containerID {
-		n.Runtime.StopContainer(ctx, cur.containerID, 0)
-	}
-	bctx := context.WithoutCancel(ctx) // a Ctrl-C must not leave the node half rolled back
 	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, digest.Of(c.Image)); err != nil {
 		return res, fmt.Errorf("%s: %w: %v; and the old pod is not healthy again: %v", t.Pod, ErrRolledBack, werr, err)
 	}
@@ -179,9 +177,16 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, podName)
+	// A swap killed midway may have left no manifest in the dir: the
+	// backup says which container and probe to use.
 	pod, _, err := m.Read()
 	if err != nil {
-		return nil, err
+		if pod, err = m.ReadBackup(); err != nil {
+			return nil, err
+		}
+		if cc, err := Container(pod, podName); err == nil {
+			cc.Image = "" // nothing runs from the missing manifest
+		}
 	}
 	c, err := Container(pod, podName)
 	if err != nil {
@@ -193,16 +198,24 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	img, err := m.Restore(c.Name)
+	backup, err := m.ReadBackup()
+	if err != nil {
+		return res, err
+	}
+	bc, err := Container(backup, podName)
+	if err != nil {
+		return res, err
+	}
+	var handover func()
+	if bc.Image != c.Image {
+		handover = n.handover(ctx, m, before)
+	}
+	img, err := m.Restore(c.Name, handover)
 	if err != nil {
 		return res, err
 	}
 	res.NewImage = img
-	if img == c.Image {
-		res.Unchanged = true
-	} else if before.containerID != "" {
-		n.Runtime.StopContainer(ctx, before.containerID, 0)
-	}
+	res.Unchanged = img == c.Image
 	if img != c.Image {
 		if _, err := n.waitFor(ctx, podName, c.Name, health, before, digest.Of(img)); err != nil {
 			return res, err
@@ -215,6 +228,38 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	res.Checks = n.verify(ctx, Target{Pod: podName, Image: img}, after)
 	res.Took = time.Since(t0)
 	return res, checksError(res.Checks)
+}
+
+// handover runs between writing the backup and writing the new manifest:
+// it vacates the manifest, stops the running container without grace (the
+// kubelet would wait out the pod's termination grace period, 30 s for the
+// apiserver), and waits, at most 10 s, until the kubelet has dropped the
+// old pod (its directory under the kubelet root is gone), so the new pod
+// starts at once instead of after the kubelet's 10 s back-off.
+func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
+	return func() {
+		if err := m.Vacate(); err != nil {
+			n.Reporter.Debugf("vacate %s: %v", m.Path, err)
+			return
+		}
+		if old.containerID != "" {
+			if err := n.Runtime.StopContainer(ctx, old.containerID, 0); err != nil {
+				n.Reporter.Debugf("stop old container: %v", err)
+			}
+		}
+		if old.podUID == "" || n.KubeletRootDir == "" {
+			return
+		}
+		podDir := filepath.Join(n.KubeletRootDir, "pods", old.podUID)
+		t0 := time.Now()
+		for time.Since(t0) < 10*time.Second && ctx.Err() == nil {
+			if _, err := os.Stat(podDir); errors.Is(err, fs.ErrNotExist) {
+				n.Reporter.Debugf("the kubelet dropped the old pod in %s", progress.Round(time.Since(t0)))
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // healthURL is the HTTP(S) endpoint of the container's readiness probe
@@ -308,7 +353,7 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 			continue
 		}
 		if ct.Running() && s.containerID == "" {
-			s.containerID = ct.ID
+			s.containerID, s.podUID = ct.ID, ct.PodUID
 			if st, err := n.Runtime.ContainerStatus(ctx, ct.ID); err == nil {
 				s.imageRef = st.ImageRef
 			}

@@ -46,7 +46,7 @@ const newImage = "localhost:5000/kube-apiserver@sha256:2222222222222222222222222
 
 func TestSetImageAndRestore(t *testing.T) {
 	m := writeManifest(t)
-	old, err := m.SetImage("kube-apiserver", newImage)
+	old, err := m.SetImage("kube-apiserver", newImage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSetImageAndRestore(t *testing.T) {
 		t.Fatalf("manifest mode %v", fi.Mode())
 	}
 
-	img, err := m.Restore("kube-apiserver")
+	img, err := m.Restore("kube-apiserver", nil)
 	if err != nil || img != old {
 		t.Fatalf("restore = %s, %v", img, err)
 	}
@@ -88,22 +88,22 @@ func TestSetImageAndRestore(t *testing.T) {
 
 func TestSetImageErrors(t *testing.T) {
 	m := writeManifest(t)
-	if _, err := m.SetImage("etcd", newImage); err != nil {
+	if _, err := m.SetImage("etcd", newImage, nil); err != nil {
 		t.Fatalf("the only container should be chosen: %v", err)
 	}
 	missing := ManifestFor(t.TempDir(), "kube-scheduler")
-	if _, err := missing.SetImage("kube-scheduler", newImage); err == nil || !strings.Contains(err.Error(), "devk up") {
+	if _, err := missing.SetImage("kube-scheduler", newImage, nil); err == nil || !strings.Contains(err.Error(), "devk up") {
 		t.Fatalf("missing manifest: %v", err)
 	}
 	bad := writeManifest(t)
 	os.WriteFile(bad.Path, []byte("kind: ConfigMap\n"), 0o600)
-	if _, err := bad.SetImage("x", newImage); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
+	if _, err := bad.SetImage("x", newImage, nil); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
 		t.Fatalf("configmap: %v", err)
 	}
 	if data, _ := os.ReadFile(bad.Path); string(data) != "kind: ConfigMap\n" {
 		t.Fatal("a refused swap changed the file")
 	}
-	if _, err := writeManifest(t).Restore("kube-apiserver"); !errors.Is(err, ErrNoBackup) {
+	if _, err := writeManifest(t).Restore("kube-apiserver", nil); !errors.Is(err, ErrNoBackup) {
 		t.Fatalf("restore without backup: %v", err)
 	}
 }

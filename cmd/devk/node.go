@@ -16,6 +16,8 @@ type nodeFlags struct {
 	ManifestsDir string
 	Kubeconfig   string
 	CRISocket    string
+	// KubeletRootDir is the kubelet's --root-dir.
+	KubeletRootDir string
 }
 
 func (n *nodeFlags) add(f *pflag.FlagSet) {
@@ -23,6 +25,7 @@ func (n *nodeFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&n.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, for a node devk did not make (kubeadm: /etc/kubernetes/manifests)")
 	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: /etc/kubernetes/admin.conf)")
 	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: /run/containerd/containerd.sock)")
+	f.StringVar(&n.KubeletRootDir, "kubelet-root-dir", "", "the kubelet's --root-dir, for a node devk did not make (default /var/lib/kubelet)")
 }
 
 // resolve fills the paths from the devk cluster unless the user named a
@@ -36,12 +39,18 @@ func (n *nodeFlags) resolve() (*cluster.Cluster, error) {
 		if n.ManifestsDir == "" || n.Kubeconfig == "" || n.CRISocket == "" {
 			return nil, fmt.Errorf("for a node that devk did not make, pass all of --manifests-dir, --kubeconfig and --cri-socket")
 		}
+		if n.KubeletRootDir == "" {
+			n.KubeletRootDir = "/var/lib/kubelet"
+		}
 		return c, nil
 	}
 	if c.Exists() {
 		n.ManifestsDir = c.Manifests()
 		n.Kubeconfig = c.Kubeconfig("admin")
 		n.CRISocket = c.Config.CRISocket
+		if n.KubeletRootDir == "" {
+			n.KubeletRootDir = c.KubeletRoot()
+		}
 	}
 	return c, nil
 }

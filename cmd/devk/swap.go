@@ -61,7 +61,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			o.ManifestsDir, o.Kubeconfig, o.CRISocket = node.ManifestsDir, node.Kubeconfig, node.CRISocket
+			o.ManifestsDir, o.Kubeconfig, o.CRISocket, o.KubeletRootDir = node.ManifestsDir, node.Kubeconfig, node.CRISocket, node.KubeletRootDir
 			if o.KubectlDest == "" {
 				o.KubectlDest = swap.DefaultKubectlDest(c.Home)
 			}

@@ -49,7 +49,7 @@ Examples:
 				if err != nil {
 					return err
 				}
-				o.Swap.ManifestsDir, o.Swap.Kubeconfig, o.Swap.CRISocket = node.ManifestsDir, node.Kubeconfig, node.CRISocket
+				o.Swap.ManifestsDir, o.Swap.Kubeconfig, o.Swap.CRISocket, o.Swap.KubeletRootDir = node.ManifestsDir, node.Kubeconfig, node.CRISocket, node.KubeletRootDir
 				if c.Exists() && o.Swap.ManifestsDir == c.Manifests() {
 					o.Swap.Kubelet = &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
 				}
