@@ -103,6 +103,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			bins = append(bins, c)
 		}
 	}
+	// An interrupted swap is finished (rolled back) before anything else.
+	if !o.Rollback && o.ManifestsDir != "" {
+		for _, c := range build.Catalog {
+			if !c.StaticPod {
+				continue
+			}
+			if j, err := ManifestFor(o.ManifestsDir, c.Binary).InProgress(); err != nil {
+				return rep, err
+			} else if j != nil {
+				return rep, fmt.Errorf("a swap of %s to %s was interrupted at %s: run `devk swap --rollback %s` to restore %s first",
+					c.Binary, j.NewImage, j.Started.Format(time.RFC3339), c.Name, j.OldImage)
+			}
+		}
+	}
 	if len(comps) == 0 {
 		if o.Rollback {
 			return rep, fmt.Errorf("name what to roll back: a static pod (apiserver, controller-manager, scheduler, etcd), kubectl or kubelet")

@@ -65,13 +65,15 @@ type Check struct {
 
 // Result is the outcome of swapping one static pod.
 type Result struct {
-	Pod        string        `json:"pod"`
-	OldImage   string        `json:"oldImage"`
-	NewImage   string        `json:"newImage"`
-	Unchanged  bool          `json:"unchanged,omitempty"`
-	RolledBack bool          `json:"rolledBack,omitempty"`
-	Checks     []Check       `json:"checks"`
-	Took       time.Duration `json:"took"`
+	Pod        string `json:"pod"`
+	OldImage   string `json:"oldImage"`
+	NewImage   string `json:"newImage"`
+	Unchanged  bool   `json:"unchanged,omitempty"`
+	RolledBack bool   `json:"rolledBack,omitempty"`
+	// Restored is set by an explicit --rollback.
+	Restored bool          `json:"restored,omitempty"`
+	Checks   []Check       `json:"checks"`
+	Took     time.Duration `json:"took"`
 	// Log is the tail of the failed container's log, when the swap failed.
 	Log []string `json:"log,omitempty"`
 }
@@ -192,7 +194,7 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Pod: podName, OldImage: c.Image}
+	res := &Result{Pod: podName, OldImage: c.Image, Restored: true}
 	health := healthURL(c)
 	before, err := n.observe(ctx, podName, c.Name, health)
 	if err != nil {

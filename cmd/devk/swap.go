@@ -115,6 +115,10 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 		switch {
 		case r.RolledBack:
 			status = "ROLLED BACK"
+		case r.Restored && r.Unchanged:
+			status = "already restored"
+		case r.Restored:
+			status = "restored"
 		case r.Unchanged:
 			status = "already running"
 		}
