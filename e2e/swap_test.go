@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -230,6 +231,22 @@ func TestSwap(t *testing.T) {
 	if now, _ := os.ReadFile(dest); !bytes.Equal(now, first) {
 		t.Fatal("rollback did not restore the old kubectl bytes")
 	}
+
+	// The kubelet: a new binary, restarted, node Ready; then rolled back.
+	devk("build", "kubelet")
+	rep = swapReport{}
+	json.Unmarshal([]byte(devk("swap", "kubelet", "-o", "json").Stdout), &rep)
+	if len(rep.Binaries) != 1 || !rep.Binaries[0].Changed || !strings.HasSuffix(rep.Binaries[0].Version, "-dirty") {
+		t.Fatalf("kubelet swap: %+v", rep.Binaries)
+	}
+	devk("swap", "--rollback", "kubelet")
+	eventually(t, ctx, "the node to be Ready on the old kubelet", func() error {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) != 1 || !nodeReady(&nodes.Items[0]) {
+			return errNotYet
+		}
+		return nil
+	})
 
 	// 5. devk watch: a save is built, pushed, swapped and verified; a
 	// compile error is reported and the loop recovers on the next save.

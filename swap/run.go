@@ -319,8 +319,9 @@ func swapBinary(ctx context.Context, o Options, c build.Component, st *build.Sta
 	return out, nil
 }
 
-// waitNodeReady waits until a node reports Ready with a heartbeat newer
-// than since: the restarted kubelet, not the old one's last word.
+// waitNodeReady waits until a node reports Ready and its kubelet renewed
+// the node lease after since: the restarted kubelet, not the old one's
+// last word.
 func (o Options) waitNodeReady(ctx context.Context, since time.Time) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -347,9 +348,17 @@ func (o Options) waitNodeReady(ctx context.Context, since time.Time) error {
 						continue
 					}
 					last = fmt.Sprintf("node %s Ready=%s (%s)", n.Name, c.Status, c.Message)
-					if c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.Time.After(since.Add(-time.Second)) {
+					if c.Status != corev1.ConditionTrue {
+						continue
+					}
+					// The node lease's renew time (microseconds, renewed
+					// at once by a starting kubelet) tells the new kubelet
+					// from the old one's last heartbeat.
+					lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
+					if err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.Time.After(since) {
 						return nil
 					}
+					last = fmt.Sprintf("node %s Ready, waiting for the restarted kubelet to renew its lease", n.Name)
 				}
 			}
 		}
