@@ -60,7 +60,7 @@ func TestEtcd(t *testing.T) {
 	}
 
 	sc.Kubectl(t, "create", "service", "clusterip", "devk-e2e-svc", "--tcp=80:8080")
-	d = diff("patch", "service", "devk-e2e-svc", "-p", `{"spec":{"ports":[{"name":"80-8080","port":81,"targetPort":8080}]}}`)
+	d = diff("patch", "service", "devk-e2e-svc", "--type=json", "-p", `[{"op":"replace","path":"/spec/ports/0/port","value":81}]`)
 	var svc *struct{ Type, Diff string }
 	for _, ch := range d.Changes {
 		if ch.Key == "/registry/services/specs/default/devk-e2e-svc" {
