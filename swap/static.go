@@ -366,6 +366,18 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 			}
 		}
 	}
+	if s.podUID == "" {
+		// No running container (it is starting, or crashed): the newest
+		// sandbox still names the pod the kubelet has to drop.
+		if sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem); err == nil {
+			for _, sb := range sbs {
+				if strings.HasPrefix(sb.PodName, podName+"-") {
+					s.podUID = sb.PodUID
+					break
+				}
+			}
+		}
+	}
 	if err := probe(ctx, health); err != nil {
 		s.healthErr = err
 	} else {

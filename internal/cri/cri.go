@@ -290,3 +290,37 @@ func (c *Client) PullImage(ctx context.Context, ref string) (string, error) {
 	}
 	return resp.ImageRef, nil
 }
+
+// Sandbox is what devk needs of one pod sandbox.
+type Sandbox struct {
+	ID        string
+	PodName   string
+	PodUID    string
+	Ready     bool
+	CreatedAt time.Time
+}
+
+// Sandboxes lists the pod sandboxes in namespace, newest first.
+func (c *Client) Sandboxes(ctx context.Context, namespace string) ([]Sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := c.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{LabelPodNamespace: namespace},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes on %s: %w", c.Endpoint, err)
+	}
+	out := make([]Sandbox, 0, len(resp.Items))
+	for _, p := range resp.Items {
+		out = append(out, Sandbox{
+			ID: p.Id, PodName: p.GetMetadata().GetName(), PodUID: p.GetMetadata().GetUid(),
+			Ready: p.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: time.Unix(0, p.CreatedAt),
+		})
+	}
+	for i := 1; i < len(out); i++ {
+		for k := i; k > 0 && out[k].CreatedAt.After(out[k-1].CreatedAt); k-- {
+			out[k], out[k-1] = out[k-1], out[k]
+		}
+	}
+	return out, nil
+}
