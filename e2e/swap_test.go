@@ -155,7 +155,7 @@ func TestSwap(t *testing.T) {
 	os.WriteFile(apiserverMain, broken, 0o644)
 	devk("build", "apiserver", "--push")
 	t0 := time.Now()
-	r = Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s")
+	r = Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s", "-v")
 	if r.Err == nil {
 		t.Fatalf("a broken apiserver swapped without error:\n%s", r.Stdout)
 	}

@@ -159,7 +159,12 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	}
 
 	// Roll back: log of the failed container first, then the old manifest.
-	res.Log = n.lastLog(ctx, t.Pod, c.Name, before.containerID)
+	if after.crashed != nil && after.crashed.LogPath != "" {
+		res.Log, _ = cri.TailLog(after.crashed.LogPath, max(n.LogLines, 20))
+	}
+	if len(res.Log) == 0 {
+		res.Log = n.lastLog(ctx, t.Pod, c.Name, before.containerID)
+	}
 	res.RolledBack = true
 	n.Reporter.Infof("%s: %v; rolling back to %s", t.Pod, werr, shortRef(c.Image))
 	bctx := context.WithoutCancel(ctx) // a Ctrl-C must not leave the node half rolled back
@@ -500,8 +505,11 @@ func (n *Node) lastLog(ctx context.Context, podName, container, oldID string) []
 		if err != nil || st.LogPath == "" {
 			continue
 		}
-		lines, _ := cri.TailLog(st.LogPath, max(n.LogLines, 20))
-		return lines
+		// A container the kubelet just restarted has no log yet: the
+		// one before it has the reason.
+		if lines, _ := cri.TailLog(st.LogPath, max(n.LogLines, 20)); len(lines) > 0 {
+			return lines
+		}
 	}
 	return nil
 }
