@@ -415,8 +415,12 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 				stage = "the kubelet to start a container of " + shortDigest(want)
 			case !s.healthy:
 				stage = fmt.Sprintf("%s to be healthy (%v)", health, s.healthErr)
-			case before.configHash != "" && s.configHash == before.configHash:
-				stage = "the mirror pod's kubernetes.io/config.hash to change"
+			case s.configHash != s.podUID:
+				// A static pod's UID is its config hash: the mirror pod
+				// shows the new pod once its hash is the running pod's
+				// UID. (Comparing with the hash before the swap is wrong
+				// when the mirror pod still lags behind an earlier edit.)
+				stage = "the mirror pod's kubernetes.io/config.hash to become " + s.podUID
 			case digest.Of(s.mirrorImage) != want:
 				stage = "the mirror pod to report the new imageID"
 			default:
@@ -441,6 +445,7 @@ func (n *Node) verify(ctx context.Context, t Target, s podState) []Check {
 		{Name: "manifest image", Want: want, Got: want, OK: true},
 		{Name: "CRI imageRef", Want: want, Got: digest.Of(s.imageRef), OK: digest.Of(s.imageRef) == want},
 		{Name: "mirror pod imageID", Want: want, Got: digest.Of(s.mirrorImage), OK: digest.Of(s.mirrorImage) == want},
+		{Name: "mirror pod config.hash", Want: s.podUID, Got: s.configHash, OK: s.podUID != "" && s.configHash == s.podUID},
 		{Name: "healthy", Want: "200 OK", Got: healthGot(s), OK: s.healthy},
 	}
 	if t.Version != "" {
