@@ -71,9 +71,12 @@ type Result struct {
 	Unchanged  bool   `json:"unchanged,omitempty"`
 	RolledBack bool   `json:"rolledBack,omitempty"`
 	// Restored is set by an explicit --rollback.
-	Restored bool          `json:"restored,omitempty"`
-	Checks   []Check       `json:"checks"`
-	Took     time.Duration `json:"took"`
+	Restored bool    `json:"restored,omitempty"`
+	Checks   []Check `json:"checks"`
+	// Ready is when the new container ran the digest and was healthy;
+	// Took includes the mirror pod catching up and the checks.
+	Ready time.Duration `json:"ready"`
+	Took  time.Duration `json:"took"`
 	// Log is the tail of the failed container's log, when the swap failed.
 	Log []string `json:"log,omitempty"`
 }
@@ -148,14 +151,20 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	if _, err := m.SetImage(c.Name, t.Image, n.handover(ctx, m, before)); err != nil {
 		return res, err
 	}
-	after, werr := n.waitFor(ctx, t.Pod, c.Name, health, before, digest.Of(t.Image))
+	after, mirrorErr, werr := n.settle(ctx, t.Pod, c.Name, health, before, digest.Of(t.Image), t0, res)
 	if werr == nil {
 		res.Checks = n.verify(ctx, t, after)
-		werr = checksError(res.Checks)
+		werr = checksError(nodeChecks(res.Checks))
 	}
 	if werr == nil {
 		res.Took = time.Since(t0)
-		return res, m.Finish()
+		if err := m.Finish(); err != nil {
+			return res, err
+		}
+		if mirrorErr != nil {
+			return res, fmt.Errorf("%s runs the pushed digest and is healthy, but %w (the kubelet updates mirror pods lazily; `devk digest verify %s` checks again)", t.Pod, mirrorErr, t.Pod)
+		}
+		return res, checksError(res.Checks)
 	}
 
 	// Roll back: log of the failed container first, then the old manifest.
@@ -172,7 +181,7 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	if _, err := m.Restore(c.Name, n.handover(bctx, m, cur)); err != nil {
 		return res, fmt.Errorf("%s: %v; and the rollback failed: %w (the old manifest is at %s)", t.Pod, werr, err, m.BackupPath())
 	}
-	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, digest.Of(c.Image)); err != nil {
+	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, digest.Of(c.Image), false); err != nil {
 		return res, fmt.Errorf("%s: %w: %v; and the old pod is not healthy again: %v", t.Pod, ErrRolledBack, werr, err)
 	}
 	res.Took = time.Since(t0)
@@ -223,16 +232,18 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	}
 	res.NewImage = img
 	res.Unchanged = img == c.Image
+	after := before
+	var mirrorErr error
 	if img != c.Image {
-		if _, err := n.waitFor(ctx, podName, c.Name, health, before, digest.Of(img)); err != nil {
+		if after, mirrorErr, err = n.settle(ctx, podName, c.Name, health, before, digest.Of(img), t0, res); err != nil {
 			return res, err
 		}
 	}
-	after, err := n.observe(ctx, podName, c.Name, health)
-	if err != nil {
-		return res, err
-	}
 	res.Checks = n.verify(ctx, Target{Pod: podName, Image: img}, after)
+	if mirrorErr != nil {
+		res.Took = time.Since(t0)
+		return res, fmt.Errorf("%s runs the restored image and is healthy, but %w", podName, mirrorErr)
+	}
 	res.Took = time.Since(t0)
 	return res, checksError(res.Checks)
 }
@@ -393,7 +404,7 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 
 // waitFor polls until a container other than before's runs digest, is
 // healthy, and the mirror pod shows a new config hash and the digest.
-func (n *Node) waitFor(ctx context.Context, podName, container, health string, before podState, want string) (podState, error) {
+func (n *Node) waitFor(ctx context.Context, podName, container, health string, before podState, want string, mirror bool) (podState, error) {
 	since := time.Now()
 	timeout := n.Timeout
 	if timeout == 0 {
@@ -415,6 +426,8 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 				stage = "the kubelet to start a container of " + shortDigest(want)
 			case !s.healthy:
 				stage = fmt.Sprintf("%s to be healthy (%v)", health, s.healthErr)
+			case !mirror:
+				return s, nil
 			case s.configHash != s.podUID:
 				// A static pod's UID is its config hash: the mirror pod
 				// shows the new pod once its hash is the running pod's
@@ -436,6 +449,36 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// settle waits for the new container to run want and be healthy (then
+// the pod is ready, recorded in res.Ready), and then for the mirror pod
+// to show it. Only the first wait can fail the swap: a mirror pod that
+// lags (the kubelet updates mirror pods lazily) is returned as mirrorErr.
+func (n *Node) settle(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error, error) {
+	s, err := n.waitFor(ctx, podName, container, health, before, want, false)
+	if err != nil {
+		return s, nil, err
+	}
+	res.Ready = time.Since(t0)
+	n.Reporter.Infof("%s: ready in %s, running %s", podName, progress.Round(res.Ready), shortDigest(want))
+	ms, mirrorErr := n.waitFor(ctx, podName, container, health, before, want, true)
+	if mirrorErr != nil {
+		return s, mirrorErr, nil
+	}
+	return ms, nil, nil
+}
+
+// nodeChecks are the checks a rollback is decided on: the ones about what
+// the node runs, not the mirror pod's (lagging) report of it.
+func nodeChecks(checks []Check) []Check {
+	var out []Check
+	for _, c := range checks {
+		if !strings.HasPrefix(c.Name, "mirror pod") {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // verify compares every view of what runs with the pushed digest.

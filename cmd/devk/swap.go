@@ -126,7 +126,11 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 		if r.OldImage != "" && r.OldImage != r.NewImage {
 			fmt.Fprintf(w, " (was %s)", r.OldImage)
 		}
-		fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
+		if r.Ready > 0 {
+			fmt.Fprintf(w, " ready in %s, verified in %s\n", progress.Round(r.Ready), progress.Round(r.Took))
+		} else {
+			fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
+		}
 		for _, c := range r.Checks {
 			mark := "✓"
 			if !c.OK {
