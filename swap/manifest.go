@@ -5,7 +5,6 @@
 package swap
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,26 +116,48 @@ func Container(pod *corev1.Pod, name string) (*corev1.Container, error) {
 	return nil, fmt.Errorf("pod %s has no container %q (it has %s)", pod.Name, name, strings.Join(names, ", "))
 }
 
-// WithImage returns the manifest bytes with the container's image replaced.
-// It edits the one `image:` line in place, so the file stays as its author
-// wrote it; when that line is not unique it re-marshals the pod.
-func WithImage(data []byte, pod *corev1.Pod, container, image string) ([]byte, string, error) {
+// WrittenAnnotation is stamped on every manifest devk writes. The kubelet
+// names a static pod by the hash of its manifest: without the stamp,
+// swapping back to an image that ran before would reuse a pod UID the
+// kubelet has just terminated, and the kubelet keeps that UID's final
+// status, so the mirror pod would not show the new pod for minutes.
+const WrittenAnnotation = "devk.dev/written"
+
+// WithImage returns the manifest bytes with the container's image set to
+// image (unchanged when image is empty) and WrittenAnnotation set to now,
+// and the image it replaced. Every other field is kept.
+func WithImage(data []byte, pod *corev1.Pod, container, image string, now time.Time) ([]byte, string, error) {
 	c, err := Container(pod, container)
 	if err != nil {
 		return nil, "", err
 	}
 	old := c.Image
-	if old == image {
-		return data, old, nil
+	// A generic map keeps the fields corev1.Pod does not know.
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		return nil, "", err
 	}
-	for _, form := range []string{"image: " + old + "\n", "image: \"" + old + "\"\n", "image: '" + old + "'\n"} {
-		if bytes.Count(data, []byte(form)) == 1 {
-			out := bytes.Replace(data, []byte(form), []byte("image: "+image+"\n"), 1)
-			return out, old, nil
+	md, _ := obj["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		obj["metadata"] = md
+	}
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[WrittenAnnotation] = now.UTC().Format(time.RFC3339Nano)
+	if image != "" {
+		spec, _ := obj["spec"].(map[string]any)
+		ctrs, _ := spec["containers"].([]any)
+		for _, ct := range ctrs {
+			if m, ok := ct.(map[string]any); ok && (m["name"] == c.Name) {
+				m["image"] = image
+			}
 		}
 	}
-	c.Image = image
-	out, err := yaml.Marshal(pod)
+	out, err := yaml.Marshal(obj)
 	if err != nil {
 		return nil, "", err
 	}
@@ -153,7 +174,7 @@ func (m Manifest) SetImage(container, image string, handover func()) (old string
 	if err != nil {
 		return "", err
 	}
-	out, old, err := WithImage(data, pod, container, image)
+	out, old, err := WithImage(data, pod, container, image, time.Now())
 	if err != nil {
 		return "", err
 	}
@@ -234,10 +255,14 @@ func (m Manifest) Restore(container string, handover func()) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	out, _, err := WithImage(data, &pod, container, "", time.Now())
+	if err != nil {
+		return "", err
+	}
 	if handover != nil {
 		handover()
 	}
-	if err := fileutil.WriteAtomic(m.Path, data, 0o600, m.WorkDir); err != nil {
+	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
 	return c.Image, m.Finish()

@@ -136,7 +136,7 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 		res.Took = time.Since(t0)
 		return res, checksError(res.Checks)
 	}
-	if _, _, err := WithImage(data, pod, c.Name, t.Image); err != nil {
+	if _, _, err := WithImage(data, pod, c.Name, t.Image, time.Now()); err != nil {
 		return res, err
 	}
 
@@ -222,16 +222,17 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	var handover func()
-	if bc.Image != c.Image {
-		handover = n.handover(ctx, m, before)
-	}
-	img, err := m.Restore(c.Name, handover)
-	if err != nil {
-		return res, err
-	}
+	img := bc.Image
 	res.NewImage = img
 	res.Unchanged = img == c.Image
+	if res.Unchanged {
+		// Already on the backup's image: rewriting would restart the pod.
+		if err := m.Finish(); err != nil {
+			return res, err
+		}
+	} else if _, err := m.Restore(c.Name, n.handover(ctx, m, before)); err != nil {
+		return res, err
+	}
 	after := before
 	var mirrorErr error
 	if img != c.Image {

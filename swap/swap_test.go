@@ -53,10 +53,17 @@ func TestSetImageAndRestore(t *testing.T) {
 	if !strings.HasSuffix(old, "@sha256:1111111111111111111111111111111111111111111111111111111111111111") {
 		t.Fatalf("old = %s", old)
 	}
-	data, _ := os.ReadFile(m.Path)
-	want := strings.Replace(apiserverManifest, old, newImage, 1)
-	if string(data) != want {
-		t.Fatalf("the manifest was not edited in place:\n%s", data)
+	pod, _, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != newImage || len(c.Command) != 2 || !pod.Spec.HostNetwork || pod.Labels["tier"] != "control-plane" {
+		t.Fatalf("the new manifest lost or missed something:\n%+v", pod)
+	}
+	first := pod.Annotations[WrittenAnnotation]
+	if first == "" {
+		t.Fatal("no written stamp: swapping back would reuse a terminated pod UID")
 	}
 	// Nothing but the manifest is ever in the manifests dir.
 	entries, _ := os.ReadDir(filepath.Dir(m.Path))
@@ -78,8 +85,13 @@ func TestSetImageAndRestore(t *testing.T) {
 	if err != nil || img != old {
 		t.Fatalf("restore = %s, %v", img, err)
 	}
-	if data, _ := os.ReadFile(m.Path); string(data) != apiserverManifest {
-		t.Fatalf("restore did not bring the old bytes back:\n%s", data)
+	pod, _, err = m.Read()
+	if err != nil || pod.Spec.Containers[0].Image != old || len(pod.Spec.Containers[0].Command) != 2 {
+		t.Fatalf("restore did not bring the old manifest back: %+v, %v", pod, err)
+	}
+	// The same image as before, yet a new pod UID for the kubelet.
+	if stamp := pod.Annotations[WrittenAnnotation]; stamp == "" || stamp == first {
+		t.Fatalf("restored manifest stamp %q (swap wrote %q): want a new one", stamp, first)
 	}
 	if j, _ := m.InProgress(); j != nil {
 		t.Fatal("journal left after restore")
