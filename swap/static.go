@@ -485,8 +485,15 @@ func nodeChecks(checks []Check) []Check {
 // verify compares every view of what runs with the pushed digest.
 func (n *Node) verify(ctx context.Context, t Target, s podState) []Check {
 	want := digest.Of(t.Image)
+	// What the manifest on disk names now, not what was meant to be written.
+	named := ""
+	if pod, _, err := ManifestFor(n.ManifestsDir, t.Pod).Read(); err == nil {
+		if c, err := Container(pod, t.Pod); err == nil {
+			named = c.Image
+		}
+	}
 	checks := []Check{
-		{Name: "manifest image", Want: want, Got: want, OK: true},
+		{Name: "manifest image", Want: want, Got: digest.Of(named), OK: digest.Of(named) == want},
 		{Name: "CRI imageRef", Want: want, Got: digest.Of(s.imageRef), OK: digest.Of(s.imageRef) == want},
 		{Name: "mirror pod imageID", Want: want, Got: digest.Of(s.mirrorImage), OK: digest.Of(s.mirrorImage) == want},
 		{Name: "mirror pod config.hash", Want: s.podUID, Got: s.configHash, OK: s.podUID != "" && s.configHash == s.podUID},
