@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,9 +32,12 @@ type Node struct {
 	// KubeletRootDir is the kubelet's --root-dir; when known, a swap waits
 	// for the kubelet to drop the old pod before the new manifest appears.
 	KubeletRootDir string
-	Client         kubernetes.Interface
-	Runtime        *cri.Client
-	Reporter       progress.Reporter
+	// Relist, when set, restarts the node's kubelet (one devk supervises)
+	// so that it lists pods afresh; see settle.
+	Relist   func(context.Context) error
+	Client   kubernetes.Interface
+	Runtime  *cri.Client
+	Reporter progress.Reporter
 	// Timeout bounds the wait for the new container to be healthy.
 	Timeout time.Duration
 	// LogLines is how much of a failed container's log to show.
@@ -76,7 +77,10 @@ type Result struct {
 	// Ready is when the new container ran the digest and was healthy;
 	// Took includes the mirror pod catching up and the checks.
 	Ready time.Duration `json:"ready"`
-	Took  time.Duration `json:"took"`
+	// KubeletRestarted says devk restarted its kubelet to get the mirror
+	// pod updated (see Node.settle).
+	KubeletRestarted bool          `json:"kubeletRestarted,omitempty"`
+	Took             time.Duration `json:"took"`
 	// Log is the tail of the failed container's log, when the swap failed.
 	Log []string `json:"log,omitempty"`
 }
@@ -252,9 +256,9 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 // handover runs between writing the backup and writing the new manifest:
 // it vacates the manifest, stops the running container without grace (the
 // kubelet would wait out the pod's termination grace period, 30 s for the
-// apiserver), and waits, at most 10 s, until the kubelet has dropped the
-// old pod (its directory under the kubelet root is gone), so the new pod
-// starts at once instead of after the kubelet's 10 s back-off.
+// apiserver), and waits, at most 10 s, until the kubelet has released the
+// old pod (see release.go), so the new pod starts at once instead of
+// after the kubelet's 10 s back-off.
 func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
 	return func() {
 		if err := m.Vacate(); err != nil {
@@ -266,18 +270,29 @@ func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
 				n.Reporter.Debugf("stop old container: %v", err)
 			}
 		}
-		if old.podUID == "" || n.KubeletRootDir == "" {
+		if old.podUID == "" {
 			return
 		}
-		podDir := filepath.Join(n.KubeletRootDir, "pods", old.podUID)
+		dir := ""
+		if n.KubeletRootDir != "" {
+			dir = filepath.Join(n.KubeletRootDir, "pods", old.podUID)
+		}
+		rc := releaseClock{checkDir: dir != ""}
 		t0 := time.Now()
 		for time.Since(t0) < 10*time.Second && ctx.Err() == nil {
-			if _, err := os.Stat(podDir); errors.Is(err, fs.ErrNotExist) {
-				n.Reporter.Debugf("the kubelet dropped the old pod in %s", progress.Round(time.Since(t0)))
+			ready := false
+			if sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem); err == nil {
+				for _, sb := range sbs {
+					ready = ready || (sb.PodUID == old.podUID && sb.Ready)
+				}
+			}
+			if rc.released(time.Now(), ready, dir != "" && exists(dir)) {
+				n.Reporter.Debugf("the kubelet released the old pod in %s", progress.Round(time.Since(t0)))
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
+		n.Reporter.Debugf("the kubelet has not released the old pod after %s; the new one may wait out its back-off", progress.Round(time.Since(t0)))
 	}
 }
 
@@ -452,10 +467,24 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 	}
 }
 
+// mirrorGrace is how long after ready the mirror pod gets before devk
+// says why it waits (and, on its own cluster, restarts the kubelet).
+const mirrorGrace = 2 * time.Second
+
 // settle waits for the new container to run want and be healthy (then
 // the pod is ready, recorded in res.Ready), and then for the mirror pod
 // to show it. Only the first wait can fail the swap: a mirror pod that
-// lags (the kubelet updates mirror pods lazily) is returned as mirrorErr.
+// lags is returned as mirrorErr.
+//
+// The mirror pod lags when the API server itself was restarted: the
+// kubelet learns of mirror pods through its pod watch, whose reflector
+// backs off on every failed attempt while the API server is down (client-go:
+// 0.8 s doubling to 30 s, jittered up to twice that, reset only after two
+// quiet minutes), and until that watch sees the new mirror pod the
+// kubelet's status manager drops the pod's status. Swaps a minute apart
+// thus wait longer each time, up to a minute. A kubelet devk supervises
+// is restarted instead (n.Relist): it lists at once, and the pods keep
+// running.
 func (n *Node) settle(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error, error) {
 	s, err := n.waitFor(ctx, podName, container, health, before, want, false)
 	if err != nil {
@@ -463,6 +492,25 @@ func (n *Node) settle(ctx context.Context, podName, container, health string, be
 	}
 	res.Ready = time.Since(t0)
 	n.Reporter.Infof("%s: ready in %s, running %s", podName, progress.Round(res.Ready), shortDigest(want))
+	gctx, cancel := context.WithTimeout(ctx, mirrorGrace)
+	ms, err := n.waitFor(gctx, podName, container, health, before, want, true)
+	cancel()
+	if err == nil {
+		return ms, nil, nil
+	}
+	if ctx.Err() != nil {
+		return s, ctx.Err(), nil
+	}
+	if n.Relist != nil {
+		n.Reporter.Infof("%s: the kubelet has not reported the new pod in its mirror pod yet (its pod watch backs off after an API server restart); restarting devk's kubelet so it lists again", podName)
+		if err := n.Relist(ctx); err != nil {
+			n.Reporter.Infof("%s: restart the kubelet: %v", podName, err)
+		} else {
+			res.KubeletRestarted = true
+		}
+	} else {
+		n.Reporter.Infof("%s: waiting for the kubelet to report the new pod in its mirror pod (after an API server restart its pod watch backs off, up to a minute)", podName)
+	}
 	ms, mirrorErr := n.waitFor(ctx, podName, container, health, before, want, true)
 	if mirrorErr != nil {
 		return s, mirrorErr, nil

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/swap"
 )
 
 // nodeFlags name the node a command acts on: a devk cluster by --name, or
@@ -18,6 +19,9 @@ type nodeFlags struct {
 	CRISocket    string
 	// KubeletRootDir is the kubelet's --root-dir.
 	KubeletRootDir string
+	// NoKubeletRestart keeps a swap from restarting devk's kubelet when
+	// the mirror pod lags (swap and watch only).
+	NoKubeletRestart bool
 }
 
 func (n *nodeFlags) add(f *pflag.FlagSet) {
@@ -53,6 +57,25 @@ func (n *nodeFlags) resolve() (*cluster.Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// addSwap adds the flags of commands that swap (swap, watch).
+func (n *nodeFlags) addSwap(f *pflag.FlagSet) {
+	n.add(f)
+	f.BoolVar(&n.NoKubeletRestart, "no-kubelet-restart", false, "never restart devk's kubelet to get a lagging mirror pod updated after an API server swap")
+}
+
+// kubelet is the kubelet a swap may replace and restart: only that of a
+// devk cluster whose manifests dir the swap uses.
+func (n *nodeFlags) kubelet(c *cluster.Cluster) *swap.KubeletNode {
+	if c == nil || !c.Exists() || n.ManifestsDir != c.Manifests() {
+		return nil
+	}
+	k := &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
+	if !n.NoKubeletRestart {
+		k.Relist = restartKubelet(c)
+	}
+	return k
 }
 
 // known reports whether a node was found or named.

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/image"
-	"github.com/devk/devk/swap"
 	"github.com/devk/devk/watch"
 )
 
@@ -50,9 +49,7 @@ Examples:
 					return err
 				}
 				o.Swap.ManifestsDir, o.Swap.Kubeconfig, o.Swap.CRISocket, o.Swap.KubeletRootDir = node.ManifestsDir, node.Kubeconfig, node.CRISocket, node.KubeletRootDir
-				if c.Exists() && o.Swap.ManifestsDir == c.Manifests() {
-					o.Swap.Kubelet = &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
-				}
+				o.Swap.Kubelet = node.kubelet(c)
 				if !node.known() {
 					return errNoCluster
 				}
@@ -69,6 +66,6 @@ Examples:
 	f.BoolVar(&o.Once, "once", false, "run one cycle for the first change, then exit with its status")
 	f.DurationVar(&o.Quiet, "debounce", 300*time.Millisecond, "quiet time after the last save before a cycle starts")
 	f.DurationVar(&o.Swap.Timeout, "timeout", 3*time.Minute, "how long a swap waits for health before rolling back")
-	node.add(f)
+	node.addSwap(f)
 	return cmd
 }

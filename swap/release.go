@@ -1,0 +1,59 @@
+package swap
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// The kubelet starts a static pod only once no other pod of the same full
+// name is started: a new pod that arrives while the old one's pod worker
+// is still finishing is re-queued with a 10-15 s back-off. Nothing outside
+// the kubelet shows the moment the worker lets go (pkg/kubelet/pod_workers:
+// completeTerminated), but its steps are visible and timed (measured with
+// --vmodule=pod_workers=4 on a devk cluster):
+//
+//  1. SyncTerminatingPod stops the containers and the sandbox: CRI shows
+//     the sandbox NOTREADY.
+//  2. The worker then waits for a pod-cache entry newer than that, i.e.
+//     the next PLEG relist (every 1 s), and for the pod's volumes to be
+//     unmounted, removes the pod cgroup and lets go: 0.9 s after step 1.
+//  3. Housekeeping (every 2 s) removes the pod's directory under the
+//     kubelet root once its volumes are unmounted: before or after step 2.
+//
+// So the old pod counts as released once its sandbox has been stopped
+// for longer than a relist and its directory has been gone for a moment.
+const (
+	relistWait = 1250 * time.Millisecond
+	dirMargin  = 300 * time.Millisecond
+)
+
+// releaseClock turns polls of the old pod's sandbox and directory into the
+// decision that the kubelet has let go of it.
+type releaseClock struct {
+	// checkDir is false when the kubelet root is unknown.
+	checkDir       bool
+	sandboxStopped time.Time
+	dirGone        time.Time
+}
+
+// released records one poll at now and reports whether the pod is
+// released.
+func (r *releaseClock) released(now time.Time, sandboxReady, dirExists bool) bool {
+	if !sandboxReady && r.sandboxStopped.IsZero() {
+		r.sandboxStopped = now
+	}
+	if (!dirExists || !r.checkDir) && r.dirGone.IsZero() {
+		r.dirGone = now
+	}
+	if r.sandboxStopped.IsZero() || r.dirGone.IsZero() {
+		return false
+	}
+	return now.Sub(r.sandboxStopped) >= relistWait && (!r.checkDir || now.Sub(r.dirGone) >= dirMargin)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
