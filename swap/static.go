@@ -32,12 +32,9 @@ type Node struct {
 	// KubeletRootDir is the kubelet's --root-dir; when known, a swap waits
 	// for the kubelet to drop the old pod before the new manifest appears.
 	KubeletRootDir string
-	// Relist, when set, restarts the node's kubelet (one devk supervises)
-	// so that it lists pods afresh; see settle.
-	Relist   func(context.Context) error
-	Client   kubernetes.Interface
-	Runtime  *cri.Client
-	Reporter progress.Reporter
+	Client         kubernetes.Interface
+	Runtime        *cri.Client
+	Reporter       progress.Reporter
 	// Timeout bounds the wait for the new container to be healthy.
 	Timeout time.Duration
 	// LogLines is how much of a failed container's log to show.
@@ -77,10 +74,7 @@ type Result struct {
 	// Ready is when the new container ran the digest and was healthy;
 	// Took includes the mirror pod catching up and the checks.
 	Ready time.Duration `json:"ready"`
-	// KubeletRestarted says devk restarted its kubelet to get the mirror
-	// pod updated (see Node.settle).
-	KubeletRestarted bool          `json:"kubeletRestarted,omitempty"`
-	Took             time.Duration `json:"took"`
+	Took  time.Duration `json:"took"`
 	// Log is the tail of the failed container's log, when the swap failed.
 	Log []string `json:"log,omitempty"`
 }
@@ -468,7 +462,7 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 }
 
 // mirrorGrace is how long after ready the mirror pod gets before devk
-// says why it waits (and, on its own cluster, restarts the kubelet).
+// says why it waits.
 const mirrorGrace = 2 * time.Second
 
 // settle waits for the new container to run want and be healthy (then
@@ -478,13 +472,14 @@ const mirrorGrace = 2 * time.Second
 //
 // The mirror pod lags when the API server itself was restarted: the
 // kubelet learns of mirror pods through its pod watch, whose reflector
-// backs off on every failed attempt while the API server is down (client-go:
-// 0.8 s doubling to 30 s, jittered up to twice that, reset only after two
-// quiet minutes), and until that watch sees the new mirror pod the
-// kubelet's status manager drops the pod's status. Swaps a minute apart
-// thus wait longer each time, up to a minute. A kubelet devk supervises
-// is restarted instead (n.Relist): it lists at once, and the pods keep
-// running.
+// backs off on every failed attempt while the API server is down
+// (client-go: 0.8 s doubling to 30 s, jittered up to twice that, reset
+// only after two quiet minutes), and until that watch sees the new mirror
+// pod the kubelet's status manager drops the pod's status ("Pod was
+// deleted and then recreated, skipping status update"). API server swaps
+// less than two minutes apart thus wait longer each time, up to a minute.
+// (Restarting the kubelet makes it list at once, but a freshly started
+// kubelet is slow to tear down the next swap's old pod, so devk does not.)
 func (n *Node) settle(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error, error) {
 	s, err := n.waitFor(ctx, podName, container, health, before, want, false)
 	if err != nil {
@@ -501,16 +496,7 @@ func (n *Node) settle(ctx context.Context, podName, container, health string, be
 	if ctx.Err() != nil {
 		return s, ctx.Err(), nil
 	}
-	if n.Relist != nil {
-		n.Reporter.Infof("%s: the kubelet has not reported the new pod in its mirror pod yet (its pod watch backs off after an API server restart); restarting devk's kubelet so it lists again", podName)
-		if err := n.Relist(ctx); err != nil {
-			n.Reporter.Infof("%s: restart the kubelet: %v", podName, err)
-		} else {
-			res.KubeletRestarted = true
-		}
-	} else {
-		n.Reporter.Infof("%s: waiting for the kubelet to report the new pod in its mirror pod (after an API server restart its pod watch backs off, up to a minute)", podName)
-	}
+	n.Reporter.Infof("%s: waiting for the kubelet to report the new pod in its mirror pod (after an API server restart the kubelet's pod watch backs off, up to a minute)", podName)
 	ms, mirrorErr := n.waitFor(ctx, podName, container, health, before, want, true)
 	if mirrorErr != nil {
 		return s, mirrorErr, nil

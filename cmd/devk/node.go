@@ -19,9 +19,6 @@ type nodeFlags struct {
 	CRISocket    string
 	// KubeletRootDir is the kubelet's --root-dir.
 	KubeletRootDir string
-	// NoKubeletRestart keeps a swap from restarting devk's kubelet when
-	// the mirror pod lags (swap and watch only).
-	NoKubeletRestart bool
 }
 
 func (n *nodeFlags) add(f *pflag.FlagSet) {
@@ -59,23 +56,13 @@ func (n *nodeFlags) resolve() (*cluster.Cluster, error) {
 	return c, nil
 }
 
-// addSwap adds the flags of commands that swap (swap, watch).
-func (n *nodeFlags) addSwap(f *pflag.FlagSet) {
-	n.add(f)
-	f.BoolVar(&n.NoKubeletRestart, "no-kubelet-restart", false, "never restart devk's kubelet to get a lagging mirror pod updated after an API server swap")
-}
-
 // kubelet is the kubelet a swap may replace and restart: only that of a
 // devk cluster whose manifests dir the swap uses.
 func (n *nodeFlags) kubelet(c *cluster.Cluster) *swap.KubeletNode {
 	if c == nil || !c.Exists() || n.ManifestsDir != c.Manifests() {
 		return nil
 	}
-	k := &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
-	if !n.NoKubeletRestart {
-		k.Relist = restartKubelet(c)
-	}
-	return k
+	return &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
 }
 
 // known reports whether a node was found or named.
