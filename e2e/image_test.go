@@ -170,11 +170,25 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		unmountUnder(filepath.Join(base, "state"))
 		unmountUnder(filepath.Join(dir, "containerd-root"))
 		os.RemoveAll(base)
+		// runc puts the namespace's containers under a cgroup named after
+		// it, which nothing removes; it is empty once they are gone.
+		removeNamespaceCgroups("devk-e2e")
 	})
 	waitFor(t, "containerd on "+c.socket, &logs, func() bool {
 		return exec.Command("ctr", "--address", c.socket, "version").Run() == nil
 	})
 	return c
+}
+
+// removeNamespaceCgroups removes the empty cgroups runc made for a
+// containerd namespace: /sys/fs/cgroup/<ns> (v2) or
+// /sys/fs/cgroup/<controller>/<ns> (v1).
+func removeNamespaceCgroups(ns string) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", ns))
+	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", ns))
+	for _, d := range dirs {
+		_ = os.Remove(d) // rmdir: only an empty cgroup goes
+	}
 }
 
 func (c *containerd) must(t *testing.T, args ...string) string {

@@ -233,7 +233,7 @@ func Run[S any](ctx context.Context, roots []*Phase[S], s S, o Options) (Result,
 			res.Timings = append(res.Timings, Timing{Path: st.Path, Duration: took, Failed: true})
 			res.Total = time.Since(start)
 			o.summary(res)
-			return res, fmt.Errorf("phase %s: %w", st.Path, err)
+			return res, &Failed{Path: st.Path, Err: err}
 		}
 		detail := ""
 		if p.Detail != nil {
@@ -296,3 +296,13 @@ func writePlan[S any](w io.Writer, steps []Step[S], sel selection, s S) {
 		}
 	}
 }
+
+// Failed is the error of a run whose phase failed; the reporter has
+// already shown it (as "FAIL path (took): err").
+type Failed struct {
+	Path string
+	Err  error
+}
+
+func (f *Failed) Error() string { return "phase " + f.Path + ": " + f.Err.Error() }
+func (f *Failed) Unwrap() error { return f.Err }

@@ -52,6 +52,24 @@ type cycle struct {
 	swap   swap.Options
 	noSwap bool
 	report *swap.Report
+	// swapStart is when the swap phase began: with each pod's Ready it
+	// says when the cluster served the new build.
+	swapStart time.Time
+}
+
+// servingSince is how long after t the last swapped pod was ready, or 0.
+func (c *cycle) servingSince(t time.Time) time.Duration {
+	if c == nil || c.report == nil || c.swapStart.IsZero() {
+		return 0
+	}
+	var ready time.Duration
+	for _, r := range c.report.StaticPods {
+		ready = max(ready, r.Ready)
+	}
+	if ready == 0 {
+		return 0
+	}
+	return c.swapStart.Add(ready).Sub(t)
 }
 
 // CyclePhases are one watch cycle: the build and push phases of `devk
@@ -64,6 +82,7 @@ func CyclePhases() []*phase.Phase[*cycle] {
 		If:    func(c *cycle) (bool, string) { return !c.noSwap, "--no-swap" },
 		Run: func(ctx context.Context, c *cycle) error {
 			var err error
+			c.swapStart = time.Now()
 			c.report, err = swap.Run(ctx, c.swap)
 			return err
 		},
@@ -211,20 +230,34 @@ func Run(ctx context.Context, o Options) error {
 		}
 		mu.Unlock()
 		o.Reporter.Infof("changed: %s", describe(tree.Root, batch))
-		last = runCycle(ctx, o)
+		var c *cycle
+		c, last = runCycle(ctx, o)
 		took := fmt.Sprintf("%.1fs", time.Since(saved).Seconds())
 		switch {
 		case ctx.Err() != nil:
 			fmt.Fprintf(o.Out, "stopped (%s)\n", took)
 		case last != nil:
-			fmt.Fprintf(o.Out, "FAILED after %s: %v\n", took, last)
+			var pf *phase.Failed
+			if errors.As(last, &pf) {
+				// The reporter has shown the error (a compile error can be
+				// many lines): name the phase only.
+				fmt.Fprintf(o.Out, "FAILED after %s: phase %s failed (its error is above)\n", took, pf.Path)
+			} else {
+				fmt.Fprintf(o.Out, "FAILED after %s: %v\n", took, last)
+			}
 			if !o.Once {
 				o.Reporter.Infof("still watching; the next save tries again")
 			}
 		case o.NoSwap:
 			fmt.Fprintf(o.Out, "pushed in %s from save\n", took)
 		default:
-			fmt.Fprintf(o.Out, "verified in %s from save\n", took)
+			// Serving (the new container runs the digest and is healthy)
+			// comes first; verified also waits for the mirror pod.
+			if d := c.servingSince(saved); d > 0 {
+				fmt.Fprintf(o.Out, "verified in %s from save (serving after %.1fs)\n", took, d.Seconds())
+			} else {
+				fmt.Fprintf(o.Out, "verified in %s from save\n", took)
+			}
 		}
 		// New imports or module files change what must be watched.
 		if ctx.Err() == nil {
@@ -240,12 +273,12 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-func runCycle(ctx context.Context, o Options) error {
+func runCycle(ctx context.Context, o Options) (*cycle, error) {
 	imgOpts := o.Image
 	imgOpts.Push = true
 	j, err := image.NewJob(o.Build, imgOpts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	so := o.Swap
 	so.TreeDir = o.Build.TreeDir
@@ -253,7 +286,7 @@ func runCycle(ctx context.Context, o Options) error {
 	so.Reporter = o.Reporter
 	c := &cycle{Job: j, swap: so, noSwap: o.NoSwap}
 	_, err = phase.Run(ctx, CyclePhases(), c, phase.Options{Reporter: o.Reporter})
-	return err
+	return c, err
 }
 
 func describe(root string, batch []string) string {

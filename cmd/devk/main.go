@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/devk/devk/phase"
 )
 
 func main() {
@@ -25,6 +27,13 @@ func main() {
 			fmt.Fprintln(os.Stderr, "devk:", msg)
 		}
 		os.Exit(ec.ExitCode())
+	}
+	// A failed phase was shown by the reporter already (a compile error
+	// can be many lines): name it, do not repeat it.
+	var pf *phase.Failed
+	if errors.As(err, &pf) && err == error(pf) {
+		fmt.Fprintf(os.Stderr, "devk: phase %s failed (see above)\n", pf.Path)
+		os.Exit(1)
 	}
 	fmt.Fprintln(os.Stderr, "devk:", err)
 	os.Exit(1)

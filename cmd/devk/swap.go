@@ -24,15 +24,23 @@ func newSwapCmd(g *globalOptions) *cobra.Command {
 		Long: `Put what you last built and pushed into the running cluster, and prove it runs.
 
 For a static-pod component (apiserver, controller-manager, scheduler, etcd)
-devk writes the pushed image (repo@sha256:…, never a tag) into the kubelet's
-manifest atomically — the new file is written and fsynced outside the
-manifests dir, the old one kept as a backup — stops the old container
-through CRI so no grace period is waited out, and waits until the mirror
-pod's config hash changed, the new container runs and the component is
-healthy. Then it checks the CRI imageRef, the mirror pod's imageID and (for
-the apiserver) /version against what was pushed and built. If anything
-fails it restores the old manifest, waits for the old pod to be healthy,
+devk pulls the pushed image through CRI, keeps the old manifest as a
+backup, moves it out of the manifests dir and stops the old container
+through CRI so no grace period is waited out. Once the kubelet has let go
+of the old pod (so the new one skips the kubelet's 10 s static-pod
+back-off) it writes the manifest naming the pushed image (repo@sha256:…,
+never a tag) atomically: written and fsynced outside the manifests dir,
+then renamed into place. It reports "ready" when the new container runs
+the digest and is healthy, then waits for the mirror pod (config hash and
+imageID) and checks the manifest, the CRI imageRef, the mirror pod's
+imageID and (for the apiserver) /version against what was pushed and
+built. If the new container fails, times out or a check about the node
+fails, it restores the old manifest, waits for the old pod to be healthy,
 prints the new container's last log lines and exits non-zero.
+
+After an API server swap the mirror pod may lag, up to a minute when API
+server swaps follow each other closely: the kubelet's pod watch backs off
+while the API server is down. devk says so while it waits.
 
 With no COMPONENT it swaps every static-pod component whose last pushed
 digest differs from what its manifest names.
