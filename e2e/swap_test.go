@@ -135,6 +135,23 @@ func TestSwap(t *testing.T) {
 		t.Fatalf("/version after swap: %+v, %v", v, err)
 	}
 	devk("digest", "verify", "apiserver")
+	// The same node addressed as a kubeadm-layout node, by its paths
+	// alone, from a DEVK_HOME that knows no cluster: the paths `devk swap
+	// --manifests-dir … --kubeconfig … --cri-socket …` take on a real
+	// kubeadm node.
+	clusterDir := filepath.Join(home, "clusters", "devk")
+	foreign := []string{"--manifests-dir", manifests, "--kubeconfig", filepath.Join(clusterDir, "admin.conf"),
+		"--cri-socket", filepath.Join(clusterDir, "run", "containerd.sock"), "--kubelet-root-dir", filepath.Join(clusterDir, "kubelet")}
+	otherEnv := []string{"DEVK_HOME=" + t.TempDir(), "KUBECONFIG=/nonexistent"}
+	for _, args := range [][]string{{"digest", "verify", "apiserver"}, {"swap", "apiserver"}} {
+		r := Devk(t, tree, otherEnv, append(args, foreign...)...)
+		if r.Err != nil {
+			t.Fatalf("devk %s on the node's paths: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		if args[0] == "swap" && !strings.Contains(r.Stdout, "already running") {
+			t.Fatalf("swap of the running digest on the node's paths changed something:\n%s", r.Stdout)
+		}
+	}
 	// Nothing new was pushed: a second swap changes nothing.
 	r = devk("swap")
 	if !strings.Contains(r.Stdout, "nothing to swap") {
