@@ -220,3 +220,48 @@ func (c *Cluster) RestartKubelet(ctx context.Context) (int, error) {
 	pid, _, err := c.Start(Process{Name: "kubelet", Argv: c.kubeletArgv()})
 	return pid, err
 }
+
+// RelistKubelet restarts the supervised kubelet and waits, at most 15 s,
+// until the new one is healthy and watches the API server's pods, so that
+// its view of mirror pods is current. A kubelet whose pod watch backs off
+// after the API server restarted (see swap's settle) catches up at once
+// this way; its pods keep running. The new kubelet starts its API server
+// pod source only after its node informer synced, and says so in its log
+// ("Watching apiserver").
+func (c *Cluster) RelistKubelet(ctx context.Context) error {
+	logPath := c.LogFile("kubelet")
+	var offset int64
+	if fi, err := os.Stat(logPath); err == nil {
+		offset = fi.Size()
+	}
+	if _, err := c.RestartKubelet(ctx); err != nil {
+		return err
+	}
+	healthURL := "http://" + c.Config.AdvertiseIP + ":" + strconv.Itoa(c.Config.Ports.KubeletHealthz) + "/healthz"
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if logContains(logPath, offset, "Watching apiserver") && healthz(ctx, healthURL) == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the restarted kubelet does not watch the API server after 15 s; see %s", logPath)
+}
+
+// logContains reports whether the file, from offset on, contains s.
+func logContains(path string, offset int64, s string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 8<<20))
+	return err == nil && bytes.Contains(data, []byte(s))
+}

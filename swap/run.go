@@ -58,6 +58,9 @@ type KubeletNode struct {
 	Binary string
 	// Restart restarts the kubelet on its binary and waits for node Ready.
 	Restart func(ctx context.Context) error
+	// Relist restarts the kubelet so that it lists pods afresh (see
+	// Node.settle); nil: a swap never restarts it for a lagging mirror pod.
+	Relist func(ctx context.Context) error
 }
 
 // Report is what Run did.
@@ -266,6 +269,9 @@ func (o Options) node() (*Node, func(), error) {
 		return nil, nil, err
 	}
 	n := &Node{ManifestsDir: o.ManifestsDir, KubeletRootDir: o.KubeletRootDir, Client: client, Runtime: rt, Reporter: o.Reporter, Timeout: o.Timeout, LogLines: 20}
+	if o.Kubelet != nil {
+		n.Relist = o.Kubelet.Relist
+	}
 	return n, func() { rt.Close() }, nil
 }
 

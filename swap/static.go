@@ -32,9 +32,12 @@ type Node struct {
 	// KubeletRootDir is the kubelet's --root-dir; when known, a swap waits
 	// for the kubelet to drop the old pod before the new manifest appears.
 	KubeletRootDir string
-	Client         kubernetes.Interface
-	Runtime        *cri.Client
-	Reporter       progress.Reporter
+	// Relist, when set, restarts the node's kubelet (one devk supervises)
+	// so that its pod watch lists at once; see settle.
+	Relist   func(context.Context) error
+	Client   kubernetes.Interface
+	Runtime  *cri.Client
+	Reporter progress.Reporter
 	// Timeout bounds the wait for the new container to be healthy.
 	Timeout time.Duration
 	// LogLines is how much of a failed container's log to show.
@@ -74,7 +77,10 @@ type Result struct {
 	// Ready is when the new container ran the digest and was healthy;
 	// Took includes the mirror pod catching up and the checks.
 	Ready time.Duration `json:"ready"`
-	Took  time.Duration `json:"took"`
+	// KubeletRestarted says devk restarted its kubelet to get the mirror
+	// pod updated (see Node.settle).
+	KubeletRestarted bool          `json:"kubeletRestarted,omitempty"`
+	Took             time.Duration `json:"took"`
 	// Log is the tail of the failed container's log, when the swap failed.
 	Log []string `json:"log,omitempty"`
 }
@@ -274,6 +280,20 @@ func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
 		rc := releaseClock{checkDir: dir != ""}
 		t0 := time.Now()
 		for time.Since(t0) < 10*time.Second && ctx.Err() == nil {
+			// A sync the kubelet's pod worker had queued before it saw the
+			// manifest go can restart the container just stopped; it
+			// would then be killed with the pod's grace period (30 s for
+			// the apiserver). Stop any such restart at once.
+			if cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true}); err == nil {
+				for _, ct := range cts {
+					if ct.PodUID == old.podUID {
+						n.Reporter.Debugf("the kubelet restarted the old pod's container %s; stopping it", shortID(ct.ID))
+						if err := n.Runtime.StopContainer(ctx, ct.ID, 0); err != nil {
+							n.Reporter.Debugf("stop %s: %v", shortID(ct.ID), err)
+						}
+					}
+				}
+			}
 			ready := false
 			if sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem); err == nil {
 				for _, sb := range sbs {
@@ -462,7 +482,7 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 }
 
 // mirrorGrace is how long after ready the mirror pod gets before devk
-// says why it waits.
+// says why it waits (and, on its own cluster, restarts the kubelet).
 const mirrorGrace = 2 * time.Second
 
 // settle waits for the new container to run want and be healthy (then
@@ -474,12 +494,13 @@ const mirrorGrace = 2 * time.Second
 // kubelet learns of mirror pods through its pod watch, whose reflector
 // backs off on every failed attempt while the API server is down
 // (client-go: 0.8 s doubling to 30 s, jittered up to twice that, reset
-// only after two quiet minutes), and until that watch sees the new mirror
-// pod the kubelet's status manager drops the pod's status ("Pod was
-// deleted and then recreated, skipping status update"). API server swaps
-// less than two minutes apart thus wait longer each time, up to a minute.
-// (Restarting the kubelet makes it list at once, but a freshly started
-// kubelet is slow to tear down the next swap's old pod, so devk does not.)
+// only after two quiet minutes; a watch resumed on the new API server
+// with an old resourceVersion fails once more), and until that watch sees
+// the new mirror pod the kubelet's status manager drops the pod's status
+// ("Pod was deleted and then recreated, skipping status update"). API
+// server swaps less than two minutes apart thus wait longer each time,
+// up to two minutes. A kubelet devk supervises is restarted instead
+// (n.Relist): it lists at once, and its pods keep running.
 func (n *Node) settle(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error, error) {
 	s, err := n.waitFor(ctx, podName, container, health, before, want, false)
 	if err != nil {
@@ -496,7 +517,16 @@ func (n *Node) settle(ctx context.Context, podName, container, health string, be
 	if ctx.Err() != nil {
 		return s, ctx.Err(), nil
 	}
-	n.Reporter.Infof("%s: waiting for the kubelet to report the new pod in its mirror pod (after an API server restart the kubelet's pod watch backs off, up to a minute)", podName)
+	if n.Relist != nil {
+		n.Reporter.Infof("%s: the kubelet has not reported the new pod in its mirror pod (its pod watch backs off after an API server restart); restarting devk's kubelet so that it lists pods again", podName)
+		if err := n.Relist(ctx); err != nil {
+			n.Reporter.Infof("%s: restart the kubelet: %v", podName, err)
+		} else {
+			res.KubeletRestarted = true
+		}
+	} else {
+		n.Reporter.Infof("%s: waiting for the kubelet to report the new pod in its mirror pod (after an API server restart the kubelet's pod watch backs off, up to two minutes)", podName)
+	}
 	ms, mirrorErr := n.waitFor(ctx, podName, container, health, before, want, true)
 	if mirrorErr != nil {
 		return s, mirrorErr, nil
@@ -602,6 +632,13 @@ func (n *Node) lastLog(ctx context.Context, podName, container, oldID string) []
 		}
 	}
 	return nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func shortDigest(d string) string {

@@ -19,6 +19,9 @@ type nodeFlags struct {
 	CRISocket    string
 	// KubeletRootDir is the kubelet's --root-dir.
 	KubeletRootDir string
+	// NoKubeletRestart keeps a swap from restarting devk's kubelet when
+	// the mirror pod lags (swap and watch only).
+	NoKubeletRestart bool
 }
 
 func (n *nodeFlags) add(f *pflag.FlagSet) {
@@ -56,13 +59,23 @@ func (n *nodeFlags) resolve() (*cluster.Cluster, error) {
 	return c, nil
 }
 
+// addSwap adds the flags of commands that swap (swap, watch).
+func (n *nodeFlags) addSwap(f *pflag.FlagSet) {
+	n.add(f)
+	f.BoolVar(&n.NoKubeletRestart, "no-kubelet-restart", false, "wait for a lagging mirror pod instead of restarting devk's kubelet so that it lists pods again")
+}
+
 // kubelet is the kubelet a swap may replace and restart: only that of a
 // devk cluster whose manifests dir the swap uses.
 func (n *nodeFlags) kubelet(c *cluster.Cluster) *swap.KubeletNode {
 	if c == nil || !c.Exists() || n.ManifestsDir != c.Manifests() {
 		return nil
 	}
-	return &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
+	k := &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
+	if !n.NoKubeletRestart {
+		k.Relist = c.RelistKubelet
+	}
+	return k
 }
 
 // known reports whether a node was found or named.

@@ -66,6 +66,6 @@ Examples:
 	f.BoolVar(&o.Once, "once", false, "run one cycle for the first change, then exit with its status")
 	f.DurationVar(&o.Quiet, "debounce", 300*time.Millisecond, "quiet time after the last save before a cycle starts")
 	f.DurationVar(&o.Swap.Timeout, "timeout", 3*time.Minute, "how long a swap waits for health before rolling back")
-	node.add(f)
+	node.addSwap(f)
 	return cmd
 }
