@@ -38,9 +38,11 @@ built. If the new container fails, times out or a check about the node
 fails, it restores the old manifest, waits for the old pod to be healthy,
 prints the new container's last log lines and exits non-zero.
 
-After an API server swap the mirror pod may lag, up to a minute when API
-server swaps follow each other closely: the kubelet's pod watch backs off
-while the API server is down. devk says so while it waits.
+After an API server swap the mirror pod may lag, up to two minutes when
+API server swaps follow each other closely: the kubelet's pod watch backs
+off while the API server is down. On its own cluster devk then restarts
+the kubelet (its pods keep running) so that it lists pods at once; with
+--no-kubelet-restart, or on a node devk does not supervise, it waits.
 
 With no COMPONENT it swaps every static-pod component whose last pushed
 digest differs from what its manifest names.
