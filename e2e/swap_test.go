@@ -219,7 +219,8 @@ func TestSwap(t *testing.T) {
 	if r.Err == nil || !strings.Contains(r.Stderr+r.Stdout, "--rollback") {
 		t.Fatalf("a swap after a killed one should point at --rollback: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
-	devk("swap", "--rollback", "apiserver")
+	r = devk("swap", "--rollback", "apiserver", "-v")
+	t.Logf("the rollback said:\n%s", r.Stderr)
 	if got := manifestImage(t, apiManifest); got != good {
 		t.Fatalf("after --rollback the manifest names %s, want %s", got, good)
 	}
