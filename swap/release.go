@@ -38,13 +38,22 @@ type releaseClock struct {
 	dirGone        time.Time
 }
 
-// released records one poll at now and reports whether the pod is
-// released.
+// released records one poll at now (is any sandbox of the pod's name
+// ready, does any of their directories exist) and reports whether the
+// kubelet has let go of them.
+// A sandbox that is ready again, or a directory that is back (a pod the
+// kubelet was still starting), starts the clock over.
 func (r *releaseClock) released(now time.Time, sandboxReady, dirExists bool) bool {
-	if !sandboxReady && r.sandboxStopped.IsZero() {
+	switch {
+	case sandboxReady:
+		r.sandboxStopped = time.Time{}
+	case r.sandboxStopped.IsZero():
 		r.sandboxStopped = now
 	}
-	if (!dirExists || !r.checkDir) && r.dirGone.IsZero() {
+	switch {
+	case dirExists && r.checkDir:
+		r.dirGone = time.Time{}
+	case r.dirGone.IsZero():
 		r.dirGone = now
 	}
 	if r.sandboxStopped.IsZero() || r.dirGone.IsZero() {

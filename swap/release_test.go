@@ -28,6 +28,9 @@ func TestReleaseClock(t *testing.T) {
 		{"waits for the dir, then a moment more", true, []poll{
 			{0, false, true, false}, {2000, false, true, false}, {2100, false, false, false}, {2399, false, false, false}, {2400, false, false, true},
 		}},
+		{"a pod the kubelet was still starting starts the clock over", true, []poll{
+			{0, false, false, false}, {1000, true, true, false}, {1500, false, true, false}, {2000, false, false, false}, {2749, false, false, false}, {2750, false, false, true},
+		}},
 		{"no kubelet root: the sandbox alone", false, []poll{
 			{0, true, true, false}, {100, false, true, false}, {1349, false, true, false}, {1350, false, true, true},
 		}},

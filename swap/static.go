@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -152,7 +153,7 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 		return res, fmt.Errorf("%w; nothing was changed", err)
 	}
 	n.Reporter.Debugf("%s: pulled in %s", t.Pod, progress.Round(time.Since(tp)))
-	if _, err := m.SetImage(c.Name, t.Image, n.handover(ctx, m, before)); err != nil {
+	if _, err := m.SetImage(c.Name, t.Image, n.handover(ctx, m, t.Pod, before)); err != nil {
 		return res, err
 	}
 	after, mirrorErr, werr := n.settle(ctx, t.Pod, c.Name, health, before, digest.Of(t.Image), t0, res)
@@ -182,7 +183,7 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	n.Reporter.Infof("%s: %v; rolling back to %s", t.Pod, werr, shortRef(c.Image))
 	bctx := context.WithoutCancel(ctx) // a Ctrl-C must not leave the node half rolled back
 	cur, _ := n.observe(bctx, t.Pod, c.Name, health)
-	if _, err := m.Restore(c.Name, n.handover(bctx, m, cur)); err != nil {
+	if _, err := m.Restore(c.Name, n.handover(bctx, m, t.Pod, cur)); err != nil {
 		return res, fmt.Errorf("%s: %v; and the rollback failed: %w (the old manifest is at %s)", t.Pod, werr, err, m.BackupPath())
 	}
 	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, digest.Of(c.Image), false); err != nil {
@@ -234,7 +235,7 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 		if err := m.Finish(); err != nil {
 			return res, err
 		}
-	} else if _, err := m.Restore(c.Name, n.handover(ctx, m, before)); err != nil {
+	} else if _, err := m.Restore(c.Name, n.handover(ctx, m, podName, before)); err != nil {
 		return res, err
 	}
 	after := before
@@ -256,11 +257,29 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 // handover runs between writing the backup and writing the new manifest:
 // it vacates the manifest, stops the running container without grace (the
 // kubelet would wait out the pod's termination grace period, 30 s for the
-// apiserver), and waits, at most 10 s, until the kubelet has released the
-// old pod (see release.go), so the new pod starts at once instead of
-// after the kubelet's 10 s back-off.
-func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
+// apiserver), and waits, at most 10 s, until the kubelet has released
+// every pod of that name (see release.go), so the new pod starts at once
+// instead of after the kubelet's 10 s back-off. "Every pod": after a swap
+// killed midway, the kubelet may still be starting the pod it was handed.
+func (n *Node) handover(ctx context.Context, m Manifest, podName string, old podState) func() {
 	return func() {
+		ours := func(name string) bool { return strings.HasPrefix(name, podName+"-") }
+		uids := map[string]bool{}
+		if old.podUID != "" {
+			uids[old.podUID] = true
+		}
+		// A manifest written moments ago (by a swap killed right after
+		// writing it) names a pod the kubelet is starting: let its
+		// sandbox appear, so that the wait below knows that pod too.
+		if fi, err := os.Stat(m.Path); err == nil && time.Since(fi.ModTime()) < startWait {
+			for time.Since(fi.ModTime()) < startWait && ctx.Err() == nil {
+				if uid := n.sandboxSince(ctx, ours, fi.ModTime()); uid != "" {
+					uids[uid] = true
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
 		if err := m.Vacate(); err != nil {
 			n.Reporter.Debugf("vacate %s: %v", m.Path, err)
 			return
@@ -270,14 +289,7 @@ func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
 				n.Reporter.Debugf("stop old container: %v", err)
 			}
 		}
-		if old.podUID == "" {
-			return
-		}
-		dir := ""
-		if n.KubeletRootDir != "" {
-			dir = filepath.Join(n.KubeletRootDir, "pods", old.podUID)
-		}
-		rc := releaseClock{checkDir: dir != ""}
+		rc := releaseClock{checkDir: n.KubeletRootDir != ""}
 		t0 := time.Now()
 		for time.Since(t0) < 10*time.Second && ctx.Err() == nil {
 			// A sync the kubelet's pod worker had queued before it saw the
@@ -286,8 +298,9 @@ func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
 			// the apiserver). Stop any such restart at once.
 			if cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true}); err == nil {
 				for _, ct := range cts {
-					if ct.PodUID == old.podUID {
-						n.Reporter.Debugf("the kubelet restarted the old pod's container %s; stopping it", shortID(ct.ID))
+					if ours(ct.PodName) {
+						uids[ct.PodUID] = true
+						n.Reporter.Debugf("a container of %s still runs (%s); stopping it", podName, shortID(ct.ID))
 						if err := n.Runtime.StopContainer(ctx, ct.ID, 0); err != nil {
 							n.Reporter.Debugf("stop %s: %v", shortID(ct.ID), err)
 						}
@@ -297,17 +310,45 @@ func (n *Node) handover(ctx context.Context, m Manifest, old podState) func() {
 			ready := false
 			if sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem); err == nil {
 				for _, sb := range sbs {
-					ready = ready || (sb.PodUID == old.podUID && sb.Ready)
+					if ours(sb.PodName) && sb.Ready {
+						ready = true
+						uids[sb.PodUID] = true
+					}
 				}
 			}
-			if rc.released(time.Now(), ready, dir != "" && exists(dir)) {
+			dirs := false
+			for uid := range uids {
+				dirs = dirs || (rc.checkDir && exists(filepath.Join(n.KubeletRootDir, "pods", uid)))
+			}
+			if len(uids) > 0 && rc.released(time.Now(), ready, dirs) {
 				n.Reporter.Debugf("the kubelet released the old pod in %s", progress.Round(time.Since(t0)))
 				return
+			}
+			if len(uids) == 0 && time.Since(t0) > relistWait {
+				return // no pod of that name ran
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		n.Reporter.Debugf("the kubelet has not released the old pod after %s; the new one may wait out its back-off", progress.Round(time.Since(t0)))
 	}
+}
+
+// startWait is how long after a manifest was written the kubelet surely
+// has a sandbox for its pod.
+const startWait = 5 * time.Second
+
+// sandboxSince is the UID of a sandbox of the pod made after t, if any.
+func (n *Node) sandboxSince(ctx context.Context, ours func(string) bool, t time.Time) string {
+	sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem)
+	if err != nil {
+		return ""
+	}
+	for _, sb := range sbs {
+		if ours(sb.PodName) && !sb.CreatedAt.Before(t) {
+			return sb.PodUID
+		}
+	}
+	return ""
 }
 
 // healthURL is the HTTP(S) endpoint of the container's readiness probe
