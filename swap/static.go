@@ -289,47 +289,62 @@ func (n *Node) handover(ctx context.Context, m Manifest, podName string, old pod
 				n.Reporter.Debugf("stop old container: %v", err)
 			}
 		}
-		rc := releaseClock{checkDir: n.KubeletRootDir != ""}
-		t0 := time.Now()
-		for time.Since(t0) < 10*time.Second && ctx.Err() == nil {
-			// A sync the kubelet's pod worker had queued before it saw the
-			// manifest go can restart the container just stopped; it
-			// would then be killed with the pod's grace period (30 s for
-			// the apiserver). Stop any such restart at once.
-			if cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true}); err == nil {
-				for _, ct := range cts {
-					if ours(ct.PodName) {
-						uids[ct.PodUID] = true
-						n.Reporter.Debugf("a container of %s still runs (%s); stopping it", podName, shortID(ct.ID))
-						if err := n.Runtime.StopContainer(ctx, ct.ID, 0); err != nil {
-							n.Reporter.Debugf("stop %s: %v", shortID(ct.ID), err)
-						}
-					}
+		n.waitReleased(ctx, podName, ours, uids)
+	}
+}
+
+// waitReleased waits, at most 10 s, until the kubelet has let go of every
+// pod of the name (uids are those known so far; more may show up).
+func (n *Node) waitReleased(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
+	rc := releaseClock{checkDir: n.KubeletRootDir != ""}
+	t0 := time.Now()
+	for time.Since(t0) < 10*time.Second && ctx.Err() == nil {
+		n.stopRestarted(ctx, podName, ours, uids)
+		ready := false
+		if sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem); err == nil {
+			for _, sb := range sbs {
+				if ours(sb.PodName) && sb.Ready {
+					ready = true
+					uids[sb.PodUID] = true
 				}
 			}
-			ready := false
-			if sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem); err == nil {
-				for _, sb := range sbs {
-					if ours(sb.PodName) && sb.Ready {
-						ready = true
-						uids[sb.PodUID] = true
-					}
-				}
-			}
-			dirs := false
-			for uid := range uids {
-				dirs = dirs || (rc.checkDir && exists(filepath.Join(n.KubeletRootDir, "pods", uid)))
-			}
-			if len(uids) > 0 && rc.released(time.Now(), ready, dirs) {
-				n.Reporter.Debugf("the kubelet released the old pod in %s", progress.Round(time.Since(t0)))
-				return
-			}
-			if len(uids) == 0 && time.Since(t0) > relistWait {
-				return // no pod of that name ran
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
-		n.Reporter.Debugf("the kubelet has not released the old pod after %s; the new one may wait out its back-off", progress.Round(time.Since(t0)))
+		dirs := false
+		for uid := range uids {
+			dirs = dirs || (rc.checkDir && exists(filepath.Join(n.KubeletRootDir, "pods", uid)))
+		}
+		if len(uids) > 0 && rc.released(time.Now(), ready, dirs) {
+			n.Reporter.Debugf("the kubelet released the old pod in %s", progress.Round(time.Since(t0)))
+			return
+		}
+		if len(uids) == 0 && time.Since(t0) > relistWait {
+			return // no pod of that name ran
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ctx.Err() == nil {
+		n.Reporter.Infof("%s: the kubelet has not let go of the old pod after %s; the new one may wait out the kubelet's 10 s back-off", podName, progress.Round(time.Since(t0)))
+	}
+}
+
+// stopRestarted stops every running container of the pod's name: a sync
+// the kubelet's pod worker had queued before it saw the manifest go can
+// restart the container just stopped, which it would then kill with the
+// pod's grace period (30 s for the apiserver).
+func (n *Node) stopRestarted(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
+	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
+	if err != nil {
+		return
+	}
+	for _, ct := range cts {
+		if !ours(ct.PodName) {
+			continue
+		}
+		uids[ct.PodUID] = true
+		n.Reporter.Debugf("a container of %s still runs (%s); stopping it", podName, shortID(ct.ID))
+		if err := n.Runtime.StopContainer(ctx, ct.ID, 0); err != nil {
+			n.Reporter.Debugf("stop %s: %v", shortID(ct.ID), err)
+		}
 	}
 }
 
