@@ -65,7 +65,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", cluster.DefaultName, "cluster name")
-	f.BoolVar(&o.KeepData, "keep-data", false, "keep pki/, etcd/ and cluster.json for the next `devk up`")
+	f.BoolVar(&o.KeepData, "keep-data", false, "keep pki/, etcd/ and cluster.json for the next devk up")
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to remove context devk-NAME from (default $KUBECONFIG, else ~/.kube/config)")
 	phase.Bind(cmd, cluster.DownPhases(), &flags)
 	return cmd

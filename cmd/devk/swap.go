@@ -85,7 +85,7 @@ Examples:
 	f.BoolVar(&o.Rollback, "rollback", false, "restore the manifest (or binary) from before the last swap")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose pushed digests to use (default: the one around the working directory)")
 	node.addSwap(f)
-	f.StringVar(&o.KubectlDest, "dest", "", "where `swap kubectl` installs kubectl (default $DEVK_HOME/bin/kubectl)")
+	f.StringVar(&o.KubectlDest, "dest", "", "the `path` swap kubectl installs kubectl at (default $DEVK_HOME/bin/kubectl)")
 	f.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the new pod to be healthy before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	return cmd
