@@ -88,19 +88,11 @@ func Diff(ctx context.Context, o DiffOptions) error {
 		return err
 	}
 	log := reporter(o.Log)
-	cli, err := Connect(ctx, o.Conn)
+	cli, t, exclude, err := connectTarget(ctx, o.Conn, o.Target, o.Namespace, o.Exclude)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	t, err := ResolvePrefix(cli.Endpoint.Prefix, o.Target, o.Namespace)
-	if err != nil {
-		return err
-	}
-	exclude, err := excludeSet(o.Exclude, t)
-	if err != nil {
-		return err
-	}
 	from := o.SinceRev
 	if from > 0 {
 		if err := checkRevision(ctx, cli.Client, from); err != nil {

@@ -59,15 +59,11 @@ func Ls(ctx context.Context, o LsOptions) error {
 		return err
 	}
 	log := reporter(o.Log)
-	cli, err := Connect(ctx, o.Conn)
+	cli, t, _, err := connectTarget(ctx, o.Conn, o.Target, o.Namespace, nil)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	t, err := ResolvePrefix(cli.Endpoint.Prefix, o.Target, o.Namespace)
-	if err != nil {
-		return err
-	}
 	log.Debugf("etcd %s", cli.Endpoint)
 
 	counts := map[string]int{}

@@ -52,6 +52,24 @@ func (o WatchOptions) Validate() error {
 	return err
 }
 
+// connectTarget connects to etcd and resolves the target (and the
+// --exclude names) against the cluster's key prefix.
+func connectTarget(ctx context.Context, conn ConnOptions, target, namespace string, excl []string) (*Client, Target, map[string]bool, error) {
+	cli, err := Connect(ctx, conn)
+	if err != nil {
+		return nil, Target{}, nil, err
+	}
+	t, err := ResolvePrefix(cli.Endpoint.Prefix, target, namespace)
+	if err == nil {
+		var exclude map[string]bool
+		if exclude, err = excludeSet(excl, t); err == nil {
+			return cli, t, exclude, nil
+		}
+	}
+	cli.Close()
+	return nil, Target{}, nil, err
+}
+
 // excludeSet resolves --exclude names to resource names, dropping any the
 // target names itself.
 func excludeSet(names []string, t Target) (map[string]bool, error) {
@@ -83,19 +101,11 @@ func Watch(ctx context.Context, o WatchOptions) error {
 		return err
 	}
 	log := reporter(o.Log)
-	cli, err := Connect(ctx, o.Conn)
+	cli, t, exclude, err := connectTarget(ctx, o.Conn, o.Target, o.Namespace, o.Exclude)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	t, err := ResolvePrefix(cli.Endpoint.Prefix, o.Target, o.Namespace)
-	if err != nil {
-		return err
-	}
-	exclude, err := excludeSet(o.Exclude, t)
-	if err != nil {
-		return err
-	}
 	switch {
 	case o.FromRev > cli.Revision+1:
 		// etcd would wait for it; more likely a typo
