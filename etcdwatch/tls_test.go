@@ -2,13 +2,7 @@ package etcdwatch
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,53 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/etcdwatch/etcdtest"
 )
 
-type certPair struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-// issue makes a certificate signed by ca (self-signed when ca is nil) and
-// writes it and its key as <dir>/<name>.crt and .key.
-func issue(t *testing.T, dir, name string, ca *certPair, isCA, server bool) *certPair {
+// ensure writes each spec under dir with the PKI code `devk up` uses.
+func ensure(t *testing.T, dir string, specs ...pki.Spec) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	for _, sp := range specs {
+		if _, err := pki.Ensure(dir, sp, time.Now(), false); err != nil {
+			t.Fatal(err)
+		}
 	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if isCA {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		tmpl.ExtKeyUsage = nil
-	}
-	if server {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	parent, signer := tmpl, key
-	if ca != nil {
-		parent, signer = ca.cert, ca.key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	writeFile(t, filepath.Join(dir, name+".crt"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, filepath.Join(dir, name+".key"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
-	return &certPair{cert, key}
 }
 
 // TestTLS runs an etcd that, like a kubeadm or devk cluster's, serves
@@ -72,16 +31,21 @@ func issue(t *testing.T, dir, name string, ca *certPair, isCA, server bool) *cer
 func TestTLS(t *testing.T) {
 	home := t.TempDir()
 	clusterDir := filepath.Join(home, "clusters", "devk")
-	pki := filepath.Join(clusterDir, "pki")
-	ca := issue(t, filepath.Join(pki, "etcd"), "ca", nil, true, false)
-	issue(t, filepath.Join(pki, "etcd"), "server", ca, false, true)
-	issue(t, pki, "apiserver-etcd-client", ca, false, false)
+	pkiDir := filepath.Join(clusterDir, "pki")
+	// A devk cluster's etcd certificates, as `devk up` writes them.
+	for _, sp := range pki.Specs(pki.Config{NodeName: "node", AdvertiseIP: net.ParseIP("127.0.0.1"), ServiceIP: net.ParseIP("10.96.0.1"), DNSDomain: "cluster.local"}) {
+		if sp.Name == "etcd/ca" || sp.Name == "etcd/server" || sp.Name == "apiserver-etcd-client" {
+			ensure(t, pkiDir, sp)
+		}
+	}
+	// Another cluster's: its CA has the same name, so the client offers
+	// its certificate and etcd must reject it.
 	other := t.TempDir()
-	otherCA := issue(t, other, "ca", nil, true, false)
-	issue(t, other, "client", otherCA, false, false)
+	ensure(t, other, pki.Spec{Name: "ca", CommonName: "etcd-ca"},
+		pki.Spec{Name: "client", CA: "ca", CommonName: "intruder", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 
 	srv, err := etcdtest.StartTLS(t.TempDir(), &etcdtest.TLS{
-		CA: filepath.Join(pki, "etcd", "ca.crt"), Cert: filepath.Join(pki, "etcd", "server.crt"), Key: filepath.Join(pki, "etcd", "server.key"),
+		CA: filepath.Join(pkiDir, "etcd", "ca.crt"), Cert: filepath.Join(pkiDir, "etcd", "server.crt"), Key: filepath.Join(pkiDir, "etcd", "server.key"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +67,13 @@ func TestTLS(t *testing.T) {
 		wantErr string
 	}{
 		{name: "devk cluster found from DEVK_HOME", o: ConnOptions{Home: home}},
-		{name: "explicit files", o: ConnOptions{Endpoints: []string{srv.Endpoint}, CACert: filepath.Join(pki, "etcd", "ca.crt"),
-			Cert: filepath.Join(pki, "apiserver-etcd-client.crt"), Key: filepath.Join(pki, "apiserver-etcd-client.key"), Home: "/nonexistent", KubeadmDir: "/nonexistent"}},
+		{name: "explicit files", o: ConnOptions{Endpoints: []string{srv.Endpoint}, CACert: filepath.Join(pkiDir, "etcd", "ca.crt"),
+			Cert: filepath.Join(pkiDir, "apiserver-etcd-client.crt"), Key: filepath.Join(pkiDir, "apiserver-etcd-client.key"), Home: "/nonexistent", KubeadmDir: "/nonexistent"}},
 		{name: "wrong CA", o: ConnOptions{Home: home, CACert: filepath.Join(other, "ca.crt")},
 			wantErr: "the server's certificate is not signed by the CA in " + filepath.Join(other, "ca.crt")},
 		{name: "client certificate from another CA", o: ConnOptions{Home: home, Cert: filepath.Join(other, "client.crt"), Key: filepath.Join(other, "client.key")},
 			wantErr: "etcd rejected the client certificate " + filepath.Join(other, "client.crt")},
-		{name: "no client certificate", o: ConnOptions{Endpoints: []string{srv.Endpoint}, CACert: filepath.Join(pki, "etcd", "ca.crt"), Home: "/nonexistent", KubeadmDir: "/nonexistent"},
+		{name: "no client certificate", o: ConnOptions{Endpoints: []string{srv.Endpoint}, CACert: filepath.Join(pkiDir, "etcd", "ca.crt"), Home: "/nonexistent", KubeadmDir: "/nonexistent"},
 			wantErr: "etcd wants a client certificate: pass --cert and --key"},
 		{name: "plain http to a TLS port", o: ConnOptions{Endpoints: []string{strings.Replace(srv.Endpoint, "https", "http", 1)}},
 			wantErr: "speaks TLS: use https://127.0.0.1:"},
