@@ -517,16 +517,7 @@ func TestDiffJSON(t *testing.T) {
 // TestCompaction runs its own etcd: compacting the shared one would take
 // history from other tests.
 func TestCompaction(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := srv.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	srv, cli := etcdtest.StartT(t)
 	key := "/registry/configmaps/default/c"
 	r1 := put(t, cli, key, etcdtest.MustEncode(etcdtest.ConfigMap("default", "c", 1)))
 	r2 := put(t, cli, key, etcdtest.MustEncode(etcdtest.ConfigMap("default", "c", 2)))

@@ -60,16 +60,7 @@ func TestEtcdHelpTeaches(t *testing.T) {
 // TestEtcdCommands runs the commands against a real embedded etcd, from
 // flags to printed output.
 func TestEtcdCommands(t *testing.T) {
-	srv, err := etcdtest.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := srv.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	srv, cli := etcdtest.StartT(t)
 	ctx := context.Background()
 	if err := etcdtest.Put(ctx, cli, map[string][]byte{
 		"/registry/configmaps/default/x":       etcdtest.MustEncode(etcdtest.ConfigMap("default", "x", 1)),

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -33,6 +34,23 @@ type Server struct {
 // requires client certificates signed by CA, as kubeadm's etcd does.
 type TLS struct {
 	CA, Cert, Key string
+}
+
+// StartT starts an etcd of the test's own and a client of it, both closed
+// when the test ends.
+func StartT(t testing.TB) (*Server, *clientv3.Client) {
+	t.Helper()
+	srv, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cli, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return srv, cli
 }
 
 // Start runs etcd with its data under dir (which must exist),
