@@ -133,9 +133,6 @@ Examples:
 			o.JSON = g.JSON()
 			o.Out = g.stdout
 			o.Log = g.Reporter()
-			if err := o.Validate(); err != nil {
-				return err
-			}
 			return etcdwatch.Ls(cmd.Context(), o)
 		},
 	}
@@ -176,9 +173,6 @@ Examples:
 			}
 			o.JSON = g.JSON()
 			o.Out = g.stdout
-			if err := o.Validate(); err != nil {
-				return err
-			}
 			return etcdwatch.Get(cmd.Context(), o)
 		},
 	}
@@ -227,9 +221,6 @@ Examples:
 			o.JSON = g.JSON()
 			o.Out = g.stdout
 			o.Log = g.Reporter()
-			if err := o.Validate(); err != nil {
-				return err
-			}
 			return etcdwatch.Watch(cmd.Context(), o)
 		},
 	}
@@ -296,9 +287,6 @@ Examples:
 			o.JSON = g.JSON()
 			o.Out = g.stdout
 			o.Log = g.Reporter()
-			if err := o.Validate(); err != nil {
-				return err
-			}
 			return etcdwatch.Diff(cmd.Context(), o)
 		},
 	}
