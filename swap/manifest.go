@@ -62,6 +62,12 @@ type Journal struct {
 	Started  time.Time `json:"started"`
 }
 
+// interrupted is the error for a swap of pod that did not finish.
+func (j *Journal) interrupted(pod string) error {
+	return fmt.Errorf("a swap of %s to %s was interrupted at %s: run `devk swap --rollback %s` to restore %s first",
+		pod, j.NewImage, j.Started.Format(time.RFC3339), pod, j.OldImage)
+}
+
 // Read parses the manifest.
 func (m Manifest) Read() (*corev1.Pod, []byte, error) {
 	data, err := os.ReadFile(m.Path)
@@ -85,18 +91,23 @@ func (m Manifest) Read() (*corev1.Pod, []byte, error) {
 
 // ReadBackup parses the manifest kept by the last swap.
 func (m Manifest) ReadBackup() (*corev1.Pod, error) {
+	pod, _, err := m.readBackup()
+	return pod, err
+}
+
+func (m Manifest) readBackup() (*corev1.Pod, []byte, error) {
 	data, err := os.ReadFile(m.BackupPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s has none (no swap was made with this manifests dir)", ErrNoBackup, m.Path)
+		return nil, nil, fmt.Errorf("%w: %s has none (no swap was made with this manifests dir)", ErrNoBackup, m.Path)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var pod corev1.Pod
 	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return nil, fmt.Errorf("backup %s is not a pod manifest: %w", m.BackupPath(), err)
+		return nil, nil, fmt.Errorf("backup %s is not a pod manifest: %w", m.BackupPath(), err)
 	}
-	return &pod, nil
+	return &pod, data, nil
 }
 
 // Container picks the container to swap: the one named name, or the only one.
@@ -240,22 +251,15 @@ func (m Manifest) Vacate() error {
 // not nil), and returns the image it names. The backup is kept, so
 // restoring twice is harmless.
 func (m Manifest) Restore(container string, handover func()) (string, error) {
-	data, err := os.ReadFile(m.BackupPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("%w: %s has none (no swap was made with this manifests dir)", ErrNoBackup, m.Path)
-	}
+	pod, data, err := m.readBackup()
 	if err != nil {
 		return "", err
 	}
-	var pod corev1.Pod
-	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return "", fmt.Errorf("backup %s is not a pod manifest: %w", m.BackupPath(), err)
-	}
-	c, err := Container(&pod, container)
+	c, err := Container(pod, container)
 	if err != nil {
 		return "", err
 	}
-	out, _, err := WithImage(data, &pod, container, "", time.Now())
+	out, _, err := WithImage(data, pod, container, "", time.Now())
 	if err != nil {
 		return "", err
 	}

@@ -115,8 +115,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if j, err := ManifestFor(o.ManifestsDir, c.Binary).InProgress(); err != nil {
 				return rep, err
 			} else if j != nil {
-				return rep, fmt.Errorf("a swap of %s to %s was interrupted at %s: run `devk swap --rollback %s` to restore %s first",
-					c.Binary, j.NewImage, j.Started.Format(time.RFC3339), c.Name, j.OldImage)
+				return rep, j.interrupted(c.Binary)
 			}
 		}
 	}

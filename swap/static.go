@@ -107,17 +107,11 @@ type podState struct {
 // healthy and every digest check passes; on any failure it restores the
 // previous manifest, waits for the old pod to be healthy again and returns
 // an error wrapping ErrRolledBack with the new container's last log lines
-// in the result.
+// in the result. Run has checked that no swap of it was interrupted.
 func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, t.Pod)
 	res := &Result{Pod: t.Pod, NewImage: t.Image}
-	if j, err := m.InProgress(); err != nil {
-		return res, err
-	} else if j != nil {
-		return res, fmt.Errorf("a swap of %s to %s was interrupted at %s: run `devk swap --rollback %s` to restore %s first",
-			t.Pod, j.NewImage, j.Started.Format(time.RFC3339), t.Pod, j.OldImage)
-	}
 	pod, data, err := m.Read()
 	if err != nil {
 		return res, err
@@ -198,59 +192,51 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, podName)
-	// A swap killed midway may have left no manifest in the dir: the
-	// backup says which container and probe to use.
-	pod, _, err := m.Read()
-	if err != nil {
-		if pod, err = m.ReadBackup(); err != nil {
-			return nil, err
-		}
-		if cc, err := Container(pod, podName); err == nil {
-			cc.Image = "" // nothing runs from the missing manifest
-		}
-	}
-	c, err := Container(pod, podName)
+	backup, err := m.ReadBackup()
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Pod: podName, OldImage: c.Image, Restored: true}
-	health := healthURL(c)
-	before, err := n.observe(ctx, podName, c.Name, health)
-	if err != nil {
-		return res, err
-	}
-	backup, err := m.ReadBackup()
-	if err != nil {
-		return res, err
-	}
 	bc, err := Container(backup, podName)
 	if err != nil {
-		return res, err
+		return nil, err
+	}
+	// What the dir names now: nothing after a swap killed while the
+	// manifest was moved out.
+	current := ""
+	if pod, _, err := m.Read(); err == nil {
+		c, err := Container(pod, podName)
+		if err != nil {
+			return nil, err
+		}
+		current = c.Image
 	}
 	img := bc.Image
-	res.NewImage = img
-	res.Unchanged = img == c.Image
+	res := &Result{Pod: podName, OldImage: current, NewImage: img, Restored: true, Unchanged: img == current}
+	health := healthURL(bc)
+	before, err := n.observe(ctx, podName, bc.Name, health)
+	if err != nil {
+		return res, err
+	}
+	after := before
+	var mirrorErr error
 	if res.Unchanged {
 		// Already on the backup's image: rewriting would restart the pod.
 		if err := m.Finish(); err != nil {
 			return res, err
 		}
-	} else if _, err := m.Restore(c.Name, n.handover(ctx, m, podName, before)); err != nil {
-		return res, err
-	}
-	after := before
-	var mirrorErr error
-	if img != c.Image {
-		if after, mirrorErr, err = n.settle(ctx, podName, c.Name, health, before, digest.Of(img), t0, res); err != nil {
+	} else {
+		if _, err := m.Restore(bc.Name, n.handover(ctx, m, podName, before)); err != nil {
+			return res, err
+		}
+		if after, mirrorErr, err = n.settle(ctx, podName, bc.Name, health, before, digest.Of(img), t0, res); err != nil {
 			return res, err
 		}
 	}
 	res.Checks = n.verify(ctx, Target{Pod: podName, Image: img}, after)
+	res.Took = time.Since(t0)
 	if mirrorErr != nil {
-		res.Took = time.Since(t0)
 		return res, fmt.Errorf("%s runs the restored image and is healthy, but %w", podName, mirrorErr)
 	}
-	res.Took = time.Since(t0)
 	return res, checksError(res.Checks)
 }
 
