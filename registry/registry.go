@@ -5,14 +5,17 @@ package registry
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,55 +23,78 @@ import (
 
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// Dir is where a registry rooted at root keeps its content.
-//
-//	<root>/blobs/sha256/<hex>                 blobs, by digest
-//	<root>/manifests/<repository>/<reference> manifests, by tag and by digest
-//	<root>/tmp/                               uploads in progress
-func blobsDir(root string) string     { return filepath.Join(root, "blobs") }
-func manifestsDir(root string) string { return filepath.Join(root, "manifests") }
-func tmpDir(root string) string       { return filepath.Join(root, "tmp") }
-
-// New returns a registry handler whose content lives under root. Manifests
-// stored there by earlier runs are loaded back; every manifest pushed or
-// deleted is written to disk before the client is told it succeeded.
-func New(root string, logger *log.Logger) (http.Handler, error) {
-	for _, d := range []string{blobsDir(root), manifestsDir(root), tmpDir(root)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("registry storage: %w", err)
-		}
-	}
-	// Uploads that a crash interrupted are of no use to anyone.
-	if old, err := filepath.Glob(filepath.Join(tmpDir(root), "*")); err == nil {
-		for _, f := range old {
-			os.Remove(f)
-		}
-	}
-	if logger == nil {
-		logger = log.New(io.Discard, "", 0)
-	}
-	inner := ggcr.New(ggcr.WithBlobHandler(newDiskBlobs(blobsDir(root), tmpDir(root))), ggcr.Logger(logger))
-	h := &persisted{inner: inner, dir: manifestsDir(root), log: logger}
-	if err := h.replay(); err != nil {
-		return nil, err
-	}
-	return h, nil
+// Options configure a Registry.
+type Options struct {
+	// Log receives one line per request when set.
+	Log *log.Logger
+	// AllowDelete lets clients delete manifests and blobs; without it
+	// a DELETE is answered 405 UNSUPPORTED.
+	AllowDelete bool
 }
 
-// persisted stores manifests that go-containerregistry's registry keeps
-// in memory only, and replays them into it on start.
-type persisted struct {
-	inner http.Handler
-	dir   string
-	log   *log.Logger
+// Registry is the registry's HTTP handler and its storage.
+type Registry struct {
+	inner       http.Handler
+	root        *os.Root
+	allowDelete bool
+	log         *log.Logger
 	// mu orders manifest changes, so memory and disk agree on which of
 	// two concurrent pushes of one tag came last.
 	mu sync.Mutex
 }
+
+// New returns a registry whose content lives under the directory root,
+// which must belong to the running user and be writable by no one else
+// (see openRoot); it is created when missing. Manifests stored there by
+// earlier runs are loaded back; every manifest pushed or deleted is on
+// disk before the client is told it succeeded. o may be nil.
+func New(root string, o *Options) (*Registry, error) {
+	r, err := openRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := newRegistry(r, o)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return reg, nil
+}
+
+// newRegistry serves the content under root, which it takes over.
+func newRegistry(root *os.Root, o *Options) (*Registry, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	for _, d := range []string{blobsDir, manifestsDir, tmpDir} {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("registry storage %s: %w", root.Name(), err)
+		}
+	}
+	if err := clearTmp(root); err != nil {
+		return nil, fmt.Errorf("registry storage %s: %w", root.Name(), err)
+	}
+	logger := o.Log
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	r := &Registry{
+		inner:       ggcr.New(ggcr.WithBlobHandler(&diskBlobs{root: root}), ggcr.Logger(logger)),
+		root:        root,
+		allowDelete: o.AllowDelete,
+		log:         logger,
+	}
+	if err := r.replay(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close releases the storage directory; requests after it fail.
+func (r *Registry) Close() error { return r.root.Close() }
 
 // A repository name component and a tag or digest, as the distribution
 // spec allows them; anything else never reaches the file system.
@@ -76,6 +102,19 @@ var (
 	repoRE = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
 	refRE  = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9._-]{0,127}|sha256:[a-f0-9]{64})$`)
 )
+
+// manifestMediaTypes are what a manifest PUT may carry: image manifests
+// and indexes, OCI and Docker v2. Docker's schema 1 has been unsupported
+// by Docker itself for years, and nothing devk pushes uses it.
+var manifestMediaTypes = map[types.MediaType]bool{
+	types.OCIManifestSchema1:    true,
+	types.OCIImageIndex:         true,
+	types.DockerManifestSchema2: true,
+	types.DockerManifestList:    true,
+}
+
+// maxManifest bounds a manifest's size, as registries commonly do.
+const maxManifest = 4 << 20
 
 // manifestTarget splits /v2/<repo>/manifests/<ref>.
 func manifestTarget(path string) (repo, ref string, ok bool) {
@@ -90,50 +129,148 @@ func manifestTarget(path string) (repo, ref string, ok bool) {
 	return rest[:i], rest[i+len("/manifests/"):], true
 }
 
-func (p *persisted) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+// manifestName is where repo:ref is stored, beneath the root.
+func manifestName(repo, ref string) string { return path.Join(manifestsDir, repo, ref) }
+
+// checkManifest accepts a manifest push whose content type is one of
+// manifestMediaTypes and whose body is a schema 2 manifest of that type
+// (by the digest ref names, if it names one). It returns the media type
+// without parameters.
+func checkManifest(contentType, ref string, body []byte) (types.MediaType, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || !manifestMediaTypes[types.MediaType(mt)] {
+		return "", fmt.Errorf("content type %q is not an OCI or Docker v2 image manifest or index", contentType)
+	}
+	var m struct {
+		SchemaVersion int    `json:"schemaVersion"`
+		MediaType     string `json:"mediaType"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return "", fmt.Errorf("manifest is not a JSON object: %v", err)
+	}
+	if m.SchemaVersion != 2 {
+		return "", fmt.Errorf("manifest schemaVersion is %d, not 2", m.SchemaVersion)
+	}
+	if m.MediaType != "" && m.MediaType != mt {
+		return "", fmt.Errorf("manifest says its mediaType is %q, but it was pushed as %q", m.MediaType, mt)
+	}
+	if want, ok := strings.CutPrefix(ref, "sha256:"); ok {
+		h, _, _ := v1.SHA256(bytes.NewReader(body))
+		if h.Hex != want {
+			return "", fmt.Errorf("manifest has digest %s, not %s", h, ref)
+		}
+	}
+	return types.MediaType(mt), nil
+}
+
+func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodDelete && !r.allowDelete {
+		writeError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "this registry does not delete: start it with --allow-delete to allow it")
+		return
+	}
 	repo, ref, isManifest := manifestTarget(req.URL.Path)
 	if !isManifest || (req.Method != http.MethodPut && req.Method != http.MethodDelete) {
-		p.inner.ServeHTTP(w, req)
+		r.inner.ServeHTTP(w, req)
 		return
 	}
 	if !repoRE.MatchString(repo) || !refRE.MatchString(ref) {
 		writeError(w, http.StatusBadRequest, "NAME_INVALID", fmt.Sprintf("invalid repository or reference %q:%q", repo, ref))
 		return
 	}
-	var body []byte
-	if req.Method == http.MethodPut {
-		var err error
-		if body, err = io.ReadAll(io.LimitReader(req.Body, 4<<20+1)); err != nil {
-			writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
-			return
-		}
-		if len(body) > 4<<20 {
-			writeError(w, http.StatusRequestEntityTooLarge, "MANIFEST_INVALID", "manifest larger than 4 MiB")
-			return
-		}
-		req.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	// The answer waits until the change is on disk: a client told
-	// "created" can rely on the manifest surviving a restart.
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rec := httptest.NewRecorder()
-	p.inner.ServeHTTP(rec, req)
-	var err error
-	switch {
-	case req.Method == http.MethodPut && rec.Code == http.StatusCreated:
-		err = p.store(repo, ref, req.Header.Get("Content-Type"), body)
-	case req.Method == http.MethodDelete && rec.Code == http.StatusAccepted:
-		err = os.Remove(p.path(repo, ref))
-		if errors.Is(err, os.ErrNotExist) {
-			err = nil
-		}
-	}
-	if err != nil {
-		p.log.Printf("persist manifest %s:%s: %v", repo, ref, err)
-		writeError(w, http.StatusInternalServerError, "UNKNOWN", "storing the manifest failed: "+err.Error())
+	if req.Method == http.MethodDelete {
+		r.deleteManifest(w, req, repo, ref)
 		return
 	}
+	r.putManifest(w, req, repo, ref)
+}
+
+// putManifest stores the manifest before the in-memory registry takes
+// it, and moves it into place once it did: a client told "created" can
+// rely on the manifest surviving a restart, and one told otherwise
+// finds nothing changed.
+func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, repo, ref string) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxManifest+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
+		return
+	}
+	if len(body) > maxManifest {
+		writeError(w, http.StatusRequestEntityTooLarge, "MANIFEST_INVALID", "manifest larger than 4 MiB")
+		return
+	}
+	mt, err := checkManifest(req.Header.Get("Content-Type"), ref, body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "MANIFEST_INVALID", err.Error())
+		return
+	}
+	// A push by tag is also stored by digest, as the registry does.
+	h, _, _ := v1.SHA256(bytes.NewReader(body))
+	names := []string{manifestName(repo, ref)}
+	if ref != h.String() {
+		names = append(names, manifestName(repo, h.String()))
+	}
+	data := append([]byte(string(mt)+"\n"), body...)
+	var staged []string
+	defer func() {
+		for _, tmp := range staged {
+			r.root.Remove(tmp) // a no-op once placed
+		}
+	}()
+	fail := func(err error) {
+		r.log.Printf("persist manifest %s:%s: %v", repo, ref, err)
+		writeError(w, http.StatusInternalServerError, "UNKNOWN", "storing the manifest failed: "+err.Error())
+	}
+	if err := r.root.MkdirAll(path.Join(manifestsDir, repo), 0o755); err != nil {
+		fail(err)
+		return
+	}
+	for range names {
+		tmp, err := stage(r.root, data)
+		if err != nil {
+			fail(err)
+			return
+		}
+		staged = append(staged, tmp)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	req.Header.Set("Content-Type", string(mt))
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	r.inner.ServeHTTP(rec, req)
+	if rec.Code == http.StatusCreated {
+		for i, name := range names {
+			if err := place(r.root, staged[i], name); err != nil {
+				fail(err)
+				return
+			}
+		}
+	}
+	copyResponse(w, rec)
+}
+
+func (r *Registry) deleteManifest(w http.ResponseWriter, req *http.Request, repo, ref string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := httptest.NewRecorder()
+	r.inner.ServeHTTP(rec, req)
+	if rec.Code == http.StatusAccepted {
+		name := manifestName(repo, ref)
+		err := r.root.Remove(name)
+		if err == nil {
+			err = syncDir(r.root, path.Dir(name))
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.log.Printf("delete manifest %s:%s: %v", repo, ref, err)
+			writeError(w, http.StatusInternalServerError, "UNKNOWN", "deleting the stored manifest failed: "+err.Error())
+			return
+		}
+	}
+	copyResponse(w, rec)
+}
+
+func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	for k, vs := range rec.Header() {
 		w.Header()[k] = vs
 	}
@@ -141,138 +278,78 @@ func (p *persisted) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Write(rec.Body.Bytes())
 }
 
-func (p *persisted) path(repo, ref string) string {
-	return filepath.Join(p.dir, filepath.FromSlash(repo), ref)
-}
-
-// A stored manifest is its content type, a newline, and its bytes exactly
-// as pushed (its digest is over those bytes).
-func (p *persisted) store(repo, ref, contentType string, body []byte) error {
-	path := p.path(repo, ref)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	data := append([]byte(contentType+"\n"), body...)
-	if err := fileutil.WriteAtomic(path, data, 0o644, ""); err != nil {
-		return err
-	}
-	// A push by tag is also stored by digest, as the registry does.
-	if !strings.HasPrefix(ref, "sha256:") {
-		h, _, err := v1.SHA256(bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		return fileutil.WriteAtomic(p.path(repo, h.String()), data, 0o644, "")
-	}
-	return nil
-}
-
 type storedManifest struct {
-	repo, ref, contentType string
-	body                   []byte
+	repo, ref string
+	mediaType types.MediaType
+	body      []byte
 }
 
 // replay PUTs every stored manifest into the in-memory registry, images
 // before indexes (an index is accepted only when its children exist).
-func (p *persisted) replay() error {
+// What is not a stored manifest is left alone, and logged.
+func (r *Registry) replay() error {
 	var stored []storedManifest
-	err := filepath.WalkDir(p.dir, func(path string, d os.DirEntry, err error) error {
+	err := fs.WalkDir(r.root.FS(), manifestsDir, func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 			return err
 		}
-		rel, err := filepath.Rel(p.dir, path)
-		if err != nil {
-			return err
-		}
-		repo, ref := filepath.ToSlash(filepath.Dir(rel)), d.Name()
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		ct, body, ok := bytes.Cut(data, []byte("\n"))
-		if !ok || !repoRE.MatchString(repo) || !refRE.MatchString(ref) {
-			p.log.Printf("ignoring %s: not a stored manifest", path)
+		if !d.Type().IsRegular() {
+			r.log.Printf("ignoring %s: not a regular file", r.path(name))
 			return nil
 		}
-		stored = append(stored, storedManifest{repo: repo, ref: ref, contentType: string(ct), body: body})
+		repo, ref := strings.TrimPrefix(path.Dir(name), manifestsDir+"/"), d.Name()
+		data, err := r.root.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		ct, body, _ := bytes.Cut(data, []byte("\n"))
+		mt, err := checkManifest(string(ct), ref, body)
+		if err == nil && (!repoRE.MatchString(repo) || !refRE.MatchString(ref)) {
+			err = errors.New("not a repository and reference")
+		}
+		if err != nil {
+			r.log.Printf("ignoring %s: not a stored manifest: %v (remove it to drop it)", r.path(name), err)
+			return nil
+		}
+		stored = append(stored, storedManifest{repo: repo, ref: ref, mediaType: mt, body: body})
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("load stored manifests from %s: %w", p.dir, err)
+		return fmt.Errorf("load stored manifests from %s: %w", r.path(manifestsDir), err)
 	}
 	for pass := 0; pass < 2; pass++ {
 		for _, m := range stored {
-			isIndex := strings.Contains(m.contentType, "index") || strings.Contains(m.contentType, "manifest.list")
-			if isIndex != (pass == 1) {
+			if m.mediaType.IsIndex() != (pass == 1) {
 				continue
 			}
 			req := httptest.NewRequest(http.MethodPut, "/v2/"+m.repo+"/manifests/"+m.ref, bytes.NewReader(m.body))
-			req.Header.Set("Content-Type", m.contentType)
+			req.Header.Set("Content-Type", string(m.mediaType))
 			rec := httptest.NewRecorder()
-			p.inner.ServeHTTP(rec, req)
+			r.inner.ServeHTTP(rec, req)
 			if rec.Code != http.StatusCreated {
 				return fmt.Errorf("load stored manifest %s:%s: registry answered %d %s (remove %s to drop it)",
-					m.repo, m.ref, rec.Code, strings.TrimSpace(rec.Body.String()), p.path(m.repo, m.ref))
+					m.repo, m.ref, rec.Code, strings.TrimSpace(rec.Body.String()), r.path(manifestName(m.repo, m.ref)))
 			}
 		}
 	}
 	return nil
 }
 
+// path is name beneath the root as a path to show people.
+func (r *Registry) path(name string) string {
+	return filepath.Join(r.root.Name(), filepath.FromSlash(name))
+}
+
+// writeError answers with the distribution spec's error body.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
+	type specError struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	body, _ := json.Marshal(struct {
+		Errors []specError `json:"errors"`
+	}{[]specError{{code, msg}}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"errors":[{"code":%q,"message":%q}]}`, code, msg)
-}
-
-// diskBlobs stores blobs by digest in pkg/registry's disk layout and
-// reads them with its disk handler; it writes them itself: to a temp dir,
-// synced before the rename, failed uploads removed, so a crash never
-// leaves a partial blob under a digest.
-type diskBlobs struct {
-	read     ggcr.BlobHandler
-	dir, tmp string
-}
-
-func newDiskBlobs(dir, tmp string) *diskBlobs {
-	return &diskBlobs{read: ggcr.NewDiskBlobHandler(dir), dir: dir, tmp: tmp}
-}
-
-func (d *diskBlobs) path(h v1.Hash) string { return filepath.Join(d.dir, h.Algorithm, h.Hex) }
-
-func (d *diskBlobs) Get(ctx context.Context, repo string, h v1.Hash) (io.ReadCloser, error) {
-	return d.read.Get(ctx, repo, h)
-}
-
-func (d *diskBlobs) Stat(ctx context.Context, repo string, h v1.Hash) (int64, error) {
-	return d.read.(ggcr.BlobStatHandler).Stat(ctx, repo, h)
-}
-
-func (d *diskBlobs) Delete(ctx context.Context, repo string, h v1.Hash) error {
-	return d.read.(ggcr.BlobDeleteHandler).Delete(ctx, repo, h)
-}
-
-func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser) error {
-	defer rc.Close()
-	if err := os.MkdirAll(filepath.Join(d.dir, h.Algorithm), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(d.tmp, "upload-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // a no-op once renamed
-	// rc verifies the digest as it is read: a mismatch fails the copy.
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), d.path(h))
+	w.Write(body)
 }

@@ -24,12 +24,22 @@ import (
 
 func serve(t *testing.T, root string) string {
 	t.Helper()
-	h, err := New(root, nil)
+	return serveWith(t, root, nil)
+}
+
+// serveWith serves a registry on root over HTTP on loopback until the
+// test ends, and returns its host:port.
+func serveWith(t *testing.T, root string, o *Options) string {
+	t.Helper()
+	r, err := New(root, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := httptest.NewServer(r)
+	t.Cleanup(func() {
+		srv.Close()
+		r.Close()
+	})
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
@@ -60,7 +70,7 @@ func randomImage(t *testing.T) v1.Image {
 // index and a deletion survive too.
 func TestContentSurvivesRestart(t *testing.T) {
 	root := t.TempDir()
-	addr := serve(t, root)
+	addr := serveWith(t, root, &Options{AllowDelete: true})
 	img := randomImage(t)
 	d := push(t, addr+"/team/kube-apiserver:v1.34.0", img)
 	other := push(t, addr+"/kubectl:v1", randomImage(t))
@@ -100,8 +110,8 @@ func TestContentSurvivesRestart(t *testing.T) {
 	if _, err := remote.Head(r); err != nil {
 		t.Fatalf("the digest of a deleted tag is gone: %v", err)
 	}
-	if tmp, _ := os.ReadDir(tmpDir(root)); len(tmp) != 0 {
-		t.Fatalf("uploads left in %s: %v", tmpDir(root), tmp)
+	if tmp, _ := os.ReadDir(filepath.Join(root, tmpDir)); len(tmp) != 0 {
+		t.Fatalf("uploads left in %s: %v", filepath.Join(root, tmpDir), tmp)
 	}
 }
 
@@ -111,6 +121,7 @@ func TestRejectsUnsafeNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer h.Close()
 	for _, path := range []string{
 		"/v2/../../etc/manifests/x",
 		"/v2/a/manifests/..",
@@ -150,8 +161,8 @@ func TestCorruptBlobUploadLeavesNothing(t *testing.T) {
 	if resp.StatusCode < 400 {
 		t.Fatalf("a blob with the wrong digest was accepted: %d", resp.StatusCode)
 	}
-	blobs, _ := filepath.Glob(filepath.Join(blobsDir(root), "sha256", "*"))
-	tmp, _ := os.ReadDir(tmpDir(root))
+	blobs, _ := filepath.Glob(filepath.Join(root, blobsDir, "sha256", "*"))
+	tmp, _ := os.ReadDir(filepath.Join(root, tmpDir))
 	if len(blobs)+len(tmp) != 0 {
 		t.Fatalf("left behind: %v %v", blobs, tmp)
 	}

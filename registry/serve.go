@@ -33,8 +33,12 @@ func DefaultRoot() (string, error) {
 type ServeOptions struct {
 	// Addr is host:port to listen on; empty means 127.0.0.1:5000.
 	Addr string
-	// Root is where content is kept; empty means DefaultRoot().
+	// Root is where content is kept; empty means DefaultRoot(). It must
+	// belong to the running user and be writable by no one else, nor may
+	// anyone else be able to write to a directory above it.
 	Root string
+	// AllowDelete lets clients delete manifests and blobs.
+	AllowDelete bool
 	// Log receives one line per request when set.
 	Log io.Writer
 	// Ready is called with the address actually listened on (useful with
@@ -59,14 +63,19 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Log != nil {
 		logger = log.New(o.Log, "registry ", log.LstdFlags)
 	}
-	// One server per storage: New clears the uploads in progress, which
-	// would be another server's.
-	unlock, err := lockRoot(o.Root)
+	root, err := openRoot(o.Root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	// One server per storage: starting clears the uploads in progress,
+	// which would be another server's.
+	unlock, err := lockRoot(root)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	h, err := New(o.Root, logger)
+	h, err := newRegistry(root, &Options{Log: logger, AllowDelete: o.AllowDelete})
 	if err != nil {
 		return err
 	}
@@ -100,19 +109,16 @@ func Serve(ctx context.Context, o ServeOptions) error {
 
 // lockRoot takes an exclusive lock on the storage dir for as long as the
 // server runs.
-func lockRoot(root string) (unlock func(), err error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("registry storage: %w", err)
-	}
-	path := filepath.Join(root, ".lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+func lockRoot(root *os.Root) (unlock func(), err error) {
+	path := filepath.Join(root.Name(), lockFile)
+	f, err := root.OpenFile(lockFile, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("registry storage: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another `devk registry serve` is using %s: stop it, or pass another --root", root)
+			return nil, fmt.Errorf("another `devk registry serve` is using %s: stop it, or pass another --root", root.Name())
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,24 +21,41 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 )
 
-// devkBin is devk built once for the process-level tests.
-var devkBin string
+// The devk binary of the process-level tests, built once, when the
+// first of them needs it (fuzzing workers and the in-process tests
+// never do).
+var (
+	devkBuild struct {
+		once sync.Once
+		dir  string
+		bin  string
+		err  error
+	}
+)
+
+func devkBin(t *testing.T) string {
+	t.Helper()
+	b := &devkBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "devk-registry-test-"); b.err != nil {
+			return
+		}
+		b.bin = filepath.Join(b.dir, "devk")
+		if out, err := exec.Command("go", "build", "-o", b.bin, "github.com/devk/devk/cmd/devk").CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build devk: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
+}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "devk-registry-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	devkBin = filepath.Join(dir, "devk")
-	out, err := exec.Command("go", "build", "-o", devkBin, "github.com/devk/devk/cmd/devk").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build devk: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if devkBuild.dir != "" {
+		os.RemoveAll(devkBuild.dir)
+	}
 	os.Exit(code)
 }
 
@@ -50,7 +68,7 @@ type served struct {
 
 func startServe(t *testing.T, root, addr string) *served {
 	t.Helper()
-	cmd := exec.Command(devkBin, "registry", "serve", "--addr", addr, "--root", root)
+	cmd := exec.Command(devkBin(t), "registry", "serve", "--addr", addr, "--root", root)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +123,7 @@ func (s *served) stop(t *testing.T) {
 
 func devk(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := exec.Command(devkBin, args...)
+	cmd := exec.Command(devkBin(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -218,4 +236,34 @@ func TestServeOneServerPerRoot(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestServeRefusesUnsafeStorage: `devk registry serve` will not start on
+// a root others could plant links in, and takes its lock inside the root.
+func TestServeRefusesUnsafeStorage(t *testing.T) {
+	t.Run("world-writable root", func(t *testing.T) {
+		root := filepath.Join(t.TempDir(), "registry")
+		if err := os.Mkdir(root, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(root, 0o777)
+		_, stderr, err := devk(t, "registry", "serve", "--addr", "127.0.0.1:0", "--root", root)
+		if err == nil || !strings.Contains(stderr, "run `chmod 0755 "+root+"`") {
+			t.Fatalf("err %v, stderr %s", err, stderr)
+		}
+	})
+	t.Run("lock file links out", func(t *testing.T) {
+		parent := t.TempDir()
+		root, outside := filepath.Join(parent, "root"), filepath.Join(parent, "outside")
+		os.Mkdir(root, 0o755)
+		os.Mkdir(outside, 0o755)
+		mustSymlink(t, filepath.Join(outside, "authorized_keys"), filepath.Join(root, ".lock"))
+		err := Serve(context.Background(), ServeOptions{Addr: "127.0.0.1:0", Root: root})
+		if err == nil || !strings.Contains(err.Error(), "registry storage") {
+			t.Fatalf("err %v", err)
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+			t.Fatalf("written outside the root: %v", entries)
+		}
+	})
 }

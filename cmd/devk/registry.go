@@ -32,12 +32,22 @@ under $DEVK_HOME/registry (default ~/.devk/registry), or --root, so what
 was pushed is still there after a restart. SIGTERM or Ctrl-C shuts it down
 cleanly, letting requests in flight finish.
 
+The root is created (mode 0755) when missing. It must belong to you and be
+writable by no one else, and no directory above it may be writable by
+another user (sticky ones like /tmp aside): otherwise someone could plant
+a symlink there and have the registry write elsewhere. devk refuses such a
+root and says how to fix it (chmod 0755 / chown). Nothing is ever read or
+written outside the root, whatever links it holds.
+
+Manifests pushed must be OCI or Docker v2 image manifests or indexes.
+Deleting manifests and blobs is refused unless --allow-delete is given.
+
 stdout gets the address once it accepts requests (handy with --addr
 127.0.0.1:0); requests are logged to stderr with --verbose.
 
 Examples:
   devk registry serve &
-  devk registry serve --addr 127.0.0.1:5001 --root /var/tmp/devk-registry`,
+  devk registry serve --addr 127.0.0.1:5001 --root ~/.cache/devk-registry --allow-delete`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.Verbose {
@@ -61,6 +71,7 @@ Examples:
 	}
 	cmd.Flags().StringVar(&o.Addr, "addr", image.DefaultRegistryAddr, "address to listen on")
 	cmd.Flags().StringVar(&o.Root, "root", "", "where to keep blobs and manifests (default $DEVK_HOME/registry, DEVK_HOME defaulting to ~/.devk)")
+	cmd.Flags().BoolVar(&o.AllowDelete, "allow-delete", false, "let clients delete manifests and blobs (refused by default)")
 	return cmd
 }
 
