@@ -5,6 +5,7 @@
 package swap
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/fileutil"
 )
 
@@ -46,26 +48,27 @@ func (m Manifest) name() string {
 	return strings.TrimSuffix(filepath.Base(m.Path), filepath.Ext(m.Path))
 }
 
-// BackupPath is where the manifest before the last swap is kept.
+// BackupPath is where the manifest before the last finished swap is
+// kept, for `devk swap --rollback`.
 func (m Manifest) BackupPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.prev") }
 
+// PendingPath holds the manifest a swap in progress replaces. It becomes
+// BackupPath only when the swap finishes, so a swap that is interrupted
+// or fails never costs a step of rollback history.
+func (m Manifest) PendingPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.swapping") }
+
 // JournalPath records a swap in progress, so an interrupted one can be
-// rolled back.
+// finished or undone by the next run.
 func (m Manifest) JournalPath() string { return filepath.Join(m.WorkDir, m.name()+".swap.json") }
 
 // Journal is what a swap in progress records.
 type Journal struct {
-	Manifest string    `json:"manifest"`
+	Manifest string `json:"manifest"`
+	// Backup is the manifest the swap replaces (PendingPath).
 	Backup   string    `json:"backup"`
 	OldImage string    `json:"oldImage"`
 	NewImage string    `json:"newImage"`
 	Started  time.Time `json:"started"`
-}
-
-// interrupted is the error for a swap of pod that did not finish.
-func (j *Journal) interrupted(pod string) error {
-	return fmt.Errorf("a swap of %s to %s was interrupted at %s: run `devk swap --rollback %s` to restore %s first",
-		pod, j.NewImage, j.Started.Format(time.RFC3339), pod, j.OldImage)
 }
 
 // Read parses the manifest.
@@ -96,7 +99,15 @@ func (m Manifest) ReadBackup() (*corev1.Pod, error) {
 }
 
 func (m Manifest) readBackup() (*corev1.Pod, []byte, error) {
-	data, err := os.ReadFile(m.BackupPath())
+	path := m.BackupPath()
+	// A swap in progress restores what it replaced; once it has finished
+	// (a kill may have come between the two steps of Finish), that is .prev.
+	if _, err := os.Stat(m.PendingPath()); err == nil {
+		if j, err := m.InProgress(); err == nil && j != nil {
+			path = m.PendingPath()
+		}
+	}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("%w: %s has none (no swap was made with this manifests dir)", ErrNoBackup, m.Path)
 	}
@@ -105,7 +116,10 @@ func (m Manifest) readBackup() (*corev1.Pod, []byte, error) {
 	}
 	var pod corev1.Pod
 	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return nil, nil, fmt.Errorf("backup %s is not a pod manifest: %w", m.BackupPath(), err)
+		return nil, nil, fmt.Errorf("backup %s is not a pod manifest: %w", path, err)
+	}
+	if pod.Kind != "Pod" {
+		return nil, nil, fmt.Errorf("backup %s is a %q, not a static Pod manifest", path, pod.Kind)
 	}
 	return &pod, data, nil
 }
@@ -175,12 +189,20 @@ func WithImage(data []byte, pod *corev1.Pod, container, image string, now time.T
 	return out, old, nil
 }
 
-// SetImage points the manifest's container at image: it keeps the current
-// manifest as the backup, records a journal, runs handover (when not nil;
-// see Vacate), and writes the new manifest through a temp file in WorkDir,
-// fsynced and renamed into place, so the kubelet never reads a partial
-// file. It returns the image it replaced.
-func (m Manifest) SetImage(container, image string, handover func()) (old string, err error) {
+// ErrPutBack wraps the error of a SetImage that put the old manifest back
+// (the new one could not be written, or ctx was canceled during the
+// hand-over): the caller waits for the old pod and then Discards.
+var ErrPutBack = errors.New("the old manifest is back in place")
+
+// SetImage points the manifest's container at image. Each step leaves
+// something the next run can finish or undo: the current manifest is kept
+// as the pending backup, then a journal is written, then handover runs
+// (when not nil; see Vacate), and the new manifest is written through a
+// temp file in WorkDir, fsynced and renamed into place, so the kubelet
+// never reads a partial file. If ctx is canceled during the hand-over, or
+// the new manifest cannot be written, the old one is put back at once and
+// the error wraps ErrPutBack. It returns the image it replaced.
+func (m Manifest) SetImage(ctx context.Context, container, image string, handover func()) (old string, err error) {
 	pod, data, err := m.Read()
 	if err != nil {
 		return "", err
@@ -192,30 +214,63 @@ func (m Manifest) SetImage(container, image string, handover func()) (old string
 	if err := os.MkdirAll(m.WorkDir, 0o700); err != nil {
 		return "", err
 	}
-	if err := fileutil.WriteAtomic(m.BackupPath(), data, 0o600, m.WorkDir); err != nil {
+	if err := fileutil.WriteAtomic(m.PendingPath(), data, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
-	j, _ := json.MarshalIndent(Journal{Manifest: m.Path, Backup: m.BackupPath(), OldImage: old, NewImage: image, Started: time.Now().UTC()}, "", "  ")
+	failpoint.Hit("swap/after-backup")
+	j, _ := json.MarshalIndent(Journal{Manifest: m.Path, Backup: m.PendingPath(), OldImage: old, NewImage: image, Started: time.Now().UTC()}, "", "  ")
 	if err := fileutil.WriteAtomic(m.JournalPath(), j, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
+	failpoint.Hit("swap/after-journal")
 	if handover != nil {
 		handover()
 	}
-	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
-		return "", fmt.Errorf("%w (is %s on the same filesystem as %s?)", err, m.WorkDir, m.Path)
+	if err := context.Cause(ctx); ctx.Err() != nil {
+		return old, m.putBack(container, fmt.Errorf("interrupted during the hand-over: %w", err))
 	}
+	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
+		return old, m.putBack(container, fmt.Errorf("%w (is %s on the same filesystem as %s?)", err, m.WorkDir, m.Path))
+	}
+	failpoint.Hit("swap/after-write")
 	return old, nil
 }
 
-// Finish marks the swap done: the journal goes, the backup stays for
-// `devk swap --rollback`.
-func (m Manifest) Finish() error {
-	err := os.Remove(m.JournalPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+// putBack restores the backup after a hand-over that went no further.
+func (m Manifest) putBack(container string, cause error) error {
+	if _, err := m.Restore(container, nil); err != nil {
+		return fmt.Errorf("%w; and putting the old manifest back failed: %v (it is at %s)", cause, err, m.PendingPath())
 	}
-	return err
+	return fmt.Errorf("%w: %w", ErrPutBack, cause)
+}
+
+// Finish marks the swap done: what it replaced becomes the backup for
+// `devk swap --rollback`, then the journal goes.
+func (m Manifest) Finish() error {
+	if err := os.Rename(m.PendingPath(), m.BackupPath()); err == nil {
+		if err := fileutil.SyncDir(m.WorkDir); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return removeIfExists(m.JournalPath())
+}
+
+// Discard forgets a swap that was undone: the journal goes, then what it
+// had kept aside; the backup of the last finished swap stays as it was.
+func (m Manifest) Discard() error {
+	if err := removeIfExists(m.JournalPath()); err != nil {
+		return err
+	}
+	return removeIfExists(m.PendingPath())
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // InProgress reads the journal of an unfinished swap, if any.
@@ -229,7 +284,7 @@ func (m Manifest) InProgress() (*Journal, error) {
 	}
 	var j Journal
 	if err := json.Unmarshal(data, &j); err != nil {
-		return nil, fmt.Errorf("read %s: %w", m.JournalPath(), err)
+		return nil, fmt.Errorf("read %s: %w (not a devk swap journal: move it away)", m.JournalPath(), err)
 	}
 	return &j, nil
 }
@@ -247,9 +302,11 @@ func (m Manifest) Vacate() error {
 	return err
 }
 
-// Restore puts the backup back in place atomically, after handover (when
-// not nil), and returns the image it names. The backup is kept, so
-// restoring twice is harmless.
+// Restore puts the backup (the pending one of a swap in progress, else
+// the last finished swap's) back in place atomically, after handover
+// (when not nil), and returns the image it names. The journal is left to
+// the caller: it Discards once the old pod runs again. Restoring twice is
+// harmless.
 func (m Manifest) Restore(container string, handover func()) (string, error) {
 	pod, data, err := m.readBackup()
 	if err != nil {
@@ -269,5 +326,5 @@ func (m Manifest) Restore(container string, handover func()) (string, error) {
 	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
-	return c.Image, m.Finish()
+	return c.Image, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/source"
 )
@@ -46,6 +48,10 @@ type Options struct {
 	// node's kubelet.
 	Kubelet *KubeletNode
 
+	// Command is this swap's command line with the node flags the user
+	// gave, for messages that say what to run next.
+	Command string
+
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
 	Timeout  time.Duration
@@ -68,6 +74,30 @@ type Report struct {
 	StaticPods []*Result       `json:"staticPods,omitempty"`
 	Binaries   []BinaryOutcome `json:"binaries,omitempty"`
 	Nothing    string          `json:"nothing,omitempty"`
+
+	closeNode func()
+}
+
+func (r *Report) close() {
+	if r.closeNode != nil {
+		r.closeNode()
+		r.closeNode = nil
+	}
+}
+
+// touchesNode says whether swapping comps changes the node (and so takes
+// its lock): every static pod and the kubelet do, kubectl does not; no
+// component means the outdated static pods.
+func touchesNode(comps []build.Component) bool {
+	if len(comps) == 0 {
+		return true
+	}
+	for _, c := range comps {
+		if c.StaticPod || c.Name == "kubelet" {
+			return true
+		}
+	}
+	return false
 }
 
 // BinaryOutcome is one swapped binary.
@@ -106,16 +136,59 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			bins = append(bins, c)
 		}
 	}
-	// An interrupted swap is finished (rolled back) before anything else.
-	if !o.Rollback && o.ManifestsDir != "" {
+	if o.ManifestsDir != "" && touchesNode(comps) {
+		// One change to a node at a time: no two swaps sharing a backup
+		// and journal, no swap during `devk up` or `devk down`.
+		l, err := nodelock.Acquire(o.ManifestsDir, nodelock.Command())
+		if err != nil {
+			return rep, err
+		}
+		defer l.Release()
+	}
+	var node *Node
+	connect := func() error {
+		if node != nil {
+			return nil
+		}
+		n, closeNode, err := o.node()
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if node == nil {
+				closeNode()
+			}
+		}()
+		if _, err := n.Runtime.Version(ctx); err != nil {
+			return err
+		}
+		node, rep.closeNode = n, closeNode
+		return nil
+	}
+	defer rep.close()
+	// A swap that was interrupted is finished (or undone) before anything
+	// else; --rollback of that pod restores what it replaced instead.
+	if o.ManifestsDir != "" {
 		for _, c := range build.Catalog {
-			if !c.StaticPod {
+			if !c.StaticPod || (o.Rollback && slices.ContainsFunc(pods, func(p build.Component) bool { return p.Name == c.Name })) {
 				continue
 			}
-			if j, err := ManifestFor(o.ManifestsDir, c.Binary).InProgress(); err != nil {
+			j, err := ManifestFor(o.ManifestsDir, c.Binary).InProgress()
+			if err != nil || j == nil {
+				if err != nil {
+					return rep, err
+				}
+				continue
+			}
+			if err := connect(); err != nil {
 				return rep, err
-			} else if j != nil {
-				return rep, j.interrupted(c.Binary)
+			}
+			res, err := node.Resume(ctx, c.Binary, j)
+			if res != nil {
+				rep.StaticPods = append(rep.StaticPods, res)
+			}
+			if err != nil {
+				return rep, err
 			}
 		}
 	}
@@ -127,7 +200,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return rep, err
 		}
 		if len(pods) == 0 {
-			rep.Nothing = "every pushed static-pod component already runs its last pushed digest"
+			if len(rep.StaticPods) == 0 {
+				rep.Nothing = "every pushed static-pod component already runs its last pushed digest"
+			}
 			return rep, nil
 		}
 	}
@@ -151,12 +226,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return rep, err
 		}
 	}
-	node, closeNode, err := o.node()
-	if err != nil {
-		return rep, err
-	}
-	defer closeNode()
-	if _, err := node.Runtime.Version(ctx); err != nil {
+	if err := connect(); err != nil {
 		return rep, err
 	}
 	for i, c := range pods {
@@ -267,7 +337,7 @@ func (o Options) node() (*Node, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	n := &Node{ManifestsDir: o.ManifestsDir, KubeletRootDir: o.KubeletRootDir, Client: client, Runtime: rt, Reporter: o.Reporter, Timeout: o.Timeout, LogLines: 20}
+	n := &Node{ManifestsDir: o.ManifestsDir, KubeletRootDir: o.KubeletRootDir, Client: client, Runtime: rt, Reporter: o.Reporter, Timeout: o.Timeout, LogLines: 20, Command: o.Command}
 	if o.Kubelet != nil {
 		n.Relist = o.Kubelet.Relist
 	}

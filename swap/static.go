@@ -23,6 +23,8 @@ import (
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/failpoint"
+	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/internal/progress"
 )
 
@@ -43,6 +45,16 @@ type Node struct {
 	Timeout time.Duration
 	// LogLines is how much of a failed container's log to show.
 	LogLines int
+	// Command is the swap command for this node, flags included, for
+	// messages that tell the user what to run ("devk swap --manifests-dir …").
+	Command string
+}
+
+func (n *Node) command() string {
+	if n.Command == "" {
+		return "devk swap"
+	}
+	return n.Command
 }
 
 // Target is one static pod to point at a new image.
@@ -72,8 +84,11 @@ type Result struct {
 	NewImage   string `json:"newImage"`
 	Unchanged  bool   `json:"unchanged,omitempty"`
 	RolledBack bool   `json:"rolledBack,omitempty"`
-	// Restored is set by an explicit --rollback.
-	Restored bool    `json:"restored,omitempty"`
+	// Restored is set by an explicit --rollback, and when an interrupted
+	// swap was undone.
+	Restored bool `json:"restored,omitempty"`
+	// Resumed says this finished a swap that was interrupted.
+	Resumed bool    `json:"resumed,omitempty"`
 	Checks   []Check `json:"checks"`
 	// Ready is when the new container ran the digest and was healthy;
 	// Took includes the mirror pod catching up and the checks.
@@ -147,11 +162,18 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 		return res, fmt.Errorf("%w; nothing was changed", err)
 	}
 	n.Reporter.Debugf("%s: pulled in %s", t.Pod, progress.Round(time.Since(tp)))
-	if _, err := m.SetImage(c.Name, t.Image, n.handover(ctx, m, t.Pod, before)); err != nil {
-		return res, err
+	failpoint.Hit("swap/after-pull")
+	if _, err := m.SetImage(ctx, c.Name, t.Image, n.handover(ctx, m, t.Pod, before)); err != nil {
+		if !errors.Is(err, ErrPutBack) {
+			return res, err
+		}
+		// The old manifest is back: the swap ends when its pod runs again.
+		res.RolledBack = true
+		return res, n.awaitRestored(ctx, m, t.Pod, c, err)
 	}
 	after, mirrorErr, werr := n.settle(ctx, t.Pod, c.Name, health, before, digest.Of(t.Image), t0, res)
 	if werr == nil {
+		failpoint.Hit("swap/verify")
 		res.Checks = n.verify(ctx, t, after)
 		werr = checksError(nodeChecks(res.Checks))
 	}
@@ -175,20 +197,115 @@ func (n *Node) Swap(ctx context.Context, t Target) (*Result, error) {
 	}
 	res.RolledBack = true
 	n.Reporter.Infof("%s: %v; rolling back to %s", t.Pod, werr, shortRef(c.Image))
-	bctx := context.WithoutCancel(ctx) // a Ctrl-C must not leave the node half rolled back
-	cur, _ := n.observe(bctx, t.Pod, c.Name, health)
-	if _, err := m.Restore(c.Name, n.handover(bctx, m, t.Pod, cur)); err != nil {
-		return res, fmt.Errorf("%s: %v; and the rollback failed: %w (the old manifest is at %s)", t.Pod, werr, err, m.BackupPath())
-	}
-	if _, err := n.waitFor(bctx, t.Pod, c.Name, health, podState{containerID: "\x00"}, digest.Of(c.Image), false); err != nil {
-		return res, fmt.Errorf("%s: %w: %v; and the old pod is not healthy again: %v", t.Pod, ErrRolledBack, werr, err)
-	}
+	err = n.rollBack(ctx, m, t.Pod, c, werr)
 	res.Took = time.Since(t0)
-	return res, fmt.Errorf("%s: %w: %v", t.Pod, ErrRolledBack, werr)
+	return res, err
 }
 
-// Rollback restores the manifest from before the last swap and waits for
-// the pod to be healthy on it.
+// rollBack undoes a swap whose new manifest is in place: the old one goes
+// back at once, then the old pod must run healthy again, and only then is
+// the journal discarded. A first Ctrl-C does not stop this (undoing is
+// what it asks for); a second stops the waiting and leaves the journal,
+// so the next `devk swap` finishes the job.
+func (n *Node) rollBack(ctx context.Context, m Manifest, podName string, c *corev1.Container, why error) error {
+	cctx := interrupt.Cleanup(ctx)
+	cur, _ := n.observe(cctx, podName, c.Name, healthURL(c))
+	if _, err := m.Restore(c.Name, n.handover(cctx, m, podName, cur)); err != nil {
+		return fmt.Errorf("%s: %v; and the rollback failed: %w (the old manifest is at %s; `%s` tries again)", podName, why, err, m.PendingPath(), n.command())
+	}
+	return n.awaitRestored(ctx, m, podName, c, fmt.Errorf("%w: %w", ErrRolledBack, why))
+}
+
+// awaitRestored waits, on the cleanup context, for the old pod to run
+// healthy on its image after its manifest was put back, then discards
+// the journal; the result is why (what made the swap go back) or the
+// reason the old pod is not back.
+func (n *Node) awaitRestored(ctx context.Context, m Manifest, podName string, c *corev1.Container, why error) error {
+	cctx := interrupt.Cleanup(ctx)
+	if ctx.Err() != nil {
+		n.Reporter.Infof("%s: the old manifest is back; waiting for the old pod (interrupt again to stop waiting)", podName)
+	}
+	failpoint.Hit("swap/restored")
+	if _, err := n.waitFor(cctx, podName, c.Name, healthURL(c), podState{containerID: "\x00"}, digest.Of(c.Image), false); err != nil {
+		if cctx.Err() != nil {
+			return fmt.Errorf("%s: %w; stopped waiting for the old pod: its manifest is in place and the journal stays (`%s` finishes the job)", podName, why, n.command())
+		}
+		return fmt.Errorf("%s: %w; and the old pod is not healthy again: %v", podName, why, err)
+	}
+	if err := m.Discard(); err != nil {
+		return fmt.Errorf("%s: %w; the old pod runs again, but %v", podName, why, err)
+	}
+	return fmt.Errorf("%s: %w", podName, why)
+}
+
+// Resume completes a swap that a kill or a second Ctrl-C interrupted,
+// from what its journal and the node show: a new manifest in place is
+// waited for and kept if its pod runs healthy on the journal's digest
+// (else rolled back, as the swap would have); a vacated manifest is put
+// back; a manifest back on the old image has its pod waited for; a
+// manifest that names neither image (rewritten since, by `devk up` or by
+// hand) is left alone. The journal is gone afterwards.
+func (n *Node) Resume(ctx context.Context, podName string, j *Journal) (*Result, error) {
+	t0 := time.Now()
+	m := ManifestFor(n.ManifestsDir, podName)
+	backup, err := m.ReadBackup()
+	if err != nil {
+		return nil, fmt.Errorf("finish the interrupted swap of %s: %w", podName, err)
+	}
+	old, err := Container(backup, podName)
+	if err != nil {
+		return nil, err
+	}
+	current := ""
+	if pod, _, err := m.Read(); err == nil {
+		if c, err := Container(pod, podName); err == nil {
+			current = c.Image
+		}
+	}
+	res := &Result{Pod: podName, OldImage: j.OldImage, NewImage: j.NewImage, Resumed: true}
+	n.Reporter.Infof("%s: a swap to %s was interrupted at %s; finishing it", podName, shortRef(j.NewImage), j.Started.Local().Format("15:04:05"))
+	switch current {
+	case j.NewImage:
+		s, err := n.waitFor(ctx, podName, old.Name, healthURL(old), podState{containerID: "\x00"}, digest.Of(j.NewImage), false)
+		if err == nil {
+			res.Ready = time.Since(t0)
+			res.Checks = n.verify(ctx, Target{Pod: podName, Image: j.NewImage}, s)
+			if err := m.Finish(); err != nil {
+				return res, err
+			}
+			res.Took = time.Since(t0)
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return res, err
+		}
+		res.RolledBack = true
+		err = n.rollBack(ctx, m, podName, old, err)
+		res.Took = time.Since(t0)
+		return res, err
+	case "":
+		res.NewImage, res.Restored = j.OldImage, true
+		if _, err := m.Restore(old.Name, n.handover(ctx, m, podName, podState{})); err != nil {
+			return res, err
+		}
+	case j.OldImage:
+		res.NewImage, res.Restored = j.OldImage, true
+	default:
+		n.Reporter.Infof("%s: its manifest names %s now, neither image of the interrupted swap: left as it is", podName, shortRef(current))
+		res.NewImage, res.Unchanged = current, true
+		res.Took = time.Since(t0)
+		return res, m.Discard()
+	}
+	if _, err := n.waitFor(ctx, podName, old.Name, healthURL(old), podState{containerID: "\x00"}, digest.Of(j.OldImage), false); err != nil {
+		return res, fmt.Errorf("%s: put back on %s after an interrupted swap, but %w", podName, shortRef(j.OldImage), err)
+	}
+	res.Took = time.Since(t0)
+	return res, m.Discard()
+}
+
+// Rollback restores the manifest from before the last swap (or from
+// before the swap in progress, if one was interrupted) and waits for the
+// pod to be healthy on it.
 func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, podName)
@@ -221,7 +338,7 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 	var mirrorErr error
 	if res.Unchanged {
 		// Already on the backup's image: rewriting would restart the pod.
-		if err := m.Finish(); err != nil {
+		if err := m.Discard(); err != nil {
 			return res, err
 		}
 	} else {
@@ -229,6 +346,9 @@ func (n *Node) Rollback(ctx context.Context, podName string) (*Result, error) {
 			return res, err
 		}
 		if after, mirrorErr, err = n.settle(ctx, podName, bc.Name, health, before, digest.Of(img), t0, res); err != nil {
+			return res, err
+		}
+		if err := m.Discard(); err != nil {
 			return res, err
 		}
 	}
@@ -270,6 +390,7 @@ func (n *Node) handover(ctx context.Context, m Manifest, podName string, old pod
 			n.Reporter.Debugf("vacate %s: %v", m.Path, err)
 			return
 		}
+		failpoint.Hit("swap/after-vacate")
 		if old.containerID != "" {
 			if err := n.Runtime.StopContainer(ctx, old.containerID, 0); err != nil {
 				n.Reporter.Debugf("stop old container: %v", err)
@@ -284,6 +405,7 @@ func (n *Node) handover(ctx context.Context, m Manifest, podName string, old pod
 func (n *Node) waitReleased(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
 	rc := releaseClock{checkDir: n.KubeletRootDir != ""}
 	t0 := time.Now()
+	failpoint.Hit("swap/handover")
 	for time.Since(t0) < 10*time.Second && ctx.Err() == nil {
 		n.stopRestarted(ctx, podName, ours, uids)
 		ready := false
@@ -544,6 +666,7 @@ const mirrorGrace = 2 * time.Second
 // up to two minutes. A kubelet devk supervises is restarted instead
 // (n.Relist): it lists at once, and its pods keep running.
 func (n *Node) settle(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error, error) {
+	failpoint.Hit("swap/wait-ready")
 	s, err := n.waitFor(ctx, podName, container, health, before, want, false)
 	if err != nil {
 		return s, nil, err

@@ -46,7 +46,7 @@ const newImage = "localhost:5000/kube-apiserver@sha256:2222222222222222222222222
 
 func TestSetImageAndRestore(t *testing.T) {
 	m := writeManifest(t)
-	old, err := m.SetImage("kube-apiserver", newImage, nil)
+	old, err := m.SetImage(context.Background(), "kube-apiserver", newImage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,23 +93,118 @@ func TestSetImageAndRestore(t *testing.T) {
 	if stamp := pod.Annotations[WrittenAnnotation]; stamp == "" || stamp == first {
 		t.Fatalf("restored manifest stamp %q (swap wrote %q): want a new one", stamp, first)
 	}
+	// The journal stays until the caller has seen the old pod run again.
+	if j, _ := m.InProgress(); j == nil {
+		t.Fatal("restore removed the journal before the old pod was back")
+	}
+	if err := m.Discard(); err != nil {
+		t.Fatal(err)
+	}
 	if j, _ := m.InProgress(); j != nil {
-		t.Fatal("journal left after restore")
+		t.Fatal("journal left after discard")
+	}
+}
+
+const thirdImage = "localhost:5000/kube-apiserver@sha256:3333333333333333333333333333333333333333333333333333333333333333"
+
+func imageOf(t *testing.T, path string) string {
+	t.Helper()
+	pod, _, err := Manifest{Path: path}.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod.Spec.Containers[0].Image
+}
+
+// TestInterruptedSwapKeepsHistory: a swap that never finishes (killed at
+// any step after its backup) must not cost the backup of the last
+// finished swap, and undoing it restores exactly what it replaced.
+func TestInterruptedSwapKeepsHistory(t *testing.T) {
+	ctx := context.Background()
+	m := writeManifest(t)
+	first := imageOf(t, m.Path)
+	if _, err := m.SetImage(ctx, "kube-apiserver", newImage, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if got := imageOf(t, m.BackupPath()); got != first {
+		t.Fatalf("after a finished swap .prev names %s, want %s", got, first)
+	}
+	if _, err := os.Stat(m.PendingPath()); !os.IsNotExist(err) {
+		t.Fatalf("pending backup left after Finish: %v", err)
+	}
+	// A second swap, "killed" after its new manifest was written.
+	if _, err := m.SetImage(ctx, "kube-apiserver", thirdImage, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := imageOf(t, m.BackupPath()); got != first {
+		t.Fatalf("a swap in progress changed .prev to %s", got)
+	}
+	j, err := m.InProgress()
+	if err != nil || j == nil || j.OldImage != newImage || j.NewImage != thirdImage || j.Backup != m.PendingPath() {
+		t.Fatalf("journal %+v %v", j, err)
+	}
+	// Undoing it restores what it replaced, not the older .prev.
+	if img, err := m.Restore("kube-apiserver", nil); err != nil || img != newImage {
+		t.Fatalf("restore of the interrupted swap = %s, %v; want %s", img, err, newImage)
+	}
+	if err := m.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if got := imageOf(t, m.BackupPath()); got != first {
+		t.Fatalf("after undoing an interrupted swap .prev names %s, want %s", got, first)
+	}
+	// A kill between Finish's two steps: .prev is new, the journal still
+	// there; a restore then uses .prev.
+	if _, err := m.SetImage(ctx, "kube-apiserver", thirdImage, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.PendingPath(), m.BackupPath()); err != nil {
+		t.Fatal(err)
+	}
+	if img, err := m.Restore("kube-apiserver", nil); err != nil || img != newImage {
+		t.Fatalf("restore between Finish's steps = %s, %v", img, err)
+	}
+}
+
+// TestCanceledHandoverPutsTheOldManifestBack: Ctrl-C during the hand-over
+// (the manifest moved out, the kubelet letting go of the pod) restores the
+// old manifest at once instead of writing the new one.
+func TestCanceledHandoverPutsTheOldManifestBack(t *testing.T) {
+	m := writeManifest(t)
+	old := imageOf(t, m.Path)
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := m.SetImage(ctx, "kube-apiserver", newImage, func() {
+		if err := m.Vacate(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	})
+	if !errors.Is(err, ErrPutBack) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrPutBack wrapping the cancel", err)
+	}
+	if got := imageOf(t, m.Path); got != old {
+		t.Fatalf("manifest names %s after a canceled hand-over, want %s", got, old)
+	}
+	if j, _ := m.InProgress(); j == nil {
+		t.Fatal("the journal went before the old pod was seen running again")
 	}
 }
 
 func TestSetImageErrors(t *testing.T) {
 	m := writeManifest(t)
-	if _, err := m.SetImage("etcd", newImage, nil); err != nil {
+	if _, err := m.SetImage(context.Background(), "etcd", newImage, nil); err != nil {
 		t.Fatalf("the only container should be chosen: %v", err)
 	}
 	missing := ManifestFor(t.TempDir(), "kube-scheduler")
-	if _, err := missing.SetImage("kube-scheduler", newImage, nil); err == nil || !strings.Contains(err.Error(), "devk up") {
+	if _, err := missing.SetImage(context.Background(), "kube-scheduler", newImage, nil); err == nil || !strings.Contains(err.Error(), "devk up") {
 		t.Fatalf("missing manifest: %v", err)
 	}
 	bad := writeManifest(t)
 	os.WriteFile(bad.Path, []byte("kind: ConfigMap\n"), 0o600)
-	if _, err := bad.SetImage("x", newImage, nil); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
+	if _, err := bad.SetImage(context.Background(), "x", newImage, nil); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
 		t.Fatalf("configmap: %v", err)
 	}
 	if data, _ := os.ReadFile(bad.Path); string(data) != "kind: ConfigMap\n" {

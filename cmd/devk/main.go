@@ -8,18 +8,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/phase"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupt.Handle(context.Background())
 	defer stop()
 	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
 	if err == nil {
 		return
+	}
+	if interrupt.Interrupted(ctx) {
+		fmt.Fprintln(os.Stderr, "devk: interrupted:", err)
+		os.Exit(ExitInterrupted)
 	}
 	var ec exitCoder
 	if errors.As(err, &ec) {
@@ -38,6 +41,10 @@ func main() {
 	fmt.Fprintln(os.Stderr, "devk:", err)
 	os.Exit(1)
 }
+
+// ExitInterrupted is the exit status after Ctrl-C (SIGINT or SIGTERM),
+// as shells report a command killed by SIGINT.
+const ExitInterrupted = 130
 
 // exitCoder is an error that asks for a specific exit status.
 type exitCoder interface {

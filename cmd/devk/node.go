@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/swap"
 )
 
@@ -30,6 +31,26 @@ func (n *nodeFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: /etc/kubernetes/admin.conf)")
 	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: /run/containerd/containerd.sock)")
 	f.StringVar(&n.KubeletRootDir, "kubelet-root-dir", "", "the kubelet's --root-dir, for a node devk did not make (default /var/lib/kubelet)")
+}
+
+// command is devk's subcommand (e.g. "swap") with the node flags the
+// user gave, as a shell line: what to tell the user to run on the same
+// node. Call it before resolve, which fills in the flags not given.
+func (n *nodeFlags) command(sub string) string {
+	args := []string{sub}
+	add := func(flag, v string) {
+		if v != "" {
+			args = append(args, flag, v)
+		}
+	}
+	if n.Name != cluster.DefaultName {
+		add("--name", n.Name)
+	}
+	add("--manifests-dir", n.ManifestsDir)
+	add("--kubeconfig", n.Kubeconfig)
+	add("--cri-socket", n.CRISocket)
+	add("--kubelet-root-dir", n.KubeletRootDir)
+	return execx.Cmd{Name: "devk", Args: args}.String()
 }
 
 // resolve fills the paths from the devk cluster unless the user named a

@@ -67,6 +67,7 @@ Examples:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.Reporter = g.Reporter()
+			o.Command = node.command("swap")
 			c, err := node.resolve()
 			if err != nil {
 				return err

@@ -44,6 +44,7 @@ Examples:
 			o.Build.Reporter = o.Reporter
 			o.Out = g.stdout
 			if !o.NoSwap {
+				o.Swap.Command = node.command("swap")
 				c, err := node.resolve()
 				if err != nil {
 					return err
