@@ -8,6 +8,8 @@
 package cluster
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +19,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/devk/devk/internal/fileutil"
 	"github.com/devk/devk/internal/progress"
@@ -160,21 +166,81 @@ func NewConfig(name string) Config {
 		OwnRegistry: true,
 		OwnRuntime:  true,
 		Bridge:      bridgeName(name),
-		CgroupRoot:  "/devk-" + name,
+		CgroupRoot:  cgroupRootOf(name),
 		Images:      map[string]string{},
 	}
 }
 
-// bridgeName fits the 15-byte interface name limit.
+// bridgeName is the cluster's CNI bridge: "devk-<name>" when that fits
+// Linux's 15-byte interface names, else "devk_" and 10 hex digits of the
+// name's SHA-256. Cluster names have no '_', so the two forms never meet,
+// and two long names that share a prefix get different bridges.
 func bridgeName(name string) string {
-	b := "devk-" + name
 	if name == DefaultName {
-		b = "devk0"
+		return "devk0"
 	}
-	if len(b) > 15 {
-		b = b[:15]
+	if b := "devk-" + name; len(b) <= 15 {
+		return b
 	}
-	return b
+	sum := sha256.Sum256([]byte(name))
+	return "devk_" + hex.EncodeToString(sum[:])[:10]
+}
+
+// cgroupRootOf is the cluster's kubelet cgroupRoot.
+func cgroupRootOf(name string) string { return "/devk-" + name }
+
+// validate checks a config read from disk before anything acts on it:
+// down kills what is in CgroupRoot and deletes Bridge, so a field that
+// does not belong to this cluster must never get that far.
+func (c Config) validate(dirName string) error {
+	bad := func(field, got, want string) error {
+		return fmt.Errorf("cluster.json: %s is %q, %s: the file was edited or is not devk's (put it back, or remove the cluster by hand)", field, got, want)
+	}
+	if err := ValidateName(c.Name); err != nil {
+		return fmt.Errorf("cluster.json: %w", err)
+	}
+	if c.Name != dirName {
+		return bad("name", c.Name, "but the cluster's directory is "+dirName)
+	}
+	if c.Bridge != bridgeName(c.Name) {
+		return bad("bridge", c.Bridge, "want "+bridgeName(c.Name))
+	}
+	if c.CgroupRoot != cgroupRootOf(c.Name) {
+		return bad("cgroupRoot", c.CgroupRoot, "want "+cgroupRootOf(c.Name))
+	}
+	if errs := validation.IsDNS1123Subdomain(c.NodeName); len(errs) > 0 {
+		return bad("nodeName", c.NodeName, strings.Join(errs, "; "))
+	}
+	if ip := net.ParseIP(c.AdvertiseIP); ip == nil || ip.To4() == nil {
+		return bad("advertiseIP", c.AdvertiseIP, "want an IPv4 address")
+	}
+	for field, cidr := range map[string]string{"serviceCIDR": c.ServiceCIDR, "podCIDR": c.PodCIDR} {
+		if _, n, err := net.ParseCIDR(cidr); err != nil || n.IP.To4() == nil {
+			return bad(field, cidr, "want an IPv4 CIDR")
+		}
+	}
+	if errs := validation.IsDNS1123Subdomain(c.DNSDomain); len(errs) > 0 {
+		return bad("dnsDomain", c.DNSDomain, strings.Join(errs, "; "))
+	}
+	for field, p := range map[string]int{"apiserver": c.Ports.APIServer, "etcdClient": c.Ports.EtcdClient, "etcdPeer": c.Ports.EtcdPeer,
+		"etcdMetrics": c.Ports.EtcdMetrics, "kubelet": c.Ports.Kubelet, "kubeletHealthz": c.Ports.KubeletHealthz,
+		"controllerManager": c.Ports.ControllerManager, "scheduler": c.Ports.Scheduler} {
+		if p < 1 || p > 65535 {
+			return bad("ports."+field, strconv.Itoa(p), "want a port (1-65535)")
+		}
+	}
+	if host, port, err := net.SplitHostPort(c.Registry); err != nil || host == "" || port == "" {
+		return bad("registry", c.Registry, "want host:port")
+	}
+	if c.CRISocket != "" && (!filepath.IsAbs(c.CRISocket) || filepath.Clean(c.CRISocket) != c.CRISocket) {
+		return bad("criSocket", c.CRISocket, "want an absolute path")
+	}
+	for comp, ref := range c.Images {
+		if _, err := name.NewDigest(ref); err != nil {
+			return bad("images."+comp, ref, "want repo@sha256:…")
+		}
+	}
+	return nil
 }
 
 // ServiceIP is the first address of the service range (kubernetes.default).
@@ -299,6 +365,12 @@ func Open(o Options) (*Cluster, error) {
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = 4 * time.Minute
 	}
+	// Mount points in /proc/self/mountinfo are real paths: a symlinked
+	// $DEVK_HOME must be resolved, or down would unmount nothing and then
+	// walk into live bind mounts.
+	if real, err := filepath.EvalSymlinks(home); err == nil {
+		home = real
+	}
 	c := &Cluster{Options: o, Home: home, Paths: Paths{Dir: filepath.Join(home, "clusters", o.Name)}, detail: map[string]string{}}
 	cfg, err := readConfig(c.ConfigFile())
 	switch {
@@ -329,6 +401,9 @@ func readConfig(path string) (Config, error) {
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return cfg, fmt.Errorf("read %s: %w (fix or delete it; `devk down` removes the cluster)", path, err)
+	}
+	if err := cfg.validate(filepath.Base(filepath.Dir(path))); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	if cfg.Images == nil {
 		cfg.Images = map[string]string{}

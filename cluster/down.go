@@ -228,21 +228,6 @@ func cgroupRoots() []string {
 	return out
 }
 
-// otherClusterRunning reports whether another devk cluster's kubelet
-// runs on this machine (it shares the top-level cgroups).
-func (c *Cluster) otherClusterRunning() (string, bool) {
-	dirs, _ := filepath.Glob(filepath.Join(c.Home, "clusters", "*"))
-	for _, d := range dirs {
-		if d == c.Dir {
-			continue
-		}
-		if _, ok := (Paths{Dir: d}).Running("kubelet"); ok {
-			return filepath.Base(d), true
-		}
-	}
-	return "", false
-}
-
 // removeCgroupTree kills what is left in a cgroup tree and removes it,
 // deepest first.
 func removeCgroupTree(ctx context.Context, root string) (int, error) {
@@ -280,41 +265,20 @@ func removeCgroupTree(ctx context.Context, root string) (int, error) {
 }
 
 func (c *Cluster) downCgroups(ctx context.Context) error {
-	ownRoot := c.Config.CgroupRoot != "" && c.Config.CgroupRoot != "/"
-	if !ownRoot && !c.Config.OwnRuntime {
-		c.setDetail("cgroups", "kept: kubepods belongs to the runtime's other users")
-		return nil
-	}
+	// Only the cluster's own cgroupRoot (validated when cluster.json was
+	// read): another kubelet's pods live elsewhere.
 	removed, killed := 0, 0
-	remove := func(p string) error {
+	for _, root := range cgroupRoots() {
+		p := filepath.Join(root, c.Config.CgroupRoot)
 		if _, err := os.Stat(p); err != nil {
-			return nil
+			continue
 		}
 		k, err := removeCgroupTree(ctx, p)
 		killed += k
-		if err == nil {
-			removed++
+		if err != nil {
+			return err
 		}
-		return err
-	}
-	for _, root := range cgroupRoots() {
-		if ownRoot {
-			if err := remove(filepath.Join(root, c.Config.CgroupRoot)); err != nil {
-				return err
-			}
-			continue
-		}
-		// A cluster from before cgroupRoot: its pods are in the shared
-		// top-level kubepods, which another cluster may still use.
-		if other, ok := c.otherClusterRunning(); ok {
-			c.setDetail("cgroups", "kept kubepods: cluster %s still uses it", other)
-			return nil
-		}
-		for _, n := range []string{"kubepods", "kubepods.slice"} {
-			if err := remove(filepath.Join(root, n)); err != nil {
-				return err
-			}
-		}
+		removed++
 	}
 	// runc may leave an empty k8s.io behind; it is removed only if empty,
 	// for other containerds (not devk's) may use it.
@@ -386,6 +350,44 @@ func (c *Cluster) downKubeconfig(ctx context.Context) error {
 	return nil
 }
 
+// safeToRemove refuses to remove the cluster directory while anything
+// could still be using it or reach outside it: it must be a real
+// directory (not a symlink) of this user under $DEVK_HOME/clusters,
+// nothing may be mounted beneath it (mountinfo read now, not when the
+// mounts phase ran, which may have been skipped), and neither the kubelet
+// nor containerd may run.
+func (c *Cluster) safeToRemove() error {
+	if filepath.Dir(filepath.Dir(c.Dir)) != c.Home || filepath.Base(filepath.Dir(c.Dir)) != "clusters" {
+		return fmt.Errorf("refusing to remove %s: not a cluster directory under %s/clusters", c.Dir, c.Home)
+	}
+	fi, err := os.Lstat(c.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("refusing to remove %s: it is not a directory (a symlink?); remove it by hand", c.Dir)
+	}
+	if st, ok := fi.Sys().(*unix.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("refusing to remove %s: it belongs to uid %d, not to you", c.Dir, st.Uid)
+	}
+	for _, proc := range []string{"kubelet", "containerd"} {
+		if pid, ok := c.Running(proc); ok {
+			return fmt.Errorf("refusing to remove %s: the cluster's %s (pid %d) still runs: run all of `devk down`, or `devk down phase kubelet` and `devk down phase runtime` first", c.Dir, proc, pid)
+		}
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	if mps := mountsUnder(string(data), c.Dir); len(mps) > 0 {
+		return fmt.Errorf("refusing to remove %s: %d mounts beneath it, e.g. %s: run `devk down phase mounts` first", c.Dir, len(mps), mps[0])
+	}
+	return nil
+}
+
 // keptByKeepData are what --keep-data keeps.
 var keptByKeepData = []string{"pki", "etcd", "cluster.json"}
 
@@ -398,8 +400,8 @@ func (c *Cluster) downFiles(ctx context.Context) error {
 			}
 		}
 	}
-	if filepath.Dir(filepath.Dir(c.Dir)) != c.Home || filepath.Base(filepath.Dir(c.Dir)) != "clusters" {
-		return fmt.Errorf("refusing to remove %s: not a cluster directory under %s/clusters", c.Dir, c.Home)
+	if err := c.safeToRemove(); err != nil {
+		return err
 	}
 	if !c.KeepData {
 		if err := os.RemoveAll(c.Dir); err != nil {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
 )
 
@@ -143,6 +143,11 @@ func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
 	}
 }
 
+func needs[S any](p *phase.Phase[S], paths ...string) *phase.Phase[S] {
+	p.Needs = paths
+	return p
+}
+
 // DownPhases are `devk down`: stop what up started, remove what it made.
 func DownPhases() []*phase.Phase[*Cluster] {
 	p := func(name, short string, f func(*Cluster, context.Context) error) *phase.Phase[*Cluster] {
@@ -157,29 +162,18 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),
 		p("network", "delete the CNI bridge", (*Cluster).downNetwork),
 		p("kubeconfig", "remove context devk-NAME from your kubeconfig", (*Cluster).downKubeconfig),
-		p("files", "remove the cluster directory (--keep-data keeps pki, etcd and cluster.json)", (*Cluster).downFiles),
+		needs(p("files", "remove the cluster directory (--keep-data keeps pki, etcd and cluster.json); refuses while anything is mounted beneath it or the kubelet or containerd runs", (*Cluster).downFiles), "mounts", "kubelet", "runtime"),
 	}
 }
 
-// lock takes the cluster's lock so two devk processes do not bring the
-// same cluster up or down at once.
+// lock takes the node's lock (see nodelock) for the whole of an up or a
+// down: no other up, down, swap or watch changes the node meanwhile.
 func (c *Cluster) lock() (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
-		return nil, err
-	}
-	path := c.Dir + ".lock"
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	l, err := nodelock.Acquire(c.Manifests(), nodelock.Command())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cluster %s: %w", c.Config.Name, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("another devk is bringing cluster %s up or down (lock %s): wait for it to finish", c.Config.Name, path)
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
+	return l.Release, nil
 }
 
 // Up brings the cluster up (or resumes it, or confirms it is up).
@@ -205,7 +199,6 @@ func Up(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Re
 	c.recordRun(res)
 	if !c.Exists() {
 		// Nothing was made (preflight refused): leave no trace either.
-		os.Remove(c.Dir + ".lock")
 		os.Remove(filepath.Dir(c.Dir))
 	}
 	return c, res, err
@@ -234,7 +227,6 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 	defer func() {
 		unlock()
 		if _, err := os.Stat(c.Dir); os.IsNotExist(err) {
-			os.Remove(c.Dir + ".lock")
 			os.Remove(filepath.Dir(c.Dir)) // the clusters dir, if it is empty now
 		}
 	}()

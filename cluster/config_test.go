@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestBridgeNamesDoNotCollide(t *testing.T) {
+	seen := map[string]string{}
+	for _, name := range []string{"devk", "dev2", "team-alpha-1", "team-alpha-2", "team-alpha", "a", "abcdefghij", "abcdefghijk", "abcdefghijl"} {
+		b := bridgeName(name)
+		if len(b) > 15 {
+			t.Errorf("%s: bridge %q is longer than 15 bytes", name, b)
+		}
+		if other, ok := seen[b]; ok {
+			t.Errorf("clusters %s and %s share bridge %s", name, other, b)
+		}
+		seen[b] = name
+	}
+}
+
+// TestTamperedConfigIsRefused: every field down acts on is checked when
+// cluster.json is read, before any phase runs.
+func TestTamperedConfigIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(*Config)
+		want   string
+	}{
+		{"no cgroupRoot", func(c *Config) { c.CgroupRoot = "" }, "cgroupRoot"},
+		{"cgroupRoot of the host's pods", func(c *Config) { c.CgroupRoot = "/kubepods" }, "cgroupRoot"},
+		{"cgroupRoot escaping", func(c *Config) { c.CgroupRoot = "/devk-devk/../../" }, "cgroupRoot"},
+		{"cgroupRoot of another cluster", func(c *Config) { c.CgroupRoot = "/devk-other" }, "cgroupRoot"},
+		{"host bridge", func(c *Config) { c.Bridge = "eth0" }, "bridge"},
+		{"another cluster's bridge", func(c *Config) { c.Bridge = "devk-other" }, "bridge"},
+		{"other name", func(c *Config) { c.Name = "other" }, "name"},
+		{"name with a path", func(c *Config) { c.Name = "../devk" }, "cluster name"},
+		{"node name", func(c *Config) { c.NodeName = "a/../b" }, "nodeName"},
+		{"advertise IP", func(c *Config) { c.AdvertiseIP = "localhost; rm -rf /" }, "advertiseIP"},
+		{"service CIDR", func(c *Config) { c.ServiceCIDR = "10.96.0.0" }, "serviceCIDR"},
+		{"pod CIDR", func(c *Config) { c.PodCIDR = "fd00::/64" }, "podCIDR"},
+		{"DNS domain", func(c *Config) { c.DNSDomain = "../x" }, "dnsDomain"},
+		{"port", func(c *Config) { c.Ports.APIServer = 70000 }, "ports.apiserver"},
+		{"registry", func(c *Config) { c.Registry = "/tmp/x" }, "registry"},
+		{"CRI socket relative", func(c *Config) { c.CRISocket = "run/containerd.sock" }, "criSocket"},
+		{"CRI socket unclean", func(c *Config) { c.CRISocket = "/run/../etc/x.sock" }, "criSocket"},
+		{"image by tag", func(c *Config) { c.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver:latest" }, "images.apiserver"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			cfg := NewConfig(DefaultName)
+			tc.tamper(&cfg)
+			dir := filepath.Join(home, "clusters", DefaultName)
+			os.MkdirAll(dir, 0o755)
+			data, _ := json.Marshal(cfg)
+			os.WriteFile(filepath.Join(dir, "cluster.json"), data, 0o644)
+			_, err := Open(Options{Home: home})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open = %v, want an error about %s", err, tc.want)
+			}
+		})
+	}
+	// The untampered config opens.
+	home := t.TempDir()
+	cfg := NewConfig(DefaultName)
+	cfg.CRISocket = "/run/containerd/containerd.sock"
+	cfg.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver@sha256:" + strings.Repeat("ab", 32)
+	dir := filepath.Join(home, "clusters", DefaultName)
+	os.MkdirAll(dir, 0o755)
+	data, _ := json.Marshal(cfg)
+	os.WriteFile(filepath.Join(dir, "cluster.json"), data, 0o644)
+	if _, err := Open(Options{Home: home}); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+}
+
+// TestSymlinkedHomeResolves: mount points are matched against real paths.
+func TestSymlinkedHomeResolves(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(Options{Home: link})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(real)
+	if c.Home != want || !strings.HasPrefix(c.Dir, want+"/") {
+		t.Fatalf("home %s, dir %s; want them under %s", c.Home, c.Dir, want)
+	}
+}
+
+func TestFilesRefusesWhileMounted(t *testing.T) {
+	c, err := Open(Options{Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.safeToRemove(); err != nil {
+		t.Fatalf("an unmounted, stopped cluster dir: %v", err)
+	}
+	t.Run("tmpfs mounted beneath", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for mount(2)")
+		}
+		mp := filepath.Join(c.Dir, "kubelet", "pods", "x", "volumes")
+		os.MkdirAll(mp, 0o755)
+		if err := unix.Mount("tmpfs", mp, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		err := c.safeToRemove()
+		unix.Unmount(mp, unix.MNT_DETACH)
+		if err == nil || !strings.Contains(err.Error(), "mounts beneath") {
+			t.Fatalf("with a tmpfs mounted beneath: %v", err)
+		}
+	})
+	// A cluster dir replaced by a symlink is not followed.
+	os.RemoveAll(c.Dir)
+	os.Symlink(t.TempDir(), c.Dir)
+	if err := c.safeToRemove(); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("symlinked cluster dir: %v", err)
+	}
+}
