@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
 )
@@ -63,13 +65,27 @@ type Job struct {
 	Version    source.Version
 	Binaries   []Binary
 
+	binDir      string
 	compileTook time.Duration
 	etcdTook    time.Duration
 }
 
-// NewJob finds the tree and resolves the components; nothing is built.
+// NewJob checks the names it is given, finds the tree and resolves the
+// components and the etcd version; nothing is built or written. Every
+// name that later becomes a path (platform, etcd version, component) is
+// checked here, before any phase runs.
 func NewJob(o Options) (*Job, error) {
 	comps, err := Resolve(o.Components)
+	if err != nil {
+		return nil, err
+	}
+	platform := o.Platform
+	if platform == "" {
+		platform = "linux/" + runtime.GOARCH
+	} else if err := validname.Platform(platform); err != nil {
+		return nil, err
+	}
+	etcdVersion, err := etcdVersionFlag(o.EtcdVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -77,23 +93,36 @@ func NewJob(o Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	platform := o.Platform
-	if platform == "" {
-		platform = "linux/" + runtime.GOARCH
+	if etcdVersion == "" && slices.ContainsFunc(comps, func(c Component) bool { return c.External }) {
+		if etcdVersion, err = tree.EtcdVersion(); err != nil {
+			return nil, err
+		}
 	}
-	if goos, goarch, ok := strings.Cut(platform, "/"); !ok || goos == "" || goarch == "" || strings.Contains(goarch, "/") {
-		return nil, fmt.Errorf("--platform %q: use os/arch, e.g. linux/amd64 or linux/arm64", platform)
+	o.EtcdVersion = etcdVersion
+	binDir, err := validname.PathIn(tree.OutputDir(), "bin", strings.ReplaceAll(platform, "/", "_"))
+	if err != nil {
+		return nil, err
 	}
 	if o.Reporter == nil {
 		o.Reporter = progress.Discard()
 	}
-	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform}, nil
+	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform, binDir: binDir}, nil
+}
+
+// etcdVersionFlag checks --etcd-version; empty means the tree's.
+func etcdVersionFlag(flag string) (string, error) {
+	if flag == "" {
+		return "", nil
+	}
+	v, err := source.ParseEtcdVersion(flag)
+	if err != nil {
+		return "", fmt.Errorf("--etcd-version: %w", err)
+	}
+	return v, nil
 }
 
 // BinDir is where binaries for the job's platform go.
-func (j *Job) BinDir() string {
-	return filepath.Join(j.Tree.OutputDir(), "bin", strings.ReplaceAll(j.Platform, "/", "_"))
-}
+func (j *Job) BinDir() string { return j.binDir }
 
 // BinaryPath is where a component's binary goes.
 func (j *Job) BinaryPath(c Component) string { return filepath.Join(j.BinDir(), c.Binary) }
@@ -282,28 +311,12 @@ func compile(ctx context.Context, j *Job) error {
 }
 
 func compileEtcd(ctx context.Context, j *Job) error {
-	v := j.EtcdVersion
-	if v == "" {
-		var err error
-		if v, err = j.Tree.EtcdVersion(); err != nil {
-			return err
-		}
-	}
-	if !strings.HasPrefix(v, "v") {
-		v = "v" + v
-	}
-	j.EtcdVersion = v
+	v := j.EtcdVersion // checked by NewJob
 	// etcd is built in a small module of its own, outside the tree's
 	// workspace, pinned to the release kubeadm names.
-	dir := filepath.Join(j.Tree.OutputDir(), "etcd-build", v)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := writeEtcdModule(j.Tree, v)
+	if err != nil {
 		return err
-	}
-	gomod := fmt.Sprintf("module devk.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n", v)
-	if old, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !strings.HasPrefix(string(old), gomod) {
-		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
-			return err
-		}
 	}
 	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
 		return err
@@ -314,12 +327,43 @@ func compileEtcd(ctx context.Context, j *Job) error {
 	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env, Stdout: j.Log, Stderr: j.Log}
 	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
-	err := execx.Run(ctx, cmd)
+	err = execx.Run(ctx, cmd)
 	j.etcdTook = time.Since(t0)
 	if err != nil {
 		return fmt.Errorf("etcd %s failed to build (is that version served? pass --etcd-version):\n%w", v, err)
 	}
 	return nil
+}
+
+// writeEtcdModule writes the go.mod of etcd version v's build module at
+// _output/devk/etcd-build/<v> and returns its directory. The directory is
+// made through an os.Root at the tree, so neither ".." nor a symbolic
+// link in the tree takes the write outside it.
+func writeEtcdModule(t *source.Tree, v string) (string, error) {
+	dir, err := validname.PathIn(t.OutputDir(), "etcd-build", v)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(t.Root, dir)
+	if err != nil {
+		return "", err
+	}
+	root, err := os.OpenRoot(t.Root)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(rel, 0o755); err != nil {
+		return "", fmt.Errorf("etcd build module: %w", err)
+	}
+	gomod := fmt.Sprintf("module devk.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n", v)
+	path := filepath.Join(rel, "go.mod")
+	if old, err := root.ReadFile(path); err != nil || !strings.HasPrefix(string(old), gomod) {
+		if err := root.WriteFile(path, []byte(gomod), 0o644); err != nil {
+			return "", fmt.Errorf("etcd build module: %w", err)
+		}
+	}
+	return dir, nil
 }
 
 func record(ctx context.Context, j *Job) error {

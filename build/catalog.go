@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/devk/devk/internal/validname"
 )
 
 // Component is one buildable program.
@@ -54,11 +56,16 @@ func Names() []string {
 }
 
 // Lookup finds a component by its name or its binary name
-// (kube-apiserver and apiserver are the same).
+// (kube-apiserver and apiserver are the same). It is where component
+// names from users enter: a name of the wrong shape is refused before the
+// catalog is searched, and every catalog name has the right shape (its
+// Binary becomes a file and an image name).
 func Lookup(name string) (Component, error) {
-	for _, c := range Catalog {
-		if name == c.Name || name == c.Binary {
-			return c, nil
+	if validname.Component(name) == nil {
+		for _, c := range Catalog {
+			if name == c.Name || name == c.Binary {
+				return c, nil
+			}
 		}
 	}
 	return Component{}, fmt.Errorf("%w %q: use one of %s, or all", ErrUnknownComponent, name, strings.Join(Names(), ", "))

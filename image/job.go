@@ -13,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
 
@@ -201,12 +202,19 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if rec == nil {
 			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.Name)
 		}
-		fi, err := os.Stat(rec.Path)
+		// state.json is a file in the tree: the binary is read from where
+		// build puts it for the recorded platform, never from a path the
+		// file names.
+		binPath, err := validname.PathIn(j.Tree.OutputDir(), "bin", strings.ReplaceAll(rec.Platform, "/", "_"), c.Binary)
 		if err != nil {
-			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, rec.Path, c.Name)
+			return fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.Name)
+		}
+		fi, err := os.Stat(binPath)
+		if err != nil {
+			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, binPath, c.Name)
 		}
 		if fi.Size() != rec.Size || !fi.ModTime().Equal(rec.ModTime) {
-			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", rec.Path, c.Name)
+			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.Name)
 		}
 		base, err := j.base(ctx, rec.Platform)
 		if err != nil {
@@ -216,7 +224,7 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("base image %s: %w", j.Image.Base, err)
 		}
-		layer, hit, err := j.cache.Layer(rec.Path, c.Binary, rec.SHA256, mt)
+		layer, hit, err := j.cache.Layer(binPath, c.Binary, rec.SHA256, mt)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/klauspost/pgzip"
 
 	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/validname"
 )
 
 // BinDir is where the binary lives inside the image.
@@ -131,6 +133,8 @@ func NewLayerCache(outputDir string) *LayerCache {
 	return &LayerCache{Dir: filepath.Join(outputDir, "layers"), Compression: DefaultCompression, Keep: 3}
 }
 
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 func (c *LayerCache) paths(name, binSHA string) (blob, meta string) {
 	base := filepath.Join(c.Dir, fmt.Sprintf("%s-%s-%s-%s", name, binSHA, layerFormat, c.Compression.key()))
 	return base + ".tar.gz", base + ".json"
@@ -140,6 +144,14 @@ func (c *LayerCache) paths(name, binSHA string) (blob, meta string) {
 // binSHA) as /usr/local/bin/<name>, from the cache when present; hit
 // says whether it was.
 func (c *LayerCache) Layer(path, name, binSHA string, mt types.MediaType) (l v1.Layer, hit bool, err error) {
+	// Both become a file name in the cache; binSHA may come from a
+	// state.json anyone could have edited.
+	if err := validname.Component(name); err != nil {
+		return nil, false, fmt.Errorf("layer cache: %w", err)
+	}
+	if !sha256Hex.MatchString(binSHA) {
+		return nil, false, fmt.Errorf("layer cache: binary sha256 %q is not 64 lowercase hex digits: rebuild the binary (devk build)", binSHA)
+	}
 	blobPath, metaPath := c.paths(name, binSHA)
 	if m, err := readMeta(metaPath); err == nil {
 		if fi, err := os.Stat(blobPath); err == nil && fi.Size() == m.Size {

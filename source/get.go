@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
 
@@ -47,8 +47,6 @@ type GetResult struct {
 // ErrNotServed is returned when the module proxy does not have a version.
 var ErrNotServed = errors.New("not served by the Go module proxy")
 
-var releaseRE = regexp.MustCompile(`^v1\.[0-9]+\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$`)
-
 const (
 	// completeMarker lives in .git so it does not make the tree dirty.
 	completeMarker   = ".git/devk-source.json"
@@ -63,11 +61,16 @@ type sourceMarker struct {
 // getJob is the state the `source get` phases share.
 type getJob struct {
 	GetOptions
-	res       GetResult
-	kubeDir   string    // k8s.io/kubernetes in the module cache
-	modTime   time.Time // the release's time as the proxy gives it
-	staging   []string  // staging module names from go.work
-	stagingAt map[string]string
+	res     GetResult
+	kubeDir string    // k8s.io/kubernetes in the module cache
+	modTime time.Time // the release's time as the proxy gives it
+	staging []stagingModule
+}
+
+// stagingModule is a staging module go.work names and the proxy serves.
+type stagingModule struct {
+	from string // in the module cache
+	to   string // <tree>/staging/src/k8s.io/<name>
 }
 
 // GetPhases are the phases of `devk source get`, for help and dry runs.
@@ -118,8 +121,8 @@ func GetPhases() []*phase.Phase[*getJob] {
 
 // Get makes a buildable Kubernetes tree of o.Version in o.Dir.
 func Get(ctx context.Context, o GetOptions) (*GetResult, error) {
-	if !releaseRE.MatchString(o.Version) {
-		return nil, fmt.Errorf("%q is not a Kubernetes release tag: use the form v1.34.4 (or v1.35.0-rc.1)", o.Version)
+	if err := validname.KubeRelease(o.Version); err != nil {
+		return nil, err
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -287,12 +290,16 @@ func downloadStaging(ctx context.Context, j *getJob) error {
 	if err != nil {
 		return err
 	}
-	j.stagingAt = map[string]string{}
 	for _, name := range workUses(gowork) {
 		m := res["k8s.io/"+name]
 		if m.Error == "" && m.Dir != "" {
-			j.staging = append(j.staging, name)
-			j.stagingAt[name] = m.Dir
+			// The name comes from the release's go.work: it must stay a
+			// directory beneath staging/src/k8s.io.
+			to, err := validname.PathIn(j.Dir, "staging", "src", "k8s.io", name)
+			if err != nil {
+				return fmt.Errorf("go.work of k8s.io/kubernetes@%s names staging module %q: %w", j.Version, name, err)
+			}
+			j.staging = append(j.staging, stagingModule{from: m.Dir, to: to})
 			continue
 		}
 		// sample-controller and sample-cli-plugin are not published as
@@ -335,8 +342,8 @@ func extract(ctx context.Context, j *getJob) error {
 	if err := add(j.kubeDir, j.Dir); err != nil {
 		return err
 	}
-	for _, name := range j.staging {
-		if err := add(j.stagingAt[name], filepath.Join(j.Dir, "staging", "src", "k8s.io", name)); err != nil {
+	for _, m := range j.staging {
+		if err := add(m.from, m.to); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/devk/devk/internal/validname"
 )
 
 // Tree is a Kubernetes source tree: a directory with go.work and
@@ -101,7 +103,8 @@ func goDirective(data []byte) string {
 }
 
 // EtcdVersion is the etcd version the tree's kubeadm constants name
-// (DefaultEtcdVersion, e.g. "3.6.5-0" gives "v3.6.5").
+// (DefaultEtcdVersion, e.g. "3.6.5-0" gives "v3.6.5"), checked by
+// ParseEtcdVersion: the tree is input, and the version becomes a path.
 func (t *Tree) EtcdVersion() (string, error) {
 	path := filepath.Join(t.Root, "cmd", "kubeadm", "app", "constants", "constants.go")
 	data, err := os.ReadFile(path)
@@ -118,12 +121,33 @@ func (t *Tree) EtcdVersion() (string, error) {
 		if !ok {
 			continue
 		}
-		v := strings.Trim(strings.TrimSpace(val), `"`)
-		v, _, _ = strings.Cut(v, "-") // "3.6.5-0": the suffix is the image revision
-		if v == "" {
-			break
+		v, err := ParseEtcdVersion(strings.Trim(strings.TrimSpace(val), `"`))
+		if err != nil {
+			return "", fmt.Errorf("DefaultEtcdVersion in %s: %w; pass --etcd-version to build another", path, err)
 		}
-		return "v" + v, nil
+		return v, nil
 	}
 	return "", fmt.Errorf("no DefaultEtcdVersion in %s (pass --etcd-version)", path)
+}
+
+// ParseEtcdVersion turns an etcd version written as kubeadm writes it
+// (3.6.5-0: the last "-N" is the image revision) or as a user does (3.6.5,
+// v3.6.5, v3.6.0-rc.5) into the module version of
+// go.etcd.io/etcd/server/v3 (v3.6.5), refusing anything that is not one
+// (validname.EtcdVersion).
+func ParseEtcdVersion(s string) (string, error) {
+	v := s
+	if i := strings.LastIndexByte(v, '-'); i >= 0 && i+1 < len(v) && strings.Trim(v[i+1:], "0123456789") == "" {
+		v = v[:i]
+	}
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	if err := validname.EtcdVersion(v); err != nil {
+		if shown := validname.EtcdVersion(s); shown != nil {
+			err = shown // quote what was written, not the "v"-prefixed form
+		}
+		return "", err
+	}
+	return v, nil
 }

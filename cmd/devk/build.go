@@ -13,6 +13,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
 
@@ -86,13 +87,14 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
-	f.StringVar(&o.Platform, "platform", "", "target os/arch (default linux/<this machine's arch>)")
+	f.StringVar(&o.Platform, "platform", "", "target os/arch, one of "+strings.Join(validname.Platforms(), ", ")+" (default linux/<this machine's arch>)")
 	f.BoolVar(&o.Debug, "debug", false, "build for a debugger: -gcflags=all=-N -l, symbols kept")
 	f.StringVar(&goflags, "goflags", "", "extra go build flags, space separated (e.g. \"-tags=foo -race\")")
 	f.StringVar(&o.LDFlags, "ldflags", "", "extra linker flags, appended to the version flags")
-	f.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd version to build (default: the tree's kubeadm DefaultEtcdVersion)")
+	f.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd version to build, v3.MINOR.PATCH (default: the tree's kubeadm DefaultEtcdVersion)")
 	f.BoolVar(&imgOpts.Push, "push", false, "also make each binary's image and push it to --registry")
 	addImageFlags(f, &imgOpts)
+	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(validname.Platforms(), cobra.ShellCompDirectiveNoFileComp))
 	phase.Bind(cmd, image.BuildPhases(), &flags)
 	return cmd
 }

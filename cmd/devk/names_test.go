@@ -1,0 +1,100 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/devk/devk/internal/testtree"
+)
+
+// treeHash sums every path, mode, link target and file content under dir.
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		io.WriteString(h, rel+"\x00"+fi.Mode().String()+"\x00")
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			io.WriteString(h, target)
+		} else if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			h.Write(data)
+		}
+		io.WriteString(h, "\x00")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestNamesAreNotPaths: versions, platforms and components that would
+// climb out of the directory they name are refused by the commands, with
+// what is accepted, and nothing is written: the tree and a victim
+// directory beside it are unchanged.
+func TestNamesAreNotPaths(t *testing.T) {
+	root := testtree.New(t)
+	victim := filepath.Join(filepath.Dir(root), "victim")
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, "go.mod"), []byte("module victim\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	getDir := filepath.Join(t.TempDir(), "k")
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"source get, climbing release", []string{"source", "get", "../../x", getDir}, `"../../x" is not a Kubernetes release tag: use v1.MINOR.PATCH`},
+		{"source get, release then path", []string{"source", "get", "v1.34.4/../../x", getDir}, "is not a Kubernetes release tag"},
+		{"source get, absolute", []string{"source", "get", "/etc", getDir}, "is not a Kubernetes release tag"},
+		{"source get, NUL", []string{"source", "get", "v1.34.4\x00", getDir}, `"v1.34.4\x00" is not a Kubernetes release tag`},
+		{"source get, lookalike slash", []string{"source", "get", "v1.34.4\u2215..", getDir}, "is not a Kubernetes release tag"},
+		{"build, climbing platform", []string{"build", "kubectl", "--tree", root, "--platform", "linux/../../x"}, `platform "linux/../../x": use os/arch, one of linux/amd64`},
+		{"build, platform of one part", []string{"build", "kubectl", "--tree", root, "--platform", "../x"}, "use os/arch"},
+		{"build, climbing etcd version", []string{"build", "etcd", "--tree", root, "--etcd-version", "v1/../../../../victim"}, "--etcd-version: etcd version \"v1/../../../../victim\": use v3.MINOR.PATCH"},
+		{"build, etcd version beside the tree", []string{"build", "etcd", "--tree", root, "--etcd-version", "v3.6.5/../../../../../victim"}, "e.g. v3.6.5"},
+		{"build, climbing component", []string{"build", "../kubectl", "--tree", root}, "use one of apiserver"},
+		{"push, climbing component", []string{"push", "../../kubectl", "--tree", root}, "use one of apiserver"},
+	}
+	treeBefore, victimBefore := treeHash(t, root), treeHash(t, victim)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runDevk(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if treeHash(t, root) != treeBefore {
+		t.Error("the tree changed")
+	}
+	if treeHash(t, victim) != victimBefore {
+		t.Error("the victim directory changed")
+	}
+	if _, err := os.Stat(getDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("source get made %s", getDir)
+	}
+}

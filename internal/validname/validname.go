@@ -1,0 +1,149 @@
+// Package validname checks the names devk takes from users, flags and
+// files (versions, components, clusters, platforms, image tags) before
+// anything uses them. Each kind of name has one validator, and these names
+// end up in paths, so PathIn joins them beneath a directory and refuses
+// a result outside it: a second line of defence for a name that slipped
+// past a validator.
+//
+// Every pattern is ASCII-only and anchored, so a name with a slash, "..",
+// NUL, whitespace or a Unicode lookalike never passes.
+package validname
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// maxVersionLen bounds versions; real ones are under 30 characters.
+const maxVersionLen = 64
+
+// semantic parses v as a semantic version written exactly as
+// apimachinery prints it with a leading "v": no whitespace, no leading
+// zeroes, and only [0-9A-Za-z-.] in the pre-release and build parts.
+func semantic(v string) (*version.Version, bool) {
+	if len(v) > maxVersionLen || !strings.HasPrefix(v, "v") {
+		return nil, false
+	}
+	parsed, err := version.ParseSemantic(v)
+	if err != nil || "v"+parsed.String() != v {
+		return nil, false
+	}
+	return parsed, true
+}
+
+var kubePreRelease = regexp.MustCompile(`^(alpha|beta|rc)\.(0|[1-9][0-9]*)$`)
+
+// KubeRelease checks a Kubernetes release tag: v1.MINOR.PATCH, optionally
+// with -alpha.N, -beta.N or -rc.N, as `devk source get` takes.
+func KubeRelease(v string) error {
+	parsed, ok := semantic(v)
+	if ok && parsed.Major() == 1 && parsed.BuildMetadata() == "" &&
+		(parsed.PreRelease() == "" || kubePreRelease.MatchString(parsed.PreRelease())) {
+		return nil
+	}
+	return fmt.Errorf("%s is not a Kubernetes release tag: use v1.MINOR.PATCH, optionally with -alpha.N, -beta.N or -rc.N (e.g. v1.34.4 or v1.35.0-rc.1)", quote(v))
+}
+
+// EtcdVersion checks an etcd release: v3.MINOR.PATCH with an optional
+// semantic-version pre-release (v3.6.5, v3.6.0-rc.5), the form Go module
+// versions of go.etcd.io/etcd/server/v3 take.
+func EtcdVersion(v string) error {
+	parsed, ok := semantic(v)
+	if ok && parsed.Major() == 3 && parsed.BuildMetadata() == "" {
+		return nil
+	}
+	return fmt.Errorf("etcd version %s: use v3.MINOR.PATCH, optionally with a pre-release such as -rc.1 (e.g. v3.6.5)", quote(v))
+}
+
+// componentRE is a DNS label, since a component name also names an image
+// repository and a static pod.
+var componentRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Component checks the shape of a component name (apiserver,
+// kube-apiserver, etcd). Whether the catalog has it is build.Lookup's to
+// say; Lookup calls this first.
+func Component(name string) error {
+	if componentRE.MatchString(name) {
+		return nil
+	}
+	return fmt.Errorf("component name %s: use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit (e.g. apiserver or kube-apiserver)", quote(name))
+}
+
+var clusterRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// Cluster checks a cluster name: it becomes a directory, part of the
+// node name and a kubeconfig context.
+func Cluster(name string) error {
+	if clusterRE.MatchString(name) {
+		return nil
+	}
+	return fmt.Errorf("cluster name %s: use 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit (e.g. devk or dev-2)", quote(name))
+}
+
+// platforms are the os/arch pairs Kubernetes builds release binaries for
+// (a subset of `go tool dist list`).
+var platforms = []string{
+	"linux/amd64", "linux/arm64", "linux/arm", "linux/ppc64le", "linux/s390x",
+	"darwin/amd64", "darwin/arm64",
+	"windows/amd64",
+}
+
+// Platforms lists the accepted os/arch pairs, for help and completion.
+func Platforms() []string { return append([]string(nil), platforms...) }
+
+// Platform checks an os/arch pair against Platforms.
+func Platform(p string) error {
+	for _, ok := range platforms {
+		if p == ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("platform %s: use os/arch, one of %s (e.g. linux/arm64)", quote(p), strings.Join(platforms, ", "))
+}
+
+// imageTagRE is the tag grammar of the OCI distribution spec.
+var imageTagRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// ImageTag checks an image tag, such as one made from a version.
+func ImageTag(tag string) error {
+	if imageTagRE.MatchString(tag) {
+		return nil
+	}
+	return fmt.Errorf("image tag %s: use 1-128 letters, digits, '_', '.' and '-', not starting with '.' or '-' (e.g. v1.34.4 or v1.35.0-alpha.1.3_0123456789abcd)", quote(tag))
+}
+
+// ErrNotBeneath is returned by PathIn for a path that would leave its
+// directory.
+var ErrNotBeneath = errors.New("path is not beneath its directory")
+
+// PathIn joins elem beneath dir. Each element must be a clean relative
+// path that does not climb out ("..") and holds no NUL, and the result
+// must lie strictly inside dir; otherwise the error wraps ErrNotBeneath.
+// It is lexical: symbolic links are not followed.
+func PathIn(dir string, elem ...string) (string, error) {
+	for _, e := range elem {
+		if !filepath.IsLocal(e) || filepath.Clean(e) != e || strings.ContainsRune(e, 0) {
+			return "", fmt.Errorf("%w: %s in %s", ErrNotBeneath, quote(e), dir)
+		}
+	}
+	p := filepath.Join(append([]string{dir}, elem...)...)
+	if rel, err := filepath.Rel(dir, p); err != nil || rel == "." || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%w: %s is not inside %s", ErrNotBeneath, p, dir)
+	}
+	return p, nil
+}
+
+// quote shows a name as Go would write it (so NUL and lookalikes are
+// visible), shortened when it is long.
+func quote(s string) string {
+	const limit = 72
+	if len(s) > limit {
+		return fmt.Sprintf("%q… (%d bytes)", s[:limit], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
