@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net/http"
 	"os"
@@ -533,77 +534,69 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) error {
 // ContextName is the user's kubeconfig context for a cluster.
 func ContextName(name string) string { return "devk-" + name }
 
-func (c *Cluster) userPathOptions() *clientcmd.PathOptions {
-	po := clientcmd.NewDefaultPathOptions()
-	if c.UserKubeconfig != "" {
-		po.LoadingRules.ExplicitPath = c.UserKubeconfig
-	}
-	return po
-}
-
 // runKubeconfigMerge adds cluster, user and context devk-<name> to the
-// user's kubeconfig (respecting $KUBECONFIG, as kubectl does) and makes
-// it the current context when it was added or changed.
+// user's kubeconfig (see userkubeconfig.go) and makes it the current
+// context when it was added or changed.
 func (c *Cluster) runKubeconfigMerge(ctx context.Context) error {
 	admin, err := clientcmd.LoadFromFile(c.Kubeconfig("admin"))
 	if err != nil {
 		return fmt.Errorf("read %s: %w (run `devk up phase kubeconfig/admin`)", c.Kubeconfig("admin"), err)
 	}
 	actx := admin.Contexts[admin.CurrentContext]
-	if actx == nil {
+	if actx == nil || admin.Clusters[actx.Cluster] == nil || admin.AuthInfos[actx.AuthInfo] == nil {
 		return fmt.Errorf("%s has no current context: run `devk up phase kubeconfig/admin`", c.Kubeconfig("admin"))
 	}
 	name := ContextName(c.Config.Name)
-	po := c.userPathOptions()
-	cfg, err := po.GetStartingConfig()
-	if err != nil {
-		return fmt.Errorf("read your kubeconfig: %w (fix it, or pass --kubeconfig)", err)
-	}
 	cl, ai := admin.Clusters[actx.Cluster].DeepCopy(), admin.AuthInfos[actx.AuthInfo].DeepCopy()
-	// ModifyConfig writes an entry back to the file it came from: these
-	// come from admin.conf but belong in the user's file.
 	cl.LocationOfOrigin, ai.LocationOfOrigin = "", ""
-	same := cfg.Clusters[name] != nil && cfg.AuthInfos[name] != nil && cfg.Contexts[name] != nil &&
-		cfg.Clusters[name].Server == cl.Server && string(cfg.Clusters[name].CertificateAuthorityData) == string(cl.CertificateAuthorityData) &&
-		string(cfg.AuthInfos[name].ClientCertificateData) == string(ai.ClientCertificateData) &&
-		cfg.Contexts[name].Cluster == name && cfg.Contexts[name].AuthInfo == name
-	file := po.GetDefaultFilename()
-	if same {
+	changed, err := c.editUserKubeconfig(func(cfg *clientcmdapi.Config) bool {
+		same := cfg.Clusters[name] != nil && cfg.AuthInfos[name] != nil && cfg.Contexts[name] != nil &&
+			cfg.Clusters[name].Server == cl.Server && string(cfg.Clusters[name].CertificateAuthorityData) == string(cl.CertificateAuthorityData) &&
+			string(cfg.AuthInfos[name].ClientCertificateData) == string(ai.ClientCertificateData) &&
+			cfg.Contexts[name].Cluster == name && cfg.Contexts[name].AuthInfo == name
+		if same {
+			return false
+		}
+		cfg.Clusters[name] = cl
+		cfg.AuthInfos[name] = ai
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+		cfg.CurrentContext = name
+		return true
+	})
+	file := c.UserKubeconfigFile()
+	if err != nil {
+		return fmt.Errorf("write context %s to %s: %w", name, file, err)
+	}
+	if !changed {
 		c.setDetail("kubeconfig-merge", "context %s in %s unchanged", name, file)
 		return nil
 	}
-	cfg.Clusters[name] = cl
-	cfg.AuthInfos[name] = ai
-	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	cfg.CurrentContext = name
-	if err := clientcmd.ModifyConfig(po, *cfg, false); err != nil {
-		return fmt.Errorf("write context %s to %s: %w", name, file, err)
-	}
-	c.did("kubeconfig-merge", "context %s in %s (current)", name, file)
+	c.did("kubeconfig-merge", "context %s in %s (current; the previous file is %s)", name, file, userKubeconfigBackup(file))
 	return nil
 }
 
 // removeUserContext takes devk-<name> out of the user's kubeconfig.
 func (c *Cluster) removeUserContext() (bool, error) {
 	name := ContextName(c.Config.Name)
-	po := c.userPathOptions()
-	cfg, err := po.GetStartingConfig()
-	if err != nil {
-		return false, fmt.Errorf("read your kubeconfig: %w", err)
-	}
-	if cfg.Contexts[name] == nil && cfg.Clusters[name] == nil && cfg.AuthInfos[name] == nil {
+	if _, err := os.Stat(c.UserKubeconfigFile()); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	delete(cfg.Contexts, name)
-	delete(cfg.Clusters, name)
-	delete(cfg.AuthInfos, name)
-	if cfg.CurrentContext == name {
-		cfg.CurrentContext = ""
+	removed, err := c.editUserKubeconfig(func(cfg *clientcmdapi.Config) bool {
+		if cfg.Contexts[name] == nil && cfg.Clusters[name] == nil && cfg.AuthInfos[name] == nil {
+			return false
+		}
+		delete(cfg.Contexts, name)
+		delete(cfg.Clusters, name)
+		delete(cfg.AuthInfos, name)
+		if cfg.CurrentContext == name {
+			cfg.CurrentContext = ""
+		}
+		return true
+	})
+	if err != nil {
+		return false, fmt.Errorf("remove context %s from %s: %w", name, c.UserKubeconfigFile(), err)
 	}
-	if err := clientcmd.ModifyConfig(po, *cfg, false); err != nil {
-		return false, fmt.Errorf("remove context %s from %s: %w", name, po.GetDefaultFilename(), err)
-	}
-	return true, nil
+	return removed, nil
 }
 
 var errNoCluster = errors.New("no such cluster")

@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,4 +145,69 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 	if got.Contexts["devk-devk"] != nil || got.Clusters["devk-devk"] != nil || got.Contexts["prod"] == nil || got.CurrentContext != "" {
 		t.Errorf("after removal: current %q, contexts %v, clusters %v", got.CurrentContext, got.Contexts, got.Clusters)
 	}
+}
+
+// TestUserKubeconfigSafety: the merged file is 0600 (it holds a
+// cluster-admin key) with the old one kept, a stale client-go lock left by
+// a kill is recovered, and under sudo the file goes back to the user.
+func TestUserKubeconfigSafety(t *testing.T) {
+	c := newTestCluster(t)
+	var out bytes.Buffer
+	c.Reporter = progress.New(&out, progress.Options{Mode: progress.Plain})
+	if err := c.ensureKubeconfig("admin"); err != nil {
+		t.Fatal(err)
+	}
+	user := clientcmdapi.NewConfig()
+	user.Clusters["prod"] = &clientcmdapi.Cluster{Server: "https://prod.example:6443"}
+	if err := clientcmd.WriteToFile(*user, c.UserKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(c.UserKubeconfig, 0o644)
+	before, _ := os.ReadFile(c.UserKubeconfig)
+	// A lock a killed kubectl left a minute ago.
+	lock := c.UserKubeconfig + ".lock"
+	os.WriteFile(lock, nil, 0o600)
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(lock, old, old)
+	if err := c.runKubeconfigMerge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(c.UserKubeconfig); fi.Mode().Perm() != 0o600 {
+		t.Errorf("merged kubeconfig mode %v, want 0600", fi.Mode().Perm())
+	}
+	if prev, _ := os.ReadFile(userKubeconfigBackup(c.UserKubeconfig)); string(prev) != string(before) {
+		t.Error("the previous kubeconfig was not kept")
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("lock left behind: %v", err)
+	}
+	joined := out.String()
+	if !strings.Contains(joined, "0600") || !strings.Contains(joined, "killed") {
+		t.Errorf("the chmod and the stale lock were not reported: %q", joined)
+	}
+
+	t.Run("sudo", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to chown")
+		}
+		home := filepath.Join(t.TempDir(), "alice")
+		os.Mkdir(home, 0o755)
+		os.Chown(home, 4242, 4242)
+		c.UserKubeconfig = filepath.Join(home, ".kube", "config")
+		t.Setenv("SUDO_UID", "4242")
+		t.Setenv("SUDO_GID", "4243")
+		c.changed = false
+		if err := c.runKubeconfigMerge(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{c.UserKubeconfig, filepath.Dir(c.UserKubeconfig)} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || st.Gid != 4243 {
+				t.Errorf("%s owned by %d:%d, want 4242:4243", p, st.Uid, st.Gid)
+			}
+		}
+	})
 }

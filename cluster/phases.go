@@ -114,7 +114,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "kubeconfig-merge",
 			Short: "add context devk-NAME to your kubeconfig ($KUBECONFIG or ~/.kube/config)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.Kubeconfig("admin")}, []string{c.userPathOptions().GetDefaultFilename()}
+				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
 			Run: run((*Cluster).runKubeconfigMerge), Detail: detailOf("kubeconfig-merge"),
 		},
