@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -20,6 +21,20 @@ import (
 // DefaultRegistryAddr is the embedded registry `devk registry serve` (and
 // `devk up`) runs.
 const DefaultRegistryAddr = "127.0.0.1:5000"
+
+// How long devk waits for a registry. A registry that takes the
+// connection and then never answers fails the command instead of hanging
+// it.
+const (
+	// DefaultTimeout bounds the wait for response headers once a request
+	// is sent, and the whole of a HEAD, a manifest fetch, a tag or a
+	// catalog listing.
+	DefaultTimeout = 30 * time.Second
+	// DefaultPushTimeout bounds one image push, blobs and manifest: a
+	// registry that stops reading an upload halfway is not waited for
+	// longer than this.
+	DefaultPushTimeout = 10 * time.Minute
+)
 
 // DefaultRegistry is $DEVK_REGISTRY, else DefaultRegistryAddr.
 func DefaultRegistry() string {
@@ -38,8 +53,15 @@ type RemoteOptions struct {
 	// Keychain finds credentials; nil means authn.DefaultKeychain
 	// (docker's config.json and credential helpers).
 	Keychain authn.Keychain
-	// Transport, when set, replaces the default HTTP transport (tests).
+	// Transport, when set, replaces the default HTTP transport (tests);
+	// Timeout then bounds only the calls as a whole, not each request.
 	Transport http.RoundTripper
+	// Timeout is how long to wait for a registry's answer; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// PushTimeout is how long one image push may take; zero means
+	// DefaultPushTimeout.
+	PushTimeout time.Duration
 }
 
 // Remote talks to one registry (the one images are pushed to) and pulls
@@ -52,14 +74,22 @@ type Remote struct {
 	push *remote.Pusher
 }
 
-// NewRemote prepares a client for the registry at addr.
+// NewRemote prepares a client for the registry at addr. An http:// in
+// front asks for plain HTTP, which only a loopback registry gets without
+// Insecure; https:// changes nothing.
 func NewRemote(addr string, o RemoteOptions) (*Remote, error) {
+	given := addr
 	addr = strings.TrimSuffix(addr, "/")
-	switch {
-	case strings.HasPrefix(addr, "http://"):
-		addr, o.Insecure = strings.TrimPrefix(addr, "http://"), true
-	case strings.HasPrefix(addr, "https://"):
-		addr = strings.TrimPrefix(addr, "https://")
+	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
+		switch addr = rest; strings.ToLower(scheme) {
+		case "https":
+		case "http":
+			if host, _, _ := strings.Cut(rest, "/"); !o.Insecure && !IsLoopback(host) {
+				return nil, fmt.Errorf("--registry / DEVK_REGISTRY %s: %w", given, errPlainHTTP)
+			}
+		default:
+			return nil, fmt.Errorf("--registry %q: unknown scheme %s:// (use HOST[:PORT][/PREFIX], e.g. 127.0.0.1:5000)", given, scheme)
+		}
 	}
 	if addr == "" {
 		return nil, fmt.Errorf("no registry given: pass --registry HOST[:PORT] or set DEVK_REGISTRY")
@@ -71,9 +101,18 @@ func NewRemote(addr string, o RemoteOptions) (*Remote, error) {
 	if o.Keychain == nil {
 		o.Keychain = authn.DefaultKeychain
 	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.PushTimeout <= 0 {
+		o.PushTimeout = DefaultPushTimeout
+	}
 	base := o.Transport
 	if base == nil {
-		base = remote.DefaultTransport.(*http.Transport).Clone()
+		t := remote.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = o.Timeout
+		t.TLSHandshakeTimeout = min(t.TLSHandshakeTimeout, o.Timeout)
+		base = t
 	}
 	r := &Remote{Addr: addr, o: o, tr: &plainHTTPPolicy{next: base, insecure: o.Insecure}}
 	var err error
@@ -120,8 +159,10 @@ func (r *Remote) ParseReference(ref string) (name.Reference, error) {
 // manifest last, so an interrupted push leaves nothing under the tag and
 // running it again uploads only what is missing.
 func (r *Remote) Push(ctx context.Context, ref name.Reference, img v1.Image) error {
+	ctx, cancel := withTimeout(ctx, r.o.PushTimeout, "take the push")
+	defer cancel()
 	if err := r.push.Push(ctx, ref, img); err != nil {
-		return r.explainFor(ref.Context().RegistryStr(), err)
+		return r.explainFor(ctx, ref.Context().RegistryStr(), err)
 	}
 	return nil
 }
@@ -129,12 +170,14 @@ func (r *Remote) Push(ctx context.Context, ref name.Reference, img v1.Image) err
 // Head is the descriptor the registry has for ref; ErrNotFound (wrapped)
 // when it has none.
 func (r *Remote) Head(ctx context.Context, ref name.Reference) (*v1.Descriptor, error) {
+	ctx, cancel := withTimeout(ctx, r.o.Timeout, "answer")
+	defer cancel()
 	d, err := remote.Head(ref, r.options(remote.WithContext(ctx))...)
 	if err != nil {
 		if IsNotFound(err) {
 			return nil, fmt.Errorf("%s: %w", ref, ErrNotFound)
 		}
-		return nil, r.explainFor(ref.Context().RegistryStr(), err)
+		return nil, r.explainFor(ctx, ref.Context().RegistryStr(), err)
 	}
 	return d, nil
 }
@@ -146,9 +189,17 @@ func (r *Remote) Image(ctx context.Context, ref string, plat v1.Platform) (v1.Im
 	if err != nil {
 		return nil, err
 	}
+	// The image reads its layers later, with the context it is given
+	// now: the time limit must end when this call returns, leaving the
+	// context alive (until ctx ends).
+	ctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(r.o.Timeout, func() { cancel(&timeoutError{after: r.o.Timeout, what: "answer"}) })
+	defer timer.Stop()
 	img, err := remote.Image(parsed, r.options(remote.WithContext(ctx), remote.WithPlatform(plat))...)
 	if err != nil {
-		return nil, r.explainFor(parsed.Context().RegistryStr(), err)
+		err = r.explainFor(ctx, parsed.Context().RegistryStr(), err)
+		cancel(err)
+		return nil, err
 	}
 	return img, nil
 }
@@ -160,23 +211,52 @@ func (r *Remote) Catalog(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := withTimeout(ctx, r.o.Timeout, "answer")
+	defer cancel()
 	repos, err := remote.Catalog(ctx, reg, r.options()...)
 	if err != nil {
-		return nil, r.explain(err)
+		return nil, r.explainFor(ctx, r.Addr, err)
 	}
 	return repos, nil
 }
 
 // Tags lists a repository's tags.
 func (r *Remote) Tags(ctx context.Context, repo name.Repository) ([]string, error) {
+	ctx, cancel := withTimeout(ctx, r.o.Timeout, "answer")
+	defer cancel()
 	tags, err := remote.List(repo, r.options(remote.WithContext(ctx))...)
 	if err != nil {
 		if IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, r.explainFor(repo.RegistryStr(), err)
+		return nil, r.explainFor(ctx, repo.RegistryStr(), err)
 	}
 	return tags, nil
+}
+
+// ErrTimeout is a registry that did not answer, or take a push, in time.
+var ErrTimeout = errors.New("registry timed out")
+
+// timeoutError is the cause of a call's context ending at its limit.
+type timeoutError struct {
+	after time.Duration
+	what  string // "answer", "take the push"
+}
+
+func (e *timeoutError) Error() string        { return fmt.Sprintf("did not %s within %s", e.what, e.after) }
+func (e *timeoutError) Is(target error) bool { return target == ErrTimeout }
+
+func (e *timeoutError) explain(host string, err error) error {
+	return &explained{
+		err: fmt.Errorf("%w: %w", e, err),
+		msg: fmt.Sprintf("registry %s %s: is it overloaded or stuck? check it, or pass another --registry / DEVK_REGISTRY", host, e),
+	}
+}
+
+// withTimeout bounds one registry call; explainFor tells its expiry from
+// the caller's context ending.
+func withTimeout(ctx context.Context, d time.Duration, what string) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, &timeoutError{after: d, what: what})
 }
 
 // ErrNotFound is a manifest or repository the registry does not have.
@@ -191,15 +271,23 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
 }
 
-// explain says what a failed registry call means and what to do.
-func (r *Remote) explain(err error) error { return r.explainFor(r.Addr, err) }
-
-func (r *Remote) explainFor(addr string, err error) error {
+// explainFor says what a failed call to the registry at addr, made with
+// ctx, means and what to do.
+func (r *Remote) explainFor(ctx context.Context, addr string, err error) error {
 	host, _, _ := strings.Cut(addr, "/")
 	var te *transport.Error
+	var tooLong *timeoutError
+	var netErr net.Error
 	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
+	case errors.As(context.Cause(ctx), &tooLong):
+		return tooLong.explain(host, err)
+	case ctx.Err() != nil, errors.Is(err, context.Canceled):
+		return err // the caller's context ended
+	case errors.As(err, &netErr) && netErr.Timeout():
+		// The transport's wait for response headers, a TLS handshake or
+		// a dial (net/http's header timeout also says it Is
+		// context.DeadlineExceeded, though no context ended).
+		return (&timeoutError{after: r.o.Timeout, what: "answer"}).explain(host, err)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		// go-containerregistry's own text repeats the refusal per
 		// scheme tried; the cause stays reachable through Unwrap.

@@ -18,7 +18,7 @@ import (
 // addImageFlags are the flags of every command that makes or pushes images.
 func addImageFlags(f *pflag.FlagSet, o *image.Options) {
 	f.Var(&compressionFlag{o: o}, "compression", "layer compression: fast (parallel gzip, level 1) or standard (single-threaded default gzip, smaller and slower); the digest depends on it")
-	f.StringVar(&o.Registry, "registry", image.DefaultRegistry(), "registry to push to, HOST[:PORT][/PREFIX]; $DEVK_REGISTRY changes the default")
+	f.StringVar(&o.Registry, "registry", image.DefaultRegistry(), "registry to push to, HOST[:PORT][/PREFIX] (http:// in front for plain HTTP, which needs --insecure unless on loopback); $DEVK_REGISTRY changes the default")
 	f.StringVar(&o.Base, "base", "", "base image to put the binary on (default: none, the binaries are static); pulled with your docker credentials")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback (loopback registries get it anyway)")
 }
@@ -48,6 +48,11 @@ on 127.0.0.1:5000 that ` + "`devk registry serve`" + ` runs) as
 shows repo@sha256:… per component; the digest is recorded in the tree's
 _output/devk/state.json. Blobs go first and the manifest last, so an
 interrupted push leaves nothing under the tag: run it again.
+
+Plain HTTP goes only to a loopback registry unless --insecure is given,
+also when --registry or DEVK_REGISTRY says http://. A registry that does
+not answer a request within ` + image.DefaultTimeout.String() + ` or take an image within ` + image.DefaultPushTimeout.String() + `
+fails the push rather than hanging it.
 
 Examples:
   devk build apiserver && devk push apiserver
