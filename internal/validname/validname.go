@@ -121,14 +121,14 @@ func ImageTag(tag string) error {
 // directory.
 var ErrNotBeneath = errors.New("path is not beneath its directory")
 
-// PathIn joins elem beneath dir. Each element must be a clean relative
-// path that does not climb out ("..") and holds no NUL, and the result
-// must lie strictly inside dir; otherwise the error wraps ErrNotBeneath.
-// It is lexical: symbolic links are not followed.
+// PathIn joins names beneath dir, each one path element: not empty, "."
+// or "..", and without a slash, backslash or NUL. The result lies
+// strictly inside dir; otherwise the error wraps ErrNotBeneath. It is
+// lexical: symbolic links are not followed.
 func PathIn(dir string, elem ...string) (string, error) {
 	for _, e := range elem {
-		if !filepath.IsLocal(e) || filepath.Clean(e) != e || strings.ContainsRune(e, 0) {
-			return "", fmt.Errorf("%w: %s in %s", ErrNotBeneath, quote(e), dir)
+		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, "/\\\x00") {
+			return "", fmt.Errorf("%w: %s is not one path element (in %s)", ErrNotBeneath, quote(e), dir)
 		}
 	}
 	p := filepath.Join(append([]string{dir}, elem...)...)

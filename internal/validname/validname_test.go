@@ -176,7 +176,9 @@ func TestPathIn(t *testing.T) {
 		want string // "" means refused
 	}{
 		{"one name", []string{"etcd-build", "v3.6.5"}, filepath.Join(dir, "etcd-build", "v3.6.5")},
-		{"nested clean path", []string{"staging/src/k8s.io", "api"}, filepath.Join(dir, "staging", "src", "k8s.io", "api")},
+		{"several elements", []string{"staging", "src", "k8s.io", "api"}, filepath.Join(dir, "staging", "src", "k8s.io", "api")},
+		{"element with dots", []string{"..x", "x.."}, filepath.Join(dir, "..x", "x..")},
+		{"a path in one element", []string{"staging/src"}, ""},
 		{"name with dots", []string{"kube-apiserver-v1.34.4.tar.gz"}, filepath.Join(dir, "kube-apiserver-v1.34.4.tar.gz")},
 		{"the reported attack", []string{"etcd-build", "v1/../../../../victim"}, ""},
 		{"climbs out", []string{"../victim"}, ""},
@@ -188,6 +190,7 @@ func TestPathIn(t *testing.T) {
 		{"no element", nil, ""},
 		{"trailing slash", []string{"a/"}, ""},
 		{"NUL", []string{"a\x00b"}, ""},
+		{"backslash", []string{`..\x`}, ""},
 		{"second element climbs", []string{"bin", "../../x"}, ""},
 	}
 	for _, tc := range tests {
