@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/devk/devk/build"
@@ -189,10 +191,11 @@ func versionParts(v string) [3]int {
 	return out
 }
 
-// pushPause builds the pause program from its embedded source (cached by
-// the source's and Go's version), makes its image and pushes it as
-// <registry>/pause:devk, the sandbox image containerd is configured with.
-func (c *Cluster) pushPause(ctx context.Context) (string, error) {
+// pauseImage builds the pause program from its embedded source (cached
+// by the source's and Go's version) and makes its image, deterministic,
+// and the reference containerd is configured with:
+// <registry>/pause@sha256:… (the registry --registry names, if given).
+func (c *Cluster) pauseImage(ctx context.Context) (v1.Image, string, error) {
 	goVersion := runtime.Version()
 	if out, err := execx.Output(ctx, execx.Cmd{Name: "go", Args: []string{"env", "GOVERSION"}, Dir: os.TempDir(), Env: []string{"GOWORK=off"}}); err == nil {
 		goVersion = strings.TrimSpace(string(out))
@@ -204,37 +207,52 @@ func (c *Cluster) pushPause(ctx context.Context) (string, error) {
 	if _, err := os.Stat(bin); err != nil {
 		src := filepath.Join(dir, "src")
 		if err := os.MkdirAll(src, 0o755); err != nil {
-			return "", err
+			return nil, "", err
 		}
 		if err := os.WriteFile(filepath.Join(src, "main.go"), pauseSource, 0o644); err != nil {
-			return "", err
+			return nil, "", err
 		}
 		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module devk.local/pause\n\ngo 1.21\n"), 0o644); err != nil {
-			return "", err
+			return nil, "", err
 		}
 		cmd := execx.Cmd{Name: "go", Args: []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin + ".tmp", "."},
 			Dir: src, Env: []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH, "GOWORK=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local"}}
 		if err := execx.Run(ctx, cmd); err != nil {
-			return "", fmt.Errorf("build the pause program (needs Go): %w", err)
+			return nil, "", fmt.Errorf("build the pause program (needs Go): %w", err)
 		}
 		if err := os.Rename(bin+".tmp", bin); err != nil {
-			return "", err
+			return nil, "", err
 		}
 	}
 	binSHA, err := build.FileSHA256(bin)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	cache := image.NewLayerCache(dir)
 	layer, _, err := cache.Layer(bin, "pause", binSHA, types.OCILayer)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	img, err := image.Assemble(image.Spec{Binary: "pause", Platform: "linux/" + runtime.GOARCH, Created: time.Unix(0, 0).UTC(), Version: "devk"}, layer)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	d, err := img.Digest()
+	if err != nil {
+		return nil, "", err
+	}
+	registry := c.Config.Registry
+	if c.Registry != "" {
+		registry = c.Registry
+	}
+	return img, registry + "/" + pauseRepo + "@" + d.String(), nil
+}
+
+// pushPause pushes the pause image as <registry>/pause:devk (the tag only
+// names it for people; containerd pulls it by digest) and returns its
+// reference by digest.
+func (c *Cluster) pushPause(ctx context.Context) (string, error) {
+	img, _, err := c.pauseImage(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -248,6 +266,10 @@ func (c *Cluster) pushPause(ctx context.Context) (string, error) {
 	}
 	if err := r.Push(ctx, repo.Tag(pauseTag), img); err != nil {
 		return "", fmt.Errorf("push the pause image: %w", err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
 	}
 	return repo.Name() + "@" + d.String(), nil
 }
@@ -305,21 +327,26 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 		return nil
 	}
 	c.Config.OwnRegistry = true
+	root := filepath.Join(c.Home, "registry")
 	if pid, ok := rp.Running("registry"); ok {
+		// The pid file names the process devk started; it must still
+		// serve this address from this DEVK_HOME's store.
+		if argv := procArgv(pid); !slices.Contains(argv, root) || !slices.Contains(argv, c.Config.Registry) {
+			return fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(argv, " "))
+		}
 		c.setDetail("registry", "running on %s (pid %d)", c.Config.Registry, pid)
 		return c.SaveConfig()
 	}
 	if registryAnswers(ctx, c.Config.Registry) {
-		// One the user runs (`devk registry serve`): share it.
-		c.Config.OwnRegistry = false
-		c.setDetail("registry", "using the registry already serving %s", c.Config.Registry)
-		return c.SaveConfig()
+		// Not devk's (no live pid file here): any local user could serve
+		// the images every pod runs. Only the user can say it is trusted.
+		return fmt.Errorf("a registry that devk did not start answers on %s: stop it, or pass --registry %s to use it (devk starts its own there otherwise)", c.Config.Registry, c.Config.Registry)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find devk's own binary to run the registry: %w", err)
 	}
-	pid, _, err := rp.Start(Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", filepath.Join(c.Home, "registry")}})
+	pid, _, err := rp.Start(Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root}})
 	if err != nil {
 		return err
 	}

@@ -207,16 +207,20 @@ func processes(match func(argv []string) bool) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if match(argv) {
+		if argv := procArgv(pid); argv != nil && match(argv) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// procArgv is a process's command line, nil if it cannot be read.
+func procArgv(pid int) []string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
 }
 
 // tailFile returns the last n lines of a log file (a supervised

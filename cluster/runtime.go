@@ -153,24 +153,35 @@ func CNIBinDir() string {
 	return "/usr/lib/cni"
 }
 
-func (c *Cluster) sandboxImage() string {
-	return c.Config.Registry + "/" + pauseRepo + ":" + pauseTag
+// sandboxImage is the pause image by digest: the sandbox of every pod
+// runs as root in the node's network namespace, so containerd must run
+// exactly the image devk built, whoever answers on the registry's port.
+func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
+	_, ref, err := c.pauseImage(ctx)
+	return ref, err
 }
 
-func (c *Cluster) containerdConfig() ContainerdConfig {
+func (c *Cluster) containerdConfig(ctx context.Context) (ContainerdConfig, error) {
 	d := c.Containerd()
+	sandbox, err := c.sandboxImage(ctx)
+	if err != nil {
+		return ContainerdConfig{}, err
+	}
 	return ContainerdConfig{
 		Root: filepath.Join(d, "root"), State: filepath.Join(d, "state"), Socket: c.ContainerdSocket(),
-		OptDir: filepath.Join(d, "opt"), SandboxImage: c.sandboxImage(),
+		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
 		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
 		CNIBinDir:           CNIBinDir(), CNIConfDir: c.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
-	}
+	}, nil
 }
 
 // writeRuntimeFiles writes the containerd config, hosts.toml files and the
 // CNI conflist; it reports whether anything changed.
-func (c *Cluster) writeRuntimeFiles() (bool, error) {
-	cc := c.containerdConfig()
+func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
+	cc, err := c.containerdConfig(ctx)
+	if err != nil {
+		return false, err
+	}
 	changed := false
 	write := func(path string, data []byte) error {
 		w, err := writeIfChanged(path, data, 0o644, "")
@@ -218,7 +229,7 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 		c.setDetail("runtime", "using %s at %s", v, c.Config.CRISocket)
 		return nil
 	}
-	changed, err := c.writeRuntimeFiles()
+	changed, err := c.writeRuntimeFiles(ctx)
 	if err != nil {
 		return err
 	}
