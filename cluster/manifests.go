@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // imageBinDir is where the component images keep their binary.
@@ -250,17 +252,38 @@ func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) error {
 	if img == "" {
 		return fmt.Errorf("no image recorded for %s: run `devk up phase images` first", sp.Component)
 	}
-	data, err := Manifest(sp.Name, ManifestInput{Config: c.Config, Paths: c.Paths, Image: img})
-	if err != nil {
-		return err
+	path := c.ManifestPath(sp.Name)
+	// An image a swap put in stays: running up again after a swap must
+	// change nothing (`devk swap --rollback` goes back).
+	var onDisk *corev1.Pod
+	if data, err := os.ReadFile(path); err == nil {
+		if pod, err := staticpod.Parse(data); err == nil {
+			onDisk = pod
+			if swapped, ok := staticpod.SwappedImage(pod); ok && swapped != img {
+				img = swapped
+			}
+		}
 	}
-	changed, err := writeIfChanged(c.ManifestPath(sp.Name), data, 0o600, c.Tmp())
+	data, err := Manifest(sp.Name, ManifestInput{Config: c.Config, Paths: c.Paths, Image: img})
 	if err != nil {
 		return err
 	}
 	short := img
 	if i := strings.Index(img, "@sha256:"); i >= 0 {
 		short = img[strings.LastIndex(img[:i], "/")+1:i] + "@" + img[i+8:i+8+12]
+	}
+	if img != c.Config.Images[sp.Component] {
+		short += " (swapped in)"
+	}
+	if onDisk != nil {
+		if rendered, err := staticpod.Parse(data); err == nil && staticpod.SameButStamp(onDisk, rendered) {
+			c.setDetail("control-plane/"+sp.Name, "unchanged %s", short)
+			return nil
+		}
+	}
+	changed, err := writeIfChanged(path, data, 0o600, c.Tmp())
+	if err != nil {
+		return err
 	}
 	if changed {
 		c.did("control-plane/"+sp.Name, "wrote %s", short)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // ErrNoBackup is returned by a rollback with nothing to restore.
@@ -141,12 +142,9 @@ func Container(pod *corev1.Pod, name string) (*corev1.Container, error) {
 	return nil, fmt.Errorf("pod %s has no container %q (it has %s)", pod.Name, name, strings.Join(names, ", "))
 }
 
-// WrittenAnnotation is stamped on every manifest devk writes. The kubelet
-// names a static pod by the hash of its manifest: without the stamp,
-// swapping back to an image that ran before would reuse a pod UID the
-// kubelet has just terminated, and the kubelet keeps that UID's final
-// status, so the mirror pod would not show the new pod for minutes.
-const WrittenAnnotation = "devk.dev/written"
+// WrittenAnnotation is stamped on every manifest a swap writes (see
+// staticpod.WrittenAnnotation).
+const WrittenAnnotation = staticpod.WrittenAnnotation
 
 // WithImage returns the manifest bytes with the container's image set to
 // image (unchanged when image is empty) and WrittenAnnotation set to now,

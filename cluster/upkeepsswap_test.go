@@ -1,0 +1,55 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/devk/devk/swap"
+)
+
+// TestUpKeepsSwappedImages: after `devk swap`, running `devk up` again
+// changes nothing: the manifest keeps the swapped-in image and is not
+// rewritten (a rewrite would restart the pod).
+func TestUpKeepsSwappedImages(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	upImage := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("1", 64)
+	swapped := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("2", 64)
+	c.Config.Images["scheduler"] = upImage
+	sp := StaticPod{Name: "kube-scheduler", Component: "scheduler"}
+	if err := c.writeManifest(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	m := swap.ManifestFor(c.Manifests(), sp.Name)
+	if _, err := m.SetImage(ctx, sp.Name, swapped, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(m.Path)
+	c.changed = false
+	if err := c.writeManifest(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(m.Path)
+	if string(after) != string(before) || c.Changed() {
+		t.Fatalf("up rewrote a swapped manifest (changed=%v): %s", c.Changed(), c.detail["control-plane/kube-scheduler"])
+	}
+	if img, _ := readManifestImage(m.Path); img != swapped {
+		t.Fatalf("manifest names %s after up, want the swapped %s", img, swapped)
+	}
+	if d := c.detail["control-plane/kube-scheduler"]; !strings.Contains(d, "swapped in") {
+		t.Errorf("detail %q does not say the image was swapped in", d)
+	}
+	// A manifest devk up wrote itself (no swap stamp) follows the recorded image.
+	os.Remove(m.Path)
+	if err := c.writeManifest(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if img, _ := readManifestImage(m.Path); img != upImage {
+		t.Fatalf("a fresh manifest names %s, want %s", img, upImage)
+	}
+}

@@ -1,0 +1,53 @@
+// Package staticpod holds what the packages that write static pod
+// manifests (cluster's up, swap) must agree on.
+package staticpod
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/yaml"
+)
+
+// WrittenAnnotation is stamped on every manifest a swap writes. The
+// kubelet names a static pod by the hash of its manifest: without the
+// stamp, swapping back to an image that ran before would reuse a pod UID
+// the kubelet has just terminated, and the kubelet keeps that UID's final
+// status, so the mirror pod would not show the new pod for minutes. It
+// also tells `devk up` that the image in the manifest was swapped in.
+const WrittenAnnotation = "devk.dev/written"
+
+// Parse reads a manifest into a Pod.
+func Parse(data []byte) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return nil, err
+	}
+	return &pod, nil
+}
+
+// SwappedImage is the image of the container named container (or the
+// only one) in a manifest a swap wrote, and false for any other manifest.
+func SwappedImage(pod *corev1.Pod) (string, bool) {
+	if _, ok := pod.Annotations[WrittenAnnotation]; !ok {
+		return "", false
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return "", false
+	}
+	return pod.Spec.Containers[0].Image, true
+}
+
+// SameButStamp reports whether two manifests describe the same pod, the
+// WrittenAnnotation aside (a swap re-serializes a manifest, so bytes
+// differ where the pod does not).
+func SameButStamp(a, b *corev1.Pod) bool {
+	strip := func(p *corev1.Pod) *corev1.Pod {
+		p = p.DeepCopy()
+		delete(p.Annotations, WrittenAnnotation)
+		if len(p.Annotations) == 0 {
+			p.Annotations = nil
+		}
+		return p
+	}
+	return equality.Semantic.DeepEqual(strip(a), strip(b))
+}
