@@ -89,7 +89,7 @@ type Result struct {
 	Restored bool `json:"restored,omitempty"`
 	// Resumed says this finished a swap that was interrupted.
 	Resumed bool    `json:"resumed,omitempty"`
-	Checks   []Check `json:"checks"`
+	Checks  []Check `json:"checks"`
 	// Ready is when the new container ran the digest and was healthy;
 	// Took includes the mirror pod catching up and the checks.
 	Ready time.Duration `json:"ready"`
