@@ -17,7 +17,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/devk/devk/internal/fileutil"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/validname"
 )
 
 // DefaultName is the cluster name when none is given.
@@ -63,16 +63,9 @@ type Options struct {
 	Reporter progress.Reporter
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
-
 // ValidateName checks a cluster name: it becomes a directory, part of the
-// node name and a kubeconfig context.
-func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("cluster name %q: use 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
-	}
-	return nil
-}
+// node name, a bridge, a cgroup and a kubeconfig context.
+func ValidateName(name string) error { return validname.Cluster(name) }
 
 // HomeDir resolves DEVK_HOME.
 func HomeDir(home string) (string, error) {

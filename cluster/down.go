@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/validname"
 )
 
 func (c *Cluster) downKubelet(ctx context.Context) error {
@@ -41,10 +42,11 @@ func (c *Cluster) ownsPod(uid string) bool {
 	if c.Config.OwnRuntime {
 		return true
 	}
-	if uid == "" {
-		return false
+	dir, err := validname.PathIn(c.KubeletRoot(), "pods", uid)
+	if err != nil {
+		return false // a UID from the runtime that is not one path element is no pod of ours
 	}
-	_, err := os.Stat(filepath.Join(c.KubeletRoot(), "pods", uid))
+	_, err = os.Stat(dir)
 	return err == nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/internal/cri"
 )
 
@@ -199,7 +200,11 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
 			continue
 		}
 		for _, h := range registryAliases(reg) {
-			if err := write(filepath.Join(cc.CertsDir, h, "hosts.toml"), []byte(HostsTOML(h))); err != nil {
+			path, err := validname.PathIn(cc.CertsDir, h, "hosts.toml")
+			if err != nil {
+				return changed, fmt.Errorf("registry %q: %w", reg, err)
+			}
+			if err := write(path, []byte(HostsTOML(h))); err != nil {
 				return changed, err
 			}
 		}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/validname"
 )
 
 // Node is what a static-pod swap talks to: the kubelet's manifests dir,
@@ -419,7 +419,9 @@ func (n *Node) waitReleased(ctx context.Context, podName string, ours func(strin
 		}
 		dirs := false
 		for uid := range uids {
-			dirs = dirs || (rc.checkDir && exists(filepath.Join(n.KubeletRootDir, "pods", uid)))
+			if dir, err := validname.PathIn(n.KubeletRootDir, "pods", uid); err == nil {
+				dirs = dirs || (rc.checkDir && exists(dir))
+			}
 		}
 		if len(uids) > 0 && rc.released(time.Now(), ready, dirs) {
 			n.Reporter.Debugf("the kubelet released the old pod in %s", progress.Round(time.Since(t0)))
