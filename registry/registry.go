@@ -116,17 +116,15 @@ var manifestMediaTypes = map[types.MediaType]bool{
 // maxManifest bounds a manifest's size, as registries commonly do.
 const maxManifest = 4 << 20
 
-// manifestTarget splits /v2/<repo>/manifests/<ref>.
+// manifestTarget splits /v2/<repo>/manifests/<ref> as pkg/registry does:
+// by the next-to-last path element, so a ref holding a slash, or a repo
+// holding "manifests", is no manifest here either.
 func manifestTarget(path string) (repo, ref string, ok bool) {
-	rest, found := strings.CutPrefix(path, "/v2/")
-	if !found {
+	elems := strings.Split(path, "/") // "", "v2", repo..., "manifests", ref
+	if len(elems) < 5 || elems[0] != "" || elems[1] != "v2" || elems[len(elems)-2] != "manifests" {
 		return "", "", false
 	}
-	i := strings.LastIndex(rest, "/manifests/")
-	if i <= 0 {
-		return "", "", false
-	}
-	return rest[:i], rest[i+len("/manifests/"):], true
+	return strings.Join(elems[2:len(elems)-2], "/"), elems[len(elems)-1], true
 }
 
 // manifestName is where repo:ref is stored, beneath the root.
@@ -164,6 +162,12 @@ func checkManifest(contentType, ref string, body []byte) (types.MediaType, error
 }
 
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	// pkg/registry serves any prefix (PUT /x/a/manifests/v1 would store
+	// a:v1): only the API's own reaches it, and through the checks below.
+	if req.URL.Path != "/v2" && !strings.HasPrefix(req.URL.Path, "/v2/") {
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "not a registry API path: they begin /v2/")
+		return
+	}
 	if req.Method == http.MethodDelete && !r.allowDelete {
 		writeError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "this registry does not delete: start it with --allow-delete to allow it")
 		return

@@ -122,19 +122,30 @@ func TestRejectsUnsafeNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	for _, path := range []string{
-		"/v2/../../etc/manifests/x",
-		"/v2/a/manifests/..",
-		"/v2/UPPER/manifests/v1",
-		"/v2/a/manifests/sha256:nothex",
+	manifest := `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"}`
+	for path, want := range map[string]int{
+		"/v2/../../etc/manifests/x":     http.StatusBadRequest,
+		"/v2/a/manifests/..":            http.StatusBadRequest,
+		"/v2/UPPER/manifests/v1":        http.StatusBadRequest,
+		"/v2/a/manifests/sha256:nothex": http.StatusBadRequest,
+		"/v2//manifests/v1":             http.StatusBadRequest,
+		// pkg/registry alone would take these as a:v1, in memory only.
+		"/x/a/manifests/v1": http.StatusNotFound,
+		"//a/manifests/v1":  http.StatusNotFound,
 	} {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPut, "http://x"+path, strings.NewReader("{}"))
+		req := httptest.NewRequest(http.MethodPut, "http://x/", strings.NewReader(manifest))
 		req.URL.Path = path // keep the dots as a raw client would send them
+		req.Header.Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
 		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusBadRequest {
-			t.Errorf("PUT %s: %d, want 400", path, rec.Code)
+		if rec.Code != want {
+			t.Errorf("PUT %s: %d, want %d", path, rec.Code, want)
 		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v2/a/manifests/v1", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("a refused PUT is served: GET a:v1 answers %d", rec.Code)
 	}
 	var files []string
 	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
