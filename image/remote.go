@@ -194,8 +194,10 @@ func (r *Remote) Image(ctx context.Context, ref string, plat v1.Platform) (v1.Im
 	// context alive (until ctx ends).
 	ctx, cancel := context.WithCancelCause(ctx)
 	timer := time.AfterFunc(r.o.Timeout, func() { cancel(&timeoutError{after: r.o.Timeout, what: "answer"}) })
-	defer timer.Stop()
 	img, err := remote.Image(parsed, r.options(remote.WithContext(ctx), remote.WithPlatform(plat))...)
+	if !timer.Stop() && err == nil {
+		err = context.Cause(ctx) // in time, but its layers can no longer be read
+	}
 	if err != nil {
 		err = r.explainFor(ctx, parsed.Context().RegistryStr(), err)
 		cancel(err)

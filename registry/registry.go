@@ -199,7 +199,7 @@ func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, repo, r
 		return
 	}
 	if len(body) > maxManifest {
-		writeError(w, http.StatusRequestEntityTooLarge, "MANIFEST_INVALID", "manifest larger than 4 MiB")
+		writeError(w, http.StatusRequestEntityTooLarge, "MANIFEST_INVALID", fmt.Sprintf("manifest larger than %d MiB", maxManifest>>20))
 		return
 	}
 	mt, err := checkManifest(req.Header.Get("Content-Type"), ref, body)
