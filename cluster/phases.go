@@ -194,7 +194,7 @@ func Up(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Re
 		return c, phase.Result{}, err
 	}
 	defer unlock()
-	popts.Reporter = c.Reporter
+	popts.Reporter, popts.Job = c.Reporter, "up"
 	res, err := phase.Run(ctx, UpPhases(), c, popts)
 	c.recordRun(res)
 	if !c.Exists() {
@@ -230,7 +230,7 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 			os.Remove(filepath.Dir(c.Dir)) // the clusters dir, if it is empty now
 		}
 	}()
-	popts.Reporter = c.Reporter
+	popts.Reporter, popts.Job = c.Reporter, "down"
 	res, err := phase.Run(ctx, DownPhases(), c, popts)
 	if err != nil || c.KeepData {
 		c.recordRun(res)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/progress"
 )
 
@@ -84,6 +85,9 @@ type Options struct {
 	PlanOut io.Writer
 	// Summary prints per-phase timings to PlanOut after the run.
 	Summary bool
+	// Job names the job (up, down) for the failpoints of test builds:
+	// "<job>/<path>" is hit before each phase runs (see failpoint).
+	Job string
 }
 
 // Timing is how long one phase took.
@@ -222,6 +226,9 @@ func Run[S any](ctx context.Context, roots []*Phase[S], s S, o Options) (Result,
 			continue // a grouping phase, or a parent of the --only phase: its condition applies, its work does not
 		}
 		rep.Start(st.Path)
+		if o.Job != "" {
+			failpoint.Hit(o.Job + "/" + st.Path)
+		}
 		t0 := time.Now()
 		err := p.Run(ctx, s)
 		took := time.Since(t0)

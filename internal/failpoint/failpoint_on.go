@@ -16,8 +16,13 @@ const Enabled = true
 
 // EnvVar names the point to act at and how: "swap/after-journal=kill"
 // (SIGKILL, as `kill -9`), "…=int" (SIGINT, as Ctrl-C; "int2" sends a
-// second one 200 ms later) or "…=term". Each point acts once per process.
+// second one 200 ms later), "…=term", or "…=hold" (sleep HoldFor, so a
+// test can run a second command meanwhile). Each point acts once per
+// process.
 const EnvVar = "DEVK_FAILPOINT"
+
+// HoldFor is how long "hold" sleeps.
+const HoldFor = 15 * time.Second
 
 var once sync.Map
 
@@ -46,6 +51,8 @@ func Hit(name string) {
 		}()
 	case "term":
 		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	case "hold":
+		time.Sleep(HoldFor)
 	}
 	// Let the signal handler see it before the step goes on.
 	time.Sleep(50 * time.Millisecond)
