@@ -221,6 +221,10 @@ func (m Manifest) SetImage(ctx context.Context, container, image string, handove
 		return "", err
 	}
 	failpoint.Hit("swap/after-journal")
+	if ctx.Err() != nil {
+		// Interrupted before the node was touched: nothing to undo.
+		return old, errors.Join(context.Cause(ctx), m.Discard())
+	}
 	if handover != nil {
 		handover()
 	}

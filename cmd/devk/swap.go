@@ -122,6 +122,14 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 	for _, r := range rep.StaticPods {
 		status := "swapped"
 		switch {
+		case r.Resumed && r.RolledBack:
+			status = "ROLLED BACK the interrupted swap:"
+		case r.Resumed && r.Restored:
+			status = "undid the interrupted swap:"
+		case r.Resumed && r.Unchanged:
+			status = "dropped the journal of the interrupted swap (its manifest was rewritten since):"
+		case r.Resumed:
+			status = "finished the interrupted swap:"
 		case r.RolledBack:
 			status = "ROLLED BACK"
 		case r.Restored && r.Unchanged:

@@ -1,0 +1,141 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/phase"
+)
+
+// runnablePaths are the phases of a job that do work (each has a
+// failpoint "<job>/<path>" in test builds).
+func runnablePaths(ps []*phase.Phase[*cluster.Cluster]) []string {
+	var out []string
+	for _, st := range phase.Flatten(ps) {
+		if st.Phase.Run != nil {
+			out = append(out, st.Path)
+		}
+	}
+	return out
+}
+
+// TestUpDownKillPoints kills `devk up` at every one of its phases in
+// turn, each run resuming what the one before left (every fourth is a
+// Ctrl-C instead of kill -9), then checks that one more `devk up` brings
+// the cluster up healthy on the pushed digests; then does the same with
+// `devk down`, after which nothing may be left. A second up or down while
+// one holds the node is refused, naming it.
+func TestUpDownKillPoints(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
+	}
+	tree := Tree(t)
+	home := t.TempDir()
+	kubeconfig := filepath.Join(home, "user-kubeconfig")
+	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
+	must := func(args ...string) Result {
+		t.Helper()
+		r := Devk(t, tree, env, args...)
+		if r.Err != nil {
+			t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		return r
+	}
+	t.Cleanup(func() { Devk(t, tree, env, "down") })
+	interrupted := func(i int) bool { return i%4 == 3 }
+	check := func(t *testing.T, r Result, point string, i int) {
+		t.Helper()
+		if interrupted(i) {
+			if code := exitCode(r.Err); code != 130 {
+				t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", code, point, r.Stderr)
+			}
+		} else if !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+		}
+	}
+	action := func(i int) string {
+		if interrupted(i) {
+			return "int"
+		}
+		return "kill"
+	}
+
+	upPoints := runnablePaths(cluster.UpPhases())
+	for i, p := range upPoints {
+		r := atPoint(t, tree, env, "up/"+p, action(i), "up")
+		check(t, r, "up/"+p, i)
+	}
+	must("up")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cs := clientFor(t, filepath.Join(home, "clusters", "devk", "admin.conf"))
+	eventually(t, ctx, "the node to be Ready", func() error {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) != 1 || !nodeReady(&nodes.Items[0]) {
+			return errNotYet
+		}
+		return nil
+	})
+	eventually(t, ctx, "every digest to agree", func() error {
+		if r := Devk(t, tree, env, "digest", "verify", "etcd", "apiserver", "controller-manager", "scheduler"); r.Err != nil {
+			return errNotYet
+		}
+		return nil
+	})
+	// An up held at its images phase refuses a second up.
+	holdAndRefuse(t, tree, env, "up/images", "up")
+
+	downPoints := runnablePaths(cluster.DownPhases())
+	for i, p := range downPoints {
+		r := atPoint(t, tree, env, "down/"+p, action(i), "down")
+		check(t, r, "down/"+p, i)
+	}
+	// A down held at its first phase refuses a second down.
+	holdAndRefuse(t, tree, env, "down/kubelet", "down")
+	if r := Devk(t, tree, env, "down"); r.Err != nil && !strings.Contains(r.Stderr, "no cluster") {
+		t.Fatalf("devk down after the kill points: %v\n%s", r.Err, r.Stderr)
+	}
+	checkNothingLeft(t, home, kubeconfig, "devk-devk")
+	t.Logf("up: %d kill points, down: %d kill points (every fourth a Ctrl-C), each resumed by the next run; the cluster came up healthy and went away leaving nothing", len(upPoints), len(downPoints))
+}
+
+// holdAndRefuse runs `devk VERB` held at point, checks that a second
+// `devk VERB` is refused naming the first, and lets the first finish.
+func holdAndRefuse(t *testing.T, tree string, env []string, point, verb string) {
+	t.Helper()
+	cmd := exec.Command(failpointDevk(t), verb)
+	cmd.Dir = tree
+	cmd.Env = append(append(os.Environ(), env...), "DEVK_FAILPOINT="+point+"=hold")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(5 * time.Minute)
+	for !strings.Contains(stderr.String(), "failpoint "+point) {
+		if time.Now().After(deadline) {
+			t.Fatalf("devk %s never reached %s:\n%s", verb, point, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := Devk(t, tree, env, verb)
+	if r.Err == nil || !strings.Contains(r.Stderr, "is busy") || !strings.Contains(r.Stderr, fmt.Sprintf("pid %d", cmd.Process.Pid)) {
+		t.Errorf("a second devk %s while one holds the node: %v\n%s", verb, r.Err, r.Stderr)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the held devk %s: %v\n%s", verb, err, stderr.String())
+	}
+}
