@@ -80,7 +80,9 @@ func NewJob(bo build.Options, o Options) (*Job, error) {
 	if o.Registry == "" {
 		o.Registry = DefaultRegistry()
 	}
-	r, err := NewRemote(o.Registry, RemoteOptions{Insecure: o.Insecure, Keychain: o.Remote.Keychain, Transport: o.Remote.Transport})
+	ro := o.Remote
+	ro.Insecure = ro.Insecure || o.Insecure
+	r, err := NewRemote(o.Registry, ro)
 	if err != nil {
 		return nil, err
 	}
