@@ -387,16 +387,26 @@ func Open(o Options) (*Cluster, error) {
 func (c *Cluster) Exists() bool { return c.existed }
 
 func readConfig(path string) (Config, error) {
-	var cfg Config
 	data, err := os.ReadFile(path)
 	if err != nil {
+		return Config{}, err
+	}
+	cfg, err := parseConfig(data, filepath.Base(filepath.Dir(path)))
+	if err != nil {
+		return cfg, fmt.Errorf("%s: %w (fix or delete it; `devk down` removes the cluster)", path, err)
+	}
+	return cfg, nil
+}
+
+// parseConfig reads cluster.json of the cluster directory dirName and
+// validates every field before anything acts on it.
+func parseConfig(data []byte, dirName string) (Config, error) {
+	var cfg Config
+	if err := json.Unmarshal(data, &cfg); err != nil {
 		return cfg, err
 	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return cfg, fmt.Errorf("read %s: %w (fix or delete it; `devk down` removes the cluster)", path, err)
-	}
-	if err := cfg.validate(filepath.Base(filepath.Dir(path))); err != nil {
-		return cfg, fmt.Errorf("%s: %w", path, err)
+	if err := cfg.validate(dirName); err != nil {
+		return cfg, err
 	}
 	if cfg.Images == nil {
 		cfg.Images = map[string]string{}
