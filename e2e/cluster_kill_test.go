@@ -32,8 +32,8 @@ func runnablePaths(ps []*phase.Phase[*cluster.Cluster]) []string {
 }
 
 // TestUpDownKillPoints kills `devk up` at every one of its phases in
-// turn, each run resuming what the one before left (every fourth is a
-// Ctrl-C instead of kill -9), then checks that one more `devk up` brings
+// turn, then interrupts it there, each run resuming what the one before
+// left, then checks that one more `devk up` brings
 // the cluster up healthy on the pushed digests; then does the same with
 // `devk down`, after which nothing may be left. A second up or down while
 // one holds the node is refused, naming it.
@@ -54,28 +54,22 @@ func TestUpDownKillPoints(t *testing.T) {
 		return r
 	}
 	t.Cleanup(func() { Devk(t, tree, env, "down") })
-	interrupted := func(i int) bool { return i%4 == 3 }
-	check := func(t *testing.T, r Result, point string, i int) {
+	// At each point: kill -9, then Ctrl-C (the second run resumes what
+	// the first left and is interrupted at the same point).
+	at := func(job, p string) {
 		t.Helper()
-		if interrupted(i) {
-			if code := exitCode(r.Err); code != 130 {
-				t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", code, point, r.Stderr)
-			}
-		} else if !killedBySignal(r.Err, syscall.SIGKILL) {
+		point := job + "/" + p
+		if r := atPoint(t, tree, env, point, "kill", job); !killedBySignal(r.Err, syscall.SIGKILL) {
 			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
 		}
-	}
-	action := func(i int) string {
-		if interrupted(i) {
-			return "int"
+		if r := atPoint(t, tree, env, point, "int", job); exitCode(r.Err) != 130 {
+			t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", exitCode(r.Err), point, r.Stderr)
 		}
-		return "kill"
 	}
 
 	upPoints := runnablePaths(cluster.UpPhases())
-	for i, p := range upPoints {
-		r := atPoint(t, tree, env, "up/"+p, action(i), "up")
-		check(t, r, "up/"+p, i)
+	for _, p := range upPoints {
+		at("up", p)
 	}
 	must("up")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -97,18 +91,20 @@ func TestUpDownKillPoints(t *testing.T) {
 	// An up held at its images phase refuses a second up.
 	holdAndRefuse(t, tree, env, "up/images", "up")
 
-	downPoints := runnablePaths(cluster.DownPhases())
-	for i, p := range downPoints {
-		r := atPoint(t, tree, env, "down/"+p, action(i), "down")
-		check(t, r, "down/"+p, i)
-	}
-	// A down held at its first phase refuses a second down.
+	// A down held at its first phase refuses a second down (and then
+	// takes the cluster down: bring it up again for the kill points).
 	holdAndRefuse(t, tree, env, "down/kubelet", "down")
+	must("up")
+
+	downPoints := runnablePaths(cluster.DownPhases())
+	for _, p := range downPoints {
+		at("down", p)
+	}
 	if r := Devk(t, tree, env, "down"); r.Err != nil && !strings.Contains(r.Stderr, "no cluster") {
 		t.Fatalf("devk down after the kill points: %v\n%s", r.Err, r.Stderr)
 	}
 	checkNothingLeft(t, home, kubeconfig, "devk-devk")
-	t.Logf("up: %d kill points, down: %d kill points (every fourth a Ctrl-C), each resumed by the next run; the cluster came up healthy and went away leaving nothing", len(upPoints), len(downPoints))
+	t.Logf("up: %d kill points, down: %d, each hit by kill -9 and by Ctrl-C and resumed by the next run (%d runs); the cluster came up healthy and went away leaving nothing", len(upPoints), len(downPoints), 2*(len(upPoints)+len(downPoints)))
 }
 
 // holdAndRefuse runs `devk VERB` held at point, checks that a second
