@@ -136,7 +136,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			bins = append(bins, c)
 		}
 	}
-	if o.ManifestsDir != "" && touchesNode(comps) {
+	onNode := o.ManifestsDir != "" && touchesNode(comps)
+	if onNode {
 		// One change to a node at a time: no two swaps sharing a backup
 		// and journal, no swap during `devk up` or `devk down`.
 		l, err := nodelock.Acquire(o.ManifestsDir, nodelock.Command())
@@ -168,18 +169,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer rep.close()
 	// A swap that was interrupted is finished (or undone) before anything
 	// else; --rollback of that pod restores what it replaced instead.
-	if o.ManifestsDir != "" {
-		for _, c := range build.Catalog {
-			if !c.StaticPod || (o.Rollback && slices.ContainsFunc(pods, func(p build.Component) bool { return p.Name == c.Name })) {
-				continue
-			}
-			j, err := ManifestFor(o.ManifestsDir, c.Binary).InProgress()
-			if err != nil || j == nil {
-				if err != nil {
-					return rep, err
-				}
-				continue
-			}
+	for _, c := range build.Catalog {
+		if !onNode || !c.StaticPod || (o.Rollback && slices.ContainsFunc(pods, func(p build.Component) bool { return p.Name == c.Name })) {
+			continue
+		}
+		j, err := ManifestFor(o.ManifestsDir, c.Binary).InProgress()
+		if err != nil {
+			return rep, err
+		}
+		if j != nil {
 			if err := connect(); err != nil {
 				return rep, err
 			}
