@@ -1,0 +1,637 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/etcdwatch/etcdtest"
+	"github.com/devk/devk/internal/testtree"
+)
+
+// badInputTimeout bounds one command. A command that wrongly starts to
+// serve or to watch is stopped by it, and that is a failure: bad input is
+// refused at once.
+const badInputTimeout = 20 * time.Second
+
+// watchTimeout bounds a command that would watch the tree forever if it
+// took its input: a few seconds tell the two apart.
+const watchTimeout = 5 * time.Second
+
+// noRoute is an address no test may reach: plain HTTP to it must be
+// refused before any connection is tried.
+const noRoute = "http://10.255.255.1:5000"
+
+// badInputCase is one bad input: the command line, and what its error must
+// contain.
+type badInputCase struct {
+	name string
+	args []string
+	want string
+	// home is DEVK_HOME for this case; empty means the fixture's.
+	home string
+	// env is set for this case only.
+	env map[string]string
+	// within, when set, is how soon the command must fail.
+	within time.Duration
+	// timeout replaces badInputTimeout (for commands that would watch
+	// or serve forever if they took the input).
+	timeout time.Duration
+	// skip, when set, says why the case cannot run here.
+	skip string
+}
+
+// badInputFixture is what every case runs against: a DEVK_HOME holding
+// cluster devk (cluster.json and manifests/kube-apiserver.yaml), a fixture
+// Kubernetes tree, a kubeadm-like node directory, a kubeconfig, and a
+// working directory deep enough that ../../x stays inside the sandbox.
+type badInputFixture struct {
+	sandbox string // all of the below but the tree
+	home    string
+	tree    string
+	node    string // <node>/manifests/kube-apiserver.yaml, as on a kubeadm node
+	// manifest is testdata/badinput/kube-apiserver.yaml, read before
+	// the working directory moves into the sandbox.
+	manifest []byte
+}
+
+func (fx badInputFixture) manifests(home string) string {
+	return filepath.Join(home, "clusters", cluster.DefaultName, "manifests")
+}
+
+// writeClusterHome makes a DEVK_HOME at home with cluster devk whose
+// cluster.json holds config.
+func (fx badInputFixture) writeClusterHome(t *testing.T, home string, config []byte) {
+	t.Helper()
+	dir := filepath.Join(home, "clusters", cluster.DefaultName)
+	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifests", "kube-apiserver.yaml"), fx.manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func clusterJSON(t *testing.T, c cluster.Config) []byte {
+	t.Helper()
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(data, '\n')
+}
+
+func newBadInputFixture(t *testing.T) badInputFixture {
+	t.Helper()
+	// the tree is made before any chdir: testtree runs git in it
+	manifest, err := os.ReadFile(filepath.Join("testdata", "badinput", "kube-apiserver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := badInputFixture{sandbox: t.TempDir(), tree: testtree.New(t), manifest: manifest}
+	fx.home = filepath.Join(fx.sandbox, "home")
+	fx.writeClusterHome(t, fx.home, clusterJSON(t, cluster.NewConfig(cluster.DefaultName)))
+	fx.node = filepath.Join(fx.sandbox, "node")
+	if err := os.MkdirAll(filepath.Join(fx.node, "manifests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fx.node, "manifests", "kube-apiserver.yaml"), manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(fx.sandbox, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DEVK_HOME", fx.home)
+	t.Setenv("KUBECONFIG", kubeconfig)
+	// nothing from the machine may leak in: a registry, an etcd
+	for _, env := range []string{"DEVK_REGISTRY", "ETCDCTL_ENDPOINTS", "ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY"} {
+		t.Setenv(env, "")
+	}
+	cwd := filepath.Join(fx.sandbox, "cwd", "a", "b", "c")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	return fx
+}
+
+// dirHash is treeHash, or "missing" for a directory that is gone.
+func dirHash(t *testing.T, dir string) string {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return "missing"
+	}
+	return treeHash(t, dir)
+}
+
+// hashes sums every place a bad input could change: DEVK_HOME, the tree,
+// the cluster's manifests dir, the kubeadm node and the rest of the
+// sandbox (working directory, kubeconfig, registry roots).
+func (fx badInputFixture) hashes(t *testing.T, home string) [][2]string {
+	t.Helper()
+	var out [][2]string
+	for _, d := range [][2]string{
+		{"DEVK_HOME", home},
+		{"the tree", fx.tree},
+		{"the manifests dir", fx.manifests(home)},
+		{"the kubeadm node's manifests dir", filepath.Join(fx.node, "manifests")},
+		{"the sandbox", fx.sandbox},
+	} {
+		out = append(out, [2]string{d[0] + " " + d[1], dirHash(t, d[1])})
+	}
+	return out
+}
+
+// devkRun is what one in-process run of devk did.
+type devkRun struct {
+	stdout, stderr string
+	err            error
+	took           time.Duration
+	// timedOut: the command was still running when its time was up.
+	timedOut bool
+	// hung: it did not return even after its context was cancelled.
+	hung bool
+}
+
+// runDevkWithin runs devk in-process under a context that expires after
+// timeout. A panic is turned into an error naming it.
+func runDevkWithin(timeout time.Duration, args ...string) devkRun {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	type result struct {
+		stdout, stderr string
+		err            error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		var out, errb bytes.Buffer
+		var err error
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+			done <- result{out.String(), errb.String(), err}
+		}()
+		cmd := newRootCmd(&out, &errb)
+		cmd.SetArgs(args)
+		cmd.SetIn(strings.NewReader(""))
+		err = cmd.ExecuteContext(ctx)
+	}()
+	select {
+	case r := <-done:
+		return devkRun{stdout: r.stdout, stderr: r.stderr, err: r.err, took: time.Since(start), timedOut: ctx.Err() != nil}
+	case <-time.After(timeout + 10*time.Second):
+		return devkRun{took: time.Since(start), timedOut: true, hung: true}
+	}
+}
+
+// exitStatus is the status main exits with for err.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+// refusal says what is wrong with how a bad input was refused, or "".
+func refusal(r devkRun, want string, within time.Duration) string {
+	switch {
+	case r.hung:
+		return fmt.Sprintf("still running %s after its context was cancelled", r.took.Round(time.Second))
+	case r.timedOut:
+		return fmt.Sprintf("accepted: still running when its time was up (%s), err = %v", r.took.Round(time.Second), r.err)
+	case r.err == nil:
+		return fmt.Sprintf("accepted: exit status 0\nstdout: %s\nstderr: %s", short(r.stdout), short(r.stderr))
+	}
+	msg := r.err.Error()
+	switch {
+	case exitStatus(r.err) == 0:
+		return fmt.Sprintf("error %q, but exit status 0", msg)
+	case strings.Contains(msg, "goroutine ") || strings.Contains(msg, "panic") || strings.Contains(msg, "runtime error"):
+		return fmt.Sprintf("a Go panic or stack, not an error a user can act on:\n%s", msg)
+	case strings.Contains(r.stderr, "goroutine "):
+		return fmt.Sprintf("a Go stack on stderr:\n%s", r.stderr)
+	case strings.Contains(msg, "%!"):
+		return fmt.Sprintf("a garbled message (a formatting mistake): %q", msg)
+	case !strings.Contains(msg, want):
+		return fmt.Sprintf("unclear error: want it to contain %q, got %q", want, msg)
+	case within > 0 && r.took > within:
+		return fmt.Sprintf("refused only after %s, want within %s", r.took.Round(100*time.Millisecond), within)
+	}
+	return ""
+}
+
+func short(s string) string {
+	if len(s) > 600 {
+		return s[:600] + "…"
+	}
+	return s
+}
+
+// mutatesNode says whether args would change this machine (cgroups,
+// bridges, processes) if devk wrongly took them: such a case first runs
+// with --dry-run, and the real command runs only if the dry run refused.
+func mutatesNode(args []string) bool {
+	return len(args) > 0 && (args[0] == "up" || args[0] == "down") && !slices.Contains(args, "--dry-run")
+}
+
+// withDryRun puts --dry-run before any -- in args.
+func withDryRun(args []string) []string {
+	if i := slices.Index(args, "--"); i >= 0 {
+		return slices.Concat(args[:i], []string{"--dry-run"}, args[i:])
+	}
+	return append(slices.Clone(args), "--dry-run")
+}
+
+// commandPath is the devk command args run ("etcd get"), for the summary.
+func commandPath(args []string) string {
+	c, _, err := newRootCmd(io.Discard, io.Discard).Find(args)
+	if err != nil || c == nil {
+		return "devk"
+	}
+	return c.CommandPath()
+}
+
+// TestBadInput: each bad input, at every command, is refused with an
+// error that says what is wrong and a non-zero exit status, and changes
+// nothing: DEVK_HOME, the tree, the manifests dirs and the rest of the
+// sandbox hash the same before and after.
+func TestBadInput(t *testing.T) {
+	fx := newBadInputFixture(t)
+	tree := fx.tree
+	nodeManifests := filepath.Join(fx.node, "manifests")
+	isRoot := os.Geteuid() == 0
+
+	// DEVK_HOMEs whose cluster.json was edited: each must be refused by
+	// every command that reads it, naming cluster.json and the field.
+	tampers := []struct {
+		name   string
+		config func() []byte
+		want   string
+	}{
+		{"cgroupRoot of the host's kubepods", func() []byte {
+			c := cluster.NewConfig(cluster.DefaultName)
+			c.CgroupRoot = "/kubepods"
+			return clusterJSON(t, c)
+		}, `cluster.json: cgroupRoot is "/kubepods"`},
+		{"bridge eth0", func() []byte {
+			c := cluster.NewConfig(cluster.DefaultName)
+			c.Bridge = "eth0"
+			return clusterJSON(t, c)
+		}, `cluster.json: bridge is "eth0"`},
+		{"another cluster's name", func() []byte {
+			return clusterJSON(t, cluster.NewConfig("other"))
+		}, `cluster.json: name is "other"`},
+		{"image by tag", func() []byte {
+			c := cluster.NewConfig(cluster.DefaultName)
+			c.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver:v1.34.0"
+			return clusterJSON(t, c)
+		}, `cluster.json: images.apiserver is "127.0.0.1:5000/kube-apiserver:v1.34.0"`},
+		{"relative criSocket", func() []byte {
+			c := cluster.NewConfig(cluster.DefaultName)
+			c.CRISocket = "run/containerd.sock"
+			return clusterJSON(t, c)
+		}, `cluster.json: criSocket is "run/containerd.sock"`},
+		{"registry without a port", func() []byte {
+			c := cluster.NewConfig(cluster.DefaultName)
+			c.Registry = "127.0.0.1"
+			return clusterJSON(t, c)
+		}, `cluster.json: registry is "127.0.0.1"`},
+		{"garbage", func() []byte {
+			return []byte(`{"name": "devk", "bridge": `)
+		}, "cluster.json: unexpected end of JSON input"},
+	}
+	tamperCommands := [][]string{
+		{"status"},
+		{"down"},
+		{"swap", "apiserver", "--tree", tree},
+		{"digest", "verify", "apiserver", "--tree", tree},
+		{"up", "--dry-run", "--tree", tree},
+		{"digest", "apiserver", "--tree", tree},
+		{"watch", "apiserver", "--tree", tree, "--once"},
+	}
+
+	// registry roots
+	reg := filepath.Join(fx.sandbox, "registry-roots")
+	openRoot := filepath.Join(reg, "open")             // mode 0777
+	openParent := filepath.Join(reg, "open-parent")    // mode 0777, not sticky
+	fileRoot := filepath.Join(reg, "file")             // not a directory
+	goodRoot := filepath.Join(reg, "good")             // fine, for the cases where another flag is bad
+	nobodyDir := filepath.Join(reg, "nobody")          // owned by uid 65534
+	nobodyLink := filepath.Join(reg, "link-to-nobody") // a symlink of ours to it
+	openHome := filepath.Join(fx.sandbox, "open-home") // DEVK_HOME of mode 0777
+	for _, d := range []string{openRoot, openParent, goodRoot, nobodyDir, openHome} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{openRoot, openParent, openHome} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(fileRoot, []byte("not a directory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(nobodyDir, nobodyLink); err != nil {
+		t.Fatal(err)
+	}
+	notRoot := ""
+	if isRoot {
+		if err := os.Chown(nobodyDir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		notRoot = "giving a directory to uid 65534 needs root"
+	}
+
+	// none of these endpoints is ever dialled, or only the closed
+	// loopback port 1
+	noEtcd := []string{"--endpoints", "http://127.0.0.1:1"}
+	etcdArgs := func(args ...string) []string {
+		return slices.Concat([]string{"etcd", args[0]}, noEtcd, args[1:])
+	}
+
+	tests := []badInputCase{
+		// names that are paths
+		{name: "source get, climbing release", args: []string{"source", "get", "../../x"}, want: `"../../x" is not a Kubernetes release tag`},
+		{name: "source get, release then path", args: []string{"source", "get", "v1.34.4/../../x"}, want: `"v1.34.4/../../x" is not a Kubernetes release tag`},
+		{name: "build, climbing platform", args: []string{"build", "apiserver", "--tree", tree, "--platform", "linux/../../x"}, want: `platform "linux/../../x": use os/arch`},
+		{name: "build, climbing etcd version", args: []string{"build", "etcd", "--tree", tree, "--etcd-version", "v1/../../../../victim"}, want: `etcd version "v1/../../../../victim": use v3.MINOR.PATCH`},
+		{name: "up, climbing name", args: []string{"up", "--name", "../x", "--tree", tree}, want: `cluster name "../x"`},
+		{name: "up, upper-case name", args: []string{"up", "--name", "DEVK", "--tree", tree}, want: `cluster name "DEVK"`},
+		{name: "down, climbing name", args: []string{"down", "--name", "../../etc"}, want: `cluster name "../../etc"`},
+		{name: "down, empty name", args: []string{"down", "--name", ""}, want: `cluster name ""`},
+		{name: "status, name with a slash", args: []string{"status", "--name", "a/b"}, want: `cluster name "a/b"`},
+		{name: "status, empty name", args: []string{"status", "--name", ""}, want: `cluster name ""`},
+		{name: "swap, name ..", args: []string{"swap", "apiserver", "--name", "..", "--tree", tree}, want: `cluster name ".."`},
+		{name: "digest verify, climbing name", args: []string{"digest", "verify", "--name", "../x"}, want: `cluster name "../x"`},
+		{name: "digest, climbing name", args: []string{"digest", "apiserver", "--name", "../x", "--tree", tree}, want: `cluster name "../x"`},
+		{name: "watch, climbing name", args: []string{"watch", "apiserver", "--name", "../x", "--tree", tree, "--once"}, want: `cluster name "../x"`, timeout: watchTimeout},
+		{name: "etcd get, climbing cluster", args: []string{"etcd", "get", "--cluster", "../../x", "secrets/default/x"}, want: `cluster name "../../x"`},
+		{name: "etcd ls, empty cluster", args: []string{"etcd", "ls", "--cluster", ""}, want: `cluster name ""`},
+		{name: "push, climbing component", args: []string{"push", "../kubectl", "--tree", tree}, want: `unknown component "../kubectl"`},
+		{name: "build, climbing component", args: []string{"build", "../../apiserver", "--tree", tree}, want: `unknown component "../../apiserver"`},
+		{name: "swap, climbing component", args: []string{"swap", "../kubectl", "--tree", tree}, want: `unknown component "../kubectl"`},
+		{name: "digest, climbing component", args: []string{"digest", "../apiserver", "--tree", tree}, want: `unknown component "../apiserver"`},
+		{name: "watch, climbing component", args: []string{"watch", "../apiserver", "--tree", tree, "--no-swap", "--once"}, want: `unknown component "../apiserver"`, timeout: watchTimeout},
+		{name: "etcd get, namespace with a slash", args: etcdArgs("get", "-n", "../x", "cm/y"), want: `namespace "../x"`},
+
+		// registry
+		{name: "registry serve, root of mode 0777", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", openRoot}, want: "is writable by group or others (mode 0777)", timeout: 5 * time.Second},
+		{name: "registry serve, root under a dir of mode 0777", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", filepath.Join(openParent, "store")}, want: "which is writable by group or others (mode 0777) and not sticky", timeout: 5 * time.Second},
+		{name: "registry serve, DEVK_HOME of mode 0777", args: []string{"registry", "serve", "--addr", "127.0.0.1:0"}, home: openHome, want: "and not sticky", timeout: 5 * time.Second},
+		{name: "registry serve, root is a file", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", fileRoot}, want: "not a directory", timeout: 5 * time.Second},
+		{name: "registry serve, symlink to a dir of uid 65534", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", nobodyLink}, want: "belongs to uid 65534", timeout: 5 * time.Second, skip: notRoot},
+		{name: "registry serve, root under a dir of uid 65534", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", filepath.Join(nobodyDir, "store")}, want: "which belongs to uid 65534", timeout: 5 * time.Second, skip: notRoot},
+		{name: "registry serve, address not on loopback", args: []string{"registry", "serve", "--addr", "10.255.255.1:0", "--root", goodRoot}, want: "loopback", timeout: 5 * time.Second},
+		{name: "push, plain HTTP off loopback", args: []string{"push", "apiserver", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
+		{name: "push, plain HTTP off loopback from DEVK_REGISTRY", args: []string{"push", "apiserver", "--tree", tree}, env: map[string]string{"DEVK_REGISTRY": noRoute}, want: "pass --insecure", within: 5 * time.Second},
+		{name: "build --push, plain HTTP off loopback", args: []string{"build", "apiserver", "--push", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
+		{name: "registry ls, plain HTTP off loopback", args: []string{"registry", "ls", "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
+		{name: "registry ls, plain HTTP off loopback from DEVK_REGISTRY", args: []string{"registry", "ls"}, env: map[string]string{"DEVK_REGISTRY": noRoute}, want: "pass --insecure", within: 5 * time.Second},
+		{name: "digest, plain HTTP off loopback", args: []string{"digest", "apiserver", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
+		{name: "watch, plain HTTP off loopback", args: []string{"watch", "apiserver", "--no-swap", "--once", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", timeout: watchTimeout},
+		{name: "push, unknown scheme", args: []string{"push", "apiserver", "--tree", tree, "--registry", "ftp://127.0.0.1:5000"}, want: "unknown scheme ftp://"},
+		{name: "push, unknown compression", args: []string{"push", "apiserver", "--tree", tree, "--compression", "best"}, want: "use fast or standard"},
+
+		// swap
+		{name: "swap, manifests dir alone", args: []string{"swap", "apiserver", "--manifests-dir", nodeManifests, "--tree", tree}, want: "pass all of --manifests-dir, --kubeconfig and --cri-socket"},
+		{name: "swap, manifests dir and kubeconfig without a CRI socket", args: []string{"swap", "apiserver", "--manifests-dir", nodeManifests, "--kubeconfig", filepath.Join(fx.sandbox, "kubeconfig"), "--tree", tree}, want: "pass all of --manifests-dir, --kubeconfig and --cri-socket"},
+		{name: "swap, unknown component", args: []string{"swap", "nosuchcomponent", "--tree", tree}, want: `unknown component "nosuchcomponent"`},
+		{name: "swap, rollback of nothing", args: []string{"swap", "--rollback"}, want: "name what to roll back"},
+		{name: "swap, kube-proxy", args: []string{"swap", "kube-proxy", "--tree", tree}, want: "kube-proxy is neither a static pod"},
+		{name: "swap, negative timeout", args: []string{"swap", "apiserver", "--tree", tree, "--timeout", "-1s"}, want: "--timeout"},
+		{name: "digest verify, kubectl", args: []string{"digest", "verify", "kubectl", "--manifests-dir", nodeManifests, "--kubeconfig", filepath.Join(fx.sandbox, "kubeconfig"), "--cri-socket", filepath.Join(fx.sandbox, "no.sock"), "--tree", tree}, want: "kubectl is not a static pod"},
+
+		// etcd
+		{name: "etcd get, nothing listening", args: etcdArgs("get", "--command-timeout", "1s", "secrets/default/x"), want: "cannot reach 127.0.0.1:1", within: 15 * time.Second},
+		{name: "etcd get, endpoint not a client URL", args: []string{"etcd", "get", "--endpoints", "ftp://127.0.0.1:1", "cm/default/x"}, want: "use a client URL"},
+		{name: "etcd get, cert without key", args: etcdArgs("get", "--cert", filepath.Join(fx.sandbox, "client.crt"), "cm/default/x"), want: "certificate and key go together"},
+		{name: "etcd get, negative dial timeout", args: etcdArgs("get", "--dial-timeout", "-1s", "cm/default/x"), want: "--dial-timeout"},
+		{name: "etcd get, negative command timeout", args: etcdArgs("get", "--command-timeout", "-1s", "cm/default/x"), want: "--command-timeout"},
+		{name: "etcd get, bad ignore path", args: etcdArgs("get", "--ignore", "a..b", "cm/default/x"), want: "names joined by dots"},
+		{name: "etcd ls, negative revision", args: etcdArgs("ls", "--rev", "-1"), want: "revisions start at 1"},
+		{name: "etcd watch, negative revision", args: etcdArgs("watch", "--from-rev", "-1"), want: "revisions start at 1", timeout: watchTimeout},
+		{name: "etcd diff, negative revision", args: etcdArgs("diff", "--since-rev", "-1"), want: "revisions start at 1"},
+		{name: "etcd diff, nothing after --", args: etcdArgs("diff", "--"), want: "nothing after --"},
+
+		// global flags, arguments and commands
+		{name: "version -o yaml", args: []string{"version", "-o", "yaml"}, want: `-o "yaml": use text or json`},
+		{name: "version -o empty", args: []string{"version", "-o", ""}, want: `-o "": use text or json`},
+		{name: "status -o yaml", args: []string{"status", "-o", "yaml"}, want: `-o "yaml": use text or json`},
+		{name: "swap -o yaml", args: []string{"swap", "apiserver", "--tree", tree, "-o", "yaml"}, want: `-o "yaml": use text or json`},
+		{name: "etcd ls -o yaml", args: etcdArgs("ls", "-o", "yaml"), want: `-o "yaml": use text or json`},
+		{name: "build phase -o yaml", args: []string{"build", "phase", "compile", "apiserver", "--tree", tree, "-o", "yaml"}, want: `-o "yaml": use text or json`},
+		{name: "registry serve -o yaml", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", goodRoot, "-o", "yaml"}, want: `-o "yaml": use text or json`, timeout: 5 * time.Second},
+		{name: "up -o yaml", args: []string{"up", "--tree", tree, "-o", "yaml"}, want: `-o "yaml": use text or json`},
+		{name: "version -v -q", args: []string{"version", "-v", "-q"}, want: "contradict"},
+		{name: "build -v -q", args: []string{"build", "apiserver", "--tree", tree, "-v", "-q"}, want: "contradict"},
+		{name: "down -v -q", args: []string{"down", "-v", "-q"}, want: "contradict"},
+		{name: "status, unknown flag", args: []string{"status", "--bogus"}, want: "unknown flag: --bogus"},
+		{name: "swap, unknown flag", args: []string{"swap", "--force", "apiserver"}, want: "unknown flag: --force"},
+		{name: "etcd get, unknown flag", args: []string{"etcd", "get", "--bogus", "cm/default/x"}, want: "unknown flag: --bogus"},
+		{name: "up, unknown flag", args: []string{"up", "--bogus"}, want: "unknown flag: --bogus"},
+		{name: "down, unknown flag", args: []string{"down", "--force"}, want: "unknown flag: --force"},
+		{name: "registry serve, unknown flag", args: []string{"registry", "serve", "--port", "5000"}, want: "unknown flag: --port", timeout: 5 * time.Second},
+		{name: "build, unknown short flag", args: []string{"build", "apiserver", "-x"}, want: "unknown shorthand flag: 'x'"},
+		{name: "status, extra argument", args: []string{"status", "extra"}, want: `unknown command "extra"`},
+		{name: "up, extra argument", args: []string{"up", "extra"}, want: `unknown command "extra"`},
+		{name: "down, extra argument", args: []string{"down", "extra"}, want: `unknown command "extra"`},
+		{name: "registry serve, extra argument", args: []string{"registry", "serve", "extra"}, want: `unknown command "extra"`, timeout: 5 * time.Second},
+		{name: "source get, no version", args: []string{"source", "get"}, want: "accepts between 1 and 2 arg(s)"},
+		{name: "source get, three arguments", args: []string{"source", "get", "v1.34.4", "a", "b"}, want: "accepts between 1 and 2 arg(s)"},
+		{name: "unknown command", args: []string{"frobnicate"}, want: `unknown command "frobnicate"`},
+		{name: "registry, unknown subcommand", args: []string{"registry", "frobnicate"}, want: `unknown command "frobnicate"`},
+		{name: "etcd, unknown subcommand", args: []string{"etcd", "frobnicate"}, want: `unknown command "frobnicate"`},
+		{name: "source, unknown subcommand", args: []string{"source", "frobnicate"}, want: `unknown command "frobnicate"`},
+		{name: "build phase, unknown phase", args: []string{"build", "phase", "nope"}, want: `unknown command "nope"`},
+		{name: "build, unknown phase to skip", args: []string{"build", "apiserver", "--tree", tree, "--skip-phases", "nope"}, want: `unknown phase "nope"`},
+		{name: "up, unknown phase to skip", args: []string{"up", "--tree", tree, "--skip-phases", "nope"}, want: `unknown phase "nope"`},
+		{name: "down, unknown phase to skip", args: []string{"down", "--skip-phases", "nope"}, want: `unknown phase "nope"`},
+		{name: "build outside a tree", args: []string{"build", "apiserver"}, want: "devk source get"},
+		{name: "build, tree is a file", args: []string{"build", "apiserver", "--tree", filepath.Join(fx.sandbox, "kubeconfig")}, want: "devk source get"},
+		{name: "watch, negative debounce", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--debounce", "-1s"}, want: "--debounce", timeout: watchTimeout},
+	}
+	for _, tp := range tampers {
+		home := filepath.Join(fx.sandbox, "homes", strconv.Itoa(len(tests)))
+		fx.writeClusterHome(t, home, tp.config())
+		for _, args := range tamperCommands {
+			c := badInputCase{name: "cluster.json " + tp.name + ", " + strings.Join(args[:min(len(args), 2)], " "), args: args, want: tp.want, home: home}
+			if args[0] == "watch" {
+				c.timeout = watchTimeout
+			}
+			tests = append(tests, c)
+		}
+	}
+
+	commands := map[string]bool{}
+	var changed, failed []string
+	for _, tc := range tests {
+		commands[commandPath(tc.args)] = true
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.skip != "" {
+				t.Skip(tc.skip)
+			}
+			home := fx.home
+			if tc.home != "" {
+				home = tc.home
+			}
+			t.Setenv("DEVK_HOME", home)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			timeout := badInputTimeout
+			if tc.timeout > 0 {
+				timeout = tc.timeout
+			}
+			before := fx.hashes(t, home)
+			check := func(args []string) bool {
+				r := runDevkWithin(timeout, args...)
+				ok := true
+				if why := refusal(r, tc.want, tc.within); why != "" {
+					t.Errorf("devk %s: %s", shellLine(args), why)
+					ok = false
+				} else {
+					t.Logf("devk %s: %v", shellLine(args), r.err)
+				}
+				for i, h := range fx.hashes(t, home) {
+					if h[1] != before[i][1] {
+						t.Errorf("devk %s changed %s", shellLine(args), h[0])
+						changed = append(changed, tc.name+": "+h[0])
+						ok = false
+					}
+				}
+				return ok
+			}
+			if mutatesNode(tc.args) && !check(withDryRun(tc.args)) {
+				t.Errorf("not running devk %s: its --dry-run took the input, so it would act on this machine", shellLine(tc.args))
+				failed = append(failed, tc.name)
+				return
+			}
+			if !check(tc.args) {
+				failed = append(failed, tc.name)
+			}
+		})
+	}
+	t.Logf("bad input: %d cases, %d commands, %d files changed", len(tests), len(commands), len(changed))
+	if len(failed) > 0 {
+		t.Logf("cases that failed: %s", strings.Join(failed, "; "))
+	}
+	if len(changed) > 0 {
+		t.Errorf("bad input changed files: %s", strings.Join(changed, "; "))
+	}
+}
+
+// shellLine quotes args as a user would type them.
+func shellLine(args []string) string {
+	var b strings.Builder
+	for i, a := range args {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n'\"$`\\*?[]#~=&;|<>()") && !strings.HasPrefix(a, "-") {
+			b.WriteString(strconv.Quote(a))
+		} else {
+			b.WriteString(a)
+		}
+	}
+	return b.String()
+}
+
+// TestBadInputSecretsStayRedacted: whatever --ignore leaves out of a
+// Secret, get, diff and watch never print its data (or the copy kubectl
+// apply keeps in an annotation) without --show-secrets, in text or JSON.
+func TestBadInputSecretsStayRedacted(t *testing.T) {
+	srv, cli := etcdtest.StartT(t)
+	ctx := context.Background()
+	resp, err := cli.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := resp.Header.Revision
+	secret := etcdtest.Secret("default", "db", 1)
+	secret.Annotations = map[string]string{
+		"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","data":{"password":"aHVudGVyMQ==","user":"YWRtaW4="},"kind":"Secret"}`,
+	}
+	if err := etcdtest.Put(ctx, cli, map[string][]byte{"/registry/secrets/default/db": etcdtest.MustEncode(secret)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DEVK_HOME", t.TempDir())
+	for _, env := range []string{"ETCDCTL_ENDPOINTS", "ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY"} {
+		t.Setenv(env, "")
+	}
+	// the password and the user, as bytes and as base64
+	secrets := []string{"hunter1", "aHVudGVyMQ==", "YWRtaW4="}
+
+	commands := []struct {
+		name string
+		args []string
+		// follow: the command streams until stopped (watch)
+		follow bool
+	}{
+		{"get", []string{"etcd", "get", "secret/default/db"}, false},
+		{"diff", []string{"etcd", "diff", "--since-rev", strconv.FormatInt(since, 10)}, false},
+		{"watch", []string{"etcd", "watch", "secrets", "--from-rev", strconv.FormatInt(since, 10)}, true},
+	}
+	ignores := []string{"kind", "apiVersion", "metadata", "data", "type", "kind,apiVersion", "metadata.annotations", ""}
+	n := 0
+	for _, c := range commands {
+		for _, output := range []string{"text", "json"} {
+			for _, ignore := range ignores {
+				if c.follow && !slices.Contains([]string{"kind", "apiVersion", ""}, ignore) {
+					continue // each watch waits; the fields that name a Secret are enough
+				}
+				n++
+				args := slices.Concat(c.args, []string{"--endpoints", srv.Endpoint, "-o", output, "--ignore", ignore})
+				t.Run(fmt.Sprintf("%s -o %s --ignore %q", c.name, output, ignore), func(t *testing.T) {
+					timeout := badInputTimeout
+					if c.follow {
+						timeout = 2 * time.Second
+					}
+					r := runDevkWithin(timeout, args...)
+					switch {
+					case r.hung:
+						t.Fatalf("devk %s did not return", shellLine(args))
+					case r.err != nil && !(c.follow && r.timedOut):
+						t.Fatalf("devk %s: %v", shellLine(args), r.err)
+					}
+					if !strings.Contains(r.stdout, "db") {
+						t.Fatalf("devk %s did not print the Secret:\n%s", shellLine(args), r.stdout)
+					}
+					var leaked []string
+					for _, s := range secrets {
+						if strings.Contains(r.stdout, s) || strings.Contains(r.stderr, s) {
+							leaked = append(leaked, s)
+						}
+					}
+					if len(leaked) > 0 {
+						t.Errorf("devk %s printed the Secret's data %q without --show-secrets", shellLine(args), leaked)
+					}
+				})
+			}
+		}
+	}
+	t.Logf("secrets: %d runs of %d commands", n, len(commands))
+}
