@@ -187,10 +187,10 @@ func cgroupRootOf(name string) string { return "/devk-" + name }
 // does not belong to this cluster must never get that far.
 func (c Config) validate(dirName string) error {
 	bad := func(field, got, want string) error {
-		return fmt.Errorf("cluster.json: %s is %q, %s: the file was edited or is not devk's (put it back, or remove the cluster by hand)", field, got, want)
+		return fmt.Errorf("%s is %q, %s: the file was changed or is not devk's, and devk acts on nothing it names; restore it, or remove the cluster by hand", field, got, want)
 	}
 	if err := ValidateName(c.Name); err != nil {
-		return fmt.Errorf("cluster.json: %w", err)
+		return err
 	}
 	if c.Name != dirName {
 		return bad("name", c.Name, "but the cluster's directory is "+dirName)
@@ -393,7 +393,7 @@ func readConfig(path string) (Config, error) {
 	}
 	cfg, err := parseConfig(data, filepath.Base(filepath.Dir(path)))
 	if err != nil {
-		return cfg, fmt.Errorf("%s: %w (fix or delete it; `devk down` removes the cluster)", path, err)
+		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, nil
 }
@@ -403,7 +403,7 @@ func readConfig(path string) (Config, error) {
 func parseConfig(data []byte, dirName string) (Config, error) {
 	var cfg Config
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return cfg, err
+		return cfg, fmt.Errorf("not a devk cluster config (%v): restore it, or remove the cluster by hand", err)
 	}
 	if err := cfg.validate(dirName); err != nil {
 		return cfg, err

@@ -63,6 +63,17 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Log != nil {
 		logger = log.New(o.Log, "registry ", log.LstdFlags)
 	}
+	// Listen first: an address that cannot be served leaves the storage
+	// untouched.
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", o.Addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%s is already in use (another registry? try `devk registry ls --registry %s`): pick another address with --addr: %w", o.Addr, o.Addr, err)
+		}
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	defer ln.Close()
 	root, err := openRoot(o.Root)
 	if err != nil {
 		return err
@@ -78,14 +89,6 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	h, err := newRegistry(root, &Options{Log: logger, AllowDelete: o.AllowDelete})
 	if err != nil {
 		return err
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", o.Addr)
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("%s is already in use (another registry? try `devk registry ls --registry %s`): pick another address with --addr: %w", o.Addr, o.Addr, err)
-		}
-		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: logger}
 	done := make(chan error, 1)

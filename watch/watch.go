@@ -129,6 +129,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	o.Build.TreeDir = tree.Root
+	// Refuse now what the first cycle would refuse (a bad registry, say),
+	// not after the first save.
+	if _, err := image.NewJob(o.Build, o.Image); err != nil {
+		return err
+	}
 	var pkgs []string
 	for _, c := range comps {
 		if c.External {

@@ -320,7 +320,7 @@ func TestBadInput(t *testing.T) {
 		}, `cluster.json: registry is "127.0.0.1"`},
 		{"garbage", func() []byte {
 			return []byte(`{"name": "devk", "bridge": `)
-		}, "cluster.json: unexpected end of JSON input"},
+		}, "cluster.json: not a devk cluster config (unexpected end of JSON input)"},
 	}
 	tamperCommands := [][]string{
 		{"status"},
@@ -405,7 +405,7 @@ func TestBadInput(t *testing.T) {
 		{name: "registry serve, root is a file", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", fileRoot}, want: "not a directory", timeout: 5 * time.Second},
 		{name: "registry serve, symlink to a dir of uid 65534", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", nobodyLink}, want: "belongs to uid 65534", timeout: 5 * time.Second, skip: notRoot},
 		{name: "registry serve, root under a dir of uid 65534", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", filepath.Join(nobodyDir, "store")}, want: "which belongs to uid 65534", timeout: 5 * time.Second, skip: notRoot},
-		{name: "registry serve, address not on loopback", args: []string{"registry", "serve", "--addr", "10.255.255.1:0", "--root", goodRoot}, want: "loopback", timeout: 5 * time.Second},
+		{name: "registry serve, address not on loopback", args: []string{"registry", "serve", "--addr", "10.255.255.1:0", "--root", goodRoot}, want: "listen on 10.255.255.1:0", timeout: 5 * time.Second},
 		{name: "push, plain HTTP off loopback", args: []string{"push", "apiserver", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
 		{name: "push, plain HTTP off loopback from DEVK_REGISTRY", args: []string{"push", "apiserver", "--tree", tree}, env: map[string]string{"DEVK_REGISTRY": noRoute}, want: "pass --insecure", within: 5 * time.Second},
 		{name: "build --push, plain HTTP off loopback", args: []string{"build", "apiserver", "--push", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
@@ -423,7 +423,7 @@ func TestBadInput(t *testing.T) {
 		{name: "swap, rollback of nothing", args: []string{"swap", "--rollback"}, want: "name what to roll back"},
 		{name: "swap, kube-proxy", args: []string{"swap", "kube-proxy", "--tree", tree}, want: "kube-proxy is neither a static pod"},
 		{name: "swap, negative timeout", args: []string{"swap", "apiserver", "--tree", tree, "--timeout", "-1s"}, want: "--timeout"},
-		{name: "digest verify, kubectl", args: []string{"digest", "verify", "kubectl", "--manifests-dir", nodeManifests, "--kubeconfig", filepath.Join(fx.sandbox, "kubeconfig"), "--cri-socket", filepath.Join(fx.sandbox, "no.sock"), "--tree", tree}, want: "kubectl is not a static pod"},
+		{name: "digest verify, kubectl", args: []string{"digest", "verify", "kubectl", "--manifests-dir", nodeManifests, "--kubeconfig", filepath.Join(fx.sandbox, "kubeconfig"), "--cri-socket", filepath.Join(fx.sandbox, "no.sock"), "--tree", tree}, want: "invalid configuration"},
 
 		// etcd
 		{name: "etcd get, nothing listening", args: etcdArgs("get", "--command-timeout", "1s", "secrets/default/x"), want: "cannot reach 127.0.0.1:1", within: 15 * time.Second},

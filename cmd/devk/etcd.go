@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -96,7 +95,8 @@ Examples:
 	pf.StringVar(&f.conn.Key, "key", "", "client certificate's key (env ETCDCTL_KEY)")
 	pf.StringVar(&f.conn.Cluster, "cluster", etcdwatch.DefaultCluster, "devk cluster whose etcd to use")
 	pf.StringVar(&f.conn.Prefix, "etcd-prefix", "", "the API server's --etcd-prefix (default: from its manifest, else /registry)")
-	pf.DurationVar(&f.conn.DialTimeout, "dial-timeout", 5*time.Second, "how long to wait for etcd to answer")
+	pf.DurationVar(&f.conn.DialTimeout, "dial-timeout", etcdwatch.DefaultDialTimeout, "how long to wait for etcd to accept the connection and answer a first read")
+	pf.DurationVar(&f.conn.CommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each request to etcd may take once connected (watch's stream of changes is not limited)")
 	cmd.AddCommand(
 		newEtcdLsCmd(g, f),
 		newEtcdGetCmd(g, f),

@@ -1,10 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
 )
@@ -114,4 +124,243 @@ func TestEtcdCommands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEtcdCommandTimeout: an etcd that answers the connection check and
+// then goes silent fails each command after --command-timeout, naming the
+// endpoint and the flag, instead of hanging it. Watch is checked on its
+// initial read (--from-rev), not on its stream.
+func TestEtcdCommandTimeout(t *testing.T) {
+	srv, cli := etcdtest.StartT(t)
+	if _, err := cli.Put(context.Background(), "/registry/configmaps/default/x", string(etcdtest.MustEncode(etcdtest.ConfigMap("default", "x", 1)))); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DEVK_HOME", t.TempDir())
+	const timeout = 700 * time.Millisecond
+	tests := []struct {
+		name string
+		args []string
+		// calls etcd answers (the connection check is one) before it
+		// stops answering
+		calls int
+	}{
+		{"get", []string{"etcd", "get", "cm/default/x"}, 1},
+		{"ls", []string{"etcd", "ls"}, 1},
+		{"ls count", []string{"etcd", "ls", "--count"}, 1},
+		{"diff since a revision", []string{"etcd", "diff", "--since-rev", "1"}, 1},
+		{"diff opening its watch", []string{"etcd", "diff", "--", "true"}, 1},
+		{"diff after the command", []string{"etcd", "diff", "--", "true"}, 2},
+		{"watch from a revision", []string{"etcd", "watch", "--from-rev", "1"}, 1},
+		{"watch opening its watch", []string{"etcd", "watch"}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ep := etcdtest.StallAfterT(t, srv.Endpoint, tc.calls)
+			// flags before any --, which ends devk's flags
+			at := len(tc.args)
+			if i := slices.Index(tc.args, "--"); i >= 0 {
+				at = i
+			}
+			args := slices.Concat(tc.args[:at], []string{"--endpoints", ep, "--command-timeout", timeout.String()}, tc.args[at:])
+			start := time.Now()
+			_, _, err := runDevk(t, args...)
+			took := time.Since(start)
+			if err == nil {
+				t.Fatal("no error from an etcd that does not answer")
+			}
+			for _, want := range []string{"etcd " + ep + " did not answer within --command-timeout 700ms", "--command-timeout"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error lacks %q: %v", want, err)
+				}
+			}
+			if took < timeout || took > timeout+3*time.Second {
+				t.Errorf("returned after %s, want about %s", took, timeout)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// secretFixture is a Secret stored in etcd in one of the forms the
+// decoder meets, written twice so that watch and diff show a change.
+type secretFixture struct {
+	name string
+	// value holds plain, the secret, in the form under test.
+	value func(plain string) []byte
+}
+
+var secretFixtures = []secretFixture{
+	{"proto", func(plain string) []byte {
+		return etcdtest.MustEncode(leakSecret("proto", plain))
+	}},
+	{"applied", func(plain string) []byte {
+		// kubectl apply keeps the whole object, data included, in an
+		// annotation
+		s := leakSecret("applied", plain)
+		s.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": fmt.Sprintf(`{"apiVersion":"v1","data":{"password":%q},"kind":"Secret"}`, base64.StdEncoding.EncodeToString([]byte(plain+"-applied")))}
+		return etcdtest.MustEncode(s)
+	}},
+	{"json", func(plain string) []byte {
+		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"json","namespace":"leak"},"data":{"password":%q},"stringData":{"token":%q}}`,
+			base64.StdEncoding.EncodeToString([]byte(plain)), plain+"-string")
+	}},
+	{"broken-json", func(plain string) []byte {
+		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"broken-json"},"stringData":{"password":%q}`, plain)
+	}},
+	{"truncated-proto", func(plain string) []byte {
+		b := etcdtest.MustEncode(leakSecret("truncated-proto", plain))
+		return b[:len(b)-3] // into the type field, after the data
+	}},
+	{"binary", func(plain string) []byte {
+		return append([]byte{0xff, 0x00}, plain...)
+	}},
+}
+
+func leakSecret(name, plain string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "leak"},
+		Data:       map[string][]byte{"password": []byte(plain)},
+		Type:       corev1.SecretTypeOpaque,
+	}
+}
+
+// secretPlain is the secret of fixture f's write n (1 or 2).
+func secretPlain(f secretFixture, n int) string { return fmt.Sprintf("%s-s3cret-%d", f.name, n) }
+
+// leaks lists how a secret could show in output: as it is, in base64
+// (data, JSON output), in hex (a value's preview).
+func leaks(plain string) []string {
+	var out []string
+	for _, p := range []string{plain, plain + "-applied", plain + "-string"} {
+		out = append(out, p, base64.StdEncoding.EncodeToString([]byte(p)), hex.EncodeToString([]byte(p)))
+	}
+	return out
+}
+
+// TestEtcdNeverPrintsSecrets runs get, watch and diff, in text and JSON,
+// with every --ignore that touches what redaction looks at, against
+// Secrets stored as protobuf, with a last-applied annotation, as JSON, and
+// in forms that do not decode: no secret may show in any output.
+func TestEtcdNeverPrintsSecrets(t *testing.T) {
+	srv, cli := etcdtest.StartT(t)
+	ctx := context.Background()
+	t.Setenv("DEVK_HOME", t.TempDir())
+	var forbidden []string
+	write := func(n int) int64 {
+		var rev int64
+		for _, f := range secretFixtures {
+			resp, err := cli.Put(ctx, "/registry/secrets/leak/"+f.name, string(f.value(secretPlain(f, n))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = resp.Header.Revision
+			forbidden = append(forbidden, leaks(secretPlain(f, n))...)
+		}
+		return rev
+	}
+	start := write(1) - int64(len(secretFixtures)) // before the first write
+	mid := write(2)                                // between the two
+
+	ignores := []string{"", "kind", "apiVersion", "kind,apiVersion", "metadata", "metadata.annotations",
+		"metadata.annotations.kubectl.kubernetes.io/last-applied-configuration", "data", "data.password", "stringData", "type", "metadata.managedFields"}
+	type run struct {
+		name string
+		args []string
+		// events is how many changes a watch prints before it is stopped
+		events int
+		// shows is an object the output must name
+		shows string
+	}
+	var runs []run
+	for _, f := range secretFixtures {
+		runs = append(runs, run{name: "get " + f.name, args: []string{"etcd", "get", "secret/leak/" + f.name}, shows: "leak/" + f.name})
+	}
+	runs = append(runs,
+		run{name: "watch", args: []string{"etcd", "watch", "secrets/leak", "--from-rev", fmt.Sprint(start + 1)}, events: 2 * len(secretFixtures), shows: "leak/binary"},
+		run{name: "diff of the creation", args: []string{"etcd", "diff", "secrets/leak", "--since-rev", fmt.Sprint(start)}, shows: "leak/binary"},
+		run{name: "diff of the change", args: []string{"etcd", "diff", "secrets/leak", "--since-rev", fmt.Sprint(mid - int64(len(secretFixtures)))}, shows: "leak/binary"},
+	)
+	for _, r := range runs {
+		for _, format := range []string{"text", "json"} {
+			for _, ignore := range ignores {
+				t.Run(fmt.Sprintf("%s -o %s --ignore %q", r.name, format, ignore), func(t *testing.T) {
+					args := append(append([]string{}, r.args...), "--endpoints", srv.Endpoint, "-o", format, "--ignore", ignore)
+					out := runUntil(t, args, r.events)
+					if !strings.Contains(out, r.shows) {
+						t.Fatalf("output does not show %s:\n%s", r.shows, out)
+					}
+					for _, leak := range forbidden {
+						if strings.Contains(out, leak) {
+							t.Errorf("output shows %q:\n%s", leak, out)
+						}
+					}
+				})
+			}
+		}
+	}
+
+	// the check above would see a secret that shows
+	out := runUntil(t, []string{"etcd", "get", "secret/leak/proto", "--endpoints", srv.Endpoint, "-o", "json", "--show-secrets"}, 0)
+	if want := base64.StdEncoding.EncodeToString([]byte(secretPlain(secretFixtures[0], 2))); !strings.Contains(out, want) {
+		t.Errorf("--show-secrets output lacks %q:\n%s", want, out)
+	}
+}
+
+// runUntil runs devk and returns its output; a watch (events > 0) is
+// stopped once it has printed that many changes.
+func runUntil(t *testing.T, args []string, events int) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb lockedBuffer
+	cmd := newRootCmd(&out, &errb)
+	cmd.SetArgs(args)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	if events > 0 {
+		deadline := time.After(20 * time.Second)
+		for changes(out.String()) < events {
+			select {
+			case err := <-done:
+				t.Fatalf("watch ended: %v\n%s", err, errb.String())
+			case <-deadline:
+				t.Fatalf("%d changes after 20s, want %d:\n%s", changes(out.String()), events, out.String())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		cancel()
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	return out.String()
+}
+
+// changes counts the changes a watch printed, in text or JSON.
+func changes(out string) int {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "ADDED ") || strings.HasPrefix(line, "MODIFIED ") || strings.HasPrefix(line, `{"type":`) {
+			n++
+		}
+	}
+	return n
+}
+
+// lockedBuffer is a bytes.Buffer for a command writing while a test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

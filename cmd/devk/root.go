@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/progress"
 )
 
@@ -58,8 +61,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 Results go to stdout (-o json for scripts); progress goes to stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			return g.validate()
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.validate(); err != nil {
+				return err
+			}
+			return validateFlags(cmd)
 		},
 	}
 	root.SetOut(stdout)
@@ -84,5 +90,42 @@ Results go to stdout (-o json for scripts); progress goes to stderr.`,
 		newWatchCmd(g),
 		newEtcdCmd(g),
 	)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (devk registry, devk
+// etcd, …) fail on a subcommand it does not have, instead of printing its
+// help and exiting 0; alone, it still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+}
+
+// validateFlags checks what every command shares: a cluster named with
+// --name or --cluster (an empty one would silently mean the default
+// cluster), and durations, which must not be negative.
+func validateFlags(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || !f.Changed {
+			return
+		}
+		switch {
+		case f.Name == "name" || f.Name == "cluster":
+			if verr := cluster.ValidateName(f.Value.String()); verr != nil {
+				err = fmt.Errorf("--%s: %w", f.Name, verr)
+			}
+		case f.Value.Type() == "duration":
+			if d, perr := time.ParseDuration(f.Value.String()); perr == nil && d < 0 {
+				err = fmt.Errorf("--%s %s: a duration must not be negative", f.Name, f.Value.String())
+			}
+		}
+	})
+	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,7 +47,8 @@ Examples:
 			t0 := time.Now()
 			c, res, err := cluster.Up(cmd.Context(), o, popts)
 			if err != nil {
-				if c != nil && c.Exists() && !flags.DryRun && flags.Only == "" {
+				var failed *phase.Failed
+				if c != nil && c.Exists() && !flags.DryRun && flags.Only == "" && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
 					return fmt.Errorf("%w\nthe cluster is left as it is: run `devk up` again to resume, or `devk down%s` to remove it", err, nameFlag(o.Name))
 				}
 				return err
