@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/devk/devk/image"
-	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/validname"
 )
 
 // ContainerdConfig is what the private containerd's config depends on.
