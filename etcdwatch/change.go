@@ -83,7 +83,7 @@ func (b changeBuilder) render(kv *mvccpb.KeyValue) (Value, string) {
 			return r.value, r.text
 		}
 	}
-	v := Decode(kv.Value, b.decode)
+	v := DecodeKey(ParseKey(b.prefix, key), kv.Value, b.decode)
 	text := v.Render(b.format)
 	if b.cache != nil {
 		if _, ok := b.cache.entries[key]; !ok && len(b.cache.entries) >= b.cache.max {

@@ -48,11 +48,22 @@ type ConnOptions struct {
 	// Prefix is the API server's --etcd-prefix; empty means the one the
 	// cluster's API server manifest names, else /registry.
 	Prefix string
-	// DialTimeout bounds connecting and the first request; default 5s.
+	// DialTimeout bounds connecting and the first request; 0 means
+	// DefaultDialTimeout.
 	DialTimeout time.Duration
+	// CommandTimeout bounds each request after that (a watch's stream
+	// excepted); 0 means DefaultCommandTimeout.
+	CommandTimeout time.Duration
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
 }
+
+// DefaultDialTimeout and DefaultCommandTimeout are etcdctl's defaults for
+// its --dial-timeout and --command-timeout.
+const (
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultCommandTimeout = 5 * time.Second
+)
 
 // Endpoint is a resolved connection: what will be used and where each
 // part came from, for messages.
@@ -355,11 +366,14 @@ func (e Endpoint) tlsConfig() (*tls.Config, error) {
 }
 
 // Client is a connected etcd client with what it was resolved from.
+// Each of its reads is bounded by CommandTimeout.
 type Client struct {
 	*clientv3.Client
 	Endpoint Endpoint
 	// Revision is the store's revision when the connection was checked.
 	Revision int64
+	// CommandTimeout bounds each request.
+	CommandTimeout time.Duration
 }
 
 // Connect resolves and connects, then checks the connection with one
@@ -370,13 +384,73 @@ func Connect(ctx context.Context, o ConnOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return connectEndpoint(ctx, e, o.DialTimeout)
+	cli, err := connectEndpoint(ctx, e, durationOr(o.DialTimeout, DefaultDialTimeout))
+	if err != nil {
+		return nil, err
+	}
+	cli.CommandTimeout = durationOr(o.CommandTimeout, DefaultCommandTimeout)
+	cli.KV = boundedKV{KV: cli.KV, timeout: cli.CommandTimeout, endpoints: strings.Join(e.Endpoints, ",")}
+	return cli, nil
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// boundedKV gives each read its own deadline: an etcd that stops
+// answering once connected fails the command instead of hanging it. devk
+// only reads, all through Get.
+type boundedKV struct {
+	clientv3.KV
+	timeout   time.Duration
+	endpoints string
+}
+
+func (k boundedKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	rctx, cancel := context.WithTimeout(ctx, k.timeout)
+	defer cancel()
+	resp, err := k.KV.Get(rctx, key, opts...)
+	return resp, requestTimeout(ctx, rctx, k.endpoints, k.timeout, err)
+}
+
+// bounded runs one request that is not a read (a watch progress request)
+// under the command timeout.
+func (c *Client) bounded(ctx context.Context, request func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, c.CommandTimeout)
+	defer cancel()
+	return requestTimeout(ctx, rctx, strings.Join(c.Endpoint.Endpoints, ","), c.CommandTimeout, request(rctx))
+}
+
+// openWatch starts a watch. etcd's client returns one only once etcd has
+// accepted it, so opening it is a request like any other and is bounded
+// by the command timeout; the stream then runs until ctx ends or stop is
+// called.
+func (c *Client) openWatch(ctx context.Context, key string, opts ...clientv3.OpOption) (wch clientv3.WatchChan, stop context.CancelFunc, err error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	rctx, rcancel := context.WithTimeout(ctx, c.CommandTimeout)
+	defer rcancel()
+	stopOpening := context.AfterFunc(rctx, cancel)
+	wch = c.Watch(wctx, key, opts...)
+	if !stopOpening() {
+		cancel()
+		return nil, nil, requestTimeout(ctx, rctx, strings.Join(c.Endpoint.Endpoints, ","), c.CommandTimeout, rctx.Err())
+	}
+	return wch, cancel, nil
+}
+
+// requestTimeout explains err when it is the request's own deadline
+// (rctx's, not the caller's ctx's) that ran out.
+func requestTimeout(ctx, rctx context.Context, endpoints string, timeout time.Duration, err error) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("etcd %s did not answer within --command-timeout %s (%w): check that it is running and healthy, or raise --command-timeout", endpoints, timeout, err)
 }
 
 func connectEndpoint(ctx context.Context, e Endpoint, timeout time.Duration) (*Client, error) {
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
 	tlsCfg, err := e.tlsConfig()
 	if err != nil {
 		return nil, err

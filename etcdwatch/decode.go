@@ -82,12 +82,24 @@ type DecodeOptions struct {
 
 // Decode turns a value read from etcd into something a person can read.
 // It never panics: a value it cannot decode is summarised, with the
-// reason in Problem.
-func Decode(value []byte, o DecodeOptions) (v Value) {
+// reason in Problem. Without the key, only the value's own type says
+// whether it is a Secret; DecodeKey knows more.
+func Decode(value []byte, o DecodeOptions) Value {
+	return DecodeKey(KeyInfo{}, value, o)
+}
+
+// DecodeKey is Decode for the value of key k: a value stored under the
+// secrets resource is treated as a Secret whatever it decodes to, and one
+// that does not decode is not shown at all.
+func DecodeKey(k KeyInfo, value []byte, o DecodeOptions) (v Value) {
+	secretKey := k.Group == "" && k.Resource == "secrets"
 	defer func() {
 		if r := recover(); r != nil {
 			v = binaryValue(value)
 			v.Problem = fmt.Sprintf("decoder panicked: %v", r)
+			if secretKey && !o.ShowSecrets {
+				v.hideRaw()
+			}
 		}
 	}()
 	switch {
@@ -96,17 +108,20 @@ func Decode(value []byte, o DecodeOptions) (v Value) {
 	case bytes.HasPrefix(value, protobufPrefix):
 		v = decodeProtobuf(value)
 	case bytes.HasPrefix(value, encryptedPrefix):
+		// the envelope names the provider and key, never the data
 		return decodeEncrypted(value)
 	case looksLikeJSON(value):
 		v = decodeJSON(value)
 	default:
-		return binaryValue(value)
+		v = binaryValue(value)
+	}
+	// Redact first, judging by the type the decoder found (or the key),
+	// then drop ignored fields: --ignore kind must not unmask a Secret.
+	if !o.ShowSecrets && (secretKey || isSecretType(v.APIVersion, v.Kind)) {
+		v.redactSecret()
 	}
 	if v.HasDoc {
 		v.Doc = RemoveFields(v.Doc, o.Ignore)
-		if !o.ShowSecrets {
-			v.Redacted = redactSecret(v.Doc)
-		}
 	}
 	return v
 }
@@ -116,8 +131,15 @@ func decodeProtobuf(value []byte) Value {
 	if err != nil {
 		v := binaryValue(value)
 		v.Encoding = Protobuf
-		if gvk != nil && gvk.Kind != "" {
-			v.APIVersion, v.Kind = cleanName(gvk.GroupVersion().String()), cleanName(gvk.Kind)
+		apiVersion, kind := "", ""
+		if gvk != nil {
+			apiVersion, kind = gvk.GroupVersion().String(), gvk.Kind
+		}
+		if kind == "" {
+			apiVersion, kind = envelopeType(value)
+		}
+		if kind != "" {
+			v.APIVersion, v.Kind = cleanName(apiVersion), cleanName(kind)
 			if runtime.IsNotRegisteredError(err) {
 				v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
 				v.Problem = "type not in the k8s.io/api scheme"
@@ -128,7 +150,11 @@ func decodeProtobuf(value []byte) Value {
 				return v
 			}
 		}
-		v.Summary = fmt.Sprintf("Kubernetes protobuf that does not decode, %d bytes: %s", len(value), hexPreview(value))
+		what := "Kubernetes protobuf"
+		if v.Kind != "" {
+			what += " " + v.APIVersion + " " + v.Kind
+		}
+		v.Summary = fmt.Sprintf("%s that does not decode, %d bytes: %s", what, len(value), hexPreview(value))
 		v.Problem = err.Error()
 		return v
 	}
@@ -156,6 +182,40 @@ func decodeProtobuf(value []byte) Value {
 		HasDoc:     true,
 		Summary:    fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes", gvk.GroupVersion().String(), gvk.Kind, len(value)),
 	}
+}
+
+// envelopeType reads apiVersion and kind from the runtime.Unknown envelope
+// of a protobuf value that does not decode (a truncated one, say): the
+// envelope's field 1 is a TypeMeta, whose fields 1 and 2 are apiVersion
+// and kind.
+func envelopeType(value []byte) (apiVersion, kind string) {
+	b := value[len(protobufPrefix):]
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return "", ""
+	}
+	tm, n := protowire.ConsumeBytes(b[n:])
+	for n >= 0 && len(tm) > 0 {
+		var num protowire.Number
+		num, typ, n = protowire.ConsumeTag(tm)
+		if n < 0 || typ != protowire.BytesType {
+			break
+		}
+		tm = tm[n:]
+		var field []byte
+		field, n = protowire.ConsumeBytes(tm)
+		if n < 0 {
+			break
+		}
+		tm = tm[n:]
+		switch num {
+		case 1:
+			apiVersion = string(field)
+		case 2:
+			kind = string(field)
+		}
+	}
+	return apiVersion, kind
 }
 
 // decodeMetadataOnly reads what every Kubernetes object shares from a
@@ -376,43 +436,73 @@ func truncateUTF8(s string, n int) string {
 // was given, data included.
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
-// redactSecret hides the values of a v1 Secret (data, stringData and the
-// copy kubectl apply keeps in an annotation), keeping their sizes so that
-// a change of length still shows. It returns how many values it hid.
-func redactSecret(doc any) int {
-	m, ok := doc.(map[string]any)
-	if !ok || m["kind"] != "Secret" || m["apiVersion"] != "v1" {
-		return 0
+// isSecretType reports whether a decoded type is a Secret of the core
+// group, whatever its version.
+func isSecretType(apiVersion, kind string) bool {
+	return kind == "Secret" && !strings.Contains(apiVersion, "/")
+}
+
+// redactSecret hides what a Secret holds: the values of data and
+// stringData (keeping their sizes, so that a change of length still
+// shows) and the copy of the whole object kubectl apply keeps in an
+// annotation. A value with no document to redact in, or whose document is
+// not an object, is hidden whole.
+func (v *Value) redactSecret() {
+	m, ok := v.Doc.(map[string]any)
+	if !v.HasDoc || !ok {
+		v.Doc, v.HasDoc = nil, false
+		v.hideRaw()
+		return
 	}
-	n := 0
 	for _, field := range []string{"data", "stringData"} {
-		data, ok := m[field].(map[string]any)
-		if !ok {
-			continue
-		}
-		for k, val := range data {
-			size := 0
-			if s, ok := val.(string); ok {
-				size = len(s)
-				if field == "data" {
-					if raw, err := base64.StdEncoding.DecodeString(s); err == nil {
-						size = len(raw)
-					}
-				}
+		switch data := m[field].(type) {
+		case nil:
+		case map[string]any:
+			for k, val := range data {
+				data[k] = redactedSize(val, field == "data")
+				v.Redacted++
 			}
-			data[k] = fmt.Sprintf("<redacted, %d bytes>", size)
-			n++
+		default:
+			m[field] = "<redacted>"
+			v.Redacted++
 		}
 	}
 	if md, ok := m["metadata"].(map[string]any); ok {
 		if ann, ok := md["annotations"].(map[string]any); ok {
 			if _, ok := ann[lastAppliedAnnotation]; ok {
 				ann[lastAppliedAnnotation] = "<redacted, a copy of the secret>"
-				n++
+				v.Redacted++
 			}
 		}
 	}
-	return n
+}
+
+// redactedSize stands in for a Secret value: its size, decoded from
+// base64 for data.
+func redactedSize(val any, base64Data bool) string {
+	s, ok := val.(string)
+	if !ok {
+		return "<redacted>"
+	}
+	size := len(s)
+	if raw, err := base64.StdEncoding.DecodeString(s); base64Data && err == nil {
+		size = len(raw)
+	}
+	return fmt.Sprintf("<redacted, %d bytes>", size)
+}
+
+// hideRaw replaces a summary that quotes the value (text, a hex preview)
+// with one that does not.
+func (v *Value) hideRaw() {
+	if v.Encoding == Encrypted || v.Encoding == Empty {
+		return
+	}
+	what := string(v.Encoding)
+	if v.Kind != "" {
+		what += " " + v.APIVersion + " " + v.Kind
+	}
+	v.Summary = fmt.Sprintf("%s, %d bytes, not shown: it may hold Secret data (--show-secrets shows it)", what, v.Size)
+	v.Redacted++
 }
 
 // Format is how decoded values are printed.

@@ -62,6 +62,7 @@ func TestDecode(t *testing.T) {
 
 	tests := []struct {
 		name         string
+		key          string // "" for Decode without a key
 		value        []byte
 		opts         DecodeOptions
 		wantEncoding Encoding
@@ -121,6 +122,49 @@ func TestDecode(t *testing.T) {
 			wantEncoding: Protobuf, wantKind: "Pod", wantAPI: "v1",
 			contains: []string{"name: web-1", "imagePullPolicy: IfNotPresent"},
 			absent:   []string{"managedFields", "podIP", "image: registry"},
+		},
+		{
+			name: "secret redacted whatever is ignored", value: etcdtest.MustEncode(secretApplied),
+			opts:         DecodeOptions{Ignore: mustPaths(t, "kind,apiVersion,metadata.name")},
+			wantEncoding: Protobuf, wantKind: "Secret", wantAPI: "v1",
+			contains: []string{"password: <redacted, 7 bytes>", "last-applied-configuration: <redacted, a copy of the secret>"},
+			absent:   []string{"aHVudGVyMQ==", "kind: Secret", "name: applied"},
+		},
+		{
+			name:  "JSON secret redacted with its kind ignored",
+			value: []byte(`{"apiVersion":"v1","kind":"Secret","data":{"token":"aHVudGVyMQ=="}}`),
+			opts:  DecodeOptions{Ignore: mustPaths(t, "kind")}, wantEncoding: JSON, wantKind: "Secret", wantAPI: "v1",
+			contains: []string{"token: <redacted, 7 bytes>"}, absent: []string{"aHVudGVyMQ=="},
+		},
+		{
+			name: "data that is not an object, under the secrets key",
+			key:  "/registry/secrets/default/odd", value: []byte(`{"data":["aHVudGVyMQ=="],"stringData":"hunter1"}`),
+			wantEncoding: JSON, contains: []string{"data: <redacted>", "stringData: <redacted>"}, absent: []string{"aHVudGVyMQ==", "hunter1"},
+		},
+		{
+			name: "undecodable value under the secrets key not shown",
+			key:  "/registry/secrets/default/broken", value: []byte(`{"apiVersion":"v1","kind":"Secret","data":{"password":"aHVudGVyMQ=="}`),
+			wantEncoding: Text, contains: []string{"text, 69 bytes, not shown: it may hold Secret data"}, absent: []string{"aHVudGVyMQ==", "password"},
+		},
+		{
+			name: "binary value under the secrets key not shown",
+			key:  "/registry/secrets/default/bin", value: append([]byte{0xff}, "hunter1"...),
+			wantEncoding: Binary, contains: []string{"binary, 8 bytes, not shown"}, absent: []string{"68756e74657231", "hunter1"},
+		},
+		{
+			name: "JSON scalar under the secrets key not shown",
+			key:  "/registry/secrets/default/scalar", value: []byte(`"hunter1"`),
+			wantEncoding: JSON, contains: []string{"json, 9 bytes, not shown"}, absent: []string{"hunter1"},
+		},
+		{
+			name: "truncated protobuf Secret not shown", value: etcdtest.MustEncode(etcdtest.Secret("default", "db", 1))[:60],
+			wantEncoding: Protobuf, wantKind: "Secret", wantAPI: "v1", wantProblem: true,
+			contains: []string{"protobuf v1 Secret, 60 bytes, not shown"},
+		},
+		{
+			name: "secrets of a custom resource group are not core Secrets",
+			key:  "/registry/example.com/secrets/default/w", value: []byte(`{"apiVersion":"example.com/v1","kind":"Secret","data":{"a":"b"}}`),
+			wantEncoding: JSON, wantKind: "Secret", wantAPI: "example.com/v1", contains: []string{"a: b"},
 		},
 		{
 			name:         "custom resource JSON",
@@ -201,6 +245,9 @@ func TestDecode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := Decode(tc.value, tc.opts)
+			if tc.key != "" {
+				v = DecodeKey(ParseKey("", tc.key), tc.value, tc.opts)
+			}
 			if v.Encoding != tc.wantEncoding {
 				t.Errorf("encoding = %q, want %q (summary %q, problem %q)", v.Encoding, tc.wantEncoding, v.Summary, v.Problem)
 			}

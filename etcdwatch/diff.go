@@ -109,7 +109,10 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	// Record from now on, while the command runs: etcd streams a watch
 	// that starts at the next revision live, while one that starts in the
 	// past waits for its next history sync (up to 100 ms).
-	rec := startRecording(ctx, cli, t, from, exclude, b)
+	rec, err := startRecording(ctx, cli, t, from, exclude, b)
+	if err != nil {
+		return fmt.Errorf("diff: watch etcd's history from revision %d: %w", from+1, err)
+	}
 	defer rec.cancel()
 
 	var cmdErr error
@@ -223,15 +226,19 @@ type recordResult struct {
 	err error
 }
 
-func startRecording(ctx context.Context, cli *Client, t Target, from int64, exclude map[string]bool, b changeBuilder) *recording {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	r := &recording{cancel: cancel, to: make(chan int64, 1), done: make(chan recordResult, 1)}
-	wch := cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from+1))
+func startRecording(ctx context.Context, cli *Client, t Target, from int64, exclude map[string]bool, b changeBuilder) (*recording, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	wch, stop, err := cli.openWatch(wctx, "", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from+1))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r := &recording{cancel: func() { stop(); cancel() }, to: make(chan int64, 1), done: make(chan recordResult, 1)}
 	go func() {
 		res, err := record(wctx, cli, wch, r.to, t, from, exclude, b)
 		r.done <- recordResult{res, err}
 	}()
-	return r
+	return r, nil
 }
 
 // stop waits until the recording has seen revision to, and returns every
@@ -270,7 +277,7 @@ func record(ctx context.Context, cli *Client, wch clientv3.WatchChan, toCh <-cha
 		case <-timerC:
 			// belt and braces: ask etcd to confirm it has sent
 			// everything up to its current revision
-			if err := cli.RequestProgress(ctx); err != nil {
+			if err := cli.bounded(ctx, cli.RequestProgress); err != nil {
 				return res, fmt.Errorf("ask etcd for watch progress: %w", err)
 			}
 			timer.Reset(progressAfter)

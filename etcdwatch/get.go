@@ -80,13 +80,14 @@ func Get(ctx context.Context, o GetOptions) error {
 		return notFound(ctx, cli, t, resp.Header.Revision, o.Rev)
 	}
 	kv := resp.Kvs[0]
+	info := ParseKey(cli.Endpoint.Prefix, t.Key)
 	r := GetResult{
-		KeyInfo:        ParseKey(cli.Endpoint.Prefix, t.Key),
+		KeyInfo:        info,
 		Revision:       resp.Header.Revision,
 		CreateRevision: kv.CreateRevision,
 		ModRevision:    kv.ModRevision,
 		Version:        kv.Version,
-		Value:          Decode(kv.Value, o.Decode),
+		Value:          DecodeKey(info, kv.Value, o.Decode),
 	}
 	if o.Rev > 0 {
 		r.Revision = o.Rev

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // DefaultPrefix is where the API server keeps its objects (its
@@ -327,6 +329,9 @@ type Target struct {
 // with /), RESOURCE/NAME (namespace "default" for namespaced resources) or
 // RESOURCE/NAMESPACE/NAME. namespace, when set, is the -n flag.
 func ResolveObject(prefix, arg, namespace string) (Target, error) {
+	if err := checkNamespace(namespace); err != nil {
+		return Target{}, err
+	}
 	if strings.HasPrefix(arg, "/") {
 		return Target{Key: arg, Exact: true}, nil
 	}
@@ -363,6 +368,9 @@ func ResolveObject(prefix, arg, namespace string) (Target, error) {
 // (starting with /), RESOURCE or RESOURCE/NAMESPACE. namespace, when set,
 // is the -n flag.
 func ResolvePrefix(prefix, arg, namespace string) (Target, error) {
+	if err := checkNamespace(namespace); err != nil {
+		return Target{}, err
+	}
 	base := strings.TrimSuffix(orDefault(prefix), "/") + "/"
 	switch {
 	case strings.HasPrefix(arg, "/"):
@@ -397,6 +405,18 @@ func ResolvePrefix(prefix, arg, namespace string) (Target, error) {
 		key += ns + "/"
 	}
 	return Target{Key: key, Resource: &r, Namespace: ns}, nil
+}
+
+// checkNamespace refuses a -n value that cannot be a namespace: one with a
+// slash would name another key (-n a/b for namespace a, name b/...).
+func checkNamespace(ns string) error {
+	if ns == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 func slicesContainEmpty(parts []string) bool {

@@ -98,6 +98,7 @@ func TestResolveObject(t *testing.T) {
 		{"bare name", "web", "", "", "RESOURCE/NAME"},
 		{"empty segment", "pods//x", "", "", "RESOURCE/NAME"},
 		{"unknown resource", "pdos/x", "", "", "did you mean pods"},
+		{"namespace flag with a slash", "cm/y", "../x", "", `namespace "../x"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +137,7 @@ func TestResolvePrefix(t *testing.T) {
 		{"cluster scoped with namespace", "nodes/x", "", "", "", "not namespaced"},
 		{"too many parts", "pods/a/b", "", "", "", "RESOURCE/NAMESPACE"},
 		{"unknown", "srevices", "", "", "", "did you mean services"},
+		{"namespace flag with a slash", "pods", "a/b", "", "", `namespace "a/b"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -125,9 +125,14 @@ func Watch(ctx context.Context, o WatchOptions) error {
 	if o.JSON {
 		b.format = JSONFormat
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := cli.Watch(wctx, t.Key, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from))
+	wch, stop, err := cli.openWatch(ctx, t.Key, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watch %s: %w", t.Key, err)
+	}
+	defer stop()
 	for resp := range wch {
 		if resp.CompactRevision != 0 {
 			return fmt.Errorf("watch %s: %w", t.Key, &RevisionError{Requested: from, Oldest: resp.CompactRevision, Current: resp.Header.Revision, Err: ErrCompacted})
