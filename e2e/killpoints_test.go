@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -140,11 +141,27 @@ func TestSwapKillPoints(t *testing.T) {
 		if tmps, _ := filepath.Glob(filepath.Join(work, ".*.tmp-*")); len(tmps) > 0 {
 			t.Errorf("%s: temp files left: %v", what, tmps)
 		}
-		var last Result
-		eventually(t, ctx, what+": devk digest verify scheduler", func() error {
-			last = Devk(t, tree, env, "digest", "verify", "scheduler")
-			if last.Err != nil {
+		// The manifest, the running container (CRI) and the mirror pod
+		// agree on the manifest's digest (which need not be the last
+		// pushed one: an interrupted swap may have gone back).
+		want := manifestImage(t, manifest)
+		want = want[strings.Index(want, "@")+1:]
+		eventually(t, ctx, what+": the node to run "+want, func() error {
+			r := Devk(t, tree, env, "digest", "scheduler", "-o", "json")
+			var reps []struct {
+				Observations []struct{ Source, Digest string } `json:"observations"`
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &reps); err != nil || len(reps) != 1 {
 				return errNotYet
+			}
+			seen := map[string]string{}
+			for _, ob := range reps[0].Observations {
+				seen[ob.Source] = ob.Digest
+			}
+			for _, src := range []string{"manifest", "cri", "mirror-pod"} {
+				if seen[src] != want {
+					return fmt.Errorf("%s has %q: %w", src, seen[src], errNotYet)
+				}
 			}
 			return nil
 		})
