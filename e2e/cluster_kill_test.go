@@ -88,12 +88,12 @@ func TestUpDownKillPoints(t *testing.T) {
 		}
 		return nil
 	})
-	// An up held at its images phase refuses a second up.
-	holdAndRefuse(t, tree, env, "up/images", "up")
+	// An up held at its images phase refuses a second up and a swap.
+	holdAndRefuse(t, tree, env, "up/images", "up", []string{"up"}, []string{"swap", "scheduler"})
 
 	// A down held at its first phase refuses a second down (and then
 	// takes the cluster down: bring it up again for the kill points).
-	holdAndRefuse(t, tree, env, "down/kubelet", "down")
+	holdAndRefuse(t, tree, env, "down/kubelet", "down", []string{"down"}, []string{"swap", "scheduler"}, []string{"up"})
 	must("up")
 
 	downPoints := runnablePaths(cluster.DownPhases())
@@ -107,9 +107,9 @@ func TestUpDownKillPoints(t *testing.T) {
 	t.Logf("up: %d kill points, down: %d, each hit by kill -9 and by Ctrl-C and resumed by the next run (%d runs); the cluster came up healthy and went away leaving nothing", len(upPoints), len(downPoints), 2*(len(upPoints)+len(downPoints)))
 }
 
-// holdAndRefuse runs `devk VERB` held at point, checks that a second
-// `devk VERB` is refused naming the first, and lets the first finish.
-func holdAndRefuse(t *testing.T, tree string, env []string, point, verb string) {
+// holdAndRefuse runs `devk VERB` held at point, checks that each of others
+// is refused naming it, and lets it finish.
+func holdAndRefuse(t *testing.T, tree string, env []string, point, verb string, others ...[]string) {
 	t.Helper()
 	cmd := exec.Command(failpointDevk(t), verb)
 	cmd.Dir = tree
@@ -127,9 +127,11 @@ func holdAndRefuse(t *testing.T, tree string, env []string, point, verb string) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r := Devk(t, tree, env, verb)
-	if r.Err == nil || !strings.Contains(r.Stderr, "is busy") || !strings.Contains(r.Stderr, fmt.Sprintf("pid %d", cmd.Process.Pid)) {
-		t.Errorf("a second devk %s while one holds the node: %v\n%s", verb, r.Err, r.Stderr)
+	for _, args := range others {
+		r := Devk(t, tree, env, args...)
+		if r.Err == nil || !strings.Contains(r.Stderr, "is busy") || !strings.Contains(r.Stderr, fmt.Sprintf("pid %d", cmd.Process.Pid)) {
+			t.Errorf("devk %s while a devk %s holds the node: %v\n%s", strings.Join(args, " "), verb, r.Err, r.Stderr)
+		}
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the held devk %s: %v\n%s", verb, err, stderr.String())
