@@ -2,11 +2,7 @@ package build
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,48 +12,6 @@ import (
 	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
-
-// hashDir sums every path, mode, link target and file content under dir,
-// so any write beneath it (a new file, a changed one, .git/index
-// included) changes the sum.
-func hashDir(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		io.WriteString(h, rel+"\x00"+fi.Mode().String()+"\x00")
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			io.WriteString(h, target)
-		case fi.Mode().IsRegular():
-			f, err := os.Open(path)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if _, err := io.Copy(h, f); err != nil {
-				return err
-			}
-		}
-		io.WriteString(h, "\x00")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // setEtcdVersion makes the tree's kubeadm constants name v.
 func setEtcdVersion(t *testing.T, root, v string) {
@@ -111,17 +65,17 @@ func TestBuildRefusesEtcdVersionPaths(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(victim, "go.mod"), []byte("module victim\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				treeBefore, victimBefore := hashDir(t, root), hashDir(t, victim)
+				treeBefore, victimBefore := testtree.HashDir(t, root), testtree.HashDir(t, victim)
 
 				o := Options{TreeDir: root, Components: []string{"etcd"}}
 				if from == "flag" {
 					o.EtcdVersion = a.version
 				}
 				_, err := Run(context.Background(), o, phase.Options{})
-				if hashDir(t, root) != treeBefore {
+				if testtree.HashDir(t, root) != treeBefore {
 					t.Error("the tree changed")
 				}
-				if hashDir(t, victim) != victimBefore {
+				if testtree.HashDir(t, victim) != victimBefore {
 					t.Error("the victim directory changed")
 				}
 				if _, err := os.Stat(filepath.Join(root, "victim")); err == nil {
@@ -139,14 +93,14 @@ func TestBuildRefusesEtcdVersionPaths(t *testing.T) {
 // that is not a known os/arch pair is refused before the tree is touched.
 func TestBuildRefusesPlatformPaths(t *testing.T) {
 	root := testtree.New(t)
-	before := hashDir(t, root)
+	before := testtree.HashDir(t, root)
 	for _, p := range []string{"linux/../../x", "../../x/amd64", "linux/amd64/..", "/linux/amd64", "linux/amd64\x00"} {
 		_, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"kubectl"}, Platform: p}, phase.Options{})
 		if err == nil || !strings.Contains(err.Error(), "use os/arch, one of linux/amd64") {
 			t.Errorf("--platform %q: err = %v", p, err)
 		}
 	}
-	if hashDir(t, root) != before {
+	if testtree.HashDir(t, root) != before {
 		t.Error("the tree changed")
 	}
 }

@@ -137,7 +137,7 @@ func dirHash(t *testing.T, dir string) string {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return "missing"
 	}
-	return treeHash(t, dir)
+	return testtree.HashDir(t, dir)
 }
 
 // hashes sums every place a bad input could change: DEVK_HOME, the tree,

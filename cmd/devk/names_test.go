@@ -1,10 +1,7 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,39 +10,6 @@ import (
 
 	"github.com/devk/devk/internal/testtree"
 )
-
-// treeHash sums every path, mode, link target and file content under dir.
-func treeHash(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		io.WriteString(h, rel+"\x00"+fi.Mode().String()+"\x00")
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, _ := os.Readlink(path)
-			io.WriteString(h, target)
-		} else if fi.Mode().IsRegular() {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			h.Write(data)
-		}
-		io.WriteString(h, "\x00")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // TestNamesAreNotPaths: versions, platforms and components that would
 // climb out of the directory they name are refused by the commands, with
@@ -79,7 +43,7 @@ func TestNamesAreNotPaths(t *testing.T) {
 		{"build, climbing component", []string{"build", "../kubectl", "--tree", root}, "use one of apiserver"},
 		{"push, climbing component", []string{"push", "../../kubectl", "--tree", root}, "use one of apiserver"},
 	}
-	treeBefore, victimBefore := treeHash(t, root), treeHash(t, victim)
+	treeBefore, victimBefore := testtree.HashDir(t, root), testtree.HashDir(t, victim)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runDevk(t, tc.args...)
@@ -88,10 +52,10 @@ func TestNamesAreNotPaths(t *testing.T) {
 			}
 		})
 	}
-	if treeHash(t, root) != treeBefore {
+	if testtree.HashDir(t, root) != treeBefore {
 		t.Error("the tree changed")
 	}
-	if treeHash(t, victim) != victimBefore {
+	if testtree.HashDir(t, victim) != victimBefore {
 		t.Error("the victim directory changed")
 	}
 	if _, err := os.Stat(getDir); !errors.Is(err, fs.ErrNotExist) {
