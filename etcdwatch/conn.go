@@ -58,8 +58,9 @@ type ConnOptions struct {
 	Getenv func(string) string
 }
 
-// DefaultDialTimeout and DefaultCommandTimeout are etcdctl's defaults for
-// its --dial-timeout and --command-timeout.
+// DefaultCommandTimeout is etcdctl's default --command-timeout.
+// DefaultDialTimeout is longer than etcdctl's 2 s: it covers the first
+// read too, against an etcd that may be starting.
 const (
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultCommandTimeout = 5 * time.Second
