@@ -97,7 +97,11 @@ func DecodeKey(k KeyInfo, value []byte, o DecodeOptions) (v Value) {
 		if r := recover(); r != nil {
 			v = binaryValue(value)
 			v.Problem = fmt.Sprintf("decoder panicked: %v", r)
-			if secretKey && !o.ShowSecrets {
+			if bytes.HasPrefix(value, protobufPrefix) {
+				v.APIVersion, v.Kind = envelopeType(value)
+				v.APIVersion, v.Kind = cleanName(v.APIVersion), cleanName(v.Kind)
+			}
+			if !o.ShowSecrets && (secretKey || isSecretType(v.APIVersion, v.Kind)) {
 				v.hideRaw()
 			}
 		}
