@@ -174,10 +174,18 @@ func WithImage(data []byte, pod *corev1.Pod, container, image string, now time.T
 	if image != "" {
 		spec, _ := obj["spec"].(map[string]any)
 		ctrs, _ := spec["containers"].([]any)
+		set := 0
 		for _, ct := range ctrs {
 			if m, ok := ct.(map[string]any); ok && (m["name"] == c.Name) {
 				m["image"] = image
+				set++
 			}
+		}
+		if set == 0 {
+			// corev1.Pod read it (encoding/json matches keys in any case,
+			// and skips a null entry), but the document does not spell
+			// spec.containers[].name as Kubernetes writes it.
+			return nil, "", fmt.Errorf("the manifest's spec.containers has no entry named %q as written (keys spelt as Kubernetes spells them): fix the manifest", c.Name)
 		}
 	}
 	out, err := yaml.Marshal(obj)

@@ -61,15 +61,16 @@ func FuzzManifestImage(f *testing.F) {
 		if err != nil {
 			return
 		}
+		out, old, err := WithImage(read, pod, container, image, now)
 		if !inDocument(read, c.Name) {
-			// Known: WithImage reports success without changing the
-			// image when the document's containers do not match what
-			// corev1.Pod read (a null entry, a key spelt in another case,
-			// which encoding/json matches and a map lookup does not).
-			// Drop this once WithImage refuses such manifests.
+			// corev1.Pod read a container the document does not spell as
+			// written (a null entry, a key in another case): WithImage
+			// must refuse rather than report a change it did not make.
+			if err == nil && image != "" {
+				t.Fatalf("WithImage reported success on a manifest whose containers it cannot find as written:\n%s", data)
+			}
 			return
 		}
-		out, old, err := WithImage(read, pod, container, image, now)
 		if err != nil {
 			t.Fatalf("Read accepted the manifest and picked container %q, but WithImage fails: %v\n%s", c.Name, err, data)
 		}

@@ -25,8 +25,9 @@ func Parse(data []byte) (*corev1.Pod, error) {
 	return &pod, nil
 }
 
-// SwappedImage is the image of the container named container (or the
-// only one) in a manifest a swap wrote, and false for any other manifest.
+// SwappedImage is the image of the first container (a control-plane
+// static pod has one) of a manifest a swap wrote, and false for any other
+// manifest.
 func SwappedImage(pod *corev1.Pod) (string, bool) {
 	if _, ok := pod.Annotations[WrittenAnnotation]; !ok {
 		return "", false
