@@ -266,15 +266,19 @@ func (n *Node) Resume(ctx context.Context, podName string, j *Journal) (*Result,
 	n.Reporter.Infof("%s: a swap to %s was interrupted at %s; finishing it", podName, shortRef(j.NewImage), j.Started.Local().Format("15:04:05"))
 	switch current {
 	case j.NewImage:
-		s, err := n.waitFor(ctx, podName, old.Name, healthURL(old), podState{containerID: "\x00"}, digest.Of(j.NewImage), false)
+		// As the swap would have: ready, then the mirror pod catching up
+		// (restarting devk's kubelet if it lags after an API server swap).
+		s, mirrorErr, err := n.settle(ctx, podName, old.Name, healthURL(old), podState{containerID: "\x00"}, digest.Of(j.NewImage), t0, res)
 		if err == nil {
-			res.Ready = time.Since(t0)
 			res.Checks = n.verify(ctx, Target{Pod: podName, Image: j.NewImage}, s)
 			if err := m.Finish(); err != nil {
 				return res, err
 			}
 			res.Took = time.Since(t0)
-			return res, nil
+			if mirrorErr != nil {
+				return res, fmt.Errorf("%s runs the interrupted swap's digest and is healthy, but %w", podName, mirrorErr)
+			}
+			return res, checksError(res.Checks)
 		}
 		if ctx.Err() != nil {
 			return res, err
