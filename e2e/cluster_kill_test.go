@@ -47,11 +47,7 @@ func TestUpDownKillPoints(t *testing.T) {
 	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
 	must := func(args ...string) Result {
 		t.Helper()
-		r := Devk(t, tree, env, args...)
-		if r.Err != nil {
-			t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
-		}
-		return r
+		return MustDevkEnv(t, tree, env, args...)
 	}
 	t.Cleanup(func() { Devk(t, tree, env, "down") })
 	// At each point: kill -9, then Ctrl-C (the second run resumes what

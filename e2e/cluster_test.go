@@ -49,11 +49,7 @@ func TestClusterUpDown(t *testing.T) {
 	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
 	devk := func(args ...string) Result {
 		t.Helper()
-		r := Devk(t, tree, env, args...)
-		if r.Err != nil {
-			t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
-		}
-		return r
+		return MustDevkEnv(t, tree, env, args...)
 	}
 	dir := filepath.Join(home, "clusters", "devk")
 	downed := false

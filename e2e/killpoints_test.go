@@ -95,11 +95,7 @@ func TestSwapKillPoints(t *testing.T) {
 	work := filepath.Join(clusterDir, ".devk-swap")
 	must := func(args ...string) Result {
 		t.Helper()
-		r := Devk(t, tree, env, args...)
-		if r.Err != nil {
-			t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
-		}
-		return r
+		return MustDevkEnv(t, tree, env, args...)
 	}
 	// Each case swaps to a new image of the same scheduler binary: a new
 	// SOURCE_DATE_EPOCH gives a new image config, so a new digest,

@@ -65,7 +65,13 @@ func Devk(t testing.TB, dir string, env []string, args ...string) Result {
 // MustDevk is Devk that fails the test on a non-zero exit.
 func MustDevk(t testing.TB, dir string, args ...string) Result {
 	t.Helper()
-	r := Devk(t, dir, nil, args...)
+	return MustDevkEnv(t, dir, nil, args...)
+}
+
+// MustDevkEnv is MustDevk with extra environment.
+func MustDevkEnv(t testing.TB, dir string, env []string, args ...string) Result {
+	t.Helper()
+	r := Devk(t, dir, env, args...)
 	if r.Err != nil {
 		t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
 	}

@@ -93,11 +93,7 @@ func TestSwap(t *testing.T) {
 	tree, home, env := sc.Tree, sc.Home, sc.Env
 	devk := func(args ...string) Result {
 		t.Helper()
-		r := Devk(t, tree, env, args...)
-		if r.Err != nil {
-			t.Fatalf("devk %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
-		}
-		return r
+		return MustDevkEnv(t, tree, env, args...)
 	}
 	manifests := filepath.Join(home, "clusters", "devk", "manifests")
 	apiManifest := filepath.Join(manifests, "kube-apiserver.yaml")
