@@ -369,10 +369,7 @@ func Open(o Options) (*Cluster, error) {
 	switch {
 	case err == nil:
 		c.Config = cfg
-		c.existed = true
-		if cfg.Name != o.Name {
-			return nil, fmt.Errorf("%s names cluster %q, not %q: remove the directory %s or pass --name %s", c.ConfigFile(), cfg.Name, o.Name, c.Dir, cfg.Name)
-		}
+		c.existed = true // readConfig checked that it names this directory's cluster
 	case errors.Is(err, fs.ErrNotExist):
 		c.Config = NewConfig(o.Name)
 		c.Config.placeAmong(otherConfigs(home, o.Name))

@@ -225,7 +225,6 @@ func (n *Node) awaitRestored(ctx context.Context, m Manifest, podName string, c 
 	if ctx.Err() != nil {
 		n.Reporter.Infof("%s: the old manifest is back; waiting for the old pod (interrupt again to stop waiting)", podName)
 	}
-	failpoint.Hit("swap/restored")
 	if _, err := n.waitFor(cctx, podName, c.Name, healthURL(c), podState{containerID: "\x00"}, digest.Of(c.Image), false); err != nil {
 		if cctx.Err() != nil {
 			return fmt.Errorf("%s: %w; stopped waiting for the old pod: its manifest is in place and the journal stays (`%s` finishes the job)", podName, why, n.command())

@@ -52,12 +52,6 @@ func Handle(parent context.Context) (context.Context, func()) {
 	}
 }
 
-// WithCleanup returns ctx carrying cleanup as its cleanup context (for
-// tests, and for callers that manage the two levels themselves).
-func WithCleanup(ctx, cleanup context.Context) context.Context {
-	return context.WithValue(ctx, cleanupKey{}, cleanup)
-}
-
 // Cleanup is the context for undoing what a canceled ctx left half done:
 // not canceled by the first interrupt, but by the second. Without Handle
 // it is never canceled.
