@@ -155,8 +155,12 @@ func Phases() []*phase.Phase[*Job] {
 			IO: func(j *Job) ([]string, []string) {
 				return []string{j.Tree.Root + "/.git", j.Tree.Root + "/go.work"}, nil
 			},
-			Run:    resolve,
-			Detail: func(j *Job) string { return j.Version.GitVersion },
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
+				if err := resolve(ctx, j); err != nil {
+					return phase.Done, err
+				}
+				return phase.Unchanged("%s", j.Version.GitVersion), nil
+			},
 		},
 		{
 			Name:  "compile",
@@ -172,7 +176,7 @@ func Phases() []*phase.Phase[*Job] {
 				}
 				return reads, writes
 			},
-			Run: compile,
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compile(ctx, j) },
 		},
 		{
 			Name:  "etcd",
@@ -184,7 +188,7 @@ func Phases() []*phase.Phase[*Job] {
 				return []string{j.Tree.Root + "/cmd/kubeadm/app/constants/constants.go", "go.etcd.io/etcd/server/v3 (GOPROXY)"},
 					[]string{filepath.Join(j.BinDir(), "etcd")}
 			},
-			Run: compileEtcd,
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compileEtcd(ctx, j) },
 		},
 		{
 			Name:  "record",
@@ -192,15 +196,17 @@ func Phases() []*phase.Phase[*Job] {
 			IO: func(j *Job) ([]string, []string) {
 				return []string{j.BinDir()}, []string{StatePath(j.Tree.Root)}
 			},
-			Run: record,
-			Detail: func(j *Job) string {
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
+				if err := record(ctx, j); err != nil {
+					return phase.Done, err
+				}
 				changed := 0
 				for _, b := range j.Binaries {
 					if b.Changed {
 						changed++
 					}
 				}
-				return fmt.Sprintf("%d changed, %d unchanged", changed, len(j.Binaries)-changed)
+				return phase.Outcome{Detail: fmt.Sprintf("%d changed, %d unchanged", changed, len(j.Binaries)-changed), Changed: changed > 0}, nil
 			},
 		},
 	}

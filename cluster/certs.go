@@ -62,8 +62,7 @@ func certPhases() []*phase.Phase[*Cluster] {
 				}
 				return reads, []string{pki.CertPath(c.PKI(), name), pki.KeyPath(c.PKI(), name)}
 			},
-			Run:    func(ctx context.Context, c *Cluster) error { return c.ensureCert(name) },
-			Detail: func(c *Cluster) string { return c.detail["certs/"+name] },
+			Run: run("certs/"+name, func(c *Cluster, ctx context.Context) error { return c.ensureCert(name) }),
 		}
 		if leaf != name {
 			etcd.Children = append(etcd.Children, p)
@@ -80,16 +79,13 @@ func certPhases() []*phase.Phase[*Cluster] {
 		IO: func(c *Cluster) ([]string, []string) {
 			return nil, []string{c.PKI() + "/" + pki.SAKeyName, c.PKI() + "/" + pki.SAPubName}
 		},
-		Run: func(ctx context.Context, c *Cluster) error {
+		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) {
 			res, err := pki.EnsureSA(c.PKI())
 			if err != nil {
-				return err
+				return phase.Done, err
 			}
-			c.changedIf(res != pki.Reused)
-			c.setDetail("certs/sa", "%s", res)
-			return nil
+			return phase.Outcome{Detail: res.String(), Changed: res != pki.Reused}, nil
 		},
-		Detail: func(c *Cluster) string { return c.detail["certs/sa"] },
 	})
 	return top
 }
@@ -143,8 +139,7 @@ func kubeconfigPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.PKI() + "/ca.crt", c.PKI() + "/ca.key"}, []string{c.Kubeconfig(name)}
 			},
-			Run:    func(ctx context.Context, c *Cluster) error { return c.ensureKubeconfig(name) },
-			Detail: func(c *Cluster) string { return c.detail["kubeconfig/"+name] },
+			Run: run("kubeconfig/"+name, func(c *Cluster, ctx context.Context) error { return c.ensureKubeconfig(name) }),
 		})
 	}
 	return out

@@ -11,8 +11,18 @@ import (
 	"github.com/devk/devk/phase"
 )
 
-func run(f func(*Cluster, context.Context) error) func(context.Context, *Cluster) error {
-	return func(ctx context.Context, c *Cluster) error { return f(c, ctx) }
+// run adapts a phase method to the engine: the outcome is what the
+// method left in c.detail[path] and whether it marked c changed.
+// TODO(issue 12): methods return their Outcome themselves.
+func run(path string, f func(*Cluster, context.Context) error) func(context.Context, *Cluster) (phase.Outcome, error) {
+	return func(ctx context.Context, c *Cluster) (phase.Outcome, error) {
+		before := c.changed
+		c.changed = false
+		err := f(c, ctx)
+		out := phase.Outcome{Detail: c.detail[path], Changed: c.changed}
+		c.changed = c.changed || before
+		return out, err
+	}
 }
 
 // UpPhases are `devk up`, kubeadm's init phases made for a laptop.
@@ -28,7 +38,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH"}, []string{c.ConfigFile()}
 			},
-			Run: run((*Cluster).runPreflight), Detail: detailOf("preflight"),
+			Run: run("preflight", (*Cluster).runPreflight),
 		},
 		{
 			Name:  "runtime",
@@ -36,7 +46,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
 			},
-			Run: run((*Cluster).runRuntime), Detail: detailOf("runtime"),
+			Run: run("runtime", (*Cluster).runRuntime),
 		},
 		{
 			Name:  "registry",
@@ -44,7 +54,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.registryPaths().PIDFile("registry")}
 			},
-			Run: run((*Cluster).runRegistry), Detail: detailOf("registry"),
+			Run: run("registry", (*Cluster).runRegistry),
 		},
 		{
 			Name:  "images",
@@ -56,7 +66,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				}
 				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,pause}", c.ConfigFile()}
 			},
-			Run: run((*Cluster).runImages), Detail: detailOf("images"),
+			Run: run("images", (*Cluster).runImages),
 		},
 		{Name: "certs", Short: "kubeadm's certificate set (reused while valid)", Children: certPhases()},
 		{Name: "kubeconfig", Short: "kubeconfigs for admin, super-admin, controller-manager, scheduler, kubelet", Children: kubeconfigPhases()},
@@ -68,7 +78,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("kubelet")}, []string{c.KubeletBinary(), c.KubeletConfig(), c.PIDFile("kubelet"), c.LogFile("kubelet")}
 			},
-			Run: run((*Cluster).runKubeletStart), Detail: detailOf("kubelet-start"),
+			Run: run("kubelet-start", (*Cluster).runKubeletStart),
 		},
 		{
 			Name:  "wait-control-plane",
@@ -76,7 +86,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Config.APIServerURL() + "/readyz", c.Logs()}, nil
 			},
-			Run: run((*Cluster).runWait), Detail: detailOf("wait-control-plane"),
+			Run: run("wait-control-plane", (*Cluster).runWait),
 		},
 		{
 			Name:  "upload-config",
@@ -84,7 +94,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.ConfigFile()}, []string{"configmap kube-system/" + ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
 			},
-			Run: run((*Cluster).runUploadConfig), Detail: detailOf("upload-config"),
+			Run: run("upload-config", (*Cluster).runUploadConfig),
 		},
 		{
 			Name:  "mark-control-plane",
@@ -92,7 +102,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"node " + c.Config.NodeName}
 			},
-			Run: run((*Cluster).runMarkControlPlane), Detail: detailOf("mark-control-plane"),
+			Run: run("mark-control-plane", (*Cluster).runMarkControlPlane),
 		},
 		{
 			Name:  "bootstrap-token",
@@ -100,7 +110,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", filepath.Join(c.Dir, "bootstrap-token")}
 			},
-			Run: run((*Cluster).runBootstrapToken), Detail: detailOf("bootstrap-token"),
+			Run: run("bootstrap-token", (*Cluster).runBootstrapToken),
 		},
 		{
 			Name:  "kubelet-finalize",
@@ -108,7 +118,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("kubelet")}, []string{filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem"), c.Kubeconfig("kubelet")}
 			},
-			Run: run((*Cluster).runKubeletFinalize), Detail: detailOf("kubelet-finalize"),
+			Run: run("kubelet-finalize", (*Cluster).runKubeletFinalize),
 		},
 		{
 			Name:  "kubeconfig-merge",
@@ -116,30 +126,19 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
-			Run: run((*Cluster).runKubeconfigMerge), Detail: detailOf("kubeconfig-merge"),
+			Run: run("kubeconfig-merge", (*Cluster).runKubeconfigMerge),
 		},
 	}
 }
 
 func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
-	path := name
-	if sp.Name != "etcd" {
-		path = "control-plane/" + name
-	}
 	return &phase.Phase[*Cluster]{
 		Name:  name,
 		Short: "static pod manifest " + sp.Name + ".yaml",
 		IO: func(c *Cluster) ([]string, []string) {
 			return []string{c.ConfigFile() + " (images)", c.PKI()}, []string{c.ManifestPath(sp.Name)}
 		},
-		Run: func(ctx context.Context, c *Cluster) error {
-			if err := c.writeManifest(ctx, sp); err != nil {
-				return err
-			}
-			c.detail[path] = c.detail["control-plane/"+sp.Name]
-			return nil
-		},
-		Detail: func(c *Cluster) string { return c.detail[path] },
+		Run: run("control-plane/"+sp.Name, func(c *Cluster, ctx context.Context) error { return c.writeManifest(ctx, sp) }),
 	}
 }
 
@@ -151,7 +150,7 @@ func needs[S any](p *phase.Phase[S], paths ...string) *phase.Phase[S] {
 // DownPhases are `devk down`: stop what up started, remove what it made.
 func DownPhases() []*phase.Phase[*Cluster] {
 	p := func(name, short string, f func(*Cluster, context.Context) error) *phase.Phase[*Cluster] {
-		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: run(f), Detail: detailOf(name)}
+		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: run(name, f)}
 	}
 	return []*phase.Phase[*Cluster]{
 		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),

@@ -136,8 +136,10 @@ func imagePhases() []*phase.Phase[*Job] {
 				}
 				return reads, []string{j.cache.Dir}
 			},
-			Run: func(ctx context.Context, j *Job) error { return j.makeImages(ctx) },
-			Detail: func(j *Job) string {
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
+				if err := j.makeImages(ctx); err != nil {
+					return phase.Done, err
+				}
 				var parts []string
 				for _, r := range j.Images {
 					how := "layer compressed"
@@ -146,7 +148,7 @@ func imagePhases() []*phase.Phase[*Job] {
 					}
 					parts = append(parts, fmt.Sprintf("%s %s (%s)", r.Binary, short(r.Digest), how))
 				}
-				return strings.Join(parts, ", ")
+				return phase.Unchanged("%s", strings.Join(parts, ", ")), nil
 			},
 		},
 		{
@@ -159,13 +161,15 @@ func imagePhases() []*phase.Phase[*Job] {
 				}
 				return nil, append(writes, build.StatePath(j.Tree.Root))
 			},
-			Run: func(ctx context.Context, j *Job) error { return j.push(ctx) },
-			Detail: func(j *Job) string {
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
+				if err := j.push(ctx); err != nil {
+					return phase.Done, err
+				}
 				var refs []string
 				for _, r := range j.Images {
 					refs = append(refs, r.Ref)
 				}
-				return strings.Join(refs, ", ")
+				return phase.Changed("%s", strings.Join(refs, ", ")), nil
 			},
 		},
 	}

@@ -24,10 +24,7 @@ func Map[S, T any](phases []*Phase[S], get func(T) S) []*Phase[T] {
 			q.IO = func(t T) ([]string, []string) { return p.IO(get(t)) }
 		}
 		if p.Run != nil {
-			q.Run = func(ctx context.Context, t T) error { return p.Run(ctx, get(t)) }
-		}
-		if p.Detail != nil {
-			q.Detail = func(t T) string { return p.Detail(get(t)) }
+			q.Run = func(ctx context.Context, t T) (Outcome, error) { return p.Run(ctx, get(t)) }
 		}
 		out = append(out, q)
 	}

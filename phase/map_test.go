@@ -25,24 +25,26 @@ func TestMap(t *testing.T) {
 		{
 			Name: "compile", Short: "compile things",
 			IO:  func(s *mapInner) ([]string, []string) { return []string{"src"}, []string{"bin"} },
-			Run: func(_ context.Context, s *mapInner) error { s.calls = append(s.calls, "compile"); return nil },
+			Run: func(_ context.Context, s *mapInner) (Outcome, error) { s.calls = append(s.calls, "compile"); return Done, nil },
 			Children: []*Phase[*mapInner]{{
 				Name:   "link",
 				If:     func(s *mapInner) (bool, string) { return !s.skip, "nothing to link" },
-				Run:    func(_ context.Context, s *mapInner) error { s.calls = append(s.calls, "link"); return nil },
-				Detail: func(s *mapInner) string { return "linked" },
+				Run: func(_ context.Context, s *mapInner) (Outcome, error) {
+					s.calls = append(s.calls, "link")
+					return Changed("linked"), nil
+				},
 			}},
 		},
 		{
 			Name: "fail", Needs: []string{"compile"},
-			Run: func(_ context.Context, s *mapInner) error { return errors.New("boom") },
+			Run: func(_ context.Context, s *mapInner) (Outcome, error) { return Done, errors.New("boom") },
 		},
 	}
 	build := func() []*Phase[*outer] {
 		ps := Map(innerPhases, func(o *outer) *mapInner { return o.inner })
 		return append(ps, &Phase[*outer]{
 			Name: "push", Needs: []string{"compile/link"},
-			Run: func(_ context.Context, o *outer) error { o.calls = append(o.calls, "push"); return nil },
+			Run: func(_ context.Context, o *outer) (Outcome, error) { o.calls = append(o.calls, "push"); return Done, nil },
 		})
 	}
 

@@ -38,11 +38,33 @@ type Phase[S any] struct {
 	// IO, when set, names what the phase would read and write; --dry-run
 	// prints it.
 	IO func(s S) (reads, writes []string)
-	// Run does the work. It must honour ctx.
-	Run func(ctx context.Context, s S) error
-	// Detail, when set, is a short result shown after the phase's ✓ line.
-	Detail func(s S) string
+	// Run does the work and says what it did. It must honour ctx.
+	Run func(ctx context.Context, s S) (Outcome, error)
 }
+
+// Outcome is what a phase did, as its Run returns it: the engine prints
+// Detail after the phase's ✓ line and keeps both in the run's Result.
+type Outcome struct {
+	// Detail is a short result ("3 certificates reused"); empty shows
+	// nothing.
+	Detail string
+	// Changed says the phase changed something; false means it found its
+	// work already done.
+	Changed bool
+}
+
+// Changed is the outcome of a phase that changed something.
+func Changed(format string, args ...any) Outcome {
+	return Outcome{Detail: fmt.Sprintf(format, args...), Changed: true}
+}
+
+// Unchanged is the outcome of a phase that found its work done.
+func Unchanged(format string, args ...any) Outcome {
+	return Outcome{Detail: fmt.Sprintf(format, args...)}
+}
+
+// Done is the outcome of a phase with nothing to report.
+var Done = Outcome{}
 
 // Step is a phase with its flattened path.
 type Step[S any] struct {
@@ -96,12 +118,35 @@ type Timing struct {
 	Duration time.Duration `json:"duration"`
 	Skipped  string        `json:"skipped,omitempty"`
 	Failed   bool          `json:"failed,omitempty"`
+	// Detail and Changed are the phase's Outcome.
+	Detail  string `json:"detail,omitempty"`
+	Changed bool   `json:"changed,omitempty"`
 }
 
 // Result is what a run did.
 type Result struct {
 	Timings []Timing
 	Total   time.Duration
+}
+
+// Changed reports whether any phase of the run changed something.
+func (r Result) Changed() bool {
+	for _, t := range r.Timings {
+		if t.Changed {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome is the outcome of the phase at path, if it ran.
+func (r Result) Outcome(path string) (Outcome, bool) {
+	for _, t := range r.Timings {
+		if t.Path == path && t.Skipped == "" && !t.Failed {
+			return Outcome{Detail: t.Detail, Changed: t.Changed}, true
+		}
+	}
+	return Outcome{}, false
 }
 
 // ErrUnknownPhase is returned when --only or --skip-phases names a path
@@ -230,7 +275,7 @@ func Run[S any](ctx context.Context, roots []*Phase[S], s S, o Options) (Result,
 			failpoint.Hit(o.Job + "/" + st.Path)
 		}
 		t0 := time.Now()
-		err := p.Run(ctx, s)
+		out, err := p.Run(ctx, s)
 		took := time.Since(t0)
 		if err == nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
@@ -242,12 +287,8 @@ func Run[S any](ctx context.Context, roots []*Phase[S], s S, o Options) (Result,
 			o.summary(res)
 			return res, &Failed{Path: st.Path, Err: err}
 		}
-		detail := ""
-		if p.Detail != nil {
-			detail = p.Detail(s)
-		}
-		rep.Done(st.Path, took, detail)
-		res.Timings = append(res.Timings, Timing{Path: st.Path, Duration: took})
+		rep.Done(st.Path, took, out.Detail)
+		res.Timings = append(res.Timings, Timing{Path: st.Path, Duration: took, Detail: out.Detail, Changed: out.Changed})
 	}
 	res.Total = time.Since(start)
 	o.summary(res)

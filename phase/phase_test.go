@@ -21,18 +21,23 @@ type recorder struct {
 	noCerts bool
 }
 
-func rec(name string) func(context.Context, *recorder) error {
-	return func(ctx context.Context, r *recorder) error {
+// rec records the call; the wait phase alone reports a change, so that
+// Result.Changed is true exactly when it ran.
+func rec(name string) func(context.Context, *recorder) (Outcome, error) {
+	return func(ctx context.Context, r *recorder) (Outcome, error) {
 		r.calls = append(r.calls, name)
 		if r.cancel != nil && r.blockAt == name {
 			r.cancel()
 			<-ctx.Done()
-			return ctx.Err()
+			return Done, ctx.Err()
 		}
 		if r.failAt == name {
-			return errors.New("boom")
+			return Done, errors.New("boom")
 		}
-		return nil
+		if name == "wait" {
+			return Changed("waited %d", 1), nil
+		}
+		return Unchanged("%s ok", name), nil
 	}
 }
 
@@ -235,5 +240,29 @@ func TestBind(t *testing.T) {
 	}
 	if want := []string{"preflight", "control-plane", "control-plane/scheduler", "wait"}; !slices.Equal(r.calls, want) {
 		t.Fatalf("calls = %v, want %v", r.calls, want)
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	r := &recorder{}
+	res, err := Run(context.Background(), testTree(), r, Options{Skip: []string{"wait"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed() {
+		t.Fatalf("no phase that ran reported a change, yet Changed: %+v", res.Timings)
+	}
+	if out, ok := res.Outcome("certs/ca"); !ok || out.Detail != "certs/ca ok" || out.Changed {
+		t.Fatalf("certs/ca outcome %+v (ran %v)", out, ok)
+	}
+	if _, ok := res.Outcome("wait"); ok {
+		t.Fatal("a skipped phase has an outcome")
+	}
+	res, err = Run(context.Background(), testTree(), &recorder{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := res.Outcome("wait"); !res.Changed() || out.Detail != "waited 1" {
+		t.Fatalf("wait outcome %+v, run changed %v", out, res.Changed())
 	}
 }

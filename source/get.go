@@ -82,7 +82,7 @@ func GetPhases() []*phase.Phase[*getJob] {
 			IO: func(j *getJob) ([]string, []string) {
 				return []string{"k8s.io/kubernetes@" + j.Version + " (GOPROXY)"}, []string{"the Go module cache"}
 			},
-			Run: download,
+			Run: func(ctx context.Context, j *getJob) (phase.Outcome, error) { return phase.Done, download(ctx, j) },
 		},
 		{
 			Name:  "staging",
@@ -90,7 +90,7 @@ func GetPhases() []*phase.Phase[*getJob] {
 			IO: func(j *getJob) ([]string, []string) {
 				return []string{"go.work of the release", "k8s.io/<staging>@" + stagingVersion(j.Version) + " (GOPROXY)"}, []string{"the Go module cache"}
 			},
-			Run: downloadStaging,
+			Run: func(ctx context.Context, j *getJob) (phase.Outcome, error) { return phase.Done, downloadStaging(ctx, j) },
 		},
 		{
 			Name:  "extract",
@@ -98,7 +98,7 @@ func GetPhases() []*phase.Phase[*getJob] {
 			IO: func(j *getJob) ([]string, []string) {
 				return []string{"the Go module cache"}, []string{j.Dir}
 			},
-			Run: extract,
+			Run: func(ctx context.Context, j *getJob) (phase.Outcome, error) { return phase.Done, extract(ctx, j) },
 		},
 		{
 			Name:  "fixup",
@@ -106,7 +106,7 @@ func GetPhases() []*phase.Phase[*getJob] {
 			IO: func(j *getJob) ([]string, []string) {
 				return []string{j.Dir + "/go.work"}, []string{j.Dir + "/go.work", j.Dir + "/Makefile", j.Dir + "/Makefile.generated_files"}
 			},
-			Run: fixup,
+			Run: func(ctx context.Context, j *getJob) (phase.Outcome, error) { return phase.Done, fixup(ctx, j) },
 		},
 		{
 			Name:  "git",
@@ -114,7 +114,7 @@ func GetPhases() []*phase.Phase[*getJob] {
 			IO: func(j *getJob) ([]string, []string) {
 				return []string{j.Dir}, []string{j.Dir + "/.git"}
 			},
-			Run: gitCommit,
+			Run: func(ctx context.Context, j *getJob) (phase.Outcome, error) { return phase.Done, gitCommit(ctx, j) },
 		},
 	}
 }

@@ -80,21 +80,20 @@ func CyclePhases() []*phase.Phase[*cycle] {
 		Name:  "swap",
 		Short: "swap the pushed images into the cluster and verify the digests (devk swap)",
 		If:    func(c *cycle) (bool, string) { return !c.noSwap, "--no-swap" },
-		Run: func(ctx context.Context, c *cycle) error {
+		Run: func(ctx context.Context, c *cycle) (phase.Outcome, error) {
 			var err error
 			c.swapStart = time.Now()
-			c.report, err = swap.Run(ctx, c.swap)
-			return err
-		},
-		Detail: func(c *cycle) string {
-			if c.report == nil || len(c.report.StaticPods) == 0 {
-				return "nothing to swap"
+			if c.report, err = swap.Run(ctx, c.swap); err != nil {
+				return phase.Done, err
+			}
+			if len(c.report.StaticPods) == 0 {
+				return phase.Unchanged("nothing to swap"), nil
 			}
 			var parts []string
 			for _, r := range c.report.StaticPods {
 				parts = append(parts, r.Pod+" verified "+shortDigest(r.NewImage))
 			}
-			return strings.Join(parts, ", ")
+			return phase.Changed("%s", strings.Join(parts, ", ")), nil
 		},
 	})
 }
