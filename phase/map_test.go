@@ -24,11 +24,14 @@ func TestMap(t *testing.T) {
 	innerPhases := []*Phase[*mapInner]{
 		{
 			Name: "compile", Short: "compile things",
-			IO:  func(s *mapInner) ([]string, []string) { return []string{"src"}, []string{"bin"} },
-			Run: func(_ context.Context, s *mapInner) (Outcome, error) { s.calls = append(s.calls, "compile"); return Done, nil },
+			IO: func(s *mapInner) ([]string, []string) { return []string{"src"}, []string{"bin"} },
+			Run: func(_ context.Context, s *mapInner) (Outcome, error) {
+				s.calls = append(s.calls, "compile")
+				return Done, nil
+			},
 			Children: []*Phase[*mapInner]{{
-				Name:   "link",
-				If:     func(s *mapInner) (bool, string) { return !s.skip, "nothing to link" },
+				Name: "link",
+				If:   func(s *mapInner) (bool, string) { return !s.skip, "nothing to link" },
 				Run: func(_ context.Context, s *mapInner) (Outcome, error) {
 					s.calls = append(s.calls, "link")
 					return Changed("linked"), nil
@@ -44,7 +47,10 @@ func TestMap(t *testing.T) {
 		ps := Map(innerPhases, func(o *outer) *mapInner { return o.inner })
 		return append(ps, &Phase[*outer]{
 			Name: "push", Needs: []string{"compile/link"},
-			Run: func(_ context.Context, o *outer) (Outcome, error) { o.calls = append(o.calls, "push"); return Done, nil },
+			Run: func(_ context.Context, o *outer) (Outcome, error) {
+				o.calls = append(o.calls, "push")
+				return Done, nil
+			},
 		})
 	}
 

@@ -90,7 +90,9 @@ func GetPhases() []*phase.Phase[*getJob] {
 			IO: func(j *getJob) ([]string, []string) {
 				return []string{"go.work of the release", "k8s.io/<staging>@" + stagingVersion(j.Version) + " (GOPROXY)"}, []string{"the Go module cache"}
 			},
-			Run: func(ctx context.Context, j *getJob) (phase.Outcome, error) { return phase.Done, downloadStaging(ctx, j) },
+			Run: func(ctx context.Context, j *getJob) (phase.Outcome, error) {
+				return phase.Done, downloadStaging(ctx, j)
+			},
 		},
 		{
 			Name:  "extract",
