@@ -26,6 +26,7 @@ import (
 
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/supervise"
 )
 
 // healthz GETs a health endpoint on loopback (self-signed serving
@@ -157,15 +158,15 @@ func (c *Cluster) runWait(ctx context.Context) error {
 			for _, ch := range pending {
 				log := ch.Log(c)
 				fmt.Fprintf(&b, "\n%s: %v\n  last lines of %s:\n", ch.Name, lastErr[ch.Name], log)
-				for _, l := range strings.Split(tailFile(log, 12), "\n") {
+				for _, l := range strings.Split(supervise.Tail(log, 12), "\n") {
 					b.WriteString("    " + l + "\n")
 				}
 			}
 			return fmt.Errorf("the control plane was not ready after %s (raise --wait, or read the logs under %s):%s",
 				c.WaitTimeout, c.Logs(), strings.TrimRight(b.String(), "\n"))
 		}
-		if _, ok := c.Running("kubelet"); !ok {
-			return fmt.Errorf("the kubelet is not running; its log ends:\n%s", tailFile(c.LogFile("kubelet"), 20))
+		if _, ok := c.Procs().Running("kubelet"); !ok {
+			return fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
 		}
 		select {
 		case <-ctx.Done():
@@ -598,5 +599,3 @@ func (c *Cluster) removeUserContext() (bool, error) {
 	}
 	return removed, nil
 }
-
-var errNoCluster = errors.New("no such cluster")

@@ -29,7 +29,7 @@ func (c *Cluster) PKIConfig() (pki.Config, error) {
 // apiserverRunning says whether this cluster's control plane is up, in
 // which case its certificates are never replaced under it.
 func (c *Cluster) apiserverRunning() bool {
-	_, ok := c.Running("kubelet")
+	_, ok := c.Procs().Running("kubelet")
 	return ok
 }
 

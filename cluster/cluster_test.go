@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -9,12 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/BurntSushi/toml"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 )
 
@@ -22,8 +21,8 @@ type phaseT = phase.Phase[*Cluster]
 
 const digestRef = "127.0.0.1:5000/kube-apiserver@sha256:2734382421542239a49db6b5d3400207e3fbb3e06603b64e2b4ae21185a234c7"
 
-func testCluster() (Config, Paths) {
-	return NewConfig("devk"), Paths{Dir: "/home/u/.devk/clusters/devk"}
+func testCluster() (layout.Config, layout.Paths) {
+	return layout.NewConfig("devk"), layout.Paths{Dir: "/home/u/.devk/clusters/devk"}
 }
 
 func parseManifest(t *testing.T, data []byte) corev1.Pod {
@@ -255,12 +254,12 @@ func TestKubeletConfig(t *testing.T) {
 }
 
 func TestPlaceAmong(t *testing.T) {
-	first := NewConfig("devk")
-	first.placeAmong(nil)
-	second := NewConfig("dev2")
-	second.placeAmong([]Config{first})
-	third := NewConfig("dev3")
-	third.placeAmong([]Config{second})
+	first := layout.NewConfig("devk")
+	first.PlaceAmong(nil)
+	second := layout.NewConfig("dev2")
+	second.PlaceAmong([]layout.Config{first})
+	third := layout.NewConfig("dev3")
+	third.PlaceAmong([]layout.Config{second})
 	if first.AdvertiseIP != "127.0.0.1" || second.AdvertiseIP != "127.0.0.2" || third.AdvertiseIP != "127.0.0.1" {
 		t.Errorf("addresses %s %s %s", first.AdvertiseIP, second.AdvertiseIP, third.AdvertiseIP)
 	}
@@ -273,7 +272,7 @@ func TestPlaceAmong(t *testing.T) {
 }
 
 func TestConfigAddresses(t *testing.T) {
-	cfg := NewConfig("dev2")
+	cfg := layout.NewConfig("dev2")
 	ip, err := cfg.ServiceIP()
 	if err != nil || ip.String() != "10.96.0.1" {
 		t.Errorf("ServiceIP = %v, %v", ip, err)
@@ -281,16 +280,16 @@ func TestConfigAddresses(t *testing.T) {
 	if cfg.DNSIP() != "10.96.0.10" || cfg.APIServerURL() != "https://127.0.0.1:6443" || cfg.NodeName != "dev2-control-plane" {
 		t.Errorf("config %+v", cfg)
 	}
-	if b := bridgeName("a-very-long-cluster-name"); len(b) > 15 {
+	if b := layout.BridgeName("a-very-long-cluster-name"); len(b) > 15 {
 		t.Errorf("bridge name %q is longer than an interface name may be", b)
 	}
 	for _, bad := range []string{"", "Dev", "-x", "x/y", "a..b", strings.Repeat("a", 40)} {
-		if ValidateName(bad) == nil {
+		if layout.ValidateName(bad) == nil {
 			t.Errorf("name %q accepted", bad)
 		}
 	}
 	for _, good := range []string{"devk", "dev2", "my-cluster"} {
-		if err := ValidateName(good); err != nil {
+		if err := layout.ValidateName(good); err != nil {
 			t.Errorf("name %q refused: %v", good, err)
 		}
 	}
@@ -406,48 +405,6 @@ func TestIsShimOf(t *testing.T) {
 	}
 	if isShimOf([]string{"/bin/sleep", "-address", sock}, sock) {
 		t.Error("a non-shim taken for a shim")
-	}
-}
-
-func TestParseStatStart(t *testing.T) {
-	stat := "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615"
-	if got, err := parseStatStart(stat); err != nil || got != 987654 {
-		t.Errorf("parseStatStart = %d, %v; want 987654", got, err)
-	}
-}
-
-func TestProcessSupervision(t *testing.T) {
-	p := Paths{Dir: t.TempDir()}
-	ctx := context.Background()
-	proc := Process{Name: "sleeper", Argv: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; echo hello; while :; do sleep 0.05; done"}}
-	pid, started, err := p.Start(proc)
-	if err != nil || !started {
-		t.Fatalf("Start = %d, %v, %v", pid, started, err)
-	}
-	t.Cleanup(func() { p.Stop(ctx, "sleeper", time.Second) })
-	if again, started, err := p.Start(proc); err != nil || started || again != pid {
-		t.Errorf("second Start = %d, %v, %v; want the running pid %d, not started", again, started, err, pid)
-	}
-	if got, ok := p.Running("sleeper"); !ok || got != pid {
-		t.Errorf("Running = %d, %v", got, ok)
-	}
-	stopped, err := p.Stop(ctx, "sleeper", 2*time.Second)
-	if err != nil || !stopped {
-		t.Errorf("Stop = %v, %v", stopped, err)
-	}
-	if _, ok := p.Running("sleeper"); ok {
-		t.Error("still running after Stop")
-	}
-	if _, err := os.Stat(p.PIDFile("sleeper")); !os.IsNotExist(err) {
-		t.Errorf("pid file left behind: %v", err)
-	}
-	if log, _ := os.ReadFile(p.LogFile("sleeper")); !strings.Contains(string(log), "hello") {
-		t.Errorf("log %q lacks the process's output", log)
-	}
-	// A pid file naming a process that is not ours (another start time).
-	os.WriteFile(p.PIDFile("other"), []byte("1 12345\n"), 0o644)
-	if _, ok := p.Running("other"); ok {
-		t.Error("a recycled pid was taken for ours")
 	}
 }
 

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devk/devk/internal/layout"
 	"golang.org/x/sys/unix"
 )
 
 func TestBridgeNamesDoNotCollide(t *testing.T) {
 	seen := map[string]string{}
 	for _, name := range []string{"devk", "dev2", "team-alpha-1", "team-alpha-2", "team-alpha", "a", "abcdefghij", "abcdefghijk", "abcdefghijl"} {
-		b := bridgeName(name)
+		b := layout.BridgeName(name)
 		if len(b) > 15 {
 			t.Errorf("%s: bridge %q is longer than 15 bytes", name, b)
 		}
@@ -29,33 +30,33 @@ func TestBridgeNamesDoNotCollide(t *testing.T) {
 func TestTamperedConfigIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		tamper func(*Config)
+		tamper func(*layout.Config)
 		want   string
 	}{
-		{"no cgroupRoot", func(c *Config) { c.CgroupRoot = "" }, "cgroupRoot"},
-		{"cgroupRoot of the host's pods", func(c *Config) { c.CgroupRoot = "/kubepods" }, "cgroupRoot"},
-		{"cgroupRoot escaping", func(c *Config) { c.CgroupRoot = "/devk-devk/../../" }, "cgroupRoot"},
-		{"cgroupRoot of another cluster", func(c *Config) { c.CgroupRoot = "/devk-other" }, "cgroupRoot"},
-		{"host bridge", func(c *Config) { c.Bridge = "eth0" }, "bridge"},
-		{"another cluster's bridge", func(c *Config) { c.Bridge = "devk-other" }, "bridge"},
-		{"other name", func(c *Config) { c.Name = "other" }, "name"},
-		{"name with a path", func(c *Config) { c.Name = "../devk" }, "cluster name"},
-		{"node name", func(c *Config) { c.NodeName = "a/../b" }, "nodeName"},
-		{"advertise IP", func(c *Config) { c.AdvertiseIP = "localhost; rm -rf /" }, "advertiseIP"},
-		{"service CIDR", func(c *Config) { c.ServiceCIDR = "10.96.0.0" }, "serviceCIDR"},
-		{"pod CIDR", func(c *Config) { c.PodCIDR = "fd00::/64" }, "podCIDR"},
-		{"DNS domain", func(c *Config) { c.DNSDomain = "../x" }, "dnsDomain"},
-		{"port", func(c *Config) { c.Ports.APIServer = 70000 }, "ports.apiserver"},
-		{"registry", func(c *Config) { c.Registry = "/tmp/x" }, "registry"},
-		{"CRI socket relative", func(c *Config) { c.CRISocket = "run/containerd.sock" }, "criSocket"},
-		{"CRI socket unclean", func(c *Config) { c.CRISocket = "/run/../etc/x.sock" }, "criSocket"},
-		{"image by tag", func(c *Config) { c.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver:latest" }, "images.apiserver"},
+		{"no cgroupRoot", func(c *layout.Config) { c.CgroupRoot = "" }, "cgroupRoot"},
+		{"cgroupRoot of the host's pods", func(c *layout.Config) { c.CgroupRoot = "/kubepods" }, "cgroupRoot"},
+		{"cgroupRoot escaping", func(c *layout.Config) { c.CgroupRoot = "/devk-devk/../../" }, "cgroupRoot"},
+		{"cgroupRoot of another cluster", func(c *layout.Config) { c.CgroupRoot = "/devk-other" }, "cgroupRoot"},
+		{"host bridge", func(c *layout.Config) { c.Bridge = "eth0" }, "bridge"},
+		{"another cluster's bridge", func(c *layout.Config) { c.Bridge = "devk-other" }, "bridge"},
+		{"other name", func(c *layout.Config) { c.Name = "other" }, "name"},
+		{"name with a path", func(c *layout.Config) { c.Name = "../devk" }, "cluster name"},
+		{"node name", func(c *layout.Config) { c.NodeName = "a/../b" }, "nodeName"},
+		{"advertise IP", func(c *layout.Config) { c.AdvertiseIP = "localhost; rm -rf /" }, "advertiseIP"},
+		{"service CIDR", func(c *layout.Config) { c.ServiceCIDR = "10.96.0.0" }, "serviceCIDR"},
+		{"pod CIDR", func(c *layout.Config) { c.PodCIDR = "fd00::/64" }, "podCIDR"},
+		{"DNS domain", func(c *layout.Config) { c.DNSDomain = "../x" }, "dnsDomain"},
+		{"port", func(c *layout.Config) { c.Ports.APIServer = 70000 }, "ports.apiserver"},
+		{"registry", func(c *layout.Config) { c.Registry = "/tmp/x" }, "registry"},
+		{"CRI socket relative", func(c *layout.Config) { c.CRISocket = "run/containerd.sock" }, "criSocket"},
+		{"CRI socket unclean", func(c *layout.Config) { c.CRISocket = "/run/../etc/x.sock" }, "criSocket"},
+		{"image by tag", func(c *layout.Config) { c.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver:latest" }, "images.apiserver"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()
-			cfg := NewConfig(DefaultName)
+			cfg := layout.NewConfig(layout.DefaultName)
 			tc.tamper(&cfg)
-			dir := filepath.Join(home, "clusters", DefaultName)
+			dir := filepath.Join(home, "clusters", layout.DefaultName)
 			os.MkdirAll(dir, 0o755)
 			data, _ := json.Marshal(cfg)
 			os.WriteFile(filepath.Join(dir, "cluster.json"), data, 0o644)
@@ -67,10 +68,10 @@ func TestTamperedConfigIsRefused(t *testing.T) {
 	}
 	// The untampered config opens.
 	home := t.TempDir()
-	cfg := NewConfig(DefaultName)
+	cfg := layout.NewConfig(layout.DefaultName)
 	cfg.CRISocket = "/run/containerd/containerd.sock"
 	cfg.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver@sha256:" + strings.Repeat("ab", 32)
-	dir := filepath.Join(home, "clusters", DefaultName)
+	dir := filepath.Join(home, "clusters", layout.DefaultName)
 	os.MkdirAll(dir, 0o755)
 	data, _ := json.Marshal(cfg)
 	os.WriteFile(filepath.Join(dir, "cluster.json"), data, 0o644)

@@ -19,11 +19,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
 )
 
 func (c *Cluster) downKubelet(ctx context.Context) error {
-	stopped, err := c.Stop(ctx, "kubelet", 5*time.Second)
+	stopped, err := c.Procs().Stop(ctx, "kubelet", 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func (c *Cluster) downPods(ctx context.Context) error {
 		return nil
 	}
 	if c.Config.OwnRuntime {
-		if _, ok := c.Running("containerd"); !ok {
+		if _, ok := c.Procs().Running("containerd"); !ok {
 			c.setDetail("pods", "containerd not running; leftovers are killed below")
 			return nil
 		}
@@ -106,13 +107,13 @@ func (c *Cluster) downRuntime(ctx context.Context) error {
 		c.setDetail("runtime", "not devk's (%s)", c.Config.CRISocket)
 		return nil
 	}
-	stopped, err := c.Stop(ctx, "containerd", 5*time.Second)
+	stopped, err := c.Procs().Stop(ctx, "containerd", 5*time.Second)
 	if err != nil {
 		return err
 	}
-	shims := processes(func(argv []string) bool { return isShimOf(argv, c.ContainerdSocket()) })
+	shims := supervise.Processes(func(argv []string) bool { return isShimOf(argv, c.ContainerdSocket()) })
 	for _, pid := range shims {
-		if err := killWait(ctx, pid, 2*time.Second); err != nil {
+		if err := supervise.KillWait(ctx, pid, 2*time.Second); err != nil {
 			return fmt.Errorf("stop containerd shim %d: %w", pid, err)
 		}
 	}
@@ -127,7 +128,7 @@ func (c *Cluster) downRuntime(ctx context.Context) error {
 
 func (c *Cluster) downRegistry(ctx context.Context) error {
 	rp := c.registryPaths()
-	if _, ok := rp.Running("registry"); !ok {
+	if _, ok := rp.Procs().Running("registry"); !ok {
 		c.setDetail("registry", "devk's registry is not running")
 		return nil
 	}
@@ -139,7 +140,7 @@ func (c *Cluster) downRegistry(ctx context.Context) error {
 			return nil
 		}
 	}
-	if _, err := rp.Stop(ctx, "registry", 5*time.Second); err != nil {
+	if _, err := rp.Procs().Stop(ctx, "registry", 5*time.Second); err != nil {
 		return err
 	}
 	os.Remove(rp.Run())
@@ -246,7 +247,7 @@ func removeCgroupTree(ctx context.Context, root string) (int, error) {
 		if data, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
 			for _, f := range strings.Fields(string(data)) {
 				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-					_ = killWait(ctx, pid, time.Second)
+					_ = supervise.KillWait(ctx, pid, time.Second)
 					killed++
 				}
 			}
@@ -376,7 +377,7 @@ func (c *Cluster) safeToRemove() error {
 		return fmt.Errorf("refusing to remove %s: it belongs to uid %d, not to you", c.Dir, st.Uid)
 	}
 	for _, proc := range []string{"kubelet", "containerd"} {
-		if pid, ok := c.Running(proc); ok {
+		if pid, ok := c.Procs().Running(proc); ok {
 			return fmt.Errorf("refusing to remove %s: the cluster's %s (pid %d) still runs: run all of `devk down`, or `devk down phase kubelet` and `devk down phase runtime` first", c.Dir, proc, pid)
 		}
 	}

@@ -21,7 +21,9 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
 
@@ -306,7 +308,7 @@ func registryAnswers(ctx context.Context, hostPort string) bool {
 // registryPaths is where the embedded registry keeps its pid file and
 // log: $DEVK_HOME/run and $DEVK_HOME/logs, for every cluster there
 // shares it (and its store, $DEVK_HOME/registry).
-func (c *Cluster) registryPaths() Paths { return Paths{Dir: c.Home} }
+func (c *Cluster) registryPaths() layout.Paths { return layout.HomePaths(c.Home) }
 
 func (c *Cluster) runRegistry(ctx context.Context) error {
 	rp := c.registryPaths()
@@ -318,7 +320,7 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 		c.setDetail("registry", "using %s", c.Config.Registry)
 		return c.SaveConfig()
 	}
-	if !c.Config.OwnRegistry && c.Config.Registry != DefaultRegistry {
+	if !c.Config.OwnRegistry && c.Config.Registry != layout.DefaultRegistry {
 		// Chosen with --registry on an earlier run.
 		if image.IsLoopback(c.Config.Registry) && !registryAnswers(ctx, c.Config.Registry) {
 			return fmt.Errorf("the registry %s this cluster uses does not answer: start it, or pass --registry", c.Config.Registry)
@@ -328,10 +330,10 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 	}
 	c.Config.OwnRegistry = true
 	root := filepath.Join(c.Home, "registry")
-	if pid, ok := rp.Running("registry"); ok {
+	if pid, ok := rp.Procs().Running("registry"); ok {
 		// The pid file names the process devk started; it must still
 		// serve this address from this DEVK_HOME's store.
-		if argv := procArgv(pid); !slices.Contains(argv, root) || !slices.Contains(argv, c.Config.Registry) {
+		if argv := supervise.Argv(pid); !slices.Contains(argv, root) || !slices.Contains(argv, c.Config.Registry) {
 			return fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(argv, " "))
 		}
 		c.setDetail("registry", "running on %s (pid %d)", c.Config.Registry, pid)
@@ -346,7 +348,7 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("find devk's own binary to run the registry: %w", err)
 	}
-	pid, _, err := rp.Start(Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root}})
+	pid, _, err := rp.Procs().Start(supervise.Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root}})
 	if err != nil {
 		return err
 	}
@@ -355,11 +357,11 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for !registryAnswers(ctx, c.Config.Registry) {
-		if _, ok := rp.Running("registry"); !ok {
-			return fmt.Errorf("the registry exited; its log ends:\n%s", tailFile(rp.LogFile("registry"), 15))
+		if _, ok := rp.Procs().Running("registry"); !ok {
+			return fmt.Errorf("the registry exited; its log ends:\n%s", supervise.Tail(rp.LogFile("registry"), 15))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the registry did not answer on %s within 15s; its log ends:\n%s", c.Config.Registry, tailFile(rp.LogFile("registry"), 15))
+			return fmt.Errorf("the registry did not answer on %s within 15s; its log ends:\n%s", c.Config.Registry, supervise.Tail(rp.LogFile("registry"), 15))
 		}
 		select {
 		case <-ctx.Done():

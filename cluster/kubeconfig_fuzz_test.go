@@ -26,12 +26,12 @@ func FuzzKubeconfigMerge(f *testing.F) {
 	for _, seed := range []string{
 		"",
 		"{}",
-		"apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: https://prod.example:6443\n    certificate-authority: ../ca.crt\ncontexts:\n- name: prod\n  context:\n    cluster: prod\n    user: prod\n    namespace: web\ncurrent-context: prod\npreferences:\n  colors: true\nusers:\n- name: prod\n  user:\n    token: t0ken\n",
-		"apiVersion: v1\nkind: Config\ncontexts:\n- name: devk-devk\n  context:\n    cluster: elsewhere\n    user: me\n- name: other\n  context:\n    cluster: devk-devk\n    user: devk-devk\ncurrent-context: devk-devk\n",
-		"apiVersion: v1\nkind: Config\nusers:\n- name: exec\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: get-token\n      args: [--x]\n      interactiveMode: Never\nextensions:\n- name: ext\n  extension:\n    a: [1, 2]\n",
+		"apiVersion: v1\nkind: layout.Config\nclusters:\n- name: prod\n  cluster:\n    server: https://prod.example:6443\n    certificate-authority: ../ca.crt\ncontexts:\n- name: prod\n  context:\n    cluster: prod\n    user: prod\n    namespace: web\ncurrent-context: prod\npreferences:\n  colors: true\nusers:\n- name: prod\n  user:\n    token: t0ken\n",
+		"apiVersion: v1\nkind: layout.Config\ncontexts:\n- name: devk-devk\n  context:\n    cluster: elsewhere\n    user: me\n- name: other\n  context:\n    cluster: devk-devk\n    user: devk-devk\ncurrent-context: devk-devk\n",
+		"apiVersion: v1\nkind: layout.Config\nusers:\n- name: exec\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: get-token\n      args: [--x]\n      interactiveMode: Never\nextensions:\n- name: ext\n  extension:\n    a: [1, 2]\n",
 		`{"apiVersion":"v1","kind":"Config","contexts":[{"name":"a","context":{"cluster":"a","user":"a"}}],"current-context":"a"}`,
-		"apiVersion: v1\nkind: Config\ncontexts: null\nclusters:\n- name: x\n",
-		"apiVersion: v2\nkind: Config\n",
+		"apiVersion: v1\nkind: layout.Config\ncontexts: null\nclusters:\n- name: x\n",
+		"apiVersion: v2\nkind: layout.Config\n",
 		"\x00\x01 not yaml: [",
 	} {
 		f.Add([]byte(seed))

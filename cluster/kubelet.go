@@ -14,12 +14,14 @@ import (
 
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/supervise"
 )
 
 // KubeletConfigInput is what the kubelet's config depends on.
 type KubeletConfigInput struct {
-	Config Config
-	Paths  Paths
+	Config layout.Config
+	Paths  layout.Paths
 	// CRISocket is the runtime's unix socket path.
 	CRISocket string
 }
@@ -177,7 +179,7 @@ func (c *Cluster) runKubeletStart(ctx context.Context) error {
 		return err
 	}
 	if binChanged || cfgChanged {
-		if stopped, err := c.Stop(ctx, "kubelet", 10*time.Second); err != nil {
+		if stopped, err := c.Procs().Stop(ctx, "kubelet", 10*time.Second); err != nil {
 			return err
 		} else if stopped {
 			c.Reporter.Infof("kubelet binary or config changed: restarting the kubelet")
@@ -185,7 +187,7 @@ func (c *Cluster) runKubeletStart(ctx context.Context) error {
 		c.changed = true
 	}
 	t0 := time.Now()
-	pid, started, err := c.Start(Process{Name: "kubelet", Argv: c.kubeletArgv()})
+	pid, started, err := c.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv()})
 	if err != nil {
 		return err
 	}
@@ -196,8 +198,8 @@ func (c *Cluster) runKubeletStart(ctx context.Context) error {
 	if started {
 		deadline := time.Now().Add(1500 * time.Millisecond)
 		for time.Now().Before(deadline) {
-			if _, ok := c.Running("kubelet"); !ok {
-				return fmt.Errorf("the kubelet exited at once; its log ends:\n%s", tailFile(c.LogFile("kubelet"), 20))
+			if _, ok := c.Procs().Running("kubelet"); !ok {
+				return fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
 			}
 			if healthz(ctx, "http://"+c.Config.AdvertiseIP+":"+strconv.Itoa(c.Config.Ports.KubeletHealthz)+"/healthz") == nil {
 				break
@@ -214,10 +216,10 @@ func (c *Cluster) runKubeletStart(ctx context.Context) error {
 // RestartKubelet stops the supervised kubelet and starts it again with
 // the same command line (after its binary was swapped).
 func (c *Cluster) RestartKubelet(ctx context.Context) (int, error) {
-	if _, err := c.Stop(ctx, "kubelet", 10*time.Second); err != nil {
+	if _, err := c.Procs().Stop(ctx, "kubelet", 10*time.Second); err != nil {
 		return 0, err
 	}
-	pid, _, err := c.Start(Process{Name: "kubelet", Argv: c.kubeletArgv()})
+	pid, _, err := c.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv()})
 	return pid, err
 }
 

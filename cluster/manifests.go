@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 )
 
@@ -38,15 +38,10 @@ var StaticPods = []StaticPod{
 	{"kube-scheduler", "scheduler"},
 }
 
-// ManifestPath is a static pod's manifest file.
-func (p Paths) ManifestPath(podName string) string {
-	return filepath.Join(p.Manifests(), podName+".yaml")
-}
-
 // ManifestInput is what a static pod manifest depends on.
 type ManifestInput struct {
-	Config Config
-	Paths  Paths
+	Config layout.Config
+	Paths  layout.Paths
 	// Image is the component's image by digest (repo@sha256:…).
 	Image string
 }

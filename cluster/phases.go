@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
 )
@@ -217,7 +217,7 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 		return c, phase.Result{}, err
 	}
 	if _, err := os.Stat(c.Dir); err != nil {
-		return c, phase.Result{}, fmt.Errorf("%w: %s has no cluster %q (`devk status` lists them)", errNoCluster, filepath.Dir(c.Dir), c.Config.Name)
+		return c, phase.Result{}, c.noCluster()
 	}
 	unlock, err := c.lock()
 	if err != nil {
@@ -237,8 +237,10 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 	return c, res, err
 }
 
-// IsNoCluster reports whether err says the cluster does not exist.
-func IsNoCluster(err error) bool { return err != nil && errors.Is(err, errNoCluster) }
+// noCluster is the error of a command on a cluster that does not exist.
+func (c *Cluster) noCluster() error {
+	return &layout.NoClusterError{Home: c.Home, Name: c.Config.Name, Others: layout.Clusters(c.Home)}
+}
 
 func (c *Cluster) recordRun(res phase.Result) {
 	if _, err := os.Stat(c.ConfigFile()); err != nil {
@@ -246,7 +248,7 @@ func (c *Cluster) recordRun(res phase.Result) {
 	}
 	c.Config.LastRun = nil
 	for _, t := range res.Timings {
-		c.Config.LastRun = append(c.Config.LastRun, PhaseTiming{Phase: t.Path, Seconds: t.Duration.Seconds(), Skipped: t.Skipped, Failed: t.Failed})
+		c.Config.LastRun = append(c.Config.LastRun, layout.PhaseTiming{Phase: t.Path, Seconds: t.Duration.Seconds(), Skipped: t.Skipped, Failed: t.Failed})
 	}
 	_ = c.SaveConfig()
 }

@@ -271,7 +271,7 @@ func (c *Cluster) runPreflight(ctx context.Context) error {
 		notes = append(notes, "swap is on: the kubelet runs with failSwapOn: false (swapoff -a to avoid it)")
 	}
 	// Ports: a running cluster holds its own; only a fresh start needs them free.
-	_, kubeletUp := c.Running("kubelet")
+	_, kubeletUp := c.Procs().Running("kubelet")
 	if !kubeletUp {
 		ports := c.clusterPorts()
 		keys := make([]int, 0, len(ports))
@@ -287,7 +287,7 @@ func (c *Cluster) runPreflight(ctx context.Context) error {
 			}
 		}
 	}
-	if _, ours := c.Running("registry"); !ours && c.Registry == "" && c.Config.OwnRegistry {
+	if _, ours := c.Procs().Running("registry"); !ours && c.Registry == "" && c.Config.OwnRegistry {
 		if _, portStr, err := splitHostPort(c.Config.Registry); err == nil {
 			p, _ := strconv.Atoi(portStr)
 			if l, busy := listenerOn(p, nil); busy && !registryAnswers(ctx, c.Config.Registry) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
 )
 
@@ -213,7 +214,7 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
-	conf, err := CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, c.join("cni", "networks"))
+	conf, err := CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, c.CNINetworks())
 	if err != nil {
 		return changed, err
 	}
@@ -244,14 +245,14 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 		}
 	}
 	if changed {
-		if stopped, err := c.Stop(ctx, "containerd", 10*time.Second); err != nil {
+		if stopped, err := c.Procs().Stop(ctx, "containerd", 10*time.Second); err != nil {
 			return err
 		} else if stopped {
 			c.Reporter.Infof("containerd config changed: restarting containerd")
 		}
 		c.changed = true
 	}
-	pid, started, err := c.Start(Process{Name: "containerd", Argv: []string{containerdBinary(), "--config", filepath.Join(c.Containerd(), "config.toml")}})
+	pid, started, err := c.Procs().Start(supervise.Process{Name: "containerd", Argv: []string{containerdBinary(), "--config", filepath.Join(c.Containerd(), "config.toml")}})
 	if err != nil {
 		return err
 	}
@@ -263,8 +264,8 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	var lastErr error
 	for time.Now().Before(deadline) {
-		if _, ok := c.Running("containerd"); !ok {
-			return fmt.Errorf("containerd exited; its log ends:\n%s", tailFile(c.LogFile("containerd"), 15))
+		if _, ok := c.Procs().Running("containerd"); !ok {
+			return fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(c.LogFile("containerd"), 15))
 		}
 		rt, err := cri.Dial(c.ContainerdSocket())
 		if err == nil {
@@ -286,7 +287,7 @@ func (c *Cluster) runRuntime(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("containerd did not answer on %s within 30s: %v; its log ends:\n%s", c.ContainerdSocket(), lastErr, tailFile(c.LogFile("containerd"), 15))
+	return fmt.Errorf("containerd did not answer on %s within 30s: %v; its log ends:\n%s", c.ContainerdSocket(), lastErr, supervise.Tail(c.LogFile("containerd"), 15))
 }
 
 func containerdBinary() string {

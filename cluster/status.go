@@ -2,26 +2,23 @@ package cluster
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/layout"
 )
 
 // Status is what `devk status` shows of a cluster.
 type Status struct {
-	Name        string            `json:"name"`
-	Dir         string            `json:"dir"`
-	Version     string            `json:"version,omitempty"`
-	Node        string            `json:"node"`
-	NodeReady   bool              `json:"nodeReady"`
-	Processes   []ProcessStatus   `json:"processes"`
-	Components  []ComponentStatus `json:"components"`
-	LastRun     []PhaseTiming     `json:"lastRun,omitempty"`
-	NodeMessage string            `json:"nodeMessage,omitempty"`
+	Name        string               `json:"name"`
+	Dir         string               `json:"dir"`
+	Version     string               `json:"version,omitempty"`
+	Node        string               `json:"node"`
+	NodeReady   bool                 `json:"nodeReady"`
+	Processes   []ProcessStatus      `json:"processes"`
+	Components  []ComponentStatus    `json:"components"`
+	LastRun     []layout.PhaseTiming `json:"lastRun,omitempty"`
+	NodeMessage string               `json:"nodeMessage,omitempty"`
 }
 
 // ProcessStatus is one supervised process.
@@ -46,21 +43,6 @@ type ComponentStatus struct {
 	Restarts uint32 `json:"restarts"`
 }
 
-// Clusters lists the clusters under DEVK_HOME.
-func Clusters(home string) ([]string, error) {
-	h, err := HomeDir(home)
-	if err != nil {
-		return nil, err
-	}
-	dirs, _ := filepath.Glob(filepath.Join(h, "clusters", "*", "cluster.json"))
-	var out []string
-	for _, d := range dirs {
-		out = append(out, filepath.Base(filepath.Dir(d)))
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
 // GetStatus looks at a cluster without changing anything.
 func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	c, err := Open(o)
@@ -68,11 +50,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		return nil, err
 	}
 	if !c.Exists() {
-		names, _ := Clusters(o.Home)
-		if len(names) == 0 {
-			return nil, fmt.Errorf("%w %q (there are none; `devk up` makes one)", errNoCluster, c.Config.Name)
-		}
-		return nil, fmt.Errorf("%w %q; there are: %s (pass --name)", errNoCluster, c.Config.Name, strings.Join(names, ", "))
+		return nil, c.noCluster()
 	}
 	st := &Status{Name: c.Config.Name, Dir: c.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun}
 	for _, name := range []string{"containerd", "kubelet", "registry"} {
@@ -81,7 +59,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 			pp = c.registryPaths()
 		}
 		ps := ProcessStatus{Name: name, Log: pp.LogFile(name)}
-		ps.PID, ps.Running = pp.Running(name)
+		ps.PID, ps.Running = pp.Procs().Running(name)
 		if name == "containerd" && !c.Config.OwnRuntime {
 			ps.Log = "not devk's: " + c.Config.CRISocket
 			if rt, err := cri.Dial(c.Config.CRISocket); err == nil {

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/etcdwatch/etcdtest"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/testtree"
 )
 
@@ -69,14 +69,14 @@ type badInputFixture struct {
 }
 
 func (fx badInputFixture) manifests(home string) string {
-	return filepath.Join(home, "clusters", cluster.DefaultName, "manifests")
+	return filepath.Join(home, "clusters", layout.DefaultName, "manifests")
 }
 
 // writeClusterHome makes a DEVK_HOME at home with cluster devk whose
 // cluster.json holds config.
 func (fx badInputFixture) writeClusterHome(t *testing.T, home string, config []byte) {
 	t.Helper()
-	dir := filepath.Join(home, "clusters", cluster.DefaultName)
+	dir := filepath.Join(home, "clusters", layout.DefaultName)
 	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func (fx badInputFixture) writeClusterHome(t *testing.T, home string, config []b
 	}
 }
 
-func clusterJSON(t *testing.T, c cluster.Config) []byte {
+func clusterJSON(t *testing.T, c layout.Config) []byte {
 	t.Helper()
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -106,7 +106,7 @@ func newBadInputFixture(t *testing.T) badInputFixture {
 	}
 	fx := badInputFixture{sandbox: t.TempDir(), tree: testtree.New(t), manifest: manifest}
 	fx.home = filepath.Join(fx.sandbox, "home")
-	fx.writeClusterHome(t, fx.home, clusterJSON(t, cluster.NewConfig(cluster.DefaultName)))
+	fx.writeClusterHome(t, fx.home, clusterJSON(t, layout.NewConfig(layout.DefaultName)))
 	fx.node = filepath.Join(fx.sandbox, "node")
 	if err := os.MkdirAll(filepath.Join(fx.node, "manifests"), 0o755); err != nil {
 		t.Fatal(err)
@@ -291,30 +291,30 @@ func TestBadInput(t *testing.T) {
 		want   string
 	}{
 		{"cgroupRoot of the host's kubepods", func() []byte {
-			c := cluster.NewConfig(cluster.DefaultName)
+			c := layout.NewConfig(layout.DefaultName)
 			c.CgroupRoot = "/kubepods"
 			return clusterJSON(t, c)
 		}, `cluster.json: cgroupRoot is "/kubepods"`},
 		{"bridge eth0", func() []byte {
-			c := cluster.NewConfig(cluster.DefaultName)
+			c := layout.NewConfig(layout.DefaultName)
 			c.Bridge = "eth0"
 			return clusterJSON(t, c)
 		}, `cluster.json: bridge is "eth0"`},
 		{"another cluster's name", func() []byte {
-			return clusterJSON(t, cluster.NewConfig("other"))
+			return clusterJSON(t, layout.NewConfig("other"))
 		}, `cluster.json: name is "other"`},
 		{"image by tag", func() []byte {
-			c := cluster.NewConfig(cluster.DefaultName)
+			c := layout.NewConfig(layout.DefaultName)
 			c.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver:v1.34.0"
 			return clusterJSON(t, c)
 		}, `cluster.json: images.apiserver is "127.0.0.1:5000/kube-apiserver:v1.34.0"`},
 		{"relative criSocket", func() []byte {
-			c := cluster.NewConfig(cluster.DefaultName)
+			c := layout.NewConfig(layout.DefaultName)
 			c.CRISocket = "run/containerd.sock"
 			return clusterJSON(t, c)
 		}, `cluster.json: criSocket is "run/containerd.sock"`},
 		{"registry without a port", func() []byte {
-			c := cluster.NewConfig(cluster.DefaultName)
+			c := layout.NewConfig(layout.DefaultName)
 			c.Registry = "127.0.0.1"
 			return clusterJSON(t, c)
 		}, `cluster.json: registry is "127.0.0.1"`},

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
@@ -41,7 +43,7 @@ Examples:
 			popts.Summary = g.Verbose
 			t0 := time.Now()
 			c, _, err := cluster.Down(cmd.Context(), o, popts)
-			if cluster.IsNoCluster(err) {
+			if errors.Is(err, layout.ErrNoCluster) {
 				if g.JSON() {
 					return json.NewEncoder(g.stdout).Encode(map[string]any{"name": o.Name, "existed": false})
 				}
@@ -64,7 +66,7 @@ Examples:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Name, "name", cluster.DefaultName, "cluster name")
+	f.StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
 	f.BoolVar(&o.KeepData, "keep-data", false, "keep pki/, etcd/ and cluster.json for the next devk up")
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to remove context devk-NAME from (default $KUBECONFIG, else ~/.kube/config)")
 	phase.Bind(cmd, cluster.DownPhases(), &flags)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/swap"
 )
 
@@ -26,7 +27,7 @@ type nodeFlags struct {
 }
 
 func (n *nodeFlags) add(f *pflag.FlagSet) {
-	f.StringVar(&n.Name, "name", cluster.DefaultName, "the devk cluster")
+	f.StringVar(&n.Name, "name", layout.DefaultName, "the devk cluster")
 	f.StringVar(&n.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, for a node devk did not make (kubeadm: /etc/kubernetes/manifests)")
 	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: /etc/kubernetes/admin.conf)")
 	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: /run/containerd/containerd.sock)")
@@ -43,7 +44,7 @@ func (n *nodeFlags) command(sub string) string {
 			args = append(args, flag, v)
 		}
 	}
-	if n.Name != cluster.DefaultName {
+	if n.Name != layout.DefaultName {
 		add("--name", n.Name)
 	}
 	add("--manifests-dir", n.ManifestsDir)

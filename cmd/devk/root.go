@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 )
 
@@ -118,7 +118,7 @@ func validateFlags(cmd *cobra.Command) error {
 		}
 		switch {
 		case f.Name == "name" || f.Name == "cluster":
-			if verr := cluster.ValidateName(f.Value.String()); verr != nil {
+			if verr := layout.ValidateName(f.Value.String()); verr != nil {
 				err = fmt.Errorf("--%s: %w", f.Name, verr)
 			}
 		case f.Value.Type() == "duration":

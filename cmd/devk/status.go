@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
 )
 
 func newStatusCmd(g *globalOptions) *cobra.Command {
@@ -38,7 +39,7 @@ Examples:
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.Name, "name", cluster.DefaultName, "cluster name")
+	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
 	return cmd
 }
 

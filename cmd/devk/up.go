@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
@@ -60,7 +61,7 @@ Examples:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Name, "name", cluster.DefaultName, "cluster name (directory $DEVK_HOME/clusters/NAME, context devk-NAME)")
+	f.StringVar(&o.Name, "name", layout.DefaultName, "cluster name (directory $DEVK_HOME/clusters/NAME, context devk-NAME)")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree to build from (default: the one around the working directory)")
 	f.StringVar(&o.CRISocket, "cri-socket", "", "use this running CRI runtime (unix socket path) instead of a private containerd")
 	f.StringVar(&o.Registry, "registry", "", "push to and pull from this running registry (HOST:PORT) instead of starting the embedded one")
@@ -73,23 +74,23 @@ Examples:
 }
 
 func nameFlag(name string) string {
-	if name == "" || name == cluster.DefaultName {
+	if name == "" || name == layout.DefaultName {
 		return ""
 	}
 	return " --name " + name
 }
 
 type upResult struct {
-	Name       string                `json:"name"`
-	Dir        string                `json:"dir"`
-	Context    string                `json:"context"`
-	Kubeconfig string                `json:"kubeconfig"`
-	Node       string                `json:"node"`
-	Version    string                `json:"version"`
-	Images     map[string]string     `json:"images"`
-	Seconds    float64               `json:"seconds"`
-	Changed    bool                  `json:"changed"`
-	Phases     []cluster.PhaseTiming `json:"phases"`
+	Name       string               `json:"name"`
+	Dir        string               `json:"dir"`
+	Context    string               `json:"context"`
+	Kubeconfig string               `json:"kubeconfig"`
+	Node       string               `json:"node"`
+	Version    string               `json:"version"`
+	Images     map[string]string    `json:"images"`
+	Seconds    float64              `json:"seconds"`
+	Changed    bool                 `json:"changed"`
+	Phases     []layout.PhaseTiming `json:"phases"`
 }
 
 func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {

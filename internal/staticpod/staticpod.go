@@ -3,6 +3,8 @@
 package staticpod
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
@@ -51,4 +53,27 @@ func SameButStamp(a, b *corev1.Pod) bool {
 		return p
 	}
 	return equality.Semantic.DeepEqual(strip(a), strip(b))
+}
+
+// Flags are the --name=value flags of a container's command and args
+// (a bare --name is "true"); later ones win, as with pflag. A container
+// the pod lacks has none.
+func Flags(pod *corev1.Pod, container string) map[string]string {
+	flags := map[string]string{}
+	for _, c := range pod.Spec.Containers {
+		if c.Name != container {
+			continue
+		}
+		for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+			if !strings.HasPrefix(a, "--") {
+				continue
+			}
+			name, val, ok := strings.Cut(a[2:], "=")
+			if !ok {
+				val = "true"
+			}
+			flags[name] = val
+		}
+	}
+	return flags
 }

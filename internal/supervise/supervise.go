@@ -1,4 +1,8 @@
-package cluster
+// Package supervise runs devk's daemons (containerd, the kubelet, the
+// embedded registry) without systemd: each runs in its own session with
+// its output appended to a log file, and is known by a pid file that
+// records its pid and start time, so a recycled pid is never taken for it.
+package supervise
 
 import (
 	"context"
@@ -29,11 +33,14 @@ type Process struct {
 	Env  []string
 }
 
-// PIDFile is where a process's pid and start time are recorded.
-func (p Paths) PIDFile(name string) string { return filepath.Join(p.Run(), name+".pid") }
-
-// LogFile is where a process's output goes.
-func (p Paths) LogFile(name string) string { return filepath.Join(p.Logs(), name+".log") }
+// Dir is where the pid files and logs of a set of processes are, and the
+// directory they run in.
+type Dir struct {
+	// PIDFile and LogFile name a process's files.
+	PIDFile, LogFile func(name string) string
+	// Work is the processes' working directory.
+	Work string
+}
 
 // procStart is the process's start time in clock ticks since boot
 // (field 22 of /proc/<pid>/stat); with the pid it names the process
@@ -76,7 +83,7 @@ func procState(pid int) string {
 
 // Running returns the pid of the named process if its pid file names a
 // live process that is the one devk started.
-func (p Paths) Running(name string) (int, bool) {
+func (p Dir) Running(name string) (int, bool) {
 	data, err := os.ReadFile(p.PIDFile(name))
 	if err != nil {
 		return 0, false
@@ -99,11 +106,11 @@ func (p Paths) Running(name string) (int, bool) {
 
 // Start starts p unless it is running already; it reports whether it
 // started it.
-func (p Paths) Start(proc Process) (pid int, started bool, err error) {
+func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 	if pid, ok := p.Running(proc.Name); ok {
 		return pid, false, nil
 	}
-	for _, d := range []string{p.Run(), p.Logs()} {
+	for _, d := range []string{filepath.Dir(p.PIDFile(proc.Name)), filepath.Dir(p.LogFile(proc.Name))} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return 0, false, err
 		}
@@ -117,7 +124,7 @@ func (p Paths) Start(proc Process) (pid int, started bool, err error) {
 	// Not CommandContext: the daemon must outlive this devk process.
 	cmd := exec.Command(proc.Argv[0], proc.Argv[1:]...)
 	cmd.Env = append(os.Environ(), proc.Env...)
-	cmd.Dir = p.Dir
+	cmd.Dir = p.Work
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -141,13 +148,13 @@ func (p Paths) Start(proc Process) (pid int, started bool, err error) {
 
 // Stop ends the named process: SIGTERM, then SIGKILL after grace. It
 // reports whether there was a process to stop.
-func (p Paths) Stop(ctx context.Context, name string, grace time.Duration) (bool, error) {
+func (p Dir) Stop(ctx context.Context, name string, grace time.Duration) (bool, error) {
 	pid, ok := p.Running(name)
 	if !ok {
 		_ = os.Remove(p.PIDFile(name))
 		return false, nil
 	}
-	if err := killWait(ctx, pid, grace); err != nil {
+	if err := KillWait(ctx, pid, grace); err != nil {
 		return true, fmt.Errorf("stop %s (pid %d): %w", name, pid, err)
 	}
 	if err := os.Remove(p.PIDFile(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -156,9 +163,9 @@ func (p Paths) Stop(ctx context.Context, name string, grace time.Duration) (bool
 	return true, nil
 }
 
-// killWait sends SIGTERM, waits up to grace for the process to go, then
+// KillWait sends SIGTERM, waits up to grace for the process to go, then
 // sends SIGKILL and waits again.
-func killWait(ctx context.Context, pid int, grace time.Duration) error {
+func KillWait(ctx context.Context, pid int, grace time.Duration) error {
 	start, err := procStart(pid)
 	if err != nil {
 		return nil // gone already
@@ -195,8 +202,8 @@ func killWait(ctx context.Context, pid int, grace time.Duration) error {
 	return fmt.Errorf("still running after SIGKILL")
 }
 
-// processes lists pids whose command line satisfies match.
-func processes(match func(argv []string) bool) []int {
+// Processes lists pids whose command line satisfies match.
+func Processes(match func(argv []string) bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -207,15 +214,15 @@ func processes(match func(argv []string) bool) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if argv := procArgv(pid); argv != nil && match(argv) {
+		if argv := Argv(pid); argv != nil && match(argv) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-// procArgv is a process's command line, nil if it cannot be read.
-func procArgv(pid int) []string {
+// Argv is a process's command line, nil if it cannot be read.
+func Argv(pid int) []string {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(data) == 0 {
 		return nil
@@ -223,9 +230,9 @@ func procArgv(pid int) []string {
 	return strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
 }
 
-// tailFile returns the last n lines of a log file (a supervised
-// process's, or a container's without the CRI's line prefixes).
-func tailFile(path string, n int) string {
+// Tail returns the last n lines of a log file (a supervised process's,
+// or a container's without the CRI's line prefixes).
+func Tail(path string, n int) string {
 	lines, _ := cri.TailLog(path, n)
 	return strings.Join(lines, "\n")
 }

@@ -1,0 +1,53 @@
+package kube
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestProbe(t *testing.T) {
+	ready := false
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ready {
+			http.Error(w, "[-]etcd failed: not ready", http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	err := Probe(context.Background(), srv.URL+"/readyz")
+	if err == nil || !strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), "etcd failed") {
+		t.Fatalf("probe of a failing endpoint: %v; want the status and the body", err)
+	}
+	ready = true
+	if err := Probe(context.Background(), srv.URL+"/readyz"); err != nil {
+		t.Fatalf("probe of a ready endpoint (self-signed certificate): %v", err)
+	}
+}
+
+func TestClient(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "admin.conf")
+	if _, err := Client(missing); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Client of a missing kubeconfig: %v; want an error naming it", err)
+	}
+	kc := filepath.Join(t.TempDir(), "kc")
+	os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600)
+	cs, err := Client(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ServerVersion(cs); err == nil {
+		t.Fatal("ServerVersion of a closed port succeeded")
+	}
+}

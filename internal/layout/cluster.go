@@ -1,0 +1,112 @@
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/devk/devk/internal/supervise"
+)
+
+// ErrNoCluster is what Open's error is (errors.Is) when the cluster does
+// not exist.
+var ErrNoCluster = errors.New("no such cluster")
+
+// NoClusterError says a cluster does not exist, and which do.
+type NoClusterError struct {
+	Home, Name string
+	// Others are the clusters that do exist under Home.
+	Others []string
+}
+
+func (e *NoClusterError) Error() string {
+	if len(e.Others) == 0 {
+		return fmt.Sprintf("no devk cluster %q in %s (there are none; `devk up` makes one)", e.Name, e.Home)
+	}
+	return fmt.Sprintf("no devk cluster %q in %s; there are: %s (pass --name)", e.Name, e.Home, strings.Join(e.Others, ", "))
+}
+
+// Is makes errors.Is(err, ErrNoCluster) true.
+func (e *NoClusterError) Is(target error) bool { return target == ErrNoCluster }
+
+// ClusterPaths is where the cluster name under the resolved home keeps
+// its things.
+func ClusterPaths(home, name string) Paths {
+	return Paths{Dir: filepath.Join(home, "clusters", name)}
+}
+
+// HomePaths is where devk keeps what its clusters share under the
+// resolved home: the embedded registry's storage, pid file and log.
+func HomePaths(home string) Paths { return Paths{Dir: home} }
+
+// Clusters lists the clusters under the resolved home, sorted.
+func Clusters(home string) []string {
+	files, _ := filepath.Glob(filepath.Join(home, "clusters", "*", "cluster.json"))
+	var out []string
+	for _, f := range files {
+		out = append(out, filepath.Base(filepath.Dir(f)))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open reads the config of an existing cluster. home is as HomeDir takes
+// it (empty: $DEVK_HOME, else ~/.devk) and name defaults to DefaultName.
+// A cluster that does not exist is a *NoClusterError.
+func Open(home, name string) (Config, Paths, error) {
+	if name == "" {
+		name = DefaultName
+	}
+	if err := ValidateName(name); err != nil {
+		return Config{}, Paths{}, err
+	}
+	h, err := HomeDir(home)
+	if err != nil {
+		return Config{}, Paths{}, err
+	}
+	p := ClusterPaths(h, name)
+	cfg, err := ReadConfig(p.ConfigFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return Config{}, p, &NoClusterError{Home: h, Name: name, Others: Clusters(h)}
+	}
+	return cfg, p, err
+}
+
+// ManifestPath is a static pod's manifest file.
+func (p Paths) ManifestPath(podName string) string {
+	return filepath.Join(p.Manifests(), podName+".yaml")
+}
+
+// PIDFile is where a supervised process's pid and start time are recorded.
+func (p Paths) PIDFile(name string) string { return filepath.Join(p.Run(), name+".pid") }
+
+// LogFile is where a supervised process's output goes.
+func (p Paths) LogFile(name string) string { return filepath.Join(p.Logs(), name+".log") }
+
+// EtcdURL is the client URL of the cluster's etcd.
+func (c Config) EtcdURL() string {
+	return "https://" + net.JoinHostPort(c.AdvertiseIP, strconv.Itoa(c.Ports.EtcdClient))
+}
+
+// Node is the node of a devk cluster, laid out as Node describes.
+func (p Paths) Node(c Config) Node {
+	return Node{
+		ManifestsDir:   p.Manifests(),
+		PKIDir:         p.PKI(),
+		Kubeconfig:     p.Kubeconfig("admin"),
+		CRISocket:      c.CRISocket,
+		KubeletRootDir: p.KubeletRoot(),
+		EtcdURL:        c.EtcdURL(),
+	}
+}
+
+// Procs is where the processes devk supervises for this directory keep
+// their pid files (run/<name>.pid) and logs (logs/<name>.log).
+func (p Paths) Procs() supervise.Dir {
+	return supervise.Dir{PIDFile: p.PIDFile, LogFile: p.LogFile, Work: p.Dir}
+}

@@ -1,0 +1,98 @@
+package layout
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestOpenNoCluster(t *testing.T) {
+	home := t.TempDir()
+	_, _, err := Open(home, "dev2")
+	var nc *NoClusterError
+	if !errors.Is(err, ErrNoCluster) || !errors.As(err, &nc) || !strings.Contains(err.Error(), "there are none") {
+		t.Fatalf("Open of a missing cluster: %v", err)
+	}
+	cfg := NewConfig("devk")
+	p := ClusterPaths(home, "devk")
+	os.MkdirAll(p.Dir, 0o755)
+	os.WriteFile(p.ConfigFile(), []byte(`{"name":"devk"}`), 0o644)
+	if _, _, err := Open(home, "devk"); err == nil || errors.Is(err, ErrNoCluster) {
+		t.Fatalf("a cluster.json that fails validation: %v; want a validation error", err)
+	}
+	writeConfig(t, p, cfg)
+	got, gp, err := Open(home, "")
+	if err != nil || got.Name != "devk" || gp != p {
+		t.Fatalf("Open = %+v, %v, %v", got.Name, gp, err)
+	}
+	if _, _, err := Open(home, "dev2"); err == nil || !strings.Contains(err.Error(), "there are: devk") {
+		t.Fatalf("Open of a missing cluster beside devk: %v", err)
+	}
+	if _, _, err := Open(home, "../x"); err == nil || errors.Is(err, ErrNoCluster) {
+		t.Fatalf("Open of a bad name: %v", err)
+	}
+}
+
+func writeConfig(t *testing.T, p Paths, cfg Config) {
+	t.Helper()
+	data := []byte(`{"name":"` + cfg.Name + `","nodeName":"` + cfg.NodeName + `","advertiseIP":"127.0.0.1","serviceCIDR":"10.96.0.0/16",
+"podCIDR":"10.244.0.0/24","dnsDomain":"cluster.local","ports":{"apiserver":6443,"etcdClient":2379,"etcdPeer":2380,"etcdMetrics":2381,
+"kubelet":10250,"kubeletHealthz":10248,"controllerManager":10257,"scheduler":10259},"registry":"127.0.0.1:5000",
+"bridge":"` + cfg.Bridge + `","cgroupRoot":"` + cfg.CgroupRoot + `"}`)
+	if err := os.WriteFile(p.ConfigFile(), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHomeDirResolvesSymlinks(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "home")
+	os.Symlink(real, link)
+	got, err := HomeDir(link)
+	if want, _ := filepath.EvalSymlinks(real); err != nil || got != want {
+		t.Fatalf("HomeDir(%s) = %s, %v; want %s", link, got, err, want)
+	}
+	t.Setenv("DEVK_HOME", "rel")
+	if got, _ := HomeDir(""); !filepath.IsAbs(got) {
+		t.Fatalf("HomeDir from a relative DEVK_HOME = %s; want absolute", got)
+	}
+}
+
+func TestNodeEtcd(t *testing.T) {
+	dir := t.TempDir()
+	n := Kubeadm(dir)
+	// No manifest: kubeadm's file names and address.
+	e := n.Etcd()
+	want := Etcd{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: filepath.Join(dir, "pki/etcd/ca.crt"),
+		Cert: filepath.Join(dir, "pki/apiserver-etcd-client.crt"), Key: filepath.Join(dir, "pki/apiserver-etcd-client.key"), Prefix: "/registry"}
+	if !reflect.DeepEqual(e, want) {
+		t.Fatalf("Etcd without a manifest = %+v, want %+v", e, want)
+	}
+	// The manifest's flags win, quoted or not, in command or args.
+	os.MkdirAll(n.ManifestsDir, 0o755)
+	os.WriteFile(filepath.Join(n.ManifestsDir, "kube-apiserver.yaml"), []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: kube-apiserver, namespace: kube-system}
+spec:
+  containers:
+  - name: kube-apiserver
+    command:
+    - kube-apiserver
+    - "--etcd-servers=https://10.0.0.1:2379,https://10.0.0.2:2379"
+    - --etcd-cafile=/x/ca.crt
+    args: ['--etcd-prefix=/other']
+`), 0o644)
+	e = n.Etcd()
+	if !reflect.DeepEqual(e.Endpoints, []string{"https://10.0.0.1:2379", "https://10.0.0.2:2379"}) || e.CACert != "/x/ca.crt" || e.Prefix != "/other" || e.Cert != want.Cert {
+		t.Fatalf("Etcd from the manifest = %+v", e)
+	}
+	// A devk cluster's node uses its own etcd address.
+	cfg := NewConfig("devk")
+	cfg.AdvertiseIP, cfg.Ports.EtcdClient = "127.0.0.2", 12379
+	if got := ClusterPaths(dir, "devk").Node(cfg).Etcd().Endpoints; !reflect.DeepEqual(got, []string{"https://127.0.0.2:12379"}) {
+		t.Fatalf("devk node's etcd = %v", got)
+	}
+}

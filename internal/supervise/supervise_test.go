@@ -1,0 +1,57 @@
+package supervise
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStatStart(t *testing.T) {
+	stat := "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615"
+	if got, err := parseStatStart(stat); err != nil || got != 987654 {
+		t.Errorf("parseStatStart = %d, %v; want 987654", got, err)
+	}
+}
+
+func TestProcessSupervision(t *testing.T) {
+	dir := t.TempDir()
+	p := Dir{
+		PIDFile: func(name string) string { return filepath.Join(dir, "run", name+".pid") },
+		LogFile: func(name string) string { return filepath.Join(dir, "logs", name+".log") },
+		Work:    dir,
+	}
+	ctx := context.Background()
+	proc := Process{Name: "sleeper", Argv: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; echo hello; while :; do sleep 0.05; done"}}
+	pid, started, err := p.Start(proc)
+	if err != nil || !started {
+		t.Fatalf("Start = %d, %v, %v", pid, started, err)
+	}
+	t.Cleanup(func() { p.Stop(ctx, "sleeper", time.Second) })
+	if again, started, err := p.Start(proc); err != nil || started || again != pid {
+		t.Errorf("second Start = %d, %v, %v; want the running pid %d, not started", again, started, err, pid)
+	}
+	if got, ok := p.Running("sleeper"); !ok || got != pid {
+		t.Errorf("Running = %d, %v", got, ok)
+	}
+	stopped, err := p.Stop(ctx, "sleeper", 2*time.Second)
+	if err != nil || !stopped {
+		t.Errorf("Stop = %v, %v", stopped, err)
+	}
+	if _, ok := p.Running("sleeper"); ok {
+		t.Error("still running after Stop")
+	}
+	if _, err := os.Stat(p.PIDFile("sleeper")); !os.IsNotExist(err) {
+		t.Errorf("pid file left behind: %v", err)
+	}
+	if log, _ := os.ReadFile(p.LogFile("sleeper")); !strings.Contains(string(log), "hello") {
+		t.Errorf("log %q lacks the process's output", log)
+	}
+	// A pid file naming a process that is not ours (another start time).
+	os.WriteFile(p.PIDFile("other"), []byte("1 12345\n"), 0o644)
+	if _, ok := p.Running("other"); ok {
+		t.Error("a recycled pid was taken for ours")
+	}
+}
