@@ -62,7 +62,7 @@ func certPhases() []*phase.Phase[*Cluster] {
 				}
 				return reads, []string{pki.CertPath(c.PKI(), name), pki.KeyPath(c.PKI(), name)}
 			},
-			Run: run("certs/"+name, func(c *Cluster, ctx context.Context) error { return c.ensureCert(name) }),
+			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.ensureCert(name) },
 		}
 		if leaf != name {
 			etcd.Children = append(etcd.Children, p)
@@ -84,16 +84,21 @@ func certPhases() []*phase.Phase[*Cluster] {
 			if err != nil {
 				return phase.Done, err
 			}
-			return phase.Outcome{Detail: res.String(), Changed: res != pki.Reused}, nil
+			return certOutcome(res), nil
 		},
 	})
 	return top
 }
 
-func (c *Cluster) ensureCert(name string) error {
+// certOutcome is what ensuring a key pair did.
+func certOutcome(res pki.Result) phase.Outcome {
+	return phase.Outcome{Detail: res.String(), Changed: res != pki.Reused}
+}
+
+func (c *Cluster) ensureCert(name string) (phase.Outcome, error) {
 	cfg, err := c.PKIConfig()
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	for _, s := range pki.Specs(cfg) {
 		if s.Name != name {
@@ -101,13 +106,11 @@ func (c *Cluster) ensureCert(name string) error {
 		}
 		res, err := pki.Ensure(c.PKI(), s, time.Now(), !c.apiserverRunning())
 		if err != nil {
-			return err
+			return phase.Done, err
 		}
-		c.changedIf(res != pki.Reused)
-		c.setDetail("certs/"+name, "%s", res)
-		return nil
+		return certOutcome(res), nil
 	}
-	return fmt.Errorf("no certificate %q", name)
+	return phase.Done, fmt.Errorf("no certificate %q", name)
 }
 
 // KubeconfigSpec is one of the kubeconfigs kubeadm writes.
@@ -139,13 +142,13 @@ func kubeconfigPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.PKI() + "/ca.crt", c.PKI() + "/ca.key"}, []string{c.Kubeconfig(name)}
 			},
-			Run: run("kubeconfig/"+name, func(c *Cluster, ctx context.Context) error { return c.ensureKubeconfig(name) }),
+			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.ensureKubeconfig(name) },
 		})
 	}
 	return out
 }
 
-func (c *Cluster) ensureKubeconfig(name string) error {
+func (c *Cluster) ensureKubeconfig(name string) (phase.Outcome, error) {
 	var spec KubeconfigSpec
 	for _, s := range KubeconfigSpecs(c.Config.NodeName) {
 		if s.Name == name {
@@ -154,7 +157,7 @@ func (c *Cluster) ensureKubeconfig(name string) error {
 	}
 	caPEM, err := os.ReadFile(pki.CertPath(c.PKI(), "ca"))
 	if err != nil {
-		return fmt.Errorf("read the cluster CA: %w (run `devk up phase certs/ca`)", err)
+		return phase.Done, fmt.Errorf("read the cluster CA: %w (run `devk up phase certs/ca`)", err)
 	}
 	path := c.Kubeconfig(name)
 	// kubelet-finalize points kubelet.conf at the kubelet's rotating
@@ -162,22 +165,20 @@ func (c *Cluster) ensureKubeconfig(name string) error {
 	if err := checkKubeconfig(path, c.Config.APIServerURL(), caPEM, func(certPEM []byte) error {
 		return pki.CheckClientCert(c.PKI(), "ca", certPEM, spec.CommonName, spec.Organization, time.Now())
 	}); err == nil {
-		c.setDetail("kubeconfig/"+name, "reused")
-		return nil
+		return phase.Unchanged("reused"), nil
 	}
 	certPEM, keyPEM, err := pki.ClientCert(c.PKI(), "ca", spec.CommonName, spec.Organization, time.Now())
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	data, err := KubeconfigBytes(c.Config.Name, c.Config.APIServerURL(), caPEM, spec.CommonName, certPEM, keyPEM)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	if _, err := writeIfChanged(path, data, 0o600, ""); err != nil {
-		return err
+		return phase.Done, err
 	}
-	c.did("kubeconfig/"+name, "written")
-	return nil
+	return phase.Changed("written"), nil
 }
 
 // KubeconfigBytes is a kubeconfig with one cluster, user and context.

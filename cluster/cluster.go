@@ -45,7 +45,8 @@ type Options struct {
 	// Kubeconfig is the user's kubeconfig that gets context devk-<name>;
 	// empty means $KUBECONFIG, else ~/.kube/config.
 	UserKubeconfig string
-	// WaitTimeout bounds wait-control-plane; zero means 4 minutes.
+	// WaitTimeout bounds wait-control-plane; zero means
+	// DefaultWaitTimeout.
 	WaitTimeout time.Duration
 	// KeepData, for down, keeps pki/ and etcd/ (and cluster.json).
 	KeepData bool
@@ -61,14 +62,10 @@ type Cluster struct {
 	// Home is the resolved DEVK_HOME.
 	Home string
 
-	// results of phases, for their Detail lines
-	detail map[string]string
 	// existed says cluster.json was there before this run.
 	existed bool
 	// kubeletBuilt is the kubelet binary the images phase built.
 	kubeletBuilt string
-	// changed says a phase of this run changed something.
-	changed bool
 	// kubeletStarted is when this run started the kubelet (zero if it
 	// found it running).
 	kubeletStarted time.Time
@@ -91,9 +88,9 @@ func Open(o Options) (*Cluster, error) {
 		o.Reporter = progress.Discard()
 	}
 	if o.WaitTimeout == 0 {
-		o.WaitTimeout = 4 * time.Minute
+		o.WaitTimeout = DefaultWaitTimeout
 	}
-	c := &Cluster{Options: o, Home: home, Paths: layout.ClusterPaths(home, o.Name), detail: map[string]string{}}
+	c := &Cluster{Options: o, Home: home, Paths: layout.ClusterPaths(home, o.Name)}
 	cfg, err := layout.ReadConfig(c.ConfigFile())
 	switch {
 	case err == nil:
@@ -145,30 +142,6 @@ func writeIfChanged(path string, data []byte, perm os.FileMode, tmpDir string) (
 		}
 	}
 	return true, fileutil.WriteAtomic(path, data, perm, tmpDir)
-}
-
-func (c *Cluster) setDetail(phase, format string, args ...any) {
-	c.detail[phase] = fmt.Sprintf(format, args...)
-}
-
-// did is setDetail for a phase that changed something.
-func (c *Cluster) did(phase, format string, args ...any) {
-	c.changed = true
-	c.setDetail(phase, format, args...)
-}
-
-func (c *Cluster) changedIf(b bool) {
-	if b {
-		c.changed = true
-	}
-}
-
-// Changed reports whether the run changed anything (false: the cluster
-// was up and healthy already).
-func (c *Cluster) Changed() bool { return c.changed }
-
-func detailOf(phase string) func(*Cluster) string {
-	return func(c *Cluster) string { return c.detail[phase] }
 }
 
 // timeNow is time.Now, truncated to seconds for cluster.json.

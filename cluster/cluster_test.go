@@ -453,13 +453,26 @@ func TestPhaseTree(t *testing.T) {
 	}
 }
 
-func TestVersionLess(t *testing.T) {
+func TestNewestVersion(t *testing.T) {
 	for _, tt := range []struct {
-		a, b string
-		less bool
-	}{{"v3.5.9", "v3.6.5", true}, {"v3.6.5", "v3.6.10", true}, {"v3.6.5", "v3.6.5", false}, {"v3.10.0", "v3.9.9", false}} {
-		if got := versionLess(tt.a, tt.b); got != tt.less {
-			t.Errorf("versionLess(%s, %s) = %v", tt.a, tt.b, got)
-		}
+		name string
+		tags []string
+		want string
+	}{
+		{"numeric, not lexical", []string{"v3.5.9", "v3.6.10", "v3.6.5"}, "v3.6.10"},
+		{"minor above patch", []string{"v3.10.0", "v3.9.9"}, "v3.10.0"},
+		{"release above its rc", []string{"v1.35.0", "v1.35.0-rc.1"}, "v1.35.0"},
+		{"rc above beta above alpha", []string{"v1.35.0-alpha.3", "v1.35.0-rc.0", "v1.35.0-beta.2"}, "v1.35.0-rc.0"},
+		{"rc.10 above rc.9", []string{"v1.35.0-rc.9", "v1.35.0-rc.10"}, "v1.35.0-rc.10"},
+		{"a pre-release above the last release", []string{"v1.34.4", "v1.35.0-alpha.1"}, "v1.35.0-alpha.1"},
+		{"without v, kubeadm's etcd tags", []string{"3.5.21-0", "3.6.5-0", "3.6.4-0"}, "3.6.5-0"},
+		{"other tags ignored", []string{"latest", "devk", "v1.34.4", "main"}, "v1.34.4"},
+		{"none", []string{"latest", "devk"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := newestVersion(tt.tags); got != tt.want {
+				t.Errorf("newestVersion(%v) = %q, want %q", tt.tags, got, tt.want)
+			}
+		})
 	}
 }

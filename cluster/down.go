@@ -14,26 +14,25 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
+	"github.com/devk/devk/phase"
 )
 
-func (c *Cluster) downKubelet(ctx context.Context) error {
-	stopped, err := c.Procs().Stop(ctx, "kubelet", 5*time.Second)
+func (c *Cluster) downKubelet(ctx context.Context) (phase.Outcome, error) {
+	stopped, err := c.Procs().Stop(ctx, "kubelet", downGrace)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	if stopped {
-		c.setDetail("kubelet", "stopped")
-	} else {
-		c.setDetail("kubelet", "not running")
+		return phase.Changed("stopped"), nil
 	}
-	return nil
+	return phase.Unchanged("not running"), nil
 }
 
 // ownsPod says whether a pod sandbox belongs to this cluster: every pod
@@ -51,38 +50,34 @@ func (c *Cluster) ownsPod(uid string) bool {
 	return err == nil
 }
 
-func (c *Cluster) downPods(ctx context.Context) error {
+func (c *Cluster) downPods(ctx context.Context) (phase.Outcome, error) {
 	if c.Config.OwnRuntime {
 		c.Config.CRISocket = c.ContainerdSocket()
 	}
 	if c.Config.CRISocket == "" {
-		c.setDetail("pods", "no runtime recorded")
-		return nil
+		return phase.Unchanged("no runtime recorded"), nil
 	}
 	if c.Config.OwnRuntime {
 		if _, ok := c.Procs().Running("containerd"); !ok {
-			c.setDetail("pods", "containerd not running; leftovers are killed below")
-			return nil
+			return phase.Unchanged("containerd not running; leftovers are killed below"), nil
 		}
 	}
 	rt, err := cri.Dial(c.Config.CRISocket)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	defer rt.Close()
 	if _, err := rt.Version(ctx); err != nil {
 		if !c.Config.OwnRuntime {
-			return fmt.Errorf("the CRI runtime at %s does not answer (%v): start it so devk can remove this cluster's pods", c.Config.CRISocket, err)
+			return phase.Done, fmt.Errorf("the CRI runtime at %s does not answer (%v): start it so devk can remove this cluster's pods", c.Config.CRISocket, err)
 		}
-		c.setDetail("pods", "containerd does not answer; leftovers are killed below")
-		return nil
+		return phase.Unchanged("containerd does not answer; leftovers are killed below"), nil
 	}
 	n, err := rt.RemoveAll(ctx, c.ownsPod)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
-	c.setDetail("pods", "%d pod sandboxes removed", n)
-	return nil
+	return phase.Outcome{Detail: fmt.Sprintf("%d pod sandboxes removed", n), Changed: n > 0}, nil
 }
 
 // isShimOf reports whether argv is a containerd shim serving the
@@ -102,51 +97,45 @@ func isShimOf(argv []string, socket string) bool {
 	return false
 }
 
-func (c *Cluster) downRuntime(ctx context.Context) error {
+func (c *Cluster) downRuntime(ctx context.Context) (phase.Outcome, error) {
 	if !c.Config.OwnRuntime {
-		c.setDetail("runtime", "not devk's (%s)", c.Config.CRISocket)
-		return nil
+		return phase.Unchanged("not devk's (%s)", c.Config.CRISocket), nil
 	}
-	stopped, err := c.Procs().Stop(ctx, "containerd", 5*time.Second)
+	stopped, err := c.Procs().Stop(ctx, "containerd", downGrace)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	shims := supervise.Processes(func(argv []string) bool { return isShimOf(argv, c.ContainerdSocket()) })
 	for _, pid := range shims {
-		if err := supervise.KillWait(ctx, pid, 2*time.Second); err != nil {
-			return fmt.Errorf("stop containerd shim %d: %w", pid, err)
+		if err := supervise.KillWait(ctx, pid, shimGrace); err != nil {
+			return phase.Done, fmt.Errorf("stop containerd shim %d: %w", pid, err)
 		}
 	}
-	switch {
-	case stopped:
-		c.setDetail("runtime", "containerd stopped, %d shims stopped", len(shims))
-	default:
-		c.setDetail("runtime", "containerd not running, %d shims stopped", len(shims))
+	state := "not running"
+	if stopped {
+		state = "stopped"
 	}
-	return nil
+	return phase.Outcome{Detail: fmt.Sprintf("containerd %s, %d shims stopped", state, len(shims)), Changed: stopped || len(shims) > 0}, nil
 }
 
-func (c *Cluster) downRegistry(ctx context.Context) error {
+func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
 	rp := c.registryPaths()
 	if _, ok := rp.Procs().Running("registry"); !ok {
-		c.setDetail("registry", "devk's registry is not running")
-		return nil
+		return phase.Unchanged("devk's registry is not running"), nil
 	}
 	// The registry serves every cluster under DEVK_HOME: the last one
 	// down stops it.
 	for _, o := range otherConfigs(c.Home, c.Config.Name) {
 		if o.OwnRegistry {
-			c.setDetail("registry", "kept: cluster %s uses it", o.Name)
-			return nil
+			return phase.Unchanged("kept: cluster %s uses it", o.Name), nil
 		}
 	}
-	if _, err := rp.Procs().Stop(ctx, "registry", 5*time.Second); err != nil {
-		return err
+	if _, err := rp.Procs().Stop(ctx, "registry", downGrace); err != nil {
+		return phase.Done, err
 	}
 	os.Remove(rp.Run())
 	os.RemoveAll(rp.Logs())
-	c.setDetail("registry", "stopped")
-	return nil
+	return phase.Changed("stopped"), nil
 }
 
 // mountsUnder lists mount points at or below dir in mountinfo content,
@@ -188,13 +177,13 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-func (c *Cluster) downMounts(ctx context.Context) error {
+func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {
 	n := 0
 	// A mount can hide another at the same point: go round until none is left.
 	for range 10 {
 		data, err := os.ReadFile("/proc/self/mountinfo")
 		if err != nil {
-			return err
+			return phase.Done, err
 		}
 		mps := mountsUnder(string(data), c.Dir)
 		if len(mps) == 0 {
@@ -202,13 +191,12 @@ func (c *Cluster) downMounts(ctx context.Context) error {
 		}
 		for _, mp := range mps {
 			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("unmount %s: %w", mp, err)
+				return phase.Done, fmt.Errorf("unmount %s: %w", mp, err)
 			}
 			n++
 		}
 	}
-	c.setDetail("mounts", "%d unmounted", n)
-	return nil
+	return phase.Outcome{Detail: fmt.Sprintf("%d unmounted", n), Changed: n > 0}, nil
 }
 
 // cgroupRoots are the cgroup hierarchies: each v1 controller mount, or
@@ -247,27 +235,28 @@ func removeCgroupTree(ctx context.Context, root string) (int, error) {
 		if data, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
 			for _, f := range strings.Fields(string(data)) {
 				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-					_ = supervise.KillWait(ctx, pid, time.Second)
+					_ = supervise.KillWait(ctx, pid, leftoverGrace)
 					killed++
 				}
 			}
 		}
-		var err error
-		for range 50 {
-			if err = os.Remove(d); err == nil || errors.Is(err, fs.ErrNotExist) {
-				err = nil
-				break
-			}
-			time.Sleep(20 * time.Millisecond) // a killed task leaves its cgroup a little later
+		// A killed task leaves its cgroup a little later.
+		var rmErr error
+		err := wait.PollUntilContextTimeout(ctx, cgroupRemoveInterval, cgroupRemoveTimeout, true, func(context.Context) (bool, error) {
+			rmErr = os.Remove(d)
+			return rmErr == nil || errors.Is(rmErr, fs.ErrNotExist), nil
+		})
+		if timedOut(ctx, err) {
+			return killed, fmt.Errorf("remove cgroup %s: %w", d, rmErr)
 		}
 		if err != nil {
-			return killed, fmt.Errorf("remove cgroup %s: %w", d, err)
+			return killed, err
 		}
 	}
 	return killed, nil
 }
 
-func (c *Cluster) downCgroups(ctx context.Context) error {
+func (c *Cluster) downCgroups(ctx context.Context) (phase.Outcome, error) {
 	// Only the cluster's own cgroupRoot (validated when cluster.json was
 	// read): another kubelet's pods live elsewhere.
 	removed, killed := 0, 0
@@ -279,7 +268,7 @@ func (c *Cluster) downCgroups(ctx context.Context) error {
 		k, err := removeCgroupTree(ctx, p)
 		killed += k
 		if err != nil {
-			return err
+			return phase.Done, err
 		}
 		removed++
 	}
@@ -293,8 +282,7 @@ func (c *Cluster) downCgroups(ctx context.Context) error {
 			removed++
 		}
 	}
-	c.setDetail("cgroups", "%d removed, %d leftover processes killed", removed, killed)
-	return nil
+	return phase.Outcome{Detail: fmt.Sprintf("%d removed, %d leftover processes killed", removed, killed), Changed: removed > 0}, nil
 }
 
 // removeEmptyTree removes a cgroup tree only if no process is in it.
@@ -324,33 +312,29 @@ func removeEmptyTree(root string) error {
 	return nil
 }
 
-func (c *Cluster) downNetwork(ctx context.Context) error {
+func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 	br := c.Config.Bridge
 	if br == "" {
-		return nil
+		return phase.Done, nil
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", br)); err != nil {
-		c.setDetail("network", "no bridge %s", br)
-		return nil
+		return phase.Unchanged("no bridge %s", br), nil
 	}
 	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", br).CombinedOutput(); err != nil {
-		return fmt.Errorf("delete bridge %s: %v: %s (delete it with `ip link delete %s`)", br, err, strings.TrimSpace(string(out)), br)
+		return phase.Done, fmt.Errorf("delete bridge %s: %v: %s (delete it with `ip link delete %s`)", br, err, strings.TrimSpace(string(out)), br)
 	}
-	c.setDetail("network", "bridge %s deleted", br)
-	return nil
+	return phase.Changed("bridge %s deleted", br), nil
 }
 
-func (c *Cluster) downKubeconfig(ctx context.Context) error {
-	removed, err := c.removeUserContext()
+func (c *Cluster) downKubeconfig(ctx context.Context) (phase.Outcome, error) {
+	removed, err := c.removeUserContext(ctx)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	if removed {
-		c.setDetail("kubeconfig", "context %s removed", ContextName(c.Config.Name))
-	} else {
-		c.setDetail("kubeconfig", "no context %s", ContextName(c.Config.Name))
+		return phase.Changed("context %s removed", ContextName(c.Config.Name)), nil
 	}
-	return nil
+	return phase.Unchanged("no context %s", ContextName(c.Config.Name)), nil
 }
 
 // safeToRemove refuses to remove the cluster directory while anything
@@ -394,7 +378,7 @@ func (c *Cluster) safeToRemove() error {
 // keptByKeepData are what --keep-data keeps.
 var keptByKeepData = []string{"pki", "etcd", "cluster.json"}
 
-func (c *Cluster) downFiles(ctx context.Context) error {
+func (c *Cluster) downFiles(ctx context.Context) (phase.Outcome, error) {
 	// The kubelet links every container log into /var/log/containers.
 	if links, err := filepath.Glob("/var/log/containers/*.log"); err == nil {
 		for _, l := range links {
@@ -404,27 +388,25 @@ func (c *Cluster) downFiles(ctx context.Context) error {
 		}
 	}
 	if err := c.safeToRemove(); err != nil {
-		return err
+		return phase.Done, err
 	}
 	if !c.KeepData {
 		if err := os.RemoveAll(c.Dir); err != nil {
-			return fmt.Errorf("remove %s: %w", c.Dir, err)
+			return phase.Done, fmt.Errorf("remove %s: %w", c.Dir, err)
 		}
-		c.setDetail("files", "removed %s", c.Dir)
-		return nil
+		return phase.Changed("removed %s", c.Dir), nil
 	}
 	ents, err := os.ReadDir(c.Dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return phase.Done, err
 	}
 	for _, e := range ents {
 		if slices.Contains(keptByKeepData, e.Name()) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(c.Dir, e.Name())); err != nil {
-			return fmt.Errorf("remove %s: %w", filepath.Join(c.Dir, e.Name()), err)
+			return phase.Done, fmt.Errorf("remove %s: %w", filepath.Join(c.Dir, e.Name()), err)
 		}
 	}
-	c.setDetail("files", "kept pki, etcd and cluster.json in %s", c.Dir)
-	return nil
+	return phase.Changed("kept pki, etcd and cluster.json in %s", c.Dir), nil
 }

@@ -17,6 +17,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
@@ -48,7 +50,7 @@ func (c *Cluster) kubeletSource() string {
 // runImages builds (incrementally) the control-plane components and the
 // kubelet from the tree, pushes the images, builds and pushes the pause
 // image, and records every digest in cluster.json.
-func (c *Cluster) runImages(ctx context.Context) error {
+func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	if c.ImagesFrom != "" {
 		return c.imagesFrom(ctx)
 	}
@@ -57,7 +59,7 @@ func (c *Cluster) runImages(ctx context.Context) error {
 	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet"}, controlPlaneComponents...), Reporter: sub}
 	bj, err := build.Run(ctx, bo, phase.Options{})
 	if err != nil {
-		return fmt.Errorf("build the cluster's components: %w", err)
+		return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
 	}
 	built := time.Since(t0)
 	for _, b := range bj.Binaries {
@@ -71,24 +73,33 @@ func (c *Cluster) runImages(ctx context.Context) error {
 	bo.Components = controlPlaneComponents
 	ij, err := image.RunPush(ctx, bo, image.Options{Registry: c.Config.Registry}, phase.Options{Reporter: sub})
 	if err != nil {
-		return fmt.Errorf("push the control-plane images: %w", err)
+		return phase.Done, fmt.Errorf("push the control-plane images: %w", err)
 	}
+	changed := false
 	for _, r := range ij.Images {
-		c.changedIf(c.Config.Images[r.Component] != r.Ref)
-		c.Config.Images[r.Component] = r.Ref
+		changed = c.recordImage(r.Component, r.Ref) || changed
 	}
 	pauseRef, err := c.pushPause(ctx)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
-	c.changedIf(c.Config.Images["pause"] != pauseRef)
-	c.Config.Images["pause"] = pauseRef
+	changed = c.recordImage("pause", pauseRef) || changed
 	if err := c.SaveConfig(); err != nil {
-		return err
+		return phase.Done, err
 	}
-	c.setDetail("images", "%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
-		progress.Round(built), len(ij.Images)+1, progress.Round(time.Since(t1)))
-	return nil
+	return phase.Outcome{
+		Detail: fmt.Sprintf("%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
+			progress.Round(built), len(ij.Images)+1, progress.Round(time.Since(t1))),
+		Changed: changed,
+	}, nil
+}
+
+// recordImage records component's image in the config; it reports
+// whether that changed it.
+func (c *Cluster) recordImage(component, ref string) bool {
+	changed := c.Config.Images[component] != ref
+	c.Config.Images[component] = ref
+	return changed
 }
 
 // prefixed reports the steps of a nested pipeline (build, push) under
@@ -110,45 +121,48 @@ func (p prefixed) Skip(step, reason string) { p.Reporter.Skip(p.prefix+step, rea
 // imagesFrom takes the images from a registry that holds them already:
 // <registry>/<binary>:<tag> for the tag of the tree's version, resolved
 // to digests now.
-func (c *Cluster) imagesFrom(ctx context.Context) error {
+func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	src, err := image.NewRemote(c.ImagesFrom, image.RemoteOptions{})
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	tag := c.ImagesTag
+	changed := false
 	for _, comp := range controlPlaneComponents {
 		bc, err := build.Lookup(comp)
 		if err != nil {
-			return err
+			return phase.Done, err
 		}
 		t := tag
 		if comp == "etcd" || t == "" {
 			// etcd has its own versions (and with no --images-tag every
 			// component): take the newest version tag there is.
 			if t, err = newestTag(ctx, src, bc.Image()); err != nil {
-				return err
+				return phase.Done, err
 			}
 		}
 		ref, err := src.ParseReference(strings.TrimSuffix(c.ImagesFrom, "/") + "/" + bc.Image() + ":" + t)
 		if err != nil {
-			return err
+			return phase.Done, err
 		}
 		d, err := src.Head(ctx, ref)
 		if err != nil {
-			return fmt.Errorf("--images-from: %w", err)
+			return phase.Done, fmt.Errorf("--images-from: %w", err)
 		}
-		c.Config.Images[comp] = ref.Context().Name() + "@" + d.Digest.String()
+		changed = c.recordImage(comp, ref.Context().Name()+"@"+d.Digest.String()) || changed
 	}
 	if _, err := os.Stat(c.KubeletBinary()); err != nil {
-		return fmt.Errorf("--images-from gives the control plane, not the kubelet: put a kubelet at %s or build one (`devk build kubelet`) and run without --images-from", c.KubeletBinary())
+		return phase.Done, fmt.Errorf("--images-from gives the control plane, not the kubelet: put a kubelet at %s or build one (`devk build kubelet`) and run without --images-from", c.KubeletBinary())
 	}
 	pauseRef, err := c.pushPause(ctx)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
-	c.Config.Images["pause"] = pauseRef
-	c.setDetail("images", "from %s: %s", c.ImagesFrom, c.imagesSummary())
-	return c.SaveConfig()
+	changed = c.recordImage("pause", pauseRef) || changed
+	if err := c.SaveConfig(); err != nil {
+		return phase.Done, err
+	}
+	return phase.Outcome{Detail: fmt.Sprintf("from %s: %s", c.ImagesFrom, c.imagesSummary()), Changed: changed}, nil
 }
 
 // newestTag is the highest version tag of repo in the registry.
@@ -161,36 +175,29 @@ func newestTag(ctx context.Context, r *image.Remote, name string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("--images-from: list the tags of %s: %w", repo, err)
 	}
-	best := ""
-	for _, t := range tags {
-		if _, _, ok := parseMinor(t); ok && (best == "" || versionLess(best, t)) {
-			best = t
-		}
-	}
+	best := newestVersion(tags)
 	if best == "" {
 		return "", fmt.Errorf("--images-from: %s has no version tag (tags: %v): push etcd there (`devk push etcd --registry %s`)", repo, tags, r.Addr)
 	}
 	return best, nil
 }
 
-// versionLess compares vX.Y.Z tags numerically.
-func versionLess(a, b string) bool {
-	pa, pb := versionParts(a), versionParts(b)
-	for i := range pa {
-		if pa[i] != pb[i] {
-			return pa[i] < pb[i]
+// newestVersion is the highest of the tags that are versions (v1.34.4,
+// 3.6.5-0), by semantic versioning where they follow it: a release is
+// newer than its pre-releases, -rc.1 than -beta.2 than -alpha.3. Empty
+// when none is a version.
+func newestVersion(tags []string) string {
+	best, bestV := "", (*version.Version)(nil)
+	for _, t := range tags {
+		v, err := version.Parse(t)
+		if err != nil {
+			continue
+		}
+		if bestV == nil || bestV.LessThan(v) {
+			best, bestV = t, v
 		}
 	}
-	return false
-}
-
-func versionParts(v string) [3]int {
-	var out [3]int
-	fields := strings.FieldsFunc(strings.TrimPrefix(v, "v"), func(r rune) bool { return r < '0' || r > '9' })
-	for i := 0; i < 3 && i < len(fields); i++ {
-		fmt.Sscan(fields[i], &out[i])
-	}
-	return out
+	return best
 }
 
 // pauseImage builds the pause program from its embedded source (cached
@@ -291,7 +298,7 @@ func (c *Cluster) imagesSummary() string {
 
 // registryAnswers reports whether a registry answers at host:port.
 func registryAnswers(ctx context.Context, hostPort string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, registryProbeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostPort+"/v2/", nil)
 	if err != nil {
@@ -310,23 +317,21 @@ func registryAnswers(ctx context.Context, hostPort string) bool {
 // shares it (and its store, $DEVK_HOME/registry).
 func (c *Cluster) registryPaths() layout.Paths { return layout.HomePaths(c.Home) }
 
-func (c *Cluster) runRegistry(ctx context.Context) error {
+func (c *Cluster) runRegistry(ctx context.Context) (phase.Outcome, error) {
 	rp := c.registryPaths()
 	if c.Registry != "" {
 		c.Config.Registry, c.Config.OwnRegistry = c.Registry, false
 		if image.IsLoopback(c.Registry) && !registryAnswers(ctx, c.Registry) {
-			return fmt.Errorf("no registry answers at %s: start one (`devk registry serve --addr %s`) or drop --registry to let devk run its own", c.Registry, c.Registry)
+			return phase.Done, fmt.Errorf("no registry answers at %s: start one (`devk registry serve --addr %s`) or drop --registry to let devk run its own", c.Registry, c.Registry)
 		}
-		c.setDetail("registry", "using %s", c.Config.Registry)
-		return c.SaveConfig()
+		return phase.Unchanged("using %s", c.Config.Registry), c.SaveConfig()
 	}
 	if !c.Config.OwnRegistry && c.Config.Registry != layout.DefaultRegistry {
 		// Chosen with --registry on an earlier run.
 		if image.IsLoopback(c.Config.Registry) && !registryAnswers(ctx, c.Config.Registry) {
-			return fmt.Errorf("the registry %s this cluster uses does not answer: start it, or pass --registry", c.Config.Registry)
+			return phase.Done, fmt.Errorf("the registry %s this cluster uses does not answer: start it, or pass --registry", c.Config.Registry)
 		}
-		c.setDetail("registry", "using %s", c.Config.Registry)
-		return nil
+		return phase.Unchanged("using %s", c.Config.Registry), nil
 	}
 	c.Config.OwnRegistry = true
 	root := filepath.Join(c.Home, "registry")
@@ -334,41 +339,40 @@ func (c *Cluster) runRegistry(ctx context.Context) error {
 		// The pid file names the process devk started; it must still
 		// serve this address from this DEVK_HOME's store.
 		if argv := supervise.Argv(pid); !slices.Contains(argv, root) || !slices.Contains(argv, c.Config.Registry) {
-			return fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(argv, " "))
+			return phase.Done, fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(argv, " "))
 		}
-		c.setDetail("registry", "running on %s (pid %d)", c.Config.Registry, pid)
-		return c.SaveConfig()
+		return phase.Unchanged("running on %s (pid %d)", c.Config.Registry, pid), c.SaveConfig()
 	}
 	if registryAnswers(ctx, c.Config.Registry) {
 		// Not devk's (no live pid file here): any local user could serve
 		// the images every pod runs. Only the user can say it is trusted.
-		return fmt.Errorf("a registry that devk did not start answers on %s: stop it, or pass --registry %s to use it (devk starts its own there otherwise)", c.Config.Registry, c.Config.Registry)
+		return phase.Done, fmt.Errorf("a registry that devk did not start answers on %s: stop it, or pass --registry %s to use it (devk starts its own there otherwise)", c.Config.Registry, c.Config.Registry)
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("find devk's own binary to run the registry: %w", err)
+		return phase.Done, fmt.Errorf("find devk's own binary to run the registry: %w", err)
 	}
 	pid, _, err := rp.Procs().Start(supervise.Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root}})
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	if err := c.SaveConfig(); err != nil {
-		return err
+		return phase.Done, err
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for !registryAnswers(ctx, c.Config.Registry) {
+	err = wait.PollUntilContextTimeout(ctx, registryPollInterval, registryStartTimeout, true, func(ctx context.Context) (bool, error) {
+		if registryAnswers(ctx, c.Config.Registry) {
+			return true, nil
+		}
 		if _, ok := rp.Procs().Running("registry"); !ok {
-			return fmt.Errorf("the registry exited; its log ends:\n%s", supervise.Tail(rp.LogFile("registry"), 15))
+			return false, fmt.Errorf("the registry exited; its log ends:\n%s", supervise.Tail(rp.LogFile("registry"), 15))
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the registry did not answer on %s within 15s; its log ends:\n%s", c.Config.Registry, supervise.Tail(rp.LogFile("registry"), 15))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if timedOut(ctx, err) {
+		return phase.Done, fmt.Errorf("the registry did not answer on %s within %s; its log ends:\n%s", c.Config.Registry, registryStartTimeout, supervise.Tail(rp.LogFile("registry"), 15))
 	}
-	c.did("registry", "started on %s (pid %d)", c.Config.Registry, pid)
-	return nil
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.Changed("started on %s (pid %d)", c.Config.Registry, pid), nil
 }

@@ -45,7 +45,7 @@ func FuzzKubeconfigMerge(f *testing.F) {
 			t.Fatal(err)
 		}
 		before, loadErr := clientcmd.Load(data)
-		err := c.runKubeconfigMerge(ctx)
+		_, err := c.runKubeconfigMerge(ctx)
 		after := readFile(t, path)
 		if loadErr != nil && err == nil {
 			t.Fatalf("client-go cannot read the file (%v), yet the merge succeeded and wrote:\n%s", loadErr, after)
@@ -68,14 +68,14 @@ func FuzzKubeconfigMerge(f *testing.F) {
 			t.Fatalf("the merge changed the user's %s:\n%s\nbecame\n%s", diff, data, after)
 		}
 
-		if err := c.runKubeconfigMerge(ctx); err != nil {
+		if _, err := c.runKubeconfigMerge(ctx); err != nil {
 			t.Fatalf("a second merge fails: %v", err)
 		}
 		if again := readFile(t, path); !bytes.Equal(again, after) {
 			t.Fatalf("a second merge rewrote the file:\n%s\nto\n%s", after, again)
 		}
 
-		if _, err := c.removeUserContext(); err != nil {
+		if _, err := c.removeUserContext(ctx); err != nil {
 			t.Fatalf("removing context %s fails: %v", name, err)
 		}
 		removed, err := clientcmd.Load(readFile(t, path))
@@ -145,10 +145,10 @@ func fuzzCluster(f *testing.F) *Cluster {
 	if err := os.MkdirAll(filepath.Dir(c.UserKubeconfig), 0o700); err != nil {
 		f.Fatal(err)
 	}
-	if err := c.ensureCert("ca"); err != nil {
+	if _, err := c.ensureCert("ca"); err != nil {
 		f.Fatal(err)
 	}
-	if err := c.ensureKubeconfig("admin"); err != nil {
+	if _, err := c.ensureKubeconfig("admin"); err != nil {
 		f.Fatal(err)
 	}
 	return c

@@ -15,6 +15,7 @@ import (
 
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
 )
 
 // newTestCluster is a cluster in a temp dir with its CA made.
@@ -25,7 +26,7 @@ func newTestCluster(t *testing.T) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ensureCert("ca"); err != nil {
+	if _, err := c.ensureCert("ca"); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -34,11 +35,12 @@ func newTestCluster(t *testing.T) *Cluster {
 func TestKubeconfigsReusedUntilTheCAChanges(t *testing.T) {
 	c := newTestCluster(t)
 	for _, ks := range KubeconfigSpecs(c.Config.NodeName) {
-		if err := c.ensureKubeconfig(ks.Name); err != nil {
+		out, err := c.ensureKubeconfig(ks.Name)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.detail["kubeconfig/"+ks.Name]; got != "written" {
-			t.Errorf("%s: %s, want written", ks.Name, got)
+		if out != phase.Changed("written") {
+			t.Errorf("%s: %+v, want written", ks.Name, out)
 		}
 		cfg, err := clientcmd.LoadFromFile(c.Kubeconfig(ks.Name))
 		if err != nil {
@@ -55,27 +57,27 @@ func TestKubeconfigsReusedUntilTheCAChanges(t *testing.T) {
 			t.Errorf("%s: %v", ks.Name, err)
 		}
 	}
-	if err := c.ensureKubeconfig("admin"); err != nil || c.detail["kubeconfig/admin"] != "reused" {
-		t.Errorf("second run: %v %q, want reused", err, c.detail["kubeconfig/admin"])
+	if out, err := c.ensureKubeconfig("admin"); err != nil || out != phase.Unchanged("reused") {
+		t.Errorf("second run: %v %+v, want reused", err, out)
 	}
 	os.Remove(pki.CertPath(c.PKI(), "ca"))
 	os.Remove(pki.KeyPath(c.PKI(), "ca"))
-	if err := c.ensureCert("ca"); err != nil {
+	if _, err := c.ensureCert("ca"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ensureKubeconfig("admin"); err != nil || c.detail["kubeconfig/admin"] != "written" {
-		t.Errorf("after a new CA: %v %q, want written", err, c.detail["kubeconfig/admin"])
+	if out, err := c.ensureKubeconfig("admin"); err != nil || out != phase.Changed("written") {
+		t.Errorf("after a new CA: %v %+v, want written", err, out)
 	}
 }
 
 func TestKubeletFinalize(t *testing.T) {
 	c := newTestCluster(t)
-	if err := c.ensureKubeconfig("kubelet"); err != nil {
+	if _, err := c.ensureKubeconfig("kubelet"); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.runKubeletFinalize(ctx); err != nil {
-		t.Fatal(err)
+	if out, err := c.runKubeletFinalize(ctx); err != nil || !out.Changed {
+		t.Fatalf("first finalize: %v, %+v; want a change", err, out)
 	}
 	current := filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem")
 	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig("kubelet"))
@@ -90,18 +92,17 @@ func TestKubeletFinalize(t *testing.T) {
 		t.Errorf("%s should be a relative symlink as the kubelet makes: %q %v", current, target, err)
 	}
 	// The kubeconfig phase accepts the finalized kubelet.conf as it is.
-	if err := c.ensureKubeconfig("kubelet"); err != nil || c.detail["kubeconfig/kubelet"] != "reused" {
-		t.Errorf("kubeconfig/kubelet after finalize: %v %q, want reused", err, c.detail["kubeconfig/kubelet"])
+	if out, err := c.ensureKubeconfig("kubelet"); err != nil || out != phase.Unchanged("reused") {
+		t.Errorf("kubeconfig/kubelet after finalize: %v %+v, want reused", err, out)
 	}
-	c.changed = false
-	if err := c.runKubeletFinalize(ctx); err != nil || c.Changed() {
-		t.Errorf("second finalize: %v, changed=%v; want no change", err, c.Changed())
+	if out, err := c.runKubeletFinalize(ctx); err != nil || out.Changed {
+		t.Errorf("second finalize: %v, %+v; want no change", err, out)
 	}
 }
 
 func TestKubeconfigMergeAndRemove(t *testing.T) {
 	c := newTestCluster(t)
-	if err := c.ensureKubeconfig("admin"); err != nil {
+	if _, err := c.ensureKubeconfig("admin"); err != nil {
 		t.Fatal(err)
 	}
 	// The user's kubeconfig already has another cluster.
@@ -114,8 +115,8 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.runKubeconfigMerge(ctx); err != nil {
-		t.Fatal(err)
+	if out, err := c.runKubeconfigMerge(ctx); err != nil || !out.Changed {
+		t.Fatalf("first merge: %v, %+v; want a change", err, out)
 	}
 	got, err := clientcmd.LoadFromFile(c.UserKubeconfig)
 	if err != nil {
@@ -130,14 +131,13 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 		t.Errorf("admin.conf has %d contexts after the merge, want 1", len(admin.Contexts))
 	}
 	before, _ := os.ReadFile(c.UserKubeconfig)
-	c.changed = false
-	if err := c.runKubeconfigMerge(ctx); err != nil || c.Changed() {
-		t.Errorf("second merge: %v, changed=%v", err, c.Changed())
+	if out, err := c.runKubeconfigMerge(ctx); err != nil || out.Changed {
+		t.Errorf("second merge: %v, %+v; want no change", err, out)
 	}
 	if after, _ := os.ReadFile(c.UserKubeconfig); string(after) != string(before) {
 		t.Error("a second merge rewrote the user's kubeconfig")
 	}
-	removed, err := c.removeUserContext()
+	removed, err := c.removeUserContext(ctx)
 	if err != nil || !removed {
 		t.Fatalf("removeUserContext = %v, %v", removed, err)
 	}
@@ -154,7 +154,7 @@ func TestUserKubeconfigSafety(t *testing.T) {
 	c := newTestCluster(t)
 	var out bytes.Buffer
 	c.Reporter = progress.New(&out, progress.Options{Mode: progress.Plain})
-	if err := c.ensureKubeconfig("admin"); err != nil {
+	if _, err := c.ensureKubeconfig("admin"); err != nil {
 		t.Fatal(err)
 	}
 	user := clientcmdapi.NewConfig()
@@ -169,7 +169,7 @@ func TestUserKubeconfigSafety(t *testing.T) {
 	os.WriteFile(lock, nil, 0o600)
 	old := time.Now().Add(-time.Minute)
 	os.Chtimes(lock, old, old)
-	if err := c.runKubeconfigMerge(context.Background()); err != nil {
+	if _, err := c.runKubeconfigMerge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(c.UserKubeconfig); fi.Mode().Perm() != 0o600 {
@@ -196,8 +196,7 @@ func TestUserKubeconfigSafety(t *testing.T) {
 		c.UserKubeconfig = filepath.Join(home, ".kube", "config")
 		t.Setenv("SUDO_UID", "4242")
 		t.Setenv("SUDO_GID", "4243")
-		c.changed = false
-		if err := c.runKubeconfigMerge(context.Background()); err != nil {
+		if _, err := c.runKubeconfigMerge(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range []string{c.UserKubeconfig, filepath.Dir(c.UserKubeconfig)} {

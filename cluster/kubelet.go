@@ -7,15 +7,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/phase"
 )
 
 // KubeletConfigInput is what the kubelet's config depends on.
@@ -151,79 +154,137 @@ func installKubelet(src, dst string) (bool, error) {
 	}, 0o755, "")
 }
 
-func (c *Cluster) runKubeletStart(ctx context.Context) error {
+// kubeletHealthURL is the kubelet's own health endpoint.
+func (c *Cluster) kubeletHealthURL() string {
+	return c.healthURL("http", c.Config.Ports.KubeletHealthz, "/healthz")
+}
+
+func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
 	src := c.kubeletSource()
 	binChanged := false
 	if src != "" {
 		var err error
 		if binChanged, err = installKubelet(src, c.KubeletBinary()); err != nil {
-			return err
+			return phase.Done, err
 		}
 	} else if _, err := os.Stat(c.KubeletBinary()); err != nil {
-		return fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", c.KubeletBinary())
+		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", c.KubeletBinary())
 	}
 	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	cfgChanged, err := writeIfChanged(c.KubeletConfig(), data, 0o644, "")
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	for _, d := range []string{c.Manifests(), c.KubeletRoot(), c.PodLogs(), c.Tmp()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
+			return phase.Done, err
 		}
 	}
 	if err := ensureCgroupRoot(c.Config.CgroupRoot); err != nil {
-		return err
+		return phase.Done, err
 	}
 	if binChanged || cfgChanged {
-		if stopped, err := c.Procs().Stop(ctx, "kubelet", 10*time.Second); err != nil {
-			return err
+		if stopped, err := c.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
+			return phase.Done, err
 		} else if stopped {
 			c.Reporter.Infof("kubelet binary or config changed: restarting the kubelet")
 		}
-		c.changed = true
 	}
 	t0 := time.Now()
 	pid, started, err := c.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv()})
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
-	if started {
-		c.kubeletStarted = t0
+	if !started {
+		out := phase.Unchanged("kubelet running (pid %d)", pid)
+		out.Changed = binChanged || cfgChanged
+		return out, nil
 	}
+	c.kubeletStarted = t0
 	// The kubelet fails fast on a bad config: give it a moment to do so.
-	if started {
-		deadline := time.Now().Add(1500 * time.Millisecond)
-		for time.Now().Before(deadline) {
-			if _, ok := c.Procs().Running("kubelet"); !ok {
-				return fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
-			}
-			if healthz(ctx, "http://"+c.Config.AdvertiseIP+":"+strconv.Itoa(c.Config.Ports.KubeletHealthz)+"/healthz") == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+	err = wait.PollUntilContextTimeout(ctx, kubeletPollInterval, kubeletFailFastWindow, true, func(ctx context.Context) (bool, error) {
+		if _, ok := c.Procs().Running("kubelet"); !ok {
+			return false, fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
 		}
-		c.did("kubelet-start", "kubelet started (pid %d)", pid)
-	} else {
-		c.setDetail("kubelet-start", "kubelet running (pid %d)", pid)
+		return kube.Probe(ctx, c.kubeletHealthURL()) == nil, nil
+	})
+	if err != nil && !timedOut(ctx, err) {
+		return phase.Done, err
 	}
-	return nil
+	return phase.Changed("kubelet started (pid %d)", pid), nil
+}
+
+// runKubeletFinalize does what kubeadm's kubelet-finalize does after TLS
+// bootstrap: it puts the kubelet's client credential in the kubelet's
+// rotating certificate store (<root-dir>/pki/kubelet-client-current.pem)
+// and points kubelet.conf at that file, so rotated certificates are used.
+func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error) {
+	path := c.Kubeconfig("kubelet")
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return phase.Done, fmt.Errorf("read %s: %w (run `devk up phase kubeconfig/kubelet`)", path, err)
+	}
+	kctx := cfg.Contexts[cfg.CurrentContext]
+	if kctx == nil || cfg.AuthInfos[kctx.AuthInfo] == nil {
+		return phase.Done, fmt.Errorf("%s has no current user: run `devk up phase kubeconfig/kubelet`", path)
+	}
+	ai := cfg.AuthInfos[kctx.AuthInfo]
+	store := filepath.Join(c.KubeletRoot(), "pki")
+	current := filepath.Join(store, "kubelet-client-current.pem")
+	if ai.ClientCertificate == current && ai.ClientKey == current {
+		if _, err := os.Stat(current); err == nil {
+			return phase.Unchanged("kubelet.conf uses %s already", current), nil
+		}
+	}
+	if len(ai.ClientCertificateData) == 0 || len(ai.ClientKeyData) == 0 {
+		return phase.Done, fmt.Errorf("%s has no embedded client certificate to move: run `devk up phase kubeconfig/kubelet`", path)
+	}
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		return phase.Done, err
+	}
+	// The kubelet's file store: kubelet-client-<time>.pem holding the
+	// certificate and key, and a kubelet-client-current.pem symlink.
+	stamp := time.Now().UTC().Format("2006-01-02-15-04-05")
+	pemFile := filepath.Join(store, "kubelet-client-"+stamp+".pem")
+	pair := append(append([]byte{}, ai.ClientCertificateData...), ai.ClientKeyData...)
+	if err := fileutil.WriteAtomic(pemFile, pair, 0o600, ""); err != nil {
+		return phase.Done, err
+	}
+	tmpLink := current + ".tmp"
+	_ = os.Remove(tmpLink)
+	if err := os.Symlink(filepath.Base(pemFile), tmpLink); err != nil {
+		return phase.Done, err
+	}
+	if err := os.Rename(tmpLink, current); err != nil {
+		return phase.Done, err
+	}
+	ai.ClientCertificateData, ai.ClientKeyData = nil, nil
+	ai.ClientCertificate, ai.ClientKey = current, current
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return phase.Done, err
+	}
+	if err := fileutil.WriteAtomic(path, data, 0o600, ""); err != nil {
+		return phase.Done, err
+	}
+	return phase.Changed("kubelet.conf now uses %s", current), nil
 }
 
 // RestartKubelet stops the supervised kubelet and starts it again with
 // the same command line (after its binary was swapped).
 func (c *Cluster) RestartKubelet(ctx context.Context) (int, error) {
-	if _, err := c.Procs().Stop(ctx, "kubelet", 10*time.Second); err != nil {
+	if _, err := c.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
 		return 0, err
 	}
 	pid, _, err := c.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv()})
 	return pid, err
 }
 
-// RelistKubelet restarts the supervised kubelet and waits, at most 15 s,
+// RelistKubelet restarts the supervised kubelet and waits, at most
+// relistTimeout,
 // until the new one is healthy and watches the API server's pods, so that
 // its view of mirror pods is current. A kubelet whose pod watch backs off
 // after the API server restarted (see swap's settle) catches up at once
@@ -239,19 +300,13 @@ func (c *Cluster) RelistKubelet(ctx context.Context) error {
 	if _, err := c.RestartKubelet(ctx); err != nil {
 		return err
 	}
-	healthURL := "http://" + c.Config.AdvertiseIP + ":" + strconv.Itoa(c.Config.Ports.KubeletHealthz) + "/healthz"
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if logContains(logPath, offset, "Watching apiserver") && healthz(ctx, healthURL) == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	err := wait.PollUntilContextTimeout(ctx, relistPollInterval, relistTimeout, true, func(ctx context.Context) (bool, error) {
+		return logContains(logPath, offset, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL()) == nil, nil
+	})
+	if timedOut(ctx, err) {
+		return fmt.Errorf("the restarted kubelet does not watch the API server after %s; see %s", relistTimeout, logPath)
 	}
-	return fmt.Errorf("the restarted kubelet does not watch the API server after 15 s; see %s", logPath)
+	return err
 }
 
 // logContains reports whether the file, from offset on, contains s.

@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net"
 	"os"
-	"sort"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/phase"
 )
 
 // imageBinDir is where the component images keep their binary.
@@ -47,21 +52,12 @@ type ManifestInput struct {
 }
 
 func flagList(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, "--"+k+"="+m[k])
 	}
 	return out
-}
-
-func hostPathVolume(name, path string, t corev1.HostPathType) (corev1.Volume, corev1.VolumeMount) {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}},
-		corev1.VolumeMount{Name: name, MountPath: path}
 }
 
 func httpProbe(host string, port int, path string, scheme corev1.URIScheme, initial, period, failures int32) *corev1.Probe {
@@ -76,35 +72,49 @@ func httpProbe(host string, port int, path string, scheme corev1.URIScheme, init
 	}
 }
 
-// Manifest renders the static pod of one control-plane component, the
-// way kubeadm does, with every path the same inside and outside the
-// container and every port on loopback.
-func Manifest(name string, in ManifestInput) ([]byte, error) {
-	if !strings.Contains(in.Image, "@sha256:") {
-		return nil, fmt.Errorf("image %q of %s is not by digest: push it first (`devk up phase images`)", in.Image, name)
-	}
+// Probe timings: a liveness probe gives a component time to start and
+// several chances; a readiness probe looks often.
+func livenessProbe(host string, port int, path string, scheme corev1.URIScheme) *corev1.Probe {
+	return httpProbe(host, port, path, scheme, 10, 10, 8)
+}
+
+func readinessProbe(host string, port int, path string, scheme corev1.URIScheme, period int32) *corev1.Probe {
+	return httpProbe(host, port, path, scheme, 0, period, 3)
+}
+
+// podSpec is what differs between the control-plane static pods.
+type podSpec struct {
+	args      map[string]string
+	volumes   []corev1.Volume
+	mounts    []corev1.VolumeMount
+	liveness  *corev1.Probe
+	readiness *corev1.Probe
+	requests  corev1.ResourceList
+}
+
+// hostPath mounts path from the host at the same path in the container.
+func (s *podSpec) hostPath(name, path string, t corev1.HostPathType) {
+	s.volumes = append(s.volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}})
+	s.mounts = append(s.mounts, corev1.VolumeMount{Name: name, MountPath: path})
+}
+
+func cpu(q string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+}
+
+func url(scheme, ip string, port int) string {
+	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(port))
+}
+
+// etcdPod is etcd serving clients and its one peer on the advertise
+// address, with the etcd CA's certificates.
+func etcdPod(in ManifestInput) podSpec {
 	cfg, p := in.Config, in.Paths
-	ip := cfg.AdvertiseIP
-	pki := p.PKI()
-	port := strconv.Itoa
-	var (
-		args    map[string]string
-		volumes []corev1.Volume
-		mounts  []corev1.VolumeMount
-		probe   *corev1.Probe
-		ready   *corev1.Probe
-		cpu     = "100m"
-	)
-	addVol := func(vname, path string, t corev1.HostPathType) {
-		v, m := hostPathVolume(vname, path, t)
-		volumes = append(volumes, v)
-		mounts = append(mounts, m)
-	}
-	switch name {
-	case "etcd":
-		client := "https://" + ip + ":" + port(cfg.Ports.EtcdClient)
-		peer := "https://" + ip + ":" + port(cfg.Ports.EtcdPeer)
-		args = map[string]string{
+	ip, dir := cfg.AdvertiseIP, p.PKI()
+	client, peer := url("https", ip, cfg.Ports.EtcdClient), url("https", ip, cfg.Ports.EtcdPeer)
+	etcdCA := pki.CertPath(dir, layout.EtcdCAName)
+	s := podSpec{
+		args: map[string]string{
 			"name":                        cfg.NodeName,
 			"data-dir":                    p.Etcd(),
 			"advertise-client-urls":       client,
@@ -112,99 +122,153 @@ func Manifest(name string, in ManifestInput) ([]byte, error) {
 			"initial-advertise-peer-urls": peer,
 			"listen-peer-urls":            peer,
 			"initial-cluster":             cfg.NodeName + "=" + peer,
-			"listen-metrics-urls":         "http://" + ip + ":" + port(cfg.Ports.EtcdMetrics),
-			"cert-file":                   pki + "/etcd/server.crt",
-			"key-file":                    pki + "/etcd/server.key",
-			"trusted-ca-file":             pki + "/etcd/ca.crt",
+			"listen-metrics-urls":         url("http", ip, cfg.Ports.EtcdMetrics),
+			"cert-file":                   pki.CertPath(dir, "etcd/server"),
+			"key-file":                    pki.KeyPath(dir, "etcd/server"),
+			"trusted-ca-file":             etcdCA,
 			"client-cert-auth":            "true",
-			"peer-cert-file":              pki + "/etcd/peer.crt",
-			"peer-key-file":               pki + "/etcd/peer.key",
-			"peer-trusted-ca-file":        pki + "/etcd/ca.crt",
+			"peer-cert-file":              pki.CertPath(dir, "etcd/peer"),
+			"peer-key-file":               pki.KeyPath(dir, "etcd/peer"),
+			"peer-trusted-ca-file":        etcdCA,
 			"peer-client-cert-auth":       "true",
 			"snapshot-count":              "10000",
-		}
-		addVol("etcd-data", p.Etcd(), corev1.HostPathDirectoryOrCreate)
-		addVol("etcd-certs", pki+"/etcd", corev1.HostPathDirectory)
+		},
 		// /health works on every etcd 3.5 and 3.6 (/livez and /readyz came later).
-		probe = httpProbe(ip, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP, 10, 10, 8)
-		ready = httpProbe(ip, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 0, 2, 3)
-	case "kube-apiserver":
-		args = map[string]string{
+		liveness:  livenessProbe(ip, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP),
+		readiness: readinessProbe(ip, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 2),
+		requests:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")},
+	}
+	s.hostPath("etcd-data", p.Etcd(), corev1.HostPathDirectoryOrCreate)
+	s.hostPath("etcd-certs", filepath.Dir(etcdCA), corev1.HostPathDirectory)
+	return s
+}
+
+// apiserverPod is the API server on the advertise address, a client of
+// etcd there, with kubeadm's authentication and authorization.
+func apiserverPod(in ManifestInput) podSpec {
+	cfg, p := in.Config, in.Paths
+	ip, dir := cfg.AdvertiseIP, p.PKI()
+	s := podSpec{
+		args: map[string]string{
 			"advertise-address":                  ip,
 			"bind-address":                       ip,
-			"secure-port":                        port(cfg.Ports.APIServer),
+			"secure-port":                        strconv.Itoa(cfg.Ports.APIServer),
 			"allow-privileged":                   "true",
 			"authorization-mode":                 "Node,RBAC",
-			"client-ca-file":                     pki + "/ca.crt",
+			"client-ca-file":                     pki.CertPath(dir, pki.CAName),
 			"enable-admission-plugins":           "NodeRestriction",
 			"enable-bootstrap-token-auth":        "true",
-			"etcd-cafile":                        pki + "/etcd/ca.crt",
-			"etcd-certfile":                      pki + "/apiserver-etcd-client.crt",
-			"etcd-keyfile":                       pki + "/apiserver-etcd-client.key",
-			"etcd-servers":                       "https://" + ip + ":" + port(cfg.Ports.EtcdClient),
-			"kubelet-client-certificate":         pki + "/apiserver-kubelet-client.crt",
-			"kubelet-client-key":                 pki + "/apiserver-kubelet-client.key",
+			"etcd-cafile":                        pki.CertPath(dir, layout.EtcdCAName),
+			"etcd-certfile":                      pki.CertPath(dir, layout.APIServerEtcdClient),
+			"etcd-keyfile":                       pki.KeyPath(dir, layout.APIServerEtcdClient),
+			"etcd-servers":                       cfg.EtcdURL(),
+			"kubelet-client-certificate":         pki.CertPath(dir, "apiserver-kubelet-client"),
+			"kubelet-client-key":                 pki.KeyPath(dir, "apiserver-kubelet-client"),
 			"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
-			"proxy-client-cert-file":             pki + "/front-proxy-client.crt",
-			"proxy-client-key-file":              pki + "/front-proxy-client.key",
+			"proxy-client-cert-file":             pki.CertPath(dir, "front-proxy-client"),
+			"proxy-client-key-file":              pki.KeyPath(dir, "front-proxy-client"),
 			"requestheader-allowed-names":        "front-proxy-client",
-			"requestheader-client-ca-file":       pki + "/front-proxy-ca.crt",
+			"requestheader-client-ca-file":       pki.CertPath(dir, "front-proxy-ca"),
 			"requestheader-extra-headers-prefix": "X-Remote-Extra-",
 			"requestheader-group-headers":        "X-Remote-Group",
 			"requestheader-username-headers":     "X-Remote-User",
 			"service-account-issuer":             "https://kubernetes.default.svc." + cfg.DNSDomain,
-			"service-account-key-file":           pki + "/sa.pub",
-			"service-account-signing-key-file":   pki + "/sa.key",
+			"service-account-key-file":           filepath.Join(dir, pki.SAPubName),
+			"service-account-signing-key-file":   filepath.Join(dir, pki.SAKeyName),
 			"service-cluster-ip-range":           cfg.ServiceCIDR,
-			"tls-cert-file":                      pki + "/apiserver.crt",
-			"tls-private-key-file":               pki + "/apiserver.key",
-		}
-		addVol("k8s-certs", pki, corev1.HostPathDirectory)
-		probe = httpProbe(ip, cfg.Ports.APIServer, "/livez", corev1.URISchemeHTTPS, 10, 10, 8)
-		ready = httpProbe(ip, cfg.Ports.APIServer, "/readyz", corev1.URISchemeHTTPS, 0, 1, 3)
-		cpu = "250m"
-	case "kube-controller-manager":
-		kc := p.Kubeconfig("controller-manager")
-		args = map[string]string{
-			"authentication-kubeconfig":        kc,
-			"authorization-kubeconfig":         kc,
-			"kubeconfig":                       kc,
-			"bind-address":                     ip,
-			"secure-port":                      port(cfg.Ports.ControllerManager),
-			"client-ca-file":                   pki + "/ca.crt",
-			"cluster-name":                     cfg.Name,
-			"cluster-signing-cert-file":        pki + "/ca.crt",
-			"cluster-signing-key-file":         pki + "/ca.key",
-			"controllers":                      "*,bootstrapsigner,tokencleaner",
-			"leader-elect":                     "false",
-			"requestheader-client-ca-file":     pki + "/front-proxy-ca.crt",
-			"root-ca-file":                     pki + "/ca.crt",
-			"service-account-private-key-file": pki + "/sa.key",
-			"service-cluster-ip-range":         cfg.ServiceCIDR,
-			"use-service-account-credentials":  "true",
-		}
-		addVol("k8s-certs", pki, corev1.HostPathDirectory)
-		addVol("kubeconfig", kc, corev1.HostPathFileOrCreate)
-		probe = httpProbe(ip, cfg.Ports.ControllerManager, "/healthz", corev1.URISchemeHTTPS, 10, 10, 8)
-		cpu = "200m"
-	case "kube-scheduler":
-		kc := p.Kubeconfig("scheduler")
-		args = map[string]string{
+			"tls-cert-file":                      pki.CertPath(dir, "apiserver"),
+			"tls-private-key-file":               pki.KeyPath(dir, "apiserver"),
+		},
+		liveness:  livenessProbe(ip, cfg.Ports.APIServer, "/livez", corev1.URISchemeHTTPS),
+		readiness: readinessProbe(ip, cfg.Ports.APIServer, "/readyz", corev1.URISchemeHTTPS, 1),
+		requests:  cpu("250m"),
+	}
+	s.hostPath("k8s-certs", dir, corev1.HostPathDirectory)
+	return s
+}
+
+// controller is what differs between the two controllers of the control
+// plane, the controller-manager and the scheduler: API clients through
+// their own kubeconfig, serving /healthz on their secure port.
+type controller struct {
+	// kubeconfig names the controller's kubeconfig (controller-manager).
+	kubeconfig string
+	port       int
+	// args are the controller's own flags, beyond the shared ones.
+	args map[string]string
+	// pki mounts the PKI dir (the controller-manager signs with the CA).
+	pki bool
+	// ready adds a readiness probe on /healthz.
+	ready bool
+	cpu   string
+}
+
+// controllerPod is the static pod of a controller.
+func controllerPod(in ManifestInput, ct controller) podSpec {
+	ip := in.Config.AdvertiseIP
+	kc := in.Paths.Kubeconfig(ct.kubeconfig)
+	s := podSpec{
+		args: map[string]string{
 			"authentication-kubeconfig": kc,
 			"authorization-kubeconfig":  kc,
 			"kubeconfig":                kc,
 			"bind-address":              ip,
-			"secure-port":               port(cfg.Ports.Scheduler),
+			"secure-port":               strconv.Itoa(ct.port),
 			"leader-elect":              "false",
-		}
-		addVol("kubeconfig", kc, corev1.HostPathFileOrCreate)
-		probe = httpProbe(ip, cfg.Ports.Scheduler, "/healthz", corev1.URISchemeHTTPS, 10, 10, 8)
-		ready = httpProbe(ip, cfg.Ports.Scheduler, "/healthz", corev1.URISchemeHTTPS, 0, 1, 3)
-	default:
-		return nil, fmt.Errorf("no static pod %q: the control plane is etcd, kube-apiserver, kube-controller-manager and kube-scheduler", name)
+		},
+		liveness: livenessProbe(ip, ct.port, "/healthz", corev1.URISchemeHTTPS),
+		requests: cpu(ct.cpu),
 	}
+	maps.Copy(s.args, ct.args)
+	if ct.pki {
+		s.hostPath("k8s-certs", in.Paths.PKI(), corev1.HostPathDirectory)
+	}
+	s.hostPath("kubeconfig", kc, corev1.HostPathFileOrCreate)
+	if ct.ready {
+		s.readiness = readinessProbe(ip, ct.port, "/healthz", corev1.URISchemeHTTPS, 1)
+	}
+	return s
+}
+
+func controllerManagerPod(in ManifestInput) podSpec {
+	cfg, dir := in.Config, in.Paths.PKI()
+	return controllerPod(in, controller{
+		kubeconfig: "controller-manager",
+		port:       cfg.Ports.ControllerManager,
+		args: map[string]string{
+			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
+			"cluster-name":                     cfg.Name,
+			"cluster-signing-cert-file":        pki.CertPath(dir, pki.CAName),
+			"cluster-signing-key-file":         pki.KeyPath(dir, pki.CAName),
+			"controllers":                      "*,bootstrapsigner,tokencleaner",
+			"requestheader-client-ca-file":     pki.CertPath(dir, "front-proxy-ca"),
+			"root-ca-file":                     pki.CertPath(dir, pki.CAName),
+			"service-account-private-key-file": filepath.Join(dir, pki.SAKeyName),
+			"service-cluster-ip-range":         cfg.ServiceCIDR,
+			"use-service-account-credentials":  "true",
+		},
+		pki: true,
+		cpu: "200m",
+	})
+}
+
+func schedulerPod(in ManifestInput) podSpec {
+	return controllerPod(in, controller{kubeconfig: "scheduler", port: in.Config.Ports.Scheduler, ready: true, cpu: "100m"})
+}
+
+// podSpecs are the control-plane static pods by name.
+var podSpecs = map[string]func(ManifestInput) podSpec{
+	"etcd":                    etcdPod,
+	"kube-apiserver":          apiserverPod,
+	"kube-controller-manager": controllerManagerPod,
+	"kube-scheduler":          schedulerPod,
+}
+
+// staticPod is the pod of a control-plane component: host network,
+// system-node-critical, its binary from the image run with its flags.
+func staticPod(name, image string, s podSpec) *corev1.Pod {
 	priority := int32(2000001000)
-	pod := &corev1.Pod{
+	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
@@ -217,75 +281,110 @@ func Manifest(name string, in ManifestInput) ([]byte, error) {
 			Priority:          &priority,
 			Containers: []corev1.Container{{
 				Name:            name,
-				Image:           in.Image,
+				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         append([]string{imageBinDir + "/" + name}, flagList(args)...),
-				VolumeMounts:    mounts,
-				LivenessProbe:   probe,
-				ReadinessProbe:  ready,
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse(cpu),
-				}},
+				Command:         append([]string{imageBinDir + "/" + name}, flagList(s.args)...),
+				VolumeMounts:    s.mounts,
+				LivenessProbe:   s.liveness,
+				ReadinessProbe:  s.readiness,
+				Resources:       corev1.ResourceRequirements{Requests: s.requests},
 			}},
-			Volumes: volumes,
+			Volumes: s.volumes,
 		},
 	}
-	if name == "etcd" {
-		pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
+}
+
+// manifestHeader heads every manifest devk writes.
+const manifestHeader = "# written by devk; `devk swap` replaces the image\n"
+
+// Manifest renders the static pod of one control-plane component, the
+// way kubeadm does, with every path the same inside and outside the
+// container and every port on the advertise address.
+func Manifest(name string, in ManifestInput) ([]byte, error) {
+	if !strings.Contains(in.Image, "@sha256:") {
+		return nil, fmt.Errorf("image %q of %s is not by digest: push it first (`devk up phase images`)", in.Image, name)
 	}
-	data, err := yaml.Marshal(pod)
+	spec, ok := podSpecs[name]
+	if !ok {
+		return nil, fmt.Errorf("no static pod %q: the control plane is etcd, kube-apiserver, kube-controller-manager and kube-scheduler", name)
+	}
+	data, err := yaml.Marshal(staticPod(name, in.Image, spec(in)))
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte("# written by devk; `devk swap` replaces the image\n"), data...), nil
+	return append([]byte(manifestHeader), data...), nil
 }
 
-// writeManifest renders and installs one static pod manifest; the temp
-// file lives outside the manifests dir, which the kubelet scans.
-func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) error {
-	img := c.Config.Images[sp.Component]
-	if img == "" {
-		return fmt.Errorf("no image recorded for %s: run `devk up phase images` first", sp.Component)
+// installedPod is the static pod manifest at path as the kubelet has it,
+// nil when there is none (or none that parses).
+func installedPod(path string) *corev1.Pod {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
 	}
-	path := c.ManifestPath(sp.Name)
-	// An image a swap put in stays: running up again after a swap must
-	// change nothing (`devk swap --rollback` goes back).
-	var onDisk *corev1.Pod
-	if data, err := os.ReadFile(path); err == nil {
-		if pod, err := staticpod.Parse(data); err == nil {
-			onDisk = pod
-			if swapped, ok := staticpod.SwappedImage(pod); ok && swapped != img {
-				img = swapped
-			}
+	pod, err := staticpod.Parse(data)
+	if err != nil {
+		return nil
+	}
+	return pod
+}
+
+// manifestImage is the image the manifest of sp is to name: the one the
+// images phase recorded, unless a swap put another in the installed
+// manifest, which stays (running up after a swap changes nothing; `devk
+// swap --rollback` goes back).
+func (c *Cluster) manifestImage(sp StaticPod, installed *corev1.Pod) (img string, swapped bool, err error) {
+	img = c.Config.Images[sp.Component]
+	if img == "" {
+		return "", false, fmt.Errorf("no image recorded for %s: run `devk up phase images` first", sp.Component)
+	}
+	if installed != nil {
+		if s, ok := staticpod.SwappedImage(installed); ok && s != img {
+			return s, true, nil
 		}
+	}
+	return img, false, nil
+}
+
+// shortImage names an image by digest briefly: repo@<12 hex digits>.
+func shortImage(ref string) string {
+	if i := strings.Index(ref, "@sha256:"); i >= 0 && len(ref) >= i+8+12 {
+		return ref[strings.LastIndex(ref[:i], "/")+1:i] + "@" + ref[i+8:i+8+12]
+	}
+	return ref
+}
+
+// writeManifest renders and installs one static pod manifest unless the
+// installed one says the same (but for a swap's stamp); the temp file
+// lives outside the manifests dir, which the kubelet scans.
+func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) (phase.Outcome, error) {
+	path := c.ManifestPath(sp.Name)
+	installed := installedPod(path)
+	img, swapped, err := c.manifestImage(sp, installed)
+	if err != nil {
+		return phase.Done, err
 	}
 	data, err := Manifest(sp.Name, ManifestInput{Config: c.Config, Paths: c.Paths, Image: img})
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
-	short := img
-	if i := strings.Index(img, "@sha256:"); i >= 0 {
-		short = img[strings.LastIndex(img[:i], "/")+1:i] + "@" + img[i+8:i+8+12]
-	}
-	if img != c.Config.Images[sp.Component] {
+	short := shortImage(img)
+	if swapped {
 		short += " (swapped in)"
 	}
-	if onDisk != nil {
-		if rendered, err := staticpod.Parse(data); err == nil && staticpod.SameButStamp(onDisk, rendered) {
-			c.setDetail("control-plane/"+sp.Name, "unchanged %s", short)
-			return nil
+	if installed != nil {
+		if rendered, err := staticpod.Parse(data); err == nil && staticpod.SameButStamp(installed, rendered) {
+			return phase.Unchanged("unchanged %s", short), nil
 		}
 	}
 	changed, err := writeIfChanged(path, data, 0o600, c.Tmp())
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
-	if changed {
-		c.did("control-plane/"+sp.Name, "wrote %s", short)
-	} else {
-		c.setDetail("control-plane/"+sp.Name, "unchanged %s", short)
+	if !changed {
+		return phase.Unchanged("unchanged %s", short), nil
 	}
-	return nil
+	return phase.Changed("wrote %s", short), nil
 }
 
 // readManifestImage returns the image a static pod manifest names.

@@ -11,18 +11,9 @@ import (
 	"github.com/devk/devk/phase"
 )
 
-// run adapts a phase method to the engine: the outcome is what the
-// method left in c.detail[path] and whether it marked c changed.
-// TODO(issue 12): methods return their Outcome themselves.
-func run(path string, f func(*Cluster, context.Context) error) func(context.Context, *Cluster) (phase.Outcome, error) {
-	return func(ctx context.Context, c *Cluster) (phase.Outcome, error) {
-		before := c.changed
-		c.changed = false
-		err := f(c, ctx)
-		out := phase.Outcome{Detail: c.detail[path], Changed: c.changed}
-		c.changed = c.changed || before
-		return out, err
-	}
+// call makes a method of Cluster a phase's Run.
+func call(m func(*Cluster, context.Context) (phase.Outcome, error)) func(context.Context, *Cluster) (phase.Outcome, error) {
+	return func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return m(c, ctx) }
 }
 
 // UpPhases are `devk up`, kubeadm's init phases made for a laptop.
@@ -38,7 +29,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH"}, []string{c.ConfigFile()}
 			},
-			Run: run("preflight", (*Cluster).runPreflight),
+			Run: call((*Cluster).runPreflight),
 		},
 		{
 			Name:  "runtime",
@@ -46,7 +37,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
 			},
-			Run: run("runtime", (*Cluster).runRuntime),
+			Run: call((*Cluster).runRuntime),
 		},
 		{
 			Name:  "registry",
@@ -54,7 +45,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.registryPaths().PIDFile("registry")}
 			},
-			Run: run("registry", (*Cluster).runRegistry),
+			Run: call((*Cluster).runRegistry),
 		},
 		{
 			Name:  "images",
@@ -66,7 +57,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				}
 				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,pause}", c.ConfigFile()}
 			},
-			Run: run("images", (*Cluster).runImages),
+			Run: call((*Cluster).runImages),
 		},
 		{Name: "certs", Short: "kubeadm's certificate set (reused while valid)", Children: certPhases()},
 		{Name: "kubeconfig", Short: "kubeconfigs for admin, super-admin, controller-manager, scheduler, kubelet", Children: kubeconfigPhases()},
@@ -78,7 +69,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("kubelet")}, []string{c.KubeletBinary(), c.KubeletConfig(), c.PIDFile("kubelet"), c.LogFile("kubelet")}
 			},
-			Run: run("kubelet-start", (*Cluster).runKubeletStart),
+			Run: call((*Cluster).runKubeletStart),
 		},
 		{
 			Name:  "wait-control-plane",
@@ -86,7 +77,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Config.APIServerURL() + "/readyz", c.Logs()}, nil
 			},
-			Run: run("wait-control-plane", (*Cluster).runWait),
+			Run: call((*Cluster).runWait),
 		},
 		{
 			Name:  "upload-config",
@@ -94,7 +85,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.ConfigFile()}, []string{"configmap kube-system/" + ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
 			},
-			Run: run("upload-config", (*Cluster).runUploadConfig),
+			Run: call((*Cluster).runUploadConfig),
 		},
 		{
 			Name:  "mark-control-plane",
@@ -102,7 +93,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"node " + c.Config.NodeName}
 			},
-			Run: run("mark-control-plane", (*Cluster).runMarkControlPlane),
+			Run: call((*Cluster).runMarkControlPlane),
 		},
 		{
 			Name:  "bootstrap-token",
@@ -110,7 +101,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", filepath.Join(c.Dir, "bootstrap-token")}
 			},
-			Run: run("bootstrap-token", (*Cluster).runBootstrapToken),
+			Run: call((*Cluster).runBootstrapToken),
 		},
 		{
 			Name:  "kubelet-finalize",
@@ -118,7 +109,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("kubelet")}, []string{filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem"), c.Kubeconfig("kubelet")}
 			},
-			Run: run("kubelet-finalize", (*Cluster).runKubeletFinalize),
+			Run: call((*Cluster).runKubeletFinalize),
 		},
 		{
 			Name:  "kubeconfig-merge",
@@ -126,7 +117,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
-			Run: run("kubeconfig-merge", (*Cluster).runKubeconfigMerge),
+			Run: call((*Cluster).runKubeconfigMerge),
 		},
 	}
 }
@@ -138,7 +129,7 @@ func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
 		IO: func(c *Cluster) ([]string, []string) {
 			return []string{c.ConfigFile() + " (images)", c.PKI()}, []string{c.ManifestPath(sp.Name)}
 		},
-		Run: run("control-plane/"+sp.Name, func(c *Cluster, ctx context.Context) error { return c.writeManifest(ctx, sp) }),
+		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.writeManifest(ctx, sp) },
 	}
 }
 
@@ -149,8 +140,8 @@ func needs[S any](p *phase.Phase[S], paths ...string) *phase.Phase[S] {
 
 // DownPhases are `devk down`: stop what up started, remove what it made.
 func DownPhases() []*phase.Phase[*Cluster] {
-	p := func(name, short string, f func(*Cluster, context.Context) error) *phase.Phase[*Cluster] {
-		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: run(name, f)}
+	p := func(name, short string, f func(*Cluster, context.Context) (phase.Outcome, error)) *phase.Phase[*Cluster] {
+		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: call(f)}
 	}
 	return []*phase.Phase[*Cluster]{
 		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),

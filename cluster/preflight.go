@@ -15,7 +15,9 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
 )
 
@@ -57,28 +59,16 @@ func CgroupVersion() int {
 	return 1
 }
 
-var minorRE = regexp.MustCompile(`^v?(\d+)\.(\d+)`)
-
-// parseMinor returns major and minor of a gitVersion such as v1.34.4.
-func parseMinor(v string) (int, int, bool) {
-	m := minorRE.FindStringSubmatch(v)
-	if m == nil {
-		return 0, 0, false
-	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	return major, minor, true
-}
-
 // CgroupSupport says whether a kubelet of version can run on the
 // machine's cgroup version, and why not. cgroup v2 support is GA from
 // 1.25; cgroup v1 works on every release devk knows, from 1.35 only with
 // failCgroupV1: false, which devk sets.
 func CgroupSupport(cgroupVersion int, kubeVersion string) error {
-	major, minor, ok := parseMinor(kubeVersion)
-	if !ok {
+	v, err := version.ParseGeneric(kubeVersion)
+	if err != nil {
 		return nil // an unknown version is let through; the kubelet will say
 	}
+	major, minor := v.Major(), v.Minor()
 	if cgroupVersion == 2 && major == 1 && minor < 25 {
 		return fmt.Errorf("Kubernetes %s does not support cgroup v2 well (GA in v1.25): use a v1.25+ tree or a cgroup v1 machine", kubeVersion)
 	}
@@ -235,7 +225,7 @@ func (c *Cluster) clusterPorts() map[int]string {
 	}
 }
 
-func (c *Cluster) runPreflight(ctx context.Context) error {
+func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	var probs []Problem
 	var notes []string
 	if os.Geteuid() != 0 {
@@ -303,19 +293,18 @@ func (c *Cluster) runPreflight(ctx context.Context) error {
 		c.Config.RestrictOOMScoreAdj = restrict
 	}
 	if len(probs) > 0 {
-		return &PreflightError{Problems: probs}
+		return phase.Done, &PreflightError{Problems: probs}
 	}
 	if c.Config.Created.IsZero() {
 		c.Config.Created = timeNow()
 	}
 	if err := c.SaveConfig(); err != nil {
-		return err
+		return phase.Done, err
 	}
 	for _, n := range notes {
 		c.Reporter.Infof("  note: %s", n)
 	}
-	c.setDetail("preflight", "cgroup v%d, %s", cg, orUnknown(version))
-	return nil
+	return phase.Unchanged("cgroup v%d, %s", cg, orUnknown(version)), nil
 }
 
 func orUnknown(s string) string {

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
+	"github.com/devk/devk/phase"
 )
 
 // ContainerdConfig is what the private containerd's config depends on.
@@ -221,73 +223,73 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
 	return changed, write(filepath.Join(c.CNIConfDir(), "10-devk.conflist"), append(conf, '\n'))
 }
 
-func (c *Cluster) runRuntime(ctx context.Context) error {
+// criAnswers checks that a CRI runtime answers on socket.
+func criAnswers(ctx context.Context, socket string) (string, error) {
+	rt, err := cri.Dial(socket)
+	if err != nil {
+		return "", err
+	}
+	defer rt.Close()
+	return rt.Version(ctx)
+}
+
+func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 	if !c.Config.OwnRuntime {
-		rt, err := cri.Dial(c.Config.CRISocket)
+		v, err := criAnswers(ctx, c.Config.CRISocket)
 		if err != nil {
-			return err
+			return phase.Done, err
 		}
-		defer rt.Close()
-		v, err := rt.Version(ctx)
-		if err != nil {
-			return err
-		}
-		c.setDetail("runtime", "using %s at %s", v, c.Config.CRISocket)
-		return nil
+		return phase.Unchanged("using %s at %s", v, c.Config.CRISocket), nil
 	}
 	changed, err := c.writeRuntimeFiles(ctx)
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	for _, d := range []string{filepath.Join(c.Containerd(), "root"), filepath.Join(c.Containerd(), "state"), c.Run()} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
-			return err
+			return phase.Done, err
 		}
 	}
 	if changed {
-		if stopped, err := c.Procs().Stop(ctx, "containerd", 10*time.Second); err != nil {
-			return err
+		if stopped, err := c.Procs().Stop(ctx, "containerd", restartGrace); err != nil {
+			return phase.Done, err
 		} else if stopped {
 			c.Reporter.Infof("containerd config changed: restarting containerd")
 		}
-		c.changed = true
 	}
 	pid, started, err := c.Procs().Start(supervise.Process{Name: "containerd", Argv: []string{containerdBinary(), "--config", filepath.Join(c.Containerd(), "config.toml")}})
 	if err != nil {
-		return err
+		return phase.Done, err
 	}
 	c.Config.CRISocket = c.ContainerdSocket()
 	if err := c.SaveConfig(); err != nil {
-		return err
+		return phase.Done, err
 	}
-	// Wait for the CRI to answer (a second or so).
-	deadline := time.Now().Add(30 * time.Second)
 	var lastErr error
-	for time.Now().Before(deadline) {
+	err = wait.PollUntilContextTimeout(ctx, containerdPollInterval, containerdStartTimeout, true, func(ctx context.Context) (bool, error) {
 		if _, ok := c.Procs().Running("containerd"); !ok {
-			return fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(c.LogFile("containerd"), 15))
+			return false, fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(c.LogFile("containerd"), 15))
 		}
-		rt, err := cri.Dial(c.ContainerdSocket())
-		if err == nil {
-			_, err = rt.Version(ctx)
-			rt.Close()
-			if err == nil {
-				if started {
-					c.did("runtime", "containerd started (pid %d)", pid)
-				} else {
-					c.setDetail("runtime", "containerd running (pid %d)", pid)
-				}
-				return nil
+		if _, err := criAnswers(ctx, c.ContainerdSocket()); err != nil {
+			if ctx.Err() == nil {
+				lastErr = err
 			}
+			return false, nil
 		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return true, nil
+	})
+	if timedOut(ctx, err) {
+		return phase.Done, fmt.Errorf("containerd did not answer on %s within %s: %v; its log ends:\n%s", c.ContainerdSocket(), containerdStartTimeout, lastErr, supervise.Tail(c.LogFile("containerd"), 15))
 	}
-	return fmt.Errorf("containerd did not answer on %s within 30s: %v; its log ends:\n%s", c.ContainerdSocket(), lastErr, supervise.Tail(c.LogFile("containerd"), 15))
+	if err != nil {
+		return phase.Done, err
+	}
+	if started {
+		return phase.Changed("containerd started (pid %d)", pid), nil
+	}
+	out := phase.Unchanged("containerd running (pid %d)", pid)
+	out.Changed = changed
+	return out, nil
 }
 
 func containerdBinary() string {

@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"context"
-	"time"
 
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -92,7 +92,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 			health[ch.Name] = cerr
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
 		health[ch.Name] = ch.Check(cctx, c, cs)
 		cancel()
 	}
@@ -105,7 +105,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		cst.Manifest, _ = readManifestImage(c.ManifestPath(sp.Name))
 		if rt != nil {
 			// Newest first: the pod's current container.
-			cts, err := rt.Containers(ctx, cri.Filter{PodName: sp.Name + "-" + c.Config.NodeName, PodNamespace: "kube-system", Container: sp.Name})
+			cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(sp.Name, c.Config.NodeName), PodNamespace: "kube-system", Container: sp.Name})
 			if err == nil && len(cts) > 0 {
 				ct := cts[0]
 				cst.State, cst.Restarts, cst.Running = ct.StateName(), ct.Attempt, ct.ImageRef

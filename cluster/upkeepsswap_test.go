@@ -19,8 +19,8 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	swapped := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("2", 64)
 	c.Config.Images["scheduler"] = upImage
 	sp := StaticPod{Name: "kube-scheduler", Component: "scheduler"}
-	if err := c.writeManifest(ctx, sp); err != nil {
-		t.Fatal(err)
+	if out, err := c.writeManifest(ctx, sp); err != nil || !out.Changed {
+		t.Fatalf("first write: %v, %+v; want a change", err, out)
 	}
 	m := swap.ManifestFor(c.Manifests(), sp.Name)
 	if _, err := m.SetImage(ctx, sp.Name, swapped, nil); err != nil {
@@ -30,23 +30,23 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(m.Path)
-	c.changed = false
-	if err := c.writeManifest(ctx, sp); err != nil {
+	out, err := c.writeManifest(ctx, sp)
+	if err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.ReadFile(m.Path)
-	if string(after) != string(before) || c.Changed() {
-		t.Fatalf("up rewrote a swapped manifest (changed=%v): %s", c.Changed(), c.detail["control-plane/kube-scheduler"])
+	if string(after) != string(before) || out.Changed {
+		t.Fatalf("up rewrote a swapped manifest (changed=%v): %s", out.Changed, out.Detail)
 	}
 	if img, _ := readManifestImage(m.Path); img != swapped {
 		t.Fatalf("manifest names %s after up, want the swapped %s", img, swapped)
 	}
-	if d := c.detail["control-plane/kube-scheduler"]; !strings.Contains(d, "swapped in") {
+	if d := out.Detail; !strings.Contains(d, "swapped in") {
 		t.Errorf("detail %q does not say the image was swapped in", d)
 	}
 	// A manifest devk up wrote itself (no swap stamp) follows the recorded image.
 	os.Remove(m.Path)
-	if err := c.writeManifest(ctx, sp); err != nil {
+	if _, err := c.writeManifest(ctx, sp); err != nil {
 		t.Fatal(err)
 	}
 	if img, _ := readManifestImage(m.Path); img != upImage {

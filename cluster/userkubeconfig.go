@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,10 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/phase"
 )
 
 // The user's kubeconfig is theirs: devk adds and removes only its own
@@ -21,11 +24,6 @@ import (
 // with the previous version kept beside it, makes it 0600 (it holds a
 // cluster-admin key), gives it back to the user who ran sudo, and takes
 // client-go's lock file so that a concurrent `kubectl config` is not lost.
-
-// staleKubeconfigLock is how old client-go's <file>.lock must be before
-// devk takes it for one a killed process left: client-go holds it only
-// while it writes the file, milliseconds.
-const staleKubeconfigLock = 5 * time.Second
 
 // UserKubeconfigFile is the file context devk-<name> goes into:
 // --kubeconfig, else the first file of $KUBECONFIG, else ~/.kube/config.
@@ -41,7 +39,7 @@ func userKubeconfigBackup(path string) string { return path + ".devk-prev" }
 
 // editUserKubeconfig loads the user's kubeconfig file (empty if there is
 // none), lets edit change it, and writes it back if edit reports a change.
-func (c *Cluster) editUserKubeconfig(edit func(cfg *clientcmdapi.Config) bool) (bool, error) {
+func (c *Cluster) editUserKubeconfig(ctx context.Context, edit func(cfg *clientcmdapi.Config) bool) (bool, error) {
 	path := c.UserKubeconfigFile()
 	if _, err := os.Stat(filepath.Dir(path)); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -49,7 +47,7 @@ func (c *Cluster) editUserKubeconfig(edit func(cfg *clientcmdapi.Config) bool) (
 		}
 		c.giveBackToSudoUser(filepath.Dir(path))
 	}
-	unlock, err := c.lockUserKubeconfig(path)
+	unlock, err := c.lockUserKubeconfig(ctx, path)
 	if err != nil {
 		return false, err
 	}
@@ -129,28 +127,127 @@ func (c *Cluster) giveBackToSudoUser(path string) {
 }
 
 // lockUserKubeconfig takes client-go's lock on path (<path>.lock, made
-// with O_EXCL); one older than staleKubeconfigLock was left by a killed
+// with O_EXCL), waiting for its holder at most staleKubeconfigLock; a
+// lock older than that, or still held after it, was left by a killed
 // process and is removed, with a message.
-func (c *Cluster) lockUserKubeconfig(path string) (func(), error) {
+func (c *Cluster) lockUserKubeconfig(ctx context.Context, path string) (func(), error) {
 	lock := path + ".lock"
-	deadline := time.Now().Add(staleKubeconfigLock)
-	for {
+	take := func() (bool, error) {
 		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 		if err == nil {
 			f.Close()
-			return func() { os.Remove(lock) }, nil
+			return true, nil
 		}
-		if !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("lock your kubeconfig: %w", err)
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
 		}
-		fi, serr := os.Lstat(lock)
-		if serr == nil && (time.Since(fi.ModTime()) > staleKubeconfigLock || time.Now().After(deadline)) {
-			if err := os.Remove(lock); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("remove the stale lock %s: %w", lock, err)
-			}
-			c.Reporter.Infof("removed %s, a lock on your kubeconfig that a killed kubectl or devk left (%s old)", lock, time.Since(fi.ModTime()).Round(time.Second))
-			continue
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false, fmt.Errorf("lock your kubeconfig: %w", err)
 	}
+	removeStale := func() error {
+		fi, err := os.Lstat(lock)
+		if err != nil {
+			return nil // its holder let it go meanwhile
+		}
+		if err := os.Remove(lock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the stale lock %s: %w", lock, err)
+		}
+		c.Reporter.Infof("removed %s, a lock on your kubeconfig that a killed kubectl or devk left (%s old)", lock, time.Since(fi.ModTime()).Round(time.Second))
+		return nil
+	}
+	unlock := func() { os.Remove(lock) }
+	err := wait.PollUntilContextTimeout(ctx, kubeconfigLockPollInterval, staleKubeconfigLock, true, func(context.Context) (bool, error) {
+		if ok, err := take(); ok || err != nil {
+			return ok, err
+		}
+		if fi, err := os.Lstat(lock); err == nil && time.Since(fi.ModTime()) > staleKubeconfigLock {
+			if err := removeStale(); err != nil {
+				return false, err
+			}
+			return take()
+		}
+		return false, nil
+	})
+	if timedOut(ctx, err) {
+		if err := removeStale(); err != nil {
+			return nil, err
+		}
+		ok, err := take()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("lock your kubeconfig: %s is taken again at once; is another devk or kubectl writing it?", lock)
+		}
+		return unlock, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// ContextName is the user's kubeconfig context for a cluster.
+func ContextName(name string) string { return "devk-" + name }
+
+// runKubeconfigMerge adds cluster, user and context devk-<name> to the
+// user's kubeconfig (see userkubeconfig.go) and makes it the current
+// context when it was added or changed.
+func (c *Cluster) runKubeconfigMerge(ctx context.Context) (phase.Outcome, error) {
+	admin, err := clientcmd.LoadFromFile(c.Kubeconfig("admin"))
+	if err != nil {
+		return phase.Done, fmt.Errorf("read %s: %w (run `devk up phase kubeconfig/admin`)", c.Kubeconfig("admin"), err)
+	}
+	actx := admin.Contexts[admin.CurrentContext]
+	if actx == nil || admin.Clusters[actx.Cluster] == nil || admin.AuthInfos[actx.AuthInfo] == nil {
+		return phase.Done, fmt.Errorf("%s has no current context: run `devk up phase kubeconfig/admin`", c.Kubeconfig("admin"))
+	}
+	name := ContextName(c.Config.Name)
+	cl, ai := admin.Clusters[actx.Cluster].DeepCopy(), admin.AuthInfos[actx.AuthInfo].DeepCopy()
+	cl.LocationOfOrigin, ai.LocationOfOrigin = "", ""
+	changed, err := c.editUserKubeconfig(ctx, func(cfg *clientcmdapi.Config) bool {
+		same := cfg.Clusters[name] != nil && cfg.AuthInfos[name] != nil && cfg.Contexts[name] != nil &&
+			cfg.Clusters[name].Server == cl.Server && string(cfg.Clusters[name].CertificateAuthorityData) == string(cl.CertificateAuthorityData) &&
+			string(cfg.AuthInfos[name].ClientCertificateData) == string(ai.ClientCertificateData) &&
+			cfg.Contexts[name].Cluster == name && cfg.Contexts[name].AuthInfo == name
+		if same {
+			return false
+		}
+		cfg.Clusters[name] = cl
+		cfg.AuthInfos[name] = ai
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+		cfg.CurrentContext = name
+		return true
+	})
+	file := c.UserKubeconfigFile()
+	if err != nil {
+		return phase.Done, fmt.Errorf("write context %s to %s: %w", name, file, err)
+	}
+	if !changed {
+		return phase.Unchanged("context %s in %s unchanged", name, file), nil
+	}
+	return phase.Changed("context %s in %s (current; the previous file is %s)", name, file, userKubeconfigBackup(file)), nil
+}
+
+// removeUserContext takes devk-<name> out of the user's kubeconfig.
+func (c *Cluster) removeUserContext(ctx context.Context) (bool, error) {
+	name := ContextName(c.Config.Name)
+	if _, err := os.Stat(c.UserKubeconfigFile()); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	removed, err := c.editUserKubeconfig(ctx, func(cfg *clientcmdapi.Config) bool {
+		if cfg.Contexts[name] == nil && cfg.Clusters[name] == nil && cfg.AuthInfos[name] == nil {
+			return false
+		}
+		delete(cfg.Contexts, name)
+		delete(cfg.Clusters, name)
+		delete(cfg.AuthInfos, name)
+		if cfg.CurrentContext == name {
+			cfg.CurrentContext = ""
+		}
+		return true
+	})
+	if err != nil {
+		return false, fmt.Errorf("remove context %s from %s: %w", name, c.UserKubeconfigFile(), err)
+	}
+	return removed, nil
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/layout"
 )
 
 const (
@@ -40,6 +41,12 @@ const (
 	// RenewBefore is how close to expiry a certificate is replaced.
 	RenewBefore = 24 * time.Hour
 )
+
+// CAName is the cluster CA's Name, which signs the API server's serving
+// and client certificates and every kubeconfig's. The etcd CA's and the
+// API server's etcd client certificate's names are layout's, which reads
+// them too.
+const CAName = "ca"
 
 // Spec is one certificate of the set. Name is its path under the pki dir
 // without extension ("apiserver", "etcd/server"); CA is the Name of the
@@ -82,20 +89,20 @@ func Specs(c Config) []Spec {
 	etcdIPs := uniqIPs(c.AdvertiseIP, loop4, loop6)
 	etcdDNS := []string{c.NodeName, "localhost"}
 	return []Spec{
-		{Name: "ca", CommonName: "kubernetes"},
-		{Name: "apiserver", CA: "ca", CommonName: "kube-apiserver", Usages: server,
+		{Name: CAName, CommonName: "kubernetes"},
+		{Name: "apiserver", CA: CAName, CommonName: "kube-apiserver", Usages: server,
 			DNSNames: []string{c.NodeName, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc." + c.DNSDomain, "localhost"},
 			IPs: uniqIPs(c.ServiceIP, c.AdvertiseIP, loop4)},
-		{Name: "apiserver-kubelet-client", CA: "ca", CommonName: "kube-apiserver-kubelet-client",
+		{Name: "apiserver-kubelet-client", CA: CAName, CommonName: "kube-apiserver-kubelet-client",
 			Organization: []string{"kubeadm:cluster-admins"}, Usages: client},
 		{Name: "front-proxy-ca", CommonName: "front-proxy-ca"},
 		{Name: "front-proxy-client", CA: "front-proxy-ca", CommonName: "front-proxy-client", Usages: client},
-		{Name: "etcd/ca", CommonName: "etcd-ca"},
-		{Name: "etcd/server", CA: "etcd/ca", CommonName: c.NodeName, Usages: serverClient, DNSNames: etcdDNS, IPs: etcdIPs},
-		{Name: "etcd/peer", CA: "etcd/ca", CommonName: c.NodeName, Usages: serverClient, DNSNames: etcdDNS, IPs: etcdIPs},
-		{Name: "etcd/healthcheck-client", CA: "etcd/ca", CommonName: "kube-etcd-healthcheck-client", Usages: client},
-		{Name: "apiserver-etcd-client", CA: "etcd/ca", CommonName: "kube-apiserver-etcd-client", Usages: client},
+		{Name: layout.EtcdCAName, CommonName: "etcd-ca"},
+		{Name: "etcd/server", CA: layout.EtcdCAName, CommonName: c.NodeName, Usages: serverClient, DNSNames: etcdDNS, IPs: etcdIPs},
+		{Name: "etcd/peer", CA: layout.EtcdCAName, CommonName: c.NodeName, Usages: serverClient, DNSNames: etcdDNS, IPs: etcdIPs},
+		{Name: "etcd/healthcheck-client", CA: layout.EtcdCAName, CommonName: "kube-etcd-healthcheck-client", Usages: client},
+		{Name: layout.APIServerEtcdClient, CA: layout.EtcdCAName, CommonName: "kube-apiserver-etcd-client", Usages: client},
 	}
 }
 

@@ -68,7 +68,7 @@ Examples:
 	f.StringVar(&o.ImagesFrom, "images-from", "", "take the control-plane images from this registry instead of building them (needs a kubelet already installed in the cluster)")
 	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the Kubernetes images in --images-from, e.g. v1.34.4 (default: the newest version tag; etcd always takes its newest)")
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
-	f.DurationVar(&o.WaitTimeout, "wait", 4*time.Minute, "how long wait-control-plane waits for the control plane and node")
+	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	return cmd
 }
@@ -95,7 +95,7 @@ type upResult struct {
 
 func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
 	r := upResult{Name: c.Config.Name, Dir: c.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.Kubeconfig("admin"),
-		Node: c.Config.NodeName, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: c.Changed(), Phases: c.Config.LastRun}
+		Node: c.Config.NodeName, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun}
 	if g.JSON() {
 		return json.NewEncoder(g.stdout).Encode(r)
 	}

@@ -1,7 +1,7 @@
 // Package kube is how devk talks to a cluster's API server and to the
 // node's own health endpoints: one way to build a clientset from a
-// kubeconfig, one way to probe a loopback health endpoint, one way to ask
-// the server's version.
+// kubeconfig, one way to write an object (server-side apply), one way to
+// probe a loopback health endpoint, one way to ask the server's version.
 package kube
 
 import (
@@ -13,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -30,16 +33,57 @@ const (
 	probeBodyLimit = 512
 )
 
+// Option changes how a Client talks to the server.
+type Option func(*rest.Config)
+
+// WithTimeout bounds each request by d instead of RequestTimeout.
+func WithTimeout(d time.Duration) Option {
+	return func(c *rest.Config) { c.Timeout = d }
+}
+
 // Client is a clientset for the kubeconfig file, each request bounded by
-// RequestTimeout.
-func Client(kubeconfig string) (*kubernetes.Clientset, error) {
+// RequestTimeout unless an option says otherwise.
+func Client(kubeconfig string, opts ...Option) (*kubernetes.Clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.Timeout = RequestTimeout
 	cfg.QPS, cfg.Burst = QPS, Burst
+	for _, o := range opts {
+		o(cfg)
+	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// FieldManager is devk's field manager in server-side applies.
+const FieldManager = "devk"
+
+// Applier is a typed client's Get and Apply: T is the object
+// (*corev1.ConfigMap), AC its apply configuration.
+type Applier[T metav1.Object, AC any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Apply(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+}
+
+// Apply server-side applies ac, the object called name, as FieldManager,
+// taking over fields another manager set (devk's objects are devk's),
+// and reports whether the object changed: it is new, or its
+// resourceVersion moved (an apply that changes nothing leaves it).
+func Apply[T metav1.Object, AC any](ctx context.Context, api Applier[T, AC], name string, ac AC) (bool, error) {
+	before := ""
+	cur, err := api.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		before = cur.GetResourceVersion()
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+	out, err := api.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return false, err
+	}
+	return before == "" || out.GetResourceVersion() != before, nil
 }
 
 // insecureLoopback probes the node's own endpoints as the kubelet's

@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestProbe(t *testing.T) {
@@ -49,5 +53,38 @@ current-context: c
 	}
 	if _, err := ServerVersion(cs); err == nil {
 		t.Fatal("ServerVersion of a closed port succeeded")
+	}
+}
+
+// TestApply checks Apply against client-go's field-managed fake. The fake
+// bumps resourceVersion on every apply, so that an apply that changes
+// nothing reports no change is the real API server's part, which the
+// e2e suite's second `devk up` checks.
+func TestApply(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	cms := cs.CoreV1().ConfigMaps("kube-system")
+	cm := func(v string) *corev1ac.ConfigMapApplyConfiguration {
+		return corev1ac.ConfigMap("c", "kube-system").WithData(map[string]string{"k": v})
+	}
+	for _, step := range []struct {
+		name    string
+		value   string
+		changed bool
+	}{
+		{"new", "a", true},
+		{"another value", "b", true},
+	} {
+		changed, err := Apply(ctx, cms, "c", cm(step.value))
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if changed != step.changed {
+			t.Errorf("%s: changed = %v, want %v", step.name, changed, step.changed)
+		}
+	}
+	got, err := cms.Get(ctx, "c", metav1.GetOptions{})
+	if err != nil || got.Data["k"] != "b" {
+		t.Fatalf("after the applies: %v %v", got, err)
 	}
 }

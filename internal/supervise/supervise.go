@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/fileutil"
 )
@@ -163,43 +165,45 @@ func (p Dir) Stop(ctx context.Context, name string, grace time.Duration) (bool, 
 	return true, nil
 }
 
+const (
+	// KillTimeout bounds the wait for a process to go after SIGKILL.
+	KillTimeout = 5 * time.Second
+	// killPollInterval is how often KillWait looks.
+	killPollInterval = 20 * time.Millisecond
+)
+
 // KillWait sends SIGTERM, waits up to grace for the process to go, then
-// sends SIGKILL and waits again.
+// sends SIGKILL and waits up to KillTimeout.
 func KillWait(ctx context.Context, pid int, grace time.Duration) error {
 	start, err := procStart(pid)
 	if err != nil {
 		return nil // gone already
 	}
-	gone := func() bool {
+	gone := func(context.Context) (bool, error) {
 		s, err := procStart(pid)
-		return err != nil || s != start || procState(pid) == "Z"
+		return err != nil || s != start || procState(pid) == "Z", nil
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		if err := syscall.Kill(pid, sig); err != nil {
+	for _, step := range []struct {
+		sig  syscall.Signal
+		wait time.Duration
+	}{{syscall.SIGTERM, grace}, {syscall.SIGKILL, KillTimeout}} {
+		if err := syscall.Kill(pid, step.sig); err != nil {
 			if errors.Is(err, syscall.ESRCH) {
 				return nil
 			}
 			return err
 		}
-		deadline := time.Now().Add(grace)
-		if sig == syscall.SIGKILL {
-			deadline = time.Now().Add(5 * time.Second)
-		}
-		for time.Now().Before(deadline) {
-			if gone() {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
+		err := wait.PollUntilContextTimeout(ctx, killPollInterval, step.wait, true, gone)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !wait.Interrupted(err):
+			return err
 		}
 	}
-	if gone() {
-		return nil
-	}
-	return fmt.Errorf("still running after SIGKILL")
+	return fmt.Errorf("still running %s after SIGKILL", KillTimeout)
 }
 
 // Processes lists pids whose command line satisfies match.

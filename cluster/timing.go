@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// How long up and down wait for what, and how often they look: every
+// default once, here.
+const (
+	// DefaultWaitTimeout bounds wait-control-plane when --wait is not given.
+	DefaultWaitTimeout = 4 * time.Minute
+	// controlPlanePollInterval is how often wait-control-plane checks.
+	controlPlanePollInterval = 250 * time.Millisecond
+
+	// containerdStartTimeout bounds the wait for a started containerd's
+	// CRI to answer (it takes a second or so).
+	containerdStartTimeout = 30 * time.Second
+	containerdPollInterval = 100 * time.Millisecond
+
+	// registryStartTimeout bounds the wait for the embedded registry to
+	// answer after devk started it.
+	registryStartTimeout = 15 * time.Second
+	registryPollInterval = 50 * time.Millisecond
+	// registryProbeTimeout bounds one look at a registry's /v2/.
+	registryProbeTimeout = time.Second
+
+	// kubeletFailFastWindow is how long kubelet-start watches a kubelet it
+	// started: one with a bad config exits within it.
+	kubeletFailFastWindow = 1500 * time.Millisecond
+	kubeletPollInterval   = 100 * time.Millisecond
+	// relistTimeout bounds RelistKubelet's wait for the restarted kubelet
+	// to be healthy and watch the API server.
+	relistTimeout      = 15 * time.Second
+	relistPollInterval = 50 * time.Millisecond
+
+	// restartGrace is how long a kubelet or containerd whose binary or
+	// config changed gets to stop before it is killed.
+	restartGrace = 10 * time.Second
+	// downGrace is the same for the kubelet, containerd and the registry
+	// in down, which then removes what they leave anyway.
+	downGrace = 5 * time.Second
+	// shimGrace is a containerd shim's, once its containerd is gone.
+	shimGrace = 2 * time.Second
+	// leftoverGrace is a process's left in the cluster's cgroups.
+	leftoverGrace = time.Second
+	// cgroupRemoveTimeout bounds the wait for a cgroup to empty after its
+	// tasks were killed (they leave it a little later).
+	cgroupRemoveTimeout  = time.Second
+	cgroupRemoveInterval = 20 * time.Millisecond
+
+	// statusCheckTimeout bounds each of status's health checks.
+	statusCheckTimeout = 3 * time.Second
+	// apiRequestTimeout bounds each API request of up: the API server
+	// is fresh and the machine busy starting the rest.
+	apiRequestTimeout = 10 * time.Second
+
+	// bootstrapTokenTTL is a new bootstrap token's life; one with less
+	// than bootstrapTokenMinLeft left is replaced.
+	bootstrapTokenTTL     = 24 * time.Hour
+	bootstrapTokenMinLeft = time.Hour
+
+	// staleKubeconfigLock is how old client-go's <file>.lock must be
+	// before devk takes it for one a killed process left: client-go holds
+	// it only while it writes the file, milliseconds. devk waits no
+	// longer than that for it either.
+	staleKubeconfigLock        = 5 * time.Second
+	kubeconfigLockPollInterval = 100 * time.Millisecond
+)
+
+// timedOut reports whether err, from a wait.PollUntilContextTimeout run
+// under ctx, is that poll's own timeout: not ctx's end (an interrupt,
+// which the caller passes on as it is) nor the condition's error.
+func timedOut(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && wait.Interrupted(err)
+}

@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/phase"
+)
+
+// readiness is one check of wait-control-plane (and of status).
+type readiness struct {
+	Name string
+	// Log is where to look when it fails.
+	Log   func(c *Cluster) string
+	Check func(ctx context.Context, c *Cluster, cs kubernetes.Interface) error
+}
+
+// healthURL is a health endpoint of the node's own components.
+func (c *Cluster) healthURL(scheme string, port int, path string) string {
+	return scheme + "://" + c.Config.AdvertiseIP + ":" + strconv.Itoa(port) + path
+}
+
+func checks() []readiness {
+	podLog := func(name string) func(c *Cluster) string {
+		return func(c *Cluster) string { return c.containerLog(name) }
+	}
+	probe := func(scheme string, port func(c *Cluster) int, path string) func(context.Context, *Cluster, kubernetes.Interface) error {
+		return func(ctx context.Context, c *Cluster, _ kubernetes.Interface) error {
+			return kube.Probe(ctx, c.healthURL(scheme, port(c), path))
+		}
+	}
+	return []readiness{
+		{"etcd", podLog("etcd"), probe("http", func(c *Cluster) int { return c.Config.Ports.EtcdMetrics }, "/health")},
+		{"kube-apiserver", podLog("kube-apiserver"), func(ctx context.Context, c *Cluster, cs kubernetes.Interface) error {
+			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		}},
+		{"kube-controller-manager", podLog("kube-controller-manager"), probe("https", func(c *Cluster) int { return c.Config.Ports.ControllerManager }, "/healthz")},
+		{"kube-scheduler", podLog("kube-scheduler"), probe("https", func(c *Cluster) int { return c.Config.Ports.Scheduler }, "/healthz")},
+		{"node", func(c *Cluster) string { return c.LogFile("kubelet") }, func(ctx context.Context, c *Cluster, cs kubernetes.Interface) error {
+			return c.nodeReady(ctx, cs)
+		}},
+	}
+}
+
+// nodeReady checks that the node is Ready, and, when this run started the
+// kubelet, that the new kubelet said so itself (not the one before).
+func (c *Cluster) nodeReady(ctx context.Context, cs kubernetes.Interface) error {
+	n, err := cs.CoreV1().Nodes().Get(ctx, c.Config.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type != corev1.NodeReady {
+			continue
+		}
+		if cond.Status != corev1.ConditionTrue {
+			return fmt.Errorf("node %s not Ready: %s", c.Config.NodeName, cond.Message)
+		}
+		if !c.kubeletStarted.IsZero() && cond.LastHeartbeatTime.Time.Before(c.kubeletStarted.Truncate(time.Second)) {
+			return fmt.Errorf("node %s: no heartbeat from the new kubelet yet", c.Config.NodeName)
+		}
+		return nil
+	}
+	return fmt.Errorf("node %s has no Ready condition yet", c.Config.NodeName)
+}
+
+// containerLog is the newest log file of a control-plane container, or
+// the kubelet's log when the container never started.
+func (c *Cluster) containerLog(name string) string {
+	matches, _ := filepath.Glob(filepath.Join(c.PodLogs(), "kube-system_"+kube.MirrorPodName(name, c.Config.NodeName)+"_*", name, "*.log"))
+	newest, newestT := "", time.Time{}
+	for _, m := range matches {
+		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(newestT) {
+			newest, newestT = m, fi.ModTime()
+		}
+	}
+	if newest == "" {
+		return c.LogFile("kubelet")
+	}
+	return newest
+}
+
+// runWait waits, at most WaitTimeout, until every check passes; it gives
+// up at once when the kubelet is gone.
+func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
+	cs, err := c.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	t0 := time.Now()
+	pending := checks()
+	var took []string
+	lastErr := map[string]error{}
+	err = wait.PollUntilContextTimeout(ctx, controlPlanePollInterval, c.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		var still []readiness
+		for _, ch := range pending {
+			if err := ch.Check(ctx, c, cs); err != nil {
+				if ctx.Err() == nil { // not the wait's own deadline cutting the check short
+					lastErr[ch.Name] = err
+				}
+				still = append(still, ch)
+				continue
+			}
+			took = append(took, fmt.Sprintf("%s %.1fs", ch.Name, time.Since(t0).Seconds()))
+		}
+		pending = still
+		if len(pending) == 0 {
+			return true, nil
+		}
+		if _, ok := c.Procs().Running("kubelet"); !ok {
+			return false, fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
+		}
+		return false, nil
+	})
+	if timedOut(ctx, err) {
+		var b strings.Builder
+		for _, ch := range pending {
+			log := ch.Log(c)
+			why := lastErr[ch.Name]
+			if why == nil {
+				why = fmt.Errorf("no answer within %s", c.WaitTimeout)
+			}
+			fmt.Fprintf(&b, "\n%s: %v\n  last lines of %s:\n", ch.Name, why, log)
+			for _, l := range strings.Split(supervise.Tail(log, 12), "\n") {
+				b.WriteString("    " + l + "\n")
+			}
+		}
+		return phase.Done, fmt.Errorf("the control plane was not ready after %s (raise --wait, or read the logs under %s):%s",
+			c.WaitTimeout, c.Logs(), strings.TrimRight(b.String(), "\n"))
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.Unchanged("%s", strings.Join(took, ", ")), nil
+}
