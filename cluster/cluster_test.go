@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -130,9 +131,13 @@ func TestContainerdTOML(t *testing.T) {
 	for _, restrict := range []bool{true, false} {
 		cc := ContainerdConfig{Root: "/c/root", State: "/c/state", Socket: "/c/run/containerd.sock", OptDir: "/c/opt",
 			SandboxImage: "127.0.0.1:5000/pause:devk", RestrictOOMScoreAdj: restrict, CNIBinDir: "/usr/lib/cni", CNIConfDir: "/c/net.d", CertsDir: "/c/certs.d"}
+		data, err := ContainerdTOML(cc)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var doc map[string]any
-		if _, err := toml.Decode(ContainerdTOML(cc), &doc); err != nil {
-			t.Fatalf("not TOML: %v\n%s", err, ContainerdTOML(cc))
+		if _, err := toml.Decode(string(data), &doc); err != nil {
+			t.Fatalf("not TOML: %v\n%s", err, data)
 		}
 		get := func(path ...string) any {
 			var cur any = doc
@@ -171,13 +176,38 @@ func TestContainerdTOML(t *testing.T) {
 	}
 }
 
-func TestHostsTOMLAndAliases(t *testing.T) {
-	var doc map[string]any
-	if _, err := toml.Decode(HostsTOML("127.0.0.1:5000"), &doc); err != nil {
+// TestContainerdTOMLQuoting: paths TOML must escape (a quote, a
+// backslash, a tab, a control character, non-ASCII) come back from the
+// written file exactly as they went in.
+func TestContainerdTOMLQuoting(t *testing.T) {
+	odd := "/home/o'neil/\"devk\"\\dir\twith\x01 é"
+	cc := ContainerdConfig{Root: odd + "/root", State: odd + "/state", Socket: odd + "/run/containerd.sock", OptDir: odd + "/opt",
+		SandboxImage: "127.0.0.1:5000/pause@sha256:" + strings.Repeat("a", 64), CNIBinDir: `C:\cni`, CNIConfDir: odd + "/net.d", CertsDir: odd + "/certs.d"}
+	data, err := ContainerdTOML(cc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if doc["server"] != "http://127.0.0.1:5000" {
-		t.Errorf("server = %v", doc["server"])
+	var got containerdFile
+	if _, err := toml.Decode(string(data), &got); err != nil {
+		t.Fatalf("not TOML: %v\n%s", err, data)
+	}
+	if want := containerdFileOf(cc); !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v\nfile:\n%s", got, want, data)
+	}
+}
+
+func TestHostsTOMLAndAliases(t *testing.T) {
+	data, err := HostsTOML("127.0.0.1:5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc hostsFile
+	if _, err := toml.Decode(string(data), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := hostsFile{Server: "http://127.0.0.1:5000", Host: map[string]hostEntry{"http://127.0.0.1:5000": {Capabilities: []string{"pull", "resolve"}}}}
+	if !reflect.DeepEqual(doc, want) {
+		t.Errorf("hosts.toml = %+v, want %+v\n%s", doc, want, data)
 	}
 	if got := registryAliases("127.0.0.1:5000"); !slices.Equal(got, []string{"127.0.0.1:5000", "localhost:5000"}) {
 		t.Errorf("aliases = %v", got)
