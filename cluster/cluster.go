@@ -98,7 +98,7 @@ func Open(o Options) (*Cluster, error) {
 		c.existed = true // layout.ReadConfig checked that it names this directory's cluster
 	case errors.Is(err, fs.ErrNotExist):
 		c.Config = layout.NewConfig(o.Name)
-		c.Config.PlaceAmong(otherConfigs(home, o.Name))
+		c.Config.PlaceAmong(layout.Configs(home, o.Name))
 	default:
 		return nil, err
 	}
@@ -148,18 +148,3 @@ func writeIfChanged(path string, data []byte, perm os.FileMode, tmpDir string) (
 func timeNow() time.Time { return time.Now().UTC().Truncate(time.Second) }
 
 func splitHostPort(s string) (string, string, error) { return net.SplitHostPort(s) }
-
-// otherConfigs reads the configs of the other clusters under home.
-func otherConfigs(home, except string) []layout.Config {
-	files, _ := filepath.Glob(filepath.Join(home, "clusters", "*", "cluster.json"))
-	var out []layout.Config
-	for _, f := range files {
-		if filepath.Base(filepath.Dir(f)) == except {
-			continue
-		}
-		if cfg, err := layout.ReadConfig(f); err == nil {
-			out = append(out, cfg)
-		}
-	}
-	return out
-}

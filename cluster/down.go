@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
@@ -125,7 +126,7 @@ func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
 	}
 	// The registry serves every cluster under DEVK_HOME: the last one
 	// down stops it.
-	for _, o := range otherConfigs(c.Home, c.Config.Name) {
+	for _, o := range layout.Configs(c.Home, c.Config.Name) {
 		if o.OwnRegistry {
 			return phase.Unchanged("kept: cluster %s uses it", o.Name), nil
 		}

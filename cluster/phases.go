@@ -229,9 +229,7 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 }
 
 // noCluster is the error of a command on a cluster that does not exist.
-func (c *Cluster) noCluster() error {
-	return &layout.NoClusterError{Home: c.Home, Name: c.Config.Name, Others: layout.Clusters(c.Home)}
-}
+func (c *Cluster) noCluster() error { return layout.NoCluster(c.Home, c.Config.Name) }
 
 func (c *Cluster) recordRun(res phase.Result) {
 	if _, err := os.Stat(c.ConfigFile()); err != nil {

@@ -34,6 +34,12 @@ func (e *NoClusterError) Error() string {
 // Is makes errors.Is(err, ErrNoCluster) true.
 func (e *NoClusterError) Is(target error) bool { return target == ErrNoCluster }
 
+// NoCluster is the error of a command on cluster name under the resolved
+// home, which does not exist.
+func NoCluster(home, name string) *NoClusterError {
+	return &NoClusterError{Home: home, Name: name, Others: Clusters(home)}
+}
+
 // ClusterPaths is where the cluster name under the resolved home keeps
 // its things.
 func ClusterPaths(home, name string) Paths {
@@ -55,6 +61,21 @@ func Clusters(home string) []string {
 	return out
 }
 
+// Configs are the valid configs of the clusters under the resolved home
+// but except.
+func Configs(home, except string) []Config {
+	var out []Config
+	for _, name := range Clusters(home) {
+		if name == except {
+			continue
+		}
+		if cfg, err := ReadConfig(ClusterPaths(home, name).ConfigFile()); err == nil {
+			out = append(out, cfg)
+		}
+	}
+	return out
+}
+
 // Open reads the config of an existing cluster. home is as HomeDir takes
 // it (empty: $DEVK_HOME, else ~/.devk) and name defaults to DefaultName.
 // A cluster that does not exist is a *NoClusterError.
@@ -72,7 +93,7 @@ func Open(home, name string) (Config, Paths, error) {
 	p := ClusterPaths(h, name)
 	cfg, err := ReadConfig(p.ConfigFile())
 	if errors.Is(err, fs.ErrNotExist) {
-		return Config{}, p, &NoClusterError{Home: h, Name: name, Others: Clusters(h)}
+		return Config{}, p, NoCluster(h, name)
 	}
 	return cfg, p, err
 }
