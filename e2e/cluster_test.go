@@ -8,18 +8,27 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+)
+
+// eventually tries every eventuallyInterval for eventuallyTimeout.
+const (
+	eventuallyTimeout  = 2 * time.Minute
+	eventuallyInterval = 500 * time.Millisecond
 )
 
 // clusterPorts are the loopback ports a cluster listens on.
@@ -86,6 +95,31 @@ func TestClusterUpDown(t *testing.T) {
 	if _, ok := node.Labels["node-role.kubernetes.io/control-plane"]; !ok {
 		t.Errorf("node lacks the control-plane label: %v", node.Labels)
 	}
+	if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == "node-role.kubernetes.io/control-plane" && t.Effect == corev1.TaintEffectNoSchedule
+	}) {
+		t.Errorf("node lacks the control-plane taint: %v", node.Spec.Taints)
+	}
+
+	// up applies its objects server-side as "devk"; cluster-info keeps the
+	// signature the bootstrapsigner adds beside devk's kubeconfig key.
+	eventually(t, ctx, "cluster-info applied by devk and signed", func() error {
+		cm, err := cs.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(cm.ManagedFields, func(m metav1.ManagedFieldsEntry) bool {
+			return m.Manager == "devk" && m.Operation == metav1.ManagedFieldsOperationApply
+		}) {
+			return fmt.Errorf("cluster-info was not applied by devk: %+v", cm.ManagedFields)
+		}
+		for k := range cm.Data {
+			if strings.HasPrefix(k, "jws-kubeconfig-") {
+				return nil
+			}
+		}
+		return fmt.Errorf("cluster-info is not signed yet: %v", slices.Collect(maps.Keys(cm.Data)))
+	})
 
 	// The four control-plane pods run the digests devk pushed.
 	pushed := pushedDigests(t, tree)
@@ -364,19 +398,18 @@ func pushedDigests(t *testing.T, tree string) map[string]string {
 
 func eventually(t *testing.T, ctx context.Context, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
 	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
+	werr := wait.PollUntilContextTimeout(ctx, eventuallyInterval, eventuallyTimeout, true, func(context.Context) (bool, error) {
+		err = f()
+		return err == nil, nil
+	})
+	switch {
+	case werr == nil:
+	case ctx.Err() != nil:
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+	default:
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
-	t.Fatalf("waiting for %s: %v", what, err)
 }
 
 // snapshot records what a no-op `devk up` must leave alone: the files it
