@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes/fake"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+)
+
+func TestControlPlanePatch(t *testing.T) {
+	notReady := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
+	cpTaint := corev1.Taint{Key: labelControlPlane, Effect: corev1.TaintEffectNoSchedule}
+	marked := map[string]string{labelControlPlane: "", labelExcludeLB: ""}
+	for _, tt := range []struct {
+		name   string
+		labels map[string]string
+		taints []corev1.Taint
+		noop   bool
+	}{
+		{name: "fresh node with another taint", labels: map[string]string{"kubernetes.io/hostname": "n"}, taints: []corev1.Taint{notReady}},
+		{name: "labelled, not tainted", labels: marked},
+		{name: "tainted, not labelled", taints: []corev1.Taint{cpTaint}},
+		{name: "marked already", labels: marked, taints: []corev1.Taint{notReady, cpTaint}, noop: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: "42", Labels: tt.labels}, Spec: corev1.NodeSpec{Taints: tt.taints}}
+			patch, err := controlPlanePatch(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.noop {
+				if patch != nil {
+					t.Fatalf("patch %s for a marked node", patch)
+				}
+				return
+			}
+			var p struct {
+				Metadata struct{ ResourceVersion string }
+			}
+			if err := json.Unmarshal(patch, &p); err != nil || p.Metadata.ResourceVersion != "42" {
+				t.Errorf("patch %s does not carry the node's resourceVersion as a precondition", patch)
+			}
+			orig, _ := json.Marshal(n)
+			merged, err := strategicpatch.StrategicMergePatch(orig, patch, corev1.Node{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Node
+			if err := json.Unmarshal(merged, &got); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tt.labels {
+				if got.Labels[k] != v {
+					t.Errorf("label %s lost: %v", k, got.Labels)
+				}
+			}
+			for k := range marked {
+				if _, ok := got.Labels[k]; !ok {
+					t.Errorf("label %s missing: %v", k, got.Labels)
+				}
+			}
+			for _, want := range append(slices.Clone(tt.taints), cpTaint) {
+				if !slices.Contains(got.Spec.Taints, want) {
+					t.Errorf("taint %v missing: %v", want, got.Spec.Taints)
+				}
+			}
+			if n := len(slices.DeleteFunc(slices.Clone(got.Spec.Taints), func(t corev1.Taint) bool { return t != cpTaint })); n != 1 {
+				t.Errorf("taints %v: the control-plane taint %d times, want once", got.Spec.Taints, n)
+			}
+		})
+	}
+}
+
+func TestBootstrapTokens(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tok, err := newBootstrapToken(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bootstraputil.IsValidBootstrapToken(bootstraputil.TokenFromIDAndSecret(tok.ID, tok.Secret)) || !tok.Expires.Equal(now.Add(bootstrapTokenTTL)) {
+		t.Fatalf("new token %+v", tok)
+	}
+	secretOf := func(tok bootstrapToken, description string) corev1.Secret {
+		ac := tok.secret()
+		s := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: *ac.Namespace}, Type: *ac.Type, Data: ac.Data}
+		s.Data[bootstrapapi.BootstrapTokenDescriptionKey] = []byte(description)
+		return s
+	}
+	s := secretOf(tok, bootstrapDescription)
+	if s.Name != "bootstrap-token-"+tok.ID || s.Type != bootstrapapi.SecretTypeBootstrapToken || string(s.Data["auth-extra-groups"]) != bootstrapGroup ||
+		string(s.Data["usage-bootstrap-authentication"]) != "true" || string(s.Data["usage-bootstrap-signing"]) != "true" {
+		t.Errorf("secret %s (%s): %q", s.Name, s.Type, s.Data)
+	}
+	someoneElses, _ := newBootstrapToken(now)
+	for _, tt := range []struct {
+		name    string
+		secrets []corev1.Secret
+		at      time.Time
+		reuse   bool
+	}{
+		{"devk's, fresh", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now, true},
+		{"devk's, with two hours left", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now.Add(bootstrapTokenTTL - 2*time.Hour), true},
+		{"devk's, with half an hour left", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now.Add(bootstrapTokenTTL - 30*time.Minute), false},
+		{"devk's, expired", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now.Add(bootstrapTokenTTL + time.Hour), false},
+		{"not devk's", []corev1.Secret{secretOf(someoneElses, "kubeadm's")}, now, false},
+		{"none", nil, now, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := reusableToken(tt.secrets, tt.at)
+			if ok != tt.reuse || (ok && (got.ID != tok.ID || got.Secret != tok.Secret || !got.Expires.Equal(tok.Expires))) {
+				t.Errorf("reusableToken = %+v, %v; want reuse %v of %+v", got, ok, tt.reuse, tok)
+			}
+		})
+	}
+}
+
+// TestClusterRoleBindingRoleRef: roleRef is immutable, so a binding of
+// devk's name to another role is replaced, not left.
+func TestClusterRoleBindingRoleRef(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	if _, err := applyClusterRoleBinding(ctx, cs, "b", "view", group("g")); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := applyClusterRoleBinding(ctx, cs, "b", "cluster-admin", group("g"))
+	if err != nil || !changed {
+		t.Fatalf("rebinding to another role: changed %v, %v", changed, err)
+	}
+	got, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "b", metav1.GetOptions{})
+	if err != nil || got.RoleRef.Name != "cluster-admin" || len(got.Subjects) != 1 || got.Subjects[0].Name != "g" {
+		t.Fatalf("binding after the change: %+v, %v", got, err)
+	}
+}
