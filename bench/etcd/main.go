@@ -224,13 +224,7 @@ func changeTwoKeys(ctx context.Context, cli *clientv3.Client, round int) ([]stri
 
 func diffOptions(endpoint string, since int64, out io.Writer) etcdwatch.DiffOptions {
 	ignore, _ := etcdwatch.ParseFieldPaths([]string{"metadata.managedFields"})
-	return etcdwatch.DiffOptions{
-		Conn:     etcdwatch.ConnOptions{Endpoints: []string{endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"},
-		SinceRev: since,
-		Exclude:  etcdwatch.DefaultExclude,
-		Decode:   etcdwatch.DecodeOptions{Ignore: ignore},
-		Out:      out,
-	}
+	return etcdwatch.DiffOptions{Query: etcdwatch.Query{Conn: etcdwatch.ConnOptions{Endpoints: []string{endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"}, Decode: etcdwatch.DecodeOptions{Ignore: ignore}, Out: out}, SinceRev: since, Exclude: etcdwatch.DefaultExclude}
 }
 
 func currentRev(ctx context.Context, cli *clientv3.Client) (int64, error) {
@@ -587,13 +581,7 @@ func measureWatch(ctx context.Context, endpoint string, rate int, duration time.
 	ignore, _ := etcdwatch.ParseFieldPaths([]string{"metadata.managedFields"})
 	done := make(chan error, 1)
 	go func() {
-		done <- etcdwatch.Watch(wctx, etcdwatch.WatchOptions{
-			Conn:    etcdwatch.ConnOptions{Endpoints: []string{endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"},
-			FromRev: from + 1,
-			Exclude: etcdwatch.DefaultExclude,
-			Decode:  etcdwatch.DecodeOptions{Ignore: ignore},
-			Out:     out,
-		})
+		done <- etcdwatch.Watch(wctx, etcdwatch.WatchOptions{Query: etcdwatch.Query{Conn: etcdwatch.ConnOptions{Endpoints: []string{endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"}, Decode: etcdwatch.DecodeOptions{Ignore: ignore}, Out: out}, FromRev: from + 1, Exclude: etcdwatch.DefaultExclude})
 	}()
 	// let the watch connect (it starts at from+1 either way: nothing is
 	// missed, but early events would count the connection time)
