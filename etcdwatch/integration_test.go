@@ -136,6 +136,8 @@ func TestGet(t *testing.T) {
 	svc.Spec.Ports[0].Port = 8443
 	put(t, cli, "/registry/services/specs/get/web", etcdtest.MustEncode(svc))
 	loadNamespace(t, cli, "get-other")
+	put(t, cli, "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.get.example.com", etcdtest.MustEncodeStored(etcdtest.CustomResourceDefinition("get.example.com", 1)))
+	put(t, cli, "/registry/apiregistration.k8s.io/apiservices/v1.get.example.com", etcdtest.MustEncodeStored(etcdtest.APIService("get.example.com", "v1", 2)))
 
 	tests := []struct {
 		name     string
@@ -159,6 +161,10 @@ func TestGet(t *testing.T) {
 			contains: []string{"password: aHVudGVyMQ=="}, absent: []string{"redacted"}},
 		{name: "custom resource JSON", o: GetOptions{Query: Query{Target: "widgets.example.com/get/w1"}},
 			contains: []string{"JSON example.com/v1 Widget", "size: 3"}},
+		{name: "custom resource definition", o: GetOptions{Query: Query{Target: "crd/widgets.get.example.com"}},
+			contains: []string{"JSON apiextensions.k8s.io/v1beta1 CustomResourceDefinition", "kind: CustomResourceDefinition", "plural: widgets", "openAPIV3Schema:"}},
+		{name: "API service", o: GetOptions{Query: Query{Target: "apiservice/v1.get.example.com"}},
+			contains: []string{"JSON apiregistration.k8s.io/v1 APIService", "group: get.example.com", "groupPriorityMinimum: 17800"}},
 		{name: "encrypted", o: GetOptions{Query: Query{Target: "secrets/get/sealed"}},
 			contains: []string{"encrypted with the aesgcm provider (key v1:key2)"}, absent: []string{"kind:"}},
 		{name: "garbage", o: GetOptions{Query: Query{Target: "cm/get/garbage"}},

@@ -79,11 +79,13 @@ func newEtcdCmd(g *globalOptions) *cobra.Command {
 		Long: `Look at what the API server wrote to etcd, decoded.
 
 Values stored as Kubernetes protobuf (k8s\x00...) are decoded with the
-k8s.io/api scheme and printed as YAML (-o json for JSON); of types outside
-it (APIService, CustomResourceDefinition) the metadata is shown. JSON values
-(custom resources) are pretty-printed; values written through an encryption
-provider (k8s:enc:<provider>:...) are named as such; anything else gets a
-short summary. Secret data is redacted unless --show-secrets.
+k8s.io/api, apiextensions.k8s.io and apiregistration.k8s.io schemes and
+printed as YAML (-o json for JSON); of types outside them (a newer
+Kubernetes's) the metadata is shown. JSON values (custom resources, and the
+CustomResourceDefinitions and APIServices the API server stores as JSON)
+are printed whole; values written through an encryption provider
+(k8s:enc:<provider>:...) are named as such; anything else gets a short
+summary. Secret data is redacted unless --show-secrets.
 
 Objects are named as keys (/registry/pods/default/web) or as
 RESOURCE[/NAMESPACE]/NAME with kubectl's names (po, svc, cm, deploy,

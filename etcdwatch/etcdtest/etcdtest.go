@@ -1,7 +1,8 @@
 // Package etcdtest runs a real etcd in-process (go.etcd.io/etcd/server/v3/embed)
 // on loopback and fills it with objects encoded the way kube-apiserver
-// stores them (k8s\x00 + protobuf through the Kubernetes scheme), for
-// etcdwatch's tests and benchmarks.
+// stores them (k8s\x00 + protobuf through the Kubernetes scheme; JSON for
+// CustomResourceDefinitions and APIServices), for etcdwatch's tests and
+// benchmarks.
 package etcdtest
 
 import (
@@ -20,7 +21,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // Server is an embedded single-member etcd on 127.0.0.1.
@@ -142,20 +142,21 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-var pbSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-
-// Encode encodes obj as kube-apiserver stores it: "k8s\x00" followed by a
-// protobuf runtime.Unknown holding apiVersion, kind and the object. The
-// object's apiVersion and kind are filled from the scheme.
+// Encode encodes obj as kube-apiserver stores the objects of its own
+// types: "k8s\x00" followed by a protobuf runtime.Unknown holding
+// apiVersion, kind and the object. The object's apiVersion and kind are
+// filled from the scheme. A CustomResourceDefinition or an APIService
+// encodes too, as a client writing protobuf would; the API server itself
+// stores those as JSON (EncodeStored).
 func Encode(obj runtime.Object) ([]byte, error) {
-	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	gvk, s, err := kindOf(obj)
 	if err != nil {
-		return nil, fmt.Errorf("encode %T: %w", obj, err)
+		return nil, err
 	}
 	obj = obj.DeepCopyObject()
-	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	var b bytes.Buffer
-	if err := pbSerializer.Encode(obj, &b); err != nil {
+	if err := protobuf.NewSerializer(s, s).Encode(obj, &b); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", obj, err)
 	}
 	return b.Bytes(), nil
