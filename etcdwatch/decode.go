@@ -171,7 +171,7 @@ func decodeProtobuf(value []byte) Value {
 			if runtime.IsNotRegisteredError(err) {
 				v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
 				v.Problem = "type not in devk's scheme (k8s.io/api, apiextensions.k8s.io, apiregistration.k8s.io)"
-				if doc, ok := decodeMetadataOnly(value, v.APIVersion, v.Kind); ok {
+				if doc, ok := decodeMetadataOnly(value, apiVersion, kind); ok {
 					v.Doc, v.HasDoc = doc, true
 					v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (metadata decoded; the rest is a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
 				}
@@ -256,7 +256,9 @@ func decodeMetadataOnly(value []byte, apiVersion, kind string) (map[string]any, 
 	if _, _, err := pbSerializer.Decode(value, nil, &unk); err != nil {
 		return nil, false
 	}
-	doc := map[string]any{"apiVersion": apiVersion, "kind": kind}
+	// the names as they are (YAML quotes them where it must), not as
+	// cleanName shows them on one line
+	doc := map[string]any{"apiVersion": strings.ToValidUTF8(apiVersion, "\uFFFD"), "kind": strings.ToValidUTF8(kind, "\uFFFD")}
 	names := map[protowire.Number]string{2: "spec", 3: "status"}
 	b := unk.Raw
 	for len(b) > 0 {
@@ -392,8 +394,9 @@ func decodeEncrypted(value []byte) Value {
 	return v
 }
 
-// cleanName keeps a type name from a value fit for one line: names that
-// are not short printable tokens are quoted.
+// cleanName keeps a type name from a value fit for a one-line summary:
+// names that are not short printable tokens are quoted as Go quotes them,
+// so that control bytes show. Documents keep the names as they are.
 func cleanName(s string) string {
 	clean := len(s) <= 253
 	for i := 0; i < len(s) && clean; i++ {

@@ -28,8 +28,13 @@ func mustPaths(t testing.TB, specs ...string) []FieldPath {
 // object's message.
 func unknownTypeValue(t testing.TB, raw []byte) []byte {
 	t.Helper()
+	return unknownKindValue(t, "gadgets.k8s.io/v1", "Gadget", raw)
+}
+
+func unknownKindValue(t testing.TB, apiVersion, kind string, raw []byte) []byte {
+	t.Helper()
 	unk := runtime.Unknown{
-		TypeMeta: runtime.TypeMeta{APIVersion: "gadgets.k8s.io/v1", Kind: "Gadget"},
+		TypeMeta: runtime.TypeMeta{APIVersion: apiVersion, Kind: kind},
 		Raw:      raw,
 	}
 	b, err := unk.Marshal()
@@ -236,6 +241,12 @@ func TestDecode(t *testing.T) {
 			wantEncoding: Protobuf, wantKind: "Gadget", wantAPI: "gadgets.k8s.io/v1", wantProblem: true,
 			contains: []string{"Kubernetes protobuf gadgets.k8s.io/v1 Gadget", "(a type devk's scheme does not know)"},
 			absent:   []string{"metadata"},
+		},
+		{
+			name: "a type name that is not a token: Go-quoted in the summary, YAML-quoted in the document", value: unknownKindValue(t, "gadgets.k8s.io/v1", "Gad\"get: x\n", unknownTypeMessage(t)),
+			wantEncoding: Protobuf, wantKind: `"Gad\"get: x\n"`, wantAPI: "gadgets.k8s.io/v1", wantProblem: true,
+			contains: []string{`Kubernetes protobuf gadgets.k8s.io/v1 "Gad\"get: x\n"`, "kind: |\n  Gad\"get: x\n"},
+			absent:   []string{`kind: '"Gad`, `kind: "\"Gad`},
 		},
 		{
 			name: "CustomResourceDefinition as kube-apiserver stores it (JSON, v1beta1)", value: etcdtest.MustEncodeStored(etcdtest.CustomResourceDefinition("example.com", 1)),
