@@ -52,6 +52,10 @@ func (e Endpoint) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// maxRecvMsgSize bounds one response: a whole-keyspace historical watch
+// can carry many events.
+const maxRecvMsgSize = 256 << 20
+
 // Client is a connected etcd client with what it was resolved from.
 // Each of its reads is bounded by CommandTimeout.
 type Client struct {
@@ -151,8 +155,7 @@ func connectEndpoint(ctx context.Context, e Endpoint, timeout time.Duration) (*C
 		DialTimeout: timeout,
 		Logger:      zap.NewNop(),
 		Context:     ctx,
-		// a whole-keyspace historical watch can carry many events
-		MaxCallRecvMsgSize: 256 << 20,
+		MaxCallRecvMsgSize: maxRecvMsgSize,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", e, err)

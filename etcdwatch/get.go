@@ -116,7 +116,7 @@ func notFound(ctx context.Context, cli *Client, t Target, rev, askedRev int64) e
 		_, _ = rangeKeys(ctx, cli, base, rev, func(e KeyEntry) error {
 			if e.Name == name {
 				others = append(others, e.Namespace)
-				if len(others) == 5 {
+				if len(others) == maxOtherNamespaces {
 					return errStop
 				}
 			}
@@ -128,6 +128,9 @@ func notFound(ctx context.Context, cli *Client, t Target, rev, askedRev int64) e
 	}
 	return fmt.Errorf("%w: %s; `devk etcd ls` lists the keys that exist", ErrNotFound, msg)
 }
+
+// maxOtherNamespaces bounds the namespaces a not-found error names.
+const maxOtherNamespaces = 5
 
 // errStop ends a rangeKeys walk early.
 var errStop = errors.New("stop")

@@ -300,6 +300,13 @@ func downloadStaging(ctx context.Context, j *getJob) error {
 	return nil
 }
 
+// Extracting copies files with at least minCopiers goroutines (two per
+// CPU): a tree is ~30,000 small files, and the copies wait on the disk.
+const (
+	minCopiers     = 4
+	copyBufferSize = 256 << 10
+)
+
 func extract(ctx context.Context, j *getJob) error {
 	if err := os.MkdirAll(j.Dir, 0o755); err != nil {
 		return err
@@ -359,9 +366,9 @@ func extract(ctx context.Context, j *getJob) error {
 		}
 		return nil
 	})
-	for range max(4, 2*runtime.NumCPU()) {
+	for range max(minCopiers, 2*runtime.NumCPU()) {
 		g.Go(func() error {
-			buf := make([]byte, 256<<10)
+			buf := make([]byte, copyBufferSize)
 			for c := range ch {
 				if err := copyFile(c.from, c.to, buf); err != nil {
 					return err

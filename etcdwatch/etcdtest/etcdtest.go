@@ -23,6 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 )
 
+const (
+	// readyTimeout bounds an embedded etcd's start.
+	readyTimeout = 60 * time.Second
+	// DialTimeout is a test client's.
+	DialTimeout = 5 * time.Second
+)
+
 // Server is an embedded single-member etcd on 127.0.0.1.
 type Server struct {
 	// Endpoint is the client URL, http://127.0.0.1:<port>.
@@ -108,9 +115,9 @@ func start(dir string, tlsFiles *TLS) (*Server, error) {
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd failed: %w", err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(readyTimeout):
 		e.Close()
-		return nil, fmt.Errorf("embedded etcd in %s not ready after 60s", dir)
+		return nil, fmt.Errorf("embedded etcd in %s not ready after %s", dir, readyTimeout)
 	}
 	return &Server{Endpoint: client.String(), etcd: e}, nil
 }
@@ -120,7 +127,7 @@ func (s *Server) Close() { s.etcd.Close() }
 
 // Client connects to the server.
 func (s *Server) Client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop()})
 }
 
 func freePorts(n int) ([]int, error) {

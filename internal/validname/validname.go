@@ -102,14 +102,15 @@ func Platforms() []string { return append([]string(nil), platforms...) }
 // v1.ParsePlatform, against Platforms. It must be written as Platforms
 // writes it: the pair becomes a directory name.
 func Platform(s string) error {
+	use := fmt.Sprintf("use os/arch, one of %s (e.g. linux/arm64)", strings.Join(platforms, ", "))
 	p, err := v1.ParsePlatform(s)
 	switch {
 	case err != nil || p.OS == "" || p.Architecture == "" || p.String() != s:
-		return fmt.Errorf("platform %s: use os/arch, one of %s (e.g. linux/arm64)", quote(s), strings.Join(platforms, ", "))
+		return fmt.Errorf("platform %s: %s", quote(s), use)
 	case p.Variant != "" || p.OSVersion != "":
-		return fmt.Errorf("platform %s: devk builds for os/arch, without a variant or OS version: use one of %s (e.g. linux/arm64)", quote(s), strings.Join(platforms, ", "))
+		return fmt.Errorf("platform %s: devk builds without a variant or OS version: %s", quote(s), use)
 	case !slices.Contains(platforms, p.OS+"/"+p.Architecture):
-		return fmt.Errorf("platform %s: Kubernetes does not build release binaries for it: use one of %s (e.g. linux/arm64)", quote(s), strings.Join(platforms, ", "))
+		return fmt.Errorf("platform %s: Kubernetes does not build release binaries for it: %s", quote(s), use)
 	}
 	return nil
 }

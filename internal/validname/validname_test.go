@@ -155,8 +155,8 @@ func TestPlatform(t *testing.T) {
 
 	// each refusal says why
 	for in, why := range map[string]string{
-		"linux/arm/v7":         "without a variant or OS version",
-		"windows/amd64:10.0.1": "without a variant or OS version",
+		"linux/arm/v7":         "builds without a variant or OS version",
+		"windows/amd64:10.0.1": "builds without a variant or OS version",
 		"plan9/386":            "Kubernetes does not build release binaries for it",
 		"linux/../../x":        "use os/arch, one of",
 		"linux/amd64 ":         "use os/arch, one of",
@@ -164,9 +164,9 @@ func TestPlatform(t *testing.T) {
 		"/amd64":               "use os/arch, one of",
 		"linux/amd64/v1/extra": "use os/arch, one of",
 		"linux/amd64:":         "use os/arch, one of",
-		"linux/amd64\x00/v2":   "without a variant",
-		"linux/amd64:10.0/x":   "without a variant or OS version",
-		"darwin/arm64/v8":      "without a variant",
+		"linux/amd64\x00/v2":   "builds without a variant",
+		"linux/amd64:10.0/x":   "builds without a variant or OS version",
+		"darwin/arm64/v8":      "builds without a variant",
 		"linux/\u0430md64":     "Kubernetes does not build",
 		"linux/amd64\u2215arm": "Kubernetes does not build",
 	} {
