@@ -150,11 +150,11 @@ func connectEndpoint(ctx context.Context, e Endpoint, timeout time.Duration) (*C
 		return nil, fmt.Errorf("etcd %s: %s", e, problem)
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   e.Endpoints,
-		TLS:         tlsCfg,
-		DialTimeout: timeout,
-		Logger:      zap.NewNop(),
-		Context:     ctx,
+		Endpoints:          e.Endpoints,
+		TLS:                tlsCfg,
+		DialTimeout:        timeout,
+		Logger:             zap.NewNop(),
+		Context:            ctx,
 		MaxCallRecvMsgSize: maxRecvMsgSize,
 	})
 	if err != nil {
