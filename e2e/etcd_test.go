@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 type etcdDiff struct {
@@ -29,6 +31,14 @@ type etcdDiff struct {
 
 // With -o json the diffs are of the JSON rendering; the watch below prints
 // YAML.
+
+// A fresh cluster's controllers write for a while: TestEtcd tries its
+// diff up to quietTries times, quietRetry apart, for one that holds only
+// its own change.
+const (
+	quietTries = 10
+	quietRetry = 3 * time.Second
+)
 
 // TestEtcd runs `devk etcd diff` and `watch` against the shared cluster's
 // real etcd: a kubectl command's exact change, decoded, and a watch that
@@ -56,21 +66,25 @@ func TestEtcd(t *testing.T) {
 	// configmap must then be the only change.
 	var cm string
 	var d etcdDiff
-	for i := 1; ; i++ {
-		cm = fmt.Sprintf("devk-e2e-x%d", i)
+	var keys []string
+	tries := 0
+	quiet := wait.Backoff{Duration: quietRetry, Factor: 1, Steps: quietTries}
+	err := wait.ExponentialBackoff(quiet, func() (bool, error) {
+		tries++
+		cm = fmt.Sprintf("devk-e2e-x%d", tries)
 		d = diff("create", "configmap", cm, "--from-literal=a=b")
 		if len(d.Changes) == 1 {
-			break
+			return true, nil
 		}
-		var keys []string
+		keys = keys[:0]
 		for _, c := range d.Changes {
 			keys = append(keys, c.Key)
 		}
-		if i == 10 {
-			t.Fatalf("the cluster never quieted: every diff held more than the configmap: %v", keys)
-		}
 		t.Logf("background writes during the diff, trying again: %v", keys)
-		time.Sleep(3 * time.Second)
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the cluster never quieted: every diff held more than the configmap (%v): %v", err, keys)
 	}
 	c := d.Changes[0]
 	if c.Type != "ADDED" || c.Key != "/registry/configmaps/default/"+cm || c.After == nil || c.After.Kind != "ConfigMap" ||

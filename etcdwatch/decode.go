@@ -13,10 +13,15 @@ import (
 
 	yaml "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/encoding/protowire"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationv1beta1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1beta1"
 )
 
 // Encoding says what an etcd value turned out to be.
@@ -41,8 +46,27 @@ const (
 var (
 	protobufPrefix  = []byte("k8s\x00")
 	encryptedPrefix = []byte("k8s:enc:")
-	pbSerializer    = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	pbSerializer    = protobuf.NewSerializer(storageScheme, storageScheme)
 )
+
+// storageScheme knows every type kube-apiserver keeps in etcd: those of
+// k8s.io/api (client-go's scheme), and those of the API servers it chains
+// in front of its own: apiextensions-apiserver's CustomResourceDefinitions
+// (stored as apiextensions.k8s.io/v1beta1) and kube-aggregator's
+// APIServices. kube-apiserver stores these two as JSON, which needs no
+// scheme; the scheme decodes them fully when they are protobuf, as any
+// other client may write them.
+var storageScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		scheme.AddToScheme,
+		apiextensionsv1.AddToScheme, apiextensionsv1beta1.AddToScheme,
+		apiregistrationv1.AddToScheme, apiregistrationv1beta1.AddToScheme,
+	} {
+		utilruntime.Must(add(s))
+	}
+	return s
+}()
 
 // Value is a decoded etcd value.
 type Value struct {
@@ -146,8 +170,8 @@ func decodeProtobuf(value []byte) Value {
 			v.APIVersion, v.Kind = cleanName(apiVersion), cleanName(kind)
 			if runtime.IsNotRegisteredError(err) {
 				v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
-				v.Problem = "type not in the k8s.io/api scheme"
-				if doc, ok := decodeMetadataOnly(value, v.APIVersion, v.Kind); ok {
+				v.Problem = "type not in devk's scheme (k8s.io/api, apiextensions.k8s.io, apiregistration.k8s.io)"
+				if doc, ok := decodeMetadataOnly(value, apiVersion, kind); ok {
 					v.Doc, v.HasDoc = doc, true
 					v.Summary = fmt.Sprintf("Kubernetes protobuf %s %s, %d bytes (metadata decoded; the rest is a type devk's scheme does not know)", v.APIVersion, v.Kind, len(value))
 				}
@@ -223,8 +247,8 @@ func envelopeType(value []byte) (apiVersion, kind string) {
 }
 
 // decodeMetadataOnly reads what every Kubernetes object shares from a
-// type devk's scheme lacks (an aggregator APIService, a
-// CustomResourceDefinition): by convention field 1 of the object's
+// type devk's scheme lacks (one of a newer Kubernetes, or of an
+// aggregated API server that writes to the same etcd): by convention field 1 of the object's
 // message is its ObjectMeta, which apimachinery can decode, and fields 2
 // and 3 are spec and status, of which only the size is shown.
 func decodeMetadataOnly(value []byte, apiVersion, kind string) (map[string]any, bool) {
@@ -232,7 +256,9 @@ func decodeMetadataOnly(value []byte, apiVersion, kind string) (map[string]any, 
 	if _, _, err := pbSerializer.Decode(value, nil, &unk); err != nil {
 		return nil, false
 	}
-	doc := map[string]any{"apiVersion": apiVersion, "kind": kind}
+	// the names as they are (YAML quotes them where it must), not as
+	// cleanName shows them on one line
+	doc := map[string]any{"apiVersion": strings.ToValidUTF8(apiVersion, "\uFFFD"), "kind": strings.ToValidUTF8(kind, "\uFFFD")}
 	names := map[protowire.Number]string{2: "spec", 3: "status"}
 	b := unk.Raw
 	for len(b) > 0 {
@@ -368,8 +394,9 @@ func decodeEncrypted(value []byte) Value {
 	return v
 }
 
-// cleanName keeps a type name from a value fit for one line: names that
-// are not short printable tokens are quoted.
+// cleanName keeps a type name from a value fit for a one-line summary:
+// names that are not short printable tokens are quoted as Go quotes them,
+// so that control bytes show. Documents keep the names as they are.
 func cleanName(s string) string {
 	clean := len(s) <= 253
 	for i := 0; i < len(s) && clean; i++ {

@@ -23,13 +23,18 @@ func mustPaths(t testing.TB, specs ...string) []FieldPath {
 	return p
 }
 
-// unknownTypeValue is protobuf for a type the client-go scheme lacks
-// (kube-aggregator's APIService), as the API server stores it: raw is the
+// unknownTypeValue is protobuf for a type devk's scheme lacks (one of a
+// newer Kubernetes, say), as the API server stores its types: raw is the
 // object's message.
 func unknownTypeValue(t testing.TB, raw []byte) []byte {
 	t.Helper()
+	return unknownKindValue(t, "gadgets.k8s.io/v1", "Gadget", raw)
+}
+
+func unknownKindValue(t testing.TB, apiVersion, kind string, raw []byte) []byte {
+	t.Helper()
 	unk := runtime.Unknown{
-		TypeMeta: runtime.TypeMeta{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService"},
+		TypeMeta: runtime.TypeMeta{APIVersion: apiVersion, Kind: kind},
 		Raw:      raw,
 	}
 	b, err := unk.Marshal()
@@ -39,11 +44,11 @@ func unknownTypeValue(t testing.TB, raw []byte) []byte {
 	return append([]byte("k8s\x00"), b...)
 }
 
-// apiServiceMessage is an APIService's message: metadata (field 1), and
-// spec and status (fields 2, 3) whose types devk lacks.
-func apiServiceMessage(t testing.TB) []byte {
+// unknownTypeMessage is an object's message: metadata (field 1), and spec
+// and status (fields 2, 3) of types devk lacks.
+func unknownTypeMessage(t testing.TB) []byte {
 	t.Helper()
-	meta := metav1.ObjectMeta{Name: "v1.apps", Labels: map[string]string{"kube-aggregator.kubernetes.io/automanaged": "onstart"}}
+	meta := metav1.ObjectMeta{Name: "g1", Labels: map[string]string{"gadgets.k8s.io/managed": "onstart"}}
 	mb, err := meta.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -226,16 +231,51 @@ func TestDecode(t *testing.T) {
 			contains: []string{"Kubernetes protobuf that does not decode, 8 bytes: 6b387300ffffffff"},
 		},
 		{
-			name: "protobuf of a type devk does not know: metadata decoded", value: unknownTypeValue(t, apiServiceMessage(t)),
-			wantEncoding: Protobuf, wantKind: "APIService", wantAPI: "apiregistration.k8s.io/v1", wantProblem: true,
-			contains: []string{"metadata decoded; the rest is a type devk's scheme does not know", "kind: APIService", "name: v1.apps",
-				"kube-aggregator.kubernetes.io/automanaged: onstart", "spec: <10 bytes of protobuf, not decoded>", "status: <2 bytes of protobuf, not decoded>"},
+			name: "protobuf of a type devk does not know: metadata decoded", value: unknownTypeValue(t, unknownTypeMessage(t)),
+			wantEncoding: Protobuf, wantKind: "Gadget", wantAPI: "gadgets.k8s.io/v1", wantProblem: true,
+			contains: []string{"metadata decoded; the rest is a type devk's scheme does not know", "kind: Gadget", "name: g1",
+				"gadgets.k8s.io/managed: onstart", "spec: <10 bytes of protobuf, not decoded>", "status: <2 bytes of protobuf, not decoded>"},
 		},
 		{
 			name: "protobuf of a type devk does not know, unreadable", value: unknownTypeValue(t, []byte{0x0a, 0x02, 0xff, 0xff}),
-			wantEncoding: Protobuf, wantKind: "APIService", wantAPI: "apiregistration.k8s.io/v1", wantProblem: true,
-			contains: []string{"Kubernetes protobuf apiregistration.k8s.io/v1 APIService", "(a type devk's scheme does not know)"},
+			wantEncoding: Protobuf, wantKind: "Gadget", wantAPI: "gadgets.k8s.io/v1", wantProblem: true,
+			contains: []string{"Kubernetes protobuf gadgets.k8s.io/v1 Gadget", "(a type devk's scheme does not know)"},
 			absent:   []string{"metadata"},
+		},
+		{
+			name: "a type name that is not a token: Go-quoted in the summary, YAML-quoted in the document", value: unknownKindValue(t, "gadgets.k8s.io/v1", "Gad\"get: x\n", unknownTypeMessage(t)),
+			wantEncoding: Protobuf, wantKind: `"Gad\"get: x\n"`, wantAPI: "gadgets.k8s.io/v1", wantProblem: true,
+			contains: []string{`Kubernetes protobuf gadgets.k8s.io/v1 "Gad\"get: x\n"`, "kind: |\n  Gad\"get: x\n"},
+			absent:   []string{`kind: '"Gad`, `kind: "\"Gad`},
+		},
+		{
+			name: "CustomResourceDefinition as kube-apiserver stores it (JSON, v1beta1)", value: etcdtest.MustEncodeStored(etcdtest.CustomResourceDefinition("example.com", 1)),
+			wantEncoding: JSON, wantKind: "CustomResourceDefinition", wantAPI: "apiextensions.k8s.io/v1beta1",
+			contains: []string{"name: widgets.example.com", "group: example.com", "plural: widgets", "scope: Namespaced", "openAPIV3Schema:",
+				"minimum: 1", "storedVersions:", "type: Established", "status: \"True\""},
+		},
+		{
+			name: "APIService as kube-apiserver stores it (JSON, v1)", value: etcdtest.MustEncodeStored(etcdtest.APIService("apps", "v1", 2)),
+			wantEncoding: JSON, wantKind: "APIService", wantAPI: "apiregistration.k8s.io/v1",
+			contains: []string{"name: v1.apps", "group: apps", "groupPriorityMinimum: 17800", "versionPriority: 15",
+				"kube-aggregator.kubernetes.io/automanaged: onstart", "reason: Local", "type: Available"},
+		},
+		{
+			name: "CustomResourceDefinition protobuf decodes fully", value: etcdtest.MustEncode(etcdtest.CustomResourceDefinition("example.com", 1)),
+			wantEncoding: Protobuf, wantKind: "CustomResourceDefinition", wantAPI: "apiextensions.k8s.io/v1",
+			contains: []string{"Kubernetes protobuf apiextensions.k8s.io/v1 CustomResourceDefinition", "plural: widgets", "openAPIV3Schema:", "minimum: 1", "storage: true"},
+			absent:   []string{"not decoded"},
+		},
+		{
+			name: "APIService protobuf decodes fully", value: etcdtest.MustEncode(etcdtest.APIService("apps", "v1", 2)),
+			wantEncoding: Protobuf, wantKind: "APIService", wantAPI: "apiregistration.k8s.io/v1",
+			contains: []string{"Kubernetes protobuf apiregistration.k8s.io/v1 APIService", "group: apps", "groupPriorityMinimum: 17800", "reason: Local"},
+			absent:   []string{"not decoded"},
+		},
+		{
+			name: "a custom resource of that definition", key: "/registry/example.com/widgets/default/w1",
+			value:        []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"default","uid":"7"},"spec":{"size":3}}`),
+			wantEncoding: JSON, wantKind: "Widget", wantAPI: "example.com/v1", contains: []string{"kind: Widget", "size: 3"},
 		},
 		{
 			name: "broken JSON is not JSON", value: []byte(`{"a":`),

@@ -16,15 +16,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/devk/devk/internal/execx"
-	"github.com/devk/devk/internal/progress"
 )
 
 // DiffOptions are `devk etcd diff`.
 type DiffOptions struct {
-	Conn ConnOptions
-	// Target is "", RESOURCE, RESOURCE/NAMESPACE or a raw key prefix.
-	Target    string
-	Namespace string
+	Query
 	// Command runs between the two revisions. Without one (or Action),
 	// Diff waits for a line on Stdin, unless SinceRev is set.
 	Command []string
@@ -41,19 +37,12 @@ type DiffOptions struct {
 	CommandOut io.Writer
 	// Exclude lists resources to leave out, unless Target names them.
 	Exclude []string
-	Decode  DecodeOptions
-	JSON    bool
-	Out     io.Writer
-	Log     progress.Reporter
 }
 
 // Validate checks what can be checked before connecting.
 func (o DiffOptions) Validate() error {
-	if o.SinceRev < 0 {
-		return fmt.Errorf("--since-rev %d: revisions start at 1", o.SinceRev)
-	}
-	if o.Out == nil {
-		return fmt.Errorf("diff: no output writer")
+	if err := validRev("--since-rev", o.SinceRev); err != nil {
+		return err
 	}
 	if len(o.Command) == 0 && o.Action == nil && o.SinceRev == 0 && o.Stdin == nil {
 		return fmt.Errorf("diff: give a command after --, or --since-rev, or a terminal to press Enter in")
@@ -61,11 +50,7 @@ func (o DiffOptions) Validate() error {
 	if len(o.Command) > 0 && o.Action != nil {
 		return fmt.Errorf("diff: a command or an action, not both")
 	}
-	if _, err := excludeSet(o.Exclude, Target{}); err != nil {
-		return err
-	}
-	_, err := ResolvePrefix(o.Conn.Prefix, o.Target, o.Namespace)
-	return err
+	return o.validate("diff", ResolvePrefix, o.Exclude)
 }
 
 // DiffResult is every key changed under Prefix between two revisions.
@@ -87,8 +72,8 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	log := reporter(o.Log)
-	cli, t, exclude, err := connectTarget(ctx, o.Conn, o.Target, o.Namespace, o.Exclude)
+	log := o.log()
+	cli, t, exclude, err := o.connect(ctx, ResolvePrefix, o.Exclude)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("[1,2,{\"a\":null}]"), false, false, "a")
 	f.Add([]byte("hunter2"), false, true, "")
 	f.Add([]byte(""), false, false, "")
-	f.Add(unknownTypeValue(f, apiServiceMessage(f)), false, false, "metadata.labels")
+	f.Add(unknownTypeValue(f, unknownTypeMessage(f)), false, false, "metadata.labels")
+	f.Add(etcdtest.MustEncodeStored(etcdtest.CustomResourceDefinition("example.com", 1)), false, false, "spec.versions.schema")
+	f.Add(etcdtest.MustEncodeStored(etcdtest.APIService("apps", "v1", 2)), false, false, "status")
+	f.Add(etcdtest.MustEncode(etcdtest.CustomResourceDefinition("example.com", 1)), false, true, "")
+	f.Add(etcdtest.MustEncode(etcdtest.APIService("apps", "v1", 2)), false, false, "spec.service")
 
 	f.Fuzz(func(t *testing.T, data []byte, showSecrets, underSecrets bool, ignore string) {
 		paths, err := ParseFieldPaths([]string{"metadata.managedFields", ignore})

@@ -11,33 +11,22 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// GetOptions are `devk etcd get`.
+// GetOptions are `devk etcd get`: Target is the object.
 type GetOptions struct {
-	Conn ConnOptions
-	// Object is a key (/registry/...), RESOURCE/NAME or
-	// RESOURCE/NAMESPACE/NAME.
-	Object    string
-	Namespace string
+	Query
 	// Rev reads the value as it was at that revision (0: now).
-	Rev    int64
-	Decode DecodeOptions
-	JSON   bool
-	Out    io.Writer
+	Rev int64
 }
 
 // Validate checks what can be checked before connecting.
 func (o GetOptions) Validate() error {
-	if o.Object == "" {
+	if o.Target == "" {
 		return fmt.Errorf("get: name a key or RESOURCE[/NAMESPACE]/NAME")
 	}
-	if o.Rev < 0 {
-		return fmt.Errorf("--rev %d: revisions start at 1", o.Rev)
+	if err := validRev("--rev", o.Rev); err != nil {
+		return err
 	}
-	if o.Out == nil {
-		return fmt.Errorf("get: no output writer")
-	}
-	_, err := ResolveObject(o.Conn.Prefix, o.Object, o.Namespace)
-	return err
+	return o.validate("get", ResolveObject, nil)
 }
 
 // GetResult is one decoded key of `get -o json`.
@@ -56,15 +45,11 @@ func Get(ctx context.Context, o GetOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	cli, err := Connect(ctx, o.Conn)
+	cli, t, _, err := o.connect(ctx, ResolveObject, nil)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	t, err := ResolveObject(cli.Endpoint.Prefix, o.Object, o.Namespace)
-	if err != nil {
-		return err
-	}
 	var opts []clientv3.OpOption
 	if o.Rev > 0 {
 		opts = append(opts, clientv3.WithRev(o.Rev))
@@ -131,7 +116,7 @@ func notFound(ctx context.Context, cli *Client, t Target, rev, askedRev int64) e
 		_, _ = rangeKeys(ctx, cli, base, rev, func(e KeyEntry) error {
 			if e.Name == name {
 				others = append(others, e.Namespace)
-				if len(others) == 5 {
+				if len(others) == maxOtherNamespaces {
 					return errStop
 				}
 			}
@@ -143,6 +128,9 @@ func notFound(ctx context.Context, cli *Client, t Target, rev, askedRev int64) e
 	}
 	return fmt.Errorf("%w: %s; `devk etcd ls` lists the keys that exist", ErrNotFound, msg)
 }
+
+// maxOtherNamespaces bounds the namespaces a not-found error names.
+const maxOtherNamespaces = 5
 
 // errStop ends a rangeKeys walk early.
 var errStop = errors.New("stop")

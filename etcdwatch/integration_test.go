@@ -64,15 +64,15 @@ func TestLs(t *testing.T) {
 		wantErr error
 		errText string
 	}{
-		{name: "pods in a namespace", o: LsOptions{Target: "pods/ls"},
+		{name: "pods in a namespace", o: LsOptions{Query: Query{Target: "pods/ls"}},
 			want: []string{"/registry/pods/ls/web-1", "/registry/pods/ls/web-2", "/registry/pods/ls/web-3"}},
-		{name: "resource with -n", o: LsOptions{Target: "svc", Namespace: "ls"},
+		{name: "resource with -n", o: LsOptions{Query: Query{Target: "svc", Namespace: "ls"}},
 			want: []string{"/registry/services/specs/ls/web"}},
-		{name: "raw prefix", o: LsOptions{Target: "/registry/secrets/ls/"},
+		{name: "raw prefix", o: LsOptions{Query: Query{Target: "/registry/secrets/ls/"}},
 			want: []string{"/registry/secrets/ls/db", "/registry/secrets/ls/sealed"}},
-		{name: "at a past revision", o: LsOptions{Target: "pods/ls", Rev: before},
+		{name: "at a past revision", o: LsOptions{Query: Query{Target: "pods/ls"}, Rev: before},
 			want: []string{"/registry/pods/ls/web-1", "/registry/pods/ls/web-2"}},
-		{name: "count per resource in a namespace", o: LsOptions{Namespace: "ls", Count: true},
+		{name: "count per resource in a namespace", o: LsOptions{Query: Query{Namespace: "ls"}, Count: true},
 			want: []string{
 				"RESOURCE             KEYS",
 				"configmaps              2",
@@ -84,10 +84,10 @@ func TestLs(t *testing.T) {
 				"widgets.example.com     1",
 				"total                  11",
 			}},
-		{name: "count pages through more than one page", o: LsOptions{Target: "cm/paging", Count: true},
+		{name: "count pages through more than one page", o: LsOptions{Query: Query{Target: "cm/paging"}, Count: true},
 			want: []string{"RESOURCE    KEYS", "configmaps  2005", "total       2005"}},
-		{name: "unknown resource lists close matches", o: LsOptions{Target: "podz"}, wantErr: ErrUnknownResource, errText: "did you mean pods"},
-		{name: "future revision", o: LsOptions{Target: "pods", Rev: 1 << 40}, wantErr: ErrFutureRevision, errText: "use a revision from 1 to"},
+		{name: "unknown resource lists close matches", o: LsOptions{Query: Query{Target: "podz"}}, wantErr: ErrUnknownResource, errText: "did you mean pods"},
+		{name: "future revision", o: LsOptions{Query: Query{Target: "pods"}, Rev: 1 << 40}, wantErr: ErrFutureRevision, errText: "use a revision from 1 to"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestLs(t *testing.T) {
 
 	t.Run("json", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := Ls(context.Background(), LsOptions{Conn: conn(), Target: "pods/ls", JSON: true, Out: &out}); err != nil {
+		if err := Ls(context.Background(), LsOptions{Query: Query{Conn: conn(), Target: "pods/ls", JSON: true, Out: &out}}); err != nil {
 			t.Fatal(err)
 		}
 		var got struct {
@@ -136,6 +136,8 @@ func TestGet(t *testing.T) {
 	svc.Spec.Ports[0].Port = 8443
 	put(t, cli, "/registry/services/specs/get/web", etcdtest.MustEncode(svc))
 	loadNamespace(t, cli, "get-other")
+	put(t, cli, "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.get.example.com", etcdtest.MustEncodeStored(etcdtest.CustomResourceDefinition("get.example.com", 1)))
+	put(t, cli, "/registry/apiregistration.k8s.io/apiservices/v1.get.example.com", etcdtest.MustEncodeStored(etcdtest.APIService("get.example.com", "v1", 2)))
 
 	tests := []struct {
 		name     string
@@ -145,32 +147,36 @@ func TestGet(t *testing.T) {
 		wantErr  error
 		errText  string
 	}{
-		{name: "pod by resource path", o: GetOptions{Object: "pods/get/web-1"},
+		{name: "pod by resource path", o: GetOptions{Query: Query{Target: "pods/get/web-1"}},
 			contains: []string{"# /registry/pods/get/web-1\n", "Kubernetes protobuf v1 Pod", "kind: Pod", "name: web-1", "image: registry.k8s.io/nginx-slim:0.27"}},
-		{name: "raw key", o: GetOptions{Object: "/registry/endpointslices/get/web-abcde"},
+		{name: "raw key", o: GetOptions{Query: Query{Target: "/registry/endpointslices/get/web-abcde"}},
 			contains: []string{"kind: EndpointSlice", "addressType: IPv4"}},
-		{name: "short name and -n", o: GetOptions{Object: "svc/web", Namespace: "get"},
+		{name: "short name and -n", o: GetOptions{Query: Query{Target: "svc/web", Namespace: "get"}},
 			contains: []string{"port: 8443", "version 2"}},
-		{name: "past revision", o: GetOptions{Object: "svc/get/web", Rev: oldRev},
+		{name: "past revision", o: GetOptions{Query: Query{Target: "svc/get/web"}, Rev: oldRev},
 			contains: []string{"port: 80\n", fmt.Sprintf("read at %d", oldRev)}, absent: []string{"8443"}},
-		{name: "secret redacted", o: GetOptions{Object: "secret/get/db"},
+		{name: "secret redacted", o: GetOptions{Query: Query{Target: "secret/get/db"}},
 			contains: []string{"password: <redacted, 7 bytes>", "2 secret values redacted: --show-secrets shows them"}, absent: []string{"aHVudGVyMQ=="}},
-		{name: "secret shown", o: GetOptions{Object: "secret/get/db", Decode: DecodeOptions{ShowSecrets: true}},
+		{name: "secret shown", o: GetOptions{Query: Query{Target: "secret/get/db", Decode: DecodeOptions{ShowSecrets: true}}},
 			contains: []string{"password: aHVudGVyMQ=="}, absent: []string{"redacted"}},
-		{name: "custom resource JSON", o: GetOptions{Object: "widgets.example.com/get/w1"},
+		{name: "custom resource JSON", o: GetOptions{Query: Query{Target: "widgets.example.com/get/w1"}},
 			contains: []string{"JSON example.com/v1 Widget", "size: 3"}},
-		{name: "encrypted", o: GetOptions{Object: "secrets/get/sealed"},
+		{name: "custom resource definition", o: GetOptions{Query: Query{Target: "crd/widgets.get.example.com"}},
+			contains: []string{"JSON apiextensions.k8s.io/v1beta1 CustomResourceDefinition", "kind: CustomResourceDefinition", "plural: widgets", "openAPIV3Schema:"}},
+		{name: "API service", o: GetOptions{Query: Query{Target: "apiservice/v1.get.example.com"}},
+			contains: []string{"JSON apiregistration.k8s.io/v1 APIService", "group: get.example.com", "groupPriorityMinimum: 17800"}},
+		{name: "encrypted", o: GetOptions{Query: Query{Target: "secrets/get/sealed"}},
 			contains: []string{"encrypted with the aesgcm provider (key v1:key2)"}, absent: []string{"kind:"}},
-		{name: "garbage", o: GetOptions{Object: "cm/get/garbage"},
+		{name: "garbage", o: GetOptions{Query: Query{Target: "cm/get/garbage"}},
 			contains: []string{"binary, 4 bytes: deadbeef"}},
-		{name: "ignored fields", o: GetOptions{Object: "pods/get/web-1", Decode: DecodeOptions{Ignore: mustPaths(t, "metadata.managedFields,status")}},
+		{name: "ignored fields", o: GetOptions{Query: Query{Target: "pods/get/web-1", Decode: DecodeOptions{Ignore: mustPaths(t, "metadata.managedFields,status")}}},
 			contains: []string{"kind: Pod"}, absent: []string{"managedFields", "podIP"}},
-		{name: "missing key", o: GetOptions{Object: "pods/get/nope"}, wantErr: ErrNotFound, errText: "key not found: /registry/pods/get/nope at revision"},
-		{name: "missing in this namespace names the others", o: GetOptions{Object: "pods/web-1"}, wantErr: ErrNotFound,
+		{name: "missing key", o: GetOptions{Query: Query{Target: "pods/get/nope"}}, wantErr: ErrNotFound, errText: "key not found: /registry/pods/get/nope at revision"},
+		{name: "missing in this namespace names the others", o: GetOptions{Query: Query{Target: "pods/web-1"}}, wantErr: ErrNotFound,
 			errText: `pods named "web-1" exist in namespace get-other, get, ls: name it as pods/get-other/web-1`},
-		{name: "a prefix is not a key", o: GetOptions{Object: "/registry/pods/get"}, wantErr: ErrNotFound, errText: "it is a prefix of 2 keys"},
-		{name: "future revision", o: GetOptions{Object: "pods/get/web-1", Rev: 1 << 40}, wantErr: ErrFutureRevision, errText: "is in the future: etcd is at revision"},
-		{name: "not there yet at a past revision", o: GetOptions{Object: "pods/get-other/web-1", Rev: oldRev}, wantErr: ErrNotFound, errText: fmt.Sprintf("at revision %d (now", oldRev)},
+		{name: "a prefix is not a key", o: GetOptions{Query: Query{Target: "/registry/pods/get"}}, wantErr: ErrNotFound, errText: "it is a prefix of 2 keys"},
+		{name: "future revision", o: GetOptions{Query: Query{Target: "pods/get/web-1"}, Rev: 1 << 40}, wantErr: ErrFutureRevision, errText: "is in the future: etcd is at revision"},
+		{name: "not there yet at a past revision", o: GetOptions{Query: Query{Target: "pods/get-other/web-1"}, Rev: oldRev}, wantErr: ErrNotFound, errText: fmt.Sprintf("at revision %d (now", oldRev)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,7 +207,7 @@ func TestGet(t *testing.T) {
 
 	t.Run("json", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := Get(context.Background(), GetOptions{Conn: conn(), Object: "cm/get/settings", JSON: true, Out: &out}); err != nil {
+		if err := Get(context.Background(), GetOptions{Query: Query{Conn: conn(), Target: "cm/get/settings", JSON: true, Out: &out}}); err != nil {
 			t.Fatal(err)
 		}
 		var got struct {
@@ -233,8 +239,7 @@ func TestWatch(t *testing.T) {
 	from := rev(t, cli) + 1 // the next revision: valid, etcd waits for it
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, WatchOptions{Conn: conn(), Namespace: "watch", FromRev: from, Out: &out, Exclude: DefaultExclude, Log: &log,
-			Decode: DecodeOptions{Ignore: mustPaths(t, "metadata.managedFields")}})
+		done <- Watch(ctx, WatchOptions{Query: Query{Conn: conn(), Namespace: "watch", Out: &out, Log: &log, Decode: DecodeOptions{Ignore: mustPaths(t, "metadata.managedFields")}}, FromRev: from, Exclude: DefaultExclude})
 	}()
 	waitFor(t, "the watch to start", func() bool { return strings.Contains(log.String(), fmt.Sprintf("from revision %d", from)) })
 
@@ -289,7 +294,7 @@ func TestWatch(t *testing.T) {
 func TestWatchFromTheFuture(t *testing.T) {
 	cli := client(t)
 	future := rev(t, cli) + 5
-	err := Watch(context.Background(), WatchOptions{Conn: conn(), FromRev: future, Out: io.Discard})
+	err := Watch(context.Background(), WatchOptions{Query: Query{Conn: conn(), Out: io.Discard}, FromRev: future})
 	if !errors.Is(err, ErrFutureRevision) || !strings.Contains(err.Error(), fmt.Sprintf("revision %d is in the future", future)) {
 		t.Fatalf("err = %v, want a future revision error", err)
 	}
@@ -303,7 +308,7 @@ func TestWatchJSON(t *testing.T) {
 	from := rev(t, cli) + 1
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, WatchOptions{Conn: conn(), Target: "leases/watch-json", FromRev: from, JSON: true, Out: &out, Exclude: DefaultExclude})
+		done <- Watch(ctx, WatchOptions{Query: Query{Conn: conn(), Target: "leases/watch-json", JSON: true, Out: &out}, FromRev: from, Exclude: DefaultExclude})
 	}()
 	put(t, cli, "/registry/leases/watch-json/l", etcdtest.MustEncode(etcdtest.Lease("watch-json", "l", 1)))
 	waitFor(t, "the lease event (named, so not excluded)", func() bool { return strings.Contains(out.String(), "\n") })
@@ -341,7 +346,7 @@ func TestDiff(t *testing.T) {
 	}{
 		{
 			name: "command adds a configmap and patches a service",
-			o: DiffOptions{Target: "", Namespace: "diff", Command: exe(
+			o: DiffOptions{Query: Query{Target: "", Namespace: "diff"}, Command: exe(
 				"put-configmap:/registry/configmaps/diff/from-helper",
 				"put-service:/registry/services/specs/diff/web:8080")},
 			want: check{contains: []string{
@@ -354,7 +359,7 @@ func TestDiff(t *testing.T) {
 		},
 		{
 			name: "since a revision, folding several writes per key",
-			o:    DiffOptions{Namespace: "diff", Exclude: DefaultExclude},
+			o:    DiffOptions{Query: Query{Namespace: "diff"}, Exclude: DefaultExclude},
 			before: func(t *testing.T) {
 				put(t, cli, "/registry/configmaps/diff/tmp", etcdtest.MustEncode(etcdtest.ConfigMap("diff", "tmp", 1)))
 				put(t, cli, "/registry/configmaps/diff/tmp", etcdtest.MustEncode(etcdtest.ConfigMap("diff", "tmp", 2)))
@@ -379,7 +384,7 @@ func TestDiff(t *testing.T) {
 		},
 		{
 			name: "a resource target keeps only its keys",
-			o:    DiffOptions{Target: "svc/diff"},
+			o:    DiffOptions{Query: Query{Target: "svc/diff"}},
 			before: func(t *testing.T) {
 				put(t, cli, "/registry/configmaps/diff/ignored", []byte("{}"))
 				s := etcdtest.Service("diff", "web", 3)
@@ -390,13 +395,13 @@ func TestDiff(t *testing.T) {
 		},
 		{
 			name:   "no change",
-			o:      DiffOptions{Target: "pods/diff", Command: exe()},
+			o:      DiffOptions{Query: Query{Target: "pods/diff"}, Command: exe()},
 			want:   check{contains: []string{"# no keys changed under /registry/pods/diff/ between revision"}},
 			before: nil,
 		},
 		{
 			name:    "failing command still shows its changes",
-			o:       DiffOptions{Target: "cm/diff", Command: exe("put-configmap:/registry/configmaps/diff/half-done", "exit:3")},
+			o:       DiffOptions{Query: Query{Target: "cm/diff"}, Command: exe("put-configmap:/registry/configmaps/diff/half-done", "exit:3")},
 			want:    check{contains: []string{"ADDED configmaps diff/half-done"}},
 			wantErr: "exit status 3; the diff above is what it changed before failing",
 		},
@@ -459,7 +464,7 @@ func TestDiffWaitsForEnter(t *testing.T) {
 	var log notes
 	done := make(chan error, 1)
 	go func() {
-		done <- Diff(context.Background(), DiffOptions{Conn: conn(), Target: "cm/enter", Stdin: stdinR, Out: &out, Log: &log})
+		done <- Diff(context.Background(), DiffOptions{Query: Query{Conn: conn(), Target: "cm/enter", Out: &out, Log: &log}, Stdin: stdinR})
 	}()
 	waitFor(t, "the Enter prompt", func() bool { return strings.Contains(log.String(), "press Enter") })
 	put(t, cli, "/registry/configmaps/enter/a", etcdtest.MustEncode(etcdtest.ConfigMap("enter", "a", 1)))
@@ -480,7 +485,7 @@ func TestDiffWaitsForEnter(t *testing.T) {
 func TestDiffAction(t *testing.T) {
 	cli := client(t)
 	var out bytes.Buffer
-	err := Diff(context.Background(), DiffOptions{Conn: conn(), Target: "cm/action", Out: &out, Action: func(ctx context.Context) error {
+	err := Diff(context.Background(), DiffOptions{Query: Query{Conn: conn(), Target: "cm/action", Out: &out}, Action: func(ctx context.Context) error {
 		_, err := cli.Put(ctx, "/registry/configmaps/action/a", string(etcdtest.MustEncode(etcdtest.ConfigMap("action", "a", 1))))
 		return err
 	}})
@@ -490,7 +495,7 @@ func TestDiffAction(t *testing.T) {
 	if !strings.Contains(out.String(), "# 1 key changed") || !strings.Contains(out.String(), "ADDED configmaps action/a") {
 		t.Errorf("unexpected diff:\n%s", out.String())
 	}
-	err = Diff(context.Background(), DiffOptions{Conn: conn(), Out: &out, Action: func(context.Context) error { return errors.New("boom") }})
+	err = Diff(context.Background(), DiffOptions{Query: Query{Conn: conn(), Out: &out}, Action: func(context.Context) error { return errors.New("boom") }})
 	if err == nil || !strings.Contains(err.Error(), "the change failed: boom") {
 		t.Errorf("err = %v, want the action's failure", err)
 	}
@@ -501,7 +506,7 @@ func TestDiffJSON(t *testing.T) {
 	from := rev(t, cli)
 	put(t, cli, "/registry/configmaps/json/a", etcdtest.MustEncode(etcdtest.ConfigMap("json", "a", 1)))
 	var out bytes.Buffer
-	if err := Diff(context.Background(), DiffOptions{Conn: conn(), Target: "cm/json", SinceRev: from, JSON: true, Out: &out}); err != nil {
+	if err := Diff(context.Background(), DiffOptions{Query: Query{Conn: conn(), Target: "cm/json", JSON: true, Out: &out}, SinceRev: from}); err != nil {
 		t.Fatal(err)
 	}
 	var res DiffResult
@@ -540,16 +545,16 @@ func TestCompaction(t *testing.T) {
 		want []string
 	}{
 		{"get", func() error {
-			return Get(context.Background(), GetOptions{Conn: c, Object: key, Rev: r1, Out: io.Discard})
+			return Get(context.Background(), GetOptions{Query: Query{Conn: c, Target: key, Out: io.Discard}, Rev: r1})
 		}, []string{fmt.Sprintf("revision %d has been compacted", r1), keeps, "every 5 minutes"}},
 		{"ls", func() error {
-			return Ls(context.Background(), LsOptions{Conn: c, Rev: r1, Out: io.Discard})
+			return Ls(context.Background(), LsOptions{Query: Query{Conn: c, Out: io.Discard}, Rev: r1})
 		}, []string{keeps}},
 		{"watch", func() error {
-			return Watch(context.Background(), WatchOptions{Conn: c, FromRev: r1, Out: io.Discard})
+			return Watch(context.Background(), WatchOptions{Query: Query{Conn: c, Out: io.Discard}, FromRev: r1})
 		}, []string{keeps}},
 		{"diff", func() error {
-			return Diff(context.Background(), DiffOptions{Conn: c, SinceRev: r1, Out: io.Discard})
+			return Diff(context.Background(), DiffOptions{Query: Query{Conn: c, Out: io.Discard}, SinceRev: r1})
 		}, []string{keeps, fmt.Sprintf("`devk etcd diff --since-rev %d` shows what changed since the oldest revision", r2)}},
 	}
 	for _, tc := range tests {
@@ -572,7 +577,7 @@ func TestCompaction(t *testing.T) {
 
 	t.Run("what can still be shown", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := Diff(context.Background(), DiffOptions{Conn: c, SinceRev: r2, Out: &out}); err != nil {
+		if err := Diff(context.Background(), DiffOptions{Query: Query{Conn: c, Out: &out}, SinceRev: r2}); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), fmt.Sprintf("MODIFIED configmaps default/c (revision %d -> %d, 5 writes)", r2, current)) {

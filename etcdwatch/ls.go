@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/devk/devk/internal/progress"
 )
 
 // pageSize bounds each ranged read, so that listing a large etcd keeps
@@ -19,29 +17,19 @@ const pageSize = 1000
 
 // LsOptions are `devk etcd ls`.
 type LsOptions struct {
-	Conn ConnOptions
-	// Target is "", RESOURCE, RESOURCE/NAMESPACE or a raw key prefix.
-	Target    string
-	Namespace string
+	Query
 	// Count prints the number of keys per resource instead of the keys.
 	Count bool
 	// Rev lists the keys as they were at that revision (0: now).
-	Rev  int64
-	JSON bool
-	Out  io.Writer
-	Log  progress.Reporter
+	Rev int64
 }
 
 // Validate checks what can be checked before connecting.
 func (o LsOptions) Validate() error {
-	if o.Rev < 0 {
-		return fmt.Errorf("--rev %d: revisions start at 1", o.Rev)
+	if err := validRev("--rev", o.Rev); err != nil {
+		return err
 	}
-	if o.Out == nil {
-		return fmt.Errorf("ls: no output writer")
-	}
-	_, err := ResolvePrefix(o.Conn.Prefix, o.Target, o.Namespace)
-	return err
+	return o.validate("ls", ResolvePrefix, nil)
 }
 
 // KeyEntry is one key of `ls -o json`.
@@ -58,8 +46,8 @@ func Ls(ctx context.Context, o LsOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	log := reporter(o.Log)
-	cli, t, _, err := connectTarget(ctx, o.Conn, o.Target, o.Namespace, nil)
+	log := o.log()
+	cli, t, _, err := o.connect(ctx, ResolvePrefix, nil)
 	if err != nil {
 		return err
 	}
@@ -178,11 +166,4 @@ func rangeKeys(ctx context.Context, cli *Client, prefix string, rev int64, fn fu
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-}
-
-func reporter(r progress.Reporter) progress.Reporter {
-	if r == nil {
-		return progress.Discard()
-	}
-	return r
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
 )
@@ -54,7 +55,7 @@ const helperEnv = "ETCDWATCH_TEST_HELPER"
 // write: put-configmap:<key>, put-service:<key>:<port>, delete:<key>,
 // exit:<code>.
 func helperMain() int {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{os.Getenv(helperEnv)}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{os.Getenv(helperEnv)}, DialTimeout: etcdtest.DialTimeout})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -159,15 +160,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitFor polls cond until it holds or 20 s pass.
+// How long and how often waitFor looks.
+const (
+	waitTimeout  = 20 * time.Second
+	waitInterval = 10 * time.Millisecond
+)
+
+// waitFor polls cond until it holds or waitTimeout passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

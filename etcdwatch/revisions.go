@@ -125,3 +125,12 @@ func checkRevision(ctx context.Context, cli *clientv3.Client, rev int64) error {
 	}
 	return nil
 }
+
+// validRev checks a revision flag before connecting: 0 means none, and
+// etcd's revisions start at 1.
+func validRev(flag string, rev int64) error {
+	if rev < 0 {
+		return fmt.Errorf("%s %d: revisions start at 1", flag, rev)
+	}
+	return nil
+}

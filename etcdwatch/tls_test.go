@@ -30,7 +30,7 @@ func ensure(t *testing.T, dir string, specs ...pki.Spec) {
 // explained.
 func TestTLS(t *testing.T) {
 	home := t.TempDir()
-	clusterDir := filepath.Join(home, "clusters", "devk")
+	clusterDir := writeClusterJSON(t, home, "devk", nil).Dir
 	pkiDir := filepath.Join(clusterDir, "pki")
 	// A devk cluster's etcd certificates, as `devk up` writes them.
 	for _, sp := range pki.Specs(pki.Config{NodeName: "node", AdvertiseIP: net.ParseIP("127.0.0.1"), ServiceIP: net.ParseIP("10.96.0.1"), DNSDomain: "cluster.local"}) {
@@ -55,7 +55,7 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("endpoint %s is not TLS", srv.Endpoint)
 	}
 	writeFile(t, filepath.Join(clusterDir, "manifests", "kube-apiserver.yaml"),
-		"spec:\n  containers:\n  - command:\n    - kube-apiserver\n    - --etcd-servers="+srv.Endpoint+"\n")
+		"spec:\n  containers:\n  - name: kube-apiserver\n    command:\n    - kube-apiserver\n    - --etcd-servers="+srv.Endpoint+"\n")
 	if err := os.WriteFile(filepath.Join(other, "not-pem.crt"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,10 @@ package etcdwatch
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/devk/devk/internal/progress"
 )
 
 // DefaultExclude are the resources watch and diff leave out unless asked:
@@ -17,57 +14,29 @@ import (
 // bury the changes a person is looking for.
 var DefaultExclude = []string{"leases"}
 
+// DefaultIgnore are the fields watch and diff leave out of values unless
+// asked: managedFields carry a timestamp that changes with every write.
+var DefaultIgnore = []string{"metadata.managedFields"}
+
 // watchCacheSize bounds the renderings a watch keeps to diff the next
 // change of a key without decoding its previous value again.
 const watchCacheSize = 1024
 
 // WatchOptions are `devk etcd watch`.
 type WatchOptions struct {
-	Conn ConnOptions
-	// Target is "", RESOURCE, RESOURCE/NAMESPACE or a raw key prefix.
-	Target    string
-	Namespace string
+	Query
 	// FromRev replays history from that revision (0: changes from now).
 	FromRev int64
 	// Exclude lists resources to leave out, unless Target names them.
 	Exclude []string
-	Decode  DecodeOptions
-	JSON    bool
-	Out     io.Writer
-	Log     progress.Reporter
 }
 
 // Validate checks what can be checked before connecting.
 func (o WatchOptions) Validate() error {
-	if o.FromRev < 0 {
-		return fmt.Errorf("--from-rev %d: revisions start at 1", o.FromRev)
-	}
-	if o.Out == nil {
-		return fmt.Errorf("watch: no output writer")
-	}
-	if _, err := excludeSet(o.Exclude, Target{}); err != nil {
+	if err := validRev("--from-rev", o.FromRev); err != nil {
 		return err
 	}
-	_, err := ResolvePrefix(o.Conn.Prefix, o.Target, o.Namespace)
-	return err
-}
-
-// connectTarget connects to etcd and resolves the target (and the
-// --exclude names) against the cluster's key prefix.
-func connectTarget(ctx context.Context, conn ConnOptions, target, namespace string, excl []string) (*Client, Target, map[string]bool, error) {
-	cli, err := Connect(ctx, conn)
-	if err != nil {
-		return nil, Target{}, nil, err
-	}
-	t, err := ResolvePrefix(cli.Endpoint.Prefix, target, namespace)
-	if err == nil {
-		var exclude map[string]bool
-		if exclude, err = excludeSet(excl, t); err == nil {
-			return cli, t, exclude, nil
-		}
-	}
-	cli.Close()
-	return nil, Target{}, nil, err
+	return o.validate("watch", ResolvePrefix, o.Exclude)
 }
 
 // excludeSet resolves --exclude names to resource names, dropping any the
@@ -100,8 +69,8 @@ func Watch(ctx context.Context, o WatchOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	log := reporter(o.Log)
-	cli, t, exclude, err := connectTarget(ctx, o.Conn, o.Target, o.Namespace, o.Exclude)
+	log := o.log()
+	cli, t, exclude, err := o.connect(ctx, ResolvePrefix, o.Exclude)
 	if err != nil {
 		return err
 	}

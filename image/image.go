@@ -9,7 +9,6 @@ package image
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -41,17 +40,17 @@ type Spec struct {
 	Base v1.Image
 }
 
-// ParsePlatform turns os/arch[/variant] into a v1.Platform.
+// ParsePlatform turns os/arch[/variant] into a v1.Platform, with
+// go-containerregistry's v1.ParsePlatform; both os and arch are needed.
 func ParsePlatform(s string) (v1.Platform, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return v1.Platform{}, fmt.Errorf("platform %q: use os/arch, e.g. linux/amd64", s)
+	p, err := v1.ParsePlatform(s)
+	if err != nil {
+		return v1.Platform{}, fmt.Errorf("platform %q: %v: use os/arch[/variant], e.g. linux/amd64", s, err)
 	}
-	p := v1.Platform{OS: parts[0], Architecture: parts[1]}
-	if len(parts) == 3 {
-		p.Variant = parts[2]
+	if p.OS == "" || p.Architecture == "" {
+		return v1.Platform{}, fmt.Errorf("platform %q: use os/arch[/variant], e.g. linux/amd64", s)
 	}
-	return p, nil
+	return *p, nil
 }
 
 // layerMediaType matches the base's manifest flavour: an OCI layer on an

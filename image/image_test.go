@@ -281,6 +281,35 @@ func TestAssembleConfig(t *testing.T) {
 	}
 }
 
+func TestParsePlatform(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    v1.Platform
+		wantErr bool
+	}{
+		{in: "linux/amd64", want: v1.Platform{OS: "linux", Architecture: "amd64"}},
+		{in: "linux/arm/v7", want: v1.Platform{OS: "linux", Architecture: "arm", Variant: "v7"}},
+		{in: "windows/amd64:10.0.17763.1879", want: v1.Platform{OS: "windows", Architecture: "amd64", OSVersion: "10.0.17763.1879"}},
+		{in: "amd64", wantErr: true},
+		{in: "linux/", wantErr: true},
+		{in: "/amd64", wantErr: true},
+		{in: "", wantErr: true},
+		{in: "linux/arm/v7/x", wantErr: true},
+	}
+	for _, tc := range tests {
+		got, err := ParsePlatform(tc.in)
+		if tc.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "use os/arch[/variant], e.g. linux/amd64") {
+				t.Errorf("ParsePlatform(%q) = %+v, %v; want an error saying what to use", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || !got.Equals(tc.want) {
+			t.Errorf("ParsePlatform(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
 // testRegistry is pkg/registry behind a switch that makes it die: every
 // request on a blob upload is then cut off mid-connection.
 type testRegistry struct {

@@ -251,48 +251,30 @@ func infoTime(infoFile string) time.Time {
 	return time.Unix(0, 0).UTC()
 }
 
-// workUses lists the staging module names in a go.work's use block.
-func workUses(gowork []byte) []string {
-	var names []string
-	for _, line := range strings.Split(string(gowork), "\n") {
-		line = strings.TrimSpace(line)
-		if name, ok := strings.CutPrefix(line, "./staging/src/k8s.io/"); ok {
-			names = append(names, name)
-		}
-	}
-	return names
-}
-
-// requires reports whether go.mod requires module path.
-func requires(gomod []byte, path string) bool {
-	for _, line := range strings.Split(string(gomod), "\n") {
-		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == path && strings.HasPrefix(f[1], "v") {
-			return true
-		}
-	}
-	return false
-}
-
 func downloadStaging(ctx context.Context, j *getJob) error {
-	gowork, err := os.ReadFile(filepath.Join(j.kubeDir, "go.work"))
+	workPath, modPath := filepath.Join(j.kubeDir, "go.work"), filepath.Join(j.kubeDir, "go.mod")
+	gowork, err := os.ReadFile(workPath)
 	if err != nil {
 		return fmt.Errorf("the release has no go.work (only releases from v1.30 on have one): %w", err)
 	}
-	gomod, err := os.ReadFile(filepath.Join(j.kubeDir, "go.mod"))
+	names, err := workUses(workPath, gowork)
+	if err != nil {
+		return fmt.Errorf("go.work of k8s.io/kubernetes@%s: %w", j.Version, err)
+	}
+	gomod, err := os.ReadFile(modPath)
 	if err != nil {
 		return err
 	}
 	sv := stagingVersion(j.Version)
 	var mods []string
-	for _, name := range workUses(gowork) {
+	for _, name := range names {
 		mods = append(mods, "k8s.io/"+name+"@"+sv)
 	}
 	res, err := goModDownload(ctx, mods...)
 	if err != nil {
 		return err
 	}
-	for _, name := range workUses(gowork) {
+	for _, name := range names {
 		m := res["k8s.io/"+name]
 		if m.Error == "" && m.Dir != "" {
 			// The name comes from the release's go.work: it must stay a
@@ -306,13 +288,24 @@ func downloadStaging(ctx context.Context, j *getJob) error {
 		}
 		// sample-controller and sample-cli-plugin are not published as
 		// modules; nothing the release builds needs them.
-		if requires(gomod, "k8s.io/"+name) {
+		needed, err := requires(modPath, gomod, "k8s.io/"+name)
+		if err != nil {
+			return fmt.Errorf("go.mod of k8s.io/kubernetes@%s: %w", j.Version, err)
+		}
+		if needed {
 			return fmt.Errorf("staging module k8s.io/%s@%s: %w and k8s.io/kubernetes needs it; go said: %s", name, sv, ErrNotServed, m.Error)
 		}
 		j.res.Dropped = append(j.res.Dropped, name)
 	}
 	return nil
 }
+
+// Extracting copies files with at least minCopiers goroutines (two per
+// CPU): a tree is ~30,000 small files, and the copies wait on the disk.
+const (
+	minCopiers     = 4
+	copyBufferSize = 256 << 10
+)
 
 func extract(ctx context.Context, j *getJob) error {
 	if err := os.MkdirAll(j.Dir, 0o755); err != nil {
@@ -373,9 +366,9 @@ func extract(ctx context.Context, j *getJob) error {
 		}
 		return nil
 	})
-	for range max(4, 2*runtime.NumCPU()) {
+	for range max(minCopiers, 2*runtime.NumCPU()) {
 		g.Go(func() error {
-			buf := make([]byte, 256<<10)
+			buf := make([]byte, copyBufferSize)
 			for c := range ch {
 				if err := copyFile(c.from, c.to, buf); err != nil {
 					return err
@@ -432,19 +425,11 @@ func fixup(ctx context.Context, j *getJob) error {
 	if err != nil {
 		return err
 	}
-	var kept []string
-	for _, line := range strings.Split(string(data), "\n") {
-		drop := false
-		for _, name := range j.res.Dropped {
-			if strings.TrimSpace(line) == "./staging/src/k8s.io/"+name {
-				drop = true
-			}
-		}
-		if !drop {
-			kept = append(kept, line)
-		}
+	kept, err := dropUses(workPath, data, j.res.Dropped)
+	if err != nil {
+		return err
 	}
-	if err := os.WriteFile(workPath, []byte(strings.Join(kept, "\n")), 0o644); err != nil {
+	if err := os.WriteFile(workPath, kept, 0o644); err != nil {
 		return err
 	}
 	// The module zip drops symlinks; these two are what `make` needs.

@@ -4,12 +4,14 @@
 package source
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/devk/devk/internal/validname"
@@ -73,11 +75,16 @@ func (t *Tree) OutputDir() string { return filepath.Join(t.Root, "_output", "dev
 // .go-version when present.
 func (t *Tree) GoVersions() (minimum, preferred string, err error) {
 	for _, f := range []string{"go.work", "go.mod"} {
-		data, err := os.ReadFile(filepath.Join(t.Root, f))
+		path := filepath.Join(t.Root, f)
+		data, err := os.ReadFile(path)
 		if err != nil {
 			continue
 		}
-		if v := goDirective(data); v != "" {
+		v, err := goDirective(path, data)
+		if err != nil {
+			return "", "", err
+		}
+		if v != "" {
 			minimum = v
 			break
 		}
@@ -91,17 +98,6 @@ func (t *Tree) GoVersions() (minimum, preferred string, err error) {
 	return minimum, preferred, nil
 }
 
-func goDirective(data []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == "go" {
-			return f[1]
-		}
-	}
-	return ""
-}
-
 // EtcdVersion is the etcd version the tree's kubeadm constants name
 // (DefaultEtcdVersion, e.g. "3.6.5-0" gives "v3.6.5"), checked by
 // ParseEtcdVersion: the tree is input, and the version becomes a path.
@@ -111,23 +107,47 @@ func (t *Tree) EtcdVersion() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read etcd version: %w (pass --etcd-version)", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "DefaultEtcdVersion") {
-			continue
-		}
-		_, val, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		v, err := ParseEtcdVersion(strings.Trim(strings.TrimSpace(val), `"`))
-		if err != nil {
-			return "", fmt.Errorf("DefaultEtcdVersion in %s: %w; pass --etcd-version to build another", path, err)
-		}
-		return v, nil
+	val, ok := stringConst(data, etcdVersionConst)
+	if !ok {
+		return "", fmt.Errorf("no %s string constant in %s (pass --etcd-version)", etcdVersionConst, path)
 	}
-	return "", fmt.Errorf("no DefaultEtcdVersion in %s (pass --etcd-version)", path)
+	v, err := ParseEtcdVersion(val)
+	if err != nil {
+		return "", fmt.Errorf("%s in %s: %w; pass --etcd-version to build another", etcdVersionConst, path, err)
+	}
+	return v, nil
+}
+
+// etcdVersionConst is the constant of kubeadm's constants.go that names
+// the etcd it deploys.
+const etcdVersionConst = "DefaultEtcdVersion"
+
+// stringConst finds the string constant name in Go source, as the
+// compiler reads it.
+func stringConst(src []byte, name string) (string, bool) {
+	f, err := parser.ParseFile(token.NewFileSet(), "", src, parser.SkipObjectResolution)
+	if err != nil {
+		return "", false
+	}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if n.Name != name || i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					s, err := strconv.Unquote(lit.Value)
+					return s, err == nil
+				}
+			}
+		}
+	}
+	return "", false
 }
 
 // ParseEtcdVersion turns an etcd version written as kubeadm writes it

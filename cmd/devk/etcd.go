@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/etcdwatch"
+	"github.com/devk/devk/internal/layout"
 )
 
 // etcdFlags are the connection flags every `devk etcd` command shares.
@@ -21,6 +22,26 @@ func (f *etcdFlags) options(cmd *cobra.Command) etcdwatch.ConnOptions {
 	o := f.conn
 	o.ClusterSet = cmd.Flags().Changed("cluster")
 	return o
+}
+
+// query fills what every etcd command shares: the connection, the target
+// (when one is given), how values are decoded (d may be nil) and where
+// output and progress go.
+func (f *etcdFlags) query(cmd *cobra.Command, g *globalOptions, q *etcdwatch.Query, target []string, d *decodeFlags) error {
+	q.Conn = f.options(cmd)
+	if len(target) == 1 {
+		q.Target = target[0]
+	}
+	if d != nil {
+		var err error
+		if q.Decode, err = d.options(); err != nil {
+			return err
+		}
+	}
+	q.JSON = g.JSON()
+	q.Out = g.stdout
+	q.Log = g.Reporter()
+	return nil
 }
 
 // decodeFlags are the flags of the commands that print values.
@@ -43,10 +64,6 @@ func (d *decodeFlags) options() (etcdwatch.DecodeOptions, error) {
 	return etcdwatch.DecodeOptions{ShowSecrets: d.showSecrets, Ignore: paths}, nil
 }
 
-// noisyFields are left out of watch and diff by default: managedFields
-// carry a timestamp that changes with every write.
-var noisyFields = []string{"metadata.managedFields"}
-
 func completeResources(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
@@ -62,11 +79,13 @@ func newEtcdCmd(g *globalOptions) *cobra.Command {
 		Long: `Look at what the API server wrote to etcd, decoded.
 
 Values stored as Kubernetes protobuf (k8s\x00...) are decoded with the
-k8s.io/api scheme and printed as YAML (-o json for JSON); of types outside
-it (APIService, CustomResourceDefinition) the metadata is shown. JSON values
-(custom resources) are pretty-printed; values written through an encryption
-provider (k8s:enc:<provider>:...) are named as such; anything else gets a
-short summary. Secret data is redacted unless --show-secrets.
+k8s.io/api, apiextensions.k8s.io and apiregistration.k8s.io schemes and
+printed as YAML (-o json for JSON); of types outside them (a newer
+Kubernetes's) the metadata is shown. JSON values (custom resources, and the
+CustomResourceDefinitions and APIServices the API server stores as JSON)
+are printed whole; values written through an encryption provider
+(k8s:enc:<provider>:...) are named as such; anything else gets a short
+summary. Secret data is redacted unless --show-secrets.
 
 Objects are named as keys (/registry/pods/default/web) or as
 RESOURCE[/NAMESPACE]/NAME with kubectl's names (po, svc, cm, deploy,
@@ -74,9 +93,10 @@ widgets.example.com for custom resources). Irregular keys are mapped for
 you: services live under /registry/services/specs/, nodes under
 /registry/minions/.
 
-Connection: the devk cluster's etcd is found from its PKI
-($DEVK_HOME/clusters/<name>/pki, default ~/.devk); else a kubeadm node's
-(/etc/kubernetes/pki/etcd). --endpoints, --cacert, --cert, --key and
+Connection: the devk cluster's etcd is the one its API server uses: the
+--etcd-* flags of its manifest, else its PKI and cluster.json
+($DEVK_HOME/clusters/<name>, default ~/.devk); else a kubeadm node's
+(/etc/kubernetes). --endpoints, --cacert, --cert, --key and
 ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY override it;
 http:// endpoints are used without TLS.
 
@@ -93,7 +113,7 @@ Examples:
 	pf.StringVar(&f.conn.CACert, "cacert", "", "CA bundle that signed etcd's server certificate (env ETCDCTL_CACERT)")
 	pf.StringVar(&f.conn.Cert, "cert", "", "client certificate etcd trusts (env ETCDCTL_CERT)")
 	pf.StringVar(&f.conn.Key, "key", "", "client certificate's key (env ETCDCTL_KEY)")
-	pf.StringVar(&f.conn.Cluster, "cluster", etcdwatch.DefaultCluster, "devk cluster whose etcd to use")
+	pf.StringVar(&f.conn.Cluster, "cluster", layout.DefaultName, "devk cluster whose etcd to use")
 	pf.StringVar(&f.conn.Prefix, "etcd-prefix", "", "the API server's --etcd-prefix (default: from its manifest, else /registry)")
 	pf.DurationVar(&f.conn.DialTimeout, "dial-timeout", etcdwatch.DefaultDialTimeout, "how long to wait for etcd to accept the connection and answer a first read")
 	pf.DurationVar(&f.conn.CommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each request to etcd may take once connected (watch's stream of changes is not limited)")
@@ -126,13 +146,9 @@ Examples:
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeResources,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Conn = f.options(cmd)
-			if len(args) == 1 {
-				o.Target = args[0]
+			if err := f.query(cmd, g, &o.Query, args, nil); err != nil {
+				return err
 			}
-			o.JSON = g.JSON()
-			o.Out = g.stdout
-			o.Log = g.Reporter()
 			return etcdwatch.Ls(cmd.Context(), o)
 		},
 	}
@@ -165,14 +181,9 @@ Examples:
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeResources,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			o.Conn = f.options(cmd)
-			o.Object = args[0]
-			if o.Decode, err = d.options(); err != nil {
+			if err := f.query(cmd, g, &o.Query, args, &d); err != nil {
 				return err
 			}
-			o.JSON = g.JSON()
-			o.Out = g.stdout
 			return etcdwatch.Get(cmd.Context(), o)
 		},
 	}
@@ -210,17 +221,9 @@ Examples:
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeResources,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			o.Conn = f.options(cmd)
-			if len(args) == 1 {
-				o.Target = args[0]
-			}
-			if o.Decode, err = d.options(); err != nil {
+			if err := f.query(cmd, g, &o.Query, args, &d); err != nil {
 				return err
 			}
-			o.JSON = g.JSON()
-			o.Out = g.stdout
-			o.Log = g.Reporter()
 			return etcdwatch.Watch(cmd.Context(), o)
 		},
 	}
@@ -228,7 +231,7 @@ Examples:
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.FromRev, "from-rev", 0, "start from this revision (replays history), not from now")
 	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
-	d.bind(cmd, noisyFields)
+	d.bind(cmd, etcdwatch.DefaultIgnore)
 	return cmd
 }
 
@@ -264,8 +267,6 @@ Examples:
   devk etcd diff -o json -- kubectl scale deploy web --replicas=3 | jq '.changes[].key'`,
 		ValidArgsFunction: completeResources,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			o.Conn = f.options(cmd)
 			target := args
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				target, o.Command = args[:dash], args[dash:]
@@ -276,17 +277,11 @@ Examples:
 			if len(target) > 1 {
 				return fmt.Errorf("diff takes one RESOURCE[/NAMESPACE] or /PREFIX before --, got %q: put the command after --", strings.Join(target, " "))
 			}
-			if len(target) == 1 {
-				o.Target = target[0]
-			}
-			if o.Decode, err = d.options(); err != nil {
+			if err := f.query(cmd, g, &o.Query, target, &d); err != nil {
 				return err
 			}
 			o.Stdin = cmd.InOrStdin()
 			o.CommandOut = g.stderr
-			o.JSON = g.JSON()
-			o.Out = g.stdout
-			o.Log = g.Reporter()
 			return etcdwatch.Diff(cmd.Context(), o)
 		},
 	}
@@ -294,6 +289,6 @@ Examples:
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.SinceRev, "since-rev", 0, "diff from this revision instead of from now (no command needed)")
 	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
-	d.bind(cmd, noisyFields)
+	d.bind(cmd, etcdwatch.DefaultIgnore)
 	return cmd
 }

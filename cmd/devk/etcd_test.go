@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
 )
@@ -305,6 +306,12 @@ func TestEtcdNeverPrintsSecrets(t *testing.T) {
 	}
 }
 
+// How long runUntil waits for a watch's changes, and how often it looks.
+const (
+	etcdWatchTimeout = 20 * time.Second
+	etcdWatchPoll    = 10 * time.Millisecond
+)
+
 // runUntil runs devk and returns its output; a watch (events > 0) is
 // stopped once it has printed that many changes.
 func runUntil(t *testing.T, args []string, events int) string {
@@ -317,15 +324,16 @@ func runUntil(t *testing.T, args []string, events int) string {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	if events > 0 {
-		deadline := time.After(20 * time.Second)
-		for changes(out.String()) < events {
+		err := wait.PollUntilContextTimeout(ctx, etcdWatchPoll, etcdWatchTimeout, true, func(context.Context) (bool, error) {
 			select {
 			case err := <-done:
-				t.Fatalf("watch ended: %v\n%s", err, errb.String())
-			case <-deadline:
-				t.Fatalf("%d changes after 20s, want %d:\n%s", changes(out.String()), events, out.String())
-			case <-time.After(10 * time.Millisecond):
+				return false, fmt.Errorf("watch ended: %v\n%s", err, errb.String())
+			default:
+				return changes(out.String()) >= events, nil
 			}
+		})
+		if err != nil {
+			t.Fatalf("%v: %d changes, want %d:\n%s", err, changes(out.String()), events, out.String())
 		}
 		cancel()
 	}

@@ -1,7 +1,8 @@
 // Package etcdtest runs a real etcd in-process (go.etcd.io/etcd/server/v3/embed)
 // on loopback and fills it with objects encoded the way kube-apiserver
-// stores them (k8s\x00 + protobuf through the Kubernetes scheme), for
-// etcdwatch's tests and benchmarks.
+// stores them (k8s\x00 + protobuf through the Kubernetes scheme; JSON for
+// CustomResourceDefinitions and APIServices), for etcdwatch's tests and
+// benchmarks.
 package etcdtest
 
 import (
@@ -20,7 +21,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
+)
+
+const (
+	// readyTimeout bounds an embedded etcd's start.
+	readyTimeout = 60 * time.Second
+	// DialTimeout is a test client's.
+	DialTimeout = 5 * time.Second
 )
 
 // Server is an embedded single-member etcd on 127.0.0.1.
@@ -108,9 +115,9 @@ func start(dir string, tlsFiles *TLS) (*Server, error) {
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd failed: %w", err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(readyTimeout):
 		e.Close()
-		return nil, fmt.Errorf("embedded etcd in %s not ready after 60s", dir)
+		return nil, fmt.Errorf("embedded etcd in %s not ready after %s", dir, readyTimeout)
 	}
 	return &Server{Endpoint: client.String(), etcd: e}, nil
 }
@@ -120,7 +127,7 @@ func (s *Server) Close() { s.etcd.Close() }
 
 // Client connects to the server.
 func (s *Server) Client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: DialTimeout, Logger: zap.NewNop()})
 }
 
 func freePorts(n int) ([]int, error) {
@@ -142,20 +149,21 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-var pbSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-
-// Encode encodes obj as kube-apiserver stores it: "k8s\x00" followed by a
-// protobuf runtime.Unknown holding apiVersion, kind and the object. The
-// object's apiVersion and kind are filled from the scheme.
+// Encode encodes obj as kube-apiserver stores the objects of its own
+// types: "k8s\x00" followed by a protobuf runtime.Unknown holding
+// apiVersion, kind and the object. The object's apiVersion and kind are
+// filled from the scheme. A CustomResourceDefinition or an APIService
+// encodes too, as a client writing protobuf would; the API server itself
+// stores those as JSON (EncodeStored).
 func Encode(obj runtime.Object) ([]byte, error) {
-	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	gvk, s, err := kindOf(obj)
 	if err != nil {
-		return nil, fmt.Errorf("encode %T: %w", obj, err)
+		return nil, err
 	}
 	obj = obj.DeepCopyObject()
-	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	var b bytes.Buffer
-	if err := pbSerializer.Encode(obj, &b); err != nil {
+	if err := protobuf.NewSerializer(s, s).Encode(obj, &b); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", obj, err)
 	}
 	return b.Bytes(), nil

@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 )
 
@@ -96,14 +98,21 @@ var platforms = []string{
 // Platforms lists the accepted os/arch pairs, for help and completion.
 func Platforms() []string { return append([]string(nil), platforms...) }
 
-// Platform checks an os/arch pair against Platforms.
-func Platform(p string) error {
-	for _, ok := range platforms {
-		if p == ok {
-			return nil
-		}
+// Platform checks an os/arch pair, read by go-containerregistry's
+// v1.ParsePlatform, against Platforms. It must be written as Platforms
+// writes it: the pair becomes a directory name.
+func Platform(s string) error {
+	use := fmt.Sprintf("use os/arch, one of %s (e.g. linux/arm64)", strings.Join(platforms, ", "))
+	p, err := v1.ParsePlatform(s)
+	switch {
+	case err != nil || p.OS == "" || p.Architecture == "" || p.String() != s:
+		return fmt.Errorf("platform %s: %s", quote(s), use)
+	case p.Variant != "" || p.OSVersion != "":
+		return fmt.Errorf("platform %s: devk builds without a variant or OS version: %s", quote(s), use)
+	case !slices.Contains(platforms, p.OS+"/"+p.Architecture):
+		return fmt.Errorf("platform %s: Kubernetes does not build release binaries for it: %s", quote(s), use)
 	}
-	return fmt.Errorf("platform %s: use os/arch, one of %s (e.g. linux/arm64)", quote(p), strings.Join(platforms, ", "))
+	return nil
 }
 
 // imageTagRE is the tag grammar of the OCI distribution spec.

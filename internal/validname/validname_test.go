@@ -152,6 +152,28 @@ func TestPlatform(t *testing.T) {
 		nameCase{"unknown", "linux/vax", false},
 	)
 	check(t, Platform, "linux/amd64, linux/arm64", cases)
+
+	// each refusal says why
+	for in, why := range map[string]string{
+		"linux/arm/v7":         "builds without a variant or OS version",
+		"windows/amd64:10.0.1": "builds without a variant or OS version",
+		"plan9/386":            "Kubernetes does not build release binaries for it",
+		"linux/../../x":        "use os/arch, one of",
+		"linux/amd64 ":         "use os/arch, one of",
+		"linux/amd64/":         "use os/arch, one of",
+		"/amd64":               "use os/arch, one of",
+		"linux/amd64/v1/extra": "use os/arch, one of",
+		"linux/amd64:":         "use os/arch, one of",
+		"linux/amd64\x00/v2":   "builds without a variant",
+		"linux/amd64:10.0/x":   "builds without a variant or OS version",
+		"darwin/arm64/v8":      "builds without a variant",
+		"linux/\u0430md64":     "Kubernetes does not build",
+		"linux/amd64\u2215arm": "Kubernetes does not build",
+	} {
+		if err := Platform(in); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("Platform(%q) = %v; want it to say %q", in, err, why)
+		}
+	}
 }
 
 func TestImageTag(t *testing.T) {

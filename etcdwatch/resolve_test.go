@@ -1,10 +1,14 @@
 package etcdwatch
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/devk/devk/internal/layout"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -17,26 +21,47 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// fakeCluster lays out a devk cluster directory as `devk up` does.
-func fakeCluster(t *testing.T, home, name string, manifest, clusterJSON string) string {
-	dir := filepath.Join(home, "clusters", name)
-	writeFile(t, filepath.Join(dir, "pki", "etcd", "ca.crt"), "ca")
-	writeFile(t, filepath.Join(dir, "pki", "apiserver-etcd-client.crt"), "crt")
-	writeFile(t, filepath.Join(dir, "pki", "apiserver-etcd-client.key"), "key")
+// fakeCluster lays out a devk cluster directory as `devk up` does: its
+// cluster.json (NewConfig, changed by edit), the etcd PKI and, when
+// given, the API server's manifest.
+func fakeCluster(t *testing.T, home, name, manifest string, edit func(*layout.Config)) string {
+	t.Helper()
+	p := writeClusterJSON(t, home, name, edit)
+	writeFile(t, filepath.Join(p.PKI(), "etcd", "ca.crt"), "ca")
+	writeFile(t, filepath.Join(p.PKI(), "apiserver-etcd-client.crt"), "crt")
+	writeFile(t, filepath.Join(p.PKI(), "apiserver-etcd-client.key"), "key")
 	if manifest != "" {
-		writeFile(t, filepath.Join(dir, "manifests", "kube-apiserver.yaml"), manifest)
+		writeFile(t, p.ManifestPath("kube-apiserver"), manifest)
 	}
-	if clusterJSON != "" {
-		writeFile(t, filepath.Join(dir, "cluster.json"), clusterJSON)
+	return p.Dir
+}
+
+// writeClusterJSON writes the cluster.json of a new cluster (NewConfig,
+// changed by edit) as `devk up` does.
+func writeClusterJSON(t *testing.T, home, name string, edit func(*layout.Config)) layout.Paths {
+	t.Helper()
+	p := layout.ClusterPaths(home, name)
+	cfg := layout.NewConfig(name)
+	if edit != nil {
+		edit(&cfg)
 	}
-	return dir
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p.ConfigFile(), string(data))
+	return p
 }
 
 const apiserverManifest = `apiVersion: v1
 kind: Pod
+metadata:
+  name: kube-apiserver
+  namespace: kube-system
 spec:
   containers:
-  - command:
+  - name: kube-apiserver
+    command:
     - kube-apiserver
     - --advertise-address=127.0.0.1
     - --etcd-cafile=/host/pki/etcd/ca.crt
@@ -46,9 +71,11 @@ spec:
 
 func TestResolve(t *testing.T) {
 	home := t.TempDir()
-	devkDir := fakeCluster(t, home, "devk", "", "")
-	otherDir := fakeCluster(t, home, "other", apiserverManifest, "")
-	jsonDir := fakeCluster(t, home, "ports", "", `{"advertiseIP":"127.0.0.2","ports":{"etcdClient":12379}}`)
+	devkDir := fakeCluster(t, home, "devk", "", nil)
+	otherDir := fakeCluster(t, home, "other", apiserverManifest, nil)
+	jsonDir := fakeCluster(t, home, "ports", "", func(c *layout.Config) { c.AdvertiseIP, c.Ports.EtcdClient = "127.0.0.2", 12379 })
+	brokenDir := filepath.Join(home, "clusters", "broken")
+	writeFile(t, filepath.Join(brokenDir, "cluster.json"), `{"name":"broken"}`)
 	kubeadm := t.TempDir()
 	writeFile(t, filepath.Join(kubeadm, "pki", "etcd", "ca.crt"), "ca")
 	emptyHome, emptyKubeadm := t.TempDir(), t.TempDir()
@@ -57,17 +84,21 @@ func TestResolve(t *testing.T) {
 		return filepath.Join(dir, "pki", "etcd", "ca.crt"), filepath.Join(dir, "pki", "apiserver-etcd-client.crt"), filepath.Join(dir, "pki", "apiserver-etcd-client.key")
 	}
 	devkCA, devkCert, devkKey := pki(devkDir)
-	otherCA, otherCert, otherKey := pki(otherDir)
+	_, otherCert, otherKey := pki(otherDir)
 	jsonCA, jsonCert, jsonKey := pki(jsonDir)
 	kCA, kCert, kKey := pki(kubeadm)
 
 	tests := []struct {
-		name    string
-		o       ConnOptions
-		env     map[string]string
+		name string
+		o    ConnOptions
+		env  map[string]string
+		// home is $DEVK_HOME
+		home    string
 		want    Endpoint
 		source  string
 		wantErr string
+		// noCluster: the error is layout's (errors.Is ErrNoCluster)
+		noCluster bool
 	}{
 		{
 			name:   "default devk cluster",
@@ -78,14 +109,14 @@ func TestResolve(t *testing.T) {
 		{
 			name:   "DEVK_HOME from the environment",
 			o:      ConnOptions{KubeadmDir: kubeadm},
-			env:    map[string]string{"DEVK_HOME": home},
+			home:   home,
 			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: devkCA, Cert: devkCert, Key: devkKey, Prefix: "/registry"},
 			source: `devk cluster "devk"`,
 		},
 		{
 			name:   "named cluster reads the apiserver manifest",
 			o:      ConnOptions{Home: home, Cluster: "other", ClusterSet: true},
-			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:22379"}, CACert: otherCA, Cert: otherCert, Key: otherKey, Prefix: "/kubernetes.io"},
+			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:22379"}, CACert: "/host/pki/etcd/ca.crt", Cert: otherCert, Key: otherKey, Prefix: "/kubernetes.io"},
 			source: `devk cluster "other"`,
 		},
 		{
@@ -95,9 +126,15 @@ func TestResolve(t *testing.T) {
 			source: `devk cluster "ports"`,
 		},
 		{
-			name:    "named cluster missing",
-			o:       ConnOptions{Home: home, Cluster: "nope", ClusterSet: true, KubeadmDir: kubeadm},
-			wantErr: `no devk cluster "nope"`,
+			name:      "named cluster missing",
+			o:         ConnOptions{Home: home, Cluster: "nope", ClusterSet: true, KubeadmDir: kubeadm},
+			wantErr:   `no devk cluster "nope" in ` + home + " (there are: broken, devk, other, ports; pick one with --cluster): start it with `devk up --name nope`, or pass --endpoints",
+			noCluster: true,
+		},
+		{
+			name:    "named cluster whose cluster.json is not devk's",
+			o:       ConnOptions{Home: home, Cluster: "broken", ClusterSet: true, KubeadmDir: kubeadm},
+			wantErr: `devk cluster "broken": ` + filepath.Join(brokenDir, "cluster.json") + ": bridge is",
 		},
 		{
 			name:   "kubeadm node when no devk cluster",
@@ -106,9 +143,11 @@ func TestResolve(t *testing.T) {
 			source: "kubeadm node",
 		},
 		{
-			name:    "nothing found",
-			o:       ConnOptions{Home: emptyHome, KubeadmDir: emptyKubeadm},
-			wantErr: "start a cluster with `devk up`, or pass --endpoints",
+			name: "nothing found",
+			o:    ConnOptions{Home: emptyHome, KubeadmDir: emptyKubeadm},
+			wantErr: `no etcd to talk to: no devk cluster "devk" in ` + emptyHome + " (there are none) and no kubeadm node (" +
+				filepath.Join(emptyKubeadm, "pki", "etcd", "ca.crt") + " is missing); start a cluster with `devk up`, or pass --endpoints",
+			noCluster: true,
 		},
 		{
 			name:   "plain http endpoint needs no PKI",
@@ -129,6 +168,12 @@ func TestResolve(t *testing.T) {
 			source: `flags and devk cluster "devk"`,
 		},
 		{
+			name:   "a certificate flag is not paired with the cluster's key",
+			o:      ConnOptions{Endpoints: []string{"https://127.0.0.1:4379"}, Cert: "/f/c.crt", Home: home, KubeadmDir: kubeadm},
+			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:4379"}, CACert: devkCA, Cert: "/f/c.crt", Prefix: "/registry"},
+			source: `flags and devk cluster "devk"`,
+		},
+		{
 			name: "ETCDCTL variables override discovery",
 			o:    ConnOptions{Home: home, KubeadmDir: kubeadm},
 			env: map[string]string{"ETCDCTL_ENDPOINTS": "https://10.0.0.1:2379, https://10.0.0.2:2379",
@@ -146,7 +191,7 @@ func TestResolve(t *testing.T) {
 		{
 			name:   "prefix flag wins over the manifest",
 			o:      ConnOptions{Home: home, Cluster: "other", ClusterSet: true, Prefix: "/custom"},
-			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:22379"}, CACert: otherCA, Cert: otherCert, Key: otherKey, Prefix: "/custom"},
+			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:22379"}, CACert: "/host/pki/etcd/ca.crt", Cert: otherCert, Key: otherKey, Prefix: "/custom"},
 			source: `devk cluster "other"`,
 		},
 		{
@@ -157,11 +202,15 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("DEVK_HOME", tc.home)
 			tc.o.Getenv = func(k string) string { return tc.env[k] }
 			got, err := tc.o.Resolve()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				if errors.Is(err, layout.ErrNoCluster) != tc.noCluster {
+					t.Fatalf("errors.Is(%v, layout.ErrNoCluster) = %v, want %v", err, !tc.noCluster, tc.noCluster)
 				}
 				return
 			}
