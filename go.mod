@@ -25,6 +25,7 @@ require (
 	k8s.io/apiextensions-apiserver v0.34.4
 	k8s.io/apimachinery v0.34.4
 	k8s.io/client-go v0.34.4
+	k8s.io/cluster-bootstrap v0.34.4
 	k8s.io/cri-api v0.34.4
 	k8s.io/kube-aggregator v0.34.4
 	sigs.k8s.io/yaml v1.6.0
@@ -110,7 +111,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/cluster-bootstrap v0.34.4 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397 // indirect
