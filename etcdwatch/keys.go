@@ -6,12 +6,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/devk/devk/internal/layout"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // DefaultPrefix is where the API server keeps its objects (its
 // --etcd-prefix flag).
-const DefaultPrefix = "/registry"
+const DefaultPrefix = layout.DefaultEtcdPrefix
 
 // Resource is one kind of object the API server stores, and where.
 type Resource struct {

@@ -18,12 +18,15 @@ const (
 
 // The PKI files the API server talks to etcd with, by kubeadm's names.
 const (
-	EtcdCAName           = "etcd/ca"
-	APIServerEtcdClient  = "apiserver-etcd-client"
-	apiserverPodName     = "kube-apiserver"
-	etcdFlagPrefix       = "etcd-"
-	defaultEtcdKeyPrefix = "/registry"
+	EtcdCAName          = "etcd/ca"
+	APIServerEtcdClient = "apiserver-etcd-client"
+	apiserverPodName    = "kube-apiserver"
+	etcdFlagPrefix      = "etcd-"
 )
+
+// DefaultEtcdPrefix is where the API server keeps its objects in etcd
+// unless its --etcd-prefix says otherwise.
+const DefaultEtcdPrefix = "/registry"
 
 // Node is where one control-plane node keeps what devk reads and
 // changes: a devk cluster's node (Paths.Node) or a kubeadm node (Kubeadm).
@@ -90,7 +93,7 @@ func (n Node) Etcd() Etcd {
 		CACert: get("cafile", n.EtcdCACert()),
 		Cert:   get("certfile", filepath.Join(n.PKIDir, APIServerEtcdClient+".crt")),
 		Key:    get("keyfile", filepath.Join(n.PKIDir, APIServerEtcdClient+".key")),
-		Prefix: get("prefix", defaultEtcdKeyPrefix),
+		Prefix: get("prefix", DefaultEtcdPrefix),
 	}
 	for _, ep := range strings.Split(get("servers", n.EtcdURL), ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
