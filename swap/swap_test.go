@@ -44,19 +44,9 @@ func writeManifest(t *testing.T) Manifest {
 
 const newImage = "localhost:5000/kube-apiserver@sha256:2222222222222222222222222222222222222222222222222222222222222222"
 
-// setImage is a swap's steps on the manifest alone: Begin, then
-// WriteImage (without a hand-over).
-func setImage(m Manifest, container, image string) (string, error) {
-	old, err := m.Begin(container, image)
-	if err != nil {
-		return "", err
-	}
-	return old, m.WriteImage(container, image)
-}
-
 func TestSetImageAndRestore(t *testing.T) {
 	m := writeManifest(t)
-	old, err := setImage(m, "kube-apiserver", newImage)
+	old, err := m.SetImage(context.Background(), "kube-apiserver", newImage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +120,10 @@ func imageOf(t *testing.T, path string) string {
 // any step after its backup) must not cost the backup of the last
 // finished swap, and undoing it restores exactly what it replaced.
 func TestInterruptedSwapKeepsHistory(t *testing.T) {
+	ctx := context.Background()
 	m := writeManifest(t)
 	first := imageOf(t, m.Path)
-	if _, err := setImage(m, "kube-apiserver", newImage); err != nil {
+	if _, err := m.SetImage(ctx, "kube-apiserver", newImage, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Finish(); err != nil {
@@ -145,7 +136,7 @@ func TestInterruptedSwapKeepsHistory(t *testing.T) {
 		t.Fatalf("pending backup left after Finish: %v", err)
 	}
 	// A second swap, "killed" after its new manifest was written.
-	if _, err := setImage(m, "kube-apiserver", thirdImage); err != nil {
+	if _, err := m.SetImage(ctx, "kube-apiserver", thirdImage, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := imageOf(t, m.BackupPath()); got != first {
@@ -167,7 +158,7 @@ func TestInterruptedSwapKeepsHistory(t *testing.T) {
 	}
 	// A kill between Finish's two steps: .prev is new, the journal still
 	// there; a restore then uses .prev.
-	if _, err := setImage(m, "kube-apiserver", thirdImage); err != nil {
+	if _, err := m.SetImage(ctx, "kube-apiserver", thirdImage, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(m.PendingPath(), m.BackupPath()); err != nil {
@@ -178,24 +169,24 @@ func TestInterruptedSwapKeepsHistory(t *testing.T) {
 	}
 }
 
-// TestPutBack: a hand-over that went no further (the manifest moved out)
-// puts the old manifest back at once, and keeps the journal until the
-// old pod is seen running again.
-func TestPutBack(t *testing.T) {
+// TestCanceledHandoverPutsTheOldManifestBack: Ctrl-C during the hand-over
+// (the manifest moved out, the kubelet letting go of the pod) restores the
+// old manifest at once instead of writing the new one.
+func TestCanceledHandoverPutsTheOldManifestBack(t *testing.T) {
 	m := writeManifest(t)
 	old := imageOf(t, m.Path)
-	if _, err := m.Begin("kube-apiserver", newImage); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Vacate(); err != nil {
-		t.Fatal(err)
-	}
-	err := m.putBack("kube-apiserver", context.Canceled)
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := m.SetImage(ctx, "kube-apiserver", newImage, func() {
+		if err := m.Vacate(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	})
 	if !errors.Is(err, ErrPutBack) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want ErrPutBack wrapping the cause", err)
+		t.Fatalf("err = %v, want ErrPutBack wrapping the cancel", err)
 	}
 	if got := imageOf(t, m.Path); got != old {
-		t.Fatalf("manifest names %s after a put-back, want %s", got, old)
+		t.Fatalf("manifest names %s after a canceled hand-over, want %s", got, old)
 	}
 	if j, _ := m.InProgress(); j == nil {
 		t.Fatal("the journal went before the old pod was seen running again")
@@ -204,16 +195,16 @@ func TestPutBack(t *testing.T) {
 
 func TestSetImageErrors(t *testing.T) {
 	m := writeManifest(t)
-	if _, err := setImage(m, "etcd", newImage); err != nil {
+	if _, err := m.SetImage(context.Background(), "etcd", newImage, nil); err != nil {
 		t.Fatalf("the only container should be chosen: %v", err)
 	}
 	missing := ManifestFor(t.TempDir(), "kube-scheduler")
-	if _, err := missing.Begin("kube-scheduler", newImage); err == nil || !strings.Contains(err.Error(), "devk up") {
+	if _, err := missing.SetImage(context.Background(), "kube-scheduler", newImage, nil); err == nil || !strings.Contains(err.Error(), "devk up") {
 		t.Fatalf("missing manifest: %v", err)
 	}
 	bad := writeManifest(t)
 	os.WriteFile(bad.Path, []byte("kind: ConfigMap\n"), 0o600)
-	if _, err := bad.Begin("x", newImage); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
+	if _, err := bad.SetImage(context.Background(), "x", newImage, nil); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
 		t.Fatalf("configmap: %v", err)
 	}
 	if data, _ := os.ReadFile(bad.Path); string(data) != "kind: ConfigMap\n" {
