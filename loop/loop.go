@@ -136,6 +136,13 @@ func newWatcher(o Options) (*watcher, error) {
 	if _, err := image.NewJob(o.Build, o.Image); err != nil {
 		return nil, err
 	}
+	// So are unknown phases to skip: a dry run without a plan checks the
+	// selection and runs nothing.
+	check := o.Phases
+	check.DryRun, check.PlanOut = true, nil
+	if _, err := phase.Run(context.Background(), CyclePhases(), &cycle{}, check); err != nil {
+		return nil, err
+	}
 	l := &watcher{o: o, tree: tree, watched: map[string]bool{}, firstSeen: map[string]time.Time{}, env: []string{"CGO_ENABLED=0"}}
 	for _, c := range comps {
 		if c.External {

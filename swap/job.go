@@ -144,6 +144,14 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
 	if popts.Reporter == nil {
 		popts.Reporter = j.Reporter
 	}
+	if j.touchesNode() && j.Node.ManifestsDir == "" {
+		return j.Report, j.noNode()
+	}
+	if popts.DryRun {
+		// A plan names the static pods that would be swapped; selecting
+		// them only reads.
+		_ = j.selectPods()
+	}
 	_, err = phase.Run(ctx, Phases(), j, popts)
 	return j.Report, j.Close(ctx, err)
 }

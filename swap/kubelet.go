@@ -35,12 +35,11 @@ func kubectlPhase() *phase.Phase[*Job] {
 func kubeletPhase() *phase.Phase[*Job] {
 	return binaryPhase("kubelet", "install the built kubelet of devk's cluster, restart it and wait for the node to be Ready (else the old one goes back)",
 		func(j *Job) ([]string, []string) {
-			dest := "the kubelet of a devk cluster (none here)"
-			if j.Kubelet != nil {
-				dest = j.Kubelet.Binary
+			if j.Kubelet == nil {
+				return nil, []string{"nothing: no kubelet of a devk cluster here"}
 			}
 			return []string{j.builtBinary("kubelet"), "Node and Lease of " + j.Node.Kubeconfig + "'s server"},
-				[]string{dest, PrevPath(dest), "the kubelet process (restarted)"}
+				[]string{j.Kubelet.Binary, PrevPath(j.Kubelet.Binary), "the kubelet process (restarted)"}
 		})
 }
 
@@ -51,7 +50,12 @@ func binaryPhase(name, short string, io func(*Job) ([]string, []string)) *phase.
 		Name:  name,
 		Short: short,
 		If:    func(j *Job) (bool, string) { return j.named(name), "not named" },
-		IO:    io,
+		IO: func(j *Job) ([]string, []string) {
+			if !j.named(name) {
+				return nil, nil
+			}
+			return io(j)
+		},
 		Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
 			c, err := build.Lookup(name)
 			if err != nil {

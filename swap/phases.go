@@ -61,7 +61,7 @@ func Phases() []*phase.Phase[*Job] {
 			IO: func(j *Job) ([]string, []string) {
 				var refs []string
 				for _, c := range build.Catalog {
-					if c.StaticPod {
+					if c.StaticPod && (!j.selected || j.selectErr != nil || j.pods[c.Name] != nil) {
 						refs = append(refs, j.pushedRef(c))
 					}
 				}
@@ -114,6 +114,15 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 			return true, ""
 		}
 	}
+	// io leaves out what a pod that is not selected would do.
+	io := func(f func(*Job) ([]string, []string)) func(*Job) ([]string, []string) {
+		return func(j *Job) ([]string, []string) {
+			if j.selected && j.selectErr == nil && j.pods[c.Name] == nil {
+				return nil, nil
+			}
+			return f(j)
+		}
+	}
 	cri := func(j *Job) string { return "CRI " + j.Node.CRISocket }
 	mirror := func(j *Job) string {
 		name := j.NodeName
@@ -140,19 +149,19 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				Short: "pull the pushed image through CRI while the old pod serves",
 				Needs: []string{"select"},
 				If:    changes(true),
-				IO: func(j *Job) ([]string, []string) {
+				IO: io(func(j *Job) ([]string, []string) {
 					return []string{j.pushedRef(c)}, []string{cri(j) + " images"}
-				},
+				}),
 				Run: pod((*podSwap).pull),
 			},
 			{
 				Name:  "backup",
 				Short: "keep the manifest as the pending backup and write the swap's journal",
 				If:    changes(true),
-				IO: func(j *Job) ([]string, []string) {
+				IO: io(func(j *Job) ([]string, []string) {
 					m := manifest(j)
 					return []string{m.Path}, []string{m.PendingPath(), m.JournalPath()}
-				},
+				}),
 				Run: pod((*podSwap).backup),
 			},
 			{
@@ -160,11 +169,11 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				Short: "move the manifest out, stop the old container through CRI (no grace period), wait until the kubelet lets go of the old pod",
 				Needs: []string{c.Name + "/backup"},
 				If:    changes(false),
-				IO: func(j *Job) ([]string, []string) {
+				IO: io(func(j *Job) ([]string, []string) {
 					m := manifest(j)
 					return []string{cri(j) + " sandboxes and containers", filepath.Join(j.Node.KubeletRootDir, "pods", "<uid>"), mirror(j)},
 						[]string{m.Path + " -> " + filepath.Join(m.WorkDir, c.Binary+".yaml.vacated"), cri(j) + " (stop " + c.Binary + "'s containers)"}
-				},
+				}),
 				Run: pod((*podSwap).handOver),
 			},
 			{
@@ -172,14 +181,14 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				Short: "write the manifest naming the pushed digest (--rollback: the backup), atomically through a temp file outside the manifests dir",
 				Needs: []string{c.Name + "/backup"},
 				If:    changes(false),
-				IO: func(j *Job) ([]string, []string) {
+				IO: io(func(j *Job) ([]string, []string) {
 					m := manifest(j)
 					from := m.PendingPath()
 					if j.Rollback {
 						from += " (if a swap was interrupted), else " + m.BackupPath()
 					}
 					return []string{from}, []string{m.Path}
-				},
+				}),
 				Run: pod((*podSwap).write),
 			},
 			{
@@ -187,22 +196,22 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				Short: "wait until a new container runs the digest and its probe answers; a crash or --timeout rolls back",
 				Needs: []string{c.Name + "/write"},
 				If:    changes(false),
-				IO: func(j *Job) ([]string, []string) {
+				IO: io(func(j *Job) ([]string, []string) {
 					return []string{cri(j) + " containers", c.Binary + "'s health endpoint (its manifest's probe)"}, nil
-				},
+				}),
 				Run: pod((*podSwap).ready),
 			},
 			{
 				Name:  "verify",
 				Short: "wait for the mirror pod, then check the manifest, CRI imageRef, mirror pod imageID and config.hash, health, and the apiserver's /version",
 				Needs: []string{c.Name + "/write"},
-				IO: func(j *Job) ([]string, []string) {
+				IO: io(func(j *Job) ([]string, []string) {
 					reads := []string{manifest(j).Path, cri(j) + " containers", mirror(j), c.Binary + "'s health endpoint"}
 					if c.Name == "apiserver" {
 						reads = append(reads, "/version of "+j.Node.Kubeconfig+"'s server")
 					}
 					return reads, nil
-				},
+				}),
 				Run: pod((*podSwap).verify),
 			},
 			{
@@ -215,13 +224,13 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 					}
 					return true, ""
 				},
-				IO: func(j *Job) ([]string, []string) {
+				IO: io(func(j *Job) ([]string, []string) {
 					m := manifest(j)
 					if j.Rollback {
 						return nil, []string{m.JournalPath() + " (removed)", m.PendingPath() + " (removed)"}
 					}
 					return []string{m.PendingPath()}, []string{m.BackupPath(), m.JournalPath() + " (removed)"}
-				},
+				}),
 				Run: pod((*podSwap).finish),
 			},
 		},
