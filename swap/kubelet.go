@@ -17,13 +17,9 @@ import (
 	"github.com/devk/devk/phase"
 )
 
-const (
-	// NodeReadyTimeout bounds the wait for the node to be Ready on a
-	// restarted kubelet when the swap has no Timeout.
-	NodeReadyTimeout = 2 * time.Minute
-	// nodeReadyPoll is how often that wait looks at the Node and its Lease.
-	nodeReadyPoll = 500 * time.Millisecond
-)
+// nodeReadyPoll is how often the wait for a restarted kubelet looks at
+// the Node and its Lease.
+const nodeReadyPoll = 500 * time.Millisecond
 
 func kubectlPhase() *phase.Phase[*Job] {
 	return binaryPhase("kubectl", "install the built kubectl: compare bytes, atomic rename keeping PATH.prev, `kubectl version --client`",
@@ -150,10 +146,7 @@ func (j *Job) waitNodeReady(ctx context.Context, since time.Time) error {
 	if err != nil {
 		return err
 	}
-	timeout := j.Timeout
-	if timeout == 0 {
-		timeout = NodeReadyTimeout
-	}
+	timeout := j.Timeout // NewJob's default when not given
 	last := "no node yet"
 	err = wait.PollUntilContextTimeout(ctx, nodeReadyPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -107,6 +107,16 @@ func (j *Job) newRollback(c build.Component) (*podSwap, error) {
 
 func (p *podSwap) want() string { return digest.Of(p.target.Image) }
 
+// reached records that the swap this run wrote got to st. A phase run
+// alone (`devk swap phase apiserver/verify`) on a manifest this run did
+// not write leaves the stage alone, so Close never undoes or finishes
+// what it did not start.
+func (p *podSwap) reached(st stage) {
+	if p.stage >= stageWritten {
+		p.stage = max(p.stage, st)
+	}
+}
+
 // start begins each of the pod's phases: the pod is the one in flight,
 // its result is reported, and the node is connected.
 func (p *podSwap) start(ctx context.Context) (*Node, error) {
@@ -200,7 +210,7 @@ func (p *podSwap) ready(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	p.stage = stageReady
+	p.reached(stageReady)
 	return phase.Changed("ready in %s", progress.Round(p.res.Ready)), nil
 }
 
@@ -228,14 +238,12 @@ func (p *podSwap) verify(ctx context.Context) (phase.Outcome, error) {
 	p.res.Checks = n.verify(ctx, p.target, s)
 	p.res.Took = time.Since(p.t0)
 	if err := checksError(nodeChecks(p.res.Checks)); err != nil {
-		if !p.unchanged && !p.job.Rollback {
+		if (p.stage == stageWritten || p.stage == stageReady) && !p.job.Rollback {
 			p.stage = stageWritten // the node does not run what was pushed: roll back
 		}
 		return phase.Done, err
 	}
-	if !p.unchanged {
-		p.stage = max(p.stage, stageReady)
-	}
+	p.reached(stageReady)
 	if mirrorErr != nil {
 		if p.job.Rollback {
 			return phase.Done, fmt.Errorf("%s runs the restored image and is healthy, but %w", p.target.Pod, mirrorErr)

@@ -26,6 +26,10 @@ const (
 	// mirrorGrace is how long after ready the mirror pod gets before devk
 	// says why it waits (and, on its own cluster, restarts the kubelet).
 	mirrorGrace = 2 * time.Second
+	// crashSlack is how long before a wait began a container that exited
+	// may have been created and still count as the new one (the
+	// runtime's clock and ours).
+	crashSlack = time.Second
 )
 
 // waitFor polls until a container other than before's runs digest, is
@@ -45,7 +49,7 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 			return false, nil // the runtime may be busy: look again
 		}
 		last = s
-		if cr := s.crashed; cr != nil && digest.Of(cr.ImageRef) == want && cr.CreatedAt.After(since.Add(-time.Second)) {
+		if cr := s.crashed; cr != nil && digest.Of(cr.ImageRef) == want && cr.CreatedAt.After(since.Add(-crashSlack)) {
 			return false, fmt.Errorf("the new container exited with code %d (%s)", cr.ExitCode, cr.Reason)
 		}
 		switch {
