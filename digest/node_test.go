@@ -118,3 +118,34 @@ func TestNodeName(t *testing.T) {
 		})
 	}
 }
+
+func TestPodChecks(t *testing.T) {
+	want := "sha256:" + strings.Repeat("a", 64)
+	other := "sha256:" + strings.Repeat("b", 64)
+	good := PodView{ManifestImage: "r/x@" + want, ImageRef: "r/x@" + want, PodUID: "u1", MirrorImageID: "docker-pullable://r/x@" + want, ConfigHash: "u1"}
+	for _, tc := range []struct {
+		name   string
+		edit   func(v *PodView)
+		failed []string
+	}{
+		{"all agree", func(*PodView) {}, nil},
+		{"the manifest names a tag", func(v *PodView) { v.ManifestImage = "r/x:v1" }, []string{CheckManifest}},
+		{"another container runs", func(v *PodView) { v.ImageRef = "r/x@" + other }, []string{CheckCRI}},
+		{"the mirror pod shows an older pod", func(v *PodView) { v.ConfigHash, v.MirrorImageID = "u0", "r/x@"+other }, []string{CheckMirror, CheckConfigHash}},
+		{"no running pod", func(v *PodView) { v.ImageRef, v.PodUID, v.ConfigHash = "", "", "" }, []string{CheckCRI, CheckConfigHash}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := good
+			tc.edit(&v)
+			var failed []string
+			for _, c := range PodChecks(want, v) {
+				if !c.OK {
+					failed = append(failed, c.Name)
+				}
+			}
+			if strings.Join(failed, ",") != strings.Join(tc.failed, ",") {
+				t.Fatalf("failed checks %v, want %v", failed, tc.failed)
+			}
+		})
+	}
+}
