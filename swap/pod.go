@@ -287,6 +287,9 @@ func (p *podSwap) finish(ctx context.Context) (phase.Outcome, error) {
 // writes the backup. The result wraps err.
 func (p *podSwap) undo(ctx context.Context, err error) error {
 	n := p.job.node
+	if p.stage == stageDone || n == nil {
+		return err
+	}
 	defer func() {
 		p.stage = stageDone
 		p.res.Took = time.Since(p.t0)
