@@ -8,16 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/source"
 )
 
@@ -33,6 +34,181 @@ func Of(ref string) string {
 		return ref
 	}
 	return ""
+}
+
+// Runtime is what digest reads from a node's container runtime;
+// internal/cri's Client is the real one.
+type Runtime interface {
+	Containers(ctx context.Context, f cri.Filter) ([]cri.Container, error)
+	ContainerStatus(ctx context.Context, id string) (*cri.Status, error)
+	Sandboxes(ctx context.Context, namespace string) ([]cri.Sandbox, error)
+}
+
+var _ Runtime = (*cri.Client)(nil)
+
+// StaticPod is one static pod of one node.
+type StaticPod struct {
+	// Name is the manifest's pod name (kube-apiserver); Container the
+	// container to look at (the same name for the control plane).
+	Name, Container string
+	// NodeName is the name the node's kubelet registered under.
+	NodeName string
+}
+
+// FullName is the pod's name on its node: the kubelet names a static pod
+// <name>-<node>, in the runtime and in the API server's mirror pod alike.
+// Matching by the prefix <name>- instead would take another node's
+// mirror pod when several control-plane nodes exist.
+func (p StaticPod) FullName() string { return kube.MirrorPodName(p.Name, p.NodeName) }
+
+// ManifestImage is the image the static pod manifest at path names for
+// container (or for its only container). A missing manifest is an error
+// that errors.Is fs.ErrNotExist.
+func ManifestImage(path, container string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	pod, err := staticpod.Parse(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == container || len(pod.Spec.Containers) == 1 {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("%w %s in %s", ErrNoContainer, container, path)
+}
+
+// ErrNoContainer says a manifest has no container of the name asked for.
+var ErrNoContainer = errors.New("no container")
+
+// RunningContainer is the newest running container of the static pod on
+// the node's runtime, with its status; nil when none runs.
+func RunningContainer(ctx context.Context, rt Runtime, p StaticPod) (*cri.Status, error) {
+	cts, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, PodName: p.FullName(), Container: p.Container, RunningOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, ct := range cts {
+		if ct.PodName != p.FullName() || !ct.Running() {
+			continue
+		}
+		return rt.ContainerStatus(ctx, ct.ID)
+	}
+	return nil, nil
+}
+
+// MirrorPod is the static pod's mirror pod, got by its exact name; nil
+// when the API server has none.
+func MirrorPod(ctx context.Context, cs kubernetes.Interface, p StaticPod) (*corev1.Pod, error) {
+	mp, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, p.FullName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get mirror pod %s: %w", p.FullName(), err)
+	}
+	if _, mirror := mp.Annotations[corev1.MirrorPodAnnotationKey]; !mirror {
+		return nil, nil // a pod of that name, but not the kubelet's mirror
+	}
+	return mp, nil
+}
+
+// MirrorImageID is the imageID the mirror pod reports for its running
+// container; empty when that container does not run.
+func MirrorImageID(mp *corev1.Pod, container string) string {
+	for _, cs := range mp.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Running != nil {
+			return cs.ImageID
+		}
+	}
+	return ""
+}
+
+// ConfigHashAnnotation is the kubelet's hash of a static pod's manifest,
+// on the mirror pod; the static pod's UID is that hash.
+const ConfigHashAnnotation = "kubernetes.io/config.hash"
+
+// NodeName is the name the kubelet of the node whose runtime is rt
+// registered under. The kubelet names a static pod's sandbox
+// <pod>-<node>, so the newest static-pod sandbox of one of pods gives it
+// (the runtime is the node's own; the API server, which holds every
+// node's mirror pods, cannot tell). When none of them has a sandbox it is
+// the host name, lowercased, as the kubelet and kubeadm default it.
+func NodeName(ctx context.Context, rt Runtime, pods []string) string {
+	if sbs, err := rt.Sandboxes(ctx, metav1.NamespaceSystem); err == nil {
+		for _, sb := range sbs {
+			if !sb.Static {
+				continue
+			}
+			for _, p := range pods {
+				if node, ok := strings.CutPrefix(sb.PodName, p+"-"); ok && node != "" {
+					return node
+				}
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	return strings.ToLower(strings.TrimSpace(host))
+}
+
+// StaticPodNames are the pod names of the catalog's static pods.
+func StaticPodNames() []string {
+	var out []string
+	for _, c := range build.Catalog {
+		if c.StaticPod {
+			out = append(out, c.Binary)
+		}
+	}
+	return out
+}
+
+// PodView is what one look at a node shows of a static pod.
+type PodView struct {
+	// ManifestImage is what the manifest on disk names.
+	ManifestImage string
+	// ImageRef is the running container's CRI imageRef; PodUID is its
+	// pod's UID (for a static pod, its config hash).
+	ImageRef, PodUID string
+	// MirrorImageID and ConfigHash are the mirror pod's report.
+	MirrorImageID, ConfigHash string
+}
+
+// Check is one comparison and what it found.
+type Check struct {
+	Name string `json:"check"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	OK   bool   `json:"ok"`
+}
+
+// The checks PodChecks makes.
+const (
+	CheckManifest   = "manifest image"
+	CheckCRI        = "CRI imageRef"
+	CheckMirror     = "mirror pod imageID"
+	CheckConfigHash = "mirror pod config.hash"
+)
+
+// Mirror says the check is about the mirror pod: the kubelet's (possibly
+// lagging) report of what runs, not what the node runs.
+func (c Check) Mirror() bool { return c.Name == CheckMirror || c.Name == CheckConfigHash }
+
+// PodChecks compares every view of a static pod with the digest want:
+// the manifest, the running container, and the mirror pod, whose config
+// hash must be the running pod's UID (else it reports an older pod).
+func PodChecks(want string, v PodView) []Check {
+	eq := func(name, got string) Check {
+		return Check{Name: name, Want: want, Got: Of(got), OK: Of(got) == want}
+	}
+	return []Check{
+		eq(CheckManifest, v.ManifestImage),
+		eq(CheckCRI, v.ImageRef),
+		eq(CheckMirror, v.MirrorImageID),
+		{Name: CheckConfigHash, Want: v.PodUID, Got: v.ConfigHash, OK: v.PodUID != "" && v.ConfigHash == v.PodUID},
+	}
 }
 
 // notStaticPod is the note node sources give for kubectl and friends.
@@ -54,31 +230,28 @@ func (s Manifest) Observe(_ context.Context, t Target) (Observation, error) {
 		return ob, nil
 	}
 	path := filepath.Join(s.Dir, t.Component.Binary+".yaml")
-	data, err := os.ReadFile(path)
+	img, err := ManifestImage(path, t.Component.Binary)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Observation{Ref: path, Note: "no manifest: is the cluster up?"}, nil
+	}
+	if errors.Is(err, ErrNoContainer) {
+		return Observation{Ref: path, Note: "no container " + t.Component.Binary}, nil
 	}
 	if err != nil {
 		return Observation{}, err
 	}
-	var pod corev1.Pod
-	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return Observation{}, fmt.Errorf("%s: %w", path, err)
+	ob := Observation{Ref: path, Digest: Of(img)}
+	if ob.Digest == "" {
+		ob.Note = "names " + img + " by tag, not by digest"
 	}
-	for _, c := range pod.Spec.Containers {
-		if c.Name == t.Component.Binary || len(pod.Spec.Containers) == 1 {
-			ob := Observation{Ref: path, Digest: Of(c.Image)}
-			if ob.Digest == "" {
-				ob.Note = "names " + c.Image + " by tag, not by digest"
-			}
-			return ob, nil
-		}
-	}
-	return Observation{Ref: path, Note: "no container " + t.Component.Binary}, nil
+	return ob, nil
 }
 
 // CRI is the imageRef of the running container, as the runtime reports it.
-type CRI struct{ Client *cri.Client }
+type CRI struct {
+	Runtime  Runtime
+	NodeName string
+}
 
 func (CRI) Name() string { return "cri" }
 
@@ -86,25 +259,28 @@ func (s CRI) Observe(ctx context.Context, t Target) (Observation, error) {
 	if ob, skip := notStaticPod(t); skip {
 		return ob, nil
 	}
-	cts, err := s.Client.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, Container: t.Component.Binary, RunningOnly: true})
+	st, err := RunningContainer(ctx, s.Runtime, StaticPod{Name: t.Component.Binary, Container: t.Component.Binary, NodeName: s.NodeName})
 	if err != nil {
 		return Observation{}, err
 	}
-	for _, ct := range cts {
-		if !strings.HasPrefix(ct.PodName, t.Component.Binary+"-") {
-			continue
-		}
-		st, err := s.Client.ContainerStatus(ctx, ct.ID)
-		if err != nil {
-			return Observation{}, err
-		}
-		return Observation{Ref: "container " + ct.ID[:12], Digest: Of(st.ImageRef)}, nil
+	if st == nil {
+		return Observation{Note: "no running container"}, nil
 	}
-	return Observation{Note: "no running container"}, nil
+	return Observation{Ref: "container " + shortID(st.ID), Digest: Of(st.ImageRef)}, nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // Mirror is the imageID the kubelet reports in the mirror pod's status.
-type Mirror struct{ Client kubernetes.Interface }
+type Mirror struct {
+	Client   kubernetes.Interface
+	NodeName string
+}
 
 func (Mirror) Name() string { return "mirror-pod" }
 
@@ -112,41 +288,37 @@ func (s Mirror) Observe(ctx context.Context, t Target) (Observation, error) {
 	if ob, skip := notStaticPod(t); skip {
 		return ob, nil
 	}
-	pods, err := s.Client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	p := StaticPod{Name: t.Component.Binary, Container: t.Component.Binary, NodeName: s.NodeName}
+	mp, err := MirrorPod(ctx, s.Client, p)
 	if err != nil {
 		return Observation{Note: "API not reachable: " + err.Error()}, nil
 	}
-	for _, p := range pods.Items {
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; !mirror || !strings.HasPrefix(p.Name, t.Component.Binary+"-") {
-			continue
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == t.Component.Binary && cs.State.Running != nil {
-				return Observation{Ref: "pod " + p.Name, Digest: Of(cs.ImageID)}, nil
-			}
-		}
-		return Observation{Ref: "pod " + p.Name, Note: "container not running"}, nil
+	if mp == nil {
+		return Observation{Note: "no mirror pod " + p.FullName()}, nil
 	}
-	return Observation{Note: "no mirror pod"}, nil
+	if id := MirrorImageID(mp, p.Container); id != "" {
+		return Observation{Ref: "pod " + mp.Name, Digest: Of(id)}, nil
+	}
+	return Observation{Ref: "pod " + mp.Name, Note: "container not running"}, nil
 }
 
 // NodeSources are the node's views of what runs: the manifest, the CRI
-// runtime and the mirror pod. close releases the CRI connection.
-func NodeSources(manifestsDir, kubeconfig, criSocket string) (sources []Source, close func(), err error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
-	cfg.Timeout = 5 * time.Second
-	client, err := kubernetes.NewForConfig(cfg)
+// runtime and the mirror pod. nodeName is the kubelet's node name; empty
+// finds it (NodeName). close releases the CRI connection.
+func NodeSources(ctx context.Context, node layout.Node, nodeName string) (sources []Source, close func(), err error) {
+	client, err := kube.Client(node.Kubeconfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := cri.Dial(criSocket)
+	rt, err := cri.Dial(node.CRISocket)
 	if err != nil {
 		return nil, nil, err
 	}
-	return []Source{Manifest{Dir: manifestsDir}, CRI{Client: rt}, Mirror{Client: client}}, func() { rt.Close() }, nil
+	if nodeName == "" {
+		nodeName = NodeName(ctx, rt, StaticPodNames())
+	}
+	return []Source{Manifest{Dir: node.ManifestsDir}, CRI{Runtime: rt, NodeName: nodeName}, Mirror{Client: client, NodeName: nodeName}},
+		func() { rt.Close() }, nil
 }
 
 // PushedStaticPods names the static-pod components the tree has pushed.

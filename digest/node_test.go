@@ -2,11 +2,18 @@ package digest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/internal/cri"
 )
 
 func TestOf(t *testing.T) {
@@ -49,6 +56,95 @@ func TestManifestSource(t *testing.T) {
 			ob, err := Manifest{Dir: dir}.Observe(context.Background(), Target{Component: tc.comp})
 			if err != nil || ob.Digest != tc.wantDigest || ob.Note != tc.wantNote || ob.NotApplicable != (tc.comp.Name == "kubectl") {
 				t.Fatalf("Observe = %+v, %v", ob, err)
+			}
+		})
+	}
+}
+
+func mirrorPod(name, imageID string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem, Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "h"}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "kube-apiserver", ImageID: imageID,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+	}
+}
+
+// TestMirrorPodOfThisNode: with several control-plane nodes, each has a
+// mirror pod kube-apiserver-<node>; the one of this node is read by its
+// exact name, never another node's that shares the prefix (and sorts
+// first).
+func TestMirrorPodOfThisNode(t *testing.T) {
+	d0 := "sha256:" + strings.Repeat("0", 64)
+	d1 := "sha256:" + strings.Repeat("1", 64)
+	api, _ := build.Lookup("apiserver")
+	ctx := context.Background()
+	cs := fake.NewClientset(mirrorPod("kube-apiserver-cp-0", "repo@"+d0), mirrorPod("kube-apiserver-cp-1", "repo@"+d1))
+	ob, err := Mirror{Client: cs, NodeName: "cp-1"}.Observe(ctx, Target{Component: api})
+	if err != nil || ob.Digest != d1 || ob.Ref != "pod kube-apiserver-cp-1" {
+		t.Fatalf("cp-1's mirror pod: %+v, %v", ob, err)
+	}
+	// A node whose mirror pod is missing does not borrow another's.
+	ob, err = Mirror{Client: fake.NewClientset(mirrorPod("kube-apiserver-cp-0", "repo@"+d0)), NodeName: "cp"}.Observe(ctx, Target{Component: api})
+	if err != nil || ob.Digest != "" || ob.Note != "no mirror pod kube-apiserver-cp" {
+		t.Fatalf("a node without a mirror pod: %+v, %v", ob, err)
+	}
+}
+
+// sandboxes is a runtime that has only sandboxes.
+type sandboxes []cri.Sandbox
+
+func (sandboxes) Containers(context.Context, cri.Filter) ([]cri.Container, error) { return nil, nil }
+func (sandboxes) ContainerStatus(context.Context, string) (*cri.Status, error) {
+	return nil, errors.New("none")
+}
+func (s sandboxes) Sandboxes(context.Context, string) ([]cri.Sandbox, error) { return s, nil }
+
+func TestNodeName(t *testing.T) {
+	host, _ := os.Hostname()
+	pods := StaticPodNames()
+	for _, tc := range []struct {
+		name string
+		sbs  sandboxes
+		want string
+	}{
+		{"from a static pod's sandbox", sandboxes{{PodName: "coredns-abc", Static: false}, {PodName: "kube-scheduler-cp-1.example", Static: true}}, "cp-1.example"},
+		{"a pod that only looks static is not one", sandboxes{{PodName: "kube-apiserver-proxy-x", Static: false}}, strings.ToLower(host)},
+		{"no sandbox: the host name, as kubeadm", nil, strings.ToLower(host)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NodeName(context.Background(), tc.sbs, pods); got != tc.want {
+				t.Fatalf("NodeName = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodChecks(t *testing.T) {
+	want := "sha256:" + strings.Repeat("a", 64)
+	other := "sha256:" + strings.Repeat("b", 64)
+	good := PodView{ManifestImage: "r/x@" + want, ImageRef: "r/x@" + want, PodUID: "u1", MirrorImageID: "docker-pullable://r/x@" + want, ConfigHash: "u1"}
+	for _, tc := range []struct {
+		name   string
+		edit   func(v *PodView)
+		failed []string
+	}{
+		{"all agree", func(*PodView) {}, nil},
+		{"the manifest names a tag", func(v *PodView) { v.ManifestImage = "r/x:v1" }, []string{CheckManifest}},
+		{"another container runs", func(v *PodView) { v.ImageRef = "r/x@" + other }, []string{CheckCRI}},
+		{"the mirror pod shows an older pod", func(v *PodView) { v.ConfigHash, v.MirrorImageID = "u0", "r/x@"+other }, []string{CheckMirror, CheckConfigHash}},
+		{"no running pod", func(v *PodView) { v.ImageRef, v.PodUID, v.ConfigHash = "", "", "" }, []string{CheckCRI, CheckConfigHash}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := good
+			tc.edit(&v)
+			var failed []string
+			for _, c := range PodChecks(want, v) {
+				if !c.OK {
+					failed = append(failed, c.Name)
+				}
+			}
+			if strings.Join(failed, ",") != strings.Join(tc.failed, ",") {
+				t.Fatalf("failed checks %v, want %v", failed, tc.failed)
 			}
 		})
 	}

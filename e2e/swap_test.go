@@ -29,7 +29,10 @@ type swapReport struct {
 		OldImage   string `json:"oldImage"`
 		NewImage   string `json:"newImage"`
 		RolledBack bool   `json:"rolledBack"`
-		Checks     []struct {
+		// Ready and Took are swap's durations (JSON nanoseconds).
+		Ready  time.Duration `json:"ready"`
+		Took   time.Duration `json:"took"`
+		Checks []struct {
 			Check string `json:"check"`
 			Want  string `json:"want"`
 			Got   string `json:"got"`
@@ -87,229 +90,275 @@ func readManifestImage(path string) (string, error) {
 // TestSwap is the loop users come for: patch the apiserver, build, push,
 // swap, and see the cluster run exactly that build; then a build that
 // cannot start is rolled back on its own, a killed swap is recovered with
-// --rollback, and kubectl is swapped and rolled back as a binary.
+// --rollback, kubectl and the kubelet are swapped and rolled back as
+// binaries, and devk watch runs the whole loop on a save. Each step is a
+// subtest; a failed step stops the ones after it, which build on it.
 func TestSwap(t *testing.T) {
 	sc := Cluster(t)
 	tree, home, env := sc.Tree, sc.Home, sc.Env
-	devk := func(args ...string) Result {
+	top := t // the tree's edits are undone when the whole test ends
+	devk := func(t *testing.T, args ...string) Result {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, args...)
 	}
-	manifests := filepath.Join(home, "clusters", "devk", "manifests")
-	apiManifest := filepath.Join(manifests, "kube-apiserver.yaml")
-	cs := clientFor(t, filepath.Join(home, "clusters", "devk", "admin.conf"))
-	ctx := context.Background()
-
-	// 1. A patched apiserver: the tree turns dirty, so the build is
-	// stamped vX-dirty and /version must say so after the swap.
-	configGo := filepath.Join(tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go")
-	appendTo(t, configGo, "\n// DevkE2ESwap proves the swapped apiserver is this build.\nfunc DevkE2ESwap() string { return \"swapped\" }\n")
-	devk("build", "apiserver", "--push")
-	var rep swapReport
-	r := devk("swap", "-o", "json")
-	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.StaticPods) != 1 {
-		t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
-	}
-	sp := rep.StaticPods[0]
-	if sp.Pod != "kube-apiserver" || sp.RolledBack || len(sp.Checks) < 5 {
-		t.Fatalf("swap result: %+v", sp)
-	}
-	for _, c := range sp.Checks {
-		if !c.OK {
-			t.Errorf("check %s failed: want %s, got %s", c.Check, c.Want, c.Got)
-		}
-		if c.Check == "/version gitVersion" && !strings.HasSuffix(c.Got, "-dirty") {
-			t.Errorf("/version = %s, want the dirty build", c.Got)
-		}
-	}
-	good := sp.NewImage
-	if got := manifestImage(t, apiManifest); got != good {
-		t.Fatalf("manifest names %s, want %s", got, good)
-	}
-	v, err := cs.Discovery().ServerVersion()
-	if err != nil || !strings.HasSuffix(v.GitVersion, "-dirty") {
-		t.Fatalf("/version after swap: %+v, %v", v, err)
-	}
-	devk("digest", "verify", "apiserver")
-	// The same node addressed as a kubeadm-layout node, by its paths
-	// alone, from a DEVK_HOME that knows no cluster: the paths `devk swap
-	// --manifests-dir … --kubeconfig … --cri-socket …` take on a real
-	// kubeadm node.
-	clusterDir := filepath.Join(home, "clusters", "devk")
-	foreign := []string{"--manifests-dir", manifests, "--kubeconfig", filepath.Join(clusterDir, "admin.conf"),
-		"--cri-socket", filepath.Join(clusterDir, "run", "containerd.sock"), "--kubelet-root-dir", filepath.Join(clusterDir, "kubelet")}
-	otherEnv := []string{"DEVK_HOME=" + t.TempDir(), "KUBECONFIG=/nonexistent"}
-	for _, args := range [][]string{{"digest", "verify", "apiserver"}, {"swap", "apiserver"}} {
-		r := Devk(t, tree, otherEnv, append(args, foreign...)...)
-		if r.Err != nil {
-			t.Fatalf("devk %s on the node's paths: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
-		}
-		if args[0] == "swap" && !strings.Contains(r.Stdout, "already running") {
-			t.Fatalf("swap of the running digest on the node's paths changed something:\n%s", r.Stdout)
-		}
-	}
-	// Nothing new was pushed: a second swap changes nothing.
-	r = devk("swap")
-	if !strings.Contains(r.Stdout, "nothing to swap") {
-		t.Fatalf("second swap: %s", r.Stdout)
-	}
-
-	// 2. An apiserver that exits at once is rolled back on its own.
-	apiserverMain := filepath.Join(tree, "cmd", "kube-apiserver", "apiserver.go")
-	src, err := os.ReadFile(apiserverMain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this apiserver refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
-	if bytes.Equal(broken, src) {
-		t.Fatal("could not find func main in cmd/kube-apiserver/apiserver.go")
-	}
-	t.Cleanup(func() { os.WriteFile(apiserverMain, src, 0o644) })
-	os.WriteFile(apiserverMain, broken, 0o644)
-	devk("build", "apiserver", "--push")
-	t0 := time.Now()
-	r = Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s", "-v")
-	if r.Err == nil {
-		t.Fatalf("a broken apiserver swapped without error:\n%s", r.Stdout)
-	}
-	if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
-		t.Fatalf("rollback not reported with the container's log:\nstdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-	}
-	t.Logf("broken apiserver rolled back in %s", time.Since(t0).Round(time.Second))
-	if got := manifestImage(t, apiManifest); got != good {
-		t.Fatalf("after rollback the manifest names %s, want %s", got, good)
-	}
-	eventually(t, ctx, "the apiserver to be ready after the rollback", func() error {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	})
-
-	// 3. devk killed in the middle of a swap: the manifest is always
-	// whole, the next swap finishes it, and --rollback goes back.
-	os.WriteFile(apiserverMain, src, 0o644)
-	appendTo(t, configGo, "\nfunc DevkE2ESwapAgain() string { return \"again\" }\n")
-	devk("build", "apiserver", "--push")
-	cmd := exec.Command(devkBin, "swap", "apiserver")
-	cmd.Dir, cmd.Env = tree, append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The swap vacates the manifest, then writes the new one: kill it
-	// once the new one is in place.
-	eventually(t, ctx, "the swap to rewrite the manifest", func() error {
-		if img, err := readManifestImage(apiManifest); err != nil || img == good {
-			return errNotYet
-		}
-		return nil
-	})
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	entries, _ := os.ReadDir(manifests)
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".yaml") {
-			t.Errorf("the manifests dir holds %s: the kubelet would read it", e.Name())
-		}
-		manifestImage(t, filepath.Join(manifests, e.Name())) // each parses whole
-	}
-	// The next swap finishes the interrupted one: the new manifest is in
-	// place, so its pod is waited for and kept once healthy.
-	killedAt := manifestImage(t, apiManifest)
-	r = devk("swap", "apiserver", "-v")
-	if !strings.Contains(r.Stdout, "finished the interrupted swap") {
-		t.Fatalf("a swap after a killed one did not finish it:\n%s\n%s", r.Stdout, r.Stderr)
-	}
-	if got := manifestImage(t, apiManifest); got != killedAt {
-		t.Fatalf("after finishing the killed swap the manifest names %s, want %s", got, killedAt)
-	}
-	r = devk("swap", "--rollback", "apiserver", "-v")
-	t.Logf("the rollback said:\n%s", r.Stderr)
-	if got := manifestImage(t, apiManifest); got != good {
-		t.Fatalf("after --rollback the manifest names %s, want %s", got, good)
-	}
-
-	// 4. kubectl as a binary: install, no-op, new build, rollback.
-	dest := filepath.Join(home, "bin", "kubectl")
-	devk("build", "kubectl")
-	rep = swapReport{}
-	json.Unmarshal([]byte(devk("swap", "kubectl", "-o", "json").Stdout), &rep)
-	if len(rep.Binaries) != 1 || !rep.Binaries[0].Changed || rep.Binaries[0].Dest != dest {
-		t.Fatalf("kubectl swap: %+v", rep.Binaries)
-	}
-	first, _ := os.ReadFile(dest)
-	rep = swapReport{}
-	json.Unmarshal([]byte(devk("swap", "kubectl", "-o", "json").Stdout), &rep)
-	if len(rep.Binaries) != 1 || rep.Binaries[0].Changed {
-		t.Fatalf("identical kubectl swap was not a no-op: %+v", rep.Binaries)
-	}
-	appendTo(t, filepath.Join(tree, "staging", "src", "k8s.io", "kubectl", "pkg", "cmd", "version", "version.go"), "\nfunc devkE2E() {}\n")
-	devk("build", "kubectl")
-	devk("swap", "kubectl")
-	if now, _ := os.ReadFile(dest); bytes.Equal(now, first) {
-		t.Fatal("a rebuilt kubectl did not replace the old one")
-	}
-	devk("swap", "--rollback", "kubectl")
-	if now, _ := os.ReadFile(dest); !bytes.Equal(now, first) {
-		t.Fatal("rollback did not restore the old kubectl bytes")
-	}
-
-	// The kubelet: a new binary, restarted, node Ready; then rolled back.
-	devk("build", "kubelet")
-	rep = swapReport{}
-	json.Unmarshal([]byte(devk("swap", "kubelet", "-o", "json").Stdout), &rep)
-	if len(rep.Binaries) != 1 || !rep.Binaries[0].Changed || !strings.HasSuffix(rep.Binaries[0].Version, "-dirty") {
-		t.Fatalf("kubelet swap: %+v", rep.Binaries)
-	}
-	devk("swap", "--rollback", "kubelet")
-	eventually(t, ctx, "the node to be Ready on the old kubelet", func() error {
-		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil || len(nodes.Items) != 1 || !nodeReady(&nodes.Items[0]) {
-			return errNotYet
-		}
-		return nil
-	})
-
-	// 5. devk watch: a save is built, pushed, swapped and verified; a
-	// compile error is reported and the loop recovers on the next save.
-	var wout, werr syncBuffer
-	wcmd := exec.Command(devkBin, "watch", "apiserver")
-	wcmd.Dir, wcmd.Env, wcmd.Stdout, wcmd.Stderr = tree, append(os.Environ(), env...), &wout, &werr
-	if err := wcmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer wcmd.Process.Kill()
-	waitOutput := func(what string, buf *syncBuffer, sub string, n int) {
+	step := func(name string, f func(t *testing.T)) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Minute)
-		for strings.Count(buf.String(), sub) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s (%q x%d)\nstdout:\n%s\nstderr:\n%s", what, sub, n, wout.String(), werr.String())
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+	clusterDir := filepath.Join(home, "clusters", "devk")
+	manifests := filepath.Join(clusterDir, "manifests")
+	apiManifest := filepath.Join(manifests, "kube-apiserver.yaml")
+	cs := clientFor(t, filepath.Join(clusterDir, "admin.conf"))
+	ctx := context.Background()
+	configGo := filepath.Join(tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go")
+	apiserverMain := filepath.Join(tree, "cmd", "kube-apiserver", "apiserver.go")
+	var good string // the patched apiserver's image, once swapped in
+
+	step("plan", func(t *testing.T) {
+		// --dry-run names each phase and what it touches, and touches nothing.
+		before, _ := os.ReadFile(apiManifest)
+		r := devk(t, "swap", "--dry-run", "apiserver")
+		for _, want := range []string{"apiserver/hand-over", "writes " + apiManifest, "apiserver/verify", "needs  apiserver/backup"} {
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("the plan lacks %q:\n%s", want, r.Stderr)
 			}
-			time.Sleep(200 * time.Millisecond)
 		}
-	}
-	waitOutput("the watcher to start", &werr, "watching ", 1)
-	appendTo(t, configGo, "\nfunc DevkE2EWatch() string { return \"watched\" }\n")
-	waitOutput("the first save to be verified", &wout, "verified in", 1)
-	saved, _ := os.ReadFile(configGo)
-	os.WriteFile(configGo, append(append([]byte{}, saved...), "\nfunc devkBroken() { undefinedDevkThing() }\n"...), 0o644)
-	waitOutput("the compile error", &wout, "FAILED after", 1)
-	if !strings.Contains(werr.String()+wout.String(), "undefined: undefinedDevkThing") {
-		t.Fatalf("the compile error was not shown:\n%s\n%s", wout.String(), werr.String())
-	}
-	os.WriteFile(configGo, saved, 0o644)
-	waitOutput("the loop to recover", &wout, "verified in", 2)
-	wcmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- wcmd.Wait() }()
-	select {
-	case err := <-done:
+		if after, _ := os.ReadFile(apiManifest); !bytes.Equal(before, after) {
+			t.Fatal("swap --dry-run changed the manifest")
+		}
+	})
+
+	step("patched apiserver", func(t *testing.T) {
+		// The tree turns dirty, so the build is stamped vX-dirty and
+		// /version must say so after the swap.
+		appendTo(top, configGo, "\n// DevkE2ESwap proves the swapped apiserver is this build.\nfunc DevkE2ESwap() string { return \"swapped\" }\n")
+		devk(t, "build", "apiserver", "--push")
+		var rep swapReport
+		r := devk(t, "swap", "-o", "json")
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.StaticPods) != 1 {
+			t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
+		}
+		sp := rep.StaticPods[0]
+		if sp.Pod != "kube-apiserver" || sp.RolledBack || len(sp.Checks) < 5 {
+			t.Fatalf("swap result: %+v", sp)
+		}
+		t.Logf("apiserver swap: ready in %s, verified in %s", sp.Ready.Round(100*time.Millisecond), sp.Took.Round(100*time.Millisecond))
+		for _, c := range sp.Checks {
+			if !c.OK {
+				t.Errorf("check %s failed: want %s, got %s", c.Check, c.Want, c.Got)
+			}
+			if c.Check == "/version gitVersion" && !strings.HasSuffix(c.Got, "-dirty") {
+				t.Errorf("/version = %s, want the dirty build", c.Got)
+			}
+		}
+		good = sp.NewImage
+		if got := manifestImage(t, apiManifest); got != good {
+			t.Fatalf("manifest names %s, want %s", got, good)
+		}
+		v, err := cs.Discovery().ServerVersion()
+		if err != nil || !strings.HasSuffix(v.GitVersion, "-dirty") {
+			t.Fatalf("/version after swap: %+v, %v", v, err)
+		}
+		devk(t, "digest", "verify", "apiserver")
+	})
+
+	step("kubeadm node paths", func(t *testing.T) {
+		// The same node addressed as a kubeadm-layout node, by its paths
+		// alone, from a DEVK_HOME that knows no cluster: the paths `devk
+		// swap --manifests-dir … --kubeconfig … --cri-socket …` take on a
+		// real kubeadm node. The node name is found from the runtime.
+		foreign := []string{"--manifests-dir", manifests, "--kubeconfig", filepath.Join(clusterDir, "admin.conf"),
+			"--cri-socket", filepath.Join(clusterDir, "run", "containerd.sock"), "--kubelet-root-dir", filepath.Join(clusterDir, "kubelet")}
+		otherEnv := []string{"DEVK_HOME=" + t.TempDir(), "KUBECONFIG=/nonexistent"}
+		for _, args := range [][]string{{"digest", "verify", "apiserver"}, {"swap", "apiserver"}} {
+			r := Devk(t, tree, otherEnv, append(args, foreign...)...)
+			if r.Err != nil {
+				t.Fatalf("devk %s on the node's paths: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+			}
+			if args[0] == "swap" && !strings.Contains(r.Stdout, "already running") {
+				t.Fatalf("swap of the running digest on the node's paths changed something:\n%s", r.Stdout)
+			}
+		}
+	})
+
+	step("nothing new pushed", func(t *testing.T) {
+		if r := devk(t, "swap"); !strings.Contains(r.Stdout, "nothing to swap") {
+			t.Fatalf("second swap: %s", r.Stdout)
+		}
+	})
+
+	step("apiserver that exits is rolled back", func(t *testing.T) {
+		src, err := os.ReadFile(apiserverMain)
 		if err != nil {
-			t.Fatalf("devk watch after Ctrl-C: %v\n%s", err, werr.String())
+			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("devk watch did not stop on Ctrl-C")
-	}
-	devk("digest", "verify", "apiserver")
+		broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this apiserver refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
+		if bytes.Equal(broken, src) {
+			t.Fatal("could not find func main in cmd/kube-apiserver/apiserver.go")
+		}
+		defer os.WriteFile(apiserverMain, src, 0o644)
+		os.WriteFile(apiserverMain, broken, 0o644)
+		devk(t, "build", "apiserver", "--push")
+		t0 := time.Now()
+		r := Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s", "-v")
+		if r.Err == nil {
+			t.Fatalf("a broken apiserver swapped without error:\n%s", r.Stdout)
+		}
+		if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
+			t.Fatalf("rollback not reported with the container's log:\nstdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+		}
+		t.Logf("broken apiserver rolled back in %s", time.Since(t0).Round(time.Second))
+		if got := manifestImage(t, apiManifest); got != good {
+			t.Fatalf("after rollback the manifest names %s, want %s", got, good)
+		}
+		eventually(t, ctx, "the apiserver to be ready after the rollback", func() error {
+			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		})
+	})
+
+	step("killed swap is finished, then rolled back", func(t *testing.T) {
+		// devk killed in the middle of a swap: the manifest is always
+		// whole, the next swap finishes it, and --rollback goes back.
+		appendTo(top, configGo, "\nfunc DevkE2ESwapAgain() string { return \"again\" }\n")
+		devk(t, "build", "apiserver", "--push")
+		cmd := exec.Command(devkBin, "swap", "apiserver")
+		cmd.Dir, cmd.Env = tree, append(os.Environ(), env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The swap vacates the manifest, then writes the new one: kill it
+		// once the new one is in place.
+		eventually(t, ctx, "the swap to rewrite the manifest", func() error {
+			if img, err := readManifestImage(apiManifest); err != nil || img == good {
+				return errNotYet
+			}
+			return nil
+		})
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		entries, _ := os.ReadDir(manifests)
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".yaml") {
+				t.Errorf("the manifests dir holds %s: the kubelet would read it", e.Name())
+			}
+			manifestImage(t, filepath.Join(manifests, e.Name())) // each parses whole
+		}
+		// The next swap finishes the interrupted one: the new manifest is
+		// in place, so its pod is waited for and kept once healthy.
+		killedAt := manifestImage(t, apiManifest)
+		r := devk(t, "swap", "apiserver", "-v")
+		if !strings.Contains(r.Stdout, "finished the interrupted swap") {
+			t.Fatalf("a swap after a killed one did not finish it:\n%s\n%s", r.Stdout, r.Stderr)
+		}
+		if got := manifestImage(t, apiManifest); got != killedAt {
+			t.Fatalf("after finishing the killed swap the manifest names %s, want %s", got, killedAt)
+		}
+		r = devk(t, "swap", "--rollback", "apiserver", "-v")
+		t.Logf("the rollback said:\n%s", r.Stderr)
+		if got := manifestImage(t, apiManifest); got != good {
+			t.Fatalf("after --rollback the manifest names %s, want %s", got, good)
+		}
+	})
+
+	step("kubectl binary", func(t *testing.T) {
+		// Install, no-op, new build, rollback.
+		dest := filepath.Join(home, "bin", "kubectl")
+		devk(t, "build", "kubectl")
+		var rep swapReport
+		json.Unmarshal([]byte(devk(t, "swap", "kubectl", "-o", "json").Stdout), &rep)
+		if len(rep.Binaries) != 1 || !rep.Binaries[0].Changed || rep.Binaries[0].Dest != dest {
+			t.Fatalf("kubectl swap: %+v", rep.Binaries)
+		}
+		first, _ := os.ReadFile(dest)
+		rep = swapReport{}
+		json.Unmarshal([]byte(devk(t, "swap", "kubectl", "-o", "json").Stdout), &rep)
+		if len(rep.Binaries) != 1 || rep.Binaries[0].Changed {
+			t.Fatalf("identical kubectl swap was not a no-op: %+v", rep.Binaries)
+		}
+		appendTo(top, filepath.Join(tree, "staging", "src", "k8s.io", "kubectl", "pkg", "cmd", "version", "version.go"), "\nfunc devkE2E() {}\n")
+		devk(t, "build", "kubectl")
+		devk(t, "swap", "kubectl")
+		if now, _ := os.ReadFile(dest); bytes.Equal(now, first) {
+			t.Fatal("a rebuilt kubectl did not replace the old one")
+		}
+		devk(t, "swap", "--rollback", "kubectl")
+		if now, _ := os.ReadFile(dest); !bytes.Equal(now, first) {
+			t.Fatal("rollback did not restore the old kubectl bytes")
+		}
+	})
+
+	step("kubelet binary", func(t *testing.T) {
+		// A new binary, restarted, node Ready; then rolled back.
+		devk(t, "build", "kubelet")
+		var rep swapReport
+		json.Unmarshal([]byte(devk(t, "swap", "kubelet", "-o", "json").Stdout), &rep)
+		if len(rep.Binaries) != 1 || !rep.Binaries[0].Changed || !strings.HasSuffix(rep.Binaries[0].Version, "-dirty") {
+			t.Fatalf("kubelet swap: %+v", rep.Binaries)
+		}
+		devk(t, "swap", "--rollback", "kubelet")
+		eventually(t, ctx, "the node to be Ready on the old kubelet", func() error {
+			nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil || len(nodes.Items) != 1 || !nodeReady(&nodes.Items[0]) {
+				return errNotYet
+			}
+			return nil
+		})
+	})
+
+	step("watch", func(t *testing.T) {
+		// A save is built, pushed, swapped and verified; a compile error
+		// is reported and the loop recovers on the next save.
+		var wout, werr syncBuffer
+		wcmd := exec.Command(devkBin, "watch", "apiserver")
+		wcmd.Dir, wcmd.Env, wcmd.Stdout, wcmd.Stderr = tree, append(os.Environ(), env...), &wout, &werr
+		if err := wcmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer wcmd.Process.Kill()
+		waitOutput := func(what string, buf *syncBuffer, sub string, n int) {
+			t.Helper()
+			deadline := time.Now().Add(5 * time.Minute)
+			for strings.Count(buf.String(), sub) < n {
+				if time.Now().After(deadline) {
+					t.Fatalf("waiting for %s (%q x%d)\nstdout:\n%s\nstderr:\n%s", what, sub, n, wout.String(), werr.String())
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		waitOutput("the watcher to start", &werr, "watching ", 1)
+		appendTo(top, configGo, "\nfunc DevkE2EWatch() string { return \"watched\" }\n")
+		waitOutput("the first save to be verified", &wout, "verified in", 1)
+		// The cycle ran swap's own phases, each on its own line.
+		for _, p := range []string{"swap/apiserver/hand-over", "swap/apiserver/verify"} {
+			if !strings.Contains(werr.String(), p) {
+				t.Errorf("the watch cycle did not report phase %s:\n%s", p, werr.String())
+			}
+		}
+		saved, _ := os.ReadFile(configGo)
+		os.WriteFile(configGo, append(append([]byte{}, saved...), "\nfunc devkBroken() { undefinedDevkThing() }\n"...), 0o644)
+		waitOutput("the compile error", &wout, "FAILED after", 1)
+		if !strings.Contains(werr.String()+wout.String(), "undefined: undefinedDevkThing") {
+			t.Fatalf("the compile error was not shown:\n%s\n%s", wout.String(), werr.String())
+		}
+		os.WriteFile(configGo, saved, 0o644)
+		waitOutput("the loop to recover", &wout, "verified in", 2)
+		t.Logf("watch said:\n%s", wout.String())
+		wcmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- wcmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("devk watch after Ctrl-C: %v\n%s", err, werr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("devk watch did not stop on Ctrl-C")
+		}
+		devk(t, "digest", "verify", "apiserver")
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for a subprocess writer and a reader.

@@ -195,26 +195,23 @@ func WithImage(data []byte, pod *corev1.Pod, container, image string, now time.T
 	return out, old, nil
 }
 
-// ErrPutBack wraps the error of a SetImage that put the old manifest back
-// (the new one could not be written, or ctx was canceled during the
-// hand-over): the caller waits for the old pod and then Discards.
+// ErrPutBack wraps the error of a swap that put the old manifest back
+// before the new one was in place (the new one could not be written, or
+// the hand-over was interrupted): the caller waits for the old pod and
+// then Discards.
 var ErrPutBack = errors.New("the old manifest is back in place")
 
-// SetImage points the manifest's container at image. Each step leaves
-// something the next run can finish or undo: the current manifest is kept
-// as the pending backup, then a journal is written, then handover runs
-// (when not nil; see Vacate), and the new manifest is written through a
-// temp file in WorkDir, fsynced and renamed into place, so the kubelet
-// never reads a partial file. If ctx is canceled during the hand-over, or
-// the new manifest cannot be written, the old one is put back at once and
-// the error wraps ErrPutBack. It returns the image it replaced.
-func (m Manifest) SetImage(ctx context.Context, container, image string, handover func()) (old string, err error) {
+// Begin is a swap's first step, before the node is touched: the manifest
+// as it is becomes the pending backup (PendingPath), then a journal names
+// the swap (JournalPath), so that a kill at any later step can be
+// finished or undone by the next run. It checks that the manifest's
+// container can be pointed at image, and returns the image it replaces.
+func (m Manifest) Begin(container, image string) (old string, err error) {
 	pod, data, err := m.Read()
 	if err != nil {
 		return "", err
 	}
-	out, old, err := WithImage(data, pod, container, image, time.Now())
-	if err != nil {
+	if _, old, err = WithImage(data, pod, container, image, time.Now()); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(m.WorkDir, 0o700); err != nil {
@@ -229,6 +226,36 @@ func (m Manifest) SetImage(ctx context.Context, container, image string, handove
 		return "", err
 	}
 	failpoint.Hit("swap/after-journal")
+	return old, nil
+}
+
+// WriteImage writes the manifest of the swap Begin recorded: the pending
+// backup with the container's image set to image, through a temp file in
+// WorkDir, fsynced and renamed into place, so the kubelet never reads a
+// partial file. (Between the two the hand-over may have moved the
+// manifest out: the backup is what it was.)
+func (m Manifest) WriteImage(container, image string) error {
+	if image == "" {
+		return fmt.Errorf("no image to write into %s", m.Path)
+	}
+	_, err := m.writeFromBackup(container, image)
+	if err != nil {
+		return fmt.Errorf("%w (is %s on the same filesystem as %s?)", err, m.WorkDir, m.Path)
+	}
+	return nil
+}
+
+// SetImage is a swap's manifest steps in one call, for those who change
+// a manifest as a swap does without running the swap (tests of what
+// reads it): Begin, then handover (when not nil; see Vacate), then
+// WriteImage. If ctx is canceled during the hand-over, or the new
+// manifest cannot be written, the old one is put back at once and the
+// error wraps ErrPutBack. It returns the image it replaced.
+func (m Manifest) SetImage(ctx context.Context, container, image string, handover func()) (string, error) {
+	old, err := m.Begin(container, image)
+	if err != nil {
+		return "", err
+	}
 	if ctx.Err() != nil {
 		// Interrupted before the node was touched: nothing to undo.
 		return old, errors.Join(context.Cause(ctx), m.Discard())
@@ -236,13 +263,12 @@ func (m Manifest) SetImage(ctx context.Context, container, image string, handove
 	if handover != nil {
 		handover()
 	}
-	if err := context.Cause(ctx); ctx.Err() != nil {
-		return old, m.putBack(container, fmt.Errorf("interrupted during the hand-over: %w", err))
+	if ctx.Err() != nil {
+		return old, m.putBack(container, fmt.Errorf("interrupted during the hand-over: %w", context.Cause(ctx)))
 	}
-	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
-		return old, m.putBack(container, fmt.Errorf("%w (is %s on the same filesystem as %s?)", err, m.WorkDir, m.Path))
+	if err := m.WriteImage(container, image); err != nil {
+		return old, m.putBack(container, err)
 	}
-	failpoint.Hit("swap/after-write")
 	return old, nil
 }
 
@@ -318,6 +344,23 @@ func (m Manifest) Vacate() error {
 // the caller: it Discards once the old pod runs again. Restoring twice is
 // harmless.
 func (m Manifest) Restore(container string, handover func()) (string, error) {
+	pod, _, err := m.readBackup()
+	if err != nil {
+		return "", err
+	}
+	if _, err := Container(pod, container); err != nil {
+		return "", err
+	}
+	if handover != nil {
+		handover()
+	}
+	return m.writeFromBackup(container, "")
+}
+
+// writeFromBackup writes the backup into place with the container's image
+// set to image (empty: as the backup names it) and a new
+// WrittenAnnotation; it returns the image written.
+func (m Manifest) writeFromBackup(container, image string) (string, error) {
 	pod, data, err := m.readBackup()
 	if err != nil {
 		return "", err
@@ -326,15 +369,15 @@ func (m Manifest) Restore(container string, handover func()) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, _, err := WithImage(data, pod, container, "", time.Now())
+	out, _, err := WithImage(data, pod, container, image, time.Now())
 	if err != nil {
 		return "", err
-	}
-	if handover != nil {
-		handover()
 	}
 	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
-	return c.Image, nil
+	if image == "" {
+		image = c.Image
+	}
+	return image, nil
 }

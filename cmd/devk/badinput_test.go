@@ -473,6 +473,14 @@ func TestBadInput(t *testing.T) {
 		{name: "build outside a tree", args: []string{"build", "apiserver"}, want: "devk source get"},
 		{name: "build, tree is a file", args: []string{"build", "apiserver", "--tree", filepath.Join(fx.sandbox, "kubeconfig")}, want: "devk source get"},
 		{name: "watch, negative debounce", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--debounce", "-1s"}, want: "--debounce", timeout: watchTimeout},
+		{name: "swap, unknown phase to skip", args: []string{"swap", "apiserver", "--tree", tree, "--skip-phases", "nope"}, want: `unknown phase "nope"`},
+		{name: "swap, skipping what a phase needs", args: []string{"swap", "apiserver", "--tree", tree, "--skip-phases", "apiserver/backup"}, want: "apiserver/write needs apiserver/backup"},
+		{name: "swap phase, unknown phase", args: []string{"swap", "phase", "nope"}, want: `unknown command "nope"`},
+		{name: "swap, no cluster", args: []string{"swap", "apiserver", "--tree", tree}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: `no devk cluster "devk"`},
+		{name: "swap --dry-run, no cluster", args: []string{"swap", "--dry-run", "--tree", tree}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: "for a kubeadm node pass --manifests-dir"},
+		{name: "digest verify, no cluster", args: []string{"digest", "verify", "apiserver", "--tree", tree}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: `no devk cluster "devk"`},
+		{name: "watch, no cluster", args: []string{"watch", "apiserver", "--tree", tree, "--once"}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: "or pass --no-swap", timeout: watchTimeout},
+		{name: "watch, unknown phase to skip", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--skip-phases", "swap/nope"}, want: `unknown phase "swap/nope"`, timeout: watchTimeout},
 	}
 	for _, tp := range tampers {
 		home := filepath.Join(fx.sandbox, "homes", strconv.Itoa(len(tests)))

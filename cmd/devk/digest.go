@@ -43,11 +43,12 @@ Examples:
 			o.Components = args
 			// With a cluster whose runtime is up, also show what the
 			// manifests name and what the node runs.
-			if _, err := node.resolve(); err != nil {
+			r, err := node.resolve()
+			if err != nil && !isNoCluster(err) {
 				return err
 			}
-			if node.known() && fileExists(node.CRISocket) {
-				sources, closeSources, err := digest.NodeSources(node.ManifestsDir, node.Kubeconfig, node.CRISocket)
+			if err == nil && fileExists(r.CRISocket) {
+				sources, closeSources, err := digest.NodeSources(cmd.Context(), r.Node, r.NodeName)
 				if err != nil {
 					return err
 				}

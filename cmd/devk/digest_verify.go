@@ -31,13 +31,11 @@ Examples:
   devk digest verify apiserver && echo "the cluster runs my build"`,
 		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd"}, cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := node.resolve(); err != nil {
+			r, err := node.resolve()
+			if err != nil {
 				return err
 			}
-			if !node.known() {
-				return fmt.Errorf("no cluster to verify: run `devk up`, or pass --manifests-dir, --kubeconfig and --cri-socket")
-			}
-			sources, closeSources, err := digest.NodeSources(node.ManifestsDir, node.Kubeconfig, node.CRISocket)
+			sources, closeSources, err := digest.NodeSources(cmd.Context(), r.Node, r.NodeName)
 			if err != nil {
 				return err
 			}

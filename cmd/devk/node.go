@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -21,22 +22,28 @@ type nodeFlags struct {
 	CRISocket    string
 	// KubeletRootDir is the kubelet's --root-dir.
 	KubeletRootDir string
+	// NodeName is the kubelet's node name.
+	NodeName string
 	// NoKubeletRestart keeps a swap from restarting devk's kubelet when
 	// the mirror pod lags (swap and watch only).
 	NoKubeletRestart bool
 }
 
+// kubeadmNode is the layout the flags' help names.
+var kubeadmNode = layout.Kubeadm("")
+
 func (n *nodeFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&n.Name, "name", layout.DefaultName, "the devk cluster")
-	f.StringVar(&n.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, for a node devk did not make (kubeadm: /etc/kubernetes/manifests)")
-	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: /etc/kubernetes/admin.conf)")
-	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: /run/containerd/containerd.sock)")
-	f.StringVar(&n.KubeletRootDir, "kubelet-root-dir", "", "the kubelet's --root-dir, for a node devk did not make (default /var/lib/kubelet)")
+	f.StringVar(&n.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, for a node devk did not make (kubeadm: "+kubeadmNode.ManifestsDir+")")
+	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: "+kubeadmNode.Kubeconfig+")")
+	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: "+kubeadmNode.CRISocket+")")
+	f.StringVar(&n.KubeletRootDir, "kubelet-root-dir", "", "the kubelet's --root-dir, for a node devk did not make (default "+kubeadmNode.KubeletRootDir+")")
+	f.StringVar(&n.NodeName, "node-name", "", "the kubelet's node name, for a node devk did not make (default: read from the node's runtime, where the kubelet names a static pod <pod>-<node>; else the host name, as kubeadm)")
 }
 
 // command is devk's subcommand (e.g. "swap") with the node flags the
 // user gave, as a shell line: what to tell the user to run on the same
-// node. Call it before resolve, which fills in the flags not given.
+// node.
 func (n *nodeFlags) command(sub string) string {
 	args := []string{sub}
 	add := func(flag, v string) {
@@ -51,34 +58,64 @@ func (n *nodeFlags) command(sub string) string {
 	add("--kubeconfig", n.Kubeconfig)
 	add("--cri-socket", n.CRISocket)
 	add("--kubelet-root-dir", n.KubeletRootDir)
+	add("--node-name", n.NodeName)
 	return execx.Cmd{Name: "devk", Args: args}.String()
 }
 
-// resolve fills the paths from the devk cluster unless the user named a
-// node with flags. It returns the cluster (which may not exist yet).
-func (n *nodeFlags) resolve() (*cluster.Cluster, error) {
-	c, err := cluster.Open(cluster.Options{Name: n.Name})
-	if err != nil {
-		return nil, err
+// resolvedNode is the node the flags name.
+type resolvedNode struct {
+	layout.Node
+	// NodeName is the kubelet's node name: cluster.json's for a devk
+	// cluster, --node-name for another node (empty: found later from the
+	// node's runtime).
+	NodeName string
+	// Home is devk's resolved home.
+	Home string
+	// Cluster is the devk cluster, when the node is one's.
+	Cluster *cluster.Cluster
+}
+
+// resolve finds the node: the devk cluster --name, unless the user named
+// a node with flags. When there is no such cluster the error is the
+// layout's *layout.NoClusterError (errors.Is layout.ErrNoCluster) with
+// what to pass for a kubeadm node; the home is resolved all the same.
+func (n *nodeFlags) resolve() (resolvedNode, error) {
+	var r resolvedNode
+	if err := layout.ValidateName(n.Name); err != nil {
+		return r, err
 	}
+	home, err := layout.HomeDir("")
+	if err != nil {
+		return r, err
+	}
+	r.Home = home
 	if n.ManifestsDir != "" || n.Kubeconfig != "" || n.CRISocket != "" {
 		if n.ManifestsDir == "" || n.Kubeconfig == "" || n.CRISocket == "" {
-			return nil, fmt.Errorf("for a node that devk did not make, pass all of --manifests-dir, --kubeconfig and --cri-socket")
+			return r, fmt.Errorf("for a node that devk did not make, pass all of --manifests-dir, --kubeconfig and --cri-socket")
 		}
-		if n.KubeletRootDir == "" {
-			n.KubeletRootDir = "/var/lib/kubelet"
+		r.Node = layout.Kubeadm("")
+		r.ManifestsDir, r.Kubeconfig, r.CRISocket = n.ManifestsDir, n.Kubeconfig, n.CRISocket
+		if n.KubeletRootDir != "" {
+			r.KubeletRootDir = n.KubeletRootDir
 		}
-		return c, nil
+		r.NodeName = n.NodeName
+		return r, nil
 	}
-	if c.Exists() {
-		n.ManifestsDir = c.Manifests()
-		n.Kubeconfig = c.Kubeconfig("admin")
-		n.CRISocket = c.Config.CRISocket
-		if n.KubeletRootDir == "" {
-			n.KubeletRootDir = c.KubeletRoot()
-		}
+	cfg, paths, err := layout.Open(home, n.Name)
+	if err != nil {
+		return r, fmt.Errorf("%w; for a kubeadm node pass --manifests-dir, --kubeconfig and --cri-socket", err)
 	}
-	return c, nil
+	r.Node, r.NodeName = paths.Node(cfg), cfg.NodeName
+	if n.KubeletRootDir != "" {
+		r.KubeletRootDir = n.KubeletRootDir
+	}
+	if n.NodeName != "" {
+		r.NodeName = n.NodeName
+	}
+	if r.Cluster, err = cluster.Open(cluster.Options{Name: n.Name, Home: home}); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 // addSwap adds the flags of commands that swap (swap, watch).
@@ -87,10 +124,24 @@ func (n *nodeFlags) addSwap(f *pflag.FlagSet) {
 	f.BoolVar(&n.NoKubeletRestart, "no-kubelet-restart", false, "wait for a lagging mirror pod instead of restarting devk's kubelet so that it lists pods again")
 }
 
+// swapNode fills the node of a swap: a missing cluster is not an error
+// yet (swapping kubectl needs none), but the swap's once it needs one.
+func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
+	r, err := n.resolve()
+	if err != nil && !isNoCluster(err) {
+		return r, err
+	}
+	o.Node, o.NodeName, o.NoNode = r.Node, r.NodeName, err
+	o.Command = n.command("swap")
+	o.Kubelet = n.kubelet(r)
+	return r, nil
+}
+
 // kubelet is the kubelet a swap may replace and restart: only that of a
 // devk cluster whose manifests dir the swap uses.
-func (n *nodeFlags) kubelet(c *cluster.Cluster) *swap.KubeletNode {
-	if c == nil || !c.Exists() || n.ManifestsDir != c.Manifests() {
+func (n *nodeFlags) kubelet(r resolvedNode) *swap.KubeletNode {
+	c := r.Cluster
+	if c == nil || !c.Exists() || r.ManifestsDir != c.Manifests() {
 		return nil
 	}
 	k := &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
@@ -100,9 +151,6 @@ func (n *nodeFlags) kubelet(c *cluster.Cluster) *swap.KubeletNode {
 	return k
 }
 
-// known reports whether a node was found or named.
-func (n *nodeFlags) known() bool { return n.ManifestsDir != "" }
-
 // restartKubelet restarts a devk cluster's supervised kubelet.
 func restartKubelet(c *cluster.Cluster) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -111,4 +159,5 @@ func restartKubelet(c *cluster.Cluster) func(context.Context) error {
 	}
 }
 
-var errNoCluster = fmt.Errorf("no cluster to swap into: run `devk up`, pass --manifests-dir, --kubeconfig and --cri-socket for a kubeadm node, or --no-swap")
+// isNoCluster says err is resolve's: no devk cluster, no node flags.
+func isNoCluster(err error) bool { return errors.Is(err, layout.ErrNoCluster) }

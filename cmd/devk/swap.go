@@ -5,18 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
 	"github.com/devk/devk/swap"
 )
 
 func newSwapCmd(g *globalOptions) *cobra.Command {
 	var (
-		o    swap.Options
-		node nodeFlags
+		o     swap.Options
+		node  nodeFlags
+		flags phase.Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "swap [COMPONENT...]",
@@ -54,7 +55,9 @@ else the old kubelet is put back.
 
 By default devk swaps into the cluster ` + "`devk up`" + ` made (--name); for a
 kubeadm node pass --manifests-dir /etc/kubernetes/manifests, --kubeconfig
-/etc/kubernetes/admin.conf and --cri-socket /run/containerd/containerd.sock.
+/etc/kubernetes/admin.conf and --cri-socket /run/containerd/containerd.sock
+(and --node-name if devk cannot tell the kubelet's node name from the
+runtime). --dry-run prints each phase and what it reads and writes.
 
 Examples:
   devk build apiserver --push && devk swap
@@ -62,23 +65,26 @@ Examples:
   devk swap --rollback apiserver
   devk swap kubectl                       # into $DEVK_HOME/bin/kubectl
   devk swap kubectl --dest ~/bin/kubectl
-  devk swap kubelet`,
+  devk swap kubelet
+  devk swap --dry-run apiserver
+  devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included`,
 		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd", "kubectl", "kubelet"}, cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.Reporter = g.Reporter()
-			o.Command = node.command("swap")
-			c, err := node.resolve()
+			r, err := node.swapNode(&o)
 			if err != nil {
 				return err
 			}
-			o.ManifestsDir, o.Kubeconfig, o.CRISocket, o.KubeletRootDir = node.ManifestsDir, node.Kubeconfig, node.CRISocket, node.KubeletRootDir
 			if o.KubectlDest == "" {
-				o.KubectlDest = swap.DefaultKubectlDest(c.Home)
+				o.KubectlDest = swap.DefaultKubectlDest(r.Home)
 			}
-			o.Kubelet = node.kubelet(c)
-			rep, err := swap.Run(cmd.Context(), o)
-			printSwap(g, rep)
+			popts := flags.Options()
+			popts.Reporter, popts.PlanOut, popts.Summary = o.Reporter, g.stderr, g.Verbose
+			rep, err := swap.Run(cmd.Context(), o, popts)
+			if !flags.DryRun {
+				printSwap(g, rep)
+			}
 			return err
 		},
 	}
@@ -87,8 +93,9 @@ Examples:
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose pushed digests to use (default: the one around the working directory)")
 	node.addSwap(f)
 	f.StringVar(&o.KubectlDest, "dest", "", "the `path` swap kubectl installs kubectl at (default $DEVK_HOME/bin/kubectl)")
-	f.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the new pod to be healthy before rolling back")
+	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the new pod to be healthy before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
+	phase.Bind(cmd, swap.Phases(), &flags)
 	return cmd
 }
 

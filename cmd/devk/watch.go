@@ -1,18 +1,21 @@
 package main
 
 import (
-	"time"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/image"
-	"github.com/devk/devk/watch"
+	"github.com/devk/devk/loop"
+	"github.com/devk/devk/phase"
+	"github.com/devk/devk/swap"
 )
 
 func newWatchCmd(g *globalOptions) *cobra.Command {
 	var (
-		o    watch.Options
-		node nodeFlags
+		o     loop.Options
+		node  nodeFlags
+		flags phase.Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "watch COMPONENT...",
@@ -35,7 +38,9 @@ a swap in progress completes or rolls back first.
 Examples:
   devk watch apiserver
   devk watch apiserver scheduler --no-swap     # build and push only
-  devk watch apiserver --once                  # one cycle, for scripts`,
+  devk watch apiserver --once                  # one cycle, for scripts
+  devk watch apiserver --dry-run               # the plan of one cycle
+  devk watch apiserver --skip-phases swap/apiserver/hand-over`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler"}, cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,19 +49,17 @@ Examples:
 			o.Build.Reporter = o.Reporter
 			o.Out = g.stdout
 			if !o.NoSwap {
-				o.Swap.Command = node.command("swap")
-				c, err := node.resolve()
-				if err != nil {
+				if _, err := node.swapNode(&o.Swap); err != nil {
 					return err
 				}
-				o.Swap.ManifestsDir, o.Swap.Kubeconfig, o.Swap.CRISocket, o.Swap.KubeletRootDir = node.ManifestsDir, node.Kubeconfig, node.CRISocket, node.KubeletRootDir
-				o.Swap.Kubelet = node.kubelet(c)
-				if !node.known() {
-					return errNoCluster
+				if o.Swap.NoNode != nil {
+					return fmt.Errorf("%w; or pass --no-swap", o.Swap.NoNode)
 				}
 			}
 			o.Swap.Insecure = o.Image.Insecure
-			return watch.Run(cmd.Context(), o)
+			o.Phases = flags.Options()
+			o.Phases.PlanOut, o.Phases.Summary = g.stderr, g.Verbose
+			return loop.Run(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -65,8 +68,9 @@ Examples:
 	f.BoolVar(&o.Image.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	f.BoolVar(&o.NoSwap, "no-swap", false, "build and push only")
 	f.BoolVar(&o.Once, "once", false, "run one cycle for the first change, then exit with its status")
-	f.DurationVar(&o.Quiet, "debounce", 300*time.Millisecond, "quiet time after the last save before a cycle starts")
-	f.DurationVar(&o.Swap.Timeout, "timeout", 3*time.Minute, "how long a swap waits for health before rolling back")
+	f.DurationVar(&o.Quiet, "debounce", loop.DefaultQuiet, "quiet time after the last save before a cycle starts")
+	f.DurationVar(&o.Swap.Timeout, "timeout", swap.DefaultTimeout, "how long a swap waits for health before rolling back")
 	node.addSwap(f)
+	phase.Bind(cmd, loop.CyclePhases(), &flags)
 	return cmd
 }

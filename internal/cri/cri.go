@@ -298,7 +298,14 @@ type Sandbox struct {
 	PodUID    string
 	Ready     bool
 	CreatedAt time.Time
+	// Static says the kubelet made it for a static pod (a manifest in its
+	// staticPodPath): the pod's kubernetes.io/config.source is "file".
+	Static bool
 }
+
+// configSourceAnnotation is where the kubelet records where a pod came
+// from; it passes a pod's annotations on to its sandbox.
+const configSourceAnnotation = "kubernetes.io/config.source"
 
 // Sandboxes lists the pod sandboxes in namespace, newest first.
 func (c *Client) Sandboxes(ctx context.Context, namespace string) ([]Sandbox, error) {
@@ -315,6 +322,7 @@ func (c *Client) Sandboxes(ctx context.Context, namespace string) ([]Sandbox, er
 		out = append(out, Sandbox{
 			ID: p.Id, PodName: p.GetMetadata().GetName(), PodUID: p.GetMetadata().GetUid(),
 			Ready: p.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: time.Unix(0, p.CreatedAt),
+			Static: p.Annotations[configSourceAnnotation] == "file",
 		})
 	}
 	for i := 1; i < len(out); i++ {

@@ -1,9 +1,10 @@
-// Package watch runs build → push → swap → verify each time a source file
-// the components depend on is saved. It watches only the directories of
-// the Go packages the components import from the tree (go list -deps), not
-// the tree's 100,000 files, debounces bursts of saves, and coalesces the
-// saves made during a cycle into exactly one next cycle.
-package watch
+// Package loop is `devk watch`: it runs build → push → swap → verify
+// each time a source file the components depend on is saved. It watches
+// only the directories of the Go packages the components import from the
+// tree (go list -deps), not the tree's 100,000 files, debounces bursts of
+// saves, and coalesces the saves made during a cycle into exactly one
+// next cycle. (The name keeps it apart from etcdwatch, `devk etcd watch`.)
+package loop
 
 import (
 	"bufio"

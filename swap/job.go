@@ -1,0 +1,372 @@
+package swap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/digest"
+	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+	"github.com/devk/devk/source"
+)
+
+// Options say what to swap where.
+type Options struct {
+	// TreeDir is the tree whose _output/devk/state.json names the pushed
+	// digests and built binaries; empty means the working directory's.
+	TreeDir string
+	// Components to swap; none means every static-pod component whose
+	// last pushed digest differs from what its manifest names.
+	Components []string
+	// Rollback restores the previous manifest (or binary) instead.
+	Rollback bool
+
+	// Node is where the node keeps its manifests, admin kubeconfig, CRI
+	// socket and kubelet root dir. It is zero when no node was found,
+	// and NoNode then says why (and is returned once the swap needs one).
+	Node   layout.Node
+	NoNode error
+	// NodeName is the kubelet's node name (the mirror pod of X is
+	// X-<NodeName>); empty finds it from the node's runtime
+	// (digest.NodeName).
+	NodeName string
+
+	// KubectlDest is where `swap kubectl` installs kubectl.
+	KubectlDest string
+	// Kubelet, when set, is how `swap kubelet` replaces and restarts the
+	// node's kubelet.
+	Kubelet *KubeletNode
+
+	// Command is this swap's command line with the node flags the user
+	// gave, for messages that say what to run next.
+	Command string
+
+	// Insecure allows plain HTTP to a registry not on loopback.
+	Insecure bool
+	// Timeout bounds each wait for a pod to run healthy; zero means
+	// DefaultTimeout.
+	Timeout  time.Duration
+	Reporter progress.Reporter
+}
+
+// KubeletNode is a kubelet devk supervises.
+type KubeletNode struct {
+	// Binary is the path the supervised kubelet runs.
+	Binary string
+	// Restart restarts the kubelet on its binary and waits for node Ready.
+	Restart func(ctx context.Context) error
+	// Relist restarts the kubelet so that it lists pods afresh (see
+	// Node.awaitMirror); nil: a swap never restarts it for a lagging
+	// mirror pod.
+	Relist func(ctx context.Context) error
+}
+
+// Report is what a swap did.
+type Report struct {
+	StaticPods []*Result       `json:"staticPods,omitempty"`
+	Binaries   []BinaryOutcome `json:"binaries,omitempty"`
+	Nothing    string          `json:"nothing,omitempty"`
+}
+
+// BinaryOutcome is one swapped binary.
+type BinaryOutcome struct {
+	Component string `json:"component"`
+	BinaryResult
+}
+
+// Job is one swap (or rollback): what it was asked, what its phases
+// found, and the node they act on. Phases run on it; Close ends it.
+type Job struct {
+	Options
+	// Report is what the job did so far.
+	Report *Report
+
+	comps []build.Component // as named; none: the outdated static pods
+	tree  *source.Tree
+	state *build.StateFile
+
+	selected  bool // selectPods ran; pods and selectErr are its result
+	selectErr error
+	pods      map[string]*podSwap // by component name
+
+	node      *Node
+	closeNode func()
+	lock      *nodelock.Lock
+	// current is the static pod whose phases ran last: Close finishes
+	// or undoes its swap if the run failed.
+	current *podSwap
+}
+
+// NewJob checks o and reads what every phase relies on (the components,
+// the tree's state file); it touches nothing.
+func NewJob(o Options) (*Job, error) {
+	if o.Reporter == nil {
+		o.Reporter = progress.Discard()
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	j := &Job{Options: o, Report: &Report{}, pods: map[string]*podSwap{}}
+	var err error
+	if j.comps, err = selectComponents(o.Components); err != nil {
+		return nil, err
+	}
+	if o.Rollback {
+		if len(j.comps) == 0 {
+			return nil, fmt.Errorf("name what to roll back: a static pod (apiserver, controller-manager, scheduler, etcd), kubectl or kubelet")
+		}
+		return j, nil
+	}
+	if j.tree, err = source.Open(o.TreeDir); err != nil {
+		return nil, err
+	}
+	if j.state, err = build.LoadState(j.tree.Root); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Run swaps (or rolls back) what o names: Phases on a new Job, then
+// Close. popts select phases, ask for a plan, and report.
+func Run(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
+	j, err := NewJob(o)
+	if err != nil {
+		return &Report{}, err
+	}
+	if popts.Reporter == nil {
+		popts.Reporter = j.Reporter
+	}
+	if j.touchesNode() && j.Node.ManifestsDir == "" {
+		return j.Report, j.noNode()
+	}
+	if popts.DryRun {
+		// A plan names the static pods that would be swapped; selecting
+		// them only reads.
+		_ = j.selectPods()
+	}
+	_, err = phase.Run(ctx, Phases(), j, popts)
+	return j.Report, j.Close(ctx, err)
+}
+
+// Close ends the job. After a failed run (err) it first finishes or
+// undoes the static-pod swap that was in flight, as far as it got (see
+// podSwap.undo): a failed or interrupted swap is rolled back, one whose
+// new pod already runs healthy is kept. Then it releases the runtime
+// connection and the node lock. It returns err, with what the undo did.
+func (j *Job) Close(ctx context.Context, err error) error {
+	if err != nil && j.current != nil {
+		err = j.current.undo(ctx, err)
+	}
+	j.current = nil
+	if j.closeNode != nil {
+		j.closeNode()
+		j.closeNode, j.node = nil, nil
+	}
+	if j.lock != nil {
+		j.lock.Release()
+		j.lock = nil
+	}
+	return err
+}
+
+// named reports whether the component was named.
+func (j *Job) named(name string) bool {
+	for _, c := range j.comps {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// touchesNode says whether the job changes the node (and so takes its
+// lock): every static pod and the kubelet do, kubectl does not; no
+// component means the outdated static pods.
+func (j *Job) touchesNode() bool {
+	if len(j.comps) == 0 {
+		return true
+	}
+	for _, c := range j.comps {
+		if c.StaticPod || c.Name == "kubelet" {
+			return true
+		}
+	}
+	return false
+}
+
+// lockNode takes the node's lock, once: one change to a node at a time,
+// no two swaps sharing a backup and journal, no swap during `devk up` or
+// `devk down`.
+func (j *Job) lockNode() error {
+	if j.lock != nil || j.Node.ManifestsDir == "" {
+		return nil
+	}
+	l, err := nodelock.Acquire(j.Node.ManifestsDir, nodelock.Command())
+	if err != nil {
+		return err
+	}
+	j.lock = l
+	return nil
+}
+
+// errNoNode is what a swap that needs a node says when none was named.
+var errNoNode = errors.New("no node to swap into: run `devk up`, or pass --manifests-dir, --kubeconfig and --cri-socket for a kubeadm node")
+
+func (j *Job) noNode() error {
+	if j.NoNode != nil {
+		return j.NoNode
+	}
+	return errNoNode
+}
+
+// connect locks the node and connects to its API server and runtime,
+// once.
+func (j *Job) connect(ctx context.Context) (*Node, error) {
+	if j.node != nil {
+		return j.node, nil
+	}
+	nd := j.Options.Node
+	if nd.ManifestsDir == "" || nd.Kubeconfig == "" || nd.CRISocket == "" {
+		return nil, j.noNode()
+	}
+	if err := j.lockNode(); err != nil {
+		return nil, err
+	}
+	client, err := kube.Client(nd.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := cri.Dial(nd.CRISocket)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := rt.Version(ctx); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	name := j.NodeName
+	if name == "" {
+		name = digest.NodeName(ctx, rt, digest.StaticPodNames())
+	}
+	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: name, Client: client, Runtime: rt,
+		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command}
+	if j.Kubelet != nil {
+		j.node.Relist = j.Kubelet.Relist
+	}
+	j.closeNode = func() { rt.Close() }
+	return j.node, nil
+}
+
+func selectComponents(names []string) ([]build.Component, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	comps, err := build.Resolve(names)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range comps {
+		if !c.StaticPod && c.Name != "kubectl" && c.Name != "kubelet" {
+			return nil, fmt.Errorf("%s is neither a static pod (apiserver, controller-manager, scheduler, etcd) nor kubectl or kubelet: devk cannot swap it", c.Name)
+		}
+	}
+	return comps, nil
+}
+
+// selectPods decides, once, which static pods the job swaps (or rolls
+// back): those named, else those whose manifest does not name their last
+// pushed digest. Each gets its podSwap, read from its manifest (or its
+// backup, for a rollback).
+func (j *Job) selectPods() error {
+	if j.selected {
+		return j.selectErr
+	}
+	j.selected = true
+	j.selectErr = j.doSelect()
+	return j.selectErr
+}
+
+func (j *Job) doSelect() error {
+	var pods []build.Component
+	for _, c := range j.comps {
+		if c.StaticPod {
+			pods = append(pods, c)
+		}
+	}
+	if len(j.comps) == 0 {
+		if j.Node.ManifestsDir == "" {
+			return j.noNode()
+		}
+		var err error
+		if pods, err = outdated(j.Node.ManifestsDir, j.state); err != nil {
+			return err
+		}
+		if len(pods) == 0 && len(j.Report.StaticPods) == 0 {
+			j.Report.Nothing = "every pushed static-pod component already runs its last pushed digest"
+		}
+	}
+	if len(pods) > 0 && j.Node.ManifestsDir == "" {
+		return j.noNode()
+	}
+	for _, c := range pods {
+		var p *podSwap
+		var err error
+		if j.Rollback {
+			p, err = j.newRollback(c)
+		} else {
+			p, err = j.newSwap(c)
+		}
+		if err != nil {
+			return err
+		}
+		j.pods[c.Name] = p
+	}
+	return nil
+}
+
+// outdated lists the static-pod components whose pushed digest differs
+// from the image their manifest names.
+func outdated(manifestsDir string, st *build.StateFile) ([]build.Component, error) {
+	var out []build.Component
+	for _, c := range build.Catalog {
+		cs := st.Components[c.Name]
+		if !c.StaticPod || cs == nil || cs.Pushed == nil {
+			continue
+		}
+		pod, _, err := ManifestFor(manifestsDir, c.Binary).Read()
+		if err != nil {
+			return nil, err
+		}
+		ctr, err := Container(pod, c.Binary)
+		if err != nil {
+			return nil, err
+		}
+		if ctr.Image != cs.Pushed.Ref {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// pushed is the component's last push, from state.json.
+func (j *Job) pushed(c build.Component) (*build.ComponentState, error) {
+	if j.state == nil {
+		return nil, fmt.Errorf("no state file read for %s", c.Name)
+	}
+	cs := j.state.Components[c.Name]
+	if cs == nil || cs.Pushed == nil {
+		return nil, fmt.Errorf("no pushed image for %s yet: run `devk build %s --push` first", c.Name, c.Name)
+	}
+	return cs, nil
+}
+
+// DefaultKubectlDest is $DEVK_HOME/bin/kubectl.
+func DefaultKubectlDest(devkHome string) string { return filepath.Join(devkHome, "bin", "kubectl") }
