@@ -50,7 +50,7 @@ func CyclePhases() []*phase.Phase[*cycle] {
 		return c.swap
 	})
 	const parent = "swap"
-	underParent(swaps, parent+"/")
+	phase.Nest(parent, swaps)
 	return append(ps, &phase.Phase[*cycle]{
 		Name:     parent,
 		Short:    "swap the pushed images into the cluster and verify the digests (the phases of devk swap)",
@@ -66,19 +66,6 @@ func CyclePhases() []*phase.Phase[*cycle] {
 			return phase.Unchanged("%s", strings.Join(c.swapOpts.Components, ", ")), nil
 		},
 	})
-}
-
-// underParent makes the needs of phases placed under parent (mapped from
-// a job where they were at the root) name their paths there.
-func underParent[S any](ps []*phase.Phase[S], parent string) {
-	for _, p := range ps {
-		needs := make([]string, len(p.Needs))
-		for i, n := range p.Needs {
-			needs[i] = parent + n
-		}
-		p.Needs = needs
-		underParent(p.Children, parent)
-	}
 }
 
 // runCycle builds, pushes and (unless NoSwap) swaps once.

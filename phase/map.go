@@ -30,3 +30,19 @@ func Map[S, T any](phases []*Phase[S], get func(T) S) []*Phase[T] {
 	}
 	return out
 }
+
+// Nest prepares phases for a place under the phase path parent: their
+// Needs, written as paths from the root of their own job, are rewritten
+// to name the same phases under parent. It changes ps in place (Map's
+// output is a fresh copy) and returns it.
+func Nest[S any](parent string, ps []*Phase[S]) []*Phase[S] {
+	for _, p := range ps {
+		needs := make([]string, len(p.Needs))
+		for i, n := range p.Needs {
+			needs[i] = parent + "/" + n
+		}
+		p.Needs = needs
+		Nest(parent, p.Children)
+	}
+	return ps
+}

@@ -112,3 +112,22 @@ func TestMap(t *testing.T) {
 		}
 	})
 }
+
+func TestNest(t *testing.T) {
+	inner := []*Phase[*mapInner]{
+		{Name: "select"},
+		{Name: "pod", Children: []*Phase[*mapInner]{
+			{Name: "write", Needs: []string{"select"}},
+			{Name: "ready", Needs: []string{"pod/write"}},
+		}},
+	}
+	swap := &Phase[*outer]{Name: "swap", Children: Nest("swap", Map(inner, func(o *outer) *mapInner { return o.inner }))}
+	// The engine accepts the nested needs only if they name real paths.
+	if _, err := Run(context.Background(), []*Phase[*outer]{swap}, &outer{inner: &mapInner{}}, Options{Skip: []string{"swap/select"}}); err == nil ||
+		!strings.Contains(err.Error(), "swap/pod/write needs swap/select") {
+		t.Fatalf("skipping a nested need: %v; want a refusal naming swap/select", err)
+	}
+	if got := inner[1].Children[1].Needs; !slices.Equal(got, []string{"pod/write"}) {
+		t.Fatalf("Nest changed the phases Map copied from: %v", got)
+	}
+}
