@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/atomicfile"
 )
 
 // StateFile is the tree's record of what devk built and pushed, at
@@ -111,5 +111,5 @@ func UpdateState(treeRoot string, change func(*StateFile) error) error {
 	if err != nil {
 		return err
 	}
-	return fileutil.WriteAtomic(path, append(data, '\n'), 0o644, "")
+	return atomicfile.Write(path, append(data, '\n'), 0o644, "")
 }

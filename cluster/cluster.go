@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 )
@@ -118,7 +118,7 @@ func (c *Cluster) SaveConfig() error {
 	if err != nil {
 		return err
 	}
-	if err := fileutil.WriteAtomic(c.ConfigFile(), append(data, '\n'), 0o644, ""); err != nil {
+	if err := atomicfile.Write(c.ConfigFile(), append(data, '\n'), 0o644, ""); err != nil {
 		return err
 	}
 	c.existed = true
@@ -141,7 +141,7 @@ func writeIfChanged(path string, data []byte, perm os.FileMode, tmpDir string) (
 			return false, err
 		}
 	}
-	return true, fileutil.WriteAtomic(path, data, perm, tmpDir)
+	return true, atomicfile.Write(path, data, perm, tmpDir)
 }
 
 // timeNow is time.Now, truncated to seconds for cluster.json.

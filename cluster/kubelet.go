@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/pki"
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
@@ -133,7 +133,7 @@ func (c *Cluster) kubeletArgv() []string {
 // installKubelet copies the built kubelet to the cluster's bin dir unless
 // the same bytes are there; it reports whether it changed the binary.
 func installKubelet(src, dst string) (bool, error) {
-	same, err := fileutil.SameContent(src, dst)
+	same, err := atomicfile.SameContent(src, dst)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w (run `devk build kubelet`)", src, err)
 	}
@@ -148,7 +148,7 @@ func installKubelet(src, dst string) (bool, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return false, err
 	}
-	return true, fileutil.WriteAtomicFrom(dst, func(w io.Writer) error {
+	return true, atomicfile.WriteFrom(dst, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	}, 0o755, "")
@@ -250,7 +250,7 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 	stamp := time.Now().UTC().Format("2006-01-02-15-04-05")
 	pemFile := filepath.Join(store, "kubelet-client-"+stamp+".pem")
 	pair := append(append([]byte{}, ai.ClientCertificateData...), ai.ClientKeyData...)
-	if err := fileutil.WriteAtomic(pemFile, pair, 0o600, ""); err != nil {
+	if err := atomicfile.Write(pemFile, pair, 0o600, ""); err != nil {
 		return phase.Done, err
 	}
 	tmpLink := current + ".tmp"
@@ -267,7 +267,7 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 	if err != nil {
 		return phase.Done, err
 	}
-	if err := fileutil.WriteAtomic(path, data, 0o600, ""); err != nil {
+	if err := atomicfile.Write(path, data, 0o600, ""); err != nil {
 		return phase.Done, err
 	}
 	return phase.Changed("kubelet.conf now uses %s", current), nil

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/phase"
 )
 
@@ -73,12 +73,12 @@ func (c *Cluster) editUserKubeconfig(ctx context.Context, edit func(cfg *clientc
 		return false, err
 	}
 	if old != nil {
-		if err := fileutil.WriteAtomic(userKubeconfigBackup(path), old, 0o600, ""); err != nil {
+		if err := atomicfile.Write(userKubeconfigBackup(path), old, 0o600, ""); err != nil {
 			return false, fmt.Errorf("keep a copy of your kubeconfig: %w", err)
 		}
 		c.giveBackToSudoUser(userKubeconfigBackup(path))
 	}
-	if err := fileutil.WriteAtomic(path, data, 0o600, ""); err != nil {
+	if err := atomicfile.Write(path, data, 0o600, ""); err != nil {
 		return false, err
 	}
 	c.giveBackToSudoUser(path)

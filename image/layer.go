@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/pgzip"
 
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/validname"
 )
 
@@ -174,7 +174,7 @@ func (c *LayerCache) Layer(path, name, binSHA string, mt types.MediaType) (l v1.
 	}
 	// The metadata is written last: a cache entry exists only once its
 	// blob is complete.
-	if err := fileutil.WriteAtomic(metaPath, append(data, '\n'), 0o644, ""); err != nil {
+	if err := atomicfile.Write(metaPath, append(data, '\n'), 0o644, ""); err != nil {
 		return nil, false, fmt.Errorf("layer cache: %w", err)
 	}
 	c.prune(name)
@@ -206,7 +206,7 @@ func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, err
 		return nil, err
 	}
 	m := &layerMeta{BinarySHA256: binSHA, BinarySize: fi.Size(), Compression: c.Compression.key()}
-	err = fileutil.WriteAtomicFrom(blobPath, func(out io.Writer) error {
+	err = atomicfile.WriteFrom(blobPath, func(out io.Writer) error {
 		digest, diffID := sha256.New(), sha256.New()
 		compressed := &countingWriter{w: io.MultiWriter(out, digest)}
 		zw, err := c.Compression.writer(compressed)

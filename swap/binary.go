@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/execx"
-	"github.com/devk/devk/internal/fileutil"
 )
 
 // BinaryResult says what InstallBinary did.
@@ -40,7 +40,7 @@ func InstallBinary(ctx context.Context, src, dest string, check CheckFunc) (res 
 		return res, fmt.Errorf("new binary: %w (build it first)", err)
 	}
 	defer in.Close()
-	same, err := fileutil.SameContent(src, dest)
+	same, err := atomicfile.SameContent(src, dest)
 	if err != nil {
 		return res, err
 	}
@@ -77,7 +77,7 @@ func InstallBinary(ctx context.Context, src, dest string, check CheckFunc) (res 
 			return res, fmt.Errorf("keep %s: %w", res.Prev, err)
 		}
 	}
-	if err := fileutil.WriteAtomicFrom(dest, func(w io.Writer) error {
+	if err := atomicfile.WriteFrom(dest, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	}, 0o755, ""); err != nil {
@@ -105,7 +105,7 @@ func RollbackBinary(ctx context.Context, dest string, check CheckFunc) (BinaryRe
 	if _, err := os.Stat(res.Prev); errors.Is(err, fs.ErrNotExist) {
 		return res, fmt.Errorf("%w: there is no %s", ErrNoBackup, res.Prev)
 	}
-	same, err := fileutil.SameContent(res.Prev, dest)
+	same, err := atomicfile.SameContent(res.Prev, dest)
 	if err != nil {
 		return res, err
 	}
@@ -131,14 +131,14 @@ func linkOrCopy(from, to string) error {
 			os.Remove(tmp)
 			return err
 		}
-		return fileutil.SyncDir(filepath.Dir(to))
+		return atomicfile.SyncDir(filepath.Dir(to))
 	}
 	in, err := os.Open(from)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	return fileutil.WriteAtomicFrom(to, func(w io.Writer) error {
+	return atomicfile.WriteFrom(to, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	}, 0o755, "")

@@ -18,8 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/failpoint"
-	"github.com/devk/devk/internal/fileutil"
 	"github.com/devk/devk/internal/staticpod"
 )
 
@@ -217,12 +217,12 @@ func (m Manifest) Begin(container, image string) (old string, err error) {
 	if err := os.MkdirAll(m.WorkDir, 0o700); err != nil {
 		return "", err
 	}
-	if err := fileutil.WriteAtomic(m.PendingPath(), data, 0o600, m.WorkDir); err != nil {
+	if err := atomicfile.Write(m.PendingPath(), data, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
 	failpoint.Hit("swap/after-backup")
 	j, _ := json.MarshalIndent(Journal{Manifest: m.Path, Backup: m.PendingPath(), OldImage: old, NewImage: image, Started: time.Now().UTC()}, "", "  ")
-	if err := fileutil.WriteAtomic(m.JournalPath(), j, 0o600, m.WorkDir); err != nil {
+	if err := atomicfile.Write(m.JournalPath(), j, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
 	failpoint.Hit("swap/after-journal")
@@ -284,7 +284,7 @@ func (m Manifest) putBack(container string, cause error) error {
 // `devk swap --rollback`, then the journal goes.
 func (m Manifest) Finish() error {
 	if err := os.Rename(m.PendingPath(), m.BackupPath()); err == nil {
-		if err := fileutil.SyncDir(m.WorkDir); err != nil {
+		if err := atomicfile.SyncDir(m.WorkDir); err != nil {
 			return err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -373,7 +373,7 @@ func (m Manifest) writeFromBackup(container, image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := fileutil.WriteAtomic(m.Path, out, 0o600, m.WorkDir); err != nil {
+	if err := atomicfile.Write(m.Path, out, 0o600, m.WorkDir); err != nil {
 		return "", err
 	}
 	if image == "" {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/atomicfile"
 )
 
 const apiserverManifest = `apiVersion: v1
@@ -248,7 +248,7 @@ func TestInstallBinary(t *testing.T) {
 	if err != nil || !res.Changed || res.Version != "v1.34.4-dirty" || res.Prev != dest+".prev" {
 		t.Fatalf("second install = %+v, %v", res, err)
 	}
-	if same, _ := fileutil.SameContent(v1, dest+".prev"); !same {
+	if same, _ := atomicfile.SameContent(v1, dest+".prev"); !same {
 		t.Fatal(".prev does not hold the old bytes")
 	}
 
@@ -257,7 +257,7 @@ func TestInstallBinary(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the old one is back") {
 		t.Fatalf("broken install: %+v, %v", res, err)
 	}
-	if same, _ := fileutil.SameContent(v2, dest); !same {
+	if same, _ := atomicfile.SameContent(v2, dest); !same {
 		t.Fatal("the broken binary stayed installed")
 	}
 
@@ -266,7 +266,7 @@ func TestInstallBinary(t *testing.T) {
 	if err != nil || !res.Changed || res.Version != "v1.34.4" {
 		t.Fatalf("rollback = %+v, %v", res, err)
 	}
-	if same, _ := fileutil.SameContent(v1, dest); !same {
+	if same, _ := atomicfile.SameContent(v1, dest); !same {
 		t.Fatal("rollback did not restore the old bytes")
 	}
 	if _, err := RollbackBinary(ctx, filepath.Join(dir, "none"), nil); !errors.Is(err, ErrNoBackup) {

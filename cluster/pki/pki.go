@@ -29,7 +29,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 
-	"github.com/devk/devk/internal/fileutil"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -262,10 +262,10 @@ func writePair(dir, name string, crt *x509.Certificate, key crypto.PrivateKey) e
 	}
 	// Key first: a crash between the two writes leaves a pair that Check
 	// rejects (key does not match), never a certificate without its key.
-	if err := fileutil.WriteAtomic(KeyPath(dir, name), keyPEM, 0o600, ""); err != nil {
+	if err := atomicfile.Write(KeyPath(dir, name), keyPEM, 0o600, ""); err != nil {
 		return err
 	}
-	return fileutil.WriteAtomic(CertPath(dir, name), certPEM, 0o644, "")
+	return atomicfile.Write(CertPath(dir, name), certPEM, 0o644, "")
 }
 
 // Load reads a certificate and its key.
@@ -359,10 +359,10 @@ func EnsureSA(dir string) (Result, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	if err := fileutil.WriteAtomic(keyPath, keyPEM, 0o600, ""); err != nil {
+	if err := atomicfile.Write(keyPath, keyPEM, 0o600, ""); err != nil {
 		return res, err
 	}
-	return res, fileutil.WriteAtomic(pubPath, pubPEM, 0o644, "")
+	return res, atomicfile.Write(pubPath, pubPEM, 0o644, "")
 }
 
 // ClientCert makes a client certificate signed by the CA name under dir,

@@ -19,8 +19,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/cri"
-	"github.com/devk/devk/internal/fileutil"
 )
 
 // Process is a daemon devk starts and supervises by pid file: containerd,
@@ -139,7 +139,7 @@ func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 		_ = cmd.Process.Kill()
 		return 0, false, fmt.Errorf("start %s: it exited at once; see %s", proc.Name, p.LogFile(proc.Name))
 	}
-	if err := fileutil.WriteAtomic(p.PIDFile(proc.Name), fmt.Appendf(nil, "%d %d\n", pid, start), 0o644, ""); err != nil {
+	if err := atomicfile.Write(p.PIDFile(proc.Name), fmt.Appendf(nil, "%d %d\n", pid, start), 0o644, ""); err != nil {
 		_ = cmd.Process.Kill()
 		return 0, false, err
 	}

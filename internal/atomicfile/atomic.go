@@ -1,6 +1,8 @@
-// Package fileutil writes files that others read atomically: a temp file
-// beside the target, fsync, rename, and the directory synced.
-package fileutil
+// Package atomicfile writes files that others read (manifests, binaries,
+// kubeconfigs, state) atomically: a temp file beside the target, fsync,
+// rename, and the directory synced; and tells whether two files already
+// hold the same bytes, so that an unchanged file is not rewritten.
+package atomicfile
 
 import (
 	"fmt"
@@ -9,19 +11,19 @@ import (
 	"path/filepath"
 )
 
-// WriteAtomic replaces path with data. The temp file lives in tmpDir (the
+// Write replaces path with data. The temp file lives in tmpDir (the
 // target's directory when empty): callers writing into a directory that
 // another program scans (a kubelet's manifests dir) pass a directory
 // outside it on the same filesystem.
-func WriteAtomic(path string, data []byte, perm os.FileMode, tmpDir string) error {
-	return WriteAtomicFrom(path, func(w io.Writer) error {
+func Write(path string, data []byte, perm os.FileMode, tmpDir string) error {
+	return WriteFrom(path, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}, perm, tmpDir)
 }
 
-// WriteAtomicFrom is WriteAtomic with the content produced by fill.
-func WriteAtomicFrom(path string, fill func(io.Writer) error, perm os.FileMode, tmpDir string) error {
+// WriteFrom is Write with the content produced by fill.
+func WriteFrom(path string, fill func(io.Writer) error, perm os.FileMode, tmpDir string) error {
 	dir := filepath.Dir(path)
 	if tmpDir == "" {
 		tmpDir = dir

@@ -1,4 +1,4 @@
-package fileutil
+package atomicfile
 
 import (
 	"errors"
@@ -8,14 +8,14 @@ import (
 	"testing"
 )
 
-func TestWriteAtomic(t *testing.T) {
+func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	tmp := t.TempDir()
 	path := filepath.Join(dir, "kube-apiserver.yaml")
-	if err := WriteAtomic(path, []byte("old"), 0o600, tmp); err != nil {
+	if err := Write(path, []byte("old"), 0o600, tmp); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteAtomic(path, []byte("new"), 0o600, tmp); err != nil {
+	if err := Write(path, []byte("new"), 0o600, tmp); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(path); string(data) != "new" {
@@ -25,7 +25,7 @@ func TestWriteAtomic(t *testing.T) {
 		t.Fatalf("mode = %v", fi.Mode())
 	}
 	// A failed write leaves the old file and no temp file anywhere.
-	err := WriteAtomicFrom(path, func(w io.Writer) error {
+	err := WriteFrom(path, func(w io.Writer) error {
 		w.Write([]byte("partial"))
 		return errors.New("disk on fire")
 	}, 0o600, tmp)
