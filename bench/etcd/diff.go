@@ -127,16 +127,19 @@ func weighDiffs(ctx context.Context, cli *clientv3.Client, endpoint string, n in
 // diff do by default.
 var noisyFields, _ = etcdwatch.ParseFieldPaths(etcdwatch.DefaultIgnore)
 
-func diffOptions(endpoint string, since int64, out io.Writer) etcdwatch.DiffOptions {
-	return etcdwatch.DiffOptions{
-		Query: etcdwatch.Query{
-			Conn:   etcdwatch.ConnOptions{Endpoints: []string{endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"},
-			Decode: etcdwatch.DecodeOptions{Ignore: noisyFields},
-			Out:    out,
-		},
-		SinceRev: since,
-		Exclude:  etcdwatch.DefaultExclude,
+// benchQuery is what devk's diff and watch are asked in the benchmark:
+// the bench's etcd only (no cluster or kubeadm node is looked for), with
+// devk's default noise filter.
+func benchQuery(endpoint string, out io.Writer) etcdwatch.Query {
+	return etcdwatch.Query{
+		Conn:   etcdwatch.ConnOptions{Endpoints: []string{endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"},
+		Decode: etcdwatch.DecodeOptions{Ignore: noisyFields},
+		Out:    out,
 	}
+}
+
+func diffOptions(endpoint string, since int64, out io.Writer) etcdwatch.DiffOptions {
+	return etcdwatch.DiffOptions{Query: benchQuery(endpoint, out), SinceRev: since, Exclude: etcdwatch.DefaultExclude}
 }
 
 // devkDiff times `devk etcd diff` around a change made in-process

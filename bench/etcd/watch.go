@@ -108,15 +108,7 @@ func measureWatch(ctx context.Context, endpoint string, rate int, duration time.
 }
 
 func watchOptions(endpoint string, from int64, out *printedAt) etcdwatch.WatchOptions {
-	return etcdwatch.WatchOptions{
-		Query: etcdwatch.Query{
-			Conn:   etcdwatch.ConnOptions{Endpoints: []string{endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"},
-			Decode: etcdwatch.DecodeOptions{Ignore: noisyFields},
-			Out:    out,
-		},
-		FromRev: from,
-		Exclude: etcdwatch.DefaultExclude,
-	}
+	return etcdwatch.WatchOptions{Query: benchQuery(endpoint, out), FromRev: from, Exclude: etcdwatch.DefaultExclude}
 }
 
 // writeAtRate writes total configmap updates on a schedule of rate per
