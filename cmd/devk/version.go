@@ -9,8 +9,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// devVersion is the version of a build nothing stamped.
+const devVersion = "dev"
+
 // version is set with -ldflags "-X main.version=..." by `make build`.
-var version = "dev"
+var version = devVersion
 
 type versionInfo struct {
 	Version   string `json:"version"`
@@ -25,14 +28,8 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 		Short: "Print devk's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := versionInfo{Version: version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						v.Commit = s.Value
-					}
-				}
-			}
+			bi, _ := debug.ReadBuildInfo()
+			v := versionOf(version, bi)
 			if g.JSON() {
 				return json.NewEncoder(g.stdout).Encode(v)
 			}
@@ -40,4 +37,23 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// versionOf is devk's version: the one `make build` stamps, else the
+// module version `go install …/cmd/devk@vX.Y.Z` records in the binary,
+// else "dev"; with the VCS revision when the build recorded one.
+func versionOf(stamped string, bi *debug.BuildInfo) versionInfo {
+	v := versionInfo{Version: stamped, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi == nil {
+		return v
+	}
+	if stamped == devVersion && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v.Commit = s.Value
+		}
+	}
+	return v
 }
