@@ -20,6 +20,7 @@ import (
 
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
@@ -247,7 +248,7 @@ func removeCgroupTree(ctx context.Context, root string) (int, error) {
 			rmErr = os.Remove(d)
 			return rmErr == nil || errors.Is(rmErr, fs.ErrNotExist), nil
 		})
-		if timedOut(ctx, err) {
+		if poll.TimedOut(ctx, err) {
 			return killed, fmt.Errorf("remove cgroup %s: %w", d, rmErr)
 		}
 		if err != nil {

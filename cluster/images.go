@@ -24,6 +24,7 @@ import (
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
@@ -368,7 +369,7 @@ func (c *Cluster) runRegistry(ctx context.Context) (phase.Outcome, error) {
 		}
 		return false, nil
 	})
-	if timedOut(ctx, err) {
+	if poll.TimedOut(ctx, err) {
 		return phase.Done, fmt.Errorf("the registry did not answer on %s within %s; its log ends:\n%s", c.Config.Registry, registryStartTimeout, supervise.Tail(rp.LogFile("registry"), 15))
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
@@ -211,7 +212,7 @@ func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
 		}
 		return kube.Probe(ctx, c.kubeletHealthURL()) == nil, nil
 	})
-	if err != nil && !timedOut(ctx, err) {
+	if err != nil && !poll.TimedOut(ctx, err) {
 		return phase.Done, err
 	}
 	return phase.Changed("kubelet started (pid %d)", pid), nil
@@ -303,7 +304,7 @@ func (c *Cluster) RelistKubelet(ctx context.Context) error {
 	err := wait.PollUntilContextTimeout(ctx, relistPollInterval, relistTimeout, true, func(ctx context.Context) (bool, error) {
 		return logContains(logPath, offset, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL()) == nil, nil
 	})
-	if timedOut(ctx, err) {
+	if poll.TimedOut(ctx, err) {
 		return fmt.Errorf("the restarted kubelet does not watch the API server after %s; see %s", relistTimeout, logPath)
 	}
 	return err

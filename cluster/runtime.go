@@ -16,6 +16,7 @@ import (
 
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
@@ -345,7 +346,7 @@ func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 		}
 		return true, nil
 	})
-	if timedOut(ctx, err) {
+	if poll.TimedOut(ctx, err) {
 		return phase.Done, fmt.Errorf("containerd did not answer on %s within %s: %v; its log ends:\n%s", c.ContainerdSocket(), containerdStartTimeout, lastErr, supervise.Tail(c.LogFile("containerd"), 15))
 	}
 	if err != nil {

@@ -1,10 +1,7 @@
 package cluster
 
 import (
-	"context"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // How long up and down wait for what, and how often they look: every
@@ -69,10 +66,3 @@ const (
 	staleKubeconfigLock        = 5 * time.Second
 	kubeconfigLockPollInterval = 100 * time.Millisecond
 )
-
-// timedOut reports whether err, from a wait.PollUntilContextTimeout run
-// under ctx, is that poll's own timeout: not ctx's end (an interrupt,
-// which the caller passes on as it is) nor the condition's error.
-func timedOut(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && wait.Interrupted(err)
-}

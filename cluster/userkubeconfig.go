@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/devk/devk/internal/atomicfile"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/phase"
 )
 
@@ -167,7 +168,7 @@ func (c *Cluster) lockUserKubeconfig(ctx context.Context, path string) (func(), 
 		}
 		return false, nil
 	})
-	if timedOut(ctx, err) {
+	if poll.TimedOut(ctx, err) {
 		if err := removeStale(); err != nil {
 			return nil, err
 		}

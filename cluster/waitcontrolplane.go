@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
@@ -125,7 +126,7 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 		}
 		return false, nil
 	})
-	if timedOut(ctx, err) {
+	if poll.TimedOut(ctx, err) {
 		var b strings.Builder
 		for _, ch := range pending {
 			log := ch.Log(c)

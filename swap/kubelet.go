@@ -2,7 +2,6 @@ package swap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/phase"
 )
 
@@ -174,7 +174,7 @@ func (j *Job) waitNodeReady(ctx context.Context, since time.Time) error {
 		}
 		return false, nil
 	})
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	if poll.TimedOut(ctx, err) {
 		return fmt.Errorf("node not Ready after %s: %s", timeout, last)
 	}
 	return err

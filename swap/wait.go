@@ -2,7 +2,6 @@ package swap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/failpoint"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 )
 
@@ -75,10 +75,10 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 	switch {
 	case err == nil:
 		return last, nil
+	case poll.TimedOut(ctx, err):
+		return last, fmt.Errorf("timed out after %s waiting for %s", timeout, stage)
 	case ctx.Err() != nil:
 		return last, ctx.Err()
-	case errors.Is(err, context.DeadlineExceeded):
-		return last, fmt.Errorf("timed out after %s waiting for %s", timeout, stage)
 	}
 	return last, err
 }
