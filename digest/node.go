@@ -302,23 +302,46 @@ func (s Mirror) Observe(ctx context.Context, t Target) (Observation, error) {
 	return Observation{Ref: "pod " + mp.Name, Note: "container not running"}, nil
 }
 
-// NodeSources are the node's views of what runs: the manifest, the CRI
-// runtime and the mirror pod. nodeName is the kubelet's node name; empty
-// finds it (NodeName). close releases the CRI connection.
-func NodeSources(ctx context.Context, node layout.Node, nodeName string) (sources []Source, close func(), err error) {
+// NodeConn is a connection to a node's API server and container runtime,
+// with the kubelet's node name.
+type NodeConn struct {
+	Client   kubernetes.Interface
+	Runtime  *cri.Client
+	NodeName string
+}
+
+// Connect connects to the node's API server and runtime (gRPC dials
+// lazily: a runtime that does not answer shows in the first call).
+// nodeName is the kubelet's node name; empty finds
+// it (NodeName). Close releases the runtime connection.
+func Connect(ctx context.Context, node layout.Node, nodeName string) (*NodeConn, error) {
 	client, err := kube.Client(node.Kubeconfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rt, err := cri.Dial(node.CRISocket)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if nodeName == "" {
 		nodeName = NodeName(ctx, rt, StaticPodNames())
 	}
-	return []Source{Manifest{Dir: node.ManifestsDir}, CRI{Runtime: rt, NodeName: nodeName}, Mirror{Client: client, NodeName: nodeName}},
-		func() { rt.Close() }, nil
+	return &NodeConn{Client: client, Runtime: rt, NodeName: nodeName}, nil
+}
+
+// Close releases the runtime connection.
+func (c *NodeConn) Close() { c.Runtime.Close() }
+
+// NodeSources are the node's views of what runs: the manifest, the CRI
+// runtime and the mirror pod. nodeName is the kubelet's node name; empty
+// finds it (NodeName). close releases the CRI connection.
+func NodeSources(ctx context.Context, node layout.Node, nodeName string) (sources []Source, close func(), err error) {
+	c, err := Connect(ctx, node, nodeName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []Source{Manifest{Dir: node.ManifestsDir}, CRI{Runtime: c.Runtime, NodeName: c.NodeName}, Mirror{Client: c.Client, NodeName: c.NodeName}},
+		c.Close, nil
 }
 
 // PushedStaticPods names the static-pod components the tree has pushed.

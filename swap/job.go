@@ -9,8 +9,6 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
-	"github.com/devk/devk/internal/cri"
-	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
@@ -240,28 +238,20 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 	if err := j.lockNode(); err != nil {
 		return nil, err
 	}
-	client, err := kube.Client(nd.Kubeconfig)
+	c, err := digest.Connect(ctx, nd, j.NodeName)
 	if err != nil {
 		return nil, err
 	}
-	rt, err := cri.Dial(nd.CRISocket)
-	if err != nil {
+	if _, err := c.Runtime.Version(ctx); err != nil {
+		c.Close()
 		return nil, err
 	}
-	if _, err := rt.Version(ctx); err != nil {
-		rt.Close()
-		return nil, err
-	}
-	name := j.NodeName
-	if name == "" {
-		name = digest.NodeName(ctx, rt, digest.StaticPodNames())
-	}
-	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: name, Client: client, Runtime: rt,
+	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, Client: c.Client, Runtime: c.Runtime,
 		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command}
 	if j.Kubelet != nil {
 		j.node.Relist = j.Kubelet.Relist
 	}
-	j.closeNode = func() { rt.Close() }
+	j.closeNode = c.Close
 	return j.node, nil
 }
 
