@@ -51,13 +51,17 @@ type fakeNode struct {
 	// onStop, when set, runs (unlocked) after each StopContainer.
 	onStop func(id string)
 	// restartOnce restarts the first stopped container in its sandbox,
-	// as a sync the kubelet had queued would.
+	// as a sync the kubelet had queued would. The fake kubelet leaves
+	// that container running (lingering): the real one kills it only
+	// after the pod's grace period (30 s for the apiserver), so the swap
+	// must stop it itself.
 	restartOnce bool
+	lingering   map[string]bool
 }
 
 func newFakeNode(t *testing.T, dir, node string, pods ...string) *fakeNode {
 	f := &fakeNode{t: t, dir: dir, node: node, pods: pods, client: fake.NewClientset(), logDir: t.TempDir(),
-		interval: 10 * time.Millisecond, broken: map[string]bool{}}
+		interval: 10 * time.Millisecond, broken: map[string]bool{}, lingering: map[string]bool{}}
 	f.sync()
 	// The pods it found ran long before the test.
 	for _, c := range f.containers {
@@ -128,7 +132,7 @@ func (f *fakeNode) readySandbox(full string) *cri.Sandbox {
 
 func (f *fakeNode) terminate(sb *cri.Sandbox) {
 	for _, c := range f.containers {
-		if c.PodUID == sb.PodUID && c.Running() {
+		if c.PodUID == sb.PodUID && c.Running() && !f.lingering[c.ID] {
 			c.State, c.ExitCode = runtimeapi.ContainerState_CONTAINER_EXITED, 0
 		}
 	}
@@ -226,7 +230,7 @@ func (f *fakeNode) StopContainer(ctx context.Context, id string, grace time.Dura
 			f.stopped = append(f.stopped, id)
 			if f.restartOnce {
 				f.restartOnce = false
-				f.newContainer(c.PodName, c.PodUID, c.Name, c.ImageRef)
+				f.lingering[f.newContainer(c.PodName, c.PodUID, c.Name, c.ImageRef).ID] = true
 			}
 		}
 	}
