@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,9 +32,6 @@ type Options struct {
 	// TreeDir is the Kubernetes tree the images and the kubelet are built
 	// from; empty means the tree around the working directory.
 	TreeDir string
-	// CRISocket, when set, is a running CRI runtime to use instead of
-	// starting the private containerd.
-	CRISocket string
 	// Registry, when set, is a running registry (host:port) to push to
 	// instead of starting the embedded one.
 	Registry string
@@ -98,7 +96,13 @@ func Open(o Options) (*Cluster, error) {
 		c.existed = true // layout.ReadConfig checked that it names this directory's cluster
 	case errors.Is(err, fs.ErrNotExist):
 		c.Config = layout.NewConfig(o.Name)
-		c.Config.PlaceAmong(layout.Configs(home, o.Name))
+		taken, err := hostNetworks(context.Background(), "")
+		if err != nil {
+			return nil, fmt.Errorf("find a free subnet for the cluster's nodes: %w", err)
+		}
+		if err := c.Config.PlaceAmong(layout.Configs(home, o.Name), taken); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, err
 	}

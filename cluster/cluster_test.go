@@ -22,8 +22,14 @@ type phaseT = phase.Phase[*Cluster]
 
 const digestRef = "127.0.0.1:5000/kube-apiserver@sha256:2734382421542239a49db6b5d3400207e3fbb3e06603b64e2b4ae21185a234c7"
 
+// testCluster is a new cluster placed with no other and no host route:
+// its node is 10.250.0.2, the host's bridge 10.250.0.1.
 func testCluster() (layout.Config, layout.Paths) {
-	return layout.NewConfig("devk"), layout.Paths{Dir: "/home/u/.devk/clusters/devk"}
+	cfg := layout.NewConfig("devk")
+	if err := cfg.PlaceAmong(nil, nil); err != nil {
+		panic(err)
+	}
+	return cfg, layout.Paths{Dir: "/home/u/.devk/clusters/devk"}
 }
 
 func parseManifest(t *testing.T, data []byte) corev1.Pod {
@@ -43,23 +49,23 @@ func TestManifests(t *testing.T) {
 		wantMount []string
 	}{
 		{"etcd", []string{
-			"--listen-client-urls=https://127.0.0.1:2379", "--listen-peer-urls=https://127.0.0.1:2380",
+			"--listen-client-urls=https://10.250.0.2:2379", "--listen-peer-urls=https://10.250.0.2:2380",
 			"--data-dir=/home/u/.devk/clusters/devk/etcd", "--client-cert-auth=true",
-			"--initial-cluster=devk-control-plane=https://127.0.0.1:2380", "--listen-metrics-urls=http://127.0.0.1:2381",
+			"--initial-cluster=devk-control-plane=https://10.250.0.2:2380", "--listen-metrics-urls=http://10.250.0.2:2381",
 		}, []string{"/home/u/.devk/clusters/devk/etcd", "/home/u/.devk/clusters/devk/pki/etcd"}},
 		{"kube-apiserver", []string{
-			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=6443",
-			"--etcd-servers=https://127.0.0.1:2379", "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.96.0.0/16",
+			"--bind-address=10.250.0.2", "--advertise-address=10.250.0.2", "--secure-port=6443",
+			"--etcd-servers=https://10.250.0.2:2379", "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.96.0.0/16",
 			"--service-account-key-file=/home/u/.devk/clusters/devk/pki/sa.pub", "--enable-bootstrap-token-auth=true",
 			"--client-ca-file=/home/u/.devk/clusters/devk/pki/ca.crt",
 		}, []string{"/home/u/.devk/clusters/devk/pki"}},
 		{"kube-controller-manager", []string{
-			"--kubeconfig=/home/u/.devk/clusters/devk/controller-manager.conf", "--bind-address=127.0.0.1",
+			"--kubeconfig=/home/u/.devk/clusters/devk/controller-manager.conf", "--bind-address=10.250.0.2",
 			"--controllers=*,bootstrapsigner,tokencleaner", "--cluster-signing-key-file=/home/u/.devk/clusters/devk/pki/ca.key",
 			"--use-service-account-credentials=true",
 		}, []string{"/home/u/.devk/clusters/devk/pki", "/home/u/.devk/clusters/devk/controller-manager.conf"}},
 		{"kube-scheduler", []string{
-			"--kubeconfig=/home/u/.devk/clusters/devk/scheduler.conf", "--bind-address=127.0.0.1", "--secure-port=10259",
+			"--kubeconfig=/home/u/.devk/clusters/devk/scheduler.conf", "--bind-address=10.250.0.2", "--secure-port=10259",
 		}, []string{"/home/u/.devk/clusters/devk/scheduler.conf"}},
 	}
 	for _, tt := range tests {
@@ -106,8 +112,8 @@ func TestManifests(t *testing.T) {
 					t.Errorf("missing mount %s in %v", m, mounts)
 				}
 			}
-			if ct.LivenessProbe == nil || ct.LivenessProbe.HTTPGet.Host != "127.0.0.1" {
-				t.Errorf("liveness probe %+v, want one on 127.0.0.1", ct.LivenessProbe)
+			if ct.LivenessProbe == nil || ct.LivenessProbe.HTTPGet.Host != "10.250.0.2" {
+				t.Errorf("liveness probe %+v, want one on the node address", ct.LivenessProbe)
 			}
 			again, _ := Manifest(tt.name, ManifestInput{Config: cfg, Paths: p, Image: digestRef})
 			if string(again) != string(data) {
@@ -197,7 +203,7 @@ func TestContainerdTOMLQuoting(t *testing.T) {
 }
 
 func TestHostsTOMLAndAliases(t *testing.T) {
-	data, err := HostsTOML("127.0.0.1:5000")
+	data, err := HostsTOML("127.0.0.1:5000", "10.250.1.1:5000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +211,7 @@ func TestHostsTOMLAndAliases(t *testing.T) {
 	if _, err := toml.Decode(string(data), &doc); err != nil {
 		t.Fatal(err)
 	}
-	want := hostsFile{Server: "http://127.0.0.1:5000", Host: map[string]hostEntry{"http://127.0.0.1:5000": {Capabilities: []string{"pull", "resolve"}}}}
+	want := hostsFile{Server: "http://127.0.0.1:5000", Host: map[string]hostEntry{"http://10.250.1.1:5000": {Capabilities: []string{"pull", "resolve"}}}}
 	if !reflect.DeepEqual(doc, want) {
 		t.Errorf("hosts.toml = %+v, want %+v\n%s", doc, want, data)
 	}
@@ -226,8 +232,12 @@ func TestCNIConflist(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := conf.Plugins[0]
-	if br["type"] != "bridge" || br["bridge"] != "devk0" || br["ipMasq"] != false {
+	// Masquerading leaving the node: the host has no route back to a pod.
+	if br["type"] != "bridge" || br["bridge"] != "devk0" || br["ipMasq"] != true {
 		t.Errorf("bridge plugin %v", br)
+	}
+	if len(conf.Plugins) != 3 || conf.Plugins[1]["type"] != "portmap" {
+		t.Errorf("want bridge, portmap (hostPort) and loopback: %v", conf.Plugins)
 	}
 	// The bridge plugin refuses hairpin and promiscuous mode together.
 	if br["hairpinMode"] == true && br["promiscMode"] == true {
@@ -260,8 +270,8 @@ func TestKubeletConfig(t *testing.T) {
 		"failCgroupV1":             false,
 		"staticPodPath":            "/home/u/.devk/clusters/devk/manifests",
 		"containerRuntimeEndpoint": "unix:///c/run/containerd.sock",
-		"address":                  "127.0.0.1",
-		"healthzBindAddress":       "127.0.0.1",
+		"address":                  "10.250.0.2",
+		"healthzBindAddress":       "10.250.0.2",
 		"readOnlyPort":             float64(0),
 		"clusterDomain":            "cluster.local",
 		"podLogsDir":               "/home/u/.devk/clusters/devk/logs/pods",
@@ -276,28 +286,13 @@ func TestKubeletConfig(t *testing.T) {
 	}
 	c := &Cluster{Paths: p, Config: cfg}
 	argv := c.kubeletArgv()
-	for _, f := range []string{"--node-ip=127.0.0.1", "--hostname-override=devk-control-plane", "--root-dir=/home/u/.devk/clusters/devk/kubelet"} {
+	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--", p.KubeletBinary()}; !slices.Equal(argv[:4], want) {
+		t.Errorf("the kubelet does not run in the node's namespace: %v", argv)
+	}
+	for _, f := range []string{"--node-ip=10.250.0.2", "--hostname-override=devk-control-plane", "--root-dir=/home/u/.devk/clusters/devk/kubelet"} {
 		if !slices.Contains(argv, f) {
 			t.Errorf("kubelet argv lacks %s: %v", f, argv)
 		}
-	}
-}
-
-func TestPlaceAmong(t *testing.T) {
-	first := layout.NewConfig("devk")
-	first.PlaceAmong(nil)
-	second := layout.NewConfig("dev2")
-	second.PlaceAmong([]layout.Config{first})
-	third := layout.NewConfig("dev3")
-	third.PlaceAmong([]layout.Config{second})
-	if first.AdvertiseIP != "127.0.0.1" || second.AdvertiseIP != "127.0.0.2" || third.AdvertiseIP != "127.0.0.1" {
-		t.Errorf("addresses %s %s %s", first.AdvertiseIP, second.AdvertiseIP, third.AdvertiseIP)
-	}
-	if first.PodCIDR == second.PodCIDR {
-		t.Errorf("two clusters share pod subnet %s", first.PodCIDR)
-	}
-	if first.CgroupRoot == second.CgroupRoot || first.Bridge == second.Bridge {
-		t.Errorf("two clusters share a cgroup root or bridge: %+v %+v", first, second)
 	}
 }
 
@@ -389,17 +384,14 @@ func TestPreflightPieces(t *testing.T) {
 		t.Error("swap reported as off")
 	}
 	missing := func(string) (string, error) { return "", os.ErrNotExist }
-	probs := binaryProblems(missing, t.TempDir(), true)
-	if len(probs) != 6 {
-		t.Errorf("%d problems, want 6 (3 programs, 3 CNI plugins): %v", len(probs), probs)
+	probs := binaryProblems(missing, t.TempDir())
+	if len(probs) != 10 {
+		t.Errorf("%d problems, want 10 (3 runtime programs, 4 CNI plugins, ip, nsenter, sysctl): %v", len(probs), probs)
 	}
 	for _, p := range probs {
-		if !strings.Contains(p.Fix, "apt-get install -y containerd runc containernetworking-plugins") {
+		if !strings.Contains(p.Fix, "apt-get install -y containerd runc containernetworking-plugins") && !strings.Contains(p.What, "network namespace") {
 			t.Errorf("fix %q does not give the apt-get line", p.Fix)
 		}
-	}
-	if probs := binaryProblems(missing, t.TempDir(), false); len(probs) != 0 {
-		t.Errorf("with --cri-socket nothing of the private runtime is needed: %v", probs)
 	}
 	e := &PreflightError{Problems: []Problem{portProblem(Listener{Port: 6443, PID: 42, Command: "kube-apiserver --x", Cluster: "devk"}, "kube-apiserver")}}
 	if msg := e.Error(); !strings.Contains(msg, "port 6443") || !strings.Contains(msg, "pid 42 (kube-apiserver --x)") || !strings.Contains(msg, "devk down --name devk") {

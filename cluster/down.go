@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -121,15 +120,19 @@ func (c *Cluster) downRuntime(ctx context.Context) (phase.Outcome, error) {
 }
 
 func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
+	fwd, err := c.stopForwarders(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
 	rp := c.registryPaths()
 	if _, ok := rp.Procs().Running("registry"); !ok {
-		return phase.Unchanged("devk's registry is not running"), nil
+		return phase.Outcome{Detail: fmt.Sprintf("%d forwarders stopped; devk's registry is not running", fwd), Changed: fwd > 0}, nil
 	}
 	// The registry serves every cluster under DEVK_HOME: the last one
 	// down stops it.
 	for _, o := range layout.Configs(c.Home, c.Config.Name) {
 		if o.OwnRegistry {
-			return phase.Unchanged("kept: cluster %s uses it", o.Name), nil
+			return phase.Outcome{Detail: fmt.Sprintf("%d forwarders stopped; the registry is kept: cluster %s uses it", fwd, o.Name), Changed: fwd > 0}, nil
 		}
 	}
 	if _, err := rp.Procs().Stop(ctx, "registry", downGrace); err != nil {
@@ -312,20 +315,6 @@ func removeEmptyTree(root string) error {
 		}
 	}
 	return nil
-}
-
-func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
-	br := c.Config.Bridge
-	if br == "" {
-		return phase.Done, nil
-	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", br)); err != nil {
-		return phase.Unchanged("no bridge %s", br), nil
-	}
-	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", br).CombinedOutput(); err != nil {
-		return phase.Done, fmt.Errorf("delete bridge %s: %v: %s (delete it with `ip link delete %s`)", br, err, strings.TrimSpace(string(out)), br)
-	}
-	return phase.Changed("bridge %s deleted", br), nil
 }
 
 func (c *Cluster) downKubeconfig(ctx context.Context) (phase.Outcome, error) {

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -318,7 +319,125 @@ func registryAnswers(ctx context.Context, hostPort string) bool {
 // shares it (and its store, $DEVK_HOME/registry).
 func (c *Cluster) registryPaths() layout.Paths { return layout.HomePaths(c.Home) }
 
+// runRegistry makes sure the registry runs, then relays it to the
+// cluster's bridge, where the node's containerd pulls from.
 func (c *Cluster) runRegistry(ctx context.Context) (phase.Outcome, error) {
+	out, err := c.hostRegistry(ctx)
+	if err != nil {
+		return out, err
+	}
+	fwd, err := c.startForwarders(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	if fwd.Changed {
+		out.Changed = true
+	}
+	if fwd.Detail != "" {
+		out.Detail += "; " + fwd.Detail
+	}
+	return out, nil
+}
+
+// forwarderName is the supervised process that relays a loopback
+// registry's port to the cluster's bridge.
+func forwarderName(hostPort string) string {
+	_, port, _ := net.SplitHostPort(hostPort)
+	return "forward-" + port
+}
+
+// loopbackRegistries are the registries on the host's loopback the node
+// pulls from (host:port each): they need a forwarder on the bridge.
+func (c *Cluster) loopbackRegistries() []string {
+	var out []string
+	for _, reg := range []string{c.Config.Registry, c.ImagesFrom} {
+		reg, _, _ = strings.Cut(reg, "/") // host:port of host:port/prefix
+		if reg != "" && image.IsLoopback(reg) && !slices.Contains(out, reg) {
+			out = append(out, reg)
+		}
+	}
+	return out
+}
+
+// mirrorOf is the address on the cluster's bridge that relays a loopback
+// registry.
+func (c *Cluster) mirrorOf(hostPort string) string {
+	_, port, _ := net.SplitHostPort(hostPort)
+	return net.JoinHostPort(c.Config.Network.HostIP, port)
+}
+
+// startForwarders runs `devk registry forward` for each loopback
+// registry, on the bridge address, and waits until the registry answers
+// through it.
+func (c *Cluster) startForwarders(ctx context.Context) (phase.Outcome, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return phase.Done, fmt.Errorf("find devk's own binary to run the registry forwarder: %w", err)
+	}
+	var started []string
+	for _, reg := range c.loopbackRegistries() {
+		name, mirror := forwarderName(reg), c.mirrorOf(reg)
+		argv := []string{exe, "registry", "forward", "--addr", mirror, "--to", reg}
+		if pid, ok := c.Procs().Running(name); ok && !slices.Equal(supervise.Argv(pid), argv) {
+			// Another registry or address than this run's: restart it.
+			if _, err := c.Procs().Stop(ctx, name, downGrace); err != nil {
+				return phase.Done, err
+			}
+		}
+		_, s, err := c.Procs().Start(supervise.Process{Name: name, Argv: argv})
+		if err != nil {
+			return phase.Done, err
+		}
+		if s {
+			started = append(started, mirror)
+		}
+		err = wait.PollUntilContextTimeout(ctx, registryPollInterval, registryStartTimeout, true, func(ctx context.Context) (bool, error) {
+			if _, ok := c.Procs().Running(name); !ok {
+				return false, fmt.Errorf("the registry forwarder on %s exited; its log ends:\n%s", mirror, supervise.Tail(c.LogFile(name), 15))
+			}
+			return registryAnswers(ctx, mirror), nil
+		})
+		if poll.TimedOut(ctx, err) {
+			return phase.Done, fmt.Errorf("the registry %s did not answer through %s within %s; the forwarder's log ends:\n%s", reg, mirror, registryStartTimeout, supervise.Tail(c.LogFile(name), 15))
+		}
+		if err != nil {
+			return phase.Done, err
+		}
+	}
+	if len(started) == 0 {
+		return phase.Unchanged("nodes pull through %s", strings.Join(c.mirrors(), ", ")), nil
+	}
+	return phase.Changed("nodes pull through %s", strings.Join(started, ", ")), nil
+}
+
+func (c *Cluster) mirrors() []string {
+	var out []string
+	for _, reg := range c.loopbackRegistries() {
+		out = append(out, c.mirrorOf(reg))
+	}
+	return out
+}
+
+// stopForwarders stops every registry forwarder of the cluster.
+func (c *Cluster) stopForwarders(ctx context.Context) (int, error) {
+	pids, _ := filepath.Glob(c.PIDFile("forward-*"))
+	n := 0
+	for _, f := range pids {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		stopped, err := c.Procs().Stop(ctx, name, downGrace)
+		if err != nil {
+			return n, err
+		}
+		if stopped {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// hostRegistry starts devk's registry on the host's loopback unless it
+// runs, or checks the one given with --registry.
+func (c *Cluster) hostRegistry(ctx context.Context) (phase.Outcome, error) {
 	rp := c.registryPaths()
 	if c.Registry != "" {
 		c.Config.Registry, c.Config.OwnRegistry = c.Registry, false

@@ -119,7 +119,7 @@ func ensureCgroupRoot(root string) error {
 
 // kubeletArgv is the kubelet's command line.
 func (c *Cluster) kubeletArgv() []string {
-	return []string{
+	return inNetNS(c.Config.ControlPlane(),
 		c.KubeletBinary(),
 		"--config=" + c.KubeletConfig(),
 		"--kubeconfig=" + c.Kubeconfig("kubelet"),
@@ -128,7 +128,7 @@ func (c *Cluster) kubeletArgv() []string {
 		"--hostname-override=" + c.Config.NodeName,
 		"--node-ip=" + c.Config.AdvertiseIP,
 		"--v=1",
-	}
+	)
 }
 
 // installKubelet copies the built kubelet to the cluster's bin dir unless

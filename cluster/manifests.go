@@ -237,6 +237,8 @@ func controllerManagerPod(in ManifestInput) podSpec {
 		port:       cfg.Ports.ControllerManager,
 		args: map[string]string{
 			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
+			"allocate-node-cidrs":              "true",
+			"cluster-cidr":                     cfg.PodCIDR,
 			"cluster-name":                     cfg.Name,
 			"cluster-signing-cert-file":        pki.CertPath(dir, pki.CAName),
 			"cluster-signing-key-file":         pki.KeyPath(dir, pki.CAName),

@@ -32,8 +32,22 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Run: call((*Cluster).runPreflight),
 		},
 		{
+			Name:  "network",
+			Short: "the node's network namespace, its veth to devk's bridge on the host, addresses, routes and the node's sysctls",
+			IO: func(c *Cluster) ([]string, []string) {
+				nw := c.Config.Network
+				var outs []string
+				outs = append(outs, "bridge "+nw.HostBridge+" "+nw.HostIP)
+				for _, n := range nw.Nodes {
+					outs = append(outs, "netns "+n.NetNSPath()+" (node "+n.IP+")", "veth "+n.HostVeth)
+				}
+				return []string{"ip route (the host's, to keep clear of)"}, outs
+			},
+			Run: call((*Cluster).runNetwork),
+		},
+		{
 			Name:  "runtime",
-			Short: "start the private containerd (own config, root, state and socket) or check --cri-socket",
+			Short: "start the node's containerd in its network namespace (own config, root, state and socket)",
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
 			},
@@ -41,9 +55,9 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "registry",
-			Short: "start the embedded registry (devk registry serve) or use --registry",
+			Short: "start the embedded registry (devk registry serve) or use --registry; relay it to the bridge for the node (devk registry forward)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.registryPaths().PIDFile("registry")}
+				return nil, append([]string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.registryPaths().PIDFile("registry")}, c.mirrors()...)
 			},
 			Run: call((*Cluster).runRegistry),
 		},
@@ -147,10 +161,10 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),
 		p("pods", "stop and remove the cluster's pod sandboxes and containers through CRI", (*Cluster).downPods),
 		p("runtime", "stop the private containerd and any shim left behind", (*Cluster).downRuntime),
-		p("registry", "stop the embedded registry if devk started it and no other cluster uses it", (*Cluster).downRegistry),
+		p("registry", "stop the cluster's registry forwarders, and the embedded registry if devk started it and no other cluster uses it", (*Cluster).downRegistry),
 		p("mounts", "unmount everything under the cluster directory", (*Cluster).downMounts),
 		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),
-		p("network", "delete the CNI bridge", (*Cluster).downNetwork),
+		p("network", "stop anything left in the node's network namespace, delete it (its veth goes with it) and devk's bridge on the host", (*Cluster).downNetwork),
 		p("kubeconfig", "remove context devk-NAME from your kubeconfig", (*Cluster).downKubeconfig),
 		needs(p("files", "remove the cluster directory (--keep-data keeps pki, etcd and cluster.json); refuses while anything is mounted beneath it or the kubelet or containerd runs", (*Cluster).downFiles), "mounts", "kubelet", "runtime"),
 	}

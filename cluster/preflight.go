@@ -198,31 +198,27 @@ func canLowerOOMScoreAdj(ctx context.Context) bool {
 	return exec.CommandContext(ctx, "/bin/sh", "-c", "echo -1 > /proc/self/oom_score_adj").Run() == nil
 }
 
-// binaryProblems checks the programs the private runtime needs.
-func binaryProblems(lookPath func(string) (string, error), cniDir string, ownRuntime bool) []Problem {
+// binaryProblems checks the programs a node needs: the runtime, the CNI
+// plugins, and what wires its network namespace.
+func binaryProblems(lookPath func(string) (string, error), cniDir string) []Problem {
 	var out []Problem
-	if ownRuntime {
-		for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
-			if _, err := lookPath(b); err != nil {
-				out = append(out, Problem{"binaries", b + " is not installed", "install it: " + aptFix})
-			}
-		}
-		for _, p := range []string{"bridge", "host-local", "loopback"} {
-			if _, err := os.Stat(filepath.Join(cniDir, p)); err != nil {
-				out = append(out, Problem{"binaries", "CNI plugin " + p + " is not in " + cniDir, "install it: " + aptFix})
-			}
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
+		if _, err := lookPath(b); err != nil {
+			out = append(out, Problem{"binaries", b + " is not installed", "install it: " + aptFix})
 		}
 	}
+	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		if _, err := os.Stat(filepath.Join(cniDir, p)); err != nil {
+			out = append(out, Problem{"binaries", "CNI plugin " + p + " is not in " + cniDir, "install it: " + aptFix})
+		}
+	}
+	for b, pkg := range map[string]string{"ip": "iproute2", "nsenter": "util-linux", "sysctl": "procps"} {
+		if _, err := lookPath(b); err != nil {
+			out = append(out, Problem{"binaries", b + " is not installed (a node is a network namespace)", "install it: apt-get install -y " + pkg})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].What < out[j].What })
 	return out
-}
-
-// clusterPorts are the ports up needs free, with what uses them.
-func (c *Cluster) clusterPorts() map[int]string {
-	p := c.Config.Ports
-	return map[int]string{
-		p.APIServer: "kube-apiserver", p.EtcdClient: "etcd", p.EtcdPeer: "etcd peer", p.EtcdMetrics: "etcd metrics",
-		p.Kubelet: "kubelet", p.KubeletHealthz: "kubelet healthz", p.ControllerManager: "kube-controller-manager", p.Scheduler: "kube-scheduler",
-	}
 }
 
 func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
@@ -231,11 +227,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	if os.Geteuid() != 0 {
 		probs = append(probs, Problem{"root", "devk up runs containerd and the kubelet, which need root", "run it as root: sudo -E devk up"})
 	}
-	if c.CRISocket != "" {
-		c.Config.OwnRuntime = false
-		c.Config.CRISocket = c.CRISocket
-	}
-	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir(), c.Config.OwnRuntime)...)
+	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
 	if c.ImagesFrom == "" {
 		if _, err := exec.LookPath("go"); err != nil {
 			probs = append(probs, Problem{"binaries", "go is not installed (devk builds the components and the pause image)", "install Go, or pass --images-from with a kubelet in place"})
@@ -260,23 +252,8 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	if data, err := os.ReadFile("/proc/swaps"); err == nil && SwapOn(string(data)) {
 		notes = append(notes, "swap is on: the kubelet runs with failSwapOn: false (swapoff -a to avoid it)")
 	}
-	// Ports: a running cluster holds its own; only a fresh start needs them free.
-	_, kubeletUp := c.Procs().Running("kubelet")
-	if !kubeletUp {
-		ports := c.clusterPorts()
-		keys := make([]int, 0, len(ports))
-		for p := range ports {
-			keys = append(keys, p)
-		}
-		sort.Ints(keys)
-		for _, p := range keys {
-			// This cluster's own static pods (the kubelet died, they run
-			// on) are resumed, not refused.
-			if l, busy := listenerOn(p, net.ParseIP(c.Config.AdvertiseIP)); busy && !strings.Contains(l.cmdline, c.Dir+"/") {
-				probs = append(probs, portProblem(l, ports[p]))
-			}
-		}
-	}
+	// The cluster's own ports are in its node's network namespace: only
+	// the registry's is on the host.
 	if _, ours := c.Procs().Running("registry"); !ours && c.Registry == "" && c.Config.OwnRegistry {
 		if _, portStr, err := splitHostPort(c.Config.Registry); err == nil {
 			p, _ := strconv.Atoi(portStr)
@@ -285,13 +262,11 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 			}
 		}
 	}
-	if c.Config.OwnRuntime {
-		restrict := !canLowerOOMScoreAdj(ctx)
-		if restrict {
-			notes = append(notes, "no CAP_SYS_RESOURCE: containerd gets restrict_oom_score_adj = true")
-		}
-		c.Config.RestrictOOMScoreAdj = restrict
+	restrict := !canLowerOOMScoreAdj(ctx)
+	if restrict {
+		notes = append(notes, "no CAP_SYS_RESOURCE: containerd gets restrict_oom_score_adj = true")
 	}
+	c.Config.RestrictOOMScoreAdj = restrict
 	if len(probs) > 0 {
 		return phase.Done, &PreflightError{Problems: probs}
 	}

@@ -9,12 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/BurntSushi/toml"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
@@ -143,10 +141,13 @@ type hostEntry struct {
 	Capabilities []string `toml:"capabilities"`
 }
 
-// HostsTOML is containerd's hosts.toml for a plain-HTTP loopback registry.
-func HostsTOML(hostPort string) ([]byte, error) {
-	url := "http://" + hostPort
-	return encodeTOML("# written by devk\n", hostsFile{Server: url, Host: map[string]hostEntry{url: {Capabilities: []string{"pull", "resolve"}}}})
+// HostsTOML is containerd's hosts.toml for a plain-HTTP loopback
+// registry, pulled through mirror (host:port): the node cannot reach the
+// host's loopback, so it pulls from the registry's forwarder on the
+// cluster's bridge, by the same names and digests.
+func HostsTOML(hostPort, mirror string) ([]byte, error) {
+	return encodeTOML("# written by devk\n", hostsFile{Server: "http://" + hostPort,
+		Host: map[string]hostEntry{"http://" + mirror: {Capabilities: []string{"pull", "resolve"}}}})
 }
 
 // registryAliases are the names a loopback registry is reached by:
@@ -166,9 +167,11 @@ func registryAliases(hostPort string) []string {
 	return out
 }
 
-// CNIConflist is a bridge + host-local + loopback network for pods that
-// do not use the host network. No masquerading: pod traffic stays on the
-// machine.
+// CNIConflist is a bridge + host-local + portmap + loopback network for
+// pods that do not use the node's network, inside the node's namespace.
+// Traffic leaving the node is masqueraded to the node's address (the
+// rules are the node's): the host has no route to pod addresses, so a
+// reply to one would leave by the host's default route.
 func CNIConflist(name, bridge, subnet, ipamDataDir string) ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "0.4.0",
@@ -178,7 +181,7 @@ func CNIConflist(name, bridge, subnet, ipamDataDir string) ([]byte, error) {
 				"type":             "bridge",
 				"bridge":           bridge,
 				"isGateway":        true,
-				"ipMasq":           false,
+				"ipMasq":           true,
 				"hairpinMode":      true,
 				"forceAddress":     false,
 				"isDefaultGateway": false,
@@ -188,6 +191,7 @@ func CNIConflist(name, bridge, subnet, ipamDataDir string) ([]byte, error) {
 					"ranges":  [][]map[string]string{{{"subnet": subnet}}},
 				},
 			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
 			map[string]any{"type": "loopback"},
 		},
 	}
@@ -259,19 +263,15 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
 	if err := write(filepath.Join(c.Containerd(), "config.toml"), config); err != nil {
 		return changed, err
 	}
-	// Loopback registries speak plain HTTP; others keep containerd's
-	// default (HTTPS).
-	for _, reg := range []string{c.Config.Registry, c.ImagesFrom} {
-		reg, _, _ = strings.Cut(reg, "/") // host:port of host:port/prefix
-		if reg == "" || !image.IsLoopback(reg) {
-			continue
-		}
+	// Loopback registries speak plain HTTP, through their forwarder;
+	// others keep containerd's default (HTTPS).
+	for _, reg := range c.loopbackRegistries() {
 		for _, h := range registryAliases(reg) {
 			path, err := validname.PathIn(cc.CertsDir, h, "hosts.toml")
 			if err != nil {
 				return changed, fmt.Errorf("registry %q: %w", reg, err)
 			}
-			hosts, err := HostsTOML(h)
+			hosts, err := HostsTOML(h, c.mirrorOf(reg))
 			if err != nil {
 				return changed, err
 			}
@@ -302,13 +302,7 @@ func criAnswers(ctx context.Context, socket string) (string, error) {
 }
 
 func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
-	if !c.Config.OwnRuntime {
-		v, err := criAnswers(ctx, c.Config.CRISocket)
-		if err != nil {
-			return phase.Done, err
-		}
-		return phase.Unchanged("using %s at %s", v, c.Config.CRISocket), nil
-	}
+	c.Config.OwnRuntime = true
 	changed, err := c.writeRuntimeFiles(ctx)
 	if err != nil {
 		return phase.Done, err
@@ -325,7 +319,7 @@ func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 			c.Reporter.Infof("containerd config changed: restarting containerd")
 		}
 	}
-	pid, started, err := c.Procs().Start(supervise.Process{Name: "containerd", Argv: []string{containerdBinary(), "--config", filepath.Join(c.Containerd(), "config.toml")}})
+	pid, started, err := c.Procs().Start(supervise.Process{Name: "containerd", Argv: inNetNS(c.Config.ControlPlane(), containerdBinary(), "--config", filepath.Join(c.Containerd(), "config.toml"))})
 	if err != nil {
 		return phase.Done, err
 	}

@@ -17,7 +17,7 @@ func newRegistryCmd(g *globalOptions) *cobra.Command {
 		Use:   "registry",
 		Short: "Run devk's embedded image registry, or list what a registry holds",
 	}
-	cmd.AddCommand(newRegistryServeCmd(g), newRegistryLsCmd(g))
+	cmd.AddCommand(newRegistryServeCmd(g), newRegistryLsCmd(g), newRegistryForwardCmd(g))
 	return cmd
 }
 
@@ -126,5 +126,39 @@ Examples:
 	}
 	cmd.Flags().StringVar(&addr, "registry", image.DefaultRegistry(), "registry to list, HOST[:PORT][/PREFIX]; $DEVK_REGISTRY changes the default")
 	cmd.Flags().BoolVar(&ro.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
+	return cmd
+}
+
+func newRegistryForwardCmd(g *globalOptions) *cobra.Command {
+	o := registry.ForwardOptions{To: image.DefaultRegistryAddr}
+	cmd := &cobra.Command{
+		Use:   "forward --addr HOST:PORT",
+		Short: "Relay a registry on loopback to another address (a cluster's bridge)",
+		Long: `Relay every TCP connection on --addr to the registry at --to, which must
+be on loopback. A devk node is a network namespace and cannot reach the
+host's 127.0.0.1; ` + "`devk up`" + ` runs one forwarder per cluster on the
+cluster's bridge address, and the node's containerd pulls through it
+(containerd's hosts.toml names it as the mirror), so images keep their
+names (127.0.0.1:5000/…) and digests. SIGTERM or Ctrl-C stops it.
+
+Examples:
+  devk registry forward --addr 10.250.1.1:5000
+  devk registry forward --addr 10.250.1.1:5001 --to 127.0.0.1:5001`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Addr == "" {
+				return fmt.Errorf("--addr is required: the address to relay from, e.g. a cluster's bridge address 10.250.1.1:5000")
+			}
+			o.Ready = func(addr string) {
+				fmt.Fprintln(g.stdout, addr)
+				if !g.Quiet {
+					fmt.Fprintf(g.stderr, "relaying %s to the registry at %s\n", addr, o.To)
+				}
+			}
+			return registry.Forward(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Addr, "addr", "", "address to listen on (required)")
+	cmd.Flags().StringVar(&o.To, "to", o.To, "the registry on loopback to relay to")
 	return cmd
 }

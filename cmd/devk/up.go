@@ -63,7 +63,6 @@ Examples:
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", layout.DefaultName, "cluster name (directory $DEVK_HOME/clusters/NAME, context devk-NAME)")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree to build from (default: the one around the working directory)")
-	f.StringVar(&o.CRISocket, "cri-socket", "", "use this running CRI runtime (unix socket path) instead of a private containerd")
 	f.StringVar(&o.Registry, "registry", "", "push to and pull from this running registry (HOST:PORT) instead of starting the embedded one")
 	f.StringVar(&o.ImagesFrom, "images-from", "", "take the control-plane images from this registry instead of building them (needs a kubelet already installed in the cluster)")
 	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the Kubernetes images in --images-from, e.g. v1.34.4 (default: the newest version tag; etcd always takes its newest)")

@@ -63,8 +63,13 @@ func HomeDir(home string) (string, error) {
 type Config struct {
 	Name     string `json:"name"`
 	NodeName string `json:"nodeName"`
-	// AdvertiseIP is where every component listens (loopback).
+	// AdvertiseIP is where every component listens: the control-plane
+	// node's address (Network.Nodes[0].IP).
 	AdvertiseIP string `json:"advertiseIP"`
+	// Network wires the nodes: their namespaces, addresses and the
+	// host's bridge. Empty in a cluster made before nodes had their own
+	// network namespace.
+	Network Network `json:"network"`
 	ServiceCIDR string `json:"serviceCIDR"`
 	PodCIDR     string `json:"podCIDR"`
 	DNSDomain   string `json:"dnsDomain"`
@@ -128,7 +133,7 @@ func NewConfig(name string) Config {
 		NodeName:    name + "-control-plane",
 		AdvertiseIP: "127.0.0.1",
 		ServiceCIDR: "10.96.0.0/16",
-		PodCIDR:     "10.244.0.0/24",
+		PodCIDR:     DefaultPodCIDR,
 		DNSDomain:   "cluster.local",
 		Ports:       DefaultPorts,
 		Registry:    DefaultRegistry,
@@ -186,6 +191,11 @@ func (c Config) Validate(dirName string) error {
 	for field, cidr := range map[string]string{"serviceCIDR": c.ServiceCIDR, "podCIDR": c.PodCIDR} {
 		if _, n, err := net.ParseCIDR(cidr); err != nil || n.IP.To4() == nil {
 			return bad(field, cidr, "want an IPv4 CIDR")
+		}
+	}
+	if c.HasNodeNetwork() {
+		if err := c.Network.validate(c, bad); err != nil {
+			return err
 		}
 	}
 	if errs := validation.IsDNS1123Subdomain(c.DNSDomain); len(errs) > 0 {
@@ -321,24 +331,6 @@ func ParseConfig(data []byte, dirName string) (Config, error) {
 		cfg.Images = map[string]string{}
 	}
 	return cfg, nil
-}
-
-// PlaceAmong gives a new cluster the first loopback address no other
-// cluster has (127.0.0.1, then 127.0.0.2, …) and a pod subnet of its own,
-// so clusters run side by side on the same ports.
-func (c *Config) PlaceAmong(others []Config) {
-	used := map[string]bool{}
-	for _, o := range others {
-		used[o.AdvertiseIP] = true
-	}
-	for n := 1; n < 255; n++ {
-		ip := fmt.Sprintf("127.0.0.%d", n)
-		if !used[ip] {
-			c.AdvertiseIP = ip
-			c.PodCIDR = fmt.Sprintf("10.244.%d.0/24", n-1)
-			return
-		}
-	}
 }
 
 // CNINetworks is the host-local IPAM plugin's data dir.

@@ -1,0 +1,267 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/phase"
+)
+
+// nodeSysctls are set inside each node's namespace (they are per
+// namespace, so the host's stay as they are): the node forwards between
+// its pods' bridge and its veth, and bridged pod traffic passes the
+// node's iptables, where kube-proxy's rules are.
+var nodeSysctls = []string{"net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"}
+
+// inNetNS is argv run inside the node's network namespace, and only
+// that: nsenter keeps the host's mount namespace (so the kubelet's and
+// containerd's mounts stay visible to down) and execs argv (so the pid
+// devk supervises is the program's own). `ip netns exec` would also
+// unshare the mount namespace.
+func inNetNS(n layout.NodeNet, argv ...string) []string {
+	return append([]string{"nsenter", "--net=" + n.NetNSPath(), "--"}, argv...)
+}
+
+func ipCmd(ctx context.Context, args ...string) error {
+	return execx.Run(ctx, execx.Cmd{Name: "ip", Args: args})
+}
+
+// hostRoute is one route of `ip -j route show table all`.
+type hostRoute struct {
+	Dst string `json:"dst"`
+	Dev string `json:"dev"`
+}
+
+// parseHostNetworks turns `ip -j -4 route show table all` into the IPv4
+// networks the host routes or owns (local addresses are routes of the
+// local table), leaving out the default route and routes through
+// ownBridge (the cluster's own, on a re-run).
+func parseHostNetworks(data []byte, ownBridge string) ([]*net.IPNet, error) {
+	var routes []hostRoute
+	if err := json.Unmarshal(data, &routes); err != nil {
+		return nil, fmt.Errorf("read the host's routes: %w", err)
+	}
+	var out []*net.IPNet
+	for _, r := range routes {
+		if r.Dst == "" || r.Dst == "default" || (ownBridge != "" && r.Dev == ownBridge) {
+			continue
+		}
+		dst := r.Dst
+		if !strings.Contains(dst, "/") {
+			dst += "/32"
+		}
+		if _, n, err := net.ParseCIDR(dst); err == nil && n.IP.To4() != nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// hostNetworks are the IPv4 networks the host uses (see
+// parseHostNetworks).
+func hostNetworks(ctx context.Context, ownBridge string) ([]*net.IPNet, error) {
+	out, err := execx.Output(ctx, execx.Cmd{Name: "ip", Args: []string{"-j", "-4", "route", "show", "table", "all"}})
+	if err != nil {
+		return nil, err
+	}
+	return parseHostNetworks(out, ownBridge)
+}
+
+func linkExists(name string) bool {
+	_, err := os.Lstat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// runNetwork makes the host's bridge, each node's namespace and the veth
+// between them, addresses and default routes, and the node's sysctls.
+// Every step is skipped when already done.
+func (c *Cluster) runNetwork(ctx context.Context) (phase.Outcome, error) {
+	nw := c.Config.Network
+	if !c.Config.HasNodeNetwork() {
+		return phase.Done, fmt.Errorf("cluster %s was made by an older devk, whose node shares the host's network: `devk down --name %s`, then `devk up` again", c.Config.Name, c.Config.Name)
+	}
+	_, subnet, err := net.ParseCIDR(nw.Subnet)
+	if err != nil {
+		return phase.Done, err
+	}
+	taken, err := hostNetworks(ctx, nw.HostBridge)
+	if err != nil {
+		return phase.Done, err
+	}
+	for _, n := range taken {
+		if layout.Overlaps(subnet, n) {
+			return phase.Done, fmt.Errorf("the host routes %s, which overlaps the cluster's node subnet %s: remove that route, or `devk down --name %s` and up again (a new cluster gets a free subnet)", n, nw.Subnet, c.Config.Name)
+		}
+	}
+	ones, _ := subnet.Mask.Size()
+	changed := false
+	do := func(args ...string) error {
+		changed = true
+		return ipCmd(ctx, args...)
+	}
+	if !linkExists(nw.HostBridge) {
+		if err := do("link", "add", nw.HostBridge, "type", "bridge"); err != nil {
+			return phase.Done, err
+		}
+	}
+	hostAddr := nw.HostIP + "/" + strconv.Itoa(ones)
+	if has, err := hasAddress(ctx, "", nw.HostBridge, nw.HostIP); err != nil {
+		return phase.Done, err
+	} else if !has {
+		if err := do("addr", "add", hostAddr, "dev", nw.HostBridge); err != nil {
+			return phase.Done, err
+		}
+	}
+	if err := ipCmd(ctx, "link", "set", nw.HostBridge, "up"); err != nil {
+		return phase.Done, err
+	}
+	for _, n := range nw.Nodes {
+		fresh := false
+		if _, err := os.Stat(n.NetNSPath()); errors.Is(err, fs.ErrNotExist) {
+			if err := do("netns", "add", n.NetNS); err != nil {
+				return phase.Done, err
+			}
+			fresh = true
+		}
+		if fresh && linkExists(n.HostVeth) {
+			// Its peer was in a namespace that is gone.
+			if err := do("link", "del", n.HostVeth); err != nil {
+				return phase.Done, err
+			}
+		}
+		if !linkExists(n.HostVeth) {
+			if err := do("link", "add", n.HostVeth, "type", "veth", "peer", "name", layout.NodeInterface, "netns", n.NetNS); err != nil {
+				return phase.Done, err
+			}
+		}
+		for _, args := range [][]string{
+			{"link", "set", n.HostVeth, "master", nw.HostBridge},
+			{"link", "set", n.HostVeth, "up"},
+			{"-n", n.NetNS, "link", "set", "lo", "up"},
+			{"-n", n.NetNS, "addr", "replace", n.IP + "/" + strconv.Itoa(ones), "dev", layout.NodeInterface},
+			{"-n", n.NetNS, "link", "set", layout.NodeInterface, "up"},
+			{"-n", n.NetNS, "route", "replace", "default", "via", nw.HostIP},
+		} {
+			if err := ipCmd(ctx, args...); err != nil {
+				return phase.Done, err
+			}
+		}
+		if err := execx.Run(ctx, execx.Cmd{Name: "nsenter", Args: append([]string{"--net=" + n.NetNSPath(), "--", "sysctl", "-q", "-w"}, nodeSysctls...)}); err != nil {
+			return phase.Done, err
+		}
+	}
+	cp := c.Config.ControlPlane()
+	out := phase.Unchanged("node %s at %s in netns %s; host %s on %s", cp.Name, cp.IP, cp.NetNS, hostAddr, nw.HostBridge)
+	out.Changed = changed
+	return out, nil
+}
+
+// ipAddrInfo is one interface of `ip -j addr show`.
+type ipAddrInfo struct {
+	AddrInfo []struct {
+		Local string `json:"local"`
+	} `json:"addr_info"`
+}
+
+// hasAddress says whether dev (in netns, or the host's when empty) has ip.
+func hasAddress(ctx context.Context, netns, dev, ip string) (bool, error) {
+	args := []string{"-j", "addr", "show", "dev", dev}
+	if netns != "" {
+		args = append([]string{"-n", netns}, args...)
+	}
+	out, err := execx.Output(ctx, execx.Cmd{Name: "ip", Args: args})
+	if err != nil {
+		return false, err
+	}
+	var infos []ipAddrInfo
+	if err := json.Unmarshal(out, &infos); err != nil {
+		return false, fmt.Errorf("ip addr show dev %s: %w", dev, err)
+	}
+	for _, in := range infos {
+		for _, a := range in.AddrInfo {
+			if a.Local == ip {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// netnsProcesses are the processes in the network namespace bound at
+// path.
+func netnsProcesses(path string) []int {
+	var want unix.Stat_t
+	if err := unix.Stat(path, &want); err != nil {
+		return nil
+	}
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) == nil && st.Ino == want.Ino && st.Dev == want.Dev {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// downNetwork kills whatever still runs in each node's namespace (a
+// process there keeps it, and its veth, alive), deletes the namespace
+// (its veth goes with it), and deletes the host's bridge; for a cluster
+// made before nodes had namespaces, the pods' bridge on the host.
+func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
+	var did []string
+	for _, n := range c.Config.Network.Nodes {
+		killed := 0
+		for _, pid := range netnsProcesses(n.NetNSPath()) {
+			if err := supervise.KillWait(ctx, pid, leftoverGrace); err != nil {
+				return phase.Done, fmt.Errorf("stop process %d in netns %s: %w", pid, n.NetNS, err)
+			}
+			killed++
+		}
+		if _, err := os.Stat(n.NetNSPath()); err == nil {
+			if err := ipCmd(ctx, "netns", "del", n.NetNS); err != nil {
+				return phase.Done, fmt.Errorf("%w (delete it with `ip netns del %s`)", err, n.NetNS)
+			}
+			did = append(did, fmt.Sprintf("netns %s (%d processes stopped)", n.NetNS, killed))
+		}
+		if linkExists(n.HostVeth) {
+			if err := ipCmd(ctx, "link", "del", n.HostVeth); err != nil {
+				return phase.Done, err
+			}
+			did = append(did, "veth "+n.HostVeth)
+		}
+	}
+	// The pods' bridge is in the node's namespace; a cluster made before
+	// that had it on the host.
+	for _, br := range []string{c.Config.Network.HostBridge, c.Config.Bridge} {
+		if br == "" || !linkExists(br) {
+			continue
+		}
+		if err := ipCmd(ctx, "link", "del", br); err != nil {
+			return phase.Done, fmt.Errorf("%w (delete it with `ip link del %s`)", err, br)
+		}
+		did = append(did, "bridge "+br)
+	}
+	if len(did) == 0 {
+		return phase.Unchanged("nothing left"), nil
+	}
+	return phase.Changed("deleted %s", strings.Join(did, ", ")), nil
+}

@@ -1,0 +1,89 @@
+package layout
+
+import (
+	"net"
+	"strings"
+	"testing"
+)
+
+func cidr(t *testing.T, s string) *net.IPNet {
+	t.Helper()
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPlaceAmong: each cluster gets its own node subnet, clear of the
+// host's routes and of the other clusters, and the node the second
+// address of it.
+func TestPlaceAmong(t *testing.T) {
+	first := NewConfig("devk")
+	if err := first.PlaceAmong(nil, []*net.IPNet{cidr(t, "192.0.2.0/24"), cidr(t, "10.250.0.7/32")}); err != nil {
+		t.Fatal(err)
+	}
+	if first.Network.Subnet != "10.250.1.0/24" || first.AdvertiseIP != "10.250.1.2" || first.Network.HostIP != "10.250.1.1" {
+		t.Errorf("first cluster: %+v, advertise %s (10.250.0.0/24 holds a host route)", first.Network, first.AdvertiseIP)
+	}
+	second := NewConfig("dev2")
+	if err := second.PlaceAmong([]Config{first}, []*net.IPNet{cidr(t, "10.250.2.0/23")}); err != nil {
+		t.Fatal(err)
+	}
+	if second.Network.Subnet != "10.250.0.0/24" {
+		t.Errorf("second cluster got %s; want 10.250.0.0/24 (1 is the first's, 2-3 the host's)", second.Network.Subnet)
+	}
+	if first.Network.HostBridge == second.Network.HostBridge || first.Network.Nodes[0].HostVeth == second.Network.Nodes[0].HostVeth ||
+		first.Network.Nodes[0].NetNS == second.Network.Nodes[0].NetNS {
+		t.Errorf("two clusters share a bridge, veth or netns: %+v %+v", first.Network, second.Network)
+	}
+	for _, c := range []Config{first, second} {
+		if err := c.Validate(c.Name); err != nil {
+			t.Errorf("placed config does not validate: %v", err)
+		}
+	}
+	full := NewConfig("dev3")
+	if err := full.PlaceAmong(nil, []*net.IPNet{cidr(t, "10.0.0.0/8")}); err == nil || !strings.Contains(err.Error(), "no free /24") {
+		t.Errorf("a host route over the whole pool: %v", err)
+	}
+}
+
+func TestInterfaceNamesFit(t *testing.T) {
+	long := strings.Repeat("a", 40)
+	for _, name := range []string{"devk", "a", long, long + "b"} {
+		for _, ifname := range []string{HostBridgeName(name), HostVethName(name, 0), HostVethName(name, 12)} {
+			if len(ifname) > 15 {
+				t.Errorf("%q is longer than Linux's 15 bytes", ifname)
+			}
+		}
+	}
+	if HostBridgeName(long) == HostBridgeName(long+"b") || HostVethName("a", 0) == HostVethName("a", 1) {
+		t.Error("names collide")
+	}
+}
+
+// TestNetworkTampering: down deletes what network names, so a field that
+// is not this cluster's is refused when cluster.json is read.
+func TestNetworkTampering(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"host bridge", func(c *Config) { c.Network.HostBridge = "eth0" }, "network.hostBridge"},
+		{"veth", func(c *Config) { c.Network.Nodes[0].HostVeth = "eth0" }, "network.nodes[0].hostVeth"},
+		{"netns", func(c *Config) { c.Network.Nodes[0].NetNS = "other" }, "network.nodes[0].netns"},
+		{"subnet", func(c *Config) { c.Network.Subnet = "10.250.1.0/33" }, "network.subnet"},
+		{"node ip outside", func(c *Config) { c.Network.Nodes[0].IP = "192.0.2.2" }, "network.nodes[0].ip"},
+		{"advertise elsewhere", func(c *Config) { c.AdvertiseIP = "10.250.1.9" }, "network.nodes[0]"},
+	} {
+		c := NewConfig("devk")
+		if err := c.PlaceAmong(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		tc.change(&c)
+		if err := c.Validate("devk"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}
