@@ -121,12 +121,12 @@ func ensureCgroupRoot(root string) error {
 func (c *Cluster) kubeletArgv() []string {
 	return inNetNS(c.Config.ControlPlane(),
 		c.KubeletBinary(),
-		"--config=" + c.KubeletConfig(),
-		"--kubeconfig=" + c.Kubeconfig("kubelet"),
-		"--root-dir=" + c.KubeletRoot(),
-		"--cert-dir=" + filepath.Join(c.KubeletRoot(), "pki"),
-		"--hostname-override=" + c.Config.NodeName,
-		"--node-ip=" + c.Config.AdvertiseIP,
+		"--config="+c.KubeletConfig(),
+		"--kubeconfig="+c.Kubeconfig("kubelet"),
+		"--root-dir="+c.KubeletRoot(),
+		"--cert-dir="+filepath.Join(c.KubeletRoot(), "pki"),
+		"--hostname-override="+c.Config.NodeName,
+		"--node-ip="+c.Config.AdvertiseIP,
 		"--v=1",
 	)
 }

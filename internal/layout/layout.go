@@ -69,11 +69,11 @@ type Config struct {
 	// Network wires the nodes: their namespaces, addresses and the
 	// host's bridge. Empty in a cluster made before nodes had their own
 	// network namespace.
-	Network Network `json:"network"`
-	ServiceCIDR string `json:"serviceCIDR"`
-	PodCIDR     string `json:"podCIDR"`
-	DNSDomain   string `json:"dnsDomain"`
-	Ports       Ports  `json:"ports"`
+	Network     Network `json:"network"`
+	ServiceCIDR string  `json:"serviceCIDR"`
+	PodCIDR     string  `json:"podCIDR"`
+	DNSDomain   string  `json:"dnsDomain"`
+	Ports       Ports   `json:"ports"`
 	// Registry is host:port the images are pulled from.
 	Registry string `json:"registry"`
 	// OwnRegistry says devk runs the registry (and stops it in down).
