@@ -242,11 +242,12 @@ func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 			}
 			did = append(did, fmt.Sprintf("netns %s (%d processes stopped)", n.NetNS, killed))
 		}
+		// The veth goes with the namespace, a moment later; one left
+		// over (its peer was moved out) is deleted here.
 		if linkExists(n.HostVeth) {
-			if err := ipCmd(ctx, "link", "del", n.HostVeth); err != nil {
+			if err := ipCmd(ctx, "link", "del", n.HostVeth); err != nil && linkExists(n.HostVeth) {
 				return phase.Done, err
 			}
-			did = append(did, "veth "+n.HostVeth)
 		}
 	}
 	// The pods' bridge is in the node's namespace; a cluster made before

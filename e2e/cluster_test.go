@@ -61,6 +61,7 @@ func TestClusterUpDown(t *testing.T) {
 		return MustDevkEnv(t, tree, env, args...)
 	}
 	dir := filepath.Join(home, "clusters", "devk")
+	hostBefore := hostNetState(t)
 	downed := false
 	t.Cleanup(func() {
 		if !downed {
@@ -172,6 +173,13 @@ func TestClusterUpDown(t *testing.T) {
 		return nil
 	})
 
+	// The node's rules, sysctls and interfaces are the node's: the host's
+	// iptables and sysctls are as they were (its links gained only devk's
+	// bridge and veth, checked after down).
+	if during := hostNetState(t); during.iptables != hostBefore.iptables || during.sysctls != hostBefore.sysctls {
+		t.Errorf("the host's iptables or sysctls changed while the cluster runs:\nbefore:\n%s\n%s\nduring:\n%s\n%s", hostBefore.iptables, hostBefore.sysctls, during.iptables, during.sysctls)
+	}
+
 	// status agrees: every component healthy, running what its manifest names.
 	st := devk("status", "-o", "json")
 	var status struct {
@@ -211,9 +219,59 @@ func TestClusterUpDown(t *testing.T) {
 	downed = true
 	t.Logf("devk down: %s", strings.TrimSpace(down.Stdout))
 	checkNothingLeft(t, home, kubeconfig, res.Context)
+	if after := hostNetState(t); after != hostBefore {
+		t.Errorf("the host's network differs after down:\nbefore: %+v\nafter:  %+v", hostBefore, after)
+	}
 	if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
 		t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
+}
+
+// hostNet is what of the host's network devk must leave as it found it.
+type hostNet struct {
+	iptables, sysctls, links, routes string
+}
+
+// hostNetState reads the host's iptables rules (v4 and v6, without
+// counters and comments), the sysctls a node sets in its own namespace,
+// its interfaces and routes.
+func hostNetState(t *testing.T) hostNet {
+	t.Helper()
+	var st hostNet
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := exec.Command(save).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", save, err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "#") {
+				continue
+			}
+			if strings.HasPrefix(l, ":") { // ":CHAIN POLICY [packets:bytes]"
+				l = strings.Join(strings.Fields(l)[:2], " ")
+			}
+			st.iptables += l + "\n"
+		}
+	}
+	for _, k := range []string{"net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables", "net/ipv4/conf/all/route_localnet", "net/netfilter/nf_conntrack_max"} {
+		v, _ := os.ReadFile("/proc/sys/" + k)
+		st.sysctls += k + "=" + strings.TrimSpace(string(v)) + "\n"
+	}
+	links, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(links)), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			st.links += f[1] + " "
+		}
+	}
+	routes, err := exec.Command("ip", "route", "show", "table", "all").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.routes = string(routes)
+	return st
 }
 
 // checkNothingLeft is the issue's nothing-left-behind list: no cluster
@@ -246,9 +304,17 @@ func checkNothingLeft(t *testing.T, home, kubeconfig, context string) {
 	if data, err := os.ReadFile(kubeconfig); err == nil && strings.Contains(string(data), context) {
 		t.Errorf("context %s remains in %s", context, kubeconfig)
 	}
+	if ns, _ := filepath.Glob("/run/netns/devk-*"); len(ns) > 0 {
+		t.Errorf("node network namespaces remain: %v", ns)
+	}
+	if _, err := os.Stat("/sys/class/net/dkb-devk"); err == nil {
+		t.Error("devk's bridge dkb-devk remains")
+	}
 }
 
-// TestClusterBadInput: a port in use is named with its process; a Ctrl-C
+// TestClusterBadInput: the registry's port in use is named with its
+// process (the cluster's own ports are in its node's network namespace,
+// where nothing else listens); a Ctrl-C
 // during `devk up` stops it cleanly, after which `devk up` resumes;
 // `devk down --keep-data` keeps the CA and etcd's contents for the next
 // `devk up`; and `devk down` leaves nothing behind.
@@ -262,16 +328,16 @@ func TestClusterBadInput(t *testing.T) {
 	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
 
 	t.Run("port in use", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:10257")
+		ln, err := net.Listen("tcp", "127.0.0.1:5000")
 		if err != nil {
-			t.Skipf("cannot hold port 10257 for the test: %v", err)
+			t.Fatalf("cannot hold the registry's port 5000 for the test (is a registry running?): %v", err)
 		}
 		defer ln.Close()
 		r := Devk(t, tree, env, "up")
 		if r.Err == nil {
-			t.Fatal("devk up succeeded with port 10257 taken")
+			t.Fatal("devk up succeeded with the registry's port 5000 taken")
 		}
-		want := fmt.Sprintf("port 10257 (kube-controller-manager) is in use by pid %d", os.Getpid())
+		want := fmt.Sprintf("port 5000 (the registry) is in use by pid %d", os.Getpid())
 		if !strings.Contains(r.Stderr, want) {
 			t.Errorf("stderr does not say %q:\n%s", want, r.Stderr)
 		}
