@@ -58,15 +58,21 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	}
 	t0 := time.Now()
 	sub := prefixed{c.Reporter, "images/"}
-	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet"}, controlPlaneComponents...), Reporter: sub}
+	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet", "kubectl"}, controlPlaneComponents...), Reporter: sub}
 	bj, err := build.Run(ctx, bo, phase.Options{})
 	if err != nil {
 		return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
 	}
 	built := time.Since(t0)
+	kubectlChanged := false
 	for _, b := range bj.Binaries {
-		if b.Name == "kubelet" {
+		switch b.Name {
+		case "kubelet":
 			c.kubeletBuilt = b.Path
+		case "kubectl":
+			if kubectlChanged, err = installBinary(b.Path, c.KubectlPath()); err != nil {
+				return phase.Done, fmt.Errorf("install kubectl for you: %w", err)
+			}
 		}
 	}
 	c.Config.KubeVersion = bj.Version.GitVersion
@@ -77,7 +83,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the control-plane images: %w", err)
 	}
-	changed := false
+	changed := kubectlChanged
 	for _, r := range ij.Images {
 		changed = c.recordImage(r.Component, r.Ref) || changed
 	}
@@ -95,6 +101,9 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 		Changed: changed,
 	}, nil
 }
+
+// KubectlPath is the kubectl up installs, built from the cluster's tree.
+func (c *Cluster) KubectlPath() string { return layout.HomePaths(c.Home).Kubectl() }
 
 // recordImage records component's image in the config; it reports
 // whether that changed it.

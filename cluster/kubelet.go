@@ -131,19 +131,20 @@ func (c *Cluster) kubeletArgv() []string {
 	)
 }
 
-// installKubelet copies the built kubelet to the cluster's bin dir unless
-// the same bytes are there; it reports whether it changed the binary.
-func installKubelet(src, dst string) (bool, error) {
+// installBinary copies a built binary (the kubelet to the cluster's bin
+// dir, kubectl to devk's) unless the same bytes are there; it reports
+// whether it changed the binary.
+func installBinary(src, dst string) (bool, error) {
 	same, err := atomicfile.SameContent(src, dst)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w (run `devk build kubelet`)", src, err)
+		return false, fmt.Errorf("%s: %w (run `devk build %s`)", src, err, filepath.Base(src))
 	}
 	if same {
 		return false, nil
 	}
 	in, err := os.Open(src)
 	if err != nil {
-		return false, fmt.Errorf("the kubelet binary: %w (run `devk build kubelet`)", err)
+		return false, fmt.Errorf("%s: %w (run `devk build %s`)", src, err, filepath.Base(src))
 	}
 	defer in.Close()
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -165,7 +166,7 @@ func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
 	binChanged := false
 	if src != "" {
 		var err error
-		if binChanged, err = installKubelet(src, c.KubeletBinary()); err != nil {
+		if binChanged, err = installBinary(src, c.KubeletBinary()); err != nil {
 			return phase.Done, err
 		}
 	} else if _, err := os.Stat(c.KubeletBinary()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,11 +91,17 @@ type upResult struct {
 	Seconds    float64              `json:"seconds"`
 	Changed    bool                 `json:"changed"`
 	Phases     []layout.PhaseTiming `json:"phases"`
+	// Kubectl is the kubectl built from the cluster's tree, if installed.
+	Kubectl string `json:"kubectl,omitempty"`
 }
 
 func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
 	r := upResult{Name: c.Config.Name, Dir: c.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.Kubeconfig("admin"),
 		Node: c.Config.NodeName, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun}
+	kubectl := "kubectl"
+	if _, err := os.Stat(c.KubectlPath()); err == nil {
+		r.Kubectl, kubectl = c.KubectlPath(), c.KubectlPath()
+	}
 	if g.JSON() {
 		return json.NewEncoder(g.stdout).Encode(r)
 	}
@@ -107,7 +114,11 @@ func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.D
 	} else {
 		fmt.Fprintf(g.stdout, "cluster %s was up and healthy already; nothing changed (checked in %s)\n", r.Name, progress.Round(took))
 	}
-	fmt.Fprintf(g.stdout, "  kubectl --context %s get pods -A\n", r.Context)
-	fmt.Fprintf(g.stdout, "  admin kubeconfig: %s\n", r.Kubeconfig)
+	fmt.Fprintf(g.stdout, "  %s --kubeconfig %s get pods -A\n", kubectl, r.Kubeconfig)
+	fmt.Fprintf(g.stdout, "  or: kubectl --context %s (context added to your kubeconfig)", r.Context)
+	if r.Kubectl != "" {
+		fmt.Fprintf(g.stdout, "; kubectl built from the tree: %s", r.Kubectl)
+	}
+	fmt.Fprintln(g.stdout)
 	return nil
 }

@@ -283,6 +283,10 @@ func (p Paths) KubeletConfig() string { return p.join("kubelet-config.yaml") }
 // so that swapping it is an atomic rename).
 func (p Paths) KubeletBinary() string { return p.join("bin", "kubelet") }
 
+// Kubectl is the kubectl `devk up` installs for the user, in the home's
+// bin dir (HomePaths): built from the cluster's tree.
+func (p Paths) Kubectl() string { return p.join("bin", "kubectl") }
+
 // Etcd is etcd's data dir.
 func (p Paths) Etcd() string { return p.join("etcd") }
 
