@@ -139,7 +139,7 @@ func imagePhases() []*phase.Phase[*Job] {
 	return []*phase.Phase[*Job]{
 		{
 			Name:  "image",
-			Short: "make each binary's OCI image: one layer (cached by the binary's sha256), entrypoint, labels, source time",
+			Short: "make each binary's OCI image: one layer (cached by the binary's sha256) on its base (kube-proxy: iptables from Debian packages), entrypoint, labels, source time",
 			IO: func(j *Job) ([]string, []string) {
 				reads := []string{build.StatePath(j.Tree.Root)}
 				for _, c := range j.Components {
@@ -180,7 +180,7 @@ func imagePhases() []*phase.Phase[*Job] {
 		},
 		{
 			Name:  "push",
-			Short: "push the images (blobs the registry lacks, then the manifest) and record the digests in _output/devk/state.json",
+			Short: "push the bases devk made, then the images (blobs the registry lacks, then the manifest) and record the digests in _output/devk/state.json",
 			IO: func(j *Job) ([]string, []string) {
 				var writes []string
 				for _, c := range j.Components {

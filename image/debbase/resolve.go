@@ -165,7 +165,8 @@ func Resolve(ctx context.Context, spec Spec) ([]Package, error) {
 		}
 	}
 	for len(queue) > 0 {
-		// One apt-cache call per level of the dependency tree.
+		// One level of the dependency tree; lookup asks apt only for
+		// names the closure above missed (usually none).
 		var groups [][]string
 		var from []string
 		var names []string
