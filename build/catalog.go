@@ -26,7 +26,16 @@ type Component struct {
 	// External components are built from a module at a pinned version,
 	// not from the tree.
 	External bool
+	// Base names the base image the component's image needs, one devk
+	// makes itself (BaseIptables); empty means any (image.Options.Base,
+	// else none: the binaries are static).
+	Base string
 }
+
+// BaseIptables is the base of a component that runs iptables and
+// conntrack (kube-proxy): Debian's iptables and conntrack packages, as
+// Kubernetes' own kube-proxy image has them from distroless-iptables.
+const BaseIptables = "iptables"
 
 // Image is the repository name the component's image is pushed under.
 func (c Component) Image() string { return c.Binary }
@@ -38,7 +47,7 @@ var Catalog = []Component{
 	{Name: "scheduler", Binary: "kube-scheduler", Package: "./cmd/kube-scheduler", StaticPod: true},
 	{Name: "kubelet", Binary: "kubelet", Package: "./cmd/kubelet"},
 	{Name: "kubectl", Binary: "kubectl", Package: "./cmd/kubectl"},
-	{Name: "kube-proxy", Binary: "kube-proxy", Package: "./cmd/kube-proxy"},
+	{Name: "kube-proxy", Binary: "kube-proxy", Package: "./cmd/kube-proxy", Base: BaseIptables},
 	{Name: "kubeadm", Binary: "kubeadm", Package: "./cmd/kubeadm"},
 	{Name: "etcd", Binary: "etcd", Package: "go.etcd.io/etcd/server/v3", StaticPod: true, External: true},
 }

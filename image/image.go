@@ -1,7 +1,9 @@
 // Package image makes deterministic OCI images of built components and
 // pushes them: the binary at /usr/local/bin/<name> as the entrypoint,
 // zero mtimes, fixed modes and owners, the created time of the source, on
-// no base layer by default. Layers are cached by the binary's sha256, so an
+// no base layer by default (kube-proxy on an iptables base made from
+// Debian packages, see MakeDebianBase and image/debbase). Layers are
+// cached by the binary's sha256, so an
 // unchanged binary is neither compressed nor uploaded again. The image and
 // push phases run after the build phases on one shared job.
 package image

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,12 @@ type Options struct {
 	// Registry is host[:port][/prefix]; empty means DefaultRegistry().
 	Registry string
 	// Base is the image the binary is put on; empty means no base layer.
+	// A component that needs a base of its own (build.Component.Base:
+	// kube-proxy's iptables) gets that one instead.
 	Base string
+	// BaseCache is where the bases devk makes from Debian packages are
+	// cached; empty means DefaultBaseCacheDir().
+	BaseCache string
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
 	// Push runs the image and push phases after the build phases
@@ -42,10 +48,13 @@ type Job struct {
 	Image Options
 	// Images are the results, one per component, in catalog order.
 	Images []*Result
+	// Bases are the bases devk made for them (kube-proxy's), pushed
+	// before the images.
+	Bases []*DebianBase
 
 	remote *Remote
 	cache  *LayerCache
-	bases  map[string]v1.Image // by platform
+	bases  map[string]v1.Image // pulled Options.Base, by platform
 }
 
 // Result is one component's image.
@@ -62,13 +71,18 @@ type Result struct {
 	Platform   string `json:"platform"`
 	// Layer is the binary layer's digest; LayerCached says it came from
 	// the layer cache (the binary was not compressed again).
-	Layer       string        `json:"layer"`
-	LayerCached bool          `json:"layerCached"`
-	ImageTook   time.Duration `json:"imageTook"`
-	PushTook    time.Duration `json:"pushTook,omitempty"`
+	Layer       string `json:"layer"`
+	LayerCached bool   `json:"layerCached"`
+	// Base is the image the binary was put on: Options.Base, or the
+	// reference by digest of the base devk made (once pushed); empty
+	// for none.
+	Base      string        `json:"base,omitempty"`
+	ImageTook time.Duration `json:"imageTook"`
+	PushTook  time.Duration `json:"pushTook,omitempty"`
 
 	binarySHA256 string
 	img          v1.Image
+	debianBase   *DebianBase
 }
 
 // NewJob prepares the pipeline; nothing is built or pushed.
@@ -125,22 +139,35 @@ func imagePhases() []*phase.Phase[*Job] {
 	return []*phase.Phase[*Job]{
 		{
 			Name:  "image",
-			Short: "make each binary's OCI image: one layer (cached by the binary's sha256), entrypoint, labels, source time",
+			Short: "make each binary's OCI image: one layer (cached by the binary's sha256) on its base (kube-proxy: iptables from Debian packages), entrypoint, labels, source time",
 			IO: func(j *Job) ([]string, []string) {
 				reads := []string{build.StatePath(j.Tree.Root)}
 				for _, c := range j.Components {
 					reads = append(reads, j.BinaryPath(c))
 				}
-				if j.Image.Base != "" {
-					reads = append(reads, j.Image.Base)
+				writes := []string{j.cache.Dir}
+				for _, c := range j.Components {
+					if c.Base != "" {
+						reads = append(reads, "Debian packages of the "+c.Base+" base (apt)")
+						writes = append(writes, j.baseCacheDir())
+					} else if j.Image.Base != "" {
+						reads = append(reads, j.Image.Base)
+					}
 				}
-				return reads, []string{j.cache.Dir}
+				return slices.Compact(reads), slices.Compact(writes)
 			},
 			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
 				if err := j.makeImages(ctx); err != nil {
 					return phase.Done, err
 				}
 				var parts []string
+				for _, b := range j.Bases {
+					how := "layer compressed"
+					if b.LayerCached {
+						how = "layer cached"
+					}
+					parts = append(parts, fmt.Sprintf("%s %s (%d Debian packages, %s)", BaseRepository(b.Kind), short(b.Digest), len(b.Packages), how))
+				}
 				for _, r := range j.Images {
 					how := "layer compressed"
 					if r.LayerCached {
@@ -153,10 +180,13 @@ func imagePhases() []*phase.Phase[*Job] {
 		},
 		{
 			Name:  "push",
-			Short: "push the images (blobs the registry lacks, then the manifest) and record the digests in _output/devk/state.json",
+			Short: "push the bases devk made, then the images (blobs the registry lacks, then the manifest) and record the digests in _output/devk/state.json",
 			IO: func(j *Job) ([]string, []string) {
 				var writes []string
 				for _, c := range j.Components {
+					if c.Base != "" {
+						writes = append(writes, j.remote.Addr+"/"+BaseRepository(c.Base)+":TAG")
+					}
 					writes = append(writes, j.remote.Addr+"/"+c.Image()+":TAG")
 				}
 				return nil, append(writes, build.StatePath(j.Tree.Root))
@@ -166,6 +196,9 @@ func imagePhases() []*phase.Phase[*Job] {
 					return phase.Done, err
 				}
 				var refs []string
+				for _, b := range j.Bases {
+					refs = append(refs, b.Ref)
+				}
 				for _, r := range j.Images {
 					refs = append(refs, r.Ref)
 				}
@@ -198,7 +231,7 @@ func (j *Job) makeImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.Images = j.Images[:0]
+	j.Images, j.Bases = j.Images[:0], j.Bases[:0]
 	for _, c := range j.Components {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -222,13 +255,17 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if fi.Size() != rec.Size || !fi.ModTime().Equal(rec.ModTime) {
 			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.Name)
 		}
-		base, err := j.base(ctx, rec.Platform)
+		base, db, err := j.base(ctx, c, rec.Platform)
 		if err != nil {
 			return err
 		}
 		mt, err := layerMediaType(base)
 		if err != nil {
 			return fmt.Errorf("base image %s: %w", j.Image.Base, err)
+		}
+		baseName := j.Image.Base
+		if db != nil {
+			baseName = ""
 		}
 		layer, hit, err := j.cache.Layer(binPath, c.Binary, rec.SHA256, mt)
 		if err != nil {
@@ -261,8 +298,8 @@ func (j *Job) makeImages(ctx context.Context) error {
 		j.Images = append(j.Images, &Result{
 			Component: c.Name, Binary: c.Binary, Version: rec.Version, Tag: Tag(rec.Version),
 			Repository: repo.Name(), Digest: d.String(), Platform: rec.Platform,
-			Layer: ld.String(), LayerCached: hit, ImageTook: time.Since(t0),
-			binarySHA256: rec.SHA256, img: img,
+			Layer: ld.String(), LayerCached: hit, Base: baseName, ImageTook: time.Since(t0),
+			binarySHA256: rec.SHA256, img: img, debianBase: db,
 		})
 	}
 	return nil
@@ -277,19 +314,46 @@ func (j *Job) created() (time.Time, error) {
 	return t, nil
 }
 
-func (j *Job) base(ctx context.Context, platform string) (v1.Image, error) {
+// base is the image component c is put on: the Debian base its
+// Base names (made or taken from the cache once per job and platform),
+// else Options.Base pulled, else none.
+func (j *Job) base(ctx context.Context, c build.Component, platform string) (v1.Image, *DebianBase, error) {
+	if c.Base != "" {
+		for _, b := range j.Bases {
+			if b.Kind == c.Base && b.Platform == platform {
+				return b.img, b, nil
+			}
+		}
+		b, err := MakeDebianBase(ctx, c.Base, platform, j.Image.BaseCache, j.Image.Compression)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		j.Bases = append(j.Bases, b)
+		return b.img, b, nil
+	}
 	if j.Image.Base == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if b, ok := j.bases[platform]; ok {
-		return b, nil
+		return b, nil, nil
 	}
 	b, err := PullBase(ctx, j.Image.Base, platform, j.remote)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	j.bases[platform] = b
-	return b, nil
+	return b, nil, nil
+}
+
+// baseCacheDir is where the Debian bases are cached (for plans).
+func (j *Job) baseCacheDir() string {
+	if j.Image.BaseCache != "" {
+		return j.Image.BaseCache
+	}
+	if d, err := DefaultBaseCacheDir(); err == nil {
+		return d
+	}
+	return "$DEVK_HOME/cache/debian"
 }
 
 // push pushes every image (in parallel) and records what was pushed.
@@ -298,6 +362,13 @@ func (j *Job) push(ctx context.Context) error {
 		// `phase push` alone: remake the images, which the layer cache
 		// makes cheap, rather than rely on memory of an earlier run.
 		if err := j.makeImages(ctx); err != nil {
+			return err
+		}
+	}
+	// Bases first, one at a time: the images on them then find their
+	// layer in the registry rather than upload it side by side.
+	for _, b := range j.Bases {
+		if err := PushDebianBase(ctx, j.remote, b); err != nil {
 			return err
 		}
 	}
@@ -346,6 +417,9 @@ func (j *Job) pushOne(ctx context.Context, r *Result) error {
 		return err
 	}
 	r.Ref = repo.Name() + "@" + r.Digest
+	if r.debianBase != nil {
+		r.Base = r.debianBase.Ref
+	}
 	return nil
 }
 

@@ -113,9 +113,12 @@ type layerMeta struct {
 	Digest       string `json:"digest"`
 	DiffID       string `json:"diffID"`
 	Size         int64  `json:"size"`
-	BinarySHA256 string `json:"binarySHA256"`
-	BinarySize   int64  `json:"binarySize"`
+	BinarySHA256 string `json:"binarySHA256,omitempty"`
+	BinarySize   int64  `json:"binarySize,omitempty"`
 	Compression  string `json:"compression"`
+	// MTime is the mtime of the layer's files when a LayerOf writer
+	// reports one.
+	MTime time.Time `json:"mtime,omitzero"`
 }
 
 // LayerCache keeps compressed layers by the sha256 of the binary they
@@ -135,8 +138,8 @@ func NewLayerCache(outputDir string) *LayerCache {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-func (c *LayerCache) paths(name, binSHA string) (blob, meta string) {
-	base := filepath.Join(c.Dir, fmt.Sprintf("%s-%s-%s-%s", name, binSHA, layerFormat, c.Compression.key()))
+func (c *LayerCache) paths(name, key string) (blob, meta string) {
+	base := filepath.Join(c.Dir, fmt.Sprintf("%s-%s-%s-%s", name, key, layerFormat, c.Compression.key()))
 	return base + ".tar.gz", base + ".json"
 }
 
@@ -144,42 +147,83 @@ func (c *LayerCache) paths(name, binSHA string) (blob, meta string) {
 // binSHA) as /usr/local/bin/<name>, from the cache when present; hit
 // says whether it was.
 func (c *LayerCache) Layer(path, name, binSHA string, mt types.MediaType) (l v1.Layer, hit bool, err error) {
-	// Both become a file name in the cache; binSHA may come from a
-	// state.json anyone could have edited.
-	if err := validname.Component(name); err != nil {
-		return nil, false, fmt.Errorf("layer cache: %w", err)
-	}
 	if !sha256Hex.MatchString(binSHA) {
 		return nil, false, fmt.Errorf("layer cache: binary sha256 %q is not 64 lowercase hex digits: rebuild the binary (devk build)", binSHA)
 	}
-	blobPath, metaPath := c.paths(name, binSHA)
+	cl, err := c.cached(name, binSHA, mt, func(blobPath string) (*layerMeta, error) { return c.build(path, name, binSHA, blobPath) })
+	if err != nil {
+		return nil, false, err
+	}
+	return cl.Layer, cl.Hit, nil
+}
+
+// CachedLayer is a layer from a LayerCache.
+type CachedLayer struct {
+	Layer v1.Layer
+	// MTime is what the writer reported when it made the layer.
+	MTime time.Time
+	// Hit says the layer came from the cache (nothing was written).
+	Hit bool
+}
+
+// LayerOf returns the layer whose uncompressed tar write writes, cached
+// under name and key (64 lowercase hex digits that name the tar's
+// content: the same key must always mean the same bytes). write returns
+// the mtime of the tar's files, kept with the layer.
+func (c *LayerCache) LayerOf(name, key string, mt types.MediaType, write func(io.Writer) (time.Time, error)) (CachedLayer, error) {
+	if !sha256Hex.MatchString(key) {
+		return CachedLayer{}, fmt.Errorf("layer cache: key %q is not 64 lowercase hex digits", key)
+	}
+	return c.cached(name, key, mt, func(blobPath string) (*layerMeta, error) {
+		var mtime time.Time
+		m, err := c.compress(blobPath, func(w io.Writer) (err error) {
+			mtime, err = write(w)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("compress layer of %s: %w", name, err)
+		}
+		m.MTime = mtime
+		return m, nil
+	})
+}
+
+// cached returns the layer cached under name and key, or makes it with
+// build (which writes the compressed blob at the path it is given).
+func (c *LayerCache) cached(name, key string, mt types.MediaType, build func(blobPath string) (*layerMeta, error)) (CachedLayer, error) {
+	// Both become a file name in the cache; a binary's sha256 may come
+	// from a state.json anyone could have edited.
+	if err := validname.Component(name); err != nil {
+		return CachedLayer{}, fmt.Errorf("layer cache: %w", err)
+	}
+	blobPath, metaPath := c.paths(name, key)
 	if m, err := readMeta(metaPath); err == nil {
 		if fi, err := os.Stat(blobPath); err == nil && fi.Size() == m.Size {
 			now := time.Now()
 			_ = os.Chtimes(metaPath, now, now) // keeps it among the newest for pruning
 			l, err := m.layer(blobPath, mt)
-			return l, true, err
+			return CachedLayer{Layer: l, MTime: m.MTime, Hit: true}, err
 		}
 	}
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return nil, false, fmt.Errorf("layer cache: %w", err)
+		return CachedLayer{}, fmt.Errorf("layer cache: %w", err)
 	}
-	m, err := c.build(path, name, binSHA, blobPath)
+	m, err := build(blobPath)
 	if err != nil {
-		return nil, false, err
+		return CachedLayer{}, err
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return nil, false, err
+		return CachedLayer{}, err
 	}
 	// The metadata is written last: a cache entry exists only once its
 	// blob is complete.
 	if err := atomicfile.Write(metaPath, append(data, '\n'), 0o644, ""); err != nil {
-		return nil, false, fmt.Errorf("layer cache: %w", err)
+		return CachedLayer{}, fmt.Errorf("layer cache: %w", err)
 	}
 	c.prune(name)
-	l, err = m.layer(blobPath, mt)
-	return l, false, err
+	l, err := m.layer(blobPath, mt)
+	return CachedLayer{Layer: l, MTime: m.MTime}, err
 }
 
 func readMeta(path string) (*layerMeta, error) {
@@ -194,7 +238,7 @@ func readMeta(path string) (*layerMeta, error) {
 	return m, nil
 }
 
-// build compresses the layer into blobPath, hashing it on the way.
+// build compresses the binary's layer into blobPath.
 func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, error) {
 	bin, err := os.Open(path)
 	if err != nil {
@@ -205,18 +249,29 @@ func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, err
 	if err != nil {
 		return nil, err
 	}
-	m := &layerMeta{BinarySHA256: binSHA, BinarySize: fi.Size(), Compression: c.Compression.key()}
-	err = atomicfile.WriteFrom(blobPath, func(out io.Writer) error {
+	// The binary is not hashed again: callers pass the sha256 the build
+	// recorded for this size and mtime (checked before), and a binary
+	// rewritten while being read fails the size check.
+	m, err := c.compress(blobPath, func(w io.Writer) error { return writeLayerTar(w, bin, path, fi.Size(), name) })
+	if err != nil {
+		return nil, fmt.Errorf("compress layer of %s: %w", name, err)
+	}
+	m.BinarySHA256, m.BinarySize = binSHA, fi.Size()
+	return m, nil
+}
+
+// compress writes the tar that write makes into blobPath, compressed,
+// hashing it on the way (digest of the blob, diff ID of the tar).
+func (c *LayerCache) compress(blobPath string, write func(io.Writer) error) (*layerMeta, error) {
+	m := &layerMeta{Compression: c.Compression.key()}
+	err := atomicfile.WriteFrom(blobPath, func(out io.Writer) error {
 		digest, diffID := sha256.New(), sha256.New()
 		compressed := &countingWriter{w: io.MultiWriter(out, digest)}
 		zw, err := c.Compression.writer(compressed)
 		if err != nil {
 			return err
 		}
-		// The binary is not hashed again: callers pass the sha256 the
-		// build recorded for this size and mtime (checked before), and a
-		// binary rewritten while being read fails the size check.
-		if err := writeLayerTar(io.MultiWriter(zw, diffID), bin, path, fi.Size(), name); err != nil {
+		if err := write(io.MultiWriter(zw, diffID)); err != nil {
 			return err
 		}
 		if err := zw.Close(); err != nil {
@@ -227,10 +282,7 @@ func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, err
 		m.Size = compressed.n
 		return nil
 	}, 0o644, "")
-	if err != nil {
-		return nil, fmt.Errorf("compress layer of %s: %w", name, err)
-	}
-	return m, nil
+	return m, err
 }
 
 // prune keeps the Keep most recently used layers of a binary.

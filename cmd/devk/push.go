@@ -19,7 +19,7 @@ import (
 func addImageFlags(f *pflag.FlagSet, o *image.Options) {
 	f.Var(&compressionFlag{o: o}, "compression", "layer compression: fast (parallel gzip, level 1) or standard (single-threaded default gzip, smaller and slower); the digest depends on it")
 	f.StringVar(&o.Registry, "registry", image.DefaultRegistry(), "registry to push to, HOST[:PORT][/PREFIX] (http:// in front for plain HTTP, which needs --insecure unless on loopback); $DEVK_REGISTRY changes the default")
-	f.StringVar(&o.Base, "base", "", "base image to put the binary on (default: none, the binaries are static); pulled with your docker credentials")
+	f.StringVar(&o.Base, "base", "", "base image to put the binary on (default: none, the binaries are static; kube-proxy always gets devk's iptables base); pulled with your docker credentials")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback (loopback registries get it anyway)")
 }
 
@@ -35,7 +35,10 @@ func newPushCmd(g *globalOptions) *cobra.Command {
 		Long: `Make an OCI image of each component's last built binary and push it.
 
 The image holds the binary at /usr/local/bin/<name> as its entrypoint, for
-the platform it was built for, on no base layer unless --base is given. It
+the platform it was built for, on no base layer unless --base is given
+(kube-proxy goes on an iptables base devk makes from this machine's Debian
+packages, cached in $DEVK_HOME/cache/debian and pushed as
+<registry>/devk-iptables-base). It
 is deterministic: zero mtimes, fixed modes and owners, created at
 SOURCE_DATE_EPOCH or the tree's commit time, labelled with the version and
 commit; the same binary always gives the same digest. The compressed layer
@@ -88,7 +91,9 @@ func printPushed(g *globalOptions, j *image.Job, took time.Duration) error {
 			Seconds  float64         `json:"seconds"`
 			Binaries []build.Binary  `json:"binaries,omitempty"`
 			Images   []*image.Result `json:"images"`
-		}{took.Seconds(), j.Binaries, j.Images})
+			// Bases devk made for them (kube-proxy's iptables base).
+			Bases []*image.DebianBase `json:"bases,omitempty"`
+		}{took.Seconds(), j.Binaries, j.Images, j.Bases})
 	}
 	var names []string
 	for _, r := range j.Images {

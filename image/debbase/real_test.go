@@ -1,0 +1,144 @@
+package debbase
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testDebDir keeps the downloaded packages between test runs, so that
+// only the first run on a machine downloads (a few MB from Debian's
+// mirror) and later ones take a few seconds. The image package's tests
+// use the same directory (as <BaseCache>/debs).
+var testDebDir = filepath.Join(os.TempDir(), "devk-debian-test", "debs")
+
+// needDebian skips when the machine has no apt or dpkg-deb: the base is
+// made from the machine's Debian packages, so there is nothing to test.
+func needDebian(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"apt-cache", "apt-get", "dpkg-deb", "dpkg"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("not a Debian machine (%s: %v): the base is made with apt and dpkg-deb", tool, err)
+		}
+	}
+}
+
+// TestIptablesBase makes the real iptables base from Debian's packages
+// twice (same bytes), unpacks it, and runs the commands kube-proxy runs
+// inside it with chroot: the loader, the libraries, the xtables modules
+// and the alternatives' symlinks all have to be there.
+func TestIptablesBase(t *testing.T) {
+	needDebian(t)
+	ctx := context.Background()
+	pkgs, err := Resolve(ctx, Iptables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, p := range pkgs {
+		names[p.Name] = true
+	}
+	for _, want := range []string{"iptables", "conntrack", "libc6", "libxtables12", "libip4tc2", "libip6tc2", "libnftnl11", "libmnl0", "libnetfilter-conntrack3", "libnfnetlink0"} {
+		if !names[want] {
+			t.Errorf("the closure lacks %s: %v", want, pkgs)
+		}
+	}
+	for _, not := range DistrolessExclude {
+		if names[not] {
+			t.Errorf("the closure holds %s, which is excluded", not)
+		}
+	}
+
+	t0 := time.Now()
+	var first bytes.Buffer
+	mtime, err := WriteRoot(ctx, &first, testDebDir, pkgs, Iptables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d packages, tar of %d bytes in %s", len(pkgs), first.Len(), time.Since(t0))
+	var second bytes.Buffer
+	mtime2, err := WriteRoot(ctx, &second, testDebDir, pkgs, Iptables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(first.Bytes()) != sha256.Sum256(second.Bytes()) || !mtime.Equal(mtime2) {
+		t.Fatal("the same packages gave two different tars")
+	}
+	if mtime.Before(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)) || mtime.After(time.Now()) {
+		t.Fatalf("mtime %s is not a package's date", mtime)
+	}
+
+	root := t.TempDir()
+	extract(t, &first, root)
+	if _, err := os.Stat(filepath.Join(root, "usr/lib/x86_64-linux-gnu/libc.so.6")); err != nil && strings.Contains(pkgs[0].Architecture, "amd64") {
+		t.Error(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: chroot is not run")
+		return
+	}
+	for _, cmd := range [][]string{
+		{"/usr/sbin/iptables", "--version"},
+		{"/usr/sbin/iptables-save", "--version"},
+		{"/usr/sbin/iptables-restore", "--version"},
+		{"/usr/sbin/ip6tables", "--version"},
+		{"/usr/sbin/ip6tables-save", "--version"},
+		{"/usr/sbin/ip6tables-restore", "--version"},
+		{"/sbin/iptables", "--version"}, // through the merged /sbin
+		{"/usr/sbin/conntrack", "--version"},
+	} {
+		out, err := exec.Command("chroot", append([]string{root}, cmd...)...).CombinedOutput()
+		if err != nil {
+			t.Errorf("chroot %s: %v\n%s", strings.Join(cmd, " "), err, out)
+			continue
+		}
+		want := "nf_tables"
+		if strings.HasSuffix(cmd[0], "conntrack") {
+			want = "conntrack v"
+		}
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s: %q, want %q in it", strings.Join(cmd, " "), out, want)
+		}
+	}
+}
+
+// extract unpacks a tar into dir (the test's own, minimal tar -x).
+func extract(t *testing.T, r io.Reader, dir string) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, os.FileMode(h.Mode)&os.ModePerm)
+		case tar.TypeSymlink:
+			err = os.Symlink(h.Linkname, p)
+		case tar.TypeReg:
+			var data []byte
+			if data, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(p, data, os.FileMode(h.Mode)&os.ModePerm)
+			}
+		default:
+			t.Fatalf("%s: unexpected type %q", h.Name, h.Typeflag)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
