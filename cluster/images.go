@@ -39,8 +39,12 @@ const (
 	pauseTag  = "devk"
 )
 
-// controlPlaneComponents are the components whose images up pushes.
+// controlPlaneComponents are the static pods' components.
 var controlPlaneComponents = []string{"etcd", "apiserver", "controller-manager", "scheduler"}
+
+// imageComponents are the components whose images up pushes: the control
+// plane's and the addons'.
+var imageComponents = append(slices.Clone(controlPlaneComponents), "kube-proxy")
 
 func (c *Cluster) kubeletSource() string {
 	if c.ImagesFrom != "" {
@@ -58,7 +62,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	}
 	t0 := time.Now()
 	sub := prefixed{c.Reporter, "images/"}
-	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet", "kubectl"}, controlPlaneComponents...), Reporter: sub}
+	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet", "kubectl"}, imageComponents...), Reporter: sub}
 	bj, err := build.Run(ctx, bo, phase.Options{})
 	if err != nil {
 		return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
@@ -78,10 +82,10 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	bo.Components = controlPlaneComponents
-	ij, err := image.RunPush(ctx, bo, image.Options{Registry: c.Config.Registry}, phase.Options{Reporter: sub})
+	bo.Components = imageComponents
+	ij, err := image.RunPush(ctx, bo, image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache()}, phase.Options{Reporter: sub})
 	if err != nil {
-		return phase.Done, fmt.Errorf("push the control-plane images: %w", err)
+		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
 	changed := kubectlChanged
 	for _, r := range ij.Images {
@@ -101,6 +105,10 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 		Changed: changed,
 	}, nil
 }
+
+// baseCache is where the Debian packages and layers of image bases
+// (kube-proxy's iptables base) are kept, for every cluster of the home.
+func (c *Cluster) baseCache() string { return filepath.Join(c.Home, "cache", "debian") }
 
 // KubectlPath is the kubectl up installs, built from the cluster's tree.
 func (c *Cluster) KubectlPath() string { return layout.HomePaths(c.Home).Kubectl() }
@@ -139,7 +147,7 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	}
 	tag := c.ImagesTag
 	changed := false
-	for _, comp := range controlPlaneComponents {
+	for _, comp := range imageComponents {
 		bc, err := build.Lookup(comp)
 		if err != nil {
 			return phase.Done, err
