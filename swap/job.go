@@ -97,8 +97,8 @@ type Job struct {
 
 	comps  []build.Component // as named; none: the outdated static pods
 	addons []addon.Workload  // as named
-	tree  *source.Tree
-	state *build.StateFile
+	tree   *source.Tree
+	state  *build.StateFile
 
 	selected  bool // selectPods ran; pods and selectErr are its result
 	selectErr error
