@@ -82,7 +82,7 @@ type addonSwap struct {
 	t0            time.Time
 }
 
-// addonAnnotations are the annotations of a that a swap owns.
+// swapAnnotations are the annotations among ann that a swap owns.
 func swapAnnotations(ann map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, k := range []string{addon.SwappedImageAnnotation, addon.PreviousImageAnnotation} {
@@ -117,6 +117,18 @@ func (j *Job) apiClient() (kubernetes.Interface, error) {
 // newAddonSwap is the swap of w to its last pushed image (a rollback: to
 // the image its annotation recorded). The workload must exist.
 func (j *Job) newAddonSwap(ctx context.Context, w addon.Workload) (*addonSwap, error) {
+	a := &addonSwap{job: j, w: w}
+	if !j.Rollback {
+		// What was pushed first: it needs no API server.
+		ps, err := j.pushed(w.Component)
+		if err != nil {
+			return nil, err
+		}
+		a.target = ps.Pushed.Ref
+		if digest.Of(a.target) == "" {
+			return nil, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push %s)", a.target, w.Component)
+		}
+	}
 	cs, err := j.apiClient()
 	if err != nil {
 		return nil, err
@@ -132,20 +144,11 @@ func (j *Job) newAddonSwap(ctx context.Context, w addon.Workload) (*addonSwap, e
 	if cur == "" {
 		return nil, fmt.Errorf("%s has no container %s", w, w.Container)
 	}
-	a := &addonSwap{job: j, w: w, old: cur, oldAnn: swapAnnotations(s.Annotations)}
+	a.old, a.oldAnn = cur, swapAnnotations(s.Annotations)
 	if j.Rollback {
 		a.target = s.Annotations[addon.PreviousImageAnnotation]
 		if a.target == "" {
 			return nil, fmt.Errorf("%s has no %s annotation: no swap replaced its image, so there is nothing to roll back to", w, addon.PreviousImageAnnotation)
-		}
-	} else {
-		cs, err := j.pushed(w.Component)
-		if err != nil {
-			return nil, err
-		}
-		a.target = cs.Pushed.Ref
-		if digest.Of(a.target) == "" {
-			return nil, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push %s)", a.target, w.Component)
 		}
 	}
 	a.unchanged = cur == a.target
