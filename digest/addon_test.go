@@ -117,4 +117,3 @@ func (staticSource) Name() string { return "pushed" }
 func (s staticSource) Observe(context.Context, Target) (Observation, error) {
 	return s.ob, nil
 }
-
