@@ -42,6 +42,9 @@ type Observation struct {
 	// NotApplicable marks a source that has no view of this component
 	// (a CRI digest of kubectl); it does not count against agreement.
 	NotApplicable bool `json:"notApplicable,omitempty"`
+	// Absent marks a source whose object is not on the cluster (an addon
+	// the cluster does not run); it is NotApplicable too.
+	Absent bool `json:"absent,omitempty"`
 }
 
 // Source is one place a component's digest can be read from.
@@ -58,6 +61,9 @@ type Report struct {
 	Component    string        `json:"component"`
 	Observations []Observation `json:"observations"`
 	Match        bool          `json:"match"`
+	// Absent says the component is not on the cluster (an addon the
+	// cluster does not run): not a mismatch, but nothing runs it.
+	Absent bool `json:"absent,omitempty"`
 }
 
 // Agree reports whether every observation has the same, non-empty digest.
@@ -148,6 +154,7 @@ func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, 
 			}
 			ob.Source = s.Name()
 			rep.Observations = append(rep.Observations, ob)
+			rep.Absent = rep.Absent || ob.Absent
 		}
 		rep.Match = Agree(rep.Observations)
 		if !rep.Match {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -87,17 +88,7 @@ var ErrNoContainer = errors.New("no container")
 // RunningContainer is the newest running container of the static pod on
 // the node's runtime, with its status; nil when none runs.
 func RunningContainer(ctx context.Context, rt Runtime, p StaticPod) (*cri.Status, error) {
-	cts, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, PodName: p.FullName(), Container: p.Container, RunningOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	for _, ct := range cts {
-		if ct.PodName != p.FullName() || !ct.Running() {
-			continue
-		}
-		return rt.ContainerStatus(ctx, ct.ID)
-	}
-	return nil, nil
+	return RunningPodContainer(ctx, rt, metav1.NamespaceSystem, p.FullName(), p.Container)
 }
 
 // MirrorPod is the static pod's mirror pod, got by its exact name; nil
@@ -333,19 +324,22 @@ func Connect(ctx context.Context, node layout.Node, nodeName string) (*NodeConn,
 func (c *NodeConn) Close() { c.Runtime.Close() }
 
 // NodeSources are the node's views of what runs: the manifest, the CRI
-// runtime and the mirror pod. nodeName is the kubelet's node name; empty
+// runtime and the mirror pod of a static pod; the workload and its pods
+// of an addon. nodeName is the kubelet's node name; empty
 // finds it (NodeName). close releases the CRI connection.
 func NodeSources(ctx context.Context, node layout.Node, nodeName string) (sources []Source, close func(), err error) {
 	c, err := Connect(ctx, node, nodeName)
 	if err != nil {
 		return nil, nil, err
 	}
-	return []Source{Manifest{Dir: node.ManifestsDir}, CRI{Runtime: c.Runtime, NodeName: c.NodeName}, Mirror{Client: c.Client, NodeName: c.NodeName}},
+	return []Source{Manifest{Dir: node.ManifestsDir}, CRI{Runtime: c.Runtime, NodeName: c.NodeName}, Mirror{Client: c.Client, NodeName: c.NodeName},
+			Workload{Client: c.Client}, Pods{Client: c.Client, Runtime: c.Runtime, NodeName: c.NodeName}},
 		c.Close, nil
 }
 
-// PushedStaticPods names the static-pod components the tree has pushed.
-func PushedStaticPods(treeDir string) ([]string, error) {
+// PushedOnCluster names the components the tree has pushed that run on
+// a cluster: the static pods and the addons (addon.Workloads).
+func PushedOnCluster(treeDir string) ([]string, error) {
 	tree, err := source.Open(treeDir)
 	if err != nil {
 		return nil, err
@@ -358,6 +352,11 @@ func PushedStaticPods(treeDir string) ([]string, error) {
 	for _, c := range build.Catalog {
 		if cs := st.Components[c.Name]; c.StaticPod && cs != nil && cs.Pushed != nil {
 			out = append(out, c.Name)
+		}
+	}
+	for _, w := range addon.Workloads {
+		if cs := st.Components[w.Component]; cs != nil && cs.Pushed != nil {
+			out = append(out, w.Component)
 		}
 	}
 	if len(out) == 0 {

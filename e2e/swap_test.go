@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -40,6 +41,22 @@ type swapReport struct {
 		} `json:"checks"`
 		Log []string `json:"log"`
 	} `json:"staticPods"`
+	Addons []struct {
+		Component  string        `json:"component"`
+		Workload   string        `json:"workload"`
+		OldImage   string        `json:"oldImage"`
+		NewImage   string        `json:"newImage"`
+		RolledBack bool          `json:"rolledBack"`
+		RolledOut  time.Duration `json:"rolledOut"`
+		Checks     []struct {
+			Check string `json:"check"`
+			Want  string `json:"want"`
+			Got   string `json:"got"`
+			OK    bool   `json:"ok"`
+		} `json:"checks"`
+		Pod string   `json:"pod"`
+		Log []string `json:"log"`
+	} `json:"addons"`
 	Binaries []struct {
 		Component string `json:"component"`
 		Dest      string `json:"dest"`
@@ -377,4 +394,115 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestSwapAddon swaps kube-proxy, an addon: a rebuilt kube-proxy is set
+// on its DaemonSet by digest, rolled out by the real controller-manager,
+// run by the real kubelet and verified on every pod; a kube-proxy that
+// cannot start is rolled back on its own, with its log; --rollback puts
+// back what `devk up` installed.
+func TestSwapAddon(t *testing.T) {
+	sc := Cluster(t)
+	tree, home, env := sc.Tree, sc.Home, sc.Env
+	cs := clientFor(t, filepath.Join(home, "clusters", "devk", "admin.conf"))
+	ctx := context.Background()
+	_, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		t.Skip("the cluster has no DaemonSet kube-system/kube-proxy: devk up does not install the addons yet, so there is no kube-proxy to swap")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := t
+	devk := func(t *testing.T, args ...string) Result {
+		t.Helper()
+		return MustDevkEnv(t, tree, env, args...)
+	}
+	step := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+	proxyImage := func(t *testing.T) (image string, annotations map[string]string) {
+		t.Helper()
+		ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			if c.Name == "kube-proxy" {
+				return c.Image, ds.Annotations
+			}
+		}
+		t.Fatalf("DaemonSet kube-proxy has no container kube-proxy: %+v", ds.Spec.Template.Spec.Containers)
+		return "", nil
+	}
+	installed, _ := proxyImage(t)
+	proxyMain := filepath.Join(tree, "cmd", "kube-proxy", "proxy.go")
+	var good string
+
+	step("rebuilt kube-proxy", func(t *testing.T) {
+		appendTo(top, proxyMain, "\n// devkE2ESwapProxy proves the swapped kube-proxy is this build.\nfunc devkE2ESwapProxy() string { return \"swapped\" }\n")
+		devk(t, "build", "kube-proxy", "--push")
+		var rep swapReport
+		r := devk(t, "swap", "kube-proxy", "-o", "json")
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.Addons) != 1 {
+			t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
+		}
+		a := rep.Addons[0]
+		if a.Component != "kube-proxy" || a.RolledBack || a.OldImage != installed || a.NewImage == installed || len(a.Checks) < 3 {
+			t.Fatalf("swap result: %+v", a)
+		}
+		t.Logf("kube-proxy swap: rolled out in %s", a.RolledOut.Round(100*time.Millisecond))
+		for _, c := range a.Checks {
+			if !c.OK {
+				t.Errorf("check %s failed: want %s, got %s", c.Check, c.Want, c.Got)
+			}
+		}
+		good = a.NewImage
+		img, ann := proxyImage(t)
+		if img != good || ann["devk.dev/previous-image"] != installed {
+			t.Fatalf("the DaemonSet names %s with annotations %v, want %s replacing %s", img, ann, good, installed)
+		}
+		devk(t, "digest", "verify", "kube-proxy")
+		// `devk up` again keeps the swapped image.
+		devk(t, "up")
+		if img, _ := proxyImage(t); img != good {
+			t.Fatalf("devk up put %s back over the swapped %s", img, good)
+		}
+	})
+
+	step("kube-proxy that cannot start is rolled back", func(t *testing.T) {
+		src, err := os.ReadFile(proxyMain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this kube-proxy refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
+		if bytes.Equal(broken, src) {
+			t.Fatal("could not find func main in cmd/kube-proxy/proxy.go")
+		}
+		defer os.WriteFile(proxyMain, src, 0o644)
+		os.WriteFile(proxyMain, broken, 0o644)
+		devk(t, "build", "kube-proxy", "--push")
+		t0 := time.Now()
+		r := Devk(t, tree, env, "swap", "kube-proxy", "--timeout", "90s", "-v")
+		if r.Err == nil {
+			t.Fatalf("a broken kube-proxy swapped without error:\n%s", r.Stdout)
+		}
+		if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
+			t.Fatalf("rollback not reported with the pod's log:\nstdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+		}
+		t.Logf("broken kube-proxy rolled back in %s", time.Since(t0).Round(time.Second))
+		if img, ann := proxyImage(t); img != good || ann["devk.dev/previous-image"] != installed {
+			t.Fatalf("after the rollback the DaemonSet names %s (annotations %v), want %s", img, ann, good)
+		}
+	})
+
+	step("rollback", func(t *testing.T) {
+		devk(t, "swap", "--rollback", "kube-proxy", "-v")
+		if img, _ := proxyImage(t); img != installed {
+			t.Fatalf("after --rollback the DaemonSet names %s, want %s", img, installed)
+		}
+	})
 }

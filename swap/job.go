@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
@@ -22,9 +26,12 @@ type Options struct {
 	// digests and built binaries; empty means the working directory's.
 	TreeDir string
 	// Components to swap; none means every static-pod component whose
-	// last pushed digest differs from what its manifest names.
+	// last pushed digest differs from what its manifest names, and every
+	// addon (addon.Workloads) on the cluster whose last pushed digest
+	// differs from what its workload names.
 	Components []string
-	// Rollback restores the previous manifest (or binary) instead.
+	// Rollback restores the previous manifest, binary or addon image
+	// instead.
 	Rollback bool
 
 	// Node is where the node keeps its manifests, admin kubeconfig, CRI
@@ -49,8 +56,8 @@ type Options struct {
 
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
-	// Timeout bounds each wait for a pod to run healthy; zero means
-	// DefaultTimeout.
+	// Timeout bounds each wait for a pod to run healthy, and each wait
+	// for an addon's rollout; zero means DefaultTimeout.
 	Timeout  time.Duration
 	Reporter progress.Reporter
 }
@@ -70,6 +77,7 @@ type KubeletNode struct {
 // Report is what a swap did.
 type Report struct {
 	StaticPods []*Result       `json:"staticPods,omitempty"`
+	Addons     []*AddonResult  `json:"addons,omitempty"`
 	Binaries   []BinaryOutcome `json:"binaries,omitempty"`
 	Nothing    string          `json:"nothing,omitempty"`
 }
@@ -87,13 +95,21 @@ type Job struct {
 	// Report is what the job did so far.
 	Report *Report
 
-	comps []build.Component // as named; none: the outdated static pods
-	tree  *source.Tree
-	state *build.StateFile
+	comps  []build.Component // as named; none: the outdated static pods
+	addons []addon.Workload  // as named
+	tree   *source.Tree
+	state  *build.StateFile
 
 	selected  bool // selectPods ran; pods and selectErr are its result
 	selectErr error
 	pods      map[string]*podSwap // by component name
+
+	addonsSelected bool // selectAddons ran; addonSwaps and addonsErr are its result
+	addonsErr      error
+	addonSwaps     map[string]*addonSwap // by component name
+	// api is the clientset selection reads addons with before the node
+	// is connected.
+	api kubernetes.Interface
 
 	node      *Node
 	closeNode func()
@@ -101,6 +117,9 @@ type Job struct {
 	// current is the static pod whose phases ran last: Close finishes
 	// or undoes its swap if the run failed.
 	current *podSwap
+	// currentAddon is the addon whose phases ran last: Close undoes its
+	// swap if the run failed before it was verified.
+	currentAddon *addonSwap
 }
 
 // NewJob checks o and reads what every phase relies on (the components,
@@ -112,14 +131,14 @@ func NewJob(o Options) (*Job, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	j := &Job{Options: o, Report: &Report{}, pods: map[string]*podSwap{}}
+	j := &Job{Options: o, Report: &Report{}, pods: map[string]*podSwap{}, addonSwaps: map[string]*addonSwap{}}
 	var err error
-	if j.comps, err = selectComponents(o.Components); err != nil {
+	if j.comps, j.addons, err = selectComponents(o.Components); err != nil {
 		return nil, err
 	}
 	if o.Rollback {
-		if len(j.comps) == 0 {
-			return nil, fmt.Errorf("name what to roll back: a static pod (apiserver, controller-manager, scheduler, etcd), kubectl or kubelet")
+		if len(j.comps) == 0 && len(j.addons) == 0 {
+			return nil, fmt.Errorf("name what to roll back: a static pod (apiserver, controller-manager, scheduler, etcd), an addon (%s), kubectl or kubelet", strings.Join(addonNames(), ", "))
 		}
 		return j, nil
 	}
@@ -146,9 +165,10 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
 		return j.Report, j.noNode()
 	}
 	if popts.DryRun {
-		// A plan names the static pods that would be swapped; selecting
-		// them only reads.
+		// A plan names the static pods and addons that would be swapped;
+		// selecting them only reads.
 		_ = j.selectPods()
+		_ = j.selectAddons(ctx)
 	}
 	_, err = phase.Run(ctx, Phases(), j, popts)
 	return j.Report, j.Close(ctx, err)
@@ -163,7 +183,10 @@ func (j *Job) Close(ctx context.Context, err error) error {
 	if err != nil && j.current != nil {
 		err = j.current.undo(ctx, err)
 	}
-	j.current = nil
+	if err != nil && j.currentAddon != nil {
+		err = j.currentAddon.undo(ctx, err)
+	}
+	j.current, j.currentAddon = nil, nil
 	if j.closeNode != nil {
 		j.closeNode()
 		j.closeNode, j.node = nil, nil
@@ -186,10 +209,11 @@ func (j *Job) named(name string) bool {
 }
 
 // touchesNode says whether the job changes the node (and so takes its
-// lock): every static pod and the kubelet do, kubectl does not; no
-// component means the outdated static pods.
+// lock): every static pod, addon and the kubelet do (an addon's verify
+// asks the node's runtime), kubectl does not; no component means the
+// outdated static pods and addons.
 func (j *Job) touchesNode() bool {
-	if len(j.comps) == 0 {
+	if len(j.comps) == 0 || len(j.addons) > 0 {
 		return true
 	}
 	for _, c := range j.comps {
@@ -255,20 +279,80 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 	return j.node, nil
 }
 
-func selectComponents(names []string) ([]build.Component, error) {
-	if len(names) == 0 {
-		return nil, nil
-	}
-	comps, err := build.Resolve(names)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range comps {
-		if !c.StaticPod && c.Name != "kubectl" && c.Name != "kubelet" {
-			return nil, fmt.Errorf("%s is neither a static pod (apiserver, controller-manager, scheduler, etcd) nor kubectl or kubelet: devk cannot swap it", c.Name)
+// selectComponents sorts the names into catalog components (static
+// pods, kubectl, kubelet) and addons, each in their own order.
+func selectComponents(names []string) ([]build.Component, []addon.Workload, error) {
+	var rest []string
+	named := map[string]bool{}
+	for _, n := range names {
+		if _, ok := addon.Lookup(n); ok {
+			named[n] = true
+		} else {
+			rest = append(rest, n)
 		}
 	}
-	return comps, nil
+	var comps []build.Component
+	if len(rest) > 0 {
+		resolved, err := build.Resolve(rest)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, c := range resolved {
+			if _, ok := addon.Lookup(c.Name); ok {
+				named[c.Name] = true // by its binary's name
+				continue
+			}
+			if !c.StaticPod && c.Name != "kubectl" && c.Name != "kubelet" {
+				return nil, nil, fmt.Errorf("%s is neither a static pod (apiserver, controller-manager, scheduler, etcd), an addon (%s), kubectl nor kubelet: devk cannot swap it", c.Name, strings.Join(addonNames(), ", "))
+			}
+			comps = append(comps, c)
+		}
+	}
+	var addons []addon.Workload
+	for _, w := range addon.Workloads {
+		if named[w.Component] {
+			addons = append(addons, w)
+		}
+	}
+	return comps, addons, nil
+}
+
+func addonNames() []string {
+	var out []string
+	for _, w := range addon.Workloads {
+		out = append(out, w.Component)
+	}
+	return out
+}
+
+// selectAddons decides, once, which addons the job swaps (or rolls
+// back): those named, else those on the cluster whose workload does not
+// name their last pushed digest.
+func (j *Job) selectAddons(ctx context.Context) error {
+	if j.addonsSelected {
+		return j.addonsErr
+	}
+	j.addonsSelected = true
+	j.addonsErr = j.doSelectAddons(ctx)
+	return j.addonsErr
+}
+
+func (j *Job) doSelectAddons(ctx context.Context) error {
+	ws := j.addons
+	if len(j.comps) == 0 && len(j.addons) == 0 {
+		var err error
+		if ws, err = j.outdatedAddons(ctx); err != nil {
+			return err
+		}
+	}
+	for _, w := range ws {
+		a, err := j.newAddonSwap(ctx, w)
+		if err != nil {
+			return err
+		}
+		j.addonSwaps[w.Component] = a
+	}
+	return nil
 }
 
 // selectPods decides, once, which static pods the job swaps (or rolls
@@ -291,16 +375,13 @@ func (j *Job) doSelect() error {
 			pods = append(pods, c)
 		}
 	}
-	if len(j.comps) == 0 {
+	if len(j.comps) == 0 && len(j.addons) == 0 {
 		if j.Node.ManifestsDir == "" {
 			return j.noNode()
 		}
 		var err error
 		if pods, err = outdated(j.Node.ManifestsDir, j.state); err != nil {
 			return err
-		}
-		if len(pods) == 0 && len(j.Report.StaticPods) == 0 {
-			j.Report.Nothing = "every pushed static-pod component already runs its last pushed digest"
 		}
 	}
 	if len(pods) > 0 && j.Node.ManifestsDir == "" {
@@ -347,13 +428,13 @@ func outdated(manifestsDir string, st *build.StateFile) ([]build.Component, erro
 }
 
 // pushed is the component's last push, from state.json.
-func (j *Job) pushed(c build.Component) (*build.ComponentState, error) {
+func (j *Job) pushed(name string) (*build.ComponentState, error) {
 	if j.state == nil {
-		return nil, fmt.Errorf("no state file read for %s", c.Name)
+		return nil, fmt.Errorf("no state file read for %s", name)
 	}
-	cs := j.state.Components[c.Name]
+	cs := j.state.Components[name]
 	if cs == nil || cs.Pushed == nil {
-		return nil, fmt.Errorf("no pushed image for %s yet: run `devk build %s --push` first", c.Name, c.Name)
+		return nil, fmt.Errorf("no pushed image for %s yet: run `devk build %s --push` first", name, name)
 	}
 	return cs, nil
 }

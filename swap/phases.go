@@ -10,15 +10,18 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/phase"
 )
 
 // Phases are `devk swap` (and `--rollback`). Interrupted swaps are
 // finished first; then the binaries; then the static pods one after
 // another, each verified (or rolled back) before the next starts, in the
-// catalog's order. Every static pod has the same steps, named
-// <component>/<step>; under --rollback a pod skips pull and backup and
-// writes its backup instead of a new image.
+// catalog's order; then the addons, likewise. Every static pod has the
+// same steps, named <component>/<step>; under --rollback a pod skips
+// pull and backup and writes its backup instead of a new image. Every
+// addon has set-image, rollout and verify; under --rollback set-image
+// applies the image the last swap replaced.
 func Phases() []*phase.Phase[*Job] {
 	ps := []*phase.Phase[*Job]{
 		{
@@ -36,12 +39,13 @@ func Phases() []*phase.Phase[*Job] {
 		},
 		{
 			Name:  "select",
-			Short: "decide what to swap: the components named, or each static pod whose manifest does not name its last pushed digest",
+			Short: "decide what to swap: the components named, or each static pod and addon that does not run its last pushed digest",
 			IO: func(j *Job) ([]string, []string) {
+				workloads := "the addons' workloads (" + strings.Join(addonNames(), ", ") + ")"
 				if j.Rollback {
-					return []string{filepath.Join(ManifestFor(j.Node.ManifestsDir, "").WorkDir, "*.yaml.prev"), filepath.Join(j.Node.ManifestsDir, "*.yaml")}, nil
+					return []string{filepath.Join(ManifestFor(j.Node.ManifestsDir, "").WorkDir, "*.yaml.prev"), filepath.Join(j.Node.ManifestsDir, "*.yaml"), workloads}, nil
 				}
-				return []string{j.statePath(), filepath.Join(j.Node.ManifestsDir, "*.yaml")}, nil
+				return []string{j.statePath(), filepath.Join(j.Node.ManifestsDir, "*.yaml"), workloads}, nil
 			},
 			Run: run((*Job).runSelect),
 		},
@@ -53,8 +57,8 @@ func Phases() []*phase.Phase[*Job] {
 				if j.Rollback {
 					return false, "--rollback goes back to what the node ran"
 				}
-				if err := j.selectPods(); err == nil && len(j.pods) == 0 {
-					return false, "no static pod to swap"
+				if err := j.selectPods(); err == nil && len(j.pods) == 0 && j.addonsSelected && j.addonsErr == nil && len(j.addonSwaps) == 0 {
+					return false, "no static pod or addon to swap"
 				}
 				return true, ""
 			},
@@ -62,7 +66,12 @@ func Phases() []*phase.Phase[*Job] {
 				var refs []string
 				for _, c := range build.Catalog {
 					if c.StaticPod && (!j.selected || j.selectErr != nil || j.pods[c.Name] != nil) {
-						refs = append(refs, j.pushedRef(c))
+						refs = append(refs, j.pushedRef(c.Name))
+					}
+				}
+				for _, w := range addon.Workloads {
+					if !j.addonsSelected || j.addonsErr != nil || j.addonSwaps[w.Component] != nil {
+						refs = append(refs, j.pushedRef(w.Component))
 					}
 				}
 				return refs, nil
@@ -76,6 +85,9 @@ func Phases() []*phase.Phase[*Job] {
 		if c.StaticPod {
 			ps = append(ps, podPhases(c))
 		}
+	}
+	for _, w := range addon.Workloads {
+		ps = append(ps, addonPhases(w))
 	}
 	return ps
 }
@@ -150,7 +162,7 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				Needs: []string{"select"},
 				If:    changes(true),
 				IO: io(func(j *Job) ([]string, []string) {
-					return []string{j.pushedRef(c)}, []string{cri(j) + " images"}
+					return []string{j.pushedRef(c.Name)}, []string{cri(j) + " images"}
 				}),
 				Run: pod((*podSwap).pull),
 			},
@@ -252,14 +264,15 @@ func (j *Job) statePath() string {
 	return "_output/devk/state.json of the tree"
 }
 
-// pushedRef names the image a swap of c would pull, for plans.
-func (j *Job) pushedRef(c build.Component) string {
+// pushedRef names the image a swap of the component would use, for
+// plans.
+func (j *Job) pushedRef(name string) string {
 	if j.state != nil {
-		if cs := j.state.Components[c.Name]; cs != nil && cs.Pushed != nil {
+		if cs := j.state.Components[name]; cs != nil && cs.Pushed != nil {
 			return cs.Pushed.Ref
 		}
 	}
-	return c.Binary + "'s last pushed image (" + j.statePath() + ")"
+	return name + "'s last pushed image (" + j.statePath() + ")"
 }
 
 // resume finishes (or undoes) each static pod's interrupted swap; a
@@ -299,14 +312,25 @@ func (j *Job) resume(ctx context.Context) (phase.Outcome, error) {
 	return phase.Changed("finished the interrupted swap of %s", strings.Join(done, ", ")), nil
 }
 
-func (j *Job) runSelect(_ context.Context) (phase.Outcome, error) {
+func (j *Job) runSelect(ctx context.Context) (phase.Outcome, error) {
 	if err := j.selectPods(); err != nil {
 		return phase.Done, err
+	}
+	if err := j.selectAddons(ctx); err != nil {
+		return phase.Done, err
+	}
+	if len(j.comps) == 0 && len(j.addons) == 0 && len(j.pods) == 0 && len(j.addonSwaps) == 0 && len(j.Report.StaticPods) == 0 {
+		j.Report.Nothing = "every pushed static-pod component and addon already runs its last pushed digest"
 	}
 	var names []string
 	for _, c := range build.Catalog {
 		if p := j.pods[c.Name]; p != nil {
 			names = append(names, c.Name)
+		}
+	}
+	for _, w := range addon.Workloads {
+		if j.addonSwaps[w.Component] != nil {
+			names = append(names, w.Component)
 		}
 	}
 	for _, c := range j.comps {
@@ -325,13 +349,23 @@ func (j *Job) checkRegistry(ctx context.Context) (phase.Outcome, error) {
 	if err := j.selectPods(); err != nil {
 		return phase.Done, err
 	}
-	n := 0
+	if err := j.selectAddons(ctx); err != nil {
+		return phase.Done, err
+	}
+	var names []string
 	for _, c := range build.Catalog {
-		p := j.pods[c.Name]
-		if p == nil {
-			continue
+		if j.pods[c.Name] != nil {
+			names = append(names, c.Name)
 		}
-		cs, err := j.pushed(c)
+	}
+	for _, w := range addon.Workloads {
+		if j.addonSwaps[w.Component] != nil {
+			names = append(names, w.Component)
+		}
+	}
+	n := 0
+	for _, name := range names {
+		cs, err := j.pushed(name)
 		if err != nil {
 			return phase.Done, err
 		}
@@ -346,11 +380,90 @@ func (j *Job) checkRegistry(ctx context.Context) (phase.Outcome, error) {
 		}
 		if _, err := remote.Head(ctx, ref); err != nil {
 			if errors.Is(err, image.ErrNotFound) {
-				return phase.Done, fmt.Errorf("the registry no longer has %s (pushed %s): push it again with `devk push %s`", cs.Pushed.Ref, cs.Pushed.PushedAt.Format(time.RFC3339), c.Name)
+				return phase.Done, fmt.Errorf("the registry no longer has %s (pushed %s): push it again with `devk push %s`", cs.Pushed.Ref, cs.Pushed.PushedAt.Format(time.RFC3339), name)
 			}
 			return phase.Done, fmt.Errorf("check %s in its registry: %w", cs.Pushed.Ref, err)
 		}
 		n++
 	}
 	return phase.Unchanged("%d pushed images present", n), nil
+}
+
+// addonPhases swap one addon through the API server.
+func addonPhases(w addon.Workload) *phase.Phase[*Job] {
+	step := func(f func(*addonSwap, context.Context) (phase.Outcome, error)) func(context.Context, *Job) (phase.Outcome, error) {
+		return func(ctx context.Context, j *Job) (phase.Outcome, error) {
+			if err := j.selectAddons(ctx); err != nil {
+				return phase.Done, err
+			}
+			a := j.addonSwaps[w.Component]
+			if a == nil {
+				return phase.Done, fmt.Errorf("%s is not selected: name it (devk swap %s)", w.Component, w.Component)
+			}
+			return f(a, ctx)
+		}
+	}
+	// io leaves out what an addon that is not selected would do.
+	io := func(f func(*Job) ([]string, []string)) func(*Job) ([]string, []string) {
+		return func(j *Job) ([]string, []string) {
+			if j.addonsSelected && j.addonsErr == nil && j.addonSwaps[w.Component] == nil {
+				return nil, nil
+			}
+			return f(j)
+		}
+	}
+	obj := w.String()
+	pods := "the pods of " + obj + " (by its selector)"
+	return &phase.Phase[*Job]{
+		Name:  w.Component,
+		Short: "swap the addon " + obj + "'s image and verify every pod before the next addon",
+		If: func(j *Job) (bool, string) {
+			if !j.addonsSelected || j.addonsErr != nil {
+				return true, "" // its first step selects, or says why not
+			}
+			if j.addonSwaps[w.Component] == nil {
+				return false, "not selected"
+			}
+			return true, ""
+		},
+		Children: []*phase.Phase[*Job]{
+			{
+				Name:  "set-image",
+				Short: "apply the pushed image (repo@sha256:…) to container " + w.Container + " as field manager " + addon.FieldManager + ", recording the image it replaces on the object (--rollback: apply that one)",
+				Needs: []string{"select"},
+				If: func(j *Job) (bool, string) {
+					if a := j.addonSwaps[w.Component]; a != nil && a.unchanged {
+						return false, obj + " names " + shortRef(a.target) + " already"
+					}
+					return true, ""
+				},
+				IO: io(func(j *Job) ([]string, []string) {
+					from := j.pushedRef(w.Component)
+					if j.Rollback {
+						from = obj + "'s " + addon.PreviousImageAnnotation + " annotation"
+					}
+					return []string{from}, []string{obj + " (container " + w.Container + "'s image; annotations " + addon.SwappedImageAnnotation + ", " + addon.PreviousImageAnnotation + ")"}
+				}),
+				Run: step((*addonSwap).setImage),
+			},
+			{
+				Name:  "rollout",
+				Short: "wait until the controller has every pod on the image and available, no old pod left; a crash loop, a failed pull or --timeout puts the previous image back",
+				Needs: []string{w.Component + "/set-image"},
+				IO: io(func(j *Job) ([]string, []string) {
+					return []string{obj + " (status)", pods + ", and a failing pod's log"}, nil
+				}),
+				Run: step((*addonSwap).rollout),
+			},
+			{
+				Name:  "verify",
+				Short: "check the workload's image and every pod's imageID and readiness, and on this node the CRI imageRef, against the digest; a failure puts the previous image back",
+				Needs: []string{w.Component + "/rollout"},
+				IO: io(func(j *Job) ([]string, []string) {
+					return []string{obj, pods, "CRI " + j.Node.CRISocket + " containers (pods on this node)"}, nil
+				}),
+				Run: step((*addonSwap).verify),
+			},
+		},
+	}
 }

@@ -49,7 +49,7 @@ type podSwap struct {
 
 // newSwap is the swap of c to its last pushed image.
 func (j *Job) newSwap(c build.Component) (*podSwap, error) {
-	cs, err := j.pushed(c)
+	cs, err := j.pushed(c.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -421,7 +421,8 @@ func TestBadInput(t *testing.T) {
 		{name: "swap, manifests dir and kubeconfig without a CRI socket", args: []string{"swap", "apiserver", "--manifests-dir", nodeManifests, "--kubeconfig", filepath.Join(fx.sandbox, "kubeconfig"), "--tree", tree}, want: "pass all of --manifests-dir, --kubeconfig and --cri-socket"},
 		{name: "swap, unknown component", args: []string{"swap", "nosuchcomponent", "--tree", tree}, want: `unknown component "nosuchcomponent"`},
 		{name: "swap, rollback of nothing", args: []string{"swap", "--rollback"}, want: "name what to roll back"},
-		{name: "swap, kube-proxy", args: []string{"swap", "kube-proxy", "--tree", tree}, want: "kube-proxy is neither a static pod"},
+		{name: "swap, kubeadm", args: []string{"swap", "kubeadm", "--tree", tree}, want: "kubeadm is neither a static pod"},
+		{name: "swap, kube-proxy never pushed", args: []string{"swap", "kube-proxy", "--tree", tree}, want: "run `devk build kube-proxy --push` first"},
 		{name: "swap, negative timeout", args: []string{"swap", "apiserver", "--tree", tree, "--timeout", "-1s"}, want: "--timeout"},
 		{name: "digest verify, kubectl", args: []string{"digest", "verify", "kubectl", "--manifests-dir", nodeManifests, "--kubeconfig", filepath.Join(fx.sandbox, "kubeconfig"), "--cri-socket", filepath.Join(fx.sandbox, "no.sock"), "--tree", tree}, want: "invalid configuration"},
 

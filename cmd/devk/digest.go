@@ -27,8 +27,8 @@ func newDigestCmd(g *globalOptions) *cobra.Command {
 the tree's _output/devk/state.json), the digest the registry has now under
 that tag and, when a devk cluster is up (or --manifests-dir, --kubeconfig
 and --cri-socket name a node), the digest its static-pod manifest names,
-the running container's CRI imageRef and the mirror pod's imageID; and
-compare them. ` + "`devk digest verify`" + ` does the same for every pushed static pod.
+the running container's CRI imageRef and the mirror pod's imageID (for an
+addon: its workload's image and its pods' imageIDs); and compare them. ` + "`devk digest verify`" + ` does the same for every pushed static pod.
 
 Exit status: 0 when every source agrees, 2 when they differ or one has no
 digest (so scripts can tell), 1 when a source could not be read (e.g. the
@@ -103,6 +103,9 @@ func printDigestReports(g *globalOptions, reports []digest.Report) error {
 		verdict := "match"
 		if !r.Match {
 			verdict = "MISMATCH"
+		}
+		if r.Absent {
+			verdict += " (not on the cluster)"
 		}
 		fmt.Fprintf(g.stdout, "%s: %s\n", r.Component, verdict)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
+	"github.com/devk/devk/internal/addon"
 )
 
 func newDigestVerifyCmd(g *globalOptions) *cobra.Command {
@@ -20,16 +21,20 @@ func newDigestVerifyCmd(g *globalOptions) *cobra.Command {
 		Long: `Check that a static-pod component runs exactly what devk pushed: the digest
 recorded at push, the registry's digest for that tag, the image the manifest
 names, the imageRef of the running container (CRI) and the imageID of the
-mirror pod must all be the same. With no COMPONENT, every static-pod
-component that was pushed is checked.
+mirror pod must all be the same. For an addon (kube-proxy, coredns) the
+views are the workload's image and every pod's imageID (and, for the pods
+on this node, the CRI imageRef); an addon the cluster does not run is
+reported as not on the cluster, not as a mismatch. With no COMPONENT, every
+static-pod component and addon that was pushed is checked.
 
 Exit status: 0 when all agree, 2 on any mismatch, 1 when a view could not
 be read.
 
 Examples:
   devk digest verify
-  devk digest verify apiserver && echo "the cluster runs my build"`,
-		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd"}, cobra.ShellCompDirectiveNoFileComp),
+  devk digest verify apiserver && echo "the cluster runs my build"
+  devk digest verify kube-proxy`,
+		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd", "kube-proxy", "coredns"}, cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := node.resolve()
 			if err != nil {
@@ -43,13 +48,16 @@ Examples:
 			o.Extra = sources
 			o.Components = args
 			if len(args) == 0 {
-				if o.Components, err = digest.PushedStaticPods(o.TreeDir); err != nil {
+				if o.Components, err = digest.PushedOnCluster(o.TreeDir); err != nil {
 					return err
 				}
 			}
 			for _, name := range o.Components {
+				if _, isAddon := addon.Lookup(name); isAddon {
+					continue
+				}
 				if c, err := build.Lookup(name); err == nil && !c.StaticPod {
-					return fmt.Errorf("%s is not a static pod: verify checks what the cluster's static pods run", name)
+					return fmt.Errorf("%s is neither a static pod nor an addon: verify checks what the cluster's static pods and addons run", name)
 				}
 			}
 			return runDigest(cmd.Context(), g, o)

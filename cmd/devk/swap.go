@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -21,7 +22,7 @@ func newSwapCmd(g *globalOptions) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "swap [COMPONENT...]",
-		Short: "Hot-swap a static pod's image, or the kubectl/kubelet binary, and verify the digest",
+		Short: "Hot-swap a static pod's or an addon's image, or the kubectl/kubelet binary, and verify the digest",
 		Long: `Put what you last built and pushed into the running cluster, and prove it runs.
 
 For a static-pod component (apiserver, controller-manager, scheduler, etcd)
@@ -45,8 +46,21 @@ off while the API server is down. On its own cluster devk then restarts
 the kubelet (its pods keep running) so that it lists pods at once; with
 --no-kubelet-restart, or on a node devk does not supervise, it waits.
 
+For an addon (kube-proxy, the DaemonSet kube-system/kube-proxy; coredns,
+the Deployment kube-system/coredns) devk applies the pushed image to the
+workload's container by server-side apply (field manager devk-swap, so
+` + "`devk up`" + ` keeps it), recording the image it replaces in the annotation
+devk.dev/previous-image on the workload. It waits for the controller to
+roll it out (every pod updated and available, no old pod left), then
+checks the workload's image, every pod's imageID and readiness and, for
+the pods on this node, the CRI imageRef against the pushed digest. A pod
+that crash-loops or cannot pull its image, --timeout, or a failed check
+puts the previous image back, waits for that rollout and prints the
+failing pod's last log lines.
+
 With no COMPONENT it swaps every static-pod component whose last pushed
-digest differs from what its manifest names.
+digest differs from what its manifest names, and every addon on the
+cluster whose last pushed digest differs from what its workload names.
 
 kubectl and kubelet are binaries: devk compares bytes (no-op if equal),
 installs by atomic rename keeping PATH.prev, and runs the new binary's
@@ -63,12 +77,14 @@ Examples:
   devk build apiserver --push && devk swap
   devk swap apiserver scheduler
   devk swap --rollback apiserver
+  devk build kube-proxy --push && devk swap kube-proxy
+  devk swap --rollback kube-proxy
   devk swap kubectl                       # into $DEVK_HOME/bin/kubectl
   devk swap kubectl --dest ~/bin/kubectl
   devk swap kubelet
   devk swap --dry-run apiserver
   devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included`,
-		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd", "kubectl", "kubelet"}, cobra.ShellCompDirectiveNoFileComp),
+		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd", "kube-proxy", "coredns", "kubectl", "kubelet"}, cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.Reporter = g.Reporter()
@@ -93,7 +109,7 @@ Examples:
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose pushed digests to use (default: the one around the working directory)")
 	node.addSwap(f)
 	f.StringVar(&o.KubectlDest, "dest", "", "the `path` swap kubectl installs kubectl at (default $DEVK_HOME/bin/kubectl)")
-	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the new pod to be healthy before rolling back")
+	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the new pod to be healthy (an addon: for its rollout) before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	phase.Bind(cmd, swap.Phases(), &flags)
 	return cmd
@@ -155,23 +171,56 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 		} else {
 			fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
 		}
-		for _, c := range r.Checks {
-			mark := "✓"
-			if !c.OK {
-				mark = "✗"
-			}
-			fmt.Fprintf(w, "  %s %-20s %s", mark, c.Name, c.Got)
-			if !c.OK {
-				fmt.Fprintf(w, " (want %s)", c.Want)
-			}
-			fmt.Fprintln(w)
-		}
+		printChecks(w, r.Checks)
 		if len(r.Log) > 0 {
 			fmt.Fprintf(g.stderr, "last log lines of the new %s container:\n", r.Pod)
 			for _, l := range r.Log {
 				fmt.Fprintf(g.stderr, "  | %s\n", l)
 			}
 		}
+	}
+	for _, r := range rep.Addons {
+		status := "swapped"
+		switch {
+		case r.RolledBack:
+			status = "ROLLED BACK"
+		case r.Restored && r.Unchanged:
+			status = "already restored"
+		case r.Restored:
+			status = "restored"
+		case r.Unchanged:
+			status = "already running"
+		}
+		fmt.Fprintf(w, "%s (%s): %s %s", r.Component, r.Workload, status, r.NewImage)
+		if r.OldImage != "" && r.OldImage != r.NewImage {
+			fmt.Fprintf(w, " (was %s)", r.OldImage)
+		}
+		if r.RolledOut > 0 {
+			fmt.Fprintf(w, " rolled out in %s, verified in %s\n", progress.Round(r.RolledOut), progress.Round(r.Took))
+		} else {
+			fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
+		}
+		printChecks(w, r.Checks)
+		if len(r.Log) > 0 {
+			fmt.Fprintf(g.stderr, "last log lines of pod %s (container %s):\n", r.Pod, r.Component)
+			for _, l := range r.Log {
+				fmt.Fprintf(g.stderr, "  | %s\n", l)
+			}
+		}
+	}
+}
+
+func printChecks(w io.Writer, checks []swap.Check) {
+	for _, c := range checks {
+		mark := "✓"
+		if !c.OK {
+			mark = "✗"
+		}
+		fmt.Fprintf(w, "  %s %-20s %s", mark, c.Name, c.Got)
+		if !c.OK {
+			fmt.Fprintf(w, " (want %s)", c.Want)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -1,0 +1,219 @@
+// Package addon holds what the packages that install, swap and verify a
+// cluster's addon workloads (cluster's addon phase, swap, digest) must
+// agree on: which workloads the addons are, how to read one and tell
+// that its rollout is complete, and the annotations a swap leaves on it.
+// It is to addons what internal/staticpod is to static pods.
+package addon
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Kind is the workload's API kind.
+type Kind string
+
+// The kinds of workload an addon runs as.
+const (
+	DaemonSet  Kind = "DaemonSet"
+	Deployment Kind = "Deployment"
+)
+
+// Workload is one addon: the component whose image it runs (the name in
+// the build catalog and in state.json) and the object that runs it.
+type Workload struct {
+	Component string
+	Kind      Kind
+	Namespace string
+	Name      string
+	// Container is the container whose image is the component's.
+	Container string
+}
+
+// String names the object: DaemonSet kube-system/kube-proxy.
+func (w Workload) String() string { return string(w.Kind) + " " + w.Namespace + "/" + w.Name }
+
+// Workloads are the addons devk installs, in the order a swap takes them.
+var Workloads = []Workload{
+	{Component: "kube-proxy", Kind: DaemonSet, Namespace: metav1.NamespaceSystem, Name: "kube-proxy", Container: "kube-proxy"},
+	{Component: "coredns", Kind: Deployment, Namespace: metav1.NamespaceSystem, Name: "coredns", Container: "coredns"},
+}
+
+// Lookup is the addon of component (kube-proxy, coredns).
+func Lookup(component string) (Workload, bool) {
+	for _, w := range Workloads {
+		if w.Component == component {
+			return w, true
+		}
+	}
+	return Workload{}, false
+}
+
+// The annotations `devk swap` keeps on an addon's workload, written by
+// server-side apply as FieldManager. `devk up` applies its own fields as
+// kube.FieldManager and leaves these alone.
+const (
+	// SwappedImageAnnotation is the image a swap (or --rollback) put in
+	// the container. While the container still names it, `devk up`
+	// applies it instead of the image it recorded (KeptImage), as it keeps
+	// the image of a manifest a swap wrote.
+	SwappedImageAnnotation = "devk.dev/swapped-image"
+	// PreviousImageAnnotation is the image the last swap replaced: what
+	// `devk swap --rollback` puts back. It lives on the object, so it
+	// survives a killed devk and needs no file on the node.
+	PreviousImageAnnotation = "devk.dev/previous-image"
+	// FieldManager is the swap's field manager. It must differ from
+	// `devk up`'s: an apply drops the fields its manager applied before
+	// and omits now, so a swap applying as "devk" only the image would
+	// strip everything `devk up` applied.
+	FieldManager = "devk-swap"
+)
+
+// KeptImage is the image `devk up` applies to the container of an addon
+// whose live object is live (nil when absent): the one a swap put there,
+// while the container still names it, else recorded. swapped says which.
+func KeptImage(recorded string, live *State) (img string, swapped bool) {
+	if live == nil {
+		return recorded, false
+	}
+	s := live.Annotations[SwappedImageAnnotation]
+	if s != "" && s == live.Image() && s != recorded {
+		return s, true
+	}
+	return recorded, false
+}
+
+// State is what the API server has of an addon's workload now.
+type State struct {
+	Workload
+	Annotations map[string]string
+	Template    corev1.PodTemplateSpec
+	Selector    labels.Selector
+	// Generation is the spec's; ObservedGeneration the controller's.
+	Generation, ObservedGeneration int64
+	// Desired, Updated, Available and Total count pods: replicas of a
+	// Deployment (Total includes the old ReplicaSets'), scheduled pods of
+	// a DaemonSet (Total is currentNumberScheduled).
+	Desired, Updated, Available, Total int32
+}
+
+// Get reads the addon's workload; nil (and no error) when the cluster
+// has none.
+func Get(ctx context.Context, cs kubernetes.Interface, w Workload) (*State, error) {
+	s := &State{Workload: w}
+	var sel *metav1.LabelSelector
+	var err error
+	switch w.Kind {
+	case DaemonSet:
+		ds, gerr := cs.AppsV1().DaemonSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		if err = gerr; err == nil {
+			s.Annotations, s.Template, sel = ds.Annotations, ds.Spec.Template, ds.Spec.Selector
+			s.Generation, s.ObservedGeneration = ds.Generation, ds.Status.ObservedGeneration
+			st := ds.Status
+			s.Desired, s.Updated, s.Available, s.Total = st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberAvailable, st.CurrentNumberScheduled
+		}
+	case Deployment:
+		d, gerr := cs.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		if err = gerr; err == nil {
+			s.Annotations, s.Template, sel = d.Annotations, d.Spec.Template, d.Spec.Selector
+			s.Generation, s.ObservedGeneration = d.Generation, d.Status.ObservedGeneration
+			s.Desired = 1
+			if d.Spec.Replicas != nil {
+				s.Desired = *d.Spec.Replicas
+			}
+			s.Updated, s.Available, s.Total = d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Status.Replicas
+		}
+	default:
+		return nil, fmt.Errorf("addon %s: unknown kind %q", w.Component, w.Kind)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", w, err)
+	}
+	if s.Selector, err = metav1.LabelSelectorAsSelector(sel); err != nil {
+		return nil, fmt.Errorf("%s: selector: %w", w, err)
+	}
+	return s, nil
+}
+
+// Image is the image the workload's pod template names for its
+// container; empty when the template has no such container.
+func (s *State) Image() string {
+	if c := s.Container(); c != nil {
+		return c.Image
+	}
+	return ""
+}
+
+// Container is the addon's container in the pod template.
+func (s *State) Container() *corev1.Container {
+	for i, c := range s.Template.Spec.Containers {
+		if c.Name == s.Workload.Container {
+			return &s.Template.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// RolledOut reports whether the controller has rolled out the current
+// spec to every pod: it saw the spec's generation, every desired pod is
+// of the current template and available, and no pod of an older template
+// is left. Else it says what is missing.
+func (s *State) RolledOut() (bool, string) {
+	switch {
+	case s.ObservedGeneration < s.Generation:
+		return false, fmt.Sprintf("the controller to observe generation %d (it has seen %d)", s.Generation, s.ObservedGeneration)
+	case s.Updated != s.Desired:
+		return false, fmt.Sprintf("%d of %d pods to be updated", s.Desired-s.Updated, s.Desired)
+	case s.Available != s.Desired:
+		return false, fmt.Sprintf("%d of %d pods to be available", s.Desired-s.Available, s.Desired)
+	case s.Total != s.Desired:
+		return false, fmt.Sprintf("%d old pods to go", s.Total-s.Desired)
+	}
+	return true, ""
+}
+
+// Pods are the workload's pods (by its selector) that are not being
+// deleted.
+func (s *State) Pods(ctx context.Context, cs kubernetes.Interface) ([]corev1.Pod, error) {
+	list, err := cs.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.Selector.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods of %s: %w", s.Workload, err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// PodImage is the image pod's spec names for the addon's container.
+func (w Workload) PodImage(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == w.Container {
+			return c.Image
+		}
+	}
+	return ""
+}
+
+// ContainerStatus is the status of the addon's container in pod; nil
+// before the kubelet reported one.
+func (w Workload) ContainerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i, c := range pod.Status.ContainerStatuses {
+		if c.Name == w.Container {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
