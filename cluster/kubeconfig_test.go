@@ -50,7 +50,7 @@ func TestKubeconfigsReusedUntilTheCAChanges(t *testing.T) {
 			t.Errorf("%s.conf mode %v, want 0600 (it holds a private key)", ks.Name, fi.Mode().Perm())
 		}
 		kctx := cfg.Contexts[cfg.CurrentContext]
-		if cfg.Clusters[kctx.Cluster].Server != "https://10.250.0.2:6443" {
+		if cfg.Clusters[kctx.Cluster].Server != c.Config.APIServerURL() || !strings.HasPrefix(c.Config.AdvertiseIP, "10.250.") {
 			t.Errorf("%s: server %s", ks.Name, cfg.Clusters[kctx.Cluster].Server)
 		}
 		if err := pki.CheckClientCert(c.PKI(), "ca", cfg.AuthInfos[kctx.AuthInfo].ClientCertificateData, ks.CommonName, ks.Organization, time.Now()); err != nil {
