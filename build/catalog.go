@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/devk/devk/internal/validname"
+	"github.com/devk/devk/source"
 )
 
 // Component is one buildable program.
@@ -26,6 +27,29 @@ type Component struct {
 	// External components are built from a module at a pinned version,
 	// not from the tree.
 	External bool
+	// Module is the module an External component is built from, at the
+	// version the tree's kubeadm constants name in VersionConst; StampVar
+	// is the linker variable set to that version (-X), as the project's
+	// own build stamps it.
+	Module       string
+	VersionConst string
+	StampVar     string
+	// Layout is where the component's image holds the binary and how it
+	// starts it.
+	Layout ImageLayout
+}
+
+// ImageLayout is where an image holds its binary and how it starts it.
+// The zero value is devk's default: /usr/local/bin/<binary> as the
+// entrypoint.
+type ImageLayout struct {
+	// Path is the binary's absolute path inside the image; empty means
+	// /usr/local/bin/<binary>.
+	Path string
+	// Entrypoint is the image's entrypoint; empty means [Path].
+	Entrypoint []string
+	// Cmd is the image's default arguments.
+	Cmd []string
 }
 
 // Image is the repository name the component's image is pushed under.
@@ -40,8 +64,18 @@ var Catalog = []Component{
 	{Name: "kubectl", Binary: "kubectl", Package: "./cmd/kubectl"},
 	{Name: "kube-proxy", Binary: "kube-proxy", Package: "./cmd/kube-proxy"},
 	{Name: "kubeadm", Binary: "kubeadm", Package: "./cmd/kubeadm"},
-	{Name: "etcd", Binary: "etcd", Package: "go.etcd.io/etcd/server/v3", StaticPod: true, External: true},
+	{Name: "etcd", Binary: "etcd", Package: "go.etcd.io/etcd/server/v3", StaticPod: true, External: true,
+		Module: "go.etcd.io/etcd/server/v3", VersionConst: source.EtcdVersionConst, StampVar: "go.etcd.io/etcd/api/v3/version.GitSHA"},
+	// CoreDNS's Makefile stamps coremain.GitCommit with `git describe`,
+	// which is the release tag at a release; its Dockerfile copies the
+	// binary to /coredns, the entrypoint.
+	{Name: CoreDNS, Binary: "coredns", Package: "github.com/coredns/coredns", External: true,
+		Module: "github.com/coredns/coredns", VersionConst: source.CoreDNSVersionConst, StampVar: "github.com/coredns/coredns/coremain.GitCommit",
+		Layout: ImageLayout{Path: "/coredns", Entrypoint: []string{"/coredns"}}},
 }
+
+// CoreDNS is the catalog name of CoreDNS, the cluster's DNS addon.
+const CoreDNS = "coredns"
 
 // ErrUnknownComponent is returned for a name the catalog lacks.
 var ErrUnknownComponent = fmt.Errorf("unknown component")
@@ -72,14 +106,18 @@ func Lookup(name string) (Component, error) {
 }
 
 // Resolve turns user arguments into components, in catalog order without
-// duplicates. "all" means every Kubernetes component of the tree (etcd is
-// built only when named, since it comes from its own module).
+// duplicates. "all" means every Kubernetes component of the tree (etcd
+// and CoreDNS are built only when named, since they come from their own
+// modules). Package paths are NewJob's to resolve, against a tree.
 func Resolve(args []string) ([]Component, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("name a component: %s, or all", strings.Join(Names(), ", "))
 	}
 	want := map[string]bool{}
 	for _, a := range args {
+		if IsPackagePath(a) {
+			return nil, fmt.Errorf("%q is a package path, which only `devk build` and `devk push` take: name a component here (%s, or all)", a, strings.Join(Names(), ", "))
+		}
 		if a == "all" {
 			for _, c := range Catalog {
 				if !c.External {
