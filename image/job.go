@@ -230,7 +230,11 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("base image %s: %w", j.Image.Base, err)
 		}
-		layer, hit, err := j.cache.Layer(binPath, c.Binary, rec.SHA256, mt)
+		spec := Spec{
+			Binary: c.Binary, Path: c.Layout.Path, Entrypoint: c.Layout.Entrypoint, Cmd: c.Layout.Cmd,
+			Platform: rec.Platform, Version: rec.Version, Base: base,
+		}
+		layer, hit, err := j.cache.LayerAt(binPath, spec.BinaryPath(), rec.SHA256, mt)
 		if err != nil {
 			return err
 		}
@@ -238,14 +242,11 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		revision := j.Version.GitCommit
+		spec.Created, spec.Revision = created, j.Version.GitCommit
 		if c.External {
-			revision = "" // etcd is not built from the tree's commit
+			spec.Revision = "" // etcd and CoreDNS are not built from the tree's commit
 		}
-		img, err := Assemble(Spec{
-			Binary: c.Binary, Platform: rec.Platform, Created: created,
-			Version: rec.Version, Revision: revision, Base: base,
-		}, layer)
+		img, err := Assemble(spec, layer)
 		if err != nil {
 			return err
 		}

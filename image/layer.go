@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -81,11 +82,15 @@ const layerFormat = "v1"
 var epoch = time.Unix(0, 0).UTC()
 
 // writeLayerTar writes the layer's tar stream: the directories down to
-// BinDir and the binary, owned by root, fixed modes, zero mtimes.
-func writeLayerTar(w io.Writer, bin io.Reader, path string, size int64, name string) error {
+// the binary's and the binary at imagePath (checked by the caller), owned
+// by root, fixed modes, zero mtimes.
+func writeLayerTar(w io.Writer, bin io.Reader, path string, size int64, imagePath string) error {
 	tw := tar.NewWriter(w)
 	dir := ""
-	for _, d := range strings.Split(strings.Trim(BinDir, "/"), "/") {
+	for _, d := range strings.Split(strings.Trim(pathpkg.Dir(imagePath), "/"), "/") {
+		if d == "" { // the binary is at the root
+			continue
+		}
 		dir += d + "/"
 		if err := tw.WriteHeader(&tar.Header{
 			Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX,
@@ -94,7 +99,7 @@ func writeLayerTar(w io.Writer, bin io.Reader, path string, size int64, name str
 		}
 	}
 	if err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg, Name: dir + name, Mode: 0o755, Size: size, ModTime: epoch, Format: tar.FormatPAX,
+		Typeflag: tar.TypeReg, Name: dir + pathpkg.Base(imagePath), Mode: 0o755, Size: size, ModTime: epoch, Format: tar.FormatPAX,
 	}); err != nil {
 		return err
 	}
@@ -135,8 +140,16 @@ func NewLayerCache(outputDir string) *LayerCache {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-func (c *LayerCache) paths(name, binSHA string) (blob, meta string) {
-	base := filepath.Join(c.Dir, fmt.Sprintf("%s-%s-%s-%s", name, binSHA, layerFormat, c.Compression.key()))
+// paths are the cache's files for a layer holding the binary at
+// imagePath: named after the binary, its sha256, the tar layout (the
+// binary's directory when it is not BinDir) and the compression.
+func (c *LayerCache) paths(imagePath, binSHA string) (blob, meta string) {
+	format := layerFormat
+	if dir := pathpkg.Dir(imagePath); dir != BinDir {
+		sum := sha256.Sum256([]byte(dir))
+		format += "d" + hex.EncodeToString(sum[:4])
+	}
+	base := filepath.Join(c.Dir, fmt.Sprintf("%s-%s-%s-%s", pathpkg.Base(imagePath), binSHA, format, c.Compression.key()))
 	return base + ".tar.gz", base + ".json"
 }
 
@@ -144,15 +157,25 @@ func (c *LayerCache) paths(name, binSHA string) (blob, meta string) {
 // binSHA) as /usr/local/bin/<name>, from the cache when present; hit
 // says whether it was.
 func (c *LayerCache) Layer(path, name, binSHA string, mt types.MediaType) (l v1.Layer, hit bool, err error) {
+	return c.LayerAt(path, BinDir+"/"+name, binSHA, mt)
+}
+
+// LayerAt is Layer with the binary at imagePath inside the image
+// (/coredns, /agnhost).
+func (c *LayerCache) LayerAt(path, imagePath, binSHA string, mt types.MediaType) (l v1.Layer, hit bool, err error) {
 	// Both become a file name in the cache; binSHA may come from a
 	// state.json anyone could have edited.
+	if err := validname.ImagePath(imagePath); err != nil {
+		return nil, false, fmt.Errorf("layer cache: %w", err)
+	}
+	name := pathpkg.Base(imagePath)
 	if err := validname.Component(name); err != nil {
 		return nil, false, fmt.Errorf("layer cache: %w", err)
 	}
 	if !sha256Hex.MatchString(binSHA) {
 		return nil, false, fmt.Errorf("layer cache: binary sha256 %q is not 64 lowercase hex digits: rebuild the binary (devk build)", binSHA)
 	}
-	blobPath, metaPath := c.paths(name, binSHA)
+	blobPath, metaPath := c.paths(imagePath, binSHA)
 	if m, err := readMeta(metaPath); err == nil {
 		if fi, err := os.Stat(blobPath); err == nil && fi.Size() == m.Size {
 			now := time.Now()
@@ -164,7 +187,7 @@ func (c *LayerCache) Layer(path, name, binSHA string, mt types.MediaType) (l v1.
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, false, fmt.Errorf("layer cache: %w", err)
 	}
-	m, err := c.build(path, name, binSHA, blobPath)
+	m, err := c.build(path, imagePath, binSHA, blobPath)
 	if err != nil {
 		return nil, false, err
 	}
@@ -195,7 +218,7 @@ func readMeta(path string) (*layerMeta, error) {
 }
 
 // build compresses the layer into blobPath, hashing it on the way.
-func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, error) {
+func (c *LayerCache) build(path, imagePath, binSHA, blobPath string) (*layerMeta, error) {
 	bin, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open binary: %w", err)
@@ -216,7 +239,7 @@ func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, err
 		// The binary is not hashed again: callers pass the sha256 the
 		// build recorded for this size and mtime (checked before), and a
 		// binary rewritten while being read fails the size check.
-		if err := writeLayerTar(io.MultiWriter(zw, diffID), bin, path, fi.Size(), name); err != nil {
+		if err := writeLayerTar(io.MultiWriter(zw, diffID), bin, path, fi.Size(), imagePath); err != nil {
 			return err
 		}
 		if err := zw.Close(); err != nil {
@@ -228,7 +251,7 @@ func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, err
 		return nil
 	}, 0o644, "")
 	if err != nil {
-		return nil, fmt.Errorf("compress layer of %s: %w", name, err)
+		return nil, fmt.Errorf("compress layer of %s: %w", imagePath, err)
 	}
 	return m, nil
 }
