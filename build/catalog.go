@@ -55,6 +55,15 @@ type ImageLayout struct {
 // Image is the repository name the component's image is pushed under.
 func (c Component) Image() string { return c.Binary }
 
+// BuildArg is what `devk build` takes to build the component: its name,
+// or the package path of a package of the tree.
+func (c Component) BuildArg() string {
+	if _, err := Lookup(c.Name); err == nil {
+		return c.Name
+	}
+	return c.Package
+}
+
 // Catalog lists every component devk builds, in a stable order.
 var Catalog = []Component{
 	{Name: "apiserver", Binary: "kube-apiserver", Package: "./cmd/kube-apiserver", StaticPod: true},
@@ -116,7 +125,7 @@ func Resolve(args []string) ([]Component, error) {
 	want := map[string]bool{}
 	for _, a := range args {
 		if IsPackagePath(a) {
-			return nil, fmt.Errorf("%q is a package path, which only `devk build` and `devk push` take: name a component here (%s, or all)", a, strings.Join(Names(), ", "))
+			return nil, fmt.Errorf("%w %q: a package path, which only `devk build` and `devk push` take; here use one of %s, or all", ErrUnknownComponent, a, strings.Join(Names(), ", "))
 		}
 		if a == "all" {
 			for _, c := range Catalog {

@@ -45,21 +45,27 @@ func resolvePackage(t *source.Tree, dir, arg, goos, goarch string) (Component, e
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(dir, p)
 	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fail("%s does not exist: name a directory of the tree holding a main package, e.g. %s", p, PackageExample)
-		}
-		return fail("%v", err)
+	outside := func() (Component, error) {
+		return fail("%s is not inside the tree at %s: name a directory of the tree holding a main package, e.g. %s", p, t.Root, PackageExample)
 	}
 	root, err := filepath.EvalSymlinks(t.Root)
 	if err != nil {
 		return fail("%v", err)
 	}
-	rel, err := filepath.Rel(root, real)
-	if err != nil || rel == "." || !filepath.IsLocal(rel) {
-		return fail("%s is not inside the tree at %s: name a directory of the tree holding a main package, e.g. %s", p, t.Root, PackageExample)
+	real, err := filepath.EvalSymlinks(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		if !within(t.Root, p) && !within(root, p) {
+			return outside()
+		}
+		return fail("%s does not exist: name a directory of the tree holding a main package, e.g. %s", p, PackageExample)
 	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	if !within(root, real) {
+		return outside()
+	}
+	rel, _ := filepath.Rel(root, real)
 	for _, e := range strings.Split(rel, string(filepath.Separator)) {
 		// go itself skips these in patterns; devk's own output is one.
 		if strings.HasPrefix(e, ".") || strings.HasPrefix(e, "_") || e == "testdata" {
@@ -99,6 +105,12 @@ func resolvePackage(t *source.Tree, dir, arg, goos, goarch string) (Component, e
 		return fail("%v", err)
 	}
 	return Component{Name: name, Binary: name, Package: pkgPath, Layout: layout}, nil
+}
+
+// within says whether p lies strictly inside dir, lexically.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && filepath.IsLocal(rel)
 }
 
 // dockerfileLayout reads the Dockerfile beside a package, if any, for

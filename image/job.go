@@ -206,21 +206,21 @@ func (j *Job) makeImages(ctx context.Context) error {
 		t0 := time.Now()
 		rec := st.Component(c.Name).Binary
 		if rec == nil {
-			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.Name)
+			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.BuildArg())
 		}
 		// state.json is a file in the tree: the binary is read from where
 		// build puts it for the recorded platform, never from a path the
 		// file names.
 		binPath, err := validname.PathIn(j.Tree.OutputDir(), "bin", strings.ReplaceAll(rec.Platform, "/", "_"), c.Binary)
 		if err != nil {
-			return fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.Name)
+			return fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.BuildArg())
 		}
 		fi, err := os.Stat(binPath)
 		if err != nil {
-			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, binPath, c.Name)
+			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, binPath, c.BuildArg())
 		}
 		if fi.Size() != rec.Size || !fi.ModTime().Equal(rec.ModTime) {
-			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.Name)
+			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.BuildArg())
 		}
 		base, err := j.base(ctx, rec.Platform)
 		if err != nil {
