@@ -24,9 +24,10 @@ import (
 // Options say what to build and how.
 type Options struct {
 	// TreeDir is the tree (or a directory inside it); empty means the
-	// working directory's tree.
+	// working directory's tree. Relative package paths are taken from it.
 	TreeDir string
-	// Components are names as users type them (apiserver, kube-apiserver, all).
+	// Components are names as users type them (apiserver, kube-apiserver,
+	// all) or package paths of the tree (./test/images/agnhost).
 	Components []string
 	// Platform is os/arch; empty means linux/<host arch>.
 	Platform string
@@ -36,8 +37,10 @@ type Options struct {
 	GoFlags []string
 	// LDFlags are appended to the version ldflags.
 	LDFlags string
-	// EtcdVersion overrides the etcd version the tree's kubeadm names.
-	EtcdVersion string
+	// EtcdVersion and CoreDNSVersion override the versions the tree's
+	// kubeadm names.
+	EtcdVersion    string
+	CoreDNSVersion string
 
 	Reporter progress.Reporter
 	// Log, when set, receives go build's own output as it happens.
@@ -65,19 +68,33 @@ type Job struct {
 	Version    source.Version
 	Binaries   []Binary
 
-	binDir      string
-	compileTook time.Duration
-	etcdTook    time.Duration
+	binDir string
+	// pinned are the module versions of the external components asked
+	// for, by component name; took is how long each go build took.
+	pinned map[string]string
+	took   map[string]time.Duration
 }
 
 // NewJob checks the names it is given, finds the tree and resolves the
-// components and the etcd version; nothing is built or written. Every
-// name that later becomes a path (platform, etcd version, component) is
-// checked here, before any phase runs.
+// components (package paths against the tree) and the versions of the
+// external ones; nothing is built or written. Every name that later
+// becomes a path (platform, versions, component) is checked here, before
+// any phase runs.
 func NewJob(o Options) (*Job, error) {
-	comps, err := Resolve(o.Components)
-	if err != nil {
-		return nil, err
+	var names, paths []string
+	for _, a := range o.Components {
+		if IsPackagePath(a) {
+			paths = append(paths, a)
+		} else {
+			names = append(names, a)
+		}
+	}
+	var comps []Component
+	if len(names) > 0 || len(paths) == 0 {
+		var err error
+		if comps, err = Resolve(names); err != nil {
+			return nil, err
+		}
 	}
 	platform := o.Platform
 	if platform == "" {
@@ -85,20 +102,33 @@ func NewJob(o Options) (*Job, error) {
 	} else if err := validname.Platform(platform); err != nil {
 		return nil, err
 	}
-	etcdVersion, err := etcdVersionFlag(o.EtcdVersion)
-	if err != nil {
-		return nil, err
+	flagVersions := map[string]string{}
+	for _, f := range [][2]string{{"etcd", o.EtcdVersion}, {CoreDNS, o.CoreDNSVersion}} {
+		v, err := pinnedVersions[f[0]].flag(f[1])
+		if err != nil {
+			return nil, err
+		}
+		flagVersions[f[0]] = v
 	}
 	tree, err := source.Open(o.TreeDir)
 	if err != nil {
 		return nil, err
 	}
-	if etcdVersion == "" && slices.ContainsFunc(comps, func(c Component) bool { return c.External }) {
-		if etcdVersion, err = tree.EtcdVersion(); err != nil {
-			return nil, err
+	if comps, err = addPackages(comps, tree, o.TreeDir, paths, platform); err != nil {
+		return nil, err
+	}
+	pinned := map[string]string{}
+	for _, c := range comps {
+		if !c.External {
+			continue
+		}
+		if pinned[c.Name] = flagVersions[c.Name]; pinned[c.Name] == "" {
+			if pinned[c.Name], err = pinnedVersions[c.Name].fromTree(tree); err != nil {
+				return nil, err
+			}
 		}
 	}
-	o.EtcdVersion = etcdVersion
+	o.EtcdVersion, o.CoreDNSVersion = pinned["etcd"], pinned[CoreDNS]
 	binDir, err := validname.PathIn(tree.OutputDir(), "bin", strings.ReplaceAll(platform, "/", "_"))
 	if err != nil {
 		return nil, err
@@ -106,17 +136,70 @@ func NewJob(o Options) (*Job, error) {
 	if o.Reporter == nil {
 		o.Reporter = progress.Discard()
 	}
-	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform, binDir: binDir}, nil
+	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform, binDir: binDir,
+		pinned: pinned, took: map[string]time.Duration{}}, nil
 }
 
-// etcdVersionFlag checks --etcd-version; empty means the tree's.
-func etcdVersionFlag(flag string) (string, error) {
-	if flag == "" {
+// addPackages resolves package paths (relative to treeDir, else the
+// working directory) and adds them after the named components, in
+// argument order; a package given twice is built once, and two packages
+// may not share a name.
+func addPackages(comps []Component, tree *source.Tree, treeDir string, paths []string, platform string) ([]Component, error) {
+	if len(paths) == 0 {
+		return comps, nil
+	}
+	dir := treeDir
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		dir = wd
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	goos, goarch, _ := strings.Cut(platform, "/")
+	for _, p := range paths {
+		c, err := resolvePackage(tree, dir, p, goos, goarch)
+		if err != nil {
+			return nil, err
+		}
+		if i := slices.IndexFunc(comps, func(o Component) bool { return o.Name == c.Name }); i >= 0 {
+			if comps[i].Package != c.Package {
+				return nil, fmt.Errorf("%s and %s would both be built as %s: build them one at a time", comps[i].Package, c.Package, c.Name)
+			}
+			continue
+		}
+		comps = append(comps, c)
+	}
+	return comps, nil
+}
+
+// pinnedVersion is how an external component's version is chosen: the
+// flag that overrides it (checked by parse) or what the tree's kubeadm
+// names.
+type pinnedVersion struct {
+	name     string
+	parse    func(string) (string, error)
+	fromTree func(*source.Tree) (string, error)
+}
+
+// pinnedVersions are the external components' versions, by component.
+var pinnedVersions = map[string]pinnedVersion{
+	"etcd":  {"--etcd-version", source.ParseEtcdVersion, (*source.Tree).EtcdVersion},
+	CoreDNS: {"--coredns-version", source.ParseCoreDNSVersion, (*source.Tree).CoreDNSVersion},
+}
+
+// flag checks the flag's value; empty means the tree's version.
+func (p pinnedVersion) flag(value string) (string, error) {
+	if value == "" {
 		return "", nil
 	}
-	v, err := source.ParseEtcdVersion(flag)
+	v, err := p.parse(value)
 	if err != nil {
-		return "", fmt.Errorf("--etcd-version: %w", err)
+		return "", fmt.Errorf("%s: %w", p.name, err)
 	}
 	return v, nil
 }
@@ -146,9 +229,10 @@ func (j *Job) wants(name string) bool {
 	return false
 }
 
-// Phases are the build pipeline: resolve, compile, etcd, record.
+// Phases are the build pipeline: resolve, compile, one phase per external
+// component (etcd, coredns), record.
 func Phases() []*phase.Phase[*Job] {
-	return []*phase.Phase[*Job]{
+	ps := []*phase.Phase[*Job]{
 		{
 			Name:  "resolve",
 			Short: "read the tree's version (git describe, as hack/lib/version.sh) and check the Go toolchain",
@@ -178,37 +262,46 @@ func Phases() []*phase.Phase[*Job] {
 			},
 			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compile(ctx, j) },
 		},
-		{
-			Name:  "etcd",
-			Short: "go build etcd from go.etcd.io/etcd/server/v3 at the version kubeadm names",
-			If: func(j *Job) (bool, string) {
-				return j.wants("etcd"), "etcd not asked for"
-			},
-			IO: func(j *Job) ([]string, []string) {
-				return []string{j.Tree.Root + "/cmd/kubeadm/app/constants/constants.go", "go.etcd.io/etcd/server/v3 (GOPROXY)"},
-					[]string{filepath.Join(j.BinDir(), "etcd")}
-			},
-			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compileEtcd(ctx, j) },
+	}
+	for _, c := range Catalog {
+		if c.External {
+			ps = append(ps, modulePhase(c))
+		}
+	}
+	return append(ps, &phase.Phase[*Job]{
+		Name:  "record",
+		Short: "hash the binaries, compare with the last build, record them in _output/devk/state.json",
+		IO: func(j *Job) ([]string, []string) {
+			return []string{j.BinDir()}, []string{StatePath(j.Tree.Root)}
 		},
-		{
-			Name:  "record",
-			Short: "hash the binaries, compare with the last build, record them in _output/devk/state.json",
-			IO: func(j *Job) ([]string, []string) {
-				return []string{j.BinDir()}, []string{StatePath(j.Tree.Root)}
-			},
-			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
-				if err := record(ctx, j); err != nil {
-					return phase.Done, err
+		Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
+			if err := record(ctx, j); err != nil {
+				return phase.Done, err
+			}
+			changed := 0
+			for _, b := range j.Binaries {
+				if b.Changed {
+					changed++
 				}
-				changed := 0
-				for _, b := range j.Binaries {
-					if b.Changed {
-						changed++
-					}
-				}
-				return phase.Outcome{Detail: fmt.Sprintf("%d changed, %d unchanged", changed, len(j.Binaries)-changed), Changed: changed > 0}, nil
-			},
+			}
+			return phase.Outcome{Detail: fmt.Sprintf("%d changed, %d unchanged", changed, len(j.Binaries)-changed), Changed: changed > 0}, nil
 		},
+	})
+}
+
+// modulePhase builds external component c from its module.
+func modulePhase(c Component) *phase.Phase[*Job] {
+	return &phase.Phase[*Job]{
+		Name:  c.Name,
+		Short: fmt.Sprintf("go build %s from %s at the version kubeadm names (%s)", c.Binary, c.Package, c.VersionConst),
+		If: func(j *Job) (bool, string) {
+			return j.wants(c.Name), c.Name + " not asked for"
+		},
+		IO: func(j *Job) ([]string, []string) {
+			return []string{filepath.Join(j.Tree.Root, filepath.FromSlash(source.KubeadmConstantsFile)), c.Module + " (GOPROXY)"},
+				[]string{j.BinaryPath(c)}
+		},
+		Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compileModule(ctx, j, c) },
 	}
 }
 
@@ -309,44 +402,51 @@ func compile(ctx context.Context, j *Job) error {
 	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
 	err := execx.Run(ctx, cmd)
-	j.compileTook = time.Since(t0)
+	for _, c := range j.treeComponents() {
+		j.took[c.Name] = time.Since(t0) // one go build for them all
+	}
 	if err != nil {
 		return fmt.Errorf("compile failed:\n%w", err)
 	}
 	return nil
 }
 
-func compileEtcd(ctx context.Context, j *Job) error {
-	v := j.EtcdVersion // checked by NewJob
-	// etcd is built in a small module of its own, outside the tree's
-	// workspace, pinned to the release kubeadm names.
-	dir, err := writeEtcdModule(j.Tree, v)
+// compileModule builds external component c in a small module of its
+// own, outside the tree's workspace, that requires c's module at the
+// pinned version: go's build list is then the one c's own go.mod gives,
+// and every module comes from the Go module proxy. The binary is stamped
+// as c's project stamps its releases.
+func compileModule(ctx context.Context, j *Job, c Component) error {
+	v := j.pinned[c.Name] // checked by NewJob
+	dir, err := writeBuildModule(j.Tree, c, v)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
 		return err
 	}
-	args := j.commonFlags([]string{"-X go.etcd.io/etcd/api/v3/version.GitSHA=" + v})
-	args = append(args, "-o", filepath.Join(j.BinDir(), "etcd"), "go.etcd.io/etcd/server/v3")
+	args := j.commonFlags([]string{"-X " + c.StampVar + "=" + v})
+	args = append(args, "-o", j.BinaryPath(c), c.Package)
 	env := append(j.env(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env, Stdout: j.Log, Stderr: j.Log}
 	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
 	err = execx.Run(ctx, cmd)
-	j.etcdTook = time.Since(t0)
+	j.took[c.Name] = time.Since(t0)
 	if err != nil {
-		return fmt.Errorf("etcd %s failed to build (is that version served? pass --etcd-version):\n%w", v, err)
+		flag := pinnedVersions[c.Name].name
+		return fmt.Errorf("%s %s failed to build (is that version served by the Go module proxy? pass %s):\n%w", c.Name, v, flag, err)
 	}
 	return nil
 }
 
-// writeEtcdModule writes the go.mod of etcd version v's build module at
-// _output/devk/etcd-build/<v> and returns its directory. The directory is
-// made through an os.Root at the tree, so neither ".." nor a symbolic
-// link in the tree takes the write outside it.
-func writeEtcdModule(t *source.Tree, v string) (string, error) {
-	dir, err := validname.PathIn(t.OutputDir(), "etcd-build", v)
+// writeBuildModule writes the go.mod of the module that builds c at
+// version v, at _output/devk/<name>-build/<v>, and returns its directory.
+// The directory is made through an os.Root at the tree, so neither ".."
+// nor a symbolic link in the tree takes the write outside it. The go.sum
+// beside it is go's: kept, it makes the next build need nothing new.
+func writeBuildModule(t *source.Tree, c Component, v string) (string, error) {
+	dir, err := validname.PathIn(t.OutputDir(), c.Name+"-build", v)
 	if err != nil {
 		return "", err
 	}
@@ -360,13 +460,13 @@ func writeEtcdModule(t *source.Tree, v string) (string, error) {
 	}
 	defer root.Close()
 	if err := root.MkdirAll(rel, 0o755); err != nil {
-		return "", fmt.Errorf("etcd build module: %w", err)
+		return "", fmt.Errorf("%s build module: %w", c.Name, err)
 	}
-	gomod := fmt.Sprintf("module devk.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n", v)
+	gomod := fmt.Sprintf("module devk.local/%s-build\n\ngo 1.24\n\nrequire %s %s\n", c.Name, c.Module, v)
 	path := filepath.Join(rel, "go.mod")
 	if old, err := root.ReadFile(path); err != nil || !strings.HasPrefix(string(old), gomod) {
 		if err := root.WriteFile(path, []byte(gomod), 0o644); err != nil {
-			return "", fmt.Errorf("etcd build module: %w", err)
+			return "", fmt.Errorf("%s build module: %w", c.Name, err)
 		}
 	}
 	return dir, nil
@@ -393,16 +493,12 @@ func record(ctx context.Context, j *Job) error {
 			} else if sum, err = FileSHA256(path); err != nil {
 				return err
 			}
-			took := j.compileTook
-			if c.External {
-				took = j.etcdTook
-			}
-			b := Binary{Component: c, Name: c.Name, Path: path, SHA256: sum, Size: fi.Size(), Took: took,
+			b := Binary{Component: c, Name: c.Name, Path: path, SHA256: sum, Size: fi.Size(), Took: j.took[c.Name],
 				Changed: prev == nil || prev.SHA256 != sum || prev.Platform != j.Platform}
 			j.Binaries = append(j.Binaries, b)
 			version := j.Version.GitVersion
 			if c.External {
-				version = j.EtcdVersion
+				version = j.pinned[c.Name]
 			}
 			st.Component(c.Name).Binary = &BinaryRecord{
 				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), Platform: j.Platform,

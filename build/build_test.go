@@ -28,7 +28,9 @@ func TestResolve(t *testing.T) {
 		{name: "catalog order, no duplicates", args: []string{"kubectl", "apiserver", "kube-apiserver"}, want: []string{"apiserver", "kubectl"}},
 		{name: "all but etcd", args: []string{"all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm"}},
 		{name: "etcd when named", args: []string{"all", "etcd"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "etcd"}},
-		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, or all"},
+		{name: "coredns when named", args: []string{"coredns", "kubectl"}, want: []string{"kubectl", "coredns"}},
+		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, or all"},
+		{name: "a package path is not a component here", args: []string{"./test/images/agnhost"}, wantErr: "only `devk build` and `devk push` take"},
 		{name: "none", args: nil, wantErr: "name a component"},
 	}
 	for _, tc := range tests {

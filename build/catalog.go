@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/devk/devk/internal/validname"
+	"github.com/devk/devk/source"
 )
 
 // Component is one buildable program.
@@ -30,6 +31,29 @@ type Component struct {
 	// makes itself (BaseIptables); empty means any (image.Options.Base,
 	// else none: the binaries are static).
 	Base string
+	// Module is the module an External component is built from, at the
+	// version the tree's kubeadm constants name in VersionConst; StampVar
+	// is the linker variable set to that version (-X), as the project's
+	// own build stamps it.
+	Module       string
+	VersionConst string
+	StampVar     string
+	// Layout is where the component's image holds the binary and how it
+	// starts it.
+	Layout ImageLayout
+}
+
+// ImageLayout is where an image holds its binary and how it starts it.
+// The zero value is devk's default: /usr/local/bin/<binary> as the
+// entrypoint.
+type ImageLayout struct {
+	// Path is the binary's absolute path inside the image; empty means
+	// /usr/local/bin/<binary>.
+	Path string
+	// Entrypoint is the image's entrypoint; empty means [Path].
+	Entrypoint []string
+	// Cmd is the image's default arguments.
+	Cmd []string
 }
 
 // BaseIptables is the base of a component that runs iptables and
@@ -40,6 +64,15 @@ const BaseIptables = "iptables"
 // Image is the repository name the component's image is pushed under.
 func (c Component) Image() string { return c.Binary }
 
+// BuildArg is what `devk build` takes to build the component: its name,
+// or the package path of a package of the tree.
+func (c Component) BuildArg() string {
+	if _, err := Lookup(c.Name); err == nil {
+		return c.Name
+	}
+	return c.Package
+}
+
 // Catalog lists every component devk builds, in a stable order.
 var Catalog = []Component{
 	{Name: "apiserver", Binary: "kube-apiserver", Package: "./cmd/kube-apiserver", StaticPod: true},
@@ -49,8 +82,18 @@ var Catalog = []Component{
 	{Name: "kubectl", Binary: "kubectl", Package: "./cmd/kubectl"},
 	{Name: "kube-proxy", Binary: "kube-proxy", Package: "./cmd/kube-proxy", Base: BaseIptables},
 	{Name: "kubeadm", Binary: "kubeadm", Package: "./cmd/kubeadm"},
-	{Name: "etcd", Binary: "etcd", Package: "go.etcd.io/etcd/server/v3", StaticPod: true, External: true},
+	{Name: "etcd", Binary: "etcd", Package: "go.etcd.io/etcd/server/v3", StaticPod: true, External: true,
+		Module: "go.etcd.io/etcd/server/v3", VersionConst: source.EtcdVersionConst, StampVar: "go.etcd.io/etcd/api/v3/version.GitSHA"},
+	// CoreDNS's Makefile stamps coremain.GitCommit with `git describe`,
+	// which is the release tag at a release; its Dockerfile copies the
+	// binary to /coredns, the entrypoint.
+	{Name: CoreDNS, Binary: "coredns", Package: "github.com/coredns/coredns", External: true,
+		Module: "github.com/coredns/coredns", VersionConst: source.CoreDNSVersionConst, StampVar: "github.com/coredns/coredns/coremain.GitCommit",
+		Layout: ImageLayout{Path: "/coredns", Entrypoint: []string{"/coredns"}}},
 }
+
+// CoreDNS is the catalog name of CoreDNS, the cluster's DNS addon.
+const CoreDNS = "coredns"
 
 // ErrUnknownComponent is returned for a name the catalog lacks.
 var ErrUnknownComponent = fmt.Errorf("unknown component")
@@ -81,14 +124,18 @@ func Lookup(name string) (Component, error) {
 }
 
 // Resolve turns user arguments into components, in catalog order without
-// duplicates. "all" means every Kubernetes component of the tree (etcd is
-// built only when named, since it comes from its own module).
+// duplicates. "all" means every Kubernetes component of the tree (etcd
+// and CoreDNS are built only when named, since they come from their own
+// modules). Package paths are NewJob's to resolve, against a tree.
 func Resolve(args []string) ([]Component, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("name a component: %s, or all", strings.Join(Names(), ", "))
 	}
 	want := map[string]bool{}
 	for _, a := range args {
+		if IsPackagePath(a) {
+			return nil, fmt.Errorf("%w %q: a package path, which only `devk build` and `devk push` take; here use one of %s, or all", ErrUnknownComponent, a, strings.Join(Names(), ", "))
+		}
 		if a == "all" {
 			for _, c := range Catalog {
 				if !c.External {

@@ -3,11 +3,22 @@
 package e2e
 
 import (
+	"archive/tar"
 	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/devk/devk/registry"
 )
 
 type buildOutput struct {
@@ -97,5 +108,120 @@ func TestSourceAndBuild(t *testing.T) {
 		if b.Changed {
 			t.Errorf("no-op rebuild reported %s changed", b.Component)
 		}
+	}
+}
+
+// TestBuildPushPackageAndCoreDNS builds a main package of the real tree
+// (test/images/agnhost, like `ko build`) and CoreDNS from its module at
+// the version the tree's kubeadm names, pushes both to devk's registry
+// in-process, and checks each image: the binary where the project's own
+// Dockerfile puts it, that path as the entrypoint, and a binary that runs
+// and reports its version. `devk push` of the same package path gives
+// the same digest.
+func TestBuildPushPackageAndCoreDNS(t *testing.T) {
+	tree := Tree(t)
+	h, err := registry.New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	reg := strings.TrimPrefix(srv.URL, "http://")
+
+	images := []struct {
+		arg, repo, path string
+		entrypoint, cmd []string
+		run             []string // arguments the binary is run with
+		wantOut         []string // what its output holds
+	}{
+		{arg: "./test/images/agnhost", repo: "agnhost", path: "agnhost", entrypoint: []string{"/agnhost"}, cmd: []string{"pause"},
+			run: []string{"--help"}, wantOut: []string{"agnhost"}},
+		{arg: "coredns", repo: "coredns", path: "coredns", entrypoint: []string{"/coredns"},
+			run: []string{"-version"}, wantOut: []string{"CoreDNS-1.12.1", "v1.12.1"}},
+	}
+	for _, im := range images {
+		t.Run(im.repo, func(t *testing.T) {
+			r := MustDevk(t, tree, "build", im.arg, "--push", "--registry", reg)
+			ref := strings.TrimSpace(r.Stdout)
+			if !strings.HasPrefix(ref, reg+"/"+im.repo+"@sha256:") || strings.Contains(ref, "\n") {
+				t.Fatalf("devk build %s --push printed %q, want one %s/%s@sha256:… line", im.arg, r.Stdout, reg, im.repo)
+			}
+			parsed, err := name.ParseReference(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := remote.Image(parsed)
+			if err != nil {
+				t.Fatalf("pull %s: %v", ref, err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cf.Config.Entrypoint, im.entrypoint) || !slices.Equal(cf.Config.Cmd, im.cmd) {
+				t.Fatalf("%s: entrypoint %q cmd %q, want %q %q", ref, cf.Config.Entrypoint, cf.Config.Cmd, im.entrypoint, im.cmd)
+			}
+			bin := extract(t, img, im.path)
+			out, err := exec.Command(bin, im.run...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s %s from the image: %v\n%s", im.path, strings.Join(im.run, " "), err, out)
+			}
+			for _, w := range im.wantOut {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("%s %s printed %q, want %q in it", im.path, strings.Join(im.run, " "), out, w)
+				}
+			}
+			// Built and pushed already: the same image again.
+			r = MustDevk(t, tree, "push", im.arg, "--registry", reg)
+			if strings.TrimSpace(r.Stdout) != ref {
+				t.Fatalf("devk push %s gave %q, devk build --push %q", im.arg, r.Stdout, ref)
+			}
+		})
+	}
+}
+
+// extract writes the file at path in img's last layer to a temp file
+// and returns its name; the test fails if the layer lacks it or it is not
+// an executable regular file.
+func extract(t *testing.T, img v1.Image, path string) string {
+	t.Helper()
+	ls, err := img.Layers()
+	if err != nil || len(ls) == 0 {
+		t.Fatalf("layers: %v", err)
+	}
+	rc, err := ls[len(ls)-1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			t.Fatalf("the layer holds %v, not %s", names, path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if h.Name != path {
+			continue
+		}
+		if h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 {
+			t.Fatalf("%s in the layer: type %c mode %o, want an executable file", path, h.Typeflag, h.Mode)
+		}
+		out := filepath.Join(t.TempDir(), filepath.Base(path))
+		f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY, 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
 }

@@ -1,5 +1,6 @@
 // Package image makes deterministic OCI images of built components and
-// pushes them: the binary at /usr/local/bin/<name> as the entrypoint,
+// pushes them: the binary at /usr/local/bin/<name> (or where the
+// component's layout says: /coredns, /agnhost) as the entrypoint,
 // zero mtimes, fixed modes and owners, the created time of the source, on
 // no base layer by default (kube-proxy on an iptables base made from
 // Debian packages, see MakeDebianBase and image/debbase). Layers are
@@ -11,6 +12,7 @@ package image
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -28,8 +30,15 @@ const (
 // Spec is everything an image is made of. The same Spec and binary give
 // the same image digest.
 type Spec struct {
-	// Binary is the file name inside the image, under BinDir.
+	// Binary is the file name inside the image, under BinDir unless Path
+	// says otherwise.
 	Binary string
+	// Path is the binary's absolute path inside the image; empty means
+	// BinDir/Binary.
+	Path string
+	// Entrypoint is the image's; empty means [the binary's path]. Cmd is
+	// its default arguments.
+	Entrypoint, Cmd []string
 	// Platform is os/arch[/variant].
 	Platform string
 	// Created is the image's creation time (the source's time, never now).
@@ -40,6 +49,14 @@ type Spec struct {
 	Revision string
 	// Base is the image to put the binary on; nil means no base layer.
 	Base v1.Image
+}
+
+// BinaryPath is where the image holds the binary.
+func (s Spec) BinaryPath() string {
+	if s.Path != "" {
+		return s.Path
+	}
+	return BinDir + "/" + s.Binary
 }
 
 // ParsePlatform turns os/arch[/variant] into a v1.Platform, with
@@ -84,11 +101,12 @@ func Assemble(spec Spec, layer v1.Layer) (v1.Image, error) {
 		base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
 	}
 	created := v1.Time{Time: spec.Created.UTC()}
+	binPath := spec.BinaryPath()
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer: layer,
 		History: v1.History{
 			Created:   created,
-			CreatedBy: "devk image: " + BinDir + "/" + spec.Binary,
+			CreatedBy: "devk image: " + binPath,
 			Comment:   spec.Version,
 		},
 	})
@@ -103,8 +121,11 @@ func Assemble(spec Spec, layer v1.Layer) (v1.Image, error) {
 	cf.OS, cf.Architecture, cf.Variant = plat.OS, plat.Architecture, plat.Variant
 	cf.Created = created
 	cf.Author = ""
-	cf.Config.Entrypoint = []string{BinDir + "/" + spec.Binary}
-	cf.Config.Cmd = nil
+	cf.Config.Entrypoint = []string{binPath}
+	if len(spec.Entrypoint) > 0 {
+		cf.Config.Entrypoint = slices.Clone(spec.Entrypoint)
+	}
+	cf.Config.Cmd = slices.Clone(spec.Cmd)
 	if spec.Base == nil {
 		cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	}

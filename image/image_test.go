@@ -209,6 +209,58 @@ func TestLayerContents(t *testing.T) {
 	}
 }
 
+// TestLayerAtRoot: a binary at the image's root (/coredns, /agnhost) is
+// one tar entry, cached apart from the same binary under BinDir.
+func TestLayerAtRoot(t *testing.T) {
+	_, bin := builtTree(t)
+	sum, _ := build.FileSHA256(bin)
+	c := &LayerCache{Dir: t.TempDir(), Compression: DefaultCompression, Keep: 3}
+	atRoot, hit, err := c.LayerAt(bin, "/kube-apiserver", sum, types.OCILayer)
+	if err != nil || hit {
+		t.Fatalf("hit %v err %v", hit, err)
+	}
+	rc, err := atRoot.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if h.Mode != 0o755 || !h.ModTime.Equal(time.Unix(0, 0)) {
+			t.Errorf("%s: mode %o mtime %s", h.Name, h.Mode, h.ModTime)
+		}
+	}
+	if strings.Join(names, " ") != "kube-apiserver" {
+		t.Fatalf("layer entries %v, want the binary alone", names)
+	}
+	underBin, hit, err := c.Layer(bin, "kube-apiserver", sum, types.OCILayer)
+	if err != nil || hit {
+		t.Fatalf("the BinDir layout came from the cache of the root one: hit %v err %v", hit, err)
+	}
+	d1, _ := atRoot.Digest()
+	d2, _ := underBin.Digest()
+	if d1 == d2 {
+		t.Fatal("two layouts, one digest")
+	}
+	if _, hit, err := c.LayerAt(bin, "/kube-apiserver", sum, types.OCILayer); err != nil || !hit {
+		t.Fatalf("second lookup at the root: hit %v err %v", hit, err)
+	}
+	for _, p := range []string{"kube-apiserver", "/../kube-apiserver", "/x/../../kube-apiserver", "/bin/Kube_Apiserver"} {
+		if _, _, err := c.LayerAt(bin, p, sum, types.OCILayer); err == nil {
+			t.Errorf("LayerAt(%q) accepted", p)
+		}
+	}
+}
+
 func TestLayerCachePrunes(t *testing.T) {
 	dir := t.TempDir()
 	c := &LayerCache{Dir: dir, Compression: DefaultCompression, Keep: 100}
@@ -630,3 +682,41 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func nopLogger() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// TestBuildPushPackagePath runs `devk build ./test/images/agnhost --push`
+// on the fixture: the image follows the package's Dockerfile (/agnhost,
+// its entrypoint and cmd), is named after the directory, and `devk push`
+// of the same package path gives the same digest.
+func TestBuildPushPackagePath(t *testing.T) {
+	_, addr := newTestRegistry(t)
+	root := testtree.New(t)
+	o := opts(addr)
+	o.Push = true
+	j, err := Run(context.Background(), buildOpts(root, "./test/images/agnhost"), o, phase.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Images) != 1 {
+		t.Fatalf("images %+v", j.Images)
+	}
+	r := j.Images[0]
+	if r.Component != "agnhost" || r.Tag != "v1.34.0" || r.Ref != addr+"/agnhost@"+r.Digest {
+		t.Fatalf("result %+v", r)
+	}
+	ref, _ := name.ParseReference(addr + "/agnhost:v1.34.0")
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	if fmt.Sprint(cf.Config.Entrypoint) != "[/agnhost]" || fmt.Sprint(cf.Config.Cmd) != "[pause]" || cf.Config.Labels[LabelRevision] != j.Version.GitCommit {
+		t.Fatalf("config: entrypoint %q, cmd %q, labels %v", cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.Labels)
+	}
+	if !layerHolds(t, img, "agnhost", j.Binaries[0].Path) {
+		t.Fatal("the pushed layer does not hold the binary at /agnhost")
+	}
+	j2, err := RunPush(context.Background(), buildOpts(root, filepath.Join(root, "test", "images", "agnhost")), o, phase.Options{})
+	if err != nil || j2.Images[0].Digest != r.Digest || !j2.Images[0].LayerCached {
+		t.Fatalf("devk push of the package path: %v, %+v", err, j2)
+	}
+}

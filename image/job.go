@@ -239,21 +239,21 @@ func (j *Job) makeImages(ctx context.Context) error {
 		t0 := time.Now()
 		rec := st.Component(c.Name).Binary
 		if rec == nil {
-			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.Name)
+			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.BuildArg())
 		}
 		// state.json is a file in the tree: the binary is read from where
 		// build puts it for the recorded platform, never from a path the
 		// file names.
 		binPath, err := validname.PathIn(j.Tree.OutputDir(), "bin", strings.ReplaceAll(rec.Platform, "/", "_"), c.Binary)
 		if err != nil {
-			return fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.Name)
+			return fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.BuildArg())
 		}
 		fi, err := os.Stat(binPath)
 		if err != nil {
-			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, binPath, c.Name)
+			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, binPath, c.BuildArg())
 		}
 		if fi.Size() != rec.Size || !fi.ModTime().Equal(rec.ModTime) {
-			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.Name)
+			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.BuildArg())
 		}
 		base, db, err := j.base(ctx, c, rec.Platform)
 		if err != nil {
@@ -267,7 +267,11 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if db != nil {
 			baseName = ""
 		}
-		layer, hit, err := j.cache.Layer(binPath, c.Binary, rec.SHA256, mt)
+		spec := Spec{
+			Binary: c.Binary, Path: c.Layout.Path, Entrypoint: c.Layout.Entrypoint, Cmd: c.Layout.Cmd,
+			Platform: rec.Platform, Version: rec.Version, Base: base,
+		}
+		layer, hit, err := j.cache.LayerAt(binPath, spec.BinaryPath(), rec.SHA256, mt)
 		if err != nil {
 			return err
 		}
@@ -275,14 +279,11 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		revision := j.Version.GitCommit
+		spec.Created, spec.Revision = created, j.Version.GitCommit
 		if c.External {
-			revision = "" // etcd is not built from the tree's commit
+			spec.Revision = "" // etcd and CoreDNS are not built from the tree's commit
 		}
-		img, err := Assemble(Spec{
-			Binary: c.Binary, Platform: rec.Platform, Created: created,
-			Version: rec.Version, Revision: revision, Base: base,
-		}, layer)
+		img, err := Assemble(spec, layer)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -81,11 +82,15 @@ const layerFormat = "v1"
 var epoch = time.Unix(0, 0).UTC()
 
 // writeLayerTar writes the layer's tar stream: the directories down to
-// BinDir and the binary, owned by root, fixed modes, zero mtimes.
-func writeLayerTar(w io.Writer, bin io.Reader, path string, size int64, name string) error {
+// the binary's and the binary at imagePath (checked by the caller), owned
+// by root, fixed modes, zero mtimes.
+func writeLayerTar(w io.Writer, bin io.Reader, path string, size int64, imagePath string) error {
 	tw := tar.NewWriter(w)
 	dir := ""
-	for _, d := range strings.Split(strings.Trim(BinDir, "/"), "/") {
+	for _, d := range strings.Split(strings.Trim(pathpkg.Dir(imagePath), "/"), "/") {
+		if d == "" { // the binary is at the root
+			continue
+		}
 		dir += d + "/"
 		if err := tw.WriteHeader(&tar.Header{
 			Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX,
@@ -94,7 +99,7 @@ func writeLayerTar(w io.Writer, bin io.Reader, path string, size int64, name str
 		}
 	}
 	if err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg, Name: dir + name, Mode: 0o755, Size: size, ModTime: epoch, Format: tar.FormatPAX,
+		Typeflag: tar.TypeReg, Name: dir + pathpkg.Base(imagePath), Mode: 0o755, Size: size, ModTime: epoch, Format: tar.FormatPAX,
 	}); err != nil {
 		return err
 	}
@@ -147,10 +152,30 @@ func (c *LayerCache) paths(name, key string) (blob, meta string) {
 // binSHA) as /usr/local/bin/<name>, from the cache when present; hit
 // says whether it was.
 func (c *LayerCache) Layer(path, name, binSHA string, mt types.MediaType) (l v1.Layer, hit bool, err error) {
+	return c.LayerAt(path, BinDir+"/"+name, binSHA, mt)
+}
+
+// LayerAt is Layer with the binary at imagePath inside the image
+// (/coredns, /agnhost).
+func (c *LayerCache) LayerAt(path, imagePath, binSHA string, mt types.MediaType) (l v1.Layer, hit bool, err error) {
+	// Both become a file name in the cache; binSHA may come from a
+	// state.json anyone could have edited.
+	if err := validname.ImagePath(imagePath); err != nil {
+		return nil, false, fmt.Errorf("layer cache: %w", err)
+	}
 	if !sha256Hex.MatchString(binSHA) {
 		return nil, false, fmt.Errorf("layer cache: binary sha256 %q is not 64 lowercase hex digits: rebuild the binary (devk build)", binSHA)
 	}
-	cl, err := c.cached(name, binSHA, mt, func(blobPath string) (*layerMeta, error) { return c.build(path, name, binSHA, blobPath) })
+	// The key names the tar's bytes: the binary, and where it sits when
+	// that is not BinDir.
+	key := binSHA
+	if pathpkg.Dir(imagePath) != BinDir {
+		sum := sha256.Sum256([]byte(binSHA + "\x00" + imagePath))
+		key = hex.EncodeToString(sum[:])
+	}
+	cl, err := c.cached(pathpkg.Base(imagePath), key, mt, func(blobPath string) (*layerMeta, error) {
+		return c.build(path, imagePath, binSHA, blobPath)
+	})
 	if err != nil {
 		return nil, false, err
 	}
@@ -191,8 +216,7 @@ func (c *LayerCache) LayerOf(name, key string, mt types.MediaType, write func(io
 // cached returns the layer cached under name and key, or makes it with
 // build (which writes the compressed blob at the path it is given).
 func (c *LayerCache) cached(name, key string, mt types.MediaType, build func(blobPath string) (*layerMeta, error)) (CachedLayer, error) {
-	// Both become a file name in the cache; a binary's sha256 may come
-	// from a state.json anyone could have edited.
+	// name becomes a file name in the cache.
 	if err := validname.Component(name); err != nil {
 		return CachedLayer{}, fmt.Errorf("layer cache: %w", err)
 	}
@@ -238,8 +262,9 @@ func readMeta(path string) (*layerMeta, error) {
 	return m, nil
 }
 
-// build compresses the binary's layer into blobPath.
-func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, error) {
+// build compresses the binary's layer, the binary at imagePath, into
+// blobPath.
+func (c *LayerCache) build(path, imagePath, binSHA, blobPath string) (*layerMeta, error) {
 	bin, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open binary: %w", err)
@@ -252,9 +277,9 @@ func (c *LayerCache) build(path, name, binSHA, blobPath string) (*layerMeta, err
 	// The binary is not hashed again: callers pass the sha256 the build
 	// recorded for this size and mtime (checked before), and a binary
 	// rewritten while being read fails the size check.
-	m, err := c.compress(blobPath, func(w io.Writer) error { return writeLayerTar(w, bin, path, fi.Size(), name) })
+	m, err := c.compress(blobPath, func(w io.Writer) error { return writeLayerTar(w, bin, path, fi.Size(), imagePath) })
 	if err != nil {
-		return nil, fmt.Errorf("compress layer of %s: %w", name, err)
+		return nil, fmt.Errorf("compress layer of %s: %w", imagePath, err)
 	}
 	m.BinarySHA256, m.BinarySize = binSHA, fi.Size()
 	return m, nil

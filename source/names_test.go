@@ -53,6 +53,76 @@ func TestParseEtcdVersion(t *testing.T) {
 	}
 }
 
+func TestParseCoreDNSVersion(t *testing.T) {
+	tests := []struct {
+		name, in, want string // want "" means refused
+	}{
+		{"kubeadm's form", "v1.12.1", "v1.12.1"},
+		{"without v", "1.12.1", "v1.12.1"},
+		{"pre-release", "v1.12.0-rc.1", "v1.12.0-rc.1"},
+		{"a path", "v1.12.1/../../../victim", ""},
+		{"absolute", "/etc/passwd", ""},
+		{"empty", "", ""},
+		{"NUL", "v1.12.1\x00", ""},
+		{"major 2", "v2.0.0", ""},
+		{"an image tag, not a version", "latest", ""},
+		{"two v", "vv1.12.1", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseCoreDNSVersion(tc.in)
+			if tc.want == "" {
+				if err == nil || !strings.Contains(err.Error(), "e.g. v1.12.1") {
+					t.Fatalf("ParseCoreDNSVersion(%q) = %q, %v; want refused", tc.in, got, err)
+				}
+				if shown := strconv.Quote(tc.in); !strings.Contains(err.Error(), shown[:min(len(shown), 40)]) {
+					t.Errorf("error %q does not show %s", err, shown)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseCoreDNSVersion(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTreeCoreDNSVersion reads the constant as the compiler does: a
+// comment or a var of the same name is not it, and a value that is not
+// a version is refused with the file and the flag named.
+func TestTreeCoreDNSVersion(t *testing.T) {
+	tests := []struct {
+		name, src, want, wantErr string
+	}{
+		{"kubeadm's file", "", "v1.12.1", ""},
+		{"a lone const", "package constants\nconst CoreDNSVersion = \"v1.11.3\"\n", "v1.11.3", ""},
+		{"in a comment only", "package constants\n// CoreDNSVersion = \"v1.11.3\"\nconst X = 1\n", "", "no CoreDNSVersion string constant"},
+		{"a var", "package constants\nvar CoreDNSVersion = \"v1.11.3\"\n", "", "no CoreDNSVersion string constant"},
+		{"a path", "package constants\nconst CoreDNSVersion = \"v1/../../victim\"\n", "", `CoreDNSVersion in `},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := testtree.Copy(t)
+			path := filepath.Join(root, filepath.FromSlash(KubeadmConstantsFile))
+			if tc.src != "" {
+				if err := os.WriteFile(path, []byte(tc.src), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := (&Tree{Root: root}).CoreDNSVersion()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "--coredns-version") {
+					t.Fatalf("CoreDNSVersion = %q, %v; want an error with %q, the file and the flag", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("CoreDNSVersion = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestTreeEtcdVersionRefusesPaths: the tree is input; a DefaultEtcdVersion
 // that is a path is refused with the file named.
 func TestTreeEtcdVersionRefusesPaths(t *testing.T) {

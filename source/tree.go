@@ -102,25 +102,44 @@ func (t *Tree) GoVersions() (minimum, preferred string, err error) {
 // (DefaultEtcdVersion, e.g. "3.6.5-0" gives "v3.6.5"), checked by
 // ParseEtcdVersion: the tree is input, and the version becomes a path.
 func (t *Tree) EtcdVersion() (string, error) {
-	path := filepath.Join(t.Root, "cmd", "kubeadm", "app", "constants", "constants.go")
+	return t.kubeadmVersion(EtcdVersionConst, ParseEtcdVersion, "--etcd-version")
+}
+
+// CoreDNSVersion is the CoreDNS version the tree's kubeadm constants name
+// (CoreDNSVersion, "v1.12.1"), checked by ParseCoreDNSVersion.
+func (t *Tree) CoreDNSVersion() (string, error) {
+	return t.kubeadmVersion(CoreDNSVersionConst, ParseCoreDNSVersion, "--coredns-version")
+}
+
+// The string constants of kubeadm's constants.go that name the etcd and
+// the CoreDNS it deploys.
+const (
+	EtcdVersionConst    = "DefaultEtcdVersion"
+	CoreDNSVersionConst = "CoreDNSVersion"
+)
+
+// KubeadmConstantsFile is where kubeadm names the versions it deploys,
+// relative to the tree's root.
+const KubeadmConstantsFile = "cmd/kubeadm/app/constants/constants.go"
+
+// kubeadmVersion reads the string constant name of kubeadm's constants
+// and checks it with parse; flag is what overrides it, for the errors.
+func (t *Tree) kubeadmVersion(name string, parse func(string) (string, error), flag string) (string, error) {
+	path := filepath.Join(t.Root, filepath.FromSlash(KubeadmConstantsFile))
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("read etcd version: %w (pass --etcd-version)", err)
+		return "", fmt.Errorf("read %s: %w (pass %s)", name, err, flag)
 	}
-	val, ok := stringConst(data, etcdVersionConst)
+	val, ok := stringConst(data, name)
 	if !ok {
-		return "", fmt.Errorf("no %s string constant in %s (pass --etcd-version)", etcdVersionConst, path)
+		return "", fmt.Errorf("no %s string constant in %s (pass %s)", name, path, flag)
 	}
-	v, err := ParseEtcdVersion(val)
+	v, err := parse(val)
 	if err != nil {
-		return "", fmt.Errorf("%s in %s: %w; pass --etcd-version to build another", etcdVersionConst, path, err)
+		return "", fmt.Errorf("%s in %s: %w; pass %s to build another", name, path, err, flag)
 	}
 	return v, nil
 }
-
-// etcdVersionConst is the constant of kubeadm's constants.go that names
-// the etcd it deploys.
-const etcdVersionConst = "DefaultEtcdVersion"
 
 // stringConst finds the string constant name in Go source, as the
 // compiler reads it.
@@ -165,6 +184,24 @@ func ParseEtcdVersion(s string) (string, error) {
 	}
 	if err := validname.EtcdVersion(v); err != nil {
 		if shown := validname.EtcdVersion(s); shown != nil {
+			err = shown // quote what was written, not the "v"-prefixed form
+		}
+		return "", err
+	}
+	return v, nil
+}
+
+// ParseCoreDNSVersion turns a CoreDNS version as kubeadm writes it
+// (v1.12.1) or without its "v" (1.12.1) into the module version of
+// github.com/coredns/coredns, refusing anything that is not one
+// (validname.CoreDNSVersion).
+func ParseCoreDNSVersion(s string) (string, error) {
+	v := s
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	if err := validname.CoreDNSVersion(v); err != nil {
+		if shown := validname.CoreDNSVersion(s); shown != nil {
 			err = shown // quote what was written, not the "v"-prefixed form
 		}
 		return "", err

@@ -25,42 +25,61 @@ func newBuildCmd(g *globalOptions) *cobra.Command {
 		goflags string
 	)
 	cmd := &cobra.Command{
-		Use:   "build COMPONENT...",
-		Short: "Build Kubernetes components incrementally, version-stamped like `make`",
+		Use:   "build COMPONENT|PACKAGE...",
+		Short: "Build Kubernetes components or any main package of the tree incrementally, version-stamped like `make`",
 		Long: `Build one or more components of the Kubernetes tree around you.
 
-Components: ` + strings.Join(build.Names(), ", ") + `, or all (every component
-but etcd). The kube- names work too (kube-apiserver = apiserver).
+Components: ` + strings.Join(build.Names(), ", ") + `,
+or all (every component but etcd and coredns). The kube- names work too
+(kube-apiserver = apiserver).
 
-All tree components go through ONE go build (CGO_ENABLED=0, -trimpath), so
-shared packages compile once and Go's build cache makes rebuilds incremental.
-Binaries are stamped with the version git describe gives (as
-hack/lib/version.sh: k8s.io/component-base/version and
+A PACKAGE is any main package of the tree, named by its directory as with
+go build (` + build.PackageExample + `; relative to --tree, else to the
+working directory): like ` + "`ko build`" + `, it is built and stamped as the
+components are, and named after its directory (binary and image agnhost).
+Its image follows the Dockerfile beside the package when that names the
+binary in an exec-form ENTRYPOINT (agnhost: /agnhost, entrypoint
+["/agnhost"], cmd ["pause"]); else the binary is at /usr/local/bin/<name>.
+The Dockerfile's base image is not reproduced: agnhost's has a shell and
+network tools, devk's image holds the binary alone unless --base is given.
+
+All tree components and packages go through ONE go build (CGO_ENABLED=0,
+-trimpath), so shared packages compile once and Go's build cache makes
+rebuilds incremental. Binaries are stamped with the version git describe
+gives (as hack/lib/version.sh: k8s.io/component-base/version and
 k8s.io/client-go/pkg/version) and land in _output/devk/bin/<os>_<arch>/.
 buildDate is SOURCE_DATE_EPOCH, else the commit time, so an unchanged tree
 gives byte-identical binaries: each component is reported changed or
 unchanged by its sha256.
 
-etcd is built from go.etcd.io/etcd/server/v3 at the version the tree's
-kubeadm constants name (DefaultEtcdVersion), or --etcd-version.
+etcd and CoreDNS are built from their Go modules (go.etcd.io/etcd/server/v3,
+github.com/coredns/coredns), through the Go module proxy, at the versions
+the tree's kubeadm constants name (DefaultEtcdVersion, CoreDNSVersion), or
+--etcd-version / --coredns-version, stamped as their own builds stamp
+releases. CoreDNS's image holds /coredns as its entrypoint, as its
+Dockerfile does (but runs as root: the official image's nonroot user
+binds port 53 through a file capability devk's layer does not carry).
 
 With --push each binary also becomes an image (the binary at
-/usr/local/bin/<name>, deterministic: the same binary gives the same
-digest) pushed to --registry (default $DEVK_REGISTRY or the embedded one at
-127.0.0.1:5000, see ` + "`devk registry serve`" + `) as <registry>/<binary>:<version>;
-stdout then shows repo@sha256:… per component, and the digest is recorded
-in _output/devk/state.json for ` + "`devk digest`" + ` and swap.
+/usr/local/bin/<name> unless said above, deterministic: the same binary
+gives the same digest) pushed to --registry (default $DEVK_REGISTRY or the
+embedded one at 127.0.0.1:5000, see ` + "`devk registry serve`" + `) as
+<registry>/<binary>:<version>; stdout then shows repo@sha256:… per
+component, and the digest is recorded in _output/devk/state.json for
+` + "`devk digest`" + ` and swap.
 
 Examples:
   devk build apiserver
   devk build kube-apiserver kubectl --debug
   devk build all --platform linux/arm64
   devk build etcd --etcd-version v3.6.5
+  devk build coredns --push
+  devk build ./test/images/agnhost --push
   devk build apiserver --push
   devk build apiserver --push --registry localhost:5001 --base gcr.io/distroless/static
   devk build apiserver --dry-run`,
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: cobra.FixedCompletions(build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp),
+		ValidArgsFunction: completeComponentOrPackage,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.GoFlags = strings.Fields(goflags)
@@ -92,11 +111,21 @@ Examples:
 	f.StringVar(&goflags, "goflags", "", "extra go build flags, space separated (e.g. \"-tags=foo -race\")")
 	f.StringVar(&o.LDFlags, "ldflags", "", "extra linker flags, appended to the version flags")
 	f.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd version to build, v3.MINOR.PATCH (default: the tree's kubeadm DefaultEtcdVersion)")
+	f.StringVar(&o.CoreDNSVersion, "coredns-version", "", "CoreDNS version to build, v1.MINOR.PATCH (default: the tree's kubeadm CoreDNSVersion)")
 	f.BoolVar(&imgOpts.Push, "push", false, "also make each binary's image and push it to --registry")
 	addImageFlags(f, &imgOpts)
 	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(validname.Platforms(), cobra.ShellCompDirectiveNoFileComp))
 	phase.Bind(cmd, image.BuildPhases(), &flags)
 	return cmd
+}
+
+// completeComponentOrPackage offers component names, or directories
+// once what is typed looks like a package path.
+func completeComponentOrPackage(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if build.IsPackagePath(toComplete) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	}
+	return build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp
 }
 
 func printBuild(g *globalOptions, j *build.Job, took time.Duration) error {

@@ -40,8 +40,11 @@ func TestNamesAreNotPaths(t *testing.T) {
 		{"build, platform of one part", []string{"build", "kubectl", "--tree", root, "--platform", "../x"}, "use os/arch"},
 		{"build, climbing etcd version", []string{"build", "etcd", "--tree", root, "--etcd-version", "v1/../../../../victim"}, "--etcd-version: etcd version \"v1/../../../../victim\": use v3.MINOR.PATCH"},
 		{"build, etcd version beside the tree", []string{"build", "etcd", "--tree", root, "--etcd-version", "v3.6.5/../../../../../victim"}, "e.g. v3.6.5"},
-		{"build, climbing component", []string{"build", "../kubectl", "--tree", root}, "use one of apiserver"},
-		{"push, climbing component", []string{"push", "../../kubectl", "--tree", root}, "use one of apiserver"},
+		{"build, climbing CoreDNS version", []string{"build", "coredns", "--tree", root, "--coredns-version", "v1.12.1/../../../../victim"}, "--coredns-version: CoreDNS version \"v1.12.1/../../../../victim\": use v1.MINOR.PATCH"},
+		{"build, climbing package path", []string{"build", "../kubectl", "--tree", root}, "is not inside the tree at " + root},
+		{"build, package path to the victim", []string{"build", "../victim", "--tree", root}, "is not inside the tree at " + root},
+		{"push, climbing package path", []string{"push", "../../kubectl", "--tree", root}, "is not inside the tree at " + root},
+		{"swap, package path", []string{"swap", "./cmd/kubectl", "--tree", root}, "a package path, which only `devk build` and `devk push` take; here use one of apiserver"},
 	}
 	treeBefore, victimBefore := testtree.HashDir(t, root), testtree.HashDir(t, victim)
 	for _, tc := range tests {

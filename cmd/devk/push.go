@@ -30,15 +30,18 @@ func newPushCmd(g *globalOptions) *cobra.Command {
 		flags phase.Flags
 	)
 	cmd := &cobra.Command{
-		Use:   "push COMPONENT...",
-		Short: "Make images of components already built and push them",
+		Use:   "push COMPONENT|PACKAGE...",
+		Short: "Make images of components (or packages) already built and push them",
 		Long: `Make an OCI image of each component's last built binary and push it.
+A PACKAGE is a main package of the tree built by ` + "`devk build PACKAGE`" + `
+(` + build.PackageExample + `), named after its directory.
 
-The image holds the binary at /usr/local/bin/<name> as its entrypoint, for
-the platform it was built for, on no base layer unless --base is given
-(kube-proxy goes on an iptables base devk makes from this machine's Debian
-packages, cached in $DEVK_HOME/cache/debian and pushed as
-<registry>/devk-iptables-base). It
+The image holds the binary at /usr/local/bin/<name> as its entrypoint
+(CoreDNS at /coredns; a package where the ENTRYPOINT of its Dockerfile puts
+it, agnhost at /agnhost), for the platform it was built for, on no base
+layer unless --base is given (kube-proxy goes on an iptables base devk
+makes from this machine's Debian packages, cached in
+$DEVK_HOME/cache/debian and pushed as <registry>/devk-iptables-base). It
 is deterministic: zero mtimes, fixed modes and owners, created at
 SOURCE_DATE_EPOCH or the tree's commit time, labelled with the version and
 commit; the same binary always gives the same digest. The compressed layer
@@ -60,9 +63,11 @@ fails the push rather than hanging it.
 Examples:
   devk build apiserver && devk push apiserver
   devk push apiserver scheduler --registry localhost:5001
+  devk build coredns && devk push coredns
+  devk push ./test/images/agnhost
   DEVK_REGISTRY=registry.example:5000 devk push kubectl --insecure`,
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: cobra.FixedCompletions(build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp),
+		ValidArgsFunction: completeComponentOrPackage,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bo.Components = args
 			bo.Reporter = g.Reporter()

@@ -1,7 +1,9 @@
 // Package testtree makes small Kubernetes-shaped source trees for tests: a
 // go.work, a k8s.io/kubernetes module with cmd/kube-apiserver and
-// cmd/kubectl mains that print their stamped versions, and two staging
-// modules. Builds of it are real go builds, with no downloads.
+// cmd/kubectl mains that print their stamped versions, a test image's main
+// with its Dockerfile (test/images/agnhost) and a library (test/utils),
+// two staging modules, and kubeadm's constants naming etcd and CoreDNS
+// versions. Builds of it are real go builds, with no downloads.
 package testtree
 
 import (

@@ -62,6 +62,17 @@ func EtcdVersion(v string) error {
 	return fmt.Errorf("etcd version %s: use v3.MINOR.PATCH, optionally with a pre-release such as -rc.1 (e.g. v3.6.5)", quote(v))
 }
 
+// CoreDNSVersion checks a CoreDNS release: v1.MINOR.PATCH with an
+// optional semantic-version pre-release (v1.12.1), the form Go module
+// versions of github.com/coredns/coredns take.
+func CoreDNSVersion(v string) error {
+	parsed, ok := semantic(v)
+	if ok && parsed.Major() == 1 && parsed.BuildMetadata() == "" {
+		return nil
+	}
+	return fmt.Errorf("CoreDNS version %s: use v1.MINOR.PATCH, optionally with a pre-release such as -rc.1 (e.g. v1.12.1)", quote(v))
+}
+
 // componentRE is a DNS label, since a component name also names an image
 // repository and a static pod.
 var componentRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -124,6 +135,24 @@ func ImageTag(tag string) error {
 		return nil
 	}
 	return fmt.Errorf("image tag %s: use 1-128 letters, digits, '_', '.' and '-', not starting with '.' or '-' (e.g. v1.34.4 or v1.35.0-alpha.1.3_0123456789abcd)", quote(tag))
+}
+
+// imagePathElemRE is one directory or file name of an image path.
+var imagePathElemRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$`)
+
+// ImagePath checks where an image keeps a binary: an absolute path of
+// names made of letters, digits, '_', '.' and '-' (not starting with '.'
+// or '-'), as a layer's tar entries are written.
+func ImagePath(p string) error {
+	elems := strings.Split(p, "/")
+	ok := len(p) <= 1024 && len(elems) > 1 && elems[0] == ""
+	for _, e := range elems[1:] {
+		ok = ok && imagePathElemRE.MatchString(e)
+	}
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("image path %s: use an absolute path of names made of letters, digits, '_', '.' and '-' (e.g. /agnhost or /usr/local/bin/kubectl)", quote(p))
 }
 
 // ErrNotBeneath is returned by PathIn for a path that would leave its

@@ -104,6 +104,41 @@ func TestEtcdVersion(t *testing.T) {
 	))
 }
 
+func TestCoreDNSVersion(t *testing.T) {
+	check(t, CoreDNSVersion, "v1.MINOR.PATCH", append(hostile("v1.12.1"),
+		nameCase{"rc", "v1.12.0-rc.1", true},
+		nameCase{"no v", "1.12.1", false},
+		nameCase{"major 2", "v2.0.0", false},
+		nameCase{"two components", "v1.12", false},
+		nameCase{"leading zero", "v1.012.1", false},
+		nameCase{"build metadata", "v1.12.1+incompatible", false},
+		nameCase{"a path", "v1.12.1/../../victim", false},
+	))
+}
+
+func TestImagePath(t *testing.T) {
+	// A path may hold a slash, be absolute and be longer than a name.
+	var cases []nameCase
+	for _, c := range hostile("/usr/local/bin/kubectl") {
+		if c.name != "slash" && c.name != "absolute elsewhere" && c.name != "too long" {
+			cases = append(cases, c)
+		}
+	}
+	check(t, ImagePath, "an absolute path", append(cases,
+		nameCase{"too long", "/" + strings.Repeat("a", 256), false},
+		nameCase{"at the root", "/agnhost", true},
+		nameCase{"dots inside a name", "/opt/app.v1/bin", true},
+		nameCase{"relative", "agnhost", false},
+		nameCase{"the root", "/", false},
+		nameCase{"trailing slash", "/agnhost/", false},
+		nameCase{"double slash", "//agnhost", false},
+		nameCase{"dot element", "/./agnhost", false},
+		nameCase{"dot-dot element", "/usr/../agnhost", false},
+		nameCase{"hidden", "/.agnhost", false},
+		nameCase{"space", "/my app", false},
+	))
+}
+
 func TestComponent(t *testing.T) {
 	check(t, Component, "lowercase letters, digits and '-'", append(hostile("apiserver"),
 		nameCase{"kube- name", "kube-apiserver", true},
