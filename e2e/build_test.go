@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"archive/tar"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http/httptest"
@@ -116,7 +117,8 @@ func TestSourceAndBuild(t *testing.T) {
 // the version the tree's kubeadm names, pushes both to devk's registry
 // in-process, and checks each image: the binary where the project's own
 // Dockerfile puts it, that path as the entrypoint, and a binary that runs
-// and reports its version. `devk push` of the same package path gives
+// and carries its version (agnhost the tree's, stamped as the components
+// are; CoreDNS its release's). `devk push` of the same package path gives
 // the same digest.
 func TestBuildPushPackageAndCoreDNS(t *testing.T) {
 	tree := Tree(t)
@@ -133,11 +135,13 @@ func TestBuildPushPackageAndCoreDNS(t *testing.T) {
 		entrypoint, cmd []string
 		run             []string // arguments the binary is run with
 		wantOut         []string // what its output holds
+		stamped         string   // what the binary holds only when stamped
 	}{
 		{arg: "./test/images/agnhost", repo: "agnhost", path: "agnhost", entrypoint: []string{"/agnhost"}, cmd: []string{"pause"},
-			run: []string{"--help"}, wantOut: []string{"agnhost"}},
+			run: []string{"entrypoint-tester", "devk-e2e"}, wantOut: []string{"devk-e2e"}, stamped: KubeVersion},
 		{arg: "coredns", repo: "coredns", path: "coredns", entrypoint: []string{"/coredns"},
-			run: []string{"-version"}, wantOut: []string{"CoreDNS-1.12.1", "v1.12.1"}},
+			// coremain.GitCommit ends the second line; empty unless stamped.
+			run: []string{"-version"}, wantOut: []string{"CoreDNS-1.12.1", ", v1.12.1\n"}},
 	}
 	for _, im := range images {
 		t.Run(im.repo, func(t *testing.T) {
@@ -170,6 +174,9 @@ func TestBuildPushPackageAndCoreDNS(t *testing.T) {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("%s %s printed %q, want %q in it", im.path, strings.Join(im.run, " "), out, w)
 				}
+			}
+			if data, err := os.ReadFile(bin); im.stamped != "" && (err != nil || !bytes.Contains(data, []byte(im.stamped))) {
+				t.Errorf("%s is not stamped with %s (%v)", im.path, im.stamped, err)
 			}
 			// Built and pushed already: the same image again.
 			r = MustDevk(t, tree, "push", im.arg, "--registry", reg)
