@@ -44,7 +44,7 @@ var controlPlaneComponents = []string{"etcd", "apiserver", "controller-manager",
 
 // imageComponents are the components whose images up pushes: the control
 // plane's and the addons'.
-var imageComponents = append(slices.Clone(controlPlaneComponents), "kube-proxy")
+var imageComponents = append(slices.Clone(controlPlaneComponents), "kube-proxy", build.CoreDNS)
 
 func (c *Cluster) kubeletSource() string {
 	if c.ImagesFrom != "" {

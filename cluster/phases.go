@@ -63,13 +63,13 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "images",
-			Short: "build (incrementally) etcd, apiserver, controller-manager, scheduler, kube-proxy (on its iptables base), kubelet, kubectl and pause; push the images; record digests; install kubectl in devk's bin dir",
+			Short: "build (incrementally) etcd, apiserver, controller-manager, scheduler, kube-proxy (on its iptables base), CoreDNS (from its module, at kubeadm's version), kubelet, kubectl and pause; push the images; record digests; install kubectl in devk's bin dir",
 			IO: func(c *Cluster) ([]string, []string) {
 				tree := c.TreeDir
 				if tree == "" {
 					tree = "the tree around the working directory"
 				}
-				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,devk-iptables-base,pause}", c.ConfigFile(), c.KubectlPath()}
+				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,devk-iptables-base,coredns,pause}", c.ConfigFile(), c.KubectlPath()}
 			},
 			Run: call((*Cluster).runImages),
 		},
