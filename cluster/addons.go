@@ -642,7 +642,7 @@ func coreDNSDeployment(cfg layout.Config, image string) (*appsv1ac.DeploymentApp
 						containerPort("metrics", corev1.ProtocolTCP, coreDNSMetrics)).
 					WithLivenessProbe(httpProbe("/health", coreDNSHealth).
 						WithInitialDelaySeconds(60).WithTimeoutSeconds(5).WithSuccessThreshold(1).WithFailureThreshold(5)).
-					WithReadinessProbe(httpProbe("/ready", coreDNSReadyPort).WithPeriodSeconds(int32(coreDNSReadinessPeriod/time.Second))).
+					WithReadinessProbe(httpProbe("/ready", coreDNSReadyPort).WithPeriodSeconds(int32(coreDNSReadinessPeriod / time.Second))).
 					WithSecurityContext(corev1ac.SecurityContext().
 						WithAllowPrivilegeEscalation(false).
 						WithCapabilities(corev1ac.Capabilities().WithAdd("NET_BIND_SERVICE").WithDrop("ALL")).
