@@ -48,6 +48,10 @@ type Options struct {
 	WaitTimeout time.Duration
 	// KeepData, for down, keeps pki/ and etcd/ (and cluster.json).
 	KeepData bool
+	// KeepTaint, for up, when set, says whether the node keeps the
+	// control-plane NoSchedule taint (and is remembered in cluster.json);
+	// nil keeps the cluster's choice (for a new cluster: no taint).
+	KeepTaint *bool
 
 	Reporter progress.Reporter
 }
@@ -67,6 +71,8 @@ type Cluster struct {
 	// kubeletStarted is when this run started the kubelet (zero if it
 	// found it running).
 	kubeletStarted time.Time
+	// addonsApplied are the addon workloads addon/wait waits for.
+	addonsApplied []workload
 }
 
 // Open resolves the cluster's directory and reads its config if it has
@@ -105,6 +111,9 @@ func Open(o Options) (*Cluster, error) {
 		}
 	default:
 		return nil, err
+	}
+	if o.KeepTaint != nil {
+		c.Config.KeepTaint = *o.KeepTaint
 	}
 	return c, nil
 }

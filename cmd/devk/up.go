@@ -17,8 +17,9 @@ import (
 
 func newUpCmd(g *globalOptions) *cobra.Command {
 	var (
-		o     cluster.Options
-		flags phase.Flags
+		o         cluster.Options
+		flags     phase.Flags
+		keepTaint bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -26,7 +27,11 @@ func newUpCmd(g *globalOptions) *cobra.Command {
 		Long: `Bring up a single-node Kubernetes cluster whose control plane runs as static
 pods from images built from the tree around you, pushed by digest to the
 embedded registry. It is kubeadm's init made for a laptop: a private
-containerd, a supervised kubelet (no systemd), loopback only.
+containerd, a supervised kubelet (no systemd), loopback only. Then the
+addons: kube-proxy and CoreDNS (which answers for the cluster domain only
+and forwards no other name: devk's clusters contact nothing beyond the
+machine). The node is labelled control-plane but not tainted, so pods
+schedule on it as in kind; --keep-taint keeps kubeadm's NoSchedule taint.
 
 Everything the cluster owns is in $DEVK_HOME/clusters/NAME/ (DEVK_HOME
 defaults to ~/.devk); the registry keeps its content in $DEVK_HOME/registry.
@@ -43,6 +48,9 @@ Examples:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Reporter = g.Reporter()
+			if cmd.Flags().Changed("keep-taint") {
+				o.KeepTaint = &keepTaint
+			}
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
 			popts.Summary = g.Verbose
@@ -69,6 +77,7 @@ Examples:
 	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the Kubernetes images in --images-from, e.g. v1.34.4 (default: the newest version tag; etcd always takes its newest)")
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
 	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
+	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	return cmd
 }

@@ -91,6 +91,9 @@ type Config struct {
 	Images map[string]string `json:"images,omitempty"`
 	// KubeVersion is the kubelet's and apiserver's gitVersion.
 	KubeVersion string `json:"kubeVersion,omitempty"`
+	// KeepTaint says the node keeps the control-plane NoSchedule taint
+	// (`devk up --keep-taint`); by default it has none, as in kind.
+	KeepTaint bool `json:"keepTaint,omitempty"`
 	// RestrictOOMScoreAdj is set when the machine cannot lower
 	// oom_score_adj (no CAP_SYS_RESOURCE).
 	RestrictOOMScoreAdj bool      `json:"restrictOOMScoreAdj"`
