@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	neturl "net/url"
 	"slices"
@@ -185,8 +186,14 @@ func addonPhases() []*phase.Phase[*Cluster] {
 			},
 			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.applyAddon(ctx, a) },
 		}
-		if a.Name == kubeProxyName {
-			p.If = func(c *Cluster) (bool, string) { return KubeProxyRuns(c.Config) }
+		p.If = func(c *Cluster) (bool, string) {
+			if on, key := addonOn(c.Config.Spec.Addons, a.Name); !on {
+				return false, key + " is false in the cluster's config (devk up --config)"
+			}
+			if a.Name == kubeProxyName {
+				return KubeProxyRuns(c.Config)
+			}
+			return true, ""
 		}
 		out = append(out, p)
 	}
@@ -198,6 +205,18 @@ func addonPhases() []*phase.Phase[*Cluster] {
 		},
 		Run: call((*Cluster).runAddonWait),
 	})
+}
+
+// addonOn says whether the cluster's spec lets up apply the addon
+// called name, and the config file's key that says so.
+func addonOn(a layout.Addons, name string) (bool, string) {
+	switch name {
+	case kubeProxyName:
+		return layout.On(a.KubeProxy), "addons.kubeProxy"
+	case coreDNSName:
+		return layout.On(a.CoreDNS), "addons.coreDNS"
+	}
+	return true, ""
 }
 
 // applyAddon applies a's objects. Its work was done already when no
@@ -412,7 +431,7 @@ func applyKubeProxy(ctx context.Context, c *Cluster, cs kubernetes.Interface, im
 	if err := n.add(kube.Apply(ctx, cs.RbacV1().RoleBindings(ns), kubeProxyName, binding)); err != nil {
 		return err
 	}
-	return n.add(kube.Apply(ctx, cs.AppsV1().DaemonSets(ns), kubeProxyName, kubeProxyDaemonSet(image)))
+	return n.add(kube.Apply(ctx, cs.AppsV1().DaemonSets(ns), kubeProxyName, kubeProxyDaemonSet(image, c.Config.Spec.KubeProxy.ExtraArgs)))
 }
 
 // kubeProxyConfigMap holds kube-proxy's config.conf and kubeconfig.conf.
@@ -443,6 +462,9 @@ func kubeProxyConfigYAML(cfg layout.Config) ([]byte, error) {
 		BindAddress:      "0.0.0.0",
 		Mode:             kubeproxyconfig.ProxyMode("iptables"),
 		ClusterCIDR:      cfg.PodCIDR,
+		// A change reaches the running kube-proxy through its ConfigMap:
+		// kube-proxy exits when its config file changes, and restarts.
+		FeatureGates: cfg.Spec.Gates(cfg.Spec.KubeProxy),
 		Conntrack: kubeproxyconfig.KubeProxyConntrackConfiguration{
 			MaxPerCore:            ptr.To[int32](0),
 			Min:                   ptr.To[int32](0),
@@ -466,9 +488,26 @@ func kubeProxyKubeconfigYAML(cfg layout.Config) ([]byte, error) {
 	return clientcmd.Write(*kc)
 }
 
-// kubeProxyDaemonSet is kubeadm's kube-proxy DaemonSet with image.
-func kubeProxyDaemonSet(image string) *appsv1ac.DaemonSetApplyConfiguration {
+// kubeProxyFlags are kube-proxy's own flags, which a config file's
+// kubeProxy.extraArgs may not change (its feature gates are in its
+// config file).
+func kubeProxyFlags() map[string]string {
+	return map[string]string{"config": kubeProxyConfigDir + "/" + kubeProxyConfigKey, "hostname-override": "$(NODE_NAME)"}
+}
+
+// kubeProxyDaemonSet is kubeadm's kube-proxy DaemonSet with image, and
+// extra flags (sorted, after devk's). kube-proxy reads its settings from
+// its config file; given one, it takes only logging flags (--v,
+// --vmodule) from its command line.
+func kubeProxyDaemonSet(image string, extraArgs map[string]string) *appsv1ac.DaemonSetApplyConfiguration {
 	labels := map[string]string{labelApp: kubeProxyName}
+	own := kubeProxyFlags()
+	command := append([]string{kubeProxyBinary}, flagList(own)...)
+	extra := maps.Clone(extraArgs)
+	for k := range own {
+		delete(extra, k)
+	}
+	command = append(command, flagList(extra)...)
 	return appsv1ac.DaemonSet(kubeProxyName, metav1.NamespaceSystem).
 		WithLabels(labels).
 		WithSpec(appsv1ac.DaemonSetSpec().
@@ -479,7 +518,7 @@ func kubeProxyDaemonSet(image string) *appsv1ac.DaemonSetApplyConfiguration {
 					WithName(kubeProxyName).
 					WithImage(image).
 					WithImagePullPolicy(corev1.PullIfNotPresent).
-					WithCommand(kubeProxyBinary, "--config="+kubeProxyConfigDir+"/"+kubeProxyConfigKey, "--hostname-override=$(NODE_NAME)").
+					WithCommand(command...).
 					WithEnv(corev1ac.EnvVar().WithName("NODE_NAME").
 						WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName")))).
 					WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true)).
