@@ -78,6 +78,9 @@ type Cluster struct {
 	kubeletStarted time.Time
 	// addonsApplied are the addon workloads addon/wait waits for.
 	addonsApplied []workload
+	// manifestsWritten are the static pods whose manifest this run
+	// wrote, and when: wait-control-plane waits for their new containers.
+	manifestsWritten map[string]time.Time
 }
 
 // Open resolves the cluster's directory and reads its config if it has

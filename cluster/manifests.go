@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -468,9 +469,16 @@ func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) (phase.Outcome,
 			return phase.Unchanged("unchanged %s", short), nil
 		}
 	}
+	written := time.Now()
 	changed, err := writeIfChanged(path, data, 0o600, c.Tmp())
 	if err != nil {
 		return phase.Done, err
+	}
+	if changed {
+		if c.manifestsWritten == nil {
+			c.manifestsWritten = map[string]time.Time{}
+		}
+		c.manifestsWritten[sp.Name] = written
 	}
 	if !changed {
 		return phase.Unchanged("unchanged %s", short), nil
