@@ -545,3 +545,26 @@ func TestKubeletArgsDiffer(t *testing.T) {
 		t.Error("a changed kubelet flag is not seen")
 	}
 }
+
+// TestREADMEConfigExample: the README's example file is valid and says
+// what its comments say.
+func TestREADMEConfigExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "#### `devk up --config FILE`")
+	if !ok {
+		t.Fatal("README has no devk up --config section")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	example, _, _ := strings.Cut(rest, "```")
+	u, err := DecodeUserConfig([]byte(example), "README.md")
+	if err != nil {
+		t.Fatalf("the README's example: %v", err)
+	}
+	if u.Name != "dev" || u.Networking.PodSubnet != layout.DefaultPodCIDR || u.Networking.ServiceSubnet != layout.DefaultServiceCIDR ||
+		u.ControlPlaneTaint != DefaultControlPlaneTaint || !layout.On(u.Addons.KubeProxy) || !layout.On(u.Addons.CoreDNS) {
+		t.Errorf("the README's example does not show the defaults it says: %+v", u)
+	}
+}
