@@ -132,10 +132,13 @@ func (n *applyCount) add(changed bool, err error) error {
 // only where the node has a network namespace of its own, never where the
 // node's host-network pods share the machine's.
 func KubeProxyRuns(cfg layout.Config) (bool, string) {
-	// TODO(lead): once nodes live in their own network namespace, return
-	// true when cfg says this one does (the layout.Config field the
-	// netns change adds). Until then kube-proxy never runs.
-	return false, "the node shares the machine's network namespace, whose iptables kube-proxy would rewrite"
+	switch {
+	case !cfg.HasNodeNetwork():
+		return false, "the node shares the machine's network namespace, whose iptables kube-proxy would rewrite"
+	case !cfg.OwnRuntime:
+		return false, "the runtime is not devk's containerd in the node's network namespace: host-network pods may share the machine's, whose iptables kube-proxy would rewrite"
+	}
+	return true, ""
 }
 
 func addons() []addon {
