@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	neturl "net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -283,7 +284,7 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 				fmt.Fprintf(&b, "\n  (its pods could not be listed: %v)", err)
 				continue
 			}
-			b.WriteString(describeNotReady(pods.Items, w, ContextName(c.Config.Name)))
+			b.WriteString(describeNotReady(pods.Items, w, c.kubectlCommand()))
 		}
 		return phase.Done, fmt.Errorf("the addons were not ready after %s:%s", addonWaitTimeout, b.String())
 	}
@@ -323,11 +324,20 @@ func deploymentReady(d *appsv1.Deployment) error {
 	return nil
 }
 
+// kubectlCommand is a kubectl command line for kube-system of this
+// cluster that works without the user's kubeconfig or a kubectl on PATH.
+func (c *Cluster) kubectlCommand() string {
+	kubectl := "kubectl"
+	if _, err := os.Stat(c.KubectlPath()); err == nil {
+		kubectl = c.KubectlPath()
+	}
+	return kubectl + " --kubeconfig " + c.Kubeconfig("admin") + " -n kube-system"
+}
+
 // describeNotReady says, for each of w's pods that is not ready, where it
 // is stuck: unscheduled, a container waiting (and why) or restarting; and
-// where to look next.
-func describeNotReady(pods []corev1.Pod, w workload, kubeContext string) string {
-	kubectl := "kubectl --context " + kubeContext + " -n kube-system"
+// what to run next (kubectl is the command line for kube-system).
+func describeNotReady(pods []corev1.Pod, w workload, kubectl string) string {
 	if len(pods) == 0 {
 		return fmt.Sprintf("\n  no pod has label %s=%s yet: see `%s describe %s %s`", labelApp, w.App, kubectl, strings.ToLower(w.Kind), w.Name)
 	}

@@ -400,7 +400,7 @@ func TestWorkloadReady(t *testing.T) {
 
 func TestDescribeNotReady(t *testing.T) {
 	w := workload{Kind: "Deployment", Name: coreDNSName, App: kubeDNSName}
-	if got := describeNotReady(nil, w, "devk-x"); !strings.Contains(got, "k8s-app=kube-dns") || !strings.Contains(got, "kubectl --context devk-x -n kube-system describe deployment coredns") {
+	if got := describeNotReady(nil, w, "kubectl -n kube-system"); !strings.Contains(got, "k8s-app=kube-dns") || !strings.Contains(got, "`kubectl -n kube-system describe deployment coredns`") {
 		t.Errorf("no pods: %s", got)
 	}
 	ready := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-ready"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
@@ -413,7 +413,7 @@ func TestDescribeNotReady(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "coredns", RestartCount: 4,
 			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}}}}
-	got := describeNotReady([]corev1.Pod{ready, unscheduled, pulling, crashing}, w, "devk-x")
+	got := describeNotReady([]corev1.Pod{ready, unscheduled, pulling, crashing}, w, "kubectl -n kube-system")
 	if strings.Contains(got, "coredns-ready") {
 		t.Errorf("describes a ready pod:\n%s", got)
 	}
@@ -421,7 +421,7 @@ func TestDescribeNotReady(t *testing.T) {
 		"pod coredns-unscheduled: Pending on no node", "not scheduled: Unschedulable 0/1 nodes are available",
 		"pod coredns-pull: Pending on n", "container coredns: waiting ImagePullBackOff Back-off pulling image",
 		"waiting CrashLoopBackOff; restarted 4 times, last terminated Error (exit 1)",
-		"`kubectl --context devk-x -n kube-system describe pod coredns-crash` and `kubectl --context devk-x -n kube-system logs coredns-crash`",
+		"`kubectl -n kube-system describe pod coredns-crash` and `kubectl -n kube-system logs coredns-crash`",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("description lacks %q:\n%s", want, got)
@@ -429,9 +429,9 @@ func TestDescribeNotReady(t *testing.T) {
 	}
 }
 
-// TestAddonPhases: the addons come after the kubelet's credential moved
-// and the user's context exists (their errors name it), each can be
-// skipped, and every phase says what it does and touches.
+// TestAddonPhases: the addons come last, after the kubelet's credential
+// moved and the user's context was written, each can be skipped, and
+// every phase says what it does and touches.
 func TestAddonPhases(t *testing.T) {
 	var paths []string
 	for _, s := range phase.Flatten(UpPhases()) {
