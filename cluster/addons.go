@@ -33,6 +33,7 @@ import (
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
@@ -249,14 +250,10 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 	}
 	t0 := time.Now()
 	var took []string
-	lastErr := map[string]error{}
 	err = wait.PollUntilContextTimeout(ctx, addonPollInterval, addonWaitTimeout, true, func(ctx context.Context) (bool, error) {
 		var still []workload
 		for _, w := range pending {
-			if err := w.check(ctx, cs); err != nil {
-				if ctx.Err() == nil {
-					lastErr[w.Name] = err
-				}
+			if w.check(ctx, cs) != nil {
 				still = append(still, w)
 				continue
 			}
@@ -272,11 +269,13 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 		return false, nil
 	})
 	if poll.TimedOut(ctx, err) {
+		// A last look, under the phase's context: the poll's last checks
+		// may have been cut short by its deadline.
 		var b strings.Builder
 		for _, w := range pending {
-			why := lastErr[w.Name]
+			why := w.check(ctx, cs)
 			if why == nil {
-				why = fmt.Errorf("no answer within %s", addonWaitTimeout)
+				continue
 			}
 			fmt.Fprintf(&b, "\n%s: %v", w, why)
 			pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: labelApp + "=" + w.App})
@@ -285,6 +284,9 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 				continue
 			}
 			b.WriteString(describeNotReady(pods.Items, w, c.kubectlCommand()))
+		}
+		if b.Len() == 0 {
+			return phase.Unchanged("ready after %s", progress.Round(time.Since(t0))), nil
 		}
 		return phase.Done, fmt.Errorf("the addons were not ready after %s:%s", addonWaitTimeout, b.String())
 	}
