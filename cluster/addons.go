@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	neturl "net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,7 @@ import (
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
@@ -133,10 +135,13 @@ func (n *applyCount) add(changed bool, err error) error {
 // only where the node has a network namespace of its own, never where the
 // node's host-network pods share the machine's.
 func KubeProxyRuns(cfg layout.Config) (bool, string) {
-	// TODO(lead): once nodes live in their own network namespace, return
-	// true when cfg says this one does (the layout.Config field the
-	// netns change adds). Until then kube-proxy never runs.
-	return false, "the node shares the machine's network namespace, whose iptables kube-proxy would rewrite"
+	switch {
+	case !cfg.HasNodeNetwork():
+		return false, "the node shares the machine's network namespace, whose iptables kube-proxy would rewrite"
+	case !cfg.OwnRuntime:
+		return false, "the runtime is not devk's containerd in the node's network namespace: host-network pods may share the machine's, whose iptables kube-proxy would rewrite"
+	}
+	return true, ""
 }
 
 func addons() []addon {
@@ -264,14 +269,10 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 	}
 	t0 := time.Now()
 	var took []string
-	lastErr := map[string]error{}
 	err = wait.PollUntilContextTimeout(ctx, addonPollInterval, addonWaitTimeout, true, func(ctx context.Context) (bool, error) {
 		var still []workload
 		for _, w := range pending {
-			if err := w.check(ctx, cs); err != nil {
-				if ctx.Err() == nil {
-					lastErr[w.Name] = err
-				}
+			if w.check(ctx, cs) != nil {
 				still = append(still, w)
 				continue
 			}
@@ -287,11 +288,13 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 		return false, nil
 	})
 	if poll.TimedOut(ctx, err) {
+		// A last look, under the phase's context: the poll's last checks
+		// may have been cut short by its deadline.
 		var b strings.Builder
 		for _, w := range pending {
-			why := lastErr[w.Name]
+			why := w.check(ctx, cs)
 			if why == nil {
-				why = fmt.Errorf("no answer within %s", addonWaitTimeout)
+				continue
 			}
 			fmt.Fprintf(&b, "\n%s: %v", w, why)
 			pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: labelApp + "=" + w.App})
@@ -299,7 +302,10 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 				fmt.Fprintf(&b, "\n  (its pods could not be listed: %v)", err)
 				continue
 			}
-			b.WriteString(describeNotReady(pods.Items, w, ContextName(c.Config.Name)))
+			b.WriteString(describeNotReady(pods.Items, w, c.kubectlCommand()))
+		}
+		if b.Len() == 0 {
+			return phase.Unchanged("ready after %s", progress.Round(time.Since(t0))), nil
 		}
 		return phase.Done, fmt.Errorf("the addons were not ready after %s:%s", addonWaitTimeout, b.String())
 	}
@@ -339,11 +345,20 @@ func deploymentReady(d *appsv1.Deployment) error {
 	return nil
 }
 
+// kubectlCommand is a kubectl command line for kube-system of this
+// cluster that works without the user's kubeconfig or a kubectl on PATH.
+func (c *Cluster) kubectlCommand() string {
+	kubectl := "kubectl"
+	if _, err := os.Stat(c.KubectlPath()); err == nil {
+		kubectl = c.KubectlPath()
+	}
+	return kubectl + " --kubeconfig " + c.Kubeconfig("admin") + " -n kube-system"
+}
+
 // describeNotReady says, for each of w's pods that is not ready, where it
 // is stuck: unscheduled, a container waiting (and why) or restarting; and
-// where to look next.
-func describeNotReady(pods []corev1.Pod, w workload, kubeContext string) string {
-	kubectl := "kubectl --context " + kubeContext + " -n kube-system"
+// what to run next (kubectl is the command line for kube-system).
+func describeNotReady(pods []corev1.Pod, w workload, kubectl string) string {
 	if len(pods) == 0 {
 		return fmt.Sprintf("\n  no pod has label %s=%s yet: see `%s describe %s %s`", labelApp, w.App, kubectl, strings.ToLower(w.Kind), w.Name)
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -33,10 +34,10 @@ const (
 func addonCluster(t *testing.T) *Cluster {
 	t.Helper()
 	cfg := layout.NewConfig("addons")
-	cfg.AdvertiseIP = "172.30.4.2"
+	cfg.AdvertiseIP = "10.250.3.2"
 	cfg.Ports.APIServer = 7443
 	cfg.ServiceCIDR = "10.100.0.0/16"
-	cfg.PodCIDR = "10.250.0.0/24"
+	cfg.PodCIDR = "10.245.0.0/16"
 	cfg.DNSDomain = "dev.example"
 	cfg.Images = map[string]string{coreDNSName: testCoreDNSImage, kubeProxyName: testKubeProxyImage}
 	if err := cfg.Validate("addons"); err != nil {
@@ -133,8 +134,8 @@ func TestCoreDNSObjects(t *testing.T) {
 	for _, e := range ctr.Env {
 		env[e.Name] = e.Value
 	}
-	if env["KUBERNETES_SERVICE_HOST"] != "172.30.4.2" || env["KUBERNETES_SERVICE_PORT"] != "7443" {
-		t.Errorf("coredns reaches the API server at %s:%s, want the API server's own address 172.30.4.2:7443", env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"])
+	if env["KUBERNETES_SERVICE_HOST"] != "10.250.3.2" || env["KUBERNETES_SERVICE_PORT"] != "7443" {
+		t.Errorf("coredns reaches the API server at %s:%s, want the API server's own address 10.250.3.2:7443", env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"])
 	}
 	if sc := ctr.SecurityContext; sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || sc.Capabilities == nil ||
 		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_BIND_SERVICE"}) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
@@ -188,7 +189,7 @@ func TestKubeProxyObjects(t *testing.T) {
 	if kp.APIVersion != "kubeproxy.config.k8s.io/v1alpha1" || kp.Kind != "KubeProxyConfiguration" {
 		t.Errorf("config.conf is %s %s", kp.APIVersion, kp.Kind)
 	}
-	if kp.Mode != "iptables" || kp.ClusterCIDR != "10.250.0.0/24" || kp.BindAddress != "0.0.0.0" {
+	if kp.Mode != "iptables" || kp.ClusterCIDR != "10.245.0.0/16" || kp.BindAddress != "0.0.0.0" {
 		t.Errorf("config.conf: mode %q, clusterCIDR %q (want the pod CIDR), bindAddress %q", kp.Mode, kp.ClusterCIDR, kp.BindAddress)
 	}
 	if kp.ClientConnection.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" {
@@ -212,7 +213,7 @@ func TestKubeProxyObjects(t *testing.T) {
 	if kctx == nil || kc.Clusters[kctx.Cluster] == nil || kc.AuthInfos[kctx.AuthInfo] == nil {
 		t.Fatalf("kubeconfig.conf has no complete current context:\n%s", cm.Data[kubeProxyKubeconfig])
 	}
-	if cl := kc.Clusters[kctx.Cluster]; cl.Server != "https://172.30.4.2:7443" || cl.CertificateAuthority != serviceAccountCACert {
+	if cl := kc.Clusters[kctx.Cluster]; cl.Server != "https://10.250.3.2:7443" || cl.CertificateAuthority != serviceAccountCACert {
 		t.Errorf("kubeconfig.conf: server %s (want the API server's URL), CA %s", cl.Server, cl.CertificateAuthority)
 	}
 	if ai := kc.AuthInfos[kctx.AuthInfo]; ai.TokenFile != serviceAccountToken {
@@ -399,7 +400,7 @@ func TestWorkloadReady(t *testing.T) {
 
 func TestDescribeNotReady(t *testing.T) {
 	w := workload{Kind: "Deployment", Name: coreDNSName, App: kubeDNSName}
-	if got := describeNotReady(nil, w, "devk-x"); !strings.Contains(got, "k8s-app=kube-dns") || !strings.Contains(got, "kubectl --context devk-x -n kube-system describe deployment coredns") {
+	if got := describeNotReady(nil, w, "kubectl -n kube-system"); !strings.Contains(got, "k8s-app=kube-dns") || !strings.Contains(got, "`kubectl -n kube-system describe deployment coredns`") {
 		t.Errorf("no pods: %s", got)
 	}
 	ready := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-ready"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
@@ -412,7 +413,7 @@ func TestDescribeNotReady(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "coredns", RestartCount: 4,
 			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}}}}
-	got := describeNotReady([]corev1.Pod{ready, unscheduled, pulling, crashing}, w, "devk-x")
+	got := describeNotReady([]corev1.Pod{ready, unscheduled, pulling, crashing}, w, "kubectl -n kube-system")
 	if strings.Contains(got, "coredns-ready") {
 		t.Errorf("describes a ready pod:\n%s", got)
 	}
@@ -420,7 +421,7 @@ func TestDescribeNotReady(t *testing.T) {
 		"pod coredns-unscheduled: Pending on no node", "not scheduled: Unschedulable 0/1 nodes are available",
 		"pod coredns-pull: Pending on n", "container coredns: waiting ImagePullBackOff Back-off pulling image",
 		"waiting CrashLoopBackOff; restarted 4 times, last terminated Error (exit 1)",
-		"`kubectl --context devk-x -n kube-system describe pod coredns-crash` and `kubectl --context devk-x -n kube-system logs coredns-crash`",
+		"`kubectl -n kube-system describe pod coredns-crash` and `kubectl -n kube-system logs coredns-crash`",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("description lacks %q:\n%s", want, got)
@@ -428,9 +429,9 @@ func TestDescribeNotReady(t *testing.T) {
 	}
 }
 
-// TestAddonPhases: the addons come after the kubelet's credential moved
-// and the user's context exists (their errors name it), each can be
-// skipped, and every phase says what it does and touches.
+// TestAddonPhases: the addons come last, after the kubelet's credential
+// moved and the user's context was written, each can be skipped, and
+// every phase says what it does and touches.
 func TestAddonPhases(t *testing.T) {
 	var paths []string
 	for _, s := range phase.Flatten(UpPhases()) {
@@ -457,5 +458,33 @@ func TestAddonPhases(t *testing.T) {
 		if _, err := phase.Run(context.Background(), UpPhases(), c, phase.Options{DryRun: true, Skip: []string{skip}, PlanOut: &plan}); err != nil {
 			t.Errorf("--skip-phases %s: %v", skip, err)
 		}
+	}
+}
+
+// TestKubeProxyRuns: kube-proxy runs only where host-network pods live
+// in the node's own network namespace.
+func TestKubeProxyRuns(t *testing.T) {
+	_, subnet, _ := net.ParseCIDR("10.250.7.0/24")
+	withNetwork := layout.NewConfig("kp")
+	withNetwork.Network = layout.NewNetwork("kp", withNetwork.NodeName, subnet)
+	older := withNetwork
+	older.Network = layout.Network{}
+	foreignRuntime := withNetwork
+	foreignRuntime.OwnRuntime = false
+	for _, tt := range []struct {
+		name string
+		cfg  layout.Config
+		runs bool
+	}{
+		{"node in its own network namespace", withNetwork, true},
+		{"an older devk's node on the host's network", older, false},
+		{"a runtime that is not devk's", foreignRuntime, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			runs, why := KubeProxyRuns(tt.cfg)
+			if runs != tt.runs || (!runs && !strings.Contains(why, "iptables")) {
+				t.Errorf("KubeProxyRuns = %v, %q; want %v", runs, why, tt.runs)
+			}
+		})
 	}
 }

@@ -133,8 +133,8 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			},
 			Run: call((*Cluster).runKubeconfigMerge),
 		},
-		// Last, so that its errors' kubectl commands work: the context
-		// exists by then.
+		// Last: the addons are what a cluster needs to run pods, not to
+		// be used, so a failure here leaves the user's context in place.
 		{
 			Name:     "addon",
 			Short:    "kube-proxy and CoreDNS as kubeadm's addon phase makes them (CoreDNS forwards nothing beyond the cluster domain), then wait for both",
