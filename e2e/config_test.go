@@ -106,16 +106,16 @@ func TestClusterConfigFile(t *testing.T) {
 	}
 
 	// Apply a gate on the API server alone to the running cluster.
-	before := controlPlane(t, ctx, cs, node.Name)
+	before := controlPlaneReady(t, ctx, cs, node.Name)
 	kubeletPid, _ := os.ReadFile(filepath.Join(dir, "run", "kubelet.pid"))
 	write(configFile + apiserverGate)
 	applied := up("--config", file)
 	t.Logf("applying the gate:\n%s", applied.Stderr)
 	var after map[string]containerState
 	eventually(t, ctx, "the new kube-apiserver container running", func() error {
-		after = controlPlane(t, ctx, cs, node.Name)
-		if a := after["kube-apiserver"]; a.id == "" || a.id == before["kube-apiserver"].id || !a.ready {
-			return fmt.Errorf("kube-apiserver is %+v, was %+v", a, before["kube-apiserver"])
+		after = controlPlaneReady(t, ctx, cs, node.Name)
+		if a := after["kube-apiserver"]; a.id == before["kube-apiserver"].id {
+			return fmt.Errorf("kube-apiserver is %+v, as before", a)
 		}
 		return nil
 	})
@@ -149,7 +149,7 @@ func TestClusterConfigFile(t *testing.T) {
 	if !strings.Contains(again.Stdout, "nothing changed") {
 		t.Errorf("up without --config after applying a file changed something:\n%s%s", again.Stdout, again.Stderr)
 	}
-	if last := controlPlane(t, ctx, cs, node.Name); last["kube-apiserver"] != after["kube-apiserver"] {
+	if last := controlPlaneReady(t, ctx, cs, node.Name); last["kube-apiserver"] != after["kube-apiserver"] {
 		t.Errorf("up without --config restarted kube-apiserver: %+v -> %+v", after["kube-apiserver"], last["kube-apiserver"])
 	}
 }
@@ -163,22 +163,28 @@ type containerState struct {
 	ready    bool
 }
 
-// controlPlane reads the control-plane mirror pods' containers.
-func controlPlane(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, node string) map[string]containerState {
+// controlPlaneReady reads the control-plane mirror pods' containers once
+// each has a ready one (a mirror pod's status comes a moment after the
+// pod, and is empty while the mirror pod is recreated).
+func controlPlaneReady(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, node string) map[string]containerState {
 	t.Helper()
-	out := map[string]containerState{}
-	for _, pod := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		p, err := cs.CoreV1().Pods("kube-system").Get(ctx, pod+"-"+node, metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 {
-			continue // the mirror pod is being recreated
+	var out map[string]containerState
+	eventually(t, ctx, "the control-plane mirror pods' ready containers", func() error {
+		out = map[string]containerState{}
+		for _, pod := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			p, err := cs.CoreV1().Pods("kube-system").Get(ctx, pod+"-"+node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(p.Status.ContainerStatuses) == 0 || !p.Status.ContainerStatuses[0].Ready || p.Status.ContainerStatuses[0].State.Running == nil {
+				return fmt.Errorf("%s has no ready container yet", p.Name)
+			}
+			st := p.Status.ContainerStatuses[0]
+			out[pod] = containerState{id: st.ContainerID, restarts: st.RestartCount, ready: st.Ready,
+				started: st.State.Running.StartedAt.UTC().String()}
 		}
-		st := p.Status.ContainerStatuses[0]
-		s := containerState{id: st.ContainerID, restarts: st.RestartCount, ready: st.Ready}
-		if st.State.Running != nil {
-			s.started = st.State.Running.StartedAt.UTC().String()
-		}
-		out[pod] = s
-	}
+		return nil
+	})
 	return out
 }
 
