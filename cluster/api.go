@@ -107,20 +107,23 @@ const (
 )
 
 // controlPlanePatch is the strategic merge patch that labels node n
-// control-plane and taints it NoSchedule, nil if it is marked already.
-// Taints are replaced as a whole list, so the patch carries n's
-// resourceVersion: it fails with a conflict, rather than drop a taint,
-// if the node changed since it was read.
-func controlPlanePatch(n *corev1.Node) ([]byte, error) {
+// control-plane and gives it the control-plane NoSchedule taint when
+// taint is set, or takes that taint away when not (a single node that
+// ran no workload would be no cluster to develop on; kind does the same);
+// nil if n is so already. Taints are replaced as a whole list, so the
+// patch carries n's resourceVersion: it fails with a conflict, rather
+// than drop another taint, if the node changed since it was read.
+func controlPlanePatch(n *corev1.Node, taint bool) ([]byte, error) {
 	labels := map[string]string{}
 	for _, l := range []string{labelControlPlane, labelExcludeLB} {
 		if _, ok := n.Labels[l]; !ok {
 			labels[l] = ""
 		}
 	}
-	taint := corev1.Taint{Key: labelControlPlane, Effect: corev1.TaintEffectNoSchedule}
-	tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taint.Key && t.Effect == taint.Effect })
-	if len(labels) == 0 && tainted {
+	cp := corev1.Taint{Key: labelControlPlane, Effect: corev1.TaintEffectNoSchedule}
+	isCP := func(t corev1.Taint) bool { return t.Key == cp.Key && t.Effect == cp.Effect }
+	tainted := slices.ContainsFunc(n.Spec.Taints, isCP)
+	if len(labels) == 0 && tainted == taint {
 		return nil, nil
 	}
 	meta := map[string]any{"resourceVersion": n.ResourceVersion}
@@ -128,8 +131,11 @@ func controlPlanePatch(n *corev1.Node) ([]byte, error) {
 		meta["labels"] = labels
 	}
 	patch := map[string]any{"metadata": meta}
-	if !tainted {
-		patch["spec"] = map[string]any{"taints": append(slices.Clone(n.Spec.Taints), taint)}
+	switch {
+	case taint && !tainted:
+		patch["spec"] = map[string]any{"taints": append(slices.Clone(n.Spec.Taints), cp)}
+	case !taint && tainted:
+		patch["spec"] = map[string]any{"taints": slices.DeleteFunc(slices.Clone(n.Spec.Taints), isCP)}
 	}
 	return json.Marshal(patch)
 }
@@ -141,24 +147,29 @@ func (c *Cluster) runMarkControlPlane(ctx context.Context) (phase.Outcome, error
 	}
 	nodes := cs.CoreV1().Nodes()
 	name := c.Config.NodeName
+	taint := c.Config.KeepTaint
 	out := phase.Unchanged("already marked")
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("node %s: %w (is the kubelet running? see %s)", name, err, c.LogFile("kubelet"))
 		}
-		patch, err := controlPlanePatch(n)
+		patch, err := controlPlanePatch(n, taint)
 		if err != nil || patch == nil {
 			return err
 		}
 		if _, err := nodes.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
 			return err
 		}
-		out = phase.Changed("labelled and tainted %s", name)
+		if taint {
+			out = phase.Changed("labelled and tainted %s (--keep-taint)", name)
+		} else {
+			out = phase.Changed("labelled %s, no control-plane taint", name)
+		}
 		return nil
 	})
 	if err != nil {
-		return phase.Done, fmt.Errorf("label and taint node %s: %w", name, err)
+		return phase.Done, fmt.Errorf("label node %s: %w", name, err)
 	}
 	return out, nil
 }

@@ -23,24 +23,33 @@ func TestControlPlanePatch(t *testing.T) {
 		name   string
 		labels map[string]string
 		taints []corev1.Taint
+		taint  bool
 		noop   bool
 	}{
 		{name: "fresh node with another taint", labels: map[string]string{"kubernetes.io/hostname": "n"}, taints: []corev1.Taint{notReady}},
-		{name: "labelled, not tainted", labels: marked},
+		{name: "fresh node with another taint, --keep-taint", labels: map[string]string{"kubernetes.io/hostname": "n"}, taints: []corev1.Taint{notReady}, taint: true},
+		{name: "labelled, not tainted", labels: marked, noop: true},
+		{name: "labelled, not tainted, --keep-taint", labels: marked, taint: true},
 		{name: "tainted, not labelled", taints: []corev1.Taint{cpTaint}},
-		{name: "marked already", labels: marked, taints: []corev1.Taint{notReady, cpTaint}, noop: true},
+		{name: "tainted, not labelled, --keep-taint", taints: []corev1.Taint{cpTaint}, taint: true},
+		{name: "marked and tainted (an older devk's node)", labels: marked, taints: []corev1.Taint{notReady, cpTaint}},
+		{name: "marked and tainted, --keep-taint", labels: marked, taints: []corev1.Taint{notReady, cpTaint}, taint: true, noop: true},
+		{name: "the taint alone", labels: marked, taints: []corev1.Taint{cpTaint}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: "42", Labels: tt.labels}, Spec: corev1.NodeSpec{Taints: tt.taints}}
-			patch, err := controlPlanePatch(n)
+			patch, err := controlPlanePatch(n, tt.taint)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tt.noop {
 				if patch != nil {
-					t.Fatalf("patch %s for a marked node", patch)
+					t.Fatalf("patch %s for a node that is as wanted", patch)
 				}
 				return
+			}
+			if patch == nil {
+				t.Fatal("no patch for a node that is not as wanted")
 			}
 			var p struct {
 				Metadata struct{ ResourceVersion string }
@@ -67,13 +76,17 @@ func TestControlPlanePatch(t *testing.T) {
 					t.Errorf("label %s missing: %v", k, got.Labels)
 				}
 			}
-			for _, want := range append(slices.Clone(tt.taints), cpTaint) {
-				if !slices.Contains(got.Spec.Taints, want) {
-					t.Errorf("taint %v missing: %v", want, got.Spec.Taints)
+			for _, want := range tt.taints {
+				if want != cpTaint && !slices.Contains(got.Spec.Taints, want) {
+					t.Errorf("taint %v lost: %v", want, got.Spec.Taints)
 				}
 			}
-			if n := len(slices.DeleteFunc(slices.Clone(got.Spec.Taints), func(t corev1.Taint) bool { return t != cpTaint })); n != 1 {
-				t.Errorf("taints %v: the control-plane taint %d times, want once", got.Spec.Taints, n)
+			want := 0
+			if tt.taint {
+				want = 1
+			}
+			if n := len(slices.DeleteFunc(slices.Clone(got.Spec.Taints), func(t corev1.Taint) bool { return t != cpTaint })); n != want {
+				t.Errorf("taints %v: the control-plane taint %d times, want %d", got.Spec.Taints, n, want)
 			}
 		})
 	}

@@ -25,8 +25,13 @@ import (
 
 // Options are what `devk up` and `devk down` are told.
 type Options struct {
-	// Name names the cluster (and its directory); default "devk".
+	// Name names the cluster (and its directory); empty means the config
+	// file's name, else "devk".
 	Name string
+	// ConfigFile, for up, is a cluster config file (UserConfig) to make
+	// the cluster by, or to apply to it; empty keeps what cluster.json
+	// says (a new cluster: the defaults).
+	UserConfigFile string
 	// Home is $DEVK_HOME; empty means $DEVK_HOME, else ~/.devk.
 	Home string
 	// TreeDir is the Kubernetes tree the images and the kubelet are built
@@ -48,6 +53,10 @@ type Options struct {
 	WaitTimeout time.Duration
 	// KeepData, for down, keeps pki/ and etcd/ (and cluster.json).
 	KeepData bool
+	// KeepTaint, for up, when set, says whether the node keeps the
+	// control-plane NoSchedule taint (and is remembered in cluster.json);
+	// nil keeps the cluster's choice (for a new cluster: no taint).
+	KeepTaint *bool
 
 	Reporter progress.Reporter
 }
@@ -67,11 +76,30 @@ type Cluster struct {
 	// kubeletStarted is when this run started the kubelet (zero if it
 	// found it running).
 	kubeletStarted time.Time
+	// addonsApplied are the addon workloads addon/wait waits for.
+	addonsApplied []workload
+	// manifestsWritten are the static pods whose manifest this run
+	// wrote, and when: wait-control-plane waits for their new containers.
+	manifestsWritten map[string]time.Time
 }
 
 // Open resolves the cluster's directory and reads its config if it has
-// one; nothing is created.
+// one, and the config file if given; it checks the file against the
+// machine and the cluster as it is. Nothing is created.
 func Open(o Options) (*Cluster, error) {
+	var uc *UserConfig
+	if o.UserConfigFile != "" {
+		var err error
+		if uc, err = ReadUserConfig(o.UserConfigFile); err != nil {
+			return nil, err
+		}
+		if err := uc.agrees(o); err != nil {
+			return nil, err
+		}
+		if o.Name == "" {
+			o.Name = uc.Name
+		}
+	}
 	if o.Name == "" {
 		o.Name = layout.DefaultName
 	}
@@ -94,19 +122,60 @@ func Open(o Options) (*Cluster, error) {
 	case err == nil:
 		c.Config = cfg
 		c.existed = true // layout.ReadConfig checked that it names this directory's cluster
+		p := &problems{file: c.ConfigFile() + " (spec)"}
+		if validateSpec(cfg.Spec, p); p.err() != nil {
+			return nil, fmt.Errorf("%w\nthe file was changed by hand: fix it, or apply a config file with `devk up --config`", p.err())
+		}
+		if uc != nil {
+			if err := uc.unchangeable(cfg); err != nil {
+				return nil, err
+			}
+		}
 	case errors.Is(err, fs.ErrNotExist):
 		c.Config = layout.NewConfig(o.Name)
-		taken, err := hostNetworks(context.Background(), "")
-		if err != nil {
-			return nil, fmt.Errorf("find a free subnet for the cluster's nodes: %w", err)
-		}
-		if err := c.Config.PlaceAmong(layout.Configs(home, o.Name), taken); err != nil {
+		if err := c.place(uc); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, err
 	}
+	if uc != nil {
+		c.Config.Spec = uc.Spec
+		c.Config.KeepTaint = uc.keepTaint()
+	}
+	if o.KeepTaint != nil {
+		c.Config.KeepTaint = *o.KeepTaint
+	}
 	return c, nil
+}
+
+// place gives a new cluster its networks: the config file's, else the
+// defaults and a free node subnet.
+func (c *Cluster) place(uc *UserConfig) error {
+	taken, err := hostNetworks(context.Background(), "")
+	if err != nil {
+		return fmt.Errorf("find a free subnet for the cluster's nodes: %w", err)
+	}
+	others := layout.Configs(c.Home, c.Config.Name)
+	if uc == nil {
+		return c.Config.PlaceAmong(others, taken)
+	}
+	c.Config.PodCIDR, c.Config.ServiceCIDR = uc.podSubnet(), uc.serviceSubnet()
+	if uc.Networking.NodeSubnet == "" {
+		// A free subnet that overlaps neither of the file's.
+		for _, s := range []string{c.Config.PodCIDR, c.Config.ServiceCIDR} {
+			_, n, _ := net.ParseCIDR(s) // the file's were checked
+			taken = append(taken, n)
+		}
+		return c.Config.PlaceAmong(others, taken)
+	}
+	_, n, _ := net.ParseCIDR(uc.Networking.NodeSubnet)
+	if err := c.Config.PlaceAt(n, others, taken); err != nil {
+		p := uc.problemsAt()
+		p.add([]string{"networking", "nodeSubnet"}, "%v: choose another, or leave it out for a free one", err)
+		return p.err()
+	}
+	return nil
 }
 
 // Exists reports whether the cluster has a config (it was brought up, or

@@ -221,7 +221,7 @@ func TestHostsTOMLAndAliases(t *testing.T) {
 }
 
 func TestCNIConflist(t *testing.T) {
-	data, err := CNIConflist("devk-devk", "devk0", "10.244.0.0/24", "/c/cni/networks")
+	data, err := CNIConflist("devk-devk", "devk0", "10.244.0.0/24", "/c/cni/networks", "10.250.0.0/24", "10.96.0.0/16")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +243,15 @@ func TestCNIConflist(t *testing.T) {
 	if br["hairpinMode"] == true && br["promiscMode"] == true {
 		t.Error("hairpinMode and promiscMode both set")
 	}
-	if ipam := br["ipam"].(map[string]any); ipam["dataDir"] != "/c/cni/networks" {
+	ipam := br["ipam"].(map[string]any)
+	if ipam["dataDir"] != "/c/cni/networks" {
 		t.Errorf("host-local keeps its state outside the cluster dir: %v", ipam)
+	}
+	// Pods reach the node (the API server) and Services through the
+	// bridge, and have no default route.
+	routes, _ := json.Marshal(ipam["routes"])
+	if string(routes) != `[{"dst":"10.250.0.0/24"},{"dst":"10.96.0.0/16"}]` || br["isDefaultGateway"] == true {
+		t.Errorf("pod routes %s, default gateway %v", routes, br["isDefaultGateway"])
 	}
 	if sn, err := podSubnet("10.244.0.0/16"); err != nil || sn != "10.244.0.0/24" {
 		t.Errorf("podSubnet = %q, %v", sn, err)

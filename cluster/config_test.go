@@ -130,3 +130,34 @@ func TestFilesRefusesWhileMounted(t *testing.T) {
 		t.Fatalf("symlinked cluster dir: %v", err)
 	}
 }
+
+// TestKeepTaintRemembered: --keep-taint is remembered in cluster.json; a
+// later up without the flag keeps the choice, an explicit flag changes it.
+func TestKeepTaintRemembered(t *testing.T) {
+	home := t.TempDir()
+	open := func(keep *bool) *Cluster {
+		t.Helper()
+		c, err := Open(Options{Home: home, KeepTaint: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	yes, no := true, false
+	if c := open(nil); c.Config.KeepTaint {
+		t.Error("a new cluster keeps the taint without --keep-taint")
+	}
+	c := open(&yes)
+	if !c.Config.KeepTaint {
+		t.Fatal("--keep-taint not taken")
+	}
+	if err := c.SaveConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if c := open(nil); !c.Config.KeepTaint {
+		t.Error("a later up without the flag forgot --keep-taint")
+	}
+	if c := open(&no); c.Config.KeepTaint {
+		t.Error("--keep-taint=false did not override the remembered choice")
+	}
+}

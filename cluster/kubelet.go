@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -85,6 +88,9 @@ func KubeletConfigYAML(in KubeletConfigInput) ([]byte, error) {
 	if cfg.CgroupRoot != "" {
 		m["cgroupRoot"] = cfg.CgroupRoot
 	}
+	if g := cfg.Spec.Gates(cfg.Spec.Kubelet); len(g) > 0 {
+		m["featureGates"] = g
+	}
 	return yaml.Marshal(m)
 }
 
@@ -117,18 +123,45 @@ func ensureCgroupRoot(root string) error {
 	return nil
 }
 
-// kubeletArgv is the kubelet's command line.
+// kubeletFlags are the kubelet's flags as podSpec's are: devk's own
+// (files, names, addresses) and the defaults a config file's
+// kubelet.extraArgs may change. Its feature gates are in its config file.
+func kubeletFlags(cfg layout.Config, p layout.Paths) (own, defaults map[string]string) {
+	own = map[string]string{
+		"config":            p.KubeletConfig(),
+		"kubeconfig":        p.Kubeconfig("kubelet"),
+		"root-dir":          p.KubeletRoot(),
+		"cert-dir":          filepath.Join(p.KubeletRoot(), "pki"),
+		"hostname-override": cfg.NodeName,
+		"node-ip":           cfg.AdvertiseIP,
+	}
+	return own, map[string]string{"v": "1"}
+}
+
+// kubeletArgs is the kubelet's own command line: its binary, then its
+// flags sorted, the config file's extra args over the defaults.
+func (c *Cluster) kubeletArgs() []string {
+	own, flags := kubeletFlags(c.Config, c.Paths)
+	maps.Copy(flags, c.Config.Spec.Kubelet.ExtraArgs)
+	maps.Copy(flags, own)
+	return append([]string{c.KubeletBinary()}, flagList(flags)...)
+}
+
+// kubeletArgv is the command devk runs: the kubelet in the node's
+// network namespace.
 func (c *Cluster) kubeletArgv() []string {
-	return inNetNS(c.Config.ControlPlane(),
-		c.KubeletBinary(),
-		"--config="+c.KubeletConfig(),
-		"--kubeconfig="+c.Kubeconfig("kubelet"),
-		"--root-dir="+c.KubeletRoot(),
-		"--cert-dir="+filepath.Join(c.KubeletRoot(), "pki"),
-		"--hostname-override="+c.Config.NodeName,
-		"--node-ip="+c.Config.AdvertiseIP,
-		"--v=1",
-	)
+	return inNetNS(c.Config.ControlPlane(), c.kubeletArgs()...)
+}
+
+// kubeletArgsDiffer says whether the running kubelet (pid) was started
+// with other arguments than kubeletArgs (nsenter execs the kubelet, so
+// its command line is the kubelet's own).
+func (c *Cluster) kubeletArgsDiffer(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false // gone: Start starts it with the current arguments
+	}
+	return !slices.Equal(strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00"), c.kubeletArgs())
 }
 
 // installBinary copies a built binary (the kubelet to the cluster's bin
@@ -188,11 +221,15 @@ func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
 	if err := ensureCgroupRoot(c.Config.CgroupRoot); err != nil {
 		return phase.Done, err
 	}
-	if binChanged || cfgChanged {
+	argsChanged := false
+	if pid, ok := c.Procs().Running("kubelet"); ok {
+		argsChanged = c.kubeletArgsDiffer(pid)
+	}
+	if binChanged || cfgChanged || argsChanged {
 		if stopped, err := c.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
 			return phase.Done, err
 		} else if stopped {
-			c.Reporter.Infof("kubelet binary or config changed: restarting the kubelet")
+			c.Reporter.Infof("kubelet binary, config or flags changed: restarting the kubelet")
 		}
 	}
 	t0 := time.Now()
@@ -202,7 +239,7 @@ func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
 	}
 	if !started {
 		out := phase.Unchanged("kubelet running (pid %d)", pid)
-		out.Changed = binChanged || cfgChanged
+		out.Changed = binChanged || cfgChanged || argsChanged
 		return out, nil
 	}
 	c.kubeletStarted = t0

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -49,6 +50,8 @@ type ManifestInput struct {
 	Paths  layout.Paths
 	// Image is the component's image by digest (repo@sha256:…).
 	Image string
+	// Annotations, when set, go on the pod (a swap's stamp, kept).
+	Annotations map[string]string
 }
 
 func flagList(m map[string]string) []string {
@@ -83,8 +86,15 @@ func readinessProbe(host string, port int, path string, scheme corev1.URIScheme,
 }
 
 // podSpec is what differs between the control-plane static pods.
+//
+// Its flags are in two maps. args are devk's own: every flag whose value
+// comes from the cluster's layout (addresses, ports, names, files and
+// networks), which a config file's extraArgs may not change (up
+// refuses). defaults are the other flags devk sets, which extraArgs may
+// change. A flag devk does not set at all, extraArgs may add.
 type podSpec struct {
 	args      map[string]string
+	defaults  map[string]string
 	volumes   []corev1.Volume
 	mounts    []corev1.VolumeMount
 	liveness  *corev1.Probe
@@ -150,34 +160,36 @@ func apiserverPod(in ManifestInput) podSpec {
 	ip, dir := cfg.AdvertiseIP, p.PKI()
 	s := podSpec{
 		args: map[string]string{
-			"advertise-address":                  ip,
-			"bind-address":                       ip,
-			"secure-port":                        strconv.Itoa(cfg.Ports.APIServer),
+			"advertise-address":                ip,
+			"bind-address":                     ip,
+			"secure-port":                      strconv.Itoa(cfg.Ports.APIServer),
+			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
+			"etcd-cafile":                      pki.CertPath(dir, layout.EtcdCAName),
+			"etcd-certfile":                    pki.CertPath(dir, layout.APIServerEtcdClient),
+			"etcd-keyfile":                     pki.KeyPath(dir, layout.APIServerEtcdClient),
+			"etcd-servers":                     cfg.EtcdURL(),
+			"kubelet-client-certificate":       pki.CertPath(dir, "apiserver-kubelet-client"),
+			"kubelet-client-key":               pki.KeyPath(dir, "apiserver-kubelet-client"),
+			"proxy-client-cert-file":           pki.CertPath(dir, "front-proxy-client"),
+			"proxy-client-key-file":            pki.KeyPath(dir, "front-proxy-client"),
+			"requestheader-client-ca-file":     pki.CertPath(dir, "front-proxy-ca"),
+			"service-account-key-file":         filepath.Join(dir, pki.SAPubName),
+			"service-account-signing-key-file": filepath.Join(dir, pki.SAKeyName),
+			"service-cluster-ip-range":         cfg.ServiceCIDR,
+			"tls-cert-file":                    pki.CertPath(dir, "apiserver"),
+			"tls-private-key-file":             pki.KeyPath(dir, "apiserver"),
+		},
+		defaults: map[string]string{
 			"allow-privileged":                   "true",
 			"authorization-mode":                 "Node,RBAC",
-			"client-ca-file":                     pki.CertPath(dir, pki.CAName),
 			"enable-admission-plugins":           "NodeRestriction",
 			"enable-bootstrap-token-auth":        "true",
-			"etcd-cafile":                        pki.CertPath(dir, layout.EtcdCAName),
-			"etcd-certfile":                      pki.CertPath(dir, layout.APIServerEtcdClient),
-			"etcd-keyfile":                       pki.KeyPath(dir, layout.APIServerEtcdClient),
-			"etcd-servers":                       cfg.EtcdURL(),
-			"kubelet-client-certificate":         pki.CertPath(dir, "apiserver-kubelet-client"),
-			"kubelet-client-key":                 pki.KeyPath(dir, "apiserver-kubelet-client"),
 			"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
-			"proxy-client-cert-file":             pki.CertPath(dir, "front-proxy-client"),
-			"proxy-client-key-file":              pki.KeyPath(dir, "front-proxy-client"),
 			"requestheader-allowed-names":        "front-proxy-client",
-			"requestheader-client-ca-file":       pki.CertPath(dir, "front-proxy-ca"),
 			"requestheader-extra-headers-prefix": "X-Remote-Extra-",
 			"requestheader-group-headers":        "X-Remote-Group",
 			"requestheader-username-headers":     "X-Remote-User",
 			"service-account-issuer":             "https://kubernetes.default.svc." + cfg.DNSDomain,
-			"service-account-key-file":           filepath.Join(dir, pki.SAPubName),
-			"service-account-signing-key-file":   filepath.Join(dir, pki.SAKeyName),
-			"service-cluster-ip-range":           cfg.ServiceCIDR,
-			"tls-cert-file":                      pki.CertPath(dir, "apiserver"),
-			"tls-private-key-file":               pki.KeyPath(dir, "apiserver"),
 		},
 		liveness:  livenessProbe(ip, cfg.Ports.APIServer, "/livez", corev1.URISchemeHTTPS),
 		readiness: readinessProbe(ip, cfg.Ports.APIServer, "/readyz", corev1.URISchemeHTTPS, 1),
@@ -194,8 +206,9 @@ type controller struct {
 	// kubeconfig names the controller's kubeconfig (controller-manager).
 	kubeconfig string
 	port       int
-	// args are the controller's own flags, beyond the shared ones.
-	args map[string]string
+	// args are the controller's own flags, beyond the shared ones;
+	// defaults, the ones a config file may change (see podSpec).
+	args, defaults map[string]string
 	// pki mounts the PKI dir (the controller-manager signs with the CA).
 	pki bool
 	// ready adds a readiness probe on /healthz.
@@ -214,12 +227,13 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 			"kubeconfig":                kc,
 			"bind-address":              ip,
 			"secure-port":               strconv.Itoa(ct.port),
-			"leader-elect":              "false",
 		},
+		defaults: map[string]string{"leader-elect": "false"},
 		liveness: livenessProbe(ip, ct.port, "/healthz", corev1.URISchemeHTTPS),
 		requests: cpu(ct.cpu),
 	}
 	maps.Copy(s.args, ct.args)
+	maps.Copy(s.defaults, ct.defaults)
 	if ct.pki {
 		s.hostPath("k8s-certs", in.Paths.PKI(), corev1.HostPathDirectory)
 	}
@@ -237,17 +251,19 @@ func controllerManagerPod(in ManifestInput) podSpec {
 		port:       cfg.Ports.ControllerManager,
 		args: map[string]string{
 			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
-			"allocate-node-cidrs":              "true",
 			"cluster-cidr":                     cfg.PodCIDR,
 			"cluster-name":                     cfg.Name,
 			"cluster-signing-cert-file":        pki.CertPath(dir, pki.CAName),
 			"cluster-signing-key-file":         pki.KeyPath(dir, pki.CAName),
-			"controllers":                      "*,bootstrapsigner,tokencleaner",
 			"requestheader-client-ca-file":     pki.CertPath(dir, "front-proxy-ca"),
 			"root-ca-file":                     pki.CertPath(dir, pki.CAName),
 			"service-account-private-key-file": filepath.Join(dir, pki.SAKeyName),
 			"service-cluster-ip-range":         cfg.ServiceCIDR,
-			"use-service-account-credentials":  "true",
+		},
+		defaults: map[string]string{
+			"allocate-node-cidrs":             "true",
+			"controllers":                     "*,bootstrapsigner,tokencleaner",
+			"use-service-account-credentials": "true",
 		},
 		pki: true,
 		cpu: "200m",
@@ -266,16 +282,84 @@ var podSpecs = map[string]func(ManifestInput) podSpec{
 	"kube-scheduler":          schedulerPod,
 }
 
+// podComponents are the static pods a config file sets flags of, with
+// the spec's part for each.
+var podComponents = map[string]func(*layout.Spec) *layout.Component{
+	"kube-apiserver":          func(s *layout.Spec) *layout.Component { return &s.APIServer },
+	"kube-controller-manager": func(s *layout.Spec) *layout.Component { return &s.ControllerManager },
+	"kube-scheduler":          func(s *layout.Spec) *layout.Component { return &s.Scheduler },
+}
+
+// Flags devk sets from the spec's own keys (featureGates, runtimeConfig)
+// and nowhere else.
+const (
+	featureGatesFlag  = "feature-gates"
+	runtimeConfigFlag = "runtime-config"
+)
+
+// withSpec adds what the cluster's spec sets for pod name: its feature
+// gates and, for the API server, the runtime config as devk's own flags;
+// its extra args over the defaults.
+func withSpec(name string, spec layout.Spec, s podSpec) podSpec {
+	comp, ok := podComponents[name]
+	if !ok {
+		return s
+	}
+	c := *comp(&spec)
+	s.args = maps.Clone(s.args)
+	s.defaults = maps.Clone(s.defaults)
+	if s.defaults == nil {
+		s.defaults = map[string]string{}
+	}
+	if g := spec.Gates(c); len(g) > 0 {
+		s.args[featureGatesFlag] = gatesFlag(g)
+	}
+	if name == "kube-apiserver" && len(spec.RuntimeConfig) > 0 {
+		s.args[runtimeConfigFlag] = pairsFlag(spec.RuntimeConfig)
+	}
+	maps.Copy(s.defaults, c.ExtraArgs)
+	return s
+}
+
+// gatesFlag is --feature-gates' value: Name=true,Other=false, sorted.
+func gatesFlag(g map[string]bool) string {
+	m := make(map[string]string, len(g))
+	for k, v := range g {
+		m[k] = strconv.FormatBool(v)
+	}
+	return pairsFlag(m)
+}
+
+// pairsFlag is a key=value,… flag value, sorted by key.
+func pairsFlag(m map[string]string) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return strings.Join(out, ",")
+}
+
+// flags are the pod's command-line flags: the defaults, then devk's own.
+func (s podSpec) flags() map[string]string {
+	out := maps.Clone(s.defaults)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, s.args)
+	return out
+}
+
 // staticPod is the pod of a control-plane component: host network,
 // system-node-critical, its binary from the image run with its flags.
-func staticPod(name, image string, s podSpec) *corev1.Pod {
+func staticPod(name, image string, s podSpec, annotations map[string]string) *corev1.Pod {
 	priority := int32(2000001000)
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: metav1.NamespaceSystem,
-			Labels:    map[string]string{"component": name, "tier": "control-plane", "app.kubernetes.io/managed-by": "devk"},
+			Name:        name,
+			Namespace:   metav1.NamespaceSystem,
+			Labels:      map[string]string{"component": name, "tier": "control-plane", "app.kubernetes.io/managed-by": "devk"},
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			HostNetwork:       true,
@@ -285,7 +369,7 @@ func staticPod(name, image string, s podSpec) *corev1.Pod {
 				Name:            name,
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         append([]string{imageBinDir + "/" + name}, flagList(s.args)...),
+				Command:         append([]string{imageBinDir + "/" + name}, flagList(s.flags())...),
 				VolumeMounts:    s.mounts,
 				LivenessProbe:   s.liveness,
 				ReadinessProbe:  s.readiness,
@@ -310,7 +394,7 @@ func Manifest(name string, in ManifestInput) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("no static pod %q: the control plane is etcd, kube-apiserver, kube-controller-manager and kube-scheduler", name)
 	}
-	data, err := yaml.Marshal(staticPod(name, in.Image, spec(in)))
+	data, err := yaml.Marshal(staticPod(name, in.Image, withSpec(name, in.Config.Spec, spec(in)), in.Annotations))
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +450,13 @@ func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) (phase.Outcome,
 	if err != nil {
 		return phase.Done, err
 	}
-	data, err := Manifest(sp.Name, ManifestInput{Config: c.Config, Paths: c.Paths, Image: img})
+	in := ManifestInput{Config: c.Config, Paths: c.Paths, Image: img}
+	if swapped {
+		// The swap's stamp stays with its image: a manifest rewritten for
+		// a changed flag still tells the next up the image was swapped in.
+		in.Annotations = map[string]string{staticpod.WrittenAnnotation: installed.Annotations[staticpod.WrittenAnnotation]}
+	}
+	data, err := Manifest(sp.Name, in)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -379,9 +469,16 @@ func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) (phase.Outcome,
 			return phase.Unchanged("unchanged %s", short), nil
 		}
 	}
+	written := time.Now()
 	changed, err := writeIfChanged(path, data, 0o600, c.Tmp())
 	if err != nil {
 		return phase.Done, err
+	}
+	if changed {
+		if c.manifestsWritten == nil {
+			c.manifestsWritten = map[string]time.Time{}
+		}
+		c.manifestsWritten[sp.Name] = written
 	}
 	if !changed {
 		return phase.Unchanged("unchanged %s", short), nil

@@ -103,7 +103,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "mark-control-plane",
-			Short: "label the node control-plane and taint it NoSchedule",
+			Short: "label the node control-plane; no NoSchedule taint on this single node (kind's way) unless --keep-taint",
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"node " + c.Config.NodeName}
 			},
@@ -132,6 +132,13 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
 			Run: call((*Cluster).runKubeconfigMerge),
+		},
+		// Last: the addons are what a cluster needs to run pods, not to
+		// be used, so a failure here leaves the user's context in place.
+		{
+			Name:     "addon",
+			Short:    "kube-proxy and CoreDNS as kubeadm's addon phase makes them (CoreDNS forwards nothing beyond the cluster domain), then wait for both",
+			Children: addonPhases(),
 		},
 	}
 }

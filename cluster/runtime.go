@@ -171,8 +171,16 @@ func registryAliases(hostPort string) []string {
 // pods that do not use the node's network, inside the node's namespace.
 // Traffic leaving the node is masqueraded to the node's address (the
 // rules are the node's): the host has no route to pod addresses, so a
-// reply to one would leave by the host's default route.
-func CNIConflist(name, bridge, subnet, ipamDataDir string) ([]byte, error) {
+// reply to one would leave by the host's default route. Pods route to
+// the networks in routes (the nodes' subnet, where the API server is, and
+// the Service range, which kube-proxy's rules in the node handle) through
+// the bridge, and to nothing else: no default route, so nothing a pod
+// sends can head beyond the machine.
+func CNIConflist(name, bridge, subnet, ipamDataDir string, routes ...string) ([]byte, error) {
+	var rs []map[string]string
+	for _, r := range routes {
+		rs = append(rs, map[string]string{"dst": r})
+	}
 	conf := map[string]any{
 		"cniVersion": "0.4.0",
 		"name":       name,
@@ -189,6 +197,7 @@ func CNIConflist(name, bridge, subnet, ipamDataDir string) ([]byte, error) {
 					"type":    "host-local",
 					"dataDir": ipamDataDir,
 					"ranges":  [][]map[string]string{{{"subnet": subnet}}},
+					"routes":  rs,
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
@@ -284,7 +293,7 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
-	conf, err := CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, c.CNINetworks())
+	conf, err := CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, c.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR)
 	if err != nil {
 		return changed, err
 	}

@@ -54,6 +54,15 @@ const (
 	// is fresh and the machine busy starting the rest.
 	apiRequestTimeout = 10 * time.Second
 
+	// addonWaitTimeout bounds addon/wait: the addons' images come from
+	// the local registry, so their pods start within seconds.
+	addonWaitTimeout  = 2 * time.Minute
+	addonPollInterval = 250 * time.Millisecond
+	// coreDNSReadinessPeriod is how often the kubelet probes CoreDNS's
+	// /ready: the Deployment is available no later than that after
+	// CoreDNS is (the kubelet's default, 10 s, would be most of up).
+	coreDNSReadinessPeriod = time.Second
+
 	// bootstrapTokenTTL is a new bootstrap token's life; one with less
 	// than bootstrapTokenMinLeft left is replaced.
 	bootstrapTokenTTL     = 24 * time.Hour

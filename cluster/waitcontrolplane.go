@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
@@ -94,6 +95,30 @@ func (c *Cluster) containerLog(name string) string {
 	return newest
 }
 
+// runsRewrittenManifest says why the static pod name does not run the
+// manifest this run rewrote yet (nil when it does, or when this run left
+// its manifest alone): until the kubelet has replaced the container, the
+// old one answers the health checks.
+func (c *Cluster) runsRewrittenManifest(ctx context.Context, name string) error {
+	written, ok := c.manifestsWritten[name]
+	if !ok {
+		return nil
+	}
+	rt, err := cri.Dial(c.Config.CRISocket)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	cts, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, Container: name, RunningOnly: true})
+	if err != nil {
+		return err
+	}
+	if len(cts) == 0 || cts[0].CreatedAt.Before(written) {
+		return fmt.Errorf("%s: the kubelet has not started a container of its new manifest yet", name)
+	}
+	return nil
+}
+
 // runWait waits, at most WaitTimeout, until every check passes; it gives
 // up at once when the kubelet is gone.
 func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
@@ -108,7 +133,11 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 	err = wait.PollUntilContextTimeout(ctx, controlPlanePollInterval, c.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		var still []readiness
 		for _, ch := range pending {
-			if err := ch.Check(ctx, c, cs); err != nil {
+			err := c.runsRewrittenManifest(ctx, ch.Name)
+			if err == nil {
+				err = ch.Check(ctx, c, cs)
+			}
+			if err != nil {
 				if ctx.Err() == nil { // not the wait's own deadline cutting the check short
 					lastErr[ch.Name] = err
 				}

@@ -366,6 +366,20 @@ func TestBadInput(t *testing.T) {
 		notRoot = "giving a directory to uid 65534 needs root"
 	}
 
+	// cluster config files that are refused before anything is made
+	configs := t.TempDir()
+	configFile := func(name, body string) string {
+		path := filepath.Join(configs, name)
+		if err := os.WriteFile(path, []byte("apiVersion: devk.dev/v1alpha1\nkind: Cluster\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	unknownKey := configFile("unknown.yaml", "networking:\n  podSubnt: 10.0.0.0/16\n")
+	climbingName := configFile("climbing.yaml", "name: ../x\n")
+	devkFlag := configFile("flag.yaml", "apiServer:\n  extraArgs:\n    etcd-servers: https://10.0.0.1:2379\n")
+	otherName := configFile("other.yaml", "name: dev\n")
+
 	// none of these endpoints is ever dialled, or only the closed
 	// loopback port 1
 	noEtcd := []string{"--endpoints", "http://127.0.0.1:1"}
@@ -381,6 +395,11 @@ func TestBadInput(t *testing.T) {
 		{name: "build, climbing etcd version", args: []string{"build", "etcd", "--tree", tree, "--etcd-version", "v1/../../../../victim"}, want: `etcd version "v1/../../../../victim": use v3.MINOR.PATCH`},
 		{name: "up, climbing name", args: []string{"up", "--name", "../x", "--tree", tree}, want: `cluster name "../x"`},
 		{name: "up, upper-case name", args: []string{"up", "--name", "DEVK", "--tree", tree}, want: `cluster name "DEVK"`},
+		{name: "up, config with an unknown key", args: []string{"up", "--tree", tree, "--config", unknownKey}, want: unknownKey + ":4: networking.podSubnt: unknown key"},
+		{name: "up, config with a climbing name", args: []string{"up", "--tree", tree, "--config", climbingName}, want: climbingName + `:3: name: cluster name "../x"`},
+		{name: "up, config setting devk's flag", args: []string{"up", "--tree", tree, "--config", devkFlag}, want: "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers"},
+		{name: "up, config name and --name", args: []string{"up", "--tree", tree, "--name", "devk", "--config", otherName}, want: `name: is "dev", but --name is "devk"`},
+		{name: "up, no config file", args: []string{"up", "--tree", tree, "--config", filepath.Join(configs, "none.yaml")}, want: "read the cluster config file"},
 		{name: "down, climbing name", args: []string{"down", "--name", "../../etc"}, want: `cluster name "../../etc"`},
 		{name: "down, empty name", args: []string{"down", "--name", ""}, want: `cluster name ""`},
 		{name: "status, name with a slash", args: []string{"status", "--name", "a/b"}, want: `cluster name "a/b"`},

@@ -17,8 +17,9 @@ import (
 
 func newUpCmd(g *globalOptions) *cobra.Command {
 	var (
-		o     cluster.Options
-		flags phase.Flags
+		o         cluster.Options
+		flags     phase.Flags
+		keepTaint bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -26,7 +27,11 @@ func newUpCmd(g *globalOptions) *cobra.Command {
 		Long: `Bring up a single-node Kubernetes cluster whose control plane runs as static
 pods from images built from the tree around you, pushed by digest to the
 embedded registry. It is kubeadm's init made for a laptop: a private
-containerd, a supervised kubelet (no systemd), loopback only.
+containerd, a supervised kubelet (no systemd), loopback only. Then the
+addons: kube-proxy and CoreDNS (which answers for the cluster domain only
+and forwards no other name: devk's clusters contact nothing beyond the
+machine). The node is labelled control-plane but not tainted, so pods
+schedule on it as in kind; --keep-taint keeps kubeadm's NoSchedule taint.
 
 Everything the cluster owns is in $DEVK_HOME/clusters/NAME/ (DEVK_HOME
 defaults to ~/.devk); the registry keeps its content in $DEVK_HOME/registry.
@@ -35,14 +40,39 @@ Context devk-NAME is added to your kubeconfig.
 Running it again on a healthy cluster changes nothing; on a half-made one it
 resumes. ` + "`devk down`" + ` removes everything. Needs root.
 
+--config FILE describes the cluster (apiVersion devk.dev/v1alpha1, kind
+Cluster; see the README): feature gates, the API server's runtime config,
+extra flags per component, the pod, Service and node subnets, which addons
+to apply, the control-plane taint. It is checked in full before anything
+is made (an unknown key is an error) and remembered in cluster.json, so a
+later up without --config keeps it. On a running cluster, up --config
+applies a changed file: only the static pods, kubelet or kube-proxy whose
+flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.
+
 Examples:
   devk up
   devk up --name dev2 --tree ~/src/kubernetes
+  devk up --config devk.yaml
   devk up --dry-run
-  devk up phase control-plane/apiserver`,
+  devk up phase control-plane/apiserver
+
+  # devk.yaml: an alpha gate on the API server alone, kube-proxy left out
+  apiVersion: devk.dev/v1alpha1
+  kind: Cluster
+  apiServer:
+    featureGates:
+      ComponentFlagz: true
+  addons:
+    kubeProxy: false`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Reporter = g.Reporter()
+			if !cmd.Flags().Changed("name") {
+				o.Name = "" // the config file's, else the default
+			}
+			if cmd.Flags().Changed("keep-taint") {
+				o.KeepTaint = &keepTaint
+			}
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
 			popts.Summary = g.Verbose
@@ -51,7 +81,7 @@ Examples:
 			if err != nil {
 				var failed *phase.Failed
 				if c != nil && c.Exists() && !flags.DryRun && flags.Only == "" && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
-					return fmt.Errorf("%w\nthe cluster is left as it is: run `devk up` again to resume, or `devk down%s` to remove it", err, nameFlag(o.Name))
+					return fmt.Errorf("%w\nthe cluster is left as it is: run `devk up` again to resume, or `devk down%s` to remove it", err, nameFlag(c.Config.Name))
 				}
 				return err
 			}
@@ -63,12 +93,14 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", layout.DefaultName, "cluster name (directory $DEVK_HOME/clusters/NAME, context devk-NAME)")
+	f.StringVar(&o.UserConfigFile, "config", "", "cluster config file (apiVersion devk.dev/v1alpha1, kind Cluster): make the cluster by it, or apply it to the running one")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree to build from (default: the one around the working directory)")
 	f.StringVar(&o.Registry, "registry", "", "push to and pull from this running registry (HOST:PORT) instead of starting the embedded one")
 	f.StringVar(&o.ImagesFrom, "images-from", "", "take the control-plane images from this registry instead of building them (needs a kubelet already installed in the cluster)")
 	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the Kubernetes images in --images-from, e.g. v1.34.4 (default: the newest version tag; etcd always takes its newest)")
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
 	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
+	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	return cmd
 }

@@ -91,6 +91,12 @@ type Config struct {
 	Images map[string]string `json:"images,omitempty"`
 	// KubeVersion is the kubelet's and apiserver's gitVersion.
 	KubeVersion string `json:"kubeVersion,omitempty"`
+	// KeepTaint says the node keeps the control-plane NoSchedule taint
+	// (`devk up --keep-taint`); by default it has none, as in kind.
+	KeepTaint bool `json:"keepTaint,omitempty"`
+	// Spec is what the config file last applied (`devk up --config`) set
+	// beyond the fields above.
+	Spec Spec `json:"spec,omitzero"`
 	// RestrictOOMScoreAdj is set when the machine cannot lower
 	// oom_score_adj (no CAP_SYS_RESOURCE).
 	RestrictOOMScoreAdj bool      `json:"restrictOOMScoreAdj"`
@@ -132,7 +138,7 @@ func NewConfig(name string) Config {
 		Name:        name,
 		NodeName:    name + "-control-plane",
 		AdvertiseIP: "127.0.0.1",
-		ServiceCIDR: "10.96.0.0/16",
+		ServiceCIDR: DefaultServiceCIDR,
 		PodCIDR:     DefaultPodCIDR,
 		DNSDomain:   "cluster.local",
 		Ports:       DefaultPorts,

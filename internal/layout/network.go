@@ -164,8 +164,8 @@ func Overlaps(a, b *net.IPNet) bool { return a.Contains(b.IP) || b.Contains(a.IP
 
 // PlaceAmong gives a new cluster the first /24 of DefaultNodeSubnets that
 // no other cluster uses and no host route or address (taken) overlaps,
-// and its node the second address of it. The pod network is the same for
-// every cluster: pods live in their node's namespace.
+// and its node the second address of it. (The pod network may be the
+// same for every cluster: pods live in their node's namespace.)
 func (c *Config) PlaceAmong(others []Config, taken []*net.IPNet) error {
 	used := append([]*net.IPNet(nil), taken...)
 	for _, o := range others {
@@ -184,9 +184,7 @@ func (c *Config) PlaceAmong(others []Config, taken []*net.IPNet) error {
 		if !free {
 			continue
 		}
-		c.Network = NewNetwork(c.Name, c.NodeName, cand)
-		c.AdvertiseIP = c.Network.Nodes[0].IP
-		c.PodCIDR = DefaultPodCIDR
+		c.place(cand)
 		return nil
 	}
 	return fmt.Errorf("no free /%d left in %s for cluster %s's nodes: remove a cluster (`devk down --name …`)", NodeSubnetBits, DefaultNodeSubnets, c.Name)

@@ -1,0 +1,53 @@
+package cluster
+
+import (
+	"reflect"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/layout"
+)
+
+// FuzzUserConfig: whatever the bytes, decoding a config file never
+// panics; a file it accepts names a valid cluster (or none), hands no
+// flag devk owns to extraArgs, and survives a write and a read unchanged.
+func FuzzUserConfig(f *testing.F) {
+	f.Add([]byte(fullConfig))
+	f.Add([]byte(header))
+	f.Add([]byte(header + "networking:\n  podSubnet: 10.0.0.0/33\n"))
+	f.Add([]byte(header + "apiServer:\n  extraArgs:\n    etcd-servers: x\n"))
+	f.Add([]byte(header + "runtimeConfig:\n  api/all: \"true\"\n"))
+	f.Add([]byte("null"))
+	own := ownFlags()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, err := DecodeUserConfig(data, "f.yaml")
+		if err != nil {
+			return
+		}
+		if u.Name != "" && layout.ValidateName(u.Name) != nil {
+			t.Fatalf("accepted name %q", u.Name)
+		}
+		comps := map[string]layout.Component{"apiServer": u.APIServer, "controllerManager": u.ControllerManager,
+			"scheduler": u.Scheduler, "kubelet": u.Kubelet, "kubeProxy": u.KubeProxy}
+		for name, c := range comps {
+			for flag := range c.ExtraArgs {
+				if _, ok := own[name][flag]; ok || flag == featureGatesFlag {
+					t.Fatalf("accepted %s.extraArgs.%s, devk's flag", name, flag)
+				}
+			}
+		}
+		again, err := yaml.Marshal(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeUserConfig(again, "f.yaml")
+		if err != nil {
+			t.Fatalf("an accepted file does not read back: %v\n%s", err, again)
+		}
+		u.file, u.root, back.file, back.root = "", nil, "", nil
+		if !reflect.DeepEqual(back, u) {
+			t.Fatalf("round trip changed the file:\n%+v\n%+v", u, back)
+		}
+	})
+}

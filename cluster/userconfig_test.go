@@ -1,0 +1,570 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/phase"
+)
+
+const header = "apiVersion: devk.dev/v1alpha1\nkind: Cluster\n"
+
+// fullConfig sets every key.
+const fullConfig = header + `name: dev
+featureGates:
+  ComponentFlagz: true
+  ComponentStatusz: false
+runtimeConfig:
+  api/alpha: "false"
+apiServer:
+  featureGates:
+    ComponentStatusz: true
+  extraArgs:
+    authorization-mode: Node,RBAC,AlwaysAllow
+    audit-log-maxage: "3"
+controllerManager:
+  extraArgs:
+    controllers: "*"
+scheduler:
+  extraArgs:
+    v: "4"
+kubelet:
+  featureGates:
+    KubeletTracing: false
+  extraArgs:
+    v: "3"
+    max-pods: "50"
+kubeProxy:
+  featureGates:
+    ComponentFlagz: false
+  extraArgs:
+    v: "2"
+networking:
+  podSubnet: 10.200.0.0/16
+  serviceSubnet: 10.100.0.0/16
+  nodeSubnet: 10.251.7.0/24
+addons:
+  coreDNS: false
+controlPlaneTaint: keep
+`
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "devk.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// openWith opens a cluster in home with the config file body (none
+// when empty).
+func openWith(t *testing.T, home, name, body string) (*Cluster, error) {
+	t.Helper()
+	o := Options{Name: name, Home: home, Reporter: progress.Discard()}
+	if body != "" {
+		o.UserConfigFile = writeConfig(t, body)
+	}
+	return Open(o)
+}
+
+func mustOpenWith(t *testing.T, home, name, body string) *Cluster {
+	t.Helper()
+	c, err := openWith(t, home, name, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for comp := range map[string]bool{"etcd": true, "apiserver": true, "controller-manager": true, "scheduler": true} {
+		c.Config.Images[comp] = "127.0.0.1:5000/" + comp + "@sha256:" + strings.Repeat("a", 64)
+	}
+	return c
+}
+
+func manifestFlags(t *testing.T, c *Cluster, pod string) map[string]string {
+	t.Helper()
+	data, err := Manifest(pod, ManifestInput{Config: c.Config, Paths: c.Paths, Image: c.Config.Images[componentOf(pod)]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := staticpod.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return staticpod.Flags(p, pod)
+}
+
+func componentOf(pod string) string {
+	for _, sp := range StaticPods {
+		if sp.Name == pod {
+			return sp.Component
+		}
+	}
+	return ""
+}
+
+// TestUserConfigReachesEveryComponent: a file that sets every key makes
+// a cluster whose config, manifests, kubelet and kube-proxy say what the
+// file says.
+func TestUserConfigReachesEveryComponent(t *testing.T) {
+	c := mustOpenWith(t, t.TempDir(), "", fullConfig)
+	cfg := c.Config
+	if cfg.Name != "dev" || cfg.PodCIDR != "10.200.0.0/16" || cfg.ServiceCIDR != "10.100.0.0/16" ||
+		cfg.Network.Subnet != "10.251.7.0/24" || cfg.AdvertiseIP != "10.251.7.2" || !cfg.KeepTaint {
+		t.Fatalf("config: name %s pods %s services %s nodes %s advertise %s keepTaint %v", cfg.Name, cfg.PodCIDR, cfg.ServiceCIDR, cfg.Network.Subnet, cfg.AdvertiseIP, cfg.KeepTaint)
+	}
+	if err := cfg.Validate("dev"); err != nil {
+		t.Fatalf("the config a file makes does not validate as cluster.json: %v", err)
+	}
+
+	api := manifestFlags(t, c, "kube-apiserver")
+	for flag, want := range map[string]string{
+		"feature-gates":            "ComponentFlagz=true,ComponentStatusz=true", // the component's gate over the cluster's
+		"runtime-config":           "api/alpha=false",
+		"authorization-mode":       "Node,RBAC,AlwaysAllow", // an extra arg over devk's default
+		"audit-log-maxage":         "3",                     // an extra arg devk does not set
+		"service-cluster-ip-range": "10.100.0.0/16",
+		"etcd-servers":             "https://10.251.7.2:2379",
+	} {
+		if api[flag] != want {
+			t.Errorf("kube-apiserver --%s=%q, want %q", flag, api[flag], want)
+		}
+	}
+	cm := manifestFlags(t, c, "kube-controller-manager")
+	if cm["feature-gates"] != "ComponentFlagz=true,ComponentStatusz=false" || cm["controllers"] != "*" || cm["cluster-cidr"] != "10.200.0.0/16" || cm["runtime-config"] != "" {
+		t.Errorf("kube-controller-manager flags: %v", cm)
+	}
+	if s := manifestFlags(t, c, "kube-scheduler"); s["v"] != "4" || s["feature-gates"] != "ComponentFlagz=true,ComponentStatusz=false" {
+		t.Errorf("kube-scheduler flags: %v", s)
+	}
+	if e := manifestFlags(t, c, "etcd"); e["feature-gates"] != "" {
+		t.Errorf("etcd got --feature-gates=%s; it is not a Kubernetes component", e["feature-gates"])
+	}
+
+	kc, err := KubeletConfigYAML(KubeletConfigInput{Config: cfg, Paths: c.Paths, CRISocket: cfg.CRISocket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kubelet struct {
+		FeatureGates map[string]bool `json:"featureGates"`
+		ClusterDNS   []string        `json:"clusterDNS"`
+	}
+	if err := yaml.Unmarshal(kc, &kubelet); err != nil {
+		t.Fatal(err)
+	}
+	if g := kubelet.FeatureGates; len(g) != 3 || !g["ComponentFlagz"] || g["ComponentStatusz"] || g["KubeletTracing"] {
+		t.Errorf("kubelet featureGates %v", g)
+	}
+	if !slices.Equal(kubelet.ClusterDNS, []string{"10.100.0.10"}) {
+		t.Errorf("kubelet clusterDNS %v, want the serviceSubnet's tenth address", kubelet.ClusterDNS)
+	}
+	args := c.kubeletArgs()
+	for _, want := range []string{"--v=3", "--max-pods=50", "--node-ip=10.251.7.2"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("kubelet args %v lack %s", args, want)
+		}
+	}
+	if slices.Contains(args, "--v=1") {
+		t.Errorf("kubelet args %v keep the default --v=1 under the file's --v=3", args)
+	}
+
+	kp, err := kubeProxyConfigYAML(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(kp), "featureGates:\n  ComponentFlagz: false\n  ComponentStatusz: false\n") {
+		t.Errorf("kube-proxy config lacks the feature gates:\n%s", kp)
+	}
+	ds := kubeProxyDaemonSet("img", cfg.Spec.KubeProxy.ExtraArgs)
+	if got := ds.Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, []string{kubeProxyBinary, "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)", "--v=2"}) {
+		t.Errorf("kube-proxy command %q", got)
+	}
+
+	for _, p := range addonPhases() {
+		if p.If == nil {
+			continue
+		}
+		run, why := p.If(c)
+		switch p.Name {
+		case coreDNSName:
+			if run || !strings.Contains(why, "addons.coreDNS is false") {
+				t.Errorf("addon/coredns with addons.coreDNS: false: run %v (%s)", run, why)
+			}
+		case kubeProxyName:
+			if ok, _ := KubeProxyRuns(cfg); run != ok {
+				t.Errorf("addon/kube-proxy with addons.kubeProxy left out: run %v (%s), want KubeProxyRuns' %v", run, why, ok)
+			}
+		}
+	}
+}
+
+// TestUserConfigProblems: every problem names its key and line, and
+// says what is wanted.
+func TestUserConfigProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"unknown key", header + "networking:\n  podSubnt: 10.0.0.0/16\n",
+			[]string{"devk.yaml:4: networking.podSubnt: unknown key (known here: nodeSubnet, podSubnet, serviceSubnet)"}},
+		{"unknown top-level key", header + "addon:\n  coreDNS: false\n", []string{"devk.yaml:3: addon: unknown key (known here: addons, apiServer,"}},
+		{"a key's case", header + "FeatureGates: {}\n", []string{"devk.yaml:3: FeatureGates: unknown key (did you mean featureGates?)"}},
+		{"a repeated key", header + "addons:\n  coreDNS: false\n  coreDNS: true\n", []string{`line 5: key "coreDNS" already set`}},
+		{"a string for a bool", header + "addons:\n  kubeProxy: maybe\n", []string{"devk.yaml:4: addons.kubeProxy: is string, want true or false"}},
+		{"a bool for a string", header + "runtimeConfig:\n  api/all: true\n", []string{`devk.yaml:3: runtimeConfig: is bool, want a string (quote it`}},
+		{"not YAML", header + "networking: [\n", []string{"devk.yaml: not YAML"}},
+		{"no apiVersion", "kind: Cluster\n", []string{"devk.yaml: apiVersion: missing: the file starts with apiVersion: devk.dev/v1alpha1"}},
+		{"another kind", "apiVersion: devk.dev/v1alpha1\nkind: Config\n", []string{`devk.yaml:2: kind: is "Config", want Cluster`}},
+		{"another apiVersion", "apiVersion: kind.x-k8s.io/v1alpha4\nkind: Cluster\n", []string{`devk.yaml:1: apiVersion: is "kind.x-k8s.io/v1alpha4", want devk.dev/v1alpha1`}},
+		{"a bad name", header + "name: Dev_1\n", []string{"devk.yaml:3: name: "}},
+		{"not a CIDR", header + "networking:\n  podSubnet: 10.0.0.0/33\n", []string{`devk.yaml:4: networking.podSubnet: "10.0.0.0/33" is not a CIDR`}},
+		{"IPv6", header + "networking:\n  serviceSubnet: fd00::/108\n", []string{`devk.yaml:4: networking.serviceSubnet: "fd00::/108" is not IPv4`}},
+		{"not a network's address", header + "networking:\n  nodeSubnet: 10.251.3.1/24\n", []string{`devk.yaml:4: networking.nodeSubnet: "10.251.3.1/24" is not a network's address: did you mean 10.251.3.0/24?`}},
+		{"pods too small", header + "networking:\n  podSubnet: 10.200.0.0/25\n", []string{"networking.podSubnet: 10.200.0.0/25 is smaller than the /24 the controller-manager gives each node"}},
+		{"services too large", header + "networking:\n  serviceSubnet: 10.0.0.0/8\n", []string{"networking.serviceSubnet: 10.0.0.0/8 is larger than the API server takes: want /12 or smaller"}},
+		{"services too small", header + "networking:\n  serviceSubnet: 10.96.0.0/29\n", []string{"networking.serviceSubnet: 10.96.0.0/29 has no room for CoreDNS's Service"}},
+		{"nodes too small", header + "networking:\n  nodeSubnet: 10.251.0.0/31\n", []string{"networking.nodeSubnet: 10.251.0.0/31 has no room for the host's address and the node's: want /30 or larger"}},
+		{"pods overlap nodes", header + "networking:\n  podSubnet: 10.251.0.0/16\n  nodeSubnet: 10.251.3.0/24\n",
+			[]string{"devk.yaml:4: networking.podSubnet: networking.podSubnet 10.251.0.0/16 overlaps networking.nodeSubnet 10.251.3.0/24"}},
+		{"the default pods overlap nodes", header + "networking:\n  nodeSubnet: 10.244.3.0/24\n",
+			[]string{"devk.yaml:4: networking.nodeSubnet: the default podSubnet 10.244.0.0/16 overlaps networking.nodeSubnet 10.244.3.0/24"}},
+		{"services overlap nodes", header + "networking:\n  serviceSubnet: 10.251.0.0/16\n  nodeSubnet: 10.251.3.0/24\n",
+			[]string{"devk.yaml:4: networking.serviceSubnet: networking.serviceSubnet 10.251.0.0/16 overlaps networking.nodeSubnet"}},
+		{"services overlap pods", header + "networking:\n  serviceSubnet: 10.244.128.0/20\n",
+			[]string{"networking.serviceSubnet: 10.244.128.0/20 overlaps the default podSubnet 10.244.0.0/16"}},
+		{"devk's flags", header + "apiServer:\n  extraArgs:\n    etcd-servers: https://10.0.0.1:2379\n    advertise-address: 10.0.0.1\n    secure-port: \"443\"\n",
+			[]string{"devk.yaml:5: apiServer.extraArgs.etcd-servers: devk sets --etcd-servers from the cluster's layout, and a config file may not change it",
+				"devk.yaml:6: apiServer.extraArgs.advertise-address: devk sets --advertise-address", "devk.yaml:7: apiServer.extraArgs.secure-port: devk sets --secure-port"}},
+		{"devk's flags elsewhere", header + "kubelet:\n  extraArgs:\n    node-ip: 10.0.0.1\nkubeProxy:\n  extraArgs:\n    config: /x\nscheduler:\n  extraArgs:\n    bind-address: 0.0.0.0\ncontrollerManager:\n  extraArgs:\n    cluster-cidr: 10.0.0.0/8\n",
+			[]string{"kubelet.extraArgs.node-ip: devk sets --node-ip", "kubeProxy.extraArgs.config: devk sets --config", "scheduler.extraArgs.bind-address: devk sets", "controllerManager.extraArgs.cluster-cidr: devk sets"}},
+		{"gates as a flag", header + "kubelet:\n  extraArgs:\n    feature-gates: A=true\n",
+			[]string{"kubelet.extraArgs.feature-gates: set feature gates with featureGates (every component) or kubelet.featureGates (this one)"}},
+		{"runtime config as a flag", header + "apiServer:\n  extraArgs:\n    runtime-config: api/all=true\n", []string{"apiServer.extraArgs.runtime-config: set the API server's runtime config with runtimeConfig"}},
+		{"dashes", header + "scheduler:\n  extraArgs:\n    --v: \"4\"\n", []string{"devk.yaml:5: scheduler.extraArgs.--v: write the flag's name without dashes: v"}},
+		{"a flag name", header + "scheduler:\n  extraArgs:\n    V Level: \"4\"\n", []string{`scheduler.extraArgs["V Level"]: is not a flag name`}},
+		{"a gate name", header + "featureGates:\n  component-flagz: true\n", []string{"devk.yaml:4: featureGates.component-flagz: is not a feature gate name"}},
+		{"a runtime config", header + "runtimeConfig:\n  \"api/all,api/beta\": \"true\"\n", []string{`runtimeConfig["api/all,api/beta"]: "api/all,api/beta=true": want an API group/version`}},
+		{"the taint", header + "controlPlaneTaint: NoSchedule\n", []string{`devk.yaml:3: controlPlaneTaint: is "NoSchedule", want keep or remove`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeUserConfig([]byte(tc.body), "devk.yaml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	// Several problems are all reported, in the file's order.
+	_, err := DecodeUserConfig([]byte(header+"controlPlaneTaint: x\nnetworking:\n  podSubnet: x\n"), "devk.yaml")
+	var ue *UserConfigError
+	if !errors.As(err, &ue) || len(ue.Problems) != 2 || !strings.HasPrefix(ue.Problems[0], "devk.yaml:3:") || !strings.HasPrefix(ue.Problems[1], "devk.yaml:5:") {
+		t.Errorf("two problems: %v", err)
+	}
+}
+
+// TestUserConfigAgainstTheMachine: what depends on the machine, other
+// clusters and the flags is refused at Open, before anything is made.
+func TestUserConfigAgainstTheMachine(t *testing.T) {
+	home := t.TempDir()
+	other := mustOpenWith(t, home, "", header+"name: other\nnetworking:\n  nodeSubnet: 10.251.9.0/24\n")
+	if err := other.SaveConfig(); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	for _, tc := range []struct {
+		name, cluster, body string
+		keepTaint           *bool
+		want                string
+	}{
+		{"another cluster's nodes", "", header + "name: dev\nnetworking:\n  nodeSubnet: 10.251.9.128/25\n",
+			nil, "devk.yaml:5: networking.nodeSubnet: 10.251.9.128/25 overlaps devk cluster other's nodes (10.251.9.0/24): choose another, or leave it out for a free one"},
+		// The host routes 127.0.0.0/8 to lo (table local) on every machine.
+		{"a host route", "", header + "name: dev\nnetworking:\n  nodeSubnet: 127.1.0.0/24\n", nil, "networking.nodeSubnet: 127.1.0.0/24 overlaps the host's route or address 127.0.0.0/8"},
+		{"the name and --name", "dev2", header + "name: dev\n", nil, `devk.yaml:3: name: is "dev", but --name is "dev2": leave one of them out`},
+		{"the taint and --keep-taint", "", header + "controlPlaneTaint: remove\n", &yes, "controlPlaneTaint: is remove, but --keep-taint=true says otherwise"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Open(Options{Name: tc.cluster, Home: home, UserConfigFile: writeConfig(t, tc.body), KeepTaint: tc.keepTaint})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			if got := layout.Clusters(home); !slices.Equal(got, []string{"other"}) {
+				t.Errorf("clusters after a refused config: %v", got)
+			}
+		})
+	}
+	// A dry run checks the file as a run does, and makes nothing either.
+	_, _, err := Up(context.Background(), Options{Home: home, UserConfigFile: writeConfig(t, header+"networking:\n  podSubnet: 10.0.0.0/33\n")}, phase.Options{DryRun: true})
+	if err == nil || !strings.Contains(err.Error(), `networking.podSubnet: "10.0.0.0/33" is not a CIDR`) {
+		t.Errorf("up --dry-run with a bad file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "clusters", layout.DefaultName)); !os.IsNotExist(err) {
+		t.Errorf("a refused dry run left a cluster dir: %v", err)
+	}
+	// A free node subnet is chosen clear of the file's pod subnet.
+	c := mustOpenWith(t, home, "", header+"networking:\n  podSubnet: 10.250.0.0/22\n")
+	if c.Config.Network.Subnet != "10.250.4.0/24" {
+		t.Errorf("node subnet %s beside podSubnet 10.250.0.0/22, want the first free /24 after it, 10.250.4.0/24", c.Config.Network.Subnet)
+	}
+}
+
+// TestUserConfigIsKept: the file's spec is stored in cluster.json; an up
+// without --config keeps it, an up with a changed file replaces it, and
+// a file that changes a network of the cluster is refused.
+func TestUserConfigIsKept(t *testing.T) {
+	home := t.TempDir()
+	c := mustOpenWith(t, home, "", fullConfig)
+	if err := c.SaveConfig(); err != nil {
+		t.Fatal(err)
+	}
+	again := mustOpenWith(t, home, "dev", "")
+	if !again.Config.KeepTaint || again.Config.Spec.APIServer.ExtraArgs["audit-log-maxage"] != "3" || layout.On(again.Config.Spec.Addons.CoreDNS) {
+		t.Errorf("up without --config lost the stored spec: %+v", again.Config.Spec)
+	}
+	stored, _ := os.ReadFile(c.ConfigFile())
+
+	// A file without nodeSubnet keeps the cluster's; the rest replaces
+	// the spec (what it leaves out is the default).
+	changed := strings.Replace(fullConfig, "  nodeSubnet: 10.251.7.0/24\n", "", 1)
+	changed = strings.Replace(changed, "controlPlaneTaint: keep\n", "", 1)
+	changed = strings.Replace(changed, "addons:\n  coreDNS: false\n", "", 1)
+	c2 := mustOpenWith(t, home, "", changed)
+	if c2.Config.Network.Subnet != "10.251.7.0/24" || c2.Config.KeepTaint || !layout.On(c2.Config.Spec.Addons.CoreDNS) {
+		t.Errorf("applied file: nodes %s keepTaint %v coreDNS %v", c2.Config.Network.Subnet, c2.Config.KeepTaint, c2.Config.Spec.Addons.CoreDNS)
+	}
+
+	for _, tc := range []struct{ from, to, key string }{
+		{"podSubnet: 10.200.0.0/16", "podSubnet: 10.201.0.0/16", "networking.podSubnet: is 10.201.0.0/16, but cluster dev has 10.200.0.0/16"},
+		{"  serviceSubnet: 10.100.0.0/16\n", "", "networking.serviceSubnet: is 10.96.0.0/16, but cluster dev has 10.100.0.0/16"},
+		{"nodeSubnet: 10.251.7.0/24", "nodeSubnet: 10.251.8.0/24", "networking.nodeSubnet: is 10.251.8.0/24, but cluster dev has 10.251.7.0/24"},
+	} {
+		_, err := openWith(t, home, "", strings.Replace(fullConfig, tc.from, tc.to, 1))
+		if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), "`devk down --name dev` first") {
+			t.Errorf("%s -> %s: %v", tc.from, tc.to, err)
+		}
+	}
+	if now, _ := os.ReadFile(c.ConfigFile()); string(now) != string(stored) {
+		t.Error("a refused file changed cluster.json")
+	}
+
+	// cluster.json edited by hand to hand devk's flags to extraArgs.
+	tampered := strings.Replace(string(stored), `"audit-log-maxage": "3"`, `"etcd-servers": "https://10.0.0.1:2379"`, 1)
+	if tampered == string(stored) {
+		t.Fatalf("cluster.json does not hold the extra args:\n%s", stored)
+	}
+	if err := os.WriteFile(c.ConfigFile(), []byte(tampered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openWith(t, home, "dev", ""); err == nil || !strings.Contains(err.Error(), "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers") {
+		t.Errorf("a cluster.json with devk's flags in its spec: %v", err)
+	}
+}
+
+// TestConfigChangeRewritesOnlyWhatChanged: applying the same file again
+// rewrites nothing; a gate on the API server alone rewrites its manifest
+// and nothing else (the kubelet's config and flags, the other manifests,
+// kube-proxy's objects stay).
+func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	c := mustOpenWith(t, home, "", fullConfig)
+	for _, sp := range StaticPods {
+		if out, err := c.writeManifest(ctx, sp); err != nil || !out.Changed {
+			t.Fatalf("%s: %v %+v", sp.Name, err, out)
+		}
+	}
+	type state struct {
+		kubeletConfig, kubeProxyConfig string
+		kubeletArgs, kubeProxyCommand  []string
+	}
+	stateOf := func(c *Cluster) state {
+		kc, _ := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
+		kp, _ := kubeProxyConfigYAML(c.Config)
+		return state{string(kc), string(kp), c.kubeletArgs(), kubeProxyDaemonSet("img", c.Config.Spec.KubeProxy.ExtraArgs).Spec.Template.Spec.Containers[0].Command}
+	}
+	before := stateOf(c)
+	if err := c.SaveConfig(); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(body string) (*Cluster, map[string]bool) {
+		c := mustOpenWith(t, home, "", body)
+		changed := map[string]bool{}
+		for _, sp := range StaticPods {
+			out, err := c.writeManifest(ctx, sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			changed[sp.Name] = out.Changed
+		}
+		return c, changed
+	}
+	same, changed := apply(fullConfig)
+	for pod, ch := range changed {
+		if ch {
+			t.Errorf("the same file again rewrote %s", pod)
+		}
+	}
+	if after := stateOf(same); !equalState(before, after) {
+		t.Errorf("the same file again changed the kubelet or kube-proxy: %+v -> %+v", before, after)
+	}
+
+	gated := strings.Replace(fullConfig, "    ComponentStatusz: true\n", "    ComponentStatusz: true\n    OpenAPIEnums: false\n", 1)
+	c2, changed := apply(gated)
+	want := map[string]bool{"etcd": false, "kube-apiserver": true, "kube-controller-manager": false, "kube-scheduler": false}
+	if !mapsEqual(changed, want) {
+		t.Errorf("an apiServer gate rewrote %v, want %v", changed, want)
+	}
+	if after := stateOf(c2); !equalState(before, after) {
+		t.Errorf("an apiServer gate changed the kubelet or kube-proxy: %+v -> %+v", before, after)
+	}
+	if f := manifestFlags(t, c2, "kube-apiserver"); f["feature-gates"] != "ComponentFlagz=true,ComponentStatusz=true,OpenAPIEnums=false" {
+		t.Errorf("kube-apiserver --feature-gates=%s", f["feature-gates"])
+	}
+
+	// A kubelet flag changes the kubelet's arguments (so it restarts),
+	// not its config; a kubelet gate its config.
+	c3 := mustOpenWith(t, home, "", strings.Replace(fullConfig, `max-pods: "50"`, `max-pods: "60"`, 1))
+	if s := stateOf(c3); s.kubeletConfig != before.kubeletConfig || slices.Equal(s.kubeletArgs, before.kubeletArgs) {
+		t.Errorf("kubelet.extraArgs changed: config changed %v, args changed %v", s.kubeletConfig != before.kubeletConfig, !slices.Equal(s.kubeletArgs, before.kubeletArgs))
+	}
+	c4 := mustOpenWith(t, home, "", strings.Replace(fullConfig, "KubeletTracing: false", "KubeletTracing: true", 1))
+	if s := stateOf(c4); s.kubeletConfig == before.kubeletConfig || !slices.Equal(s.kubeletArgs, before.kubeletArgs) || s.kubeProxyConfig != before.kubeProxyConfig {
+		t.Errorf("kubelet.featureGates changed: kubelet config changed %v, args changed %v, kube-proxy config changed %v",
+			s.kubeletConfig != before.kubeletConfig, !slices.Equal(s.kubeletArgs, before.kubeletArgs), s.kubeProxyConfig != before.kubeProxyConfig)
+	}
+	// A kube-proxy flag changes its DaemonSet's command alone.
+	c5 := mustOpenWith(t, home, "", strings.Replace(fullConfig, `v: "2"`, `v: "5"`, 1))
+	if s := stateOf(c5); slices.Equal(s.kubeProxyCommand, before.kubeProxyCommand) || s.kubeProxyConfig != before.kubeProxyConfig || !slices.Equal(s.kubeletArgs, before.kubeletArgs) {
+		t.Errorf("kubeProxy.extraArgs changed: %+v", s)
+	}
+}
+
+func equalState[T any](a, b T) bool {
+	ja, _ := yaml.Marshal(a)
+	jb, _ := yaml.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+func mapsEqual(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSwappedManifestKeepsItsImageOnConfigChange: a config change
+// rewrites a swapped manifest with the swapped image and the swap's
+// stamp, so the next up still keeps the image.
+func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	c := mustOpenWith(t, home, "", header)
+	sp := StaticPod{Name: "kube-apiserver", Component: "apiserver"}
+	if _, err := c.writeManifest(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	// What a swap leaves: another image and its stamp.
+	swapped := "127.0.0.1:5000/kube-apiserver@sha256:" + strings.Repeat("2", 64)
+	pod := installedPod(c.ManifestPath(sp.Name))
+	pod.Spec.Containers[0].Image = swapped
+	pod.Annotations = map[string]string{staticpod.WrittenAnnotation: "2026-01-01T00:00:00Z"}
+	data, _ := yaml.Marshal(pod)
+	if err := os.WriteFile(c.ManifestPath(sp.Name), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SaveConfig(); err != nil {
+		t.Fatal(err)
+	}
+	c2 := mustOpenWith(t, home, "", header+"apiServer:\n  extraArgs:\n    v: \"3\"\n")
+	if out, err := c2.writeManifest(ctx, sp); err != nil || !out.Changed {
+		t.Fatalf("a flag change: %v %+v", err, out)
+	}
+	got := installedPod(c.ManifestPath(sp.Name))
+	if img, ok := staticpod.SwappedImage(got); !ok || img != swapped {
+		t.Errorf("after the flag change the manifest names %s (stamped %v), want the swapped %s", got.Spec.Containers[0].Image, ok, swapped)
+	}
+	if staticpod.Flags(got, sp.Name)["v"] != "3" {
+		t.Errorf("the flag change is not in the manifest: %v", got.Spec.Containers[0].Command)
+	}
+	if out, _ := c2.writeManifest(ctx, sp); out.Changed {
+		t.Errorf("the next up rewrote it again: %s", out.Detail)
+	}
+}
+
+// idleEnv makes the test binary, started as a stand-in kubelet, wait
+// for its end before the testing package parses the kubelet's flags.
+const idleEnv = "DEVK_TEST_IDLE_AS_KUBELET"
+
+func init() {
+	if os.Getenv(idleEnv) != "" {
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+}
+
+// TestKubeletArgsDiffer reads a running process's command line: this
+// test binary, started with the kubelet's arguments.
+func TestKubeletArgsDiffer(t *testing.T) {
+	c := mustOpenWith(t, t.TempDir(), "", header+"kubelet:\n  extraArgs:\n    v: \"3\"\n")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: self, Args: c.kubeletArgs(), Env: append(os.Environ(), idleEnv+"=1")}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if c.kubeletArgsDiffer(cmd.Process.Pid) {
+		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
+		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.kubeletArgs())
+	}
+	c.Config.Spec.Kubelet.ExtraArgs["v"] = "4"
+	if !c.kubeletArgsDiffer(cmd.Process.Pid) {
+		t.Error("a changed kubelet flag is not seen")
+	}
+}
+
+// TestREADMEConfigExample: the README's example file is valid and says
+// what its comments say.
+func TestREADMEConfigExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "#### `devk up --config FILE`")
+	if !ok {
+		t.Fatal("README has no devk up --config section")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	example, _, _ := strings.Cut(rest, "```")
+	u, err := DecodeUserConfig([]byte(example), "README.md")
+	if err != nil {
+		t.Fatalf("the README's example: %v", err)
+	}
+	if u.Name != "dev" || u.Networking.PodSubnet != layout.DefaultPodCIDR || u.Networking.ServiceSubnet != layout.DefaultServiceCIDR ||
+		u.ControlPlaneTaint != DefaultControlPlaneTaint || !layout.On(u.Addons.KubeProxy) || !layout.On(u.Addons.CoreDNS) {
+		t.Errorf("the README's example does not show the defaults it says: %+v", u)
+	}
+}

@@ -1,0 +1,94 @@
+package layout
+
+import (
+	"maps"
+	"net"
+)
+
+// DefaultServiceCIDR is the cluster's Service network, kubeadm's.
+const DefaultServiceCIDR = "10.96.0.0/16"
+
+// Spec is what a cluster's config file (`devk up --config`) sets beyond
+// the layout, as last applied: feature gates, the API server's runtime
+// config, each component's extra flags, and which addons up applies.
+// The networks and the taint it sets are the Config's own fields
+// (PodCIDR, ServiceCIDR, Network.Subnet, KeepTaint). A later `devk up`
+// without --config keeps it.
+type Spec struct {
+	// FeatureGates go to every component that takes --feature-gates.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+	// RuntimeConfig is the API server's --runtime-config.
+	RuntimeConfig     map[string]string `json:"runtimeConfig,omitempty"`
+	APIServer         Component         `json:"apiServer,omitzero"`
+	ControllerManager Component         `json:"controllerManager,omitzero"`
+	Scheduler         Component         `json:"scheduler,omitzero"`
+	Kubelet           Component         `json:"kubelet,omitzero"`
+	KubeProxy         Component         `json:"kubeProxy,omitzero"`
+	Addons            Addons            `json:"addons,omitzero"`
+}
+
+// Component is what the spec sets for one component.
+type Component struct {
+	// ExtraArgs are flags (name without dashes -> value) added to the
+	// component's command line.
+	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
+	// FeatureGates are this component's alone, over the spec's.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+}
+
+// Addons say which addons `devk up` applies; nil means yes.
+type Addons struct {
+	KubeProxy *bool `json:"kubeProxy,omitempty"`
+	CoreDNS   *bool `json:"coreDNS,omitempty"`
+}
+
+// On says whether an addon switch is on (unset is on).
+func On(b *bool) bool { return b == nil || *b }
+
+// Gates are the feature gates of component c: the spec's, with c's own
+// over them; nil when there are none.
+func (s Spec) Gates(c Component) map[string]bool {
+	if len(s.FeatureGates) == 0 && len(c.FeatureGates) == 0 {
+		return nil
+	}
+	out := maps.Clone(s.FeatureGates)
+	if out == nil {
+		out = map[string]bool{}
+	}
+	maps.Copy(out, c.FeatureGates)
+	return out
+}
+
+// PlaceAt gives a new cluster the node subnet the user chose, after
+// checking that no host route or address (taken) and no other cluster's
+// nodes overlap it.
+func (c *Config) PlaceAt(subnet *net.IPNet, others []Config, taken []*net.IPNet) error {
+	for _, n := range taken {
+		if Overlaps(subnet, n) {
+			return &SubnetTakenError{Subnet: subnet, By: "the host's route or address " + n.String()}
+		}
+	}
+	for _, o := range others {
+		if _, n, err := net.ParseCIDR(o.Network.Subnet); err == nil && Overlaps(subnet, n) {
+			return &SubnetTakenError{Subnet: subnet, By: "devk cluster " + o.Name + "'s nodes (" + n.String() + ")"}
+		}
+	}
+	c.place(subnet)
+	return nil
+}
+
+// SubnetTakenError says a node subnet overlaps one in use.
+type SubnetTakenError struct {
+	Subnet *net.IPNet
+	By     string
+}
+
+func (e *SubnetTakenError) Error() string {
+	return e.Subnet.String() + " overlaps " + e.By
+}
+
+// place puts the cluster's nodes in subnet.
+func (c *Config) place(subnet *net.IPNet) {
+	c.Network = NewNetwork(c.Name, c.NodeName, subnet)
+	c.AdvertiseIP = c.Network.Nodes[0].IP
+}
