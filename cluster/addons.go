@@ -325,16 +325,21 @@ func (c *Cluster) ready(ctx context.Context, cs kubernetes.Interface, w workload
 	return statusesCurrent(pods.Items, running)
 }
 
-// statusesCurrent says which ready pod reports a container that does not
-// run (a status from before the node's runtime was emptied).
+// statusesCurrent says which of a ready workload's pods is not ready
+// after all, or reports a container that does not run (a status from
+// before the node's runtime was emptied); pods on their way out do not
+// count.
 func statusesCurrent(pods []corev1.Pod, running []cri.Container) error {
 	ids := map[string]bool{}
 	for _, ct := range running {
 		ids[ct.ID] = true
 	}
 	for _, p := range pods {
-		if !podReady(&p) {
+		if p.DeletionTimestamp != nil {
 			continue
+		}
+		if !podReady(&p) {
+			return fmt.Errorf("pod %s is not ready (its workload's status is older)", p.Name)
 		}
 		for _, st := range p.Status.ContainerStatuses {
 			_, id, _ := strings.Cut(st.ContainerID, "://")

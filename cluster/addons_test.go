@@ -501,8 +501,13 @@ func TestStatusesCurrent(t *testing.T) {
 	}
 	notReady := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "starting"}}
 	running := []cri.Container{{ID: "aaa"}, {ID: "bbb"}}
-	if err := statusesCurrent([]corev1.Pod{readyPod("a", "aaa"), readyPod("b", "bbb"), notReady}, running); err != nil {
+	leaving := notReady
+	leaving.DeletionTimestamp = &metav1.Time{}
+	if err := statusesCurrent([]corev1.Pod{readyPod("a", "aaa"), readyPod("b", "bbb"), leaving}, running); err != nil {
 		t.Errorf("pods whose containers run: %v", err)
+	}
+	if err := statusesCurrent([]corev1.Pod{readyPod("a", "aaa"), notReady}, running); err == nil || !strings.Contains(err.Error(), "pod starting") {
+		t.Errorf("a pod not ready while its workload's status says all are: %v", err)
 	}
 	if err := statusesCurrent([]corev1.Pod{readyPod("a", "aaa"), readyPod("old", "gone")}, running); err == nil || !strings.Contains(err.Error(), "pod old") {
 		t.Errorf("a pod reporting a container that does not run: %v", err)
