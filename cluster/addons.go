@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -249,7 +250,7 @@ func (c *Cluster) applyAddonWith(ctx context.Context, cs kubernetes.Interface, a
 		c.addonsApplied = append(c.addonsApplied, a.workload)
 		return phase.Changed("%d of %d objects written", n.changed, n.applied), nil
 	}
-	if err := a.check(ctx, cs); err != nil {
+	if err := c.ready(ctx, cs, a.workload); err != nil {
 		c.addonsApplied = append(c.addonsApplied, a.workload)
 		return phase.Changed("%d objects unchanged; not ready: %v", n.applied, err), nil
 	}
@@ -272,7 +273,7 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 	err = wait.PollUntilContextTimeout(ctx, addonPollInterval, addonWaitTimeout, true, func(ctx context.Context) (bool, error) {
 		var still []workload
 		for _, w := range pending {
-			if w.check(ctx, cs) != nil {
+			if c.ready(ctx, cs, w) != nil {
 				still = append(still, w)
 				continue
 			}
@@ -292,7 +293,7 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 		// may have been cut short by its deadline.
 		var b strings.Builder
 		for _, w := range pending {
-			why := w.check(ctx, cs)
+			why := c.ready(ctx, cs, w)
 			if why == nil {
 				continue
 			}
@@ -313,6 +314,60 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	return phase.Unchanged("%s", strings.Join(took, ", ")), nil
+}
+
+// ready says why w is not ready, nil when it is. When this run started
+// the kubelet, the node's pods may be new while the API still holds their
+// predecessors' ready statuses (after `devk down --keep-data`, or a
+// reboot): then w is ready only once every container its pods report
+// runs in the node's runtime.
+func (c *Cluster) ready(ctx context.Context, cs kubernetes.Interface, w workload) error {
+	if err := w.check(ctx, cs); err != nil {
+		return err
+	}
+	if c.kubeletStarted.IsZero() {
+		return nil
+	}
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: labelApp + "=" + w.App})
+	if err != nil {
+		return err
+	}
+	rt, err := cri.Dial(c.Config.CRISocket)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	running, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
+	if err != nil {
+		return err
+	}
+	return statusesCurrent(pods.Items, running)
+}
+
+// statusesCurrent says which of a ready workload's pods is not ready
+// after all, or reports a container that does not run (a status from
+// before the node's runtime was emptied); pods on their way out do not
+// count.
+func statusesCurrent(pods []corev1.Pod, running []cri.Container) error {
+	ids := map[string]bool{}
+	for _, ct := range running {
+		ids[ct.ID] = true
+	}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if !podReady(&p) {
+			return fmt.Errorf("pod %s is not ready (its workload's status is older)", p.Name)
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			_, id, _ := strings.Cut(st.ContainerID, "://")
+			if !ids[id] {
+				return fmt.Errorf("pod %s reports container %s ready, which does not run: the kubelet has not reported the pod since it started", p.Name, st.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // daemonSetReady says why ds is not ready, nil when its controller has
