@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	addonpkg "github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -237,6 +238,15 @@ func (c *Cluster) applyAddon(ctx context.Context, a addon) (phase.Outcome, error
 	cs, err := c.Client()
 	if err != nil {
 		return phase.Done, err
+	}
+	// An image `devk swap` put there stays, as a swapped static pod's
+	// does.
+	if w, ok := addonpkg.Lookup(a.Name); ok {
+		live, err := addonpkg.Get(ctx, cs, w)
+		if err != nil {
+			return phase.Done, err
+		}
+		image, _ = addonpkg.KeptImage(image, live)
 	}
 	return c.applyAddonWith(ctx, cs, a, image)
 }

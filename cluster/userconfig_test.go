@@ -536,6 +536,14 @@ func TestKubeletArgsDiffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Until the child has exec'd, its command line is not its own yet.
+	for i := 0; i < 500; i++ {
+		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
+		if strings.HasPrefix(string(data), c.kubeletArgs()[0]+"\x00") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if c.kubeletArgsDiffer(cmd.Process.Pid) {
 		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
 		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.kubeletArgs())

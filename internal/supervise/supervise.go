@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/internal/atomicfile"
@@ -123,6 +125,7 @@ func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "---- %s devk starts: %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(proc.Argv, " "))
+	closeInherited()
 	// Not CommandContext: the daemon must outlive this devk process.
 	cmd := exec.Command(proc.Argv[0], proc.Argv[1:]...)
 	cmd.Env = append(os.Environ(), proc.Env...)
@@ -239,4 +242,20 @@ func Argv(pid int) []string {
 func Tail(path string, n int) string {
 	lines, _ := cri.TailLog(path, n)
 	return strings.Join(lines, "\n")
+}
+
+// closeInherited marks every file descriptor above stderr close-on-exec.
+// Go opens its own that way, but devk may have inherited others (`flock
+// LOCK devk up` passes the lock's): a daemon must not keep them, and with
+// them a lock, for as long as it runs.
+func closeInherited() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseStatStart(t *testing.T) {
@@ -53,5 +57,39 @@ func TestProcessSupervision(t *testing.T) {
 	os.WriteFile(p.PIDFile("other"), []byte("1 12345\n"), 0o644)
 	if _, ok := p.Running("other"); ok {
 		t.Error("a recycled pid was taken for ours")
+	}
+}
+
+// TestDaemonInheritsNoDescriptor: a descriptor devk inherited without
+// close-on-exec (flock's lock, say) does not reach the daemon.
+func TestDaemonInheritsNoDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// What a parent that is not Go leaves: a descriptor without CLOEXEC.
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	d := Dir{PIDFile: func(n string) string { return filepath.Join(dir, n+".pid") }, LogFile: func(n string) string { return filepath.Join(dir, n+".log") }, Work: dir}
+	pid, _, err := d.Start(Process{Name: "fds", Argv: []string{"/bin/sh", "-c", "ls /proc/self/fd >" + filepath.Join(dir, "fds") + "; sleep 5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer KillWait(context.Background(), pid, time.Second)
+	var got []byte
+	for i := 0; i < 200 && len(got) == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+		got, _ = os.ReadFile(filepath.Join(dir, "fds"))
+	}
+	if len(got) == 0 {
+		t.Fatal("the daemon did not list its descriptors")
+	}
+	if fds := strings.Fields(string(got)); slices.Contains(fds, strconv.Itoa(fd)) {
+		t.Errorf("the daemon holds inherited descriptor %d (its descriptors: %v)", fd, fds)
 	}
 }
