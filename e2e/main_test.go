@@ -170,13 +170,14 @@ func stopSharedCluster() {
 	os.RemoveAll(shared.Home)
 }
 
-// Kubectl runs the kubectl built from the tree against the shared cluster.
+// Kubectl runs the kubectl devk up installed (built from the tree)
+// against the shared cluster.
 func (c *SharedCluster) Kubectl(t testing.TB, args ...string) Result {
 	t.Helper()
 	return run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 }
 
-// KubectlPath is the tree's built kubectl.
+// KubectlPath is the kubectl devk up installs: $DEVK_HOME/bin/kubectl.
 func (c *SharedCluster) KubectlPath() string {
-	return filepath.Join(c.Tree, "_output", "devk", "bin", "linux_amd64", "kubectl")
+	return filepath.Join(c.Home, "bin", "kubectl")
 }

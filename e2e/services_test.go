@@ -1,0 +1,218 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devk/devk/internal/layout"
+)
+
+// TestServicesDNSAndStreams runs real workloads on the shared cluster,
+// with the tree's own agnhost built and pushed by devk: a Deployment of
+// two replicas behind a NodePort Service; from another pod, the Service
+// answers by name (CoreDNS, kube-proxy) and kubernetes.default resolves;
+// the NodePort answers from the host at the node's address; kubectl
+// logs, exec and port-forward work; `devk etcd diff` of a nodePort patch
+// shows exactly the Service and the node-port allocation changing; and a
+// second cluster runs beside it with a workload and goes without
+// touching it.
+func TestServicesDNSAndStreams(t *testing.T) {
+	c := Cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	k := func(args ...string) string {
+		t.Helper()
+		r := c.Kubectl(t, args...)
+		if r.Err != nil {
+			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+
+	// The tree's agnhost, built and pushed by devk like any component.
+	b := MustDevkEnv(t, c.Tree, c.Env, "build", "./test/images/agnhost", "--push", "-o", "json")
+	var built struct {
+		Images []struct{ Component, Ref string }
+	}
+	if err := json.Unmarshal([]byte(b.Stdout), &built); err != nil || len(built.Images) != 1 || !strings.Contains(built.Images[0].Ref, "/agnhost@sha256:") {
+		t.Fatalf("devk build ./test/images/agnhost --push -o json: %v\n%s", err, b.Stdout)
+	}
+	img := built.Images[0].Ref
+
+	manifests := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: %[1]q, args: [netexec, --http-port=8080]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: default}
+spec:
+  containers: [{name: client, image: %[1]q, args: [netexec, --http-port=8080]}]
+`, img)
+	r := run(t, c.Tree, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s apply -f - <<'EOF'\n%sEOF", c.KubectlPath(), c.Kubeconfig, manifests))
+	if r.Err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
+	}
+	k("rollout", "status", "deployment/web", "--timeout=120s")
+	k("wait", "--for=condition=Ready", "pod/client", "--timeout=120s")
+
+	// From another pod: the Service by its short and full names, and the
+	// API server's Service by its cluster domain name.
+	for _, target := range []string{"web:80", "web.default.svc.cluster.local:80", "kubernetes.default.svc.cluster.local:443"} {
+		k("exec", "client", "--", "/agnhost", "connect", target, "--timeout=5s")
+	}
+
+	// kubectl logs: netexec's start line.
+	if logs := k("logs", "deployment/web"); !strings.Contains(logs, "Started HTTP server on port 8080") {
+		t.Errorf("kubectl logs deployment/web:\n%s", logs)
+	}
+
+	// port-forward to the client; its netexec dials the Service by name,
+	// which answers with a web pod's hostname.
+	pf := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "port-forward", "pod/client", ":8080")
+	out, err := pf.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { pf.Process.Kill(); pf.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`).FindStringSubmatch(line)
+	if err != nil || m == nil {
+		t.Fatalf("kubectl port-forward printed %q (%v)", line, err)
+	}
+	dial := httpGet(t, "http://127.0.0.1:"+m[1]+"/dial?request=hostname&host=web&port=80&protocol=http&tries=1")
+	if !strings.Contains(dial, `"web-`) {
+		t.Errorf("through port-forward, the client's dial of Service web answered %q", dial)
+	}
+
+	// The NodePort from the host, at the node's address on devk's bridge
+	// (never a pod address: the host has no route to those).
+	cfg, _, err := layout.Open(c.Home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	route, err := exec.Command("ip", "route", "get", cfg.AdvertiseIP).Output()
+	if err != nil || !strings.Contains(string(route), "dev "+cfg.Network.HostBridge) {
+		t.Fatalf("the host's route to the node %s is not devk's bridge: %s (%v)", cfg.AdvertiseIP, route, err)
+	}
+	cs := clientFor(t, c.Kubeconfig)
+	svc, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePort := svc.Spec.Ports[0].NodePort
+	if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, nodePort)); !strings.HasPrefix(got, "web-") {
+		t.Errorf("NodePort %d at the node answered %q", nodePort, got)
+	}
+
+	// devk etcd diff of a nodePort change: the Service and the node-port
+	// allocation, nothing else.
+	newPort := nodePort + 1
+	if newPort > 32767 {
+		newPort = 30000
+	}
+	patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/ports/0/nodePort","value":%d}]`, newPort)
+	d := MustDevkEnv(t, c.Tree, c.Env, "etcd", "diff", "--", c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "patch", "svc", "web", "--type=json", "-p", patch)
+	changed := regexp.MustCompile(`(?m)^--- (/registry/\S+) @`).FindAllStringSubmatch(d.Stdout, -1)
+	var keys []string
+	for _, ch := range changed {
+		keys = append(keys, ch[1])
+	}
+	if strings.Join(keys, " ") != "/registry/ranges/servicenodeports /registry/services/specs/default/web" {
+		t.Errorf("devk etcd diff of a nodePort patch changed %v, want the node-port allocation and the Service:\n%s", keys, d.Stdout)
+	}
+	if !strings.Contains(d.Stdout, "+  - nodePort: "+strconv.Itoa(int(newPort))) {
+		t.Errorf("the diff does not show the new nodePort %d:\n%s", newPort, d.Stdout)
+	}
+	if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, newPort)); !strings.HasPrefix(got, "web-") {
+		t.Errorf("the new NodePort %d answered %q", newPort, got)
+	}
+
+	// A second cluster beside the first, with a workload; down it, and
+	// the first still serves.
+	t.Run("second cluster", func(t *testing.T) {
+		downed := false
+		t.Cleanup(func() {
+			if !downed {
+				Devk(t, c.Tree, c.Env, "down", "--name", "second")
+			}
+		})
+		MustDevkEnv(t, c.Tree, c.Env, "up", "--name", "second")
+		cfg2, p2, err := layout.Open(c.Home, "second")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg2.Network.Subnet == cfg.Network.Subnet || cfg2.AdvertiseIP == cfg.AdvertiseIP {
+			t.Fatalf("the second cluster shares the first's subnet %s", cfg.Network.Subnet)
+		}
+		k2 := func(args ...string) Result {
+			return run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", p2.Kubeconfig("admin")}, args...)...)
+		}
+		if r := k2("create", "deployment", "web2", "--image="+img, "--", "/agnhost", "netexec", "--http-port=8080"); r.Err != nil {
+			t.Fatalf("%v\n%s", r.Err, r.Stderr)
+		}
+		if r := k2("rollout", "status", "deployment/web2", "--timeout=120s"); r.Err != nil {
+			t.Fatalf("the second cluster's workload: %v\n%s", r.Err, r.Stderr)
+		}
+		MustDevkEnv(t, c.Tree, c.Env, "down", "--name", "second")
+		downed = true
+		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, newPort)); !strings.HasPrefix(got, "web-") {
+			t.Errorf("after the second cluster went, the first's NodePort answered %q", got)
+		}
+		k("get", "nodes")
+	})
+}
+
+// httpGet is the body of a GET, failing the test on any error.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	client := http.Client{Timeout: 10 * time.Second}
+	var last error
+	for range 10 { // kube-proxy programs a new port within a sync
+		resp, err := client.Get(url)
+		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				return string(body)
+			}
+			err = fmt.Errorf("%s: %v", resp.Status, rerr)
+		}
+		last = err
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("GET %s: %v", url, last)
+	return ""
+}
