@@ -219,20 +219,34 @@ func (c *Client) RemoveAll(ctx context.Context, own func(podUID string) bool) (i
 			first = err
 		}
 	}
-	n := 0
+	// The sandboxes go at once: each stop runs the CNI plugins' DEL
+	// (iptables and all), which is most of a down's time.
+	type result struct{ err error }
+	done := make(chan result, len(ownPod))
 	for id := range ownPod {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if _, err := c.RT.StopPodSandbox(pctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil && first == nil {
-			first = fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
-		}
-		if _, err := c.RT.RemovePodSandbox(pctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		go func() {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if _, err := c.RT.StopPodSandbox(pctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+				done <- result{fmt.Errorf("stop pod sandbox %s: %w", short(id), err)}
+				return
+			}
+			if _, err := c.RT.RemovePodSandbox(pctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+				done <- result{fmt.Errorf("remove pod sandbox %s: %w", short(id), err)}
+				return
+			}
+			done <- result{}
+		}()
+	}
+	n := 0
+	for range ownPod {
+		if r := <-done; r.err != nil {
 			if first == nil {
-				first = fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
+				first = r.err
 			}
 		} else {
 			n++
 		}
-		cancel()
 	}
 	return n, first
 }
