@@ -25,7 +25,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 	return []*phase.Phase[*Cluster]{
 		{
 			Name:  "preflight",
-			Short: "check root, cgroups, swap, free ports, containerd/runc/CNI plugins, CAP_SYS_RESOURCE",
+			Short: "check root, cgroups, swap, the registry's port, containerd/runc/CNI plugins, ip/nsenter/sysctl, CAP_SYS_RESOURCE",
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH"}, []string{c.ConfigFile()}
 			},
