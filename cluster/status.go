@@ -15,6 +15,10 @@ type Status struct {
 	Version     string               `json:"version,omitempty"`
 	Node        string               `json:"node"`
 	NodeReady   bool                 `json:"nodeReady"`
+	// NodeIP is the node's address on devk's bridge, NetNS its network
+	// namespace (empty for a cluster made before nodes had one).
+	NodeIP string `json:"nodeIP"`
+	NetNS  string `json:"netns,omitempty"`
 	Processes   []ProcessStatus      `json:"processes"`
 	Components  []ComponentStatus    `json:"components"`
 	LastRun     []layout.PhaseTiming `json:"lastRun,omitempty"`
@@ -52,8 +56,16 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	if !c.Exists() {
 		return nil, c.noCluster()
 	}
-	st := &Status{Name: c.Config.Name, Dir: c.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun}
-	for _, name := range []string{"containerd", "kubelet", "registry"} {
+	st := &Status{Name: c.Config.Name, Dir: c.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun,
+		NodeIP: c.Config.AdvertiseIP, NetNS: c.Config.ControlPlane().NetNSPath()}
+	if !c.Config.HasNodeNetwork() {
+		st.NetNS = ""
+	}
+	procs := []string{"containerd", "kubelet", "registry"}
+	for _, reg := range c.loopbackRegistries() {
+		procs = append(procs, forwarderName(reg))
+	}
+	for _, name := range procs {
 		pp := c.Paths
 		if name == "registry" {
 			pp = c.registryPaths()
