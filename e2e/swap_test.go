@@ -153,7 +153,9 @@ func TestSwap(t *testing.T) {
 		appendTo(top, configGo, "\n// DevkE2ESwap proves the swapped apiserver is this build.\nfunc DevkE2ESwap() string { return \"swapped\" }\n")
 		devk(t, "build", "apiserver", "--push")
 		var rep swapReport
-		r := devk(t, "swap", "-o", "json")
+		// Named: other tests share this cluster and may have left another
+		// component behind its last pushed build, which a bare swap takes too.
+		r := devk(t, "swap", "apiserver", "-o", "json")
 		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.StaticPods) != 1 {
 			t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
 		}

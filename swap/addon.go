@@ -423,11 +423,21 @@ func (n *Node) failingPod(ctx context.Context, w addon.Workload, image string) (
 	if err != nil {
 		return "", nil
 	}
+	// The failing pod first; else any pod of the new image: a container
+	// that exits at once can look ready for a moment (no readiness
+	// probe), and verify, not the rollout, is what caught it.
+	pick := -1
 	for i := range pods {
-		p := &pods[i]
-		if failing(w, p, image) == "" {
-			continue
+		if failing(w, &pods[i], image) != "" {
+			pick = i
+			break
 		}
+		if pick < 0 && w.PodImage(&pods[i]) == image {
+			pick = i
+		}
+	}
+	if pick >= 0 {
+		p := &pods[pick]
 		st := w.ContainerStatus(p)
 		previous := st != nil && st.State.Terminated == nil && st.LastTerminationState.Terminated != nil
 		lines, err := podLog(ctx, n.Client, p, w.Container, previous, max(n.LogLines, DefaultLogLines))
