@@ -10,15 +10,15 @@ import (
 
 // Status is what `devk status` shows of a cluster.
 type Status struct {
-	Name        string               `json:"name"`
-	Dir         string               `json:"dir"`
-	Version     string               `json:"version,omitempty"`
-	Node        string               `json:"node"`
-	NodeReady   bool                 `json:"nodeReady"`
+	Name      string `json:"name"`
+	Dir       string `json:"dir"`
+	Version   string `json:"version,omitempty"`
+	Node      string `json:"node"`
+	NodeReady bool   `json:"nodeReady"`
 	// NodeIP is the node's address on devk's bridge, NetNS its network
 	// namespace (empty for a cluster made before nodes had one).
-	NodeIP string `json:"nodeIP"`
-	NetNS  string `json:"netns,omitempty"`
+	NodeIP      string               `json:"nodeIP"`
+	NetNS       string               `json:"netns,omitempty"`
 	Processes   []ProcessStatus      `json:"processes"`
 	Components  []ComponentStatus    `json:"components"`
 	LastRun     []layout.PhaseTiming `json:"lastRun,omitempty"`
