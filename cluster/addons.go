@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -37,7 +36,6 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
-	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
 
@@ -279,24 +277,8 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	t0 := time.Now()
-	var took []string
-	err = wait.PollUntilContextTimeout(ctx, addonPollInterval, addonWaitTimeout, true, func(ctx context.Context) (bool, error) {
-		var still []workload
-		for _, w := range pending {
-			if c.ready(ctx, cs, w) != nil {
-				still = append(still, w)
-				continue
-			}
-			took = append(took, fmt.Sprintf("%s %.1fs", w.Name, time.Since(t0).Seconds()))
-		}
-		pending = still
-		if len(pending) == 0 {
-			return true, nil
-		}
-		if _, ok := c.Procs().Running("kubelet"); !ok {
-			return false, fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
-		}
-		return false, nil
+	took, pending, err := waitEach(ctx, c, addonPollInterval, addonWaitTimeout, pending, func(ctx context.Context, w workload) (string, error) {
+		return w.Name, c.ready(ctx, cs, w)
 	})
 	if poll.TimedOut(ctx, err) {
 		// A last look, under the phase's context: the poll's last checks

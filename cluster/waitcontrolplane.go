@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,32 +120,22 @@ func (c *Cluster) runsRewrittenManifest(ctx context.Context, name string) error 
 	return nil
 }
 
-// runWait waits, at most WaitTimeout, until every check passes; it gives
-// up at once when the kubelet is gone.
-func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
-	cs, err := c.Client()
-	if err != nil {
-		return phase.Done, err
-	}
+// waitEach polls, at most timeout, until check has passed once for every
+// item, and gives up at once when the kubelet is gone (nothing would
+// become ready then). check returns the item's name; took says when
+// each passed ("etcd 4.3s"), pending which never did.
+func waitEach[T any](ctx context.Context, c *Cluster, interval, timeout time.Duration, items []T, check func(context.Context, T) (string, error)) (took []string, pending []T, err error) {
 	t0 := time.Now()
-	pending := checks()
-	var took []string
-	lastErr := map[string]error{}
-	err = wait.PollUntilContextTimeout(ctx, controlPlanePollInterval, c.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		var still []readiness
-		for _, ch := range pending {
-			err := c.runsRewrittenManifest(ctx, ch.Name)
-			if err == nil {
-				err = ch.Check(ctx, c, cs)
-			}
+	pending = slices.Clone(items)
+	err = wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		var still []T
+		for _, it := range pending {
+			name, err := check(ctx, it)
 			if err != nil {
-				if ctx.Err() == nil { // not the wait's own deadline cutting the check short
-					lastErr[ch.Name] = err
-				}
-				still = append(still, ch)
+				still = append(still, it)
 				continue
 			}
-			took = append(took, fmt.Sprintf("%s %.1fs", ch.Name, time.Since(t0).Seconds()))
+			took = append(took, fmt.Sprintf("%s %.1fs", name, time.Since(t0).Seconds()))
 		}
 		pending = still
 		if len(pending) == 0 {
@@ -154,6 +145,27 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 			return false, fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
 		}
 		return false, nil
+	})
+	return took, pending, err
+}
+
+// runWait waits, at most WaitTimeout, until every check passes; it gives
+// up at once when the kubelet is gone.
+func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
+	cs, err := c.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	lastErr := map[string]error{}
+	took, pending, err := waitEach(ctx, c, controlPlanePollInterval, c.WaitTimeout, checks(), func(ctx context.Context, ch readiness) (string, error) {
+		err := c.runsRewrittenManifest(ctx, ch.Name)
+		if err == nil {
+			err = ch.Check(ctx, c, cs)
+		}
+		if err != nil && ctx.Err() == nil { // not the wait's own deadline cutting the check short
+			lastErr[ch.Name] = err
+		}
+		return ch.Name, err
 	})
 	if poll.TimedOut(ctx, err) {
 		var b strings.Builder
