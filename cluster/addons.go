@@ -268,7 +268,7 @@ func (c *Cluster) applyAddonWith(ctx context.Context, cs kubernetes.Interface, a
 // runAddonWait waits, at most addonWaitTimeout, until every workload the
 // addon phases of this run applied is ready.
 func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
-	pending := slices.Clone(c.addonsApplied)
+	pending := c.addonsApplied
 	if len(pending) == 0 {
 		return phase.Unchanged("nothing to wait for"), nil
 	}

@@ -172,12 +172,7 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 			fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
 		}
 		printChecks(w, r.Checks)
-		if len(r.Log) > 0 {
-			fmt.Fprintf(g.stderr, "last log lines of the new %s container:\n", r.Pod)
-			for _, l := range r.Log {
-				fmt.Fprintf(g.stderr, "  | %s\n", l)
-			}
-		}
+		printLog(g.stderr, "the new "+r.Pod+" container", r.Log)
 	}
 	for _, r := range rep.Addons {
 		status := "swapped"
@@ -201,12 +196,7 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 			fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
 		}
 		printChecks(w, r.Checks)
-		if len(r.Log) > 0 {
-			fmt.Fprintf(g.stderr, "last log lines of pod %s (container %s):\n", r.Pod, r.Component)
-			for _, l := range r.Log {
-				fmt.Fprintf(g.stderr, "  | %s\n", l)
-			}
-		}
+		printLog(g.stderr, "pod "+r.Pod+" (container "+r.Component+")", r.Log)
 	}
 }
 
@@ -231,4 +221,15 @@ func onPath(dir string) bool {
 		}
 	}
 	return false
+}
+
+// printLog prints the last log lines of what failed, if there are any.
+func printLog(w io.Writer, of string, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "last log lines of %s:\n", of)
+	for _, l := range lines {
+		fmt.Fprintf(w, "  | %s\n", l)
+	}
 }
