@@ -239,6 +239,9 @@ func DecodeUserConfig(data []byte, file string) (*UserConfig, error) {
 			p.add(path, "%v", e)
 			continue
 		}
+		if len(path) == 0 { // the key is the empty string
+			path = []string{""}
+		}
 		p.add(path, "unknown key%s", knownKeysHint(path))
 	}
 	if err := p.err(); err != nil {

@@ -19,6 +19,7 @@ func FuzzUserConfig(f *testing.F) {
 	f.Add([]byte(header + "apiServer:\n  extraArgs:\n    etcd-servers: x\n"))
 	f.Add([]byte(header + "runtimeConfig:\n  api/all: \"true\"\n"))
 	f.Add([]byte("null"))
+	f.Add([]byte(`"":`))
 	own := ownFlags()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u, err := DecodeUserConfig(data, "f.yaml")

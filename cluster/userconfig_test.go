@@ -220,6 +220,7 @@ func TestUserConfigProblems(t *testing.T) {
 		{"unknown key", header + "networking:\n  podSubnt: 10.0.0.0/16\n",
 			[]string{"devk.yaml:4: networking.podSubnt: unknown key (known here: nodeSubnet, podSubnet, serviceSubnet)"}},
 		{"unknown top-level key", header + "addon:\n  coreDNS: false\n", []string{"devk.yaml:3: addon: unknown key (known here: addons, apiServer,"}},
+		{"an empty key", header + "\"\": 1\n", []string{`devk.yaml:3: [""]: unknown key (known here: addons,`}},
 		{"a key's case", header + "FeatureGates: {}\n", []string{"devk.yaml:3: FeatureGates: unknown key (did you mean featureGates?)"}},
 		{"a repeated key", header + "addons:\n  coreDNS: false\n  coreDNS: true\n", []string{`line 5: key "coreDNS" already set`}},
 		{"a string for a bool", header + "addons:\n  kubeProxy: maybe\n", []string{"devk.yaml:4: addons.kubeProxy: is string, want true or false"}},
