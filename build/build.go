@@ -485,10 +485,15 @@ func record(ctx context.Context, j *Job) error {
 				return fmt.Errorf("%s was not produced: %w", path, err)
 			}
 			prev := st.Component(c.Name).Binary
+			id, err := GoBuildID(path)
+			if err != nil {
+				return fmt.Errorf("read the build ID of %s: %w", path, err)
+			}
 			var sum string
-			// go build leaves an up-to-date binary untouched, so an
-			// unchanged size and mtime mean unchanged bytes: skip hashing.
-			if prev != nil && prev.Path == path && prev.Size == fi.Size() && prev.ModTime.Equal(fi.ModTime()) && prev.Platform == j.Platform {
+			// The same Go build ID and size mean the same bytes: skip
+			// hashing (go build rewrites an up-to-date binary's mtime, so
+			// that cannot tell).
+			if prev != nil && id != "" && prev.BuildID == id && prev.Path == path && prev.Size == fi.Size() && prev.Platform == j.Platform {
 				sum = prev.SHA256
 			} else if sum, err = FileSHA256(path); err != nil {
 				return err
@@ -501,7 +506,7 @@ func record(ctx context.Context, j *Job) error {
 				version = j.pinned[c.Name]
 			}
 			st.Component(c.Name).Binary = &BinaryRecord{
-				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), Platform: j.Platform,
+				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), BuildID: id, Platform: j.Platform,
 				Version: version, BuiltAt: time.Now().UTC(),
 			}
 		}

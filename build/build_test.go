@@ -129,6 +129,27 @@ func TestBuildStampsAndDetectsChanges(t *testing.T) {
 	if j.Binaries[0].SHA256 != j2.Binaries[0].SHA256 {
 		t.Fatal("no-op rebuild changed the apiserver's bytes")
 	}
+	// record knows an unchanged binary by its Go build ID (go build
+	// touches it): a sha256 planted in state.json is carried over by a
+	// no-op build, so the binary was not hashed again.
+	out, err := exec.Command("go", "tool", "buildid", j2.Binaries[0].Path).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := strings.Repeat("0", 64)
+	if err := UpdateState(root, func(st *StateFile) error {
+		rec := st.Component("apiserver").Binary
+		if got := strings.TrimSpace(string(out)); rec.BuildID != got {
+			t.Errorf("state.json build ID %q, go tool buildid says %q", rec.BuildID, got)
+		}
+		rec.SHA256 = planted
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if j := build(t, root, "apiserver"); j.Binaries[0].SHA256 != planted {
+		t.Fatalf("a no-op build hashed the binary again (sha256 %s)", j.Binaries[0].SHA256)
+	}
 
 	// An edit in component-base reaches the apiserver only; kubectl
 	// imports client-go. The tree is now dirty, which is stamped too.
@@ -143,6 +164,9 @@ func TestBuildStampsAndDetectsChanges(t *testing.T) {
 	j3 := build(t, root, "apiserver")
 	if c := changed(j3); !c["apiserver"] {
 		t.Fatalf("after an edit: changed = %v", c)
+	}
+	if sum, err := FileSHA256(j3.Binaries[0].Path); err != nil || sum != j3.Binaries[0].SHA256 {
+		t.Fatalf("after an edit: recorded sha256 %s, the file's %s (%v)", j3.Binaries[0].SHA256, sum, err)
 	}
 	if got := runBinary(t, j3.Binaries[0].Path); got.GitVersion != "v1.34.0-dirty" || got.GitTreeState != "dirty" || got.Minor != "34+" {
 		t.Fatalf("dirty build stamped %+v", got)
@@ -231,4 +255,17 @@ func hasDWARF(t *testing.T, path string) bool {
 	}
 	defer f.Close()
 	return f.Section(".debug_info") != nil
+}
+
+func TestGoBuildIDOfNonELF(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := GoBuildID(path); id != "" || err != nil {
+		t.Fatalf("GoBuildID of a script = %q, %v; want none", id, err)
+	}
+	if _, err := GoBuildID(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("GoBuildID of a missing file: no error")
+	}
 }

@@ -27,10 +27,12 @@ type ComponentState struct {
 
 // BinaryRecord describes the last built binary.
 type BinaryRecord struct {
-	Path     string    `json:"path"`
-	SHA256   string    `json:"sha256"`
-	Size     int64     `json:"size"`
-	ModTime  time.Time `json:"modTime"`
+	Path    string    `json:"path"`
+	SHA256  string    `json:"sha256"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"modTime"`
+	// BuildID is the Go build ID written into the binary ("" if none).
+	BuildID  string    `json:"buildID,omitempty"`
 	Platform string    `json:"platform"` // linux/amd64
 	Version  string    `json:"version"`  // the stamped gitVersion
 	BuiltAt  time.Time `json:"builtAt"`

@@ -244,6 +244,18 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 	return s
 }
 
+// The controller-manager's client rate limit. With
+// use-service-account-credentials each of its ~40 controllers gets its own
+// ServiceAccount and token as it starts, a few requests each, through one
+// client limited to 20 requests a second (burst 30) by default: the
+// controllers then start 150 ms apart, the informers only after the last
+// (replicaset), so a fresh cluster's first Deployment and DaemonSet pods
+// waited ~5 s. This limit starts them all at once.
+const (
+	controllerManagerQPS   = 200
+	controllerManagerBurst = 400
+)
+
 func controllerManagerPod(in ManifestInput) podSpec {
 	cfg, dir := in.Config, in.Paths.PKI()
 	return controllerPod(in, controller{
@@ -264,6 +276,8 @@ func controllerManagerPod(in ManifestInput) podSpec {
 			"allocate-node-cidrs":             "true",
 			"controllers":                     "*,bootstrapsigner,tokencleaner",
 			"use-service-account-credentials": "true",
+			"kube-api-qps":                    strconv.Itoa(controllerManagerQPS),
+			"kube-api-burst":                  strconv.Itoa(controllerManagerBurst),
 		},
 		pki: true,
 		cpu: "200m",
