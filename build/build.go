@@ -73,6 +73,12 @@ type Job struct {
 	// for, by component name; took is how long each go build took.
 	pinned map[string]string
 	took   map[string]time.Duration
+	// goVersion is `go env GOVERSION` ("" when GOTOOLCHAIN picks
+	// another); inputs are the external components' build inputs (see
+	// moduleInputs), by name, and reused those not built again.
+	goVersion string
+	inputs    map[string]string
+	reused    map[string]bool
 }
 
 // NewJob checks the names it is given, finds the tree and resolves the
@@ -137,7 +143,7 @@ func NewJob(o Options) (*Job, error) {
 		o.Reporter = progress.Discard()
 	}
 	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform, binDir: binDir,
-		pinned: pinned, took: map[string]time.Duration{}}, nil
+		pinned: pinned, took: map[string]time.Duration{}, inputs: map[string]string{}, reused: map[string]bool{}}, nil
 }
 
 // addPackages resolves package paths (relative to treeDir, else the
@@ -301,7 +307,15 @@ func modulePhase(c Component) *phase.Phase[*Job] {
 			return []string{filepath.Join(j.Tree.Root, filepath.FromSlash(source.KubeadmConstantsFile)), c.Module + " (GOPROXY)"},
 				[]string{j.BinaryPath(c)}
 		},
-		Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compileModule(ctx, j, c) },
+		Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
+			if err := compileModule(ctx, j, c); err != nil {
+				return phase.Done, err
+			}
+			if j.reused[c.Name] {
+				return phase.Unchanged("%s %s already built from the same inputs", c.Binary, j.pinned[c.Name]), nil
+			}
+			return phase.Done, nil
+		},
 	}
 }
 
@@ -322,22 +336,24 @@ func resolve(ctx context.Context, j *Job) error {
 		return err
 	}
 	j.Version = v
-	return checkGo(ctx, j.Tree)
+	j.goVersion, err = checkGo(ctx, j.Tree)
+	return err
 }
 
 // checkGo refuses a toolchain older than the tree asks for, before go
-// itself would try to download another.
-func checkGo(ctx context.Context, t *source.Tree) error {
+// itself would try to download another; it returns the local go's
+// version, "" when GOTOOLCHAIN names another.
+func checkGo(ctx context.Context, t *source.Tree) (string, error) {
 	minimum, release, err := t.GoVersions()
 	if err != nil {
-		return err
+		return "", err
 	}
 	if tc := os.Getenv("GOTOOLCHAIN"); tc != "" && tc != "local" && tc != "auto" {
-		return nil // the user chose a toolchain; go will use it
+		return "", nil // the user chose a toolchain; go will use it
 	}
 	out, err := execx.Output(ctx, execx.Cmd{Name: "go", Args: []string{"env", "GOVERSION"}, Dir: os.TempDir(), Env: []string{"GOTOOLCHAIN=local", "GOWORK=off"}})
 	if err != nil {
-		return fmt.Errorf("no usable go command: %w (install Go %s or newer)", err, minimum)
+		return "", fmt.Errorf("no usable go command: %w (install Go %s or newer)", err, minimum)
 	}
 	have := strings.TrimSpace(string(out))
 	if version.Compare(have, "go"+minimum) < 0 {
@@ -345,10 +361,10 @@ func checkGo(ctx context.Context, t *source.Tree) error {
 		if release != "" {
 			want = release
 		}
-		return fmt.Errorf("the tree needs Go %s or newer (go.work) and `go` here is %s: install Go %s, or export GOTOOLCHAIN=go%s",
+		return "", fmt.Errorf("the tree needs Go %s or newer (go.work) and `go` here is %s: install Go %s, or export GOTOOLCHAIN=go%s",
 			minimum, strings.TrimPrefix(have, "go"), want, want)
 	}
-	return nil
+	return have, nil
 }
 
 // LDFlags are the version flags hack/lib/version.sh gives, for both
@@ -429,6 +445,11 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	args = append(args, "-o", j.BinaryPath(c), c.Package)
 	env := append(j.env(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env, Stdout: j.Log, Stderr: j.Log}
+	j.inputs[c.Name] = moduleInputs(j.goVersion, cmd)
+	if reuse, err := j.unchangedModuleBuild(c); err != nil || reuse {
+		j.reused[c.Name] = reuse
+		return err
+	}
 	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
 	err = execx.Run(ctx, cmd)
@@ -438,6 +459,66 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 		return fmt.Errorf("%s %s failed to build (is that version served by the Go module proxy? pass %s):\n%w", c.Name, v, flag, err)
 	}
 	return nil
+}
+
+// moduleInputs names what an external component's binary is made from:
+// the go command (the module at its version, which the checksum database
+// pins, the flags and the stamp) with its environment, and the Go
+// toolchain's version; "" when the toolchain is not known. A module
+// build's output depends on nothing else.
+func moduleInputs(goVersion string, cmd execx.Cmd) string {
+	if goVersion == "" {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%q\n%q\n%q\n", goVersion, cmd.Args, cmd.Env, goEnviron())
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// goEnviron is the process's GO* and CGO_* variables that change what go
+// build makes (GOFLAGS, GOEXPERIMENT, GOAMD64, …): not those that only say
+// where go keeps its caches or how it downloads.
+func goEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(k, "GO") || strings.HasPrefix(k, "CGO_")) && !goCacheOnlyEnv[k] {
+			out = append(out, kv)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var goCacheOnlyEnv = map[string]bool{
+	"GOCACHE": true, "GOMODCACHE": true, "GOPATH": true, "GOTMPDIR": true, "GOMAXPROCS": true, "GOTELEMETRY": true,
+	"GOPROXY": true, "GONOPROXY": true, "GOPRIVATE": true, "GONOSUMDB": true, "GOSUMDB": true, "GOINSECURE": true, "GOAUTH": true,
+}
+
+// unchangedModuleBuild says whether the external component c's binary is
+// the one state.json records as made from the inputs j.inputs names,
+// unchanged since (the same Go build ID and size): then go build would
+// only rebuild it to the same bytes, which takes a second.
+func (j *Job) unchangedModuleBuild(c Component) (bool, error) {
+	in := j.inputs[c.Name]
+	if in == "" {
+		return false, nil
+	}
+	st, err := LoadState(j.Tree.Root)
+	if err != nil {
+		return false, err
+	}
+	rec := st.Component(c.Name).Binary
+	path := j.BinaryPath(c)
+	if rec == nil || rec.Inputs != in || rec.Path != path || rec.Platform != j.Platform || rec.BuildID == "" {
+		return false, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != rec.Size {
+		return false, nil
+	}
+	id, err := GoBuildID(path)
+	return err == nil && id == rec.BuildID, nil
 }
 
 // writeBuildModule writes the go.mod of the module that builds c at
@@ -506,7 +587,7 @@ func record(ctx context.Context, j *Job) error {
 				version = j.pinned[c.Name]
 			}
 			st.Component(c.Name).Binary = &BinaryRecord{
-				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), BuildID: id, Platform: j.Platform,
+				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), BuildID: id, Inputs: j.inputs[c.Name], Platform: j.Platform,
 				Version: version, BuiltAt: time.Now().UTC(),
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/testtree"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
@@ -210,7 +211,7 @@ func TestBuildRefusesOldGo(t *testing.T) {
 	data, _ := os.ReadFile(work)
 	os.WriteFile(work, []byte(strings.Replace(string(data), "go 1.24.0", "go 1.99.0", 1)), 0o644)
 	t.Setenv("GOTOOLCHAIN", "")
-	err := checkGo(context.Background(), &source.Tree{Root: root})
+	_, err := checkGo(context.Background(), &source.Tree{Root: root})
 	if err == nil || !strings.Contains(err.Error(), "needs Go 1.99.0 or newer") || !strings.Contains(err.Error(), "GOTOOLCHAIN=go1.24.12") {
 		t.Fatalf("err = %v", err)
 	}
@@ -267,5 +268,74 @@ func TestGoBuildIDOfNonELF(t *testing.T) {
 	}
 	if _, err := GoBuildID(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("GoBuildID of a missing file: no error")
+	}
+}
+
+// TestModuleBuildReuse: an external component is not built again while
+// its binary is the one state.json records for the same inputs; a
+// different toolchain, flag or environment, or a changed binary, builds
+// it again.
+func TestModuleBuildReuse(t *testing.T) {
+	root := testtree.New(t)
+	j, err := NewJob(Options{TreeDir: root, Components: []string{"etcd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd := j.Components[0]
+	// Any Go binary stands in for etcd: this test's own.
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := j.BinaryPath(etcd)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := execx.Cmd{Name: "go", Args: []string{"build", "-o", path, etcd.Package}, Env: j.env()}
+	j.goVersion = "go1.26.0"
+	j.inputs[etcd.Name] = moduleInputs(j.goVersion, cmd)
+	if reuse, err := j.unchangedModuleBuild(etcd); reuse || err != nil {
+		t.Fatalf("nothing recorded yet: reuse = %v, %v", reuse, err)
+	}
+	j.Version = source.Version{GitVersion: "v1.34.0"}
+	if err := record(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	if reuse, err := j.unchangedModuleBuild(etcd); !reuse || err != nil {
+		t.Fatalf("recorded, unchanged: reuse = %v, %v", reuse, err)
+	}
+
+	t.Setenv("GOCACHE", t.TempDir()) // where go caches: the same build
+	if moduleInputs(j.goVersion, cmd) != j.inputs[etcd.Name] {
+		t.Error("GOCACHE changed the inputs")
+	}
+	for name, in := range map[string]func() string{
+		"another toolchain": func() string { return moduleInputs("go1.26.1", cmd) },
+		"GOEXPERIMENT":      func() string { t.Setenv("GOEXPERIMENT", "loopvar"); return moduleInputs(j.goVersion, cmd) },
+		"another flag": func() string {
+			c := cmd
+			c.Args = append([]string{"-race"}, cmd.Args...)
+			return moduleInputs(j.goVersion, c)
+		},
+	} {
+		if in() == j.inputs[etcd.Name] {
+			t.Errorf("%s: the same inputs", name)
+		}
+	}
+	if moduleInputs("", cmd) != "" {
+		t.Error("an unknown toolchain has inputs: it must always build")
+	}
+
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0})
+	f.Close()
+	if reuse, _ := j.unchangedModuleBuild(etcd); reuse {
+		t.Fatal("a changed binary is reused")
 	}
 }

@@ -32,7 +32,10 @@ type BinaryRecord struct {
 	Size    int64     `json:"size"`
 	ModTime time.Time `json:"modTime"`
 	// BuildID is the Go build ID written into the binary ("" if none).
-	BuildID  string    `json:"buildID,omitempty"`
+	BuildID string `json:"buildID,omitempty"`
+	// Inputs hashes what an external component (etcd, coredns) was built
+	// from; the same inputs make the same binary (see moduleInputs).
+	Inputs   string    `json:"inputs,omitempty"`
 	Platform string    `json:"platform"` // linux/amd64
 	Version  string    `json:"version"`  // the stamped gitVersion
 	BuiltAt  time.Time `json:"builtAt"`

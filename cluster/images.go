@@ -82,8 +82,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	bo.Components = imageComponents
-	ij, err := image.RunPush(ctx, bo, image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache()}, phase.Options{Reporter: sub})
+	ij, err := image.PushBuilt(ctx, bj, imageComponents, image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache()}, phase.Options{Reporter: sub})
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}

@@ -86,6 +86,14 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Run: call((*Cluster).runKubeletStart),
 		},
 		{
+			Name:  "pull",
+			Short: "pull the node's images (control plane, pause, addons) into its containerd, all at once, while the kubelet starts: the addons' are there when their pods are scheduled",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.ConfigFile() + " (images)"}, []string{c.ContainerdSocket() + " (images)"}
+			},
+			Run: call((*Cluster).runPull),
+		},
+		{
 			Name:  "wait-control-plane",
 			Short: "wait for etcd, apiserver /readyz, controller-manager, scheduler and node Ready",
 			IO: func(c *Cluster) ([]string, []string) {

@@ -91,6 +91,10 @@ func NewJob(bo build.Options, o Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newJob(bj, o)
+}
+
+func newJob(bj *build.Job, o Options) (*Job, error) {
 	if o.Registry == "" {
 		o.Registry = DefaultRegistry()
 	}
@@ -450,6 +454,22 @@ func Run(ctx context.Context, bo build.Options, o Options, popts phase.Options) 
 func RunPush(ctx context.Context, bo build.Options, o Options, popts phase.Options) (*Job, error) {
 	o.Push = true
 	return run(ctx, PushPhases(), bo, o, popts)
+}
+
+// PushBuilt images and pushes the components (of those bj built) named
+// in components: PushPhases after a build.Run, without reading the tree's
+// version again.
+func PushBuilt(ctx context.Context, bj *build.Job, components []string, o Options, popts phase.Options) (*Job, error) {
+	pj := *bj
+	pj.Components = slices.DeleteFunc(slices.Clone(bj.Components), func(c build.Component) bool { return !slices.Contains(components, c.Name) })
+	o.Push = true
+	j, err := newJob(&pj, o)
+	if err != nil {
+		return nil, err
+	}
+	popts.Reporter = j.Reporter
+	_, err = phase.Run(ctx, imagePhases(), j, popts)
+	return j, err
 }
 
 func run(ctx context.Context, phases []*phase.Phase[*Job], bo build.Options, o Options, popts phase.Options) (*Job, error) {
