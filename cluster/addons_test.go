@@ -513,3 +513,28 @@ func TestStatusesCurrent(t *testing.T) {
 		t.Errorf("a pod reporting a container that does not run: %v", err)
 	}
 }
+
+// TestNodeImages: up's pull phase pulls what the node will run: the
+// static pods' and pause images, and those of the addons the spec turns
+// on and the node can run.
+func TestNodeImages(t *testing.T) {
+	_, subnet, _ := net.ParseCIDR("10.250.7.0/24")
+	cfg := layout.NewConfig("pull")
+	cfg.Network = layout.NewNetwork("pull", cfg.NodeName, subnet)
+	cfg.OwnRuntime = true
+	cfg.Images = map[string]string{"etcd": "r/etcd@sha256:1", "apiserver": "r/apiserver@sha256:2", "pause": "r/pause@sha256:3",
+		kubeProxyName: testKubeProxyImage, coreDNSName: testCoreDNSImage}
+	c := &Cluster{Config: cfg}
+	if got := c.nodeImages(); len(got) != 5 {
+		t.Fatalf("all on: %v", got)
+	}
+	off := false
+	c.Config.Spec.Addons.CoreDNS = &off
+	if got := c.nodeImages(); got[coreDNSName] != "" || got[kubeProxyName] == "" || len(got) != 4 {
+		t.Fatalf("addons.coreDNS false: %v", got)
+	}
+	c.Config.Network = layout.Network{} // an older devk's node: no kube-proxy
+	if got := c.nodeImages(); got[kubeProxyName] != "" || got["apiserver"] == "" || len(got) != 3 {
+		t.Fatalf("no node network: %v", got)
+	}
+}
