@@ -324,6 +324,7 @@ func TestBadInput(t *testing.T) {
 	}
 	tamperCommands := [][]string{
 		{"status"},
+		{"certs", "check-expiration"},
 		{"down"},
 		{"swap", "apiserver", "--tree", tree},
 		{"digest", "verify", "apiserver", "--tree", tree},
@@ -404,6 +405,11 @@ func TestBadInput(t *testing.T) {
 		{name: "down, empty name", args: []string{"down", "--name", ""}, want: `cluster name ""`},
 		{name: "status, name with a slash", args: []string{"status", "--name", "a/b"}, want: `cluster name "a/b"`},
 		{name: "status, empty name", args: []string{"status", "--name", ""}, want: `cluster name ""`},
+		{name: "certs, climbing name", args: []string{"certs", "check-expiration", "--name", "../x"}, want: `cluster name "../x"`},
+		{name: "certs, no such cluster", args: []string{"certs", "check-expiration", "--name", "nosuch"}, want: "for a kubeadm node pass --pki-dir"},
+		{name: "certs, not a PKI dir", args: []string{"certs", "check-expiration", "--pki-dir", tree}, want: "not a Kubernetes PKI directory (no ca.crt)"},
+		{name: "certs, kubeconfig dir alone", args: []string{"certs", "check-expiration", "--kubeconfig-dir", tree}, want: "pass --pki-dir"},
+		{name: "certs, weeks", args: []string{"certs", "check-expiration", "--fail-within", "3w"}, want: `"3w" is not a duration: use days (30d)`},
 		{name: "swap, name ..", args: []string{"swap", "apiserver", "--name", "..", "--tree", tree}, want: `cluster name ".."`},
 		{name: "digest verify, climbing name", args: []string{"digest", "verify", "--name", "../x"}, want: `cluster name "../x"`},
 		{name: "digest, climbing name", args: []string{"digest", "apiserver", "--name", "../x", "--tree", tree}, want: `cluster name "../x"`},

@@ -89,6 +89,7 @@ Results go to stdout (-o json for scripts); progress goes to stderr.`,
 		newSwapCmd(g),
 		newWatchCmd(g),
 		newEtcdCmd(g),
+		newCertsCmd(g),
 	)
 	refuseUnknownSubcommands(root)
 	return root

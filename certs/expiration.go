@@ -1,0 +1,328 @@
+// Package certs is `devk certs`: what a control-plane node's certificates
+// and kubeconfigs are, when they expire, which CA signed them, whether
+// devk can renew them and which components use them; on devk's clusters
+// and on kubeadm-layout nodes alike.
+package certs
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/staticpod"
+)
+
+// Files is where a node keeps what check-expiration reads: the PKI
+// directory, the directory of the kubeconfigs (admin.conf, …) and the
+// kubelet's static pod manifests.
+type Files struct {
+	PKIDir        string `json:"pkiDir"`
+	KubeconfigDir string `json:"kubeconfigDir"`
+	ManifestsDir  string `json:"manifestsDir"`
+}
+
+// Cert is one certificate or kubeconfig client certificate.
+type Cert struct {
+	// Name is kubeadm's: "apiserver", "etcd-server", "admin.conf", ….
+	Name string `json:"name"`
+	// Path is the file: the certificate, or the kubeconfig that holds it.
+	Path string `json:"path"`
+	// Missing says the file is not there; the times are then zero.
+	Missing   bool      `json:"missing,omitempty"`
+	NotAfter  time.Time `json:"notAfter"`
+	Residual  Duration  `json:"residual"`
+	Serial    string    `json:"serial,omitempty"`
+	CA        string    `json:"ca"`
+	Renewable bool      `json:"renewable"`
+	// Why says why it cannot be renewed, when it cannot.
+	Why string `json:"why,omitempty"`
+	// UsedBy are the static pods whose manifests name the file, or who
+	// else uses it (admin.conf: kubectl).
+	UsedBy []string `json:"usedBy"`
+}
+
+// CA is one certificate authority.
+type CA struct {
+	Name     string    `json:"name"`
+	Path     string    `json:"path"`
+	Missing  bool      `json:"missing,omitempty"`
+	NotAfter time.Time `json:"notAfter"`
+	Residual Duration  `json:"residual"`
+	// External says devk has the CA's certificate but not its key: the
+	// CA is managed elsewhere, and what it signs cannot be renewed here.
+	External bool `json:"external"`
+}
+
+// Report is check-expiration's answer.
+type Report struct {
+	Files Files     `json:"files"`
+	Now   time.Time `json:"now"`
+	Certs []Cert    `json:"certificates"`
+	CAs   []CA      `json:"certificateAuthorities"`
+}
+
+// Duration is a time.Duration that JSON writes in seconds.
+type Duration time.Duration
+
+// MarshalJSON writes whole seconds.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprint(int64(time.Duration(d) / time.Second))), nil
+}
+
+// kubeadmName is kubeadm's name for a certificate of the set: the file's
+// path with "/" as "-" (etcd/server is etcd-server).
+func kubeadmName(specName string) string { return strings.ReplaceAll(specName, "/", "-") }
+
+// otherUsers are who uses a kubeconfig no static pod names.
+var otherUsers = map[string]string{
+	"admin":       "kubectl (you)",
+	"super-admin": "break-glass (system:masters)",
+}
+
+// ErrNotPKI is returned when the PKI directory holds no CA.
+var ErrNotPKI = errors.New("not a Kubernetes PKI directory")
+
+// Inspect reads the node's certificates, kubeconfigs and CAs as of now.
+// kubelet.conf is left out, as kubeadm leaves it out: the kubelet renews
+// its own client certificate.
+func Inspect(f Files, now time.Time) (*Report, error) {
+	if _, err := os.Stat(pki.CertPath(f.PKIDir, pki.CAName)); err != nil {
+		return nil, fmt.Errorf("%s: %w (no %s.crt): pass the directory that holds ca.crt (kubeadm: /etc/kubernetes/pki)", f.PKIDir, ErrNotPKI, pki.CAName)
+	}
+	users, err := manifestUsers(f.ManifestsDir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Files: f, Now: now}
+	external := map[string]bool{}
+	for _, s := range pki.Specs(pki.Config{}) {
+		if !s.IsCA() {
+			continue
+		}
+		ca := CA{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name)}
+		crt, err := readCert(ca.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			ca.Missing = true
+		case err != nil:
+			return nil, err
+		default:
+			ca.NotAfter, ca.Residual = crt.NotAfter, residual(crt, now)
+			if _, err := os.Stat(pki.KeyPath(f.PKIDir, s.Name)); errors.Is(err, fs.ErrNotExist) {
+				ca.External = true
+			}
+		}
+		external[s.Name] = ca.External
+		r.CAs = append(r.CAs, ca)
+	}
+	caState := func(caName string) (bool, string) {
+		ca := r.CAs[slices.IndexFunc(r.CAs, func(c CA) bool { return c.Name == kubeadmName(caName) })]
+		switch {
+		case ca.Missing:
+			return false, "its CA " + ca.Name + " is missing"
+		case external[caName]:
+			return false, "its CA " + ca.Name + " is external (no " + filepath.Base(pki.KeyPath(f.PKIDir, caName)) + ")"
+		}
+		return true, ""
+	}
+	for _, s := range pki.Specs(pki.Config{}) {
+		if s.IsCA() {
+			continue
+		}
+		c := Cert{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name), CA: kubeadmName(s.CA), UsedBy: users[filepath.Clean(pki.CertPath(f.PKIDir, s.Name))]}
+		crt, err := readCert(c.Path)
+		if err := c.fill(crt, err, now); err != nil {
+			return nil, err
+		}
+		c.Renewable, c.Why = caState(s.CA)
+		r.Certs = append(r.Certs, c)
+	}
+	for _, k := range cluster.KubeconfigSpecs("") {
+		if k.Name == "kubelet" {
+			continue
+		}
+		path := filepath.Join(f.KubeconfigDir, k.Name+".conf")
+		c := Cert{Name: k.Name + ".conf", Path: path, CA: pki.CAName, UsedBy: users[filepath.Clean(path)]}
+		if u, ok := otherUsers[k.Name]; ok {
+			c.UsedBy = append(c.UsedBy, u)
+		}
+		crt, err := kubeconfigCert(path)
+		if err := c.fill(crt, err, now); err != nil {
+			return nil, err
+		}
+		c.Renewable, c.Why = caState(pki.CAName)
+		r.Certs = append(r.Certs, c)
+	}
+	sort.SliceStable(r.Certs, func(i, j int) bool { return r.Certs[i].Name < r.Certs[j].Name })
+	return r, nil
+}
+
+// fill sets what the certificate says, or that the file is missing.
+func (c *Cert) fill(crt *x509.Certificate, err error, now time.Time) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		c.Missing = true
+		return nil
+	case err != nil:
+		return err
+	}
+	c.NotAfter, c.Residual, c.Serial = crt.NotAfter, residual(crt, now), crt.SerialNumber.Text(16)
+	return nil
+}
+
+func residual(crt *x509.Certificate, now time.Time) Duration {
+	return Duration(crt.NotAfter.Sub(now))
+}
+
+// readCert reads the first certificate of a PEM file; a missing file's
+// error wraps fs.ErrNotExist.
+func readCert(path string) (*x509.Certificate, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	certs, err := certutil.CertsFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return certs[0], nil
+}
+
+// kubeconfigCert is the client certificate of a kubeconfig's current
+// context's user: embedded, or the file it names.
+func kubeconfigCert(path string) (*x509.Certificate, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read kubeconfig %s: %w", path, err)
+	}
+	ctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok {
+		return nil, fmt.Errorf("kubeconfig %s: no current context", path)
+	}
+	user, ok := cfg.AuthInfos[ctx.AuthInfo]
+	if !ok {
+		return nil, fmt.Errorf("kubeconfig %s: context %s names no user", path, cfg.CurrentContext)
+	}
+	data := user.ClientCertificateData
+	if len(data) == 0 && user.ClientCertificate != "" {
+		if data, err = os.ReadFile(user.ClientCertificate); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+		}
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("kubeconfig %s: user %s has no client certificate", path, ctx.AuthInfo)
+	}
+	certs, err := certutil.ParseCertsPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: client certificate: %w", path, err)
+	}
+	return certs[0], nil
+}
+
+// manifestUsers maps each file a static pod's command line names (a flag's
+// value that is an absolute path) to the pods that name it.
+func manifestUsers(dir string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if dir == "" {
+		return out, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		pod, err := staticpod.Parse(data)
+		if err != nil {
+			continue // not a manifest the kubelet could run either
+		}
+		for _, ct := range pod.Spec.Containers {
+			for _, arg := range append(slices.Clone(ct.Command), ct.Args...) {
+				_, v, ok := strings.Cut(arg, "=")
+				if !ok || !filepath.IsAbs(v) {
+					continue
+				}
+				p := filepath.Clean(v)
+				if !slices.Contains(out[p], pod.Name) {
+					out[p] = append(out[p], pod.Name)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// ExpiringWithin lists what expires (or is missing) sooner than d from
+// the report's time.
+func (r *Report) ExpiringWithin(d time.Duration) []string {
+	var out []string
+	for _, c := range r.Certs {
+		if c.Missing || time.Duration(c.Residual) < d {
+			out = append(out, c.Name)
+		}
+	}
+	for _, c := range r.CAs {
+		if !c.Missing && time.Duration(c.Residual) < d {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// HumanDuration writes a residual time as kubeadm does: the largest unit
+// (365d as 1y), "invalid" once expired.
+func HumanDuration(d Duration) string {
+	t := time.Duration(d)
+	switch {
+	case t <= 0:
+		return "invalid"
+	case t >= 365*24*time.Hour:
+		return fmt.Sprintf("%dy", int(t/(365*24*time.Hour)))
+	case t >= 24*time.Hour:
+		return fmt.Sprintf("%dd", int(t/(24*time.Hour)))
+	case t >= time.Hour:
+		return fmt.Sprintf("%dh", int(t/time.Hour))
+	case t >= time.Minute:
+		return fmt.Sprintf("%dm", int(t/time.Minute))
+	}
+	return fmt.Sprintf("%ds", int(t/time.Second))
+}
+
+// ParseWithin reads --fail-within: a Go duration (720h, 10m) or days
+// (30d).
+func ParseWithin(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && fmt.Sprint(n) == days && n >= 0 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration: use days (30d) or a Go duration (720h, 10m)", s)
+	}
+	return d, nil
+}

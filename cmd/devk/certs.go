@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/certs"
+	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/layout"
+)
+
+// ExitExpiring is check-expiration's status when --fail-within finds a
+// certificate expiring sooner (or missing).
+const ExitExpiring = 2
+
+// expiringError asks for ExitExpiring.
+type expiringError struct {
+	names  []string
+	within string
+}
+
+func (e *expiringError) Error() string {
+	return fmt.Sprintf("%d expire within %s or are missing: %s (a devk cluster's `devk up` replaces a certificate with less than %s left; a kubeadm node's: kubeadm certs renew)",
+		len(e.names), e.within, strings.Join(e.names, ", "), pki.RenewBefore)
+}
+
+func (e *expiringError) ExitCode() int { return ExitExpiring }
+
+// certsFlags name the node whose certificates a certs command reads: a
+// devk cluster by --name, or kubeadm's layout by its directories.
+type certsFlags struct {
+	Name          string
+	PKIDir        string
+	KubeconfigDir string
+	ManifestsDir  string
+}
+
+func (f *certsFlags) add(cmd *cobra.Command) {
+	kubeadm := layout.Kubeadm("")
+	fl := cmd.Flags()
+	fl.StringVar(&f.Name, "name", layout.DefaultName, "the devk cluster")
+	fl.StringVar(&f.PKIDir, "pki-dir", "", "the certificates' directory, for a node devk did not make (kubeadm: "+kubeadm.PKIDir+")")
+	fl.StringVar(&f.KubeconfigDir, "kubeconfig-dir", "", "the directory of admin.conf and the other kubeconfigs (kubeadm: "+filepath.Dir(kubeadm.Kubeconfig)+")")
+	fl.StringVar(&f.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, to tell which components use each file (kubeadm: "+kubeadm.ManifestsDir+")")
+}
+
+// files resolves the flags: a devk cluster's layout, or the directories
+// given (--pki-dir names a node devk did not make; the kubeconfigs default
+// to its parent directory, as kubeadm lays them out).
+func (f *certsFlags) files() (certs.Files, error) {
+	if f.PKIDir != "" {
+		out := certs.Files{PKIDir: f.PKIDir, KubeconfigDir: f.KubeconfigDir, ManifestsDir: f.ManifestsDir}
+		if out.KubeconfigDir == "" {
+			out.KubeconfigDir = filepath.Dir(filepath.Clean(f.PKIDir))
+		}
+		if out.ManifestsDir == "" {
+			out.ManifestsDir = filepath.Join(out.KubeconfigDir, "manifests")
+		}
+		return out, nil
+	}
+	if f.KubeconfigDir != "" || f.ManifestsDir != "" {
+		return certs.Files{}, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", layout.Kubeadm("").PKIDir)
+	}
+	home, err := layout.HomeDir("")
+	if err != nil {
+		return certs.Files{}, err
+	}
+	if _, _, err := layout.Open(home, f.Name); err != nil {
+		return certs.Files{}, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, layout.Kubeadm("").PKIDir)
+	}
+	p := layout.ClusterPaths(home, f.Name)
+	return certs.Files{PKIDir: p.PKI(), KubeconfigDir: filepath.Dir(p.Kubeconfig("admin")), ManifestsDir: p.Manifests()}, nil
+}
+
+func newCertsCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Check when a control plane's certificates expire",
+	}
+	cmd.AddCommand(newCertsCheckCmd(g))
+	return cmd
+}
+
+func newCertsCheckCmd(g *globalOptions) *cobra.Command {
+	var f certsFlags
+	var within string
+	cmd := &cobra.Command{
+		Use:   "check-expiration",
+		Short: "List every certificate and kubeconfig: expiry, residual time, CA, renewable, used by",
+		Long: `List a control-plane node's certificates, as kubeadm certs check-expiration
+does: each certificate of the PKI directory and the client certificate of
+each kubeconfig (admin, super-admin, controller-manager, scheduler), with
+when it expires, the time left, the CA that signed it, whether devk can
+renew it (not when devk has the CA's certificate but not its key: an
+external CA), and which static pods name the file. Then the CAs. kubelet.conf
+is left out, as kubeadm leaves it out: the kubelet renews its own client
+certificate. It reads files only; the cluster may be down.
+
+A devk cluster is found by --name; a kubeadm node by --pki-dir
+(/etc/kubernetes/pki), its kubeconfigs in the parent directory and its
+manifests in manifests/ there unless --kubeconfig-dir and --manifests-dir
+say otherwise.
+
+Exit status: 0; 2 with --fail-within when anything expires sooner or is
+missing (for cron and CI); 1 on any other error.`,
+		Example: `  devk certs check-expiration
+  devk certs check-expiration --name dev2 -o json
+  devk certs check-expiration --fail-within 30d
+  sudo devk certs check-expiration --pki-dir /etc/kubernetes/pki`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var failWithin time.Duration
+			if within != "" {
+				var err error
+				if failWithin, err = certs.ParseWithin(within); err != nil {
+					return fmt.Errorf("--fail-within: %w", err)
+				}
+			}
+			files, err := f.files()
+			if err != nil {
+				return err
+			}
+			r, err := certs.Inspect(files, time.Now())
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				if err := json.NewEncoder(g.stdout).Encode(r); err != nil {
+					return err
+				}
+			} else {
+				printExpiration(g, r)
+			}
+			if within != "" {
+				if names := r.ExpiringWithin(failWithin); len(names) > 0 {
+					return &expiringError{names: names, within: within}
+				}
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&within, "fail-within", "", "exit 2 if anything expires within this time or is missing: days (30d) or a Go duration (720h)")
+	return cmd
+}
+
+func printExpiration(g *globalOptions, r *certs.Report) {
+	when := func(t time.Time) string { return t.UTC().Format("Jan 02, 2006 15:04 MST") }
+	yesNo := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "CERTIFICATE\tEXPIRES\tRESIDUAL TIME\tCERTIFICATE AUTHORITY\tRENEWABLE\tUSED BY")
+	for _, c := range r.Certs {
+		if c.Missing {
+			fmt.Fprintf(tw, "%s\tmissing (%s)\t-\t%s\t-\t%s\n", c.Name, c.Path, c.CA, orDash(strings.Join(c.UsedBy, ", ")))
+			continue
+		}
+		renew := yesNo(c.Renewable)
+		if !c.Renewable {
+			renew = "no: " + c.Why
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, when(c.NotAfter), certs.HumanDuration(c.Residual), c.CA, renew, orDash(strings.Join(c.UsedBy, ", ")))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "CERTIFICATE AUTHORITY\tEXPIRES\tRESIDUAL TIME\tEXTERNALLY MANAGED")
+	for _, c := range r.CAs {
+		if c.Missing {
+			fmt.Fprintf(tw, "%s\tmissing (%s)\t-\t-\n", c.Name, c.Path)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, when(c.NotAfter), certs.HumanDuration(c.Residual), yesNo(c.External))
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
