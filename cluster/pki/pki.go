@@ -221,11 +221,17 @@ func Ensure(dir string, s Spec, now time.Time, mayReplace bool) (Result, error) 
 }
 
 func sign(s Spec, key *ecdsa.PrivateKey, ca *x509.Certificate, caKey crypto.Signer, now time.Time) (*x509.Certificate, error) {
+	return signPublic(s, key.Public(), ca, caKey, now, CertValidity)
+}
+
+// signPublic signs s for the public key pub, valid for validity from now
+// (no longer than the CA).
+func signPublic(s Spec, pub crypto.PublicKey, ca *x509.Certificate, caKey crypto.Signer, now time.Time, validity time.Duration) (*x509.Certificate, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).SetInt64(math.MaxInt64-1))
 	if err != nil {
 		return nil, err
 	}
-	notAfter := now.Add(CertValidity)
+	notAfter := now.Add(validity)
 	if notAfter.After(ca.NotAfter) {
 		notAfter = ca.NotAfter
 	}
@@ -241,7 +247,7 @@ func sign(s Spec, key *ecdsa.PrivateKey, ca *x509.Certificate, caKey crypto.Sign
 		BasicConstraintsValid: true,
 		AuthorityKeyId:        ca.SubjectKeyId,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, pub, caKey)
 	if err != nil {
 		return nil, err
 	}
