@@ -51,6 +51,11 @@ type Cert struct {
 	// UsedBy are the static pods whose manifests name the file, or who
 	// else uses it (admin.conf: kubectl).
 	UsedBy []string `json:"usedBy"`
+
+	// spec is the certificate's name in the PKI directory (etcd/server),
+	// "" for a kubeconfig; pods are the static pods of UsedBy.
+	spec, caSpec string
+	pods         []string
 }
 
 // CA is one certificate authority.
@@ -141,7 +146,8 @@ func Inspect(f Files, now time.Time) (*Report, error) {
 		if s.IsCA() {
 			continue
 		}
-		c := Cert{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name), CA: kubeadmName(s.CA), UsedBy: users[filepath.Clean(pki.CertPath(f.PKIDir, s.Name))]}
+		pods := users[filepath.Clean(pki.CertPath(f.PKIDir, s.Name))]
+		c := Cert{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name), CA: kubeadmName(s.CA), UsedBy: slices.Clone(pods), spec: s.Name, caSpec: s.CA, pods: pods}
 		crt, err := readCert(c.Path)
 		if err := c.fill(crt, err, now); err != nil {
 			return nil, err
@@ -154,7 +160,8 @@ func Inspect(f Files, now time.Time) (*Report, error) {
 			continue
 		}
 		path := filepath.Join(f.KubeconfigDir, k.Name+".conf")
-		c := Cert{Name: k.Name + ".conf", Path: path, CA: pki.CAName, UsedBy: users[filepath.Clean(path)]}
+		pods := users[filepath.Clean(path)]
+		c := Cert{Name: k.Name + ".conf", Path: path, CA: pki.CAName, UsedBy: slices.Clone(pods), caSpec: pki.CAName, pods: pods}
 		if u, ok := otherUsers[k.Name]; ok {
 			c.UsedBy = append(c.UsedBy, u)
 		}
@@ -325,4 +332,22 @@ func ParseWithin(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a duration: use days (30d) or a Go duration (720h, 10m)", s)
 	}
 	return d, nil
+}
+
+// Names are kubeadm's names of the certificates and kubeconfigs
+// check-expiration lists, for completion and messages.
+func Names() []string {
+	var out []string
+	for _, s := range pki.Specs(pki.Config{}) {
+		if !s.IsCA() {
+			out = append(out, kubeadmName(s.Name))
+		}
+	}
+	for _, k := range cluster.KubeconfigSpecs("") {
+		if k.Name != "kubelet" {
+			out = append(out, k.Name+".conf")
+		}
+	}
+	slices.Sort(out)
+	return out
 }

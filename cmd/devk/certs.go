@@ -13,6 +13,7 @@ import (
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/phase"
 )
 
 // ExitExpiring is check-expiration's status when --fail-within finds a
@@ -39,6 +40,9 @@ type certsFlags struct {
 	PKIDir        string
 	KubeconfigDir string
 	ManifestsDir  string
+	// CRISocket and NodeName are renew's: where the static pods run.
+	CRISocket string
+	NodeName  string
 }
 
 func (f *certsFlags) add(cmd *cobra.Command) {
@@ -52,7 +56,8 @@ func (f *certsFlags) add(cmd *cobra.Command) {
 
 // files resolves the flags: a devk cluster's layout, or the directories
 // given (--pki-dir names a node devk did not make; the kubeconfigs default
-// to its parent directory, as kubeadm lays them out).
+// to its parent directory, as kubeadm lays them out). It also fills the
+// node's CRI socket and node name (a devk cluster's, or the flags').
 func (f *certsFlags) files() (certs.Files, error) {
 	if f.PKIDir != "" {
 		out := certs.Files{PKIDir: f.PKIDir, KubeconfigDir: f.KubeconfigDir, ManifestsDir: f.ManifestsDir}
@@ -61,6 +66,9 @@ func (f *certsFlags) files() (certs.Files, error) {
 		}
 		if out.ManifestsDir == "" {
 			out.ManifestsDir = filepath.Join(out.KubeconfigDir, "manifests")
+		}
+		if f.CRISocket == "" {
+			f.CRISocket = layout.KubeadmCRISocket
 		}
 		return out, nil
 	}
@@ -71,19 +79,28 @@ func (f *certsFlags) files() (certs.Files, error) {
 	if err != nil {
 		return certs.Files{}, err
 	}
-	if _, _, err := layout.Open(home, f.Name); err != nil {
+	cfg, p, err := layout.Open(home, f.Name)
+	if err != nil {
 		return certs.Files{}, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, layout.Kubeadm("").PKIDir)
 	}
-	p := layout.ClusterPaths(home, f.Name)
+	if f.CRISocket == "" {
+		f.CRISocket = cfg.CRISocket
+		if cfg.OwnRuntime || f.CRISocket == "" {
+			f.CRISocket = p.ContainerdSocket()
+		}
+	}
+	if f.NodeName == "" {
+		f.NodeName = cfg.NodeName
+	}
 	return certs.Files{PKIDir: p.PKI(), KubeconfigDir: filepath.Dir(p.Kubeconfig("admin")), ManifestsDir: p.Manifests()}, nil
 }
 
 func newCertsCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Check when a control plane's certificates expire",
+		Short: "Check when a control plane's certificates expire; renew them, restart what uses them, verify",
 	}
-	cmd.AddCommand(newCertsCheckCmd(g))
+	cmd.AddCommand(newCertsCheckCmd(g), newCertsRenewCmd(g))
 	return cmd
 }
 
@@ -188,4 +205,82 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func newCertsRenewCmd(g *globalOptions) *cobra.Command {
+	var f certsFlags
+	var flags phase.Flags
+	o := certs.RenewOptions{Validity: pki.CertValidity, Timeout: certs.DefaultRestartTimeout}
+	cmd := &cobra.Command{
+		Use:   "renew all|NAME...",
+		Short: "Renew certificates from their CAs, restart the static pods that use them, verify the new ones are in use",
+		Long: `Renew a control plane's certificates and kubeconfig client certificates
+(the names check-expiration lists, or all) from the CAs that signed them,
+as kubeadm certs renew does: the same subject, SANs and usages, a new
+serial, valid for --validity from now. Unlike kubeadm, the key is kept,
+so each certificate changes in one atomic write and no kill can leave a
+certificate beside a key it does not match; the previous file is kept
+beside it as <file>.devk-prev.
+
+Then, as kubespray does after renewing, the static pods whose manifests
+name a renewed file are restarted by removing their pod sandboxes through
+CRI (the kubelet recreates them from the unchanged manifests); then devk
+waits until the API server and etcd present the new serials on their
+ports and each renewed kubeconfig authenticates as its subject. If any of
+that fails, the previous files are put back and the pods restarted again.
+A certificate under an external CA (its key is not here) is left alone by
+"all" and refused by name. The cluster must be running.
+
+A devk cluster is found by --name; a kubeadm node by --pki-dir (with
+--cri-socket, default ` + layout.KubeadmCRISocket + `, and --node-name).
+
+Unattended, as kubespray's timer does it (cron, as root):
+  0 3 * * 0  devk certs check-expiration --fail-within 30d >/dev/null || devk certs renew all`,
+		Example: `  devk certs renew all
+  devk certs renew apiserver admin.conf
+  devk certs renew all --validity 10m      # short-lived, to test rotation
+  devk certs renew all --dry-run
+  sudo devk certs renew all --pki-dir /etc/kubernetes/pki`,
+		Args: cobra.MinimumNArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return append([]string{certs.AllNames}, certs.Names()...), cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Validity <= 0 {
+				return fmt.Errorf("--validity %s: give a positive duration (10m, 8760h)", o.Validity)
+			}
+			if o.Timeout <= 0 {
+				return fmt.Errorf("--timeout %s: give a positive duration", o.Timeout)
+			}
+			files, err := f.files()
+			if err != nil {
+				return err
+			}
+			o.Files, o.Names, o.CRISocket, o.NodeName = files, args, f.CRISocket, f.NodeName
+			popts := flags.Options()
+			popts.Reporter = g.Reporter()
+			popts.PlanOut = g.stderr
+			j, err := certs.Renew(cmd.Context(), o, popts)
+			if err != nil || flags.DryRun {
+				return err
+			}
+			if g.JSON() {
+				return json.NewEncoder(g.stdout).Encode(j)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "RENEWED\tSERIAL\tEXPIRES\tIN USE")
+			for _, r := range j.Renewed {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Serial, r.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"), r.Verified)
+			}
+			return tw.Flush()
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.CRISocket, "cri-socket", "", "the node's CRI socket, for a node devk did not make (default "+layout.KubeadmCRISocket+")")
+	fl.StringVar(&f.NodeName, "node-name", "", "the kubelet's node name, for a node devk did not make (default: any static pod named <pod>-…)")
+	fl.DurationVar(&o.Validity, "validity", pki.CertValidity, "how long the renewed certificates are valid (capped at their CA's end)")
+	fl.DurationVar(&o.Timeout, "timeout", certs.DefaultRestartTimeout, "how long to wait for the restarted pods to serve the new certificates")
+	phase.Bind(cmd, certs.RenewPhases(), &flags)
+	return cmd
 }

@@ -170,6 +170,20 @@ func (c *Client) StopContainer(ctx context.Context, id string, grace time.Durati
 	return nil
 }
 
+// RemoveSandbox stops and removes one pod sandbox and its containers,
+// without grace (the kubelet makes a static pod's again).
+func (c *Client) RemoveSandbox(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.RT.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		return fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
+	}
+	if _, err := c.RT.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		return fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
+	}
+	return nil
+}
+
 // RemoveAll stops and removes every pod sandbox (and its containers) for
 // which own returns true, without grace; it returns how many sandboxes it
 // removed. The sandboxes go at once, each in one stop and one remove: the
@@ -193,17 +207,7 @@ func (c *Client) RemoveAll(ctx context.Context, own func(podUID string) bool) (i
 	errs := make(chan error, len(ids))
 	for _, id := range ids {
 		go func() {
-			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			if _, err := c.RT.StopPodSandbox(pctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-				errs <- fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
-				return
-			}
-			if _, err := c.RT.RemovePodSandbox(pctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
-				errs <- fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
-				return
-			}
-			errs <- nil
+			errs <- c.RemoveSandbox(ctx, id)
 		}()
 	}
 	n := 0
