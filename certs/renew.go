@@ -33,6 +33,8 @@ const (
 	// to run again and serve the renewed certificates.
 	DefaultRestartTimeout = 3 * time.Minute
 	renewPollInterval     = 250 * time.Millisecond
+	// removeTimeout bounds the attempts to remove one pod sandbox.
+	removeTimeout = 30 * time.Second
 	// tlsDialTimeout bounds one look at a server's certificate.
 	tlsDialTimeout = 3 * time.Second
 )
@@ -54,7 +56,7 @@ type RenewOptions struct {
 	Validity time.Duration
 	// Timeout bounds the wait for the restarted pods (DefaultRestartTimeout).
 	Timeout time.Duration
-	Now     func() time.Time
+	Now     func() time.Time `json:"-"`
 }
 
 // Renewed is one certificate renew replaced.
@@ -119,7 +121,7 @@ func RenewPhases() []*phase.Phase[*RenewJob] {
 		},
 		{
 			Name:  "verify",
-			Short: "wait until the API server and etcd present the new serials on their ports and every renewed kubeconfig authenticates as its subject",
+			Short: "wait until the API server and etcd present the new serials on their ports, the API server's /readyz is ok and every renewed kubeconfig authenticates as its subject",
 			Needs: needs,
 			IO: func(j *RenewJob) ([]string, []string) {
 				return []string{"the API server's and etcd's TLS ports", "SelfSubjectReview"}, nil
@@ -295,8 +297,18 @@ func (j *RenewJob) restart(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 		for _, s := range sbs {
-			if err := j.rt.RemoveSandbox(ctx, s.ID); err != nil {
-				return phase.Done, fmt.Errorf("restart %s: %w", p, err)
+			// The runtime refuses to remove a container it is still
+			// starting (a pod the kubelet is restarting): try again.
+			var lastErr error
+			err := wait.PollUntilContextTimeout(ctx, renewPollInterval, removeTimeout, true, func(ctx context.Context) (bool, error) {
+				lastErr = j.rt.RemoveSandbox(ctx, s.ID)
+				return lastErr == nil, nil
+			})
+			if err != nil {
+				if lastErr == nil {
+					lastErr = err
+				}
+				return phase.Done, fmt.Errorf("restart %s: %w", p, lastErr)
 			}
 			j.removed[s.ID] = true
 		}
@@ -399,6 +411,14 @@ func (j *RenewJob) checkOf(r *Renewed) func(context.Context) (string, error) {
 		}
 		if serial.Cmp(r.renewed.SerialNumber) != 0 {
 			return "", fmt.Errorf("%s presents serial %s, not the renewed %s", addr, serial.Text(16), r.Serial)
+		}
+		if r.cert.spec == "apiserver" {
+			// Healthy too: /readyz covers etcd and the API server's
+			// own start.
+			if err := kube.Probe(ctx, "https://"+addr+"/readyz"); err != nil {
+				return "", err
+			}
+			return addr + " presents serial " + r.Serial + ", /readyz ok", nil
 		}
 		return addr + " presents serial " + r.Serial, nil
 	}
