@@ -33,8 +33,6 @@ const (
 	// to run again and serve the renewed certificates.
 	DefaultRestartTimeout = 3 * time.Minute
 	renewPollInterval     = 250 * time.Millisecond
-	// removeTimeout bounds the attempts to remove one pod sandbox.
-	removeTimeout = 30 * time.Second
 	// tlsDialTimeout bounds one look at a server's certificate.
 	tlsDialTimeout = 3 * time.Second
 )
@@ -297,18 +295,8 @@ func (j *RenewJob) restart(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 		for _, s := range sbs {
-			// The runtime refuses to remove a container it is still
-			// starting (a pod the kubelet is restarting): try again.
-			var lastErr error
-			err := wait.PollUntilContextTimeout(ctx, renewPollInterval, removeTimeout, true, func(ctx context.Context) (bool, error) {
-				lastErr = j.rt.RemoveSandbox(ctx, s.ID)
-				return lastErr == nil, nil
-			})
-			if err != nil {
-				if lastErr == nil {
-					lastErr = err
-				}
-				return phase.Done, fmt.Errorf("restart %s: %w", p, lastErr)
+			if err := j.rt.RemoveSandbox(ctx, s.ID); err != nil {
+				return phase.Done, fmt.Errorf("restart %s: %w", p, err)
 			}
 			j.removed[s.ID] = true
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -171,18 +173,36 @@ func (c *Client) StopContainer(ctx context.Context, id string, grace time.Durati
 }
 
 // RemoveSandbox stops and removes one pod sandbox and its containers,
-// without grace (the kubelet makes a static pod's again).
+// without grace (the kubelet makes a static pod's again). containerd
+// refuses to remove a container it is still starting (one the kubelet is
+// starting or restarting right then), so a failed attempt is repeated
+// for up to removeRetryTimeout.
 func (c *Client) RemoveSandbox(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, removeRetryTimeout+30*time.Second)
 	defer cancel()
-	if _, err := c.RT.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-		return fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, removeRetryInterval, removeRetryTimeout, true, func(ctx context.Context) (bool, error) {
+		if _, err := c.RT.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+			last = fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
+			return false, nil
+		}
+		if _, err := c.RT.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			last = fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && last != nil {
+		return last
 	}
-	if _, err := c.RT.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
-		return fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
-	}
-	return nil
+	return err
 }
+
+// How long RemoveSandbox tries, and how often.
+const (
+	removeRetryTimeout  = 15 * time.Second
+	removeRetryInterval = 200 * time.Millisecond
+)
 
 // RemoveAll stops and removes every pod sandbox (and its containers) for
 // which own returns true, without grace; it returns how many sandboxes it
