@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/staticpod"
 )
@@ -155,7 +154,7 @@ func Inspect(f Files, now time.Time) (*Report, error) {
 		c.Renewable, c.Why = caState(s.CA)
 		r.Certs = append(r.Certs, c)
 	}
-	for _, k := range cluster.KubeconfigSpecs("") {
+	for _, k := range pki.KubeconfigSpecs("") {
 		if k.Name == "kubelet" {
 			continue
 		}
@@ -343,7 +342,7 @@ func Names() []string {
 			out = append(out, kubeadmName(s.Name))
 		}
 	}
-	for _, k := range cluster.KubeconfigSpecs("") {
+	for _, k := range pki.KubeconfigSpecs("") {
 		if k.Name != "kubelet" {
 			out = append(out, k.Name+".conf")
 		}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devk/devk/cluster"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/devk/devk/cluster/pki"
 )
 
@@ -30,12 +32,19 @@ func fixturePKI(t *testing.T, issued time.Time) Files {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range cluster.KubeconfigSpecs("node-1") {
-		crt, key, err := pki.ClientCert(f.PKIDir, pki.CAName, k.CommonName, k.Organization, issued)
+	for _, k := range pki.KubeconfigSpecs("node-1") {
+		crt, key, err := pki.ClientCert(f.PKIDir, pki.CAName, k.CommonName, k.Organization, issued, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := cluster.KubeconfigBytes("kubernetes", "https://10.250.0.2:6443", caPEM, k.Name, crt, key)
+		// kubeadm's shape (cluster.KubeconfigBytes writes the same; the
+		// cluster package imports this one).
+		cfg := clientcmdapi.NewConfig()
+		cfg.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: "https://10.250.0.2:6443", CertificateAuthorityData: caPEM}
+		cfg.AuthInfos[k.CommonName] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
+		cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: k.CommonName}
+		cfg.CurrentContext = "default"
+		data, err := clientcmd.Write(*cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/staticpod"
@@ -36,6 +37,10 @@ const (
 	// tlsDialTimeout bounds one look at a server's certificate.
 	tlsDialTimeout = 3 * time.Second
 )
+
+// FailpointJob names renew's kill points in test builds:
+// certs-renew/<phase>, and certs-renew/renew/<name> before each file.
+const FailpointJob = "certs-renew"
 
 // AllNames is the argument that renews every certificate devk can.
 const AllNames = "all"
@@ -147,6 +152,7 @@ func Renew(ctx context.Context, o RenewOptions, popts phase.Options) (*RenewJob,
 		o.Now = time.Now
 	}
 	j := &RenewJob{RenewOptions: o, removed: map[string]bool{}}
+	popts.Job = FailpointJob
 	defer func() {
 		if j.rt != nil {
 			j.rt.Close()
@@ -270,6 +276,7 @@ func (j *RenewJob) renew(ctx context.Context) (phase.Outcome, error) {
 		if err := ctx.Err(); err != nil {
 			return phase.Done, err
 		}
+		failpoint.Hit(FailpointJob + "/renew/" + c.Name)
 		var old, renewed *x509.Certificate
 		var err error
 		if c.spec != "" {

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/phase"
 )
@@ -23,7 +26,8 @@ func (c *Cluster) PKIConfig() (pki.Config, error) {
 	if err != nil {
 		return pki.Config{}, err
 	}
-	return pki.Config{NodeName: c.Config.NodeName, ServiceIP: sip, AdvertiseIP: net.ParseIP(c.Config.AdvertiseIP), DNSDomain: c.Config.DNSDomain}, nil
+	return pki.Config{NodeName: c.Config.NodeName, ServiceIP: sip, AdvertiseIP: net.ParseIP(c.Config.AdvertiseIP), DNSDomain: c.Config.DNSDomain,
+		Validity: c.Config.Spec.LeafValidity()}, nil
 }
 
 // apiserverRunning says whether this cluster's control plane is up, in
@@ -104,7 +108,11 @@ func (c *Cluster) ensureCert(name string) (phase.Outcome, error) {
 		if s.Name != name {
 			continue
 		}
-		res, err := pki.Ensure(c.PKI(), s, time.Now(), !c.apiserverRunning())
+		running := c.apiserverRunning()
+		res, err := pki.Ensure(c.PKI(), s, time.Now(), !running)
+		if running && c.RenewCerts && errors.Is(err, pki.ErrStale) {
+			return phase.Unchanged("expiring: certs-expiry renews it below"), nil
+		}
 		if err != nil {
 			return phase.Done, err
 		}
@@ -113,28 +121,9 @@ func (c *Cluster) ensureCert(name string) (phase.Outcome, error) {
 	return phase.Done, fmt.Errorf("no certificate %q", name)
 }
 
-// KubeconfigSpec is one of the kubeconfigs kubeadm writes.
-type KubeconfigSpec struct {
-	Name         string // file name without .conf
-	CommonName   string
-	Organization []string
-}
-
-// KubeconfigSpecs are admin, super-admin, controller-manager, scheduler
-// and kubelet, with kubeadm's subjects.
-func KubeconfigSpecs(nodeName string) []KubeconfigSpec {
-	return []KubeconfigSpec{
-		{"admin", "kubernetes-admin", []string{"kubeadm:cluster-admins"}},
-		{"super-admin", "kubernetes-super-admin", []string{"system:masters"}},
-		{"controller-manager", "system:kube-controller-manager", nil},
-		{"scheduler", "system:kube-scheduler", nil},
-		{"kubelet", "system:node:" + nodeName, []string{"system:nodes"}},
-	}
-}
-
 func kubeconfigPhases() []*phase.Phase[*Cluster] {
 	var out []*phase.Phase[*Cluster]
-	for _, ks := range KubeconfigSpecs("NODE") {
+	for _, ks := range pki.KubeconfigSpecs("NODE") {
 		name := ks.Name
 		out = append(out, &phase.Phase[*Cluster]{
 			Name:  name,
@@ -149,8 +138,8 @@ func kubeconfigPhases() []*phase.Phase[*Cluster] {
 }
 
 func (c *Cluster) ensureKubeconfig(name string) (phase.Outcome, error) {
-	var spec KubeconfigSpec
-	for _, s := range KubeconfigSpecs(c.Config.NodeName) {
+	var spec pki.KubeconfigSpec
+	for _, s := range pki.KubeconfigSpecs(c.Config.NodeName) {
 		if s.Name == name {
 			spec = s
 		}
@@ -163,11 +152,11 @@ func (c *Cluster) ensureKubeconfig(name string) (phase.Outcome, error) {
 	// kubelet-finalize points kubelet.conf at the kubelet's rotating
 	// client certificate file; that one is kept as it is.
 	if err := checkKubeconfig(path, c.Config.APIServerURL(), caPEM, func(certPEM []byte) error {
-		return pki.CheckClientCert(c.PKI(), "ca", certPEM, spec.CommonName, spec.Organization, time.Now())
+		return pki.CheckClientCert(c.PKI(), "ca", certPEM, spec.CommonName, spec.Organization, time.Now(), c.Config.Spec.LeafValidity())
 	}); err == nil {
 		return phase.Unchanged("reused"), nil
 	}
-	certPEM, keyPEM, err := pki.ClientCert(c.PKI(), "ca", spec.CommonName, spec.Organization, time.Now())
+	certPEM, keyPEM, err := pki.ClientCert(c.PKI(), "ca", spec.CommonName, spec.Organization, time.Now(), c.Config.Spec.LeafValidity())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -225,4 +214,43 @@ func checkKubeconfig(path, server string, caPEM []byte, checkCert func([]byte) e
 		return err
 	}
 	return checkCert(certPEM)
+}
+
+// CertsWarnWithin is how close to expiry a certificate makes up warn.
+const CertsWarnWithin = 30 * 24 * time.Hour
+
+// certFiles is where check-expiration and renew find this cluster's
+// certificates, kubeconfigs and manifests.
+func (c *Cluster) certFiles() certs.Files {
+	return certs.Files{PKIDir: c.PKI(), KubeconfigDir: filepath.Dir(c.Kubeconfig("admin")), ManifestsDir: c.Manifests()}
+}
+
+// runCertsExpiry warns about what expires within CertsWarnWithin, or with
+// RenewCerts renews everything devk can (the pipeline of devk certs
+// renew, its steps reported under this phase).
+func (c *Cluster) runCertsExpiry(ctx context.Context) (phase.Outcome, error) {
+	if c.RenewCerts {
+		validity := c.Config.Spec.LeafValidity()
+		if validity == 0 {
+			validity = pki.CertValidity
+		}
+		j, err := certs.Renew(ctx, certs.RenewOptions{Files: c.certFiles(), Names: []string{certs.AllNames},
+			CRISocket: c.ContainerdSocket(), NodeName: c.Config.NodeName, Validity: validity},
+			phase.Options{Reporter: prefixed{c.Reporter, "certs-expiry/"}})
+		if err != nil {
+			return phase.Done, err
+		}
+		return phase.Changed("renewed %d, restarted %s", len(j.Renewed), strings.Join(j.Restarted, ", ")), nil
+	}
+	r, err := certs.Inspect(c.certFiles(), time.Now())
+	if err != nil {
+		return phase.Done, err
+	}
+	soon := r.ExpiringWithin(CertsWarnWithin)
+	if len(soon) == 0 {
+		return phase.Unchanged("nothing expires within %s", certs.HumanDuration(certs.Duration(CertsWarnWithin))), nil
+	}
+	c.Reporter.Infof("  warning: %d certificates expire within %s (%s): `devk up --renew-certs` or `devk certs renew all` renews them", len(soon),
+		certs.HumanDuration(certs.Duration(CertsWarnWithin)), strings.Join(soon, ", "))
+	return phase.Unchanged("%d expire within %s: %s", len(soon), certs.HumanDuration(certs.Duration(CertsWarnWithin)), strings.Join(soon, ", ")), nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Options are what `devk up` and `devk down` are told.
@@ -57,6 +58,12 @@ type Options struct {
 	// control-plane NoSchedule taint (and is remembered in cluster.json);
 	// nil keeps the cluster's choice (for a new cluster: no taint).
 	KeepTaint *bool
+	// CertValidity, for up, when set, is the lifetime of the leaf
+	// certificates up issues from now on (remembered in cluster.json).
+	CertValidity *time.Duration
+	// RenewCerts, for up, renews every certificate once the control plane
+	// runs (as devk certs renew all).
+	RenewCerts bool
 
 	Reporter progress.Reporter
 }
@@ -145,6 +152,13 @@ func Open(o Options) (*Cluster, error) {
 	}
 	if o.KeepTaint != nil {
 		c.Config.KeepTaint = *o.KeepTaint
+	}
+	if o.CertValidity != nil {
+		c.Config.Spec.CertValidity = &metav1.Duration{Duration: *o.CertValidity}
+		p := &problems{file: "--cert-validity"}
+		if validateSpec(c.Config.Spec, p); p.err() != nil {
+			return nil, p.err()
+		}
 	}
 	return c, nil
 }

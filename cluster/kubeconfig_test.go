@@ -34,7 +34,7 @@ func newTestCluster(t *testing.T) *Cluster {
 
 func TestKubeconfigsReusedUntilTheCAChanges(t *testing.T) {
 	c := newTestCluster(t)
-	for _, ks := range KubeconfigSpecs(c.Config.NodeName) {
+	for _, ks := range pki.KubeconfigSpecs(c.Config.NodeName) {
 		out, err := c.ensureKubeconfig(ks.Name)
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +53,7 @@ func TestKubeconfigsReusedUntilTheCAChanges(t *testing.T) {
 		if cfg.Clusters[kctx.Cluster].Server != c.Config.APIServerURL() || !strings.HasPrefix(c.Config.AdvertiseIP, "10.250.") {
 			t.Errorf("%s: server %s", ks.Name, cfg.Clusters[kctx.Cluster].Server)
 		}
-		if err := pki.CheckClientCert(c.PKI(), "ca", cfg.AuthInfos[kctx.AuthInfo].ClientCertificateData, ks.CommonName, ks.Organization, time.Now()); err != nil {
+		if err := pki.CheckClientCert(c.PKI(), "ca", cfg.AuthInfos[kctx.AuthInfo].ClientCertificateData, ks.CommonName, ks.Organization, time.Now(), 0); err != nil {
 			t.Errorf("%s: %v", ks.Name, err)
 		}
 	}

@@ -102,6 +102,17 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Run: call((*Cluster).runWait),
 		},
 		{
+			Name:  "certs-expiry",
+			Short: "warn about certificates and kubeconfigs that expire within 30 days; with --renew-certs renew them all, restart what uses them and verify (devk certs renew all)",
+			IO: func(c *Cluster) ([]string, []string) {
+				if c.RenewCerts {
+					return []string{c.PKI()}, []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)", "the control-plane pod sandboxes"}
+				}
+				return []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)"}, nil
+			},
+			Run: call((*Cluster).runCertsExpiry),
+		},
+		{
 			Name:  "upload-config",
 			Short: "store cluster.json in ConfigMap kube-system/devk-config; bind admin.conf's group to cluster-admin",
 			IO: func(c *Cluster) ([]string, []string) {

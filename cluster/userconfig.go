@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	gojson "encoding/json"
 
@@ -18,6 +19,7 @@ import (
 	strictjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -372,6 +374,10 @@ func ownFlags() map[string]map[string]string {
 // validateSpec checks the component settings: gate and flag names, and
 // that no extra arg changes a flag devk owns. cluster.json's spec is
 // checked by it too.
+// MinCertValidity is the shortest certificate lifetime up issues: up
+// itself takes a good part of a minute.
+const MinCertValidity = 2 * time.Minute
+
 func validateSpec(s layout.Spec, p *problems) {
 	gates := func(path []string, g map[string]bool) {
 		for _, k := range slices.Sorted(maps.Keys(g)) {
@@ -381,6 +387,11 @@ func validateSpec(s layout.Spec, p *problems) {
 		}
 	}
 	gates([]string{"featureGates"}, s.FeatureGates)
+	if s.CertValidity != nil {
+		if v := s.CertValidity.Duration; v < MinCertValidity || v > pki.CAValidity {
+			p.add([]string{"certValidity"}, "is %s: give a lifetime from %s to %s (the CAs' ten years), e.g. 10m or 8760h", v, MinCertValidity, pki.CAValidity)
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.RuntimeConfig)) {
 		v := s.RuntimeConfig[k]
 		if k == "" || strings.ContainsAny(k, ",= ") || v == "" || strings.ContainsAny(v, ", ") {
@@ -493,6 +504,9 @@ func (u *UserConfig) agrees(o Options) error {
 	p := u.problemsAt()
 	if u.Name != "" && o.Name != "" && o.Name != u.Name {
 		p.add([]string{"name"}, "is %q, but --name is %q: leave one of them out (a file without a name serves any cluster)", u.Name, o.Name)
+	}
+	if u.CertValidity != nil && o.CertValidity != nil && u.CertValidity.Duration != *o.CertValidity {
+		p.add([]string{"certValidity"}, "is %s, but --cert-validity is %s: leave one of them out", u.CertValidity.Duration, *o.CertValidity)
 	}
 	if u.ControlPlaneTaint != "" && o.KeepTaint != nil && *o.KeepTaint != u.keepTaint() {
 		p.add([]string{"controlPlaneTaint"}, "is %s, but --keep-taint=%t says otherwise: leave one of them out", u.ControlPlaneTaint, *o.KeepTaint)

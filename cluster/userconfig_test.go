@@ -24,6 +24,7 @@ const header = "apiVersion: devk.dev/v1alpha1\nkind: Cluster\n"
 
 // fullConfig sets every key.
 const fullConfig = header + `name: dev
+certValidity: 10m
 featureGates:
   ComponentFlagz: true
   ComponentStatusz: false
@@ -128,6 +129,9 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	if err := cfg.Validate("dev"); err != nil {
 		t.Fatalf("the config a file makes does not validate as cluster.json: %v", err)
 	}
+	if pc, err := c.PKIConfig(); err != nil || pc.Validity != 10*time.Minute {
+		t.Errorf("certValidity 10m: the certificates get %v (%v)", pc.Validity, err)
+	}
 
 	api := manifestFlags(t, c, "kube-apiserver")
 	for flag, want := range map[string]string{
@@ -223,6 +227,8 @@ func TestUserConfigProblems(t *testing.T) {
 		{"an empty key", header + "\"\": 1\n", []string{`devk.yaml:3: [""]: unknown key (known here: addons,`}},
 		{"a key's case", header + "FeatureGates: {}\n", []string{"devk.yaml:3: FeatureGates: unknown key (did you mean featureGates?)"}},
 		{"a repeated key", header + "addons:\n  coreDNS: false\n  coreDNS: true\n", []string{`line 5: key "coreDNS" already set`}},
+		{"a too short certificate life", header + "certValidity: 30s\n", []string{"devk.yaml:3: certValidity: is 30s: give a lifetime from 2m0s to"}},
+		{"a certificate life beyond the CAs'", header + "certValidity: 100000h\n", []string{"devk.yaml:3: certValidity: is 100000h0m0s"}},
 		{"a string for a bool", header + "addons:\n  kubeProxy: maybe\n", []string{"devk.yaml:4: addons.kubeProxy: is string, want true or false"}},
 		{"a bool for a string", header + "runtimeConfig:\n  api/all: true\n", []string{`devk.yaml:3: runtimeConfig: is bool, want a string (quote it`}},
 		{"not YAML", header + "networking: [\n", []string{"devk.yaml: not YAML"}},

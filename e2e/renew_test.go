@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -11,11 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 type expirationReport struct {
@@ -155,4 +159,103 @@ func apiServerHost(t *testing.T, c *SharedCluster) string {
 		t.Fatal(err)
 	}
 	return u.Hostname()
+}
+
+// pairsMatch checks that every certificate of the cluster's PKI and every
+// kubeconfig's client certificate belongs to the key beside it.
+func pairsMatch(t *testing.T, clusterDir string) {
+	t.Helper()
+	samePub := func(what string, certPEM, keyPEM []byte) {
+		crts, err := certutil.ParseCertsPEM(certPEM)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		a, _ := x509.MarshalPKIXPublicKey(crts[0].PublicKey)
+		b, _ := x509.MarshalPKIXPublicKey(key.(crypto.Signer).Public())
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: the certificate does not match its key", what)
+		}
+	}
+	pkiDir := filepath.Join(clusterDir, "pki")
+	crts, _ := filepath.Glob(filepath.Join(pkiDir, "*.crt"))
+	etcd, _ := filepath.Glob(filepath.Join(pkiDir, "etcd", "*.crt"))
+	for _, crt := range append(crts, etcd...) {
+		c, err := os.ReadFile(crt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := os.ReadFile(strings.TrimSuffix(crt, ".crt") + ".key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		samePub(crt, c, k)
+	}
+	for _, name := range []string{"admin", "super-admin", "controller-manager", "scheduler"} {
+		path := filepath.Join(clusterDir, name+".conf")
+		cfg, err := clientcmd.LoadFromFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+		samePub(path, u.ClientCertificateData, u.ClientKeyData)
+	}
+}
+
+// TestCertsShortLived: a cluster made with --cert-validity 10m has
+// ten-minute certificates (up warns of them), renews them after a kill in
+// the middle of a renewal (no certificate is ever left beside a key it
+// does not match), and `devk up --renew-certs` renews them too.
+func TestCertsShortLived(t *testing.T) {
+	c := Cluster(t)
+	t.Cleanup(func() { Devk(t, c.Tree, c.Env, "down", "--name", "short") })
+	t0 := time.Now()
+	r := MustDevkEnv(t, c.Tree, c.Env, "up", "--name", "short", "--cert-validity", "10m")
+	if !strings.Contains(r.Stderr, "expire within 30d") {
+		t.Errorf("up with ten-minute certificates did not warn:\n%s", r.Stderr)
+	}
+	clusterDir := filepath.Join(c.Home, "clusters", "short")
+	r = MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--name", "short", "-o", "json")
+	var rep expirationReport
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, crt := range rep.Certificates {
+		if crt.NotAfter.Before(t0.Add(10*time.Minute-time.Minute)) || crt.NotAfter.After(time.Now().Add(10*time.Minute+time.Minute)) {
+			t.Errorf("%s expires %s, want ten minutes after it was made", crt.Name, crt.NotAfter)
+		}
+	}
+	if len(rep.Certificates) != 11 {
+		t.Errorf("%d certificates listed, want 11", len(rep.Certificates))
+	}
+
+	renew := []string{"certs", "renew", "all", "--name", "short", "--validity", "10m"}
+	for _, point := range []string{"certs-renew/renew/apiserver", "certs-renew/restart"} {
+		r := atPoint(t, c.Tree, c.Env, point, "kill", renew...)
+		if !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("at %s: %v", point, r.Err)
+		}
+		pairsMatch(t, clusterDir)
+		r = MustDevkEnv(t, c.Tree, c.Env, append(renew, "-o", "json")...)
+		var rr renewReport
+		if err := json.Unmarshal([]byte(r.Stdout), &rr); err != nil {
+			t.Fatal(err)
+		}
+		if len(rr.Renewed) != 11 || len(rr.Restarted) != 4 {
+			t.Fatalf("re-run after a kill at %s: %d renewed, %v restarted", point, len(rr.Renewed), rr.Restarted)
+		}
+	}
+	pairsMatch(t, clusterDir)
+	admin := filepath.Join(clusterDir, "admin.conf")
+	if r := run(t, c.Tree, nil, c.KubectlPath(), "--kubeconfig", admin, "get", "--raw", "/readyz"); r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
+		t.Fatalf("kubectl with the renewed admin.conf: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	r = MustDevkEnv(t, c.Tree, c.Env, "up", "--name", "short", "--renew-certs")
+	if !strings.Contains(r.Stderr, "certs-expiry") || !strings.Contains(r.Stderr, "renewed 11") {
+		t.Errorf("up --renew-certs did not renew:\n%s", r.Stderr)
+	}
+	MustDevkEnv(t, c.Tree, c.Env, "down", "--name", "short")
 }

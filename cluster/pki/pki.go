@@ -38,9 +38,20 @@ const (
 	CAValidity = 10 * 365 * 24 * time.Hour
 	// CertValidity is how long a leaf certificate is valid, as kubeadm.
 	CertValidity = 365 * 24 * time.Hour
-	// RenewBefore is how close to expiry a certificate is replaced.
+	// RenewBefore is how close to expiry a certificate is replaced (half
+	// its lifetime when that is shorter: see RenewWithin).
 	RenewBefore = 24 * time.Hour
 )
+
+// RenewWithin is how close to its expiry a certificate made to live
+// validity is replaced: RenewBefore, or half of a shorter lifetime (a
+// ten-minute certificate is replaced with five minutes left, not at once).
+func RenewWithin(validity time.Duration) time.Duration {
+	if validity <= 0 {
+		validity = CertValidity
+	}
+	return min(RenewBefore, validity/2)
+}
 
 // CAName is the cluster CA's Name, which signs the API server's serving
 // and client certificates and every kubeconfig's. The etcd CA's and the
@@ -59,6 +70,16 @@ type Spec struct {
 	DNSNames     []string
 	IPs          []net.IP
 	Usages       []x509.ExtKeyUsage
+	// Validity is a leaf certificate's lifetime; 0 is CertValidity.
+	Validity time.Duration
+}
+
+// lifetime is how long a certificate of s is made to live.
+func (s Spec) lifetime() time.Duration {
+	if s.Validity > 0 {
+		return s.Validity
+	}
+	return CertValidity
 }
 
 // IsCA reports whether the spec is a self-signed CA.
@@ -74,6 +95,9 @@ type Config struct {
 	AdvertiseIP net.IP
 	// DNSDomain is the cluster's DNS domain (cluster.local).
 	DNSDomain string
+	// Validity is the leaf certificates' lifetime; 0 is CertValidity
+	// (kubeadm's year). The CAs keep theirs.
+	Validity time.Duration
 }
 
 var (
@@ -88,7 +112,7 @@ func Specs(c Config) []Spec {
 	loop4, loop6 := net.IPv4(127, 0, 0, 1), net.IPv6loopback
 	etcdIPs := uniqIPs(c.AdvertiseIP, loop4, loop6)
 	etcdDNS := []string{c.NodeName, "localhost"}
-	return []Spec{
+	specs := []Spec{
 		{Name: CAName, CommonName: "kubernetes"},
 		{Name: "apiserver", CA: CAName, CommonName: "kube-apiserver", Usages: server,
 			DNSNames: []string{c.NodeName, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
@@ -104,6 +128,12 @@ func Specs(c Config) []Spec {
 		{Name: "etcd/healthcheck-client", CA: layout.EtcdCAName, CommonName: "kube-etcd-healthcheck-client", Usages: client},
 		{Name: layout.APIServerEtcdClient, CA: layout.EtcdCAName, CommonName: "kube-apiserver-etcd-client", Usages: client},
 	}
+	for i := range specs {
+		if !specs[i].IsCA() {
+			specs[i].Validity = c.Validity
+		}
+	}
+	return specs
 }
 
 func uniqIPs(ips ...net.IP) []net.IP {
@@ -141,7 +171,7 @@ func Check(dir string, s Spec, now time.Time) error {
 	if now.Before(crt.NotBefore) {
 		return fmt.Errorf("%w: %s is not valid before %s (is the clock right?)", ErrStale, s.Name, crt.NotBefore.Format(time.RFC3339))
 	}
-	if now.Add(RenewBefore).After(crt.NotAfter) {
+	if now.Add(RenewWithin(s.lifetime())).After(crt.NotAfter) {
 		return fmt.Errorf("%w: %s expires %s", ErrStale, s.Name, crt.NotAfter.Format(time.RFC3339))
 	}
 	if crt.Subject.CommonName != s.CommonName || !sameStrings(crt.Subject.Organization, s.Organization) {
@@ -192,7 +222,7 @@ func Ensure(dir string, s Spec, now time.Time, mayReplace bool) (Result, error) 
 	res := Created
 	if !errors.Is(err, fs.ErrNotExist) {
 		if !mayReplace {
-			return Reused, fmt.Errorf("%w; the cluster is running, so devk will not replace it: run `devk down --keep-data` and `devk up` again", err)
+			return Reused, fmt.Errorf("%w; the cluster is running, so up will not replace it under it: `devk up --renew-certs` (or `devk certs renew all`) renews it and restarts what uses it", err)
 		}
 		res = Replaced
 	}
@@ -221,7 +251,7 @@ func Ensure(dir string, s Spec, now time.Time, mayReplace bool) (Result, error) 
 }
 
 func sign(s Spec, key *ecdsa.PrivateKey, ca *x509.Certificate, caKey crypto.Signer, now time.Time) (*x509.Certificate, error) {
-	return signPublic(s, key.Public(), ca, caKey, now, CertValidity)
+	return signPublic(s, key.Public(), ca, caKey, now, s.lifetime())
 }
 
 // signPublic signs s for the public key pub, valid for validity from now
@@ -372,8 +402,9 @@ func EnsureSA(dir string) (Result, error) {
 }
 
 // ClientCert makes a client certificate signed by the CA name under dir,
-// for a kubeconfig, and returns it and its key in PEM.
-func ClientCert(dir, caName, commonName string, orgs []string, now time.Time) (certPEM, keyPEM []byte, err error) {
+// for a kubeconfig, living validity (0: CertValidity), and returns it and
+// its key in PEM.
+func ClientCert(dir, caName, commonName string, orgs []string, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	ca, caKey, err := Load(dir, caName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load CA %s: %w", caName, err)
@@ -382,7 +413,7 @@ func ClientCert(dir, caName, commonName string, orgs []string, now time.Time) (c
 	if err != nil {
 		return nil, nil, err
 	}
-	crt, err := sign(Spec{CommonName: commonName, Organization: orgs, Usages: client}, key, ca, caKey, now)
+	crt, err := sign(Spec{CommonName: commonName, Organization: orgs, Usages: client, Validity: validity}, key, ca, caKey, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -394,8 +425,9 @@ func ClientCert(dir, caName, commonName string, orgs []string, now time.Time) (c
 }
 
 // CheckClientCert reports whether certPEM is a client certificate for
-// commonName/orgs signed by the CA name under dir and not about to expire.
-func CheckClientCert(dir, caName string, certPEM []byte, commonName string, orgs []string, now time.Time) error {
+// commonName/orgs signed by the CA name under dir and not about to expire
+// (for a certificate made to live validity: RenewWithin).
+func CheckClientCert(dir, caName string, certPEM []byte, commonName string, orgs []string, now time.Time, validity time.Duration) error {
 	certs, err := certutil.ParseCertsPEM(certPEM)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrStale, err)
@@ -404,7 +436,7 @@ func CheckClientCert(dir, caName string, certPEM []byte, commonName string, orgs
 	if crt.Subject.CommonName != commonName || !sameStrings(crt.Subject.Organization, orgs) {
 		return fmt.Errorf("%w: subject %q, want CN=%s O=%v", ErrStale, crt.Subject.String(), commonName, orgs)
 	}
-	if now.Add(RenewBefore).After(crt.NotAfter) {
+	if now.Add(RenewWithin(validity)).After(crt.NotAfter) {
 		return fmt.Errorf("%w: expires %s", ErrStale, crt.NotAfter.Format(time.RFC3339))
 	}
 	ca, _, err := Load(dir, caName)
@@ -417,4 +449,23 @@ func CheckClientCert(dir, caName string, certPEM []byte, commonName string, orgs
 		return fmt.Errorf("%w: does not verify against %s: %v", ErrStale, caName, err)
 	}
 	return nil
+}
+
+// KubeconfigSpec is one of the kubeconfigs kubeadm writes.
+type KubeconfigSpec struct {
+	Name         string // file name without .conf
+	CommonName   string
+	Organization []string
+}
+
+// KubeconfigSpecs are admin, super-admin, controller-manager, scheduler
+// and kubelet, with kubeadm's subjects.
+func KubeconfigSpecs(nodeName string) []KubeconfigSpec {
+	return []KubeconfigSpec{
+		{"admin", "kubernetes-admin", []string{"kubeadm:cluster-admins"}},
+		{"super-admin", "kubernetes-super-admin", []string{"system:masters"}},
+		{"controller-manager", "system:kube-controller-manager", nil},
+		{"scheduler", "system:kube-scheduler", nil},
+		{"kubelet", "system:node:" + nodeName, []string{"system:nodes"}},
+	}
 }

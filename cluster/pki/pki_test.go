@@ -231,14 +231,14 @@ func TestClientCert(t *testing.T) {
 	if _, err := Ensure(dir, Specs(testConfig())[0], now, true); err != nil {
 		t.Fatal(err)
 	}
-	certPEM, _, err := ClientCert(dir, "ca", "system:node:n1", []string{"system:nodes"}, now)
+	certPEM, _, err := ClientCert(dir, "ca", "system:node:n1", []string{"system:nodes"}, now, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckClientCert(dir, "ca", certPEM, "system:node:n1", []string{"system:nodes"}, now); err != nil {
+	if err := CheckClientCert(dir, "ca", certPEM, "system:node:n1", []string{"system:nodes"}, now, 0); err != nil {
 		t.Errorf("CheckClientCert on a fresh certificate: %v", err)
 	}
-	if err := CheckClientCert(dir, "ca", certPEM, "system:node:n2", []string{"system:nodes"}, now); !errors.Is(err, ErrStale) {
+	if err := CheckClientCert(dir, "ca", certPEM, "system:node:n2", []string{"system:nodes"}, now, 0); !errors.Is(err, ErrStale) {
 		t.Errorf("CheckClientCert for another node = %v, want ErrStale", err)
 	}
 }

@@ -88,7 +88,7 @@ func TestRenewRefuses(t *testing.T) {
 func TestRenewKubeconfig(t *testing.T) {
 	dir := t.TempDir()
 	ensureAll(t, dir, testConfig(), time.Now())
-	certPEM, keyPEM, err := ClientCert(dir, CAName, "kubernetes-admin", []string{"kubeadm:cluster-admins"}, time.Now())
+	certPEM, keyPEM, err := ClientCert(dir, CAName, "kubernetes-admin", []string{"kubeadm:cluster-admins"}, time.Now(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestRenewKubeconfig(t *testing.T) {
 	if !bytes.Equal(user.ClientKeyData, keyPEM) || certs[0].Subject.CommonName != "kubernetes-admin" || !slices.Equal(certs[0].Subject.Organization, []string{"kubeadm:cluster-admins"}) {
 		t.Errorf("renewal changed the key or the subject: %s", certs[0].Subject)
 	}
-	if err := CheckClientCert(dir, CAName, user.ClientCertificateData, "kubernetes-admin", []string{"kubeadm:cluster-admins"}, time.Now()); err != nil {
+	if err := CheckClientCert(dir, CAName, user.ClientCertificateData, "kubernetes-admin", []string{"kubeadm:cluster-admins"}, time.Now(), 0); err != nil {
 		t.Error(err)
 	}
 	if fi, err := os.Stat(path + BackupSuffix); err != nil || fi.Mode().Perm() != 0o600 {
@@ -133,4 +133,50 @@ func x509Pool(ca *x509.Certificate) *x509.CertPool {
 
 func x509VerifyOptions(roots *x509.CertPool, now time.Time) x509.VerifyOptions {
 	return x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+}
+
+// TestShortValidity: leaf certificates and client certificates made to
+// live ten minutes do, the CAs keep their ten years, and a ten-minute
+// certificate is replaced with half its life left, not at once.
+func TestShortValidity(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	cfg.Validity = 10 * time.Minute
+	now := time.Now()
+	ensureAll(t, dir, cfg, now)
+	for _, s := range Specs(cfg) {
+		crt, _, err := Load(dir, s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := now.Add(10 * time.Minute)
+		if s.IsCA() {
+			want = now.Add(CAValidity)
+		}
+		if d := crt.NotAfter.Sub(want); d < -2*time.Second || d > 2*time.Second {
+			t.Errorf("%s: not after %s, want %s", s.Name, crt.NotAfter, want)
+		}
+		if !s.IsCA() {
+			if err := Check(dir, s, now.Add(4*time.Minute)); err != nil {
+				t.Errorf("%s after 4 of 10 minutes: %v", s.Name, err)
+			}
+			if err := Check(dir, s, now.Add(6*time.Minute)); !errors.Is(err, ErrStale) {
+				t.Errorf("%s after 6 of 10 minutes: %v, want stale", s.Name, err)
+			}
+		}
+	}
+	certPEM, _, err := ClientCert(dir, CAName, "kubernetes-admin", nil, now, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crts, _ := certutil.ParseCertsPEM(certPEM)
+	if d := crts[0].NotAfter.Sub(now.Add(10 * time.Minute)); d < -2*time.Second || d > 2*time.Second {
+		t.Errorf("client certificate not after %s", crts[0].NotAfter)
+	}
+	if err := CheckClientCert(dir, CAName, certPEM, "kubernetes-admin", nil, now.Add(6*time.Minute), 10*time.Minute); !errors.Is(err, ErrStale) {
+		t.Errorf("client certificate after 6 of 10 minutes: %v", err)
+	}
+	if RenewWithin(0) != RenewBefore || RenewWithin(10*time.Minute) != 5*time.Minute {
+		t.Errorf("RenewWithin: %s, %s", RenewWithin(0), RenewWithin(10*time.Minute))
+	}
 }

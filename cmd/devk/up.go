@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -17,9 +18,10 @@ import (
 
 func newUpCmd(g *globalOptions) *cobra.Command {
 	var (
-		o         cluster.Options
-		flags     phase.Flags
-		keepTaint bool
+		o            cluster.Options
+		flags        phase.Flags
+		keepTaint    bool
+		certValidity time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -73,6 +75,9 @@ Examples:
 			if cmd.Flags().Changed("keep-taint") {
 				o.KeepTaint = &keepTaint
 			}
+			if cmd.Flags().Changed("cert-validity") {
+				o.CertValidity = &certValidity
+			}
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
 			popts.Summary = g.Verbose
@@ -100,6 +105,8 @@ Examples:
 	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the Kubernetes images in --images-from, e.g. v1.34.4 (default: the newest version tag; etcd always takes its newest)")
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
 	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
+	f.DurationVar(&certValidity, "cert-validity", pki.CertValidity, "lifetime of the certificates and kubeconfig client certificates up issues (e.g. 10m, to test rotation; later ups remember it); existing ones are replaced with half their life or a day left")
+	f.BoolVar(&o.RenewCerts, "renew-certs", false, "renew every certificate once the control plane runs, restart what uses them and verify (devk certs renew all); up warns when any expires within 30 days")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	return cmd

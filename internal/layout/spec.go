@@ -3,6 +3,9 @@ package layout
 import (
 	"maps"
 	"net"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // DefaultServiceCIDR is the cluster's Service network, kubeadm's.
@@ -25,6 +28,18 @@ type Spec struct {
 	Kubelet           Component         `json:"kubelet,omitzero"`
 	KubeProxy         Component         `json:"kubeProxy,omitzero"`
 	Addons            Addons            `json:"addons,omitzero"`
+	// CertValidity is the lifetime of the leaf certificates and
+	// kubeconfig client certificates up issues (kubeadm's year when
+	// unset); the CAs keep ten years.
+	CertValidity *metav1.Duration `json:"certValidity,omitempty"`
+}
+
+// LeafValidity is CertValidity as a duration, 0 when unset.
+func (s Spec) LeafValidity() time.Duration {
+	if s.CertValidity == nil {
+		return 0
+	}
+	return s.CertValidity.Duration
 }
 
 // Component is what the spec sets for one component.
