@@ -110,8 +110,10 @@ func (c *Cluster) ensureCert(name string) (phase.Outcome, error) {
 		}
 		running := c.apiserverRunning()
 		res, err := pki.Ensure(c.PKI(), s, time.Now(), !running)
-		if running && c.RenewCerts && errors.Is(err, pki.ErrStale) {
-			return phase.Unchanged("expiring: certs-expiry renews it below"), nil
+		if running && errors.Is(err, pki.ErrExpiring) {
+			// Not under the running control plane: certs-expiry warns,
+			// or renews it with --renew-certs, restarting what uses it.
+			return phase.Unchanged("expiring; left to certs-expiry"), nil
 		}
 		if err != nil {
 			return phase.Done, err

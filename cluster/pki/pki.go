@@ -157,6 +157,10 @@ func KeyPath(dir, name string) string { return filepath.Join(dir, name+".key") }
 // replaced (expired, wrong SANs, signed by another CA).
 var ErrStale = errors.New("certificate must be replaced")
 
+// ErrExpiring is the ErrStale of a certificate that is right but close to
+// its end (RenewWithin).
+var ErrExpiring = fmt.Errorf("%w: it expires soon", ErrStale)
+
 // Check reports whether the files of s under dir are present and still
 // what Ensure would write: nil if they can be reused, an error wrapping
 // fs.ErrNotExist when absent, ErrStale (with the reason) otherwise.
@@ -172,7 +176,7 @@ func Check(dir string, s Spec, now time.Time) error {
 		return fmt.Errorf("%w: %s is not valid before %s (is the clock right?)", ErrStale, s.Name, crt.NotBefore.Format(time.RFC3339))
 	}
 	if now.Add(RenewWithin(s.lifetime())).After(crt.NotAfter) {
-		return fmt.Errorf("%w: %s expires %s", ErrStale, s.Name, crt.NotAfter.Format(time.RFC3339))
+		return fmt.Errorf("%w: %s expires %s", ErrExpiring, s.Name, crt.NotAfter.Format(time.RFC3339))
 	}
 	if crt.Subject.CommonName != s.CommonName || !sameStrings(crt.Subject.Organization, s.Organization) {
 		return fmt.Errorf("%w: %s has subject %q, want CN=%s O=%v", ErrStale, s.Name, crt.Subject.String(), s.CommonName, s.Organization)
