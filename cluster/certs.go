@@ -153,10 +153,14 @@ func (c *Cluster) ensureKubeconfig(name string) (phase.Outcome, error) {
 	path := c.Kubeconfig(name)
 	// kubelet-finalize points kubelet.conf at the kubelet's rotating
 	// client certificate file; that one is kept as it is.
-	if err := checkKubeconfig(path, c.Config.APIServerURL(), caPEM, func(certPEM []byte) error {
+	err = checkKubeconfig(path, c.Config.APIServerURL(), caPEM, func(certPEM []byte) error {
 		return pki.CheckClientCert(c.PKI(), "ca", certPEM, spec.CommonName, spec.Organization, time.Now(), c.Config.Spec.LeafValidity())
-	}); err == nil {
+	})
+	if err == nil {
 		return phase.Unchanged("reused"), nil
+	}
+	if errors.Is(err, pki.ErrExpiring) && c.apiserverRunning() {
+		return phase.Unchanged("expiring; left to certs-expiry"), nil
 	}
 	certPEM, keyPEM, err := pki.ClientCert(c.PKI(), "ca", spec.CommonName, spec.Organization, time.Now(), c.Config.Spec.LeafValidity())
 	if err != nil {

@@ -441,7 +441,7 @@ func CheckClientCert(dir, caName string, certPEM []byte, commonName string, orgs
 		return fmt.Errorf("%w: subject %q, want CN=%s O=%v", ErrStale, crt.Subject.String(), commonName, orgs)
 	}
 	if now.Add(RenewWithin(validity)).After(crt.NotAfter) {
-		return fmt.Errorf("%w: expires %s", ErrStale, crt.NotAfter.Format(time.RFC3339))
+		return fmt.Errorf("%w: expires %s", ErrExpiring, crt.NotAfter.Format(time.RFC3339))
 	}
 	ca, _, err := Load(dir, caName)
 	if err != nil {
