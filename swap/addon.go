@@ -319,6 +319,7 @@ func (n *Node) awaitRollout(ctx context.Context, w addon.Workload, image string,
 	}
 	stage := "the controller to start the rollout"
 	pending := "" // a pod of image that is not ready, and why
+	var doneSince time.Time
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		s, err := addon.Get(ctx, n.Client, w)
 		if err != nil {
@@ -349,8 +350,18 @@ func (n *Node) awaitRollout(ctx context.Context, w addon.Workload, image string,
 		done, why := s.RolledOut()
 		if !done {
 			stage = why
+			doneSince = time.Time{}
+			return false, nil
 		}
-		return done, nil
+		// A container without a readiness probe counts as ready the
+		// moment it runs, so one that exits at once can look rolled out
+		// for a relist or two: it must stay so for addonSettle (a
+		// quarter of a short timeout).
+		if doneSince.IsZero() {
+			doneSince = time.Now()
+		}
+		stage = "the rolled-out pods to keep running"
+		return time.Since(doneSince) >= min(addonSettle, timeout/4), nil
 	})
 	switch {
 	case err == nil:

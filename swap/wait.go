@@ -30,6 +30,10 @@ const (
 	// may have been created and still count as the new one (the
 	// runtime's clock and ours).
 	crashSlack = time.Second
+	// addonSettle is how long a rolled-out addon's pods must keep
+	// running before the rollout counts: longer than the kubelet's relist
+	// (1 s) and status update, so a container that exits at start shows.
+	addonSettle = 3 * time.Second
 )
 
 // waitFor polls until a container other than before's runs digest, is
