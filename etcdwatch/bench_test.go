@@ -7,6 +7,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
+	"github.com/devk/devk/internal/output"
 )
 
 // BenchmarkModifiedEvent is the work `devk etcd watch` does per MODIFIED
@@ -37,7 +38,7 @@ func BenchmarkModifiedEvent(b *testing.B) {
 				if c.Diff == "" {
 					b.Fatal("no diff")
 				}
-				if err := writeChange(io.Discard, c, false); err != nil {
+				if err := writeChange(io.Discard, c, output.Text); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -9,10 +9,10 @@ package etcdwatch
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 
+	"github.com/devk/devk/internal/output"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -156,14 +156,13 @@ func (b changeBuilder) build(key string, before, after, last *mvccpb.KeyValue, t
 }
 
 // writeChange prints one change: in text a header line, the note and the
-// diff; in JSON one object.
-func writeChange(w io.Writer, c Change, asJSON bool) error {
+// diff; in JSON or YAML one document.
+func writeChange(w io.Writer, c Change, f output.Format) error {
+	if f.Structured() {
+		return output.Write(w, f, c)
+	}
 	var buf bytes.Buffer
-	if asJSON {
-		if err := json.NewEncoder(&buf).Encode(c); err != nil {
-			return fmt.Errorf("encode change of %s: %w", c.Key, err)
-		}
-	} else {
+	{
 		buf.WriteString(c.header())
 		buf.WriteString("\n")
 		if c.Note != "" {

@@ -3,7 +3,6 @@ package etcdwatch
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/output"
 )
 
 // DiffOptions are `devk etcd diff`.
@@ -88,7 +88,7 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	}
 
 	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML}
-	if o.JSON {
+	if o.Format == output.JSON {
 		b.format = JSONFormat
 	}
 	// Record from now on, while the command runs: etcd streams a watch
@@ -131,7 +131,7 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	for _, r := range sortedKeys(res.Excluded) {
 		log.Infof("left out %d writes to %s (--exclude %s); --exclude '' shows them", res.Excluded[r], r, r)
 	}
-	if err := printDiff(o.Out, res, o.JSON); err != nil {
+	if err := printDiff(o.Out, res, o.Format); err != nil {
 		return err
 	}
 	if cmdErr != nil {
@@ -360,9 +360,9 @@ func fold(keys map[string]*keyChanges, ev *clientv3.Event, t Target, exclude map
 	}
 }
 
-func printDiff(w io.Writer, res DiffResult, asJSON bool) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(res)
+func printDiff(w io.Writer, res DiffResult, f output.Format) error {
+	if f.Structured() {
+		return output.Write(w, f, res)
 	}
 	if len(res.Changes) == 0 {
 		_, err := fmt.Fprintf(w, "# no keys changed under %s between revision %d and %d\n", res.Prefix, res.FromRevision, res.ToRevision)
@@ -376,7 +376,7 @@ func printDiff(w io.Writer, res DiffResult, asJSON bool) error {
 		return err
 	}
 	for _, c := range res.Changes {
-		if err := writeChange(w, c, false); err != nil {
+		if err := writeChange(w, c, output.Text); err != nil {
 			return err
 		}
 	}

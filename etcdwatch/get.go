@@ -2,12 +2,12 @@ package etcdwatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/devk/devk/internal/output"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -77,8 +77,8 @@ func Get(ctx context.Context, o GetOptions) error {
 	if o.Rev > 0 {
 		r.Revision = o.Rev
 	}
-	if o.JSON {
-		return json.NewEncoder(o.Out).Encode(r)
+	if o.Format.Structured() {
+		return output.Write(o.Out, o.Format, r)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n", t.Key)

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
+	"github.com/devk/devk/internal/output"
 )
 
 const widgetJSON = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"%s"},"spec":{"size":3}}`
@@ -112,7 +114,7 @@ func TestLs(t *testing.T) {
 
 	t.Run("json", func(t *testing.T) {
 		var out bytes.Buffer
-		if err := Ls(context.Background(), LsOptions{Query: Query{Conn: conn(), Target: "pods/ls", JSON: true, Out: &out}}); err != nil {
+		if err := Ls(context.Background(), LsOptions{Query: Query{Conn: conn(), Target: "pods/ls", Format: output.JSON, Out: &out}}); err != nil {
 			t.Fatal(err)
 		}
 		var got struct {
@@ -205,28 +207,30 @@ func TestGet(t *testing.T) {
 		})
 	}
 
-	t.Run("json", func(t *testing.T) {
-		var out bytes.Buffer
-		if err := Get(context.Background(), GetOptions{Query: Query{Conn: conn(), Target: "cm/get/settings", JSON: true, Out: &out}}); err != nil {
-			t.Fatal(err)
-		}
-		var got struct {
-			Resource, Namespace, Name string
-			ModRevision               int64
-			Value                     struct {
-				Encoding string
-				Kind     string
-				Object   map[string]any
+	for _, format := range []output.Format{output.JSON, output.YAML} {
+		t.Run(string(format), func(t *testing.T) {
+			var out bytes.Buffer
+			if err := Get(context.Background(), GetOptions{Query: Query{Conn: conn(), Target: "cm/get/settings", Format: format, Out: &out}}); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-			t.Fatalf("%v: %s", err, out.String())
-		}
-		data, _ := got.Value.Object["data"].(map[string]any)
-		if got.Resource != "configmaps" || got.Name != "settings" || got.Value.Encoding != "protobuf" || got.Value.Kind != "ConfigMap" || data["index"] != "4" {
-			t.Errorf("unexpected: %s", out.String())
-		}
-	})
+			var got struct {
+				Resource, Namespace, Name string
+				ModRevision               int64
+				Value                     struct {
+					Encoding string
+					Kind     string
+					Object   map[string]any
+				}
+			}
+			if err := yaml.Unmarshal(out.Bytes(), &got); err != nil { // JSON is YAML too
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			data, _ := got.Value.Object["data"].(map[string]any)
+			if got.Resource != "configmaps" || got.Name != "settings" || got.Value.Encoding != "protobuf" || got.Value.Kind != "ConfigMap" || data["index"] != "4" {
+				t.Errorf("unexpected: %s", out.String())
+			}
+		})
+	}
 }
 
 func TestWatch(t *testing.T) {
@@ -308,7 +312,7 @@ func TestWatchJSON(t *testing.T) {
 	from := rev(t, cli) + 1
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, WatchOptions{Query: Query{Conn: conn(), Target: "leases/watch-json", JSON: true, Out: &out}, FromRev: from, Exclude: DefaultExclude})
+		done <- Watch(ctx, WatchOptions{Query: Query{Conn: conn(), Target: "leases/watch-json", Format: output.JSON, Out: &out}, FromRev: from, Exclude: DefaultExclude})
 	}()
 	put(t, cli, "/registry/leases/watch-json/l", etcdtest.MustEncode(etcdtest.Lease("watch-json", "l", 1)))
 	waitFor(t, "the lease event (named, so not excluded)", func() bool { return strings.Contains(out.String(), "\n") })
@@ -506,7 +510,7 @@ func TestDiffJSON(t *testing.T) {
 	from := rev(t, cli)
 	put(t, cli, "/registry/configmaps/json/a", etcdtest.MustEncode(etcdtest.ConfigMap("json", "a", 1)))
 	var out bytes.Buffer
-	if err := Diff(context.Background(), DiffOptions{Query: Query{Conn: conn(), Target: "cm/json", JSON: true, Out: &out}, SinceRev: from}); err != nil {
+	if err := Diff(context.Background(), DiffOptions{Query: Query{Conn: conn(), Target: "cm/json", Format: output.JSON, Out: &out}, SinceRev: from}); err != nil {
 		t.Fatal(err)
 	}
 	var res DiffResult

@@ -2,12 +2,12 @@ package etcdwatch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
+	"github.com/devk/devk/internal/output"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -66,7 +66,7 @@ func Ls(ctx context.Context, o LsOptions) error {
 			counts[resourceLabel(kv.KeyInfo)]++
 			return nil
 		}
-		if o.JSON {
+		if o.Format.Structured() {
 			entries = append(entries, kv)
 			return nil
 		}
@@ -80,13 +80,8 @@ func Ls(ctx context.Context, o LsOptions) error {
 		log.Infof("no keys under %s at revision %d", t.Key, rev)
 	}
 	switch {
-	case o.Count && o.JSON:
-		return json.NewEncoder(o.Out).Encode(struct {
-			Prefix   string         `json:"prefix"`
-			Revision int64          `json:"revision"`
-			Total    int            `json:"total"`
-			Counts   map[string]int `json:"counts"`
-		}{t.Key, rev, total, counts})
+	case o.Count && o.Format.Structured():
+		return output.Write(o.Out, o.Format, LsResult{Prefix: t.Key, Revision: rev, Total: total, Counts: counts})
 	case o.Count:
 		names := make([]string, 0, len(counts))
 		for n := range counts {
@@ -106,17 +101,22 @@ func Ls(ctx context.Context, o LsOptions) error {
 		fmt.Fprintf(&b, "%-*s  %*d\n", w, "total", nw, total)
 		_, err := io.WriteString(o.Out, b.String())
 		return err
-	case o.JSON:
-		if entries == nil {
-			entries = []KeyEntry{}
-		}
-		return json.NewEncoder(o.Out).Encode(struct {
-			Prefix   string     `json:"prefix"`
-			Revision int64      `json:"revision"`
-			Keys     []KeyEntry `json:"keys"`
-		}{t.Key, rev, entries})
+	case o.Format.Structured():
+		return output.Write(o.Out, o.Format, LsResult{Prefix: t.Key, Revision: rev, Total: total, Keys: entries})
 	}
 	return nil
+}
+
+// LsResult is what ls prints with -o json|yaml: the keys under Prefix at
+// Revision, or with --count how many of each resource.
+type LsResult struct {
+	Prefix   string `json:"prefix"`
+	Revision int64  `json:"revision"`
+	Total    int    `json:"total"`
+	// Keys are the keys (without --count).
+	Keys []KeyEntry `json:"keys,omitempty"`
+	// Counts are the keys per resource (with --count).
+	Counts map[string]int `json:"counts,omitempty"`
 }
 
 // resourceLabel names a key's resource for counts: group-qualified for

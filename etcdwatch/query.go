@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/devk/devk/internal/output"
 	"github.com/devk/devk/internal/progress"
 )
 
@@ -22,8 +23,9 @@ type Query struct {
 	Namespace string
 	// Decode says how values are shown (ls shows keys only).
 	Decode DecodeOptions
-	// JSON prints JSON instead of text.
-	JSON bool
+	// Format is how results are printed: text, or one JSON or YAML
+	// document per result.
+	Format output.Format
 	// Out receives the results.
 	Out io.Writer
 	// Log receives progress and notes; nil discards them.

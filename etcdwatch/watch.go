@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/devk/devk/internal/output"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -91,7 +92,7 @@ func Watch(ctx context.Context, o WatchOptions) error {
 	log.Infof("watching %s from revision %d (Ctrl-C to stop)", t.Key, from)
 
 	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML, cache: newRenderCache(watchCacheSize)}
-	if o.JSON {
+	if o.Format == output.JSON {
 		b.format = JSONFormat
 	}
 	wch, stop, err := cli.openWatch(ctx, t.Key, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from))
@@ -117,7 +118,7 @@ func Watch(ctx context.Context, o WatchOptions) error {
 			if exclude[info.Resource] || (t.Namespace != "" && t.Resource == nil && info.Namespace != t.Namespace) {
 				continue
 			}
-			if err := writeChange(o.Out, eventChange(b, ev), o.JSON); err != nil {
+			if err := writeChange(o.Out, eventChange(b, ev), o.Format); err != nil {
 				return err
 			}
 			from = ev.Kv.ModRevision + 1

@@ -189,8 +189,7 @@ func runDevkWithin(timeout time.Duration, args ...string) devkRun {
 			}
 			done <- result{out.String(), errb.String(), err}
 		}()
-		cmd := newRootCmd(&out, &errb)
-		cmd.SetArgs(args)
+		cmd := newRootCmd(&out, &errb, args)
 		cmd.SetIn(strings.NewReader(""))
 		err = cmd.ExecuteContext(ctx)
 	}()
@@ -266,7 +265,7 @@ func withDryRun(args []string) []string {
 
 // commandPath is the devk command args run ("etcd get"), for the summary.
 func commandPath(args []string) string {
-	c, _, err := newRootCmd(io.Discard, io.Discard).Find(args)
+	c, _, err := newRootCmd(io.Discard, io.Discard, nil).Find(args)
 	if err != nil || c == nil {
 		return "devk"
 	}
@@ -469,17 +468,19 @@ func TestBadInput(t *testing.T) {
 		{name: "etcd diff, nothing after --", args: etcdArgs("diff", "--"), want: "nothing after --"},
 
 		// global flags, arguments and commands
-		{name: "version -o yaml", args: []string{"version", "-o", "yaml"}, want: `-o "yaml": use text or json`},
-		{name: "version -o empty", args: []string{"version", "-o", ""}, want: `-o "": use text or json`},
-		{name: "status -o yaml", args: []string{"status", "-o", "yaml"}, want: `-o "yaml": use text or json`},
-		{name: "swap -o yaml", args: []string{"swap", "apiserver", "--tree", tree, "-o", "yaml"}, want: `-o "yaml": use text or json`},
-		{name: "etcd ls -o yaml", args: etcdArgs("ls", "-o", "yaml"), want: `-o "yaml": use text or json`},
-		{name: "build phase -o yaml", args: []string{"build", "phase", "compile", "apiserver", "--tree", tree, "-o", "yaml"}, want: `-o "yaml": use text or json`},
-		{name: "registry serve -o yaml", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", goodRoot, "-o", "yaml"}, want: `-o "yaml": use text or json`, timeout: 5 * time.Second},
-		{name: "up -o yaml", args: []string{"up", "--tree", tree, "-o", "yaml"}, want: `-o "yaml": use text or json`},
+		{name: "version -o wide", args: []string{"version", "-o", "wide"}, want: `-o "wide": use one of text, json, yaml`},
+		{name: "version -o empty", args: []string{"version", "-o", ""}, want: `-o "": use one of text, json, yaml`},
+		{name: "status -o wide", args: []string{"status", "-o", "wide"}, want: `-o "wide": use one of text, json, yaml`},
+		{name: "swap -o wide", args: []string{"swap", "apiserver", "--tree", tree, "-o", "wide"}, want: `-o "wide": use one of text, json, yaml`},
+		{name: "etcd ls -o wide", args: etcdArgs("ls", "-o", "wide"), want: `-o "wide": use one of text, json, yaml`},
+		{name: "build phase -o wide", args: []string{"build", "phase", "compile", "apiserver", "--tree", tree, "-o", "wide"}, want: `-o "wide": use one of text, json, yaml`},
+		{name: "registry serve -o wide", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", goodRoot, "-o", "wide"}, want: `-o "wide": use one of text, json, yaml`, timeout: 5 * time.Second},
+		{name: "up -o wide", args: []string{"up", "--tree", tree, "-o", "wide"}, want: `-o "wide": use one of text, json, yaml`},
 		{name: "version -v -q", args: []string{"version", "-v", "-q"}, want: "contradict"},
 		{name: "build -v -q", args: []string{"build", "apiserver", "--tree", tree, "-v", "-q"}, want: "contradict"},
 		{name: "down -v -q", args: []string{"down", "-v", "-q"}, want: "contradict"},
+		{name: "down -v 2 -q", args: []string{"down", "-v", "2", "-q"}, want: "contradict"},
+		{name: "version -v x", args: []string{"version", "-v=x"}, want: "invalid argument"},
 		{name: "status, unknown flag", args: []string{"status", "--bogus"}, want: "unknown flag: --bogus"},
 		{name: "swap, unknown flag", args: []string{"swap", "--force", "apiserver"}, want: "unknown flag: --force"},
 		{name: "etcd get, unknown flag", args: []string{"etcd", "get", "--bogus", "cm/default/x"}, want: "unknown flag: --bogus"},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -66,10 +65,8 @@ gives the same digest) pushed to --registry (default $DEVK_REGISTRY or the
 embedded one at 127.0.0.1:5000, see ` + "`devk registry serve`" + `) as
 <registry>/<binary>:<version>; stdout then shows repo@sha256:… per
 component, and the digest is recorded in _output/devk/state.json for
-` + "`devk digest`" + ` and swap.
-
-Examples:
-  devk build apiserver
+` + "`devk digest`" + ` and swap.`,
+		Example: `  devk build apiserver
   devk build kube-apiserver kubectl --debug
   devk build all --platform linux/arm64
   devk build etcd --etcd-version v3.6.5
@@ -84,12 +81,12 @@ Examples:
 			o.Components = args
 			o.GoFlags = strings.Fields(goflags)
 			o.Reporter = g.Reporter()
-			if g.Verbose {
+			if g.ComponentLogs() {
 				o.Log = g.stderr
 			}
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
-			popts.Summary = g.Verbose
+			popts.Summary = g.Debug()
 			if flags.Only == "image" || flags.Only == "push" {
 				imgOpts.Push = true // `devk build phase push` asks for it
 			}
@@ -116,6 +113,7 @@ Examples:
 	addImageFlags(f, &imgOpts)
 	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(validname.Platforms(), cobra.ShellCompDirectiveNoFileComp))
 	phase.Bind(cmd, image.BuildPhases(), &flags)
+	resultHelp(cmd, buildResult{}, false)
 	return cmd
 }
 
@@ -129,13 +127,8 @@ func completeComponentOrPackage(_ *cobra.Command, _ []string, toComplete string)
 }
 
 func printBuild(g *globalOptions, j *build.Job, took time.Duration) error {
-	if g.JSON() {
-		return json.NewEncoder(g.stdout).Encode(struct {
-			Version  string         `json:"version"`
-			Platform string         `json:"platform"`
-			Seconds  float64        `json:"seconds"`
-			Binaries []build.Binary `json:"binaries"`
-		}{j.Version.GitVersion, j.Platform, took.Seconds(), j.Binaries})
+	if g.Structured() {
+		return g.Result(buildResult{Version: j.Version.GitVersion, Platform: j.Platform, Seconds: took.Seconds(), Binaries: j.Binaries})
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tSTATUS\tSIZE\tBUILD TIME\tSHA256\tBINARY")
@@ -163,4 +156,17 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// buildResult is what build and push print with -o json|yaml.
+type buildResult struct {
+	Version  string         `json:"version"`
+	Platform string         `json:"platform"`
+	Seconds  float64        `json:"seconds"`
+	Binaries []build.Binary `json:"binaries"`
+	// Images are the images pushed (build --push, push).
+	Images []*image.Result `json:"images,omitempty"`
+	// Bases are the base images devk made for them (kube-proxy's
+	// iptables base).
+	Bases []*image.DebianBase `json:"bases,omitempty"`
 }

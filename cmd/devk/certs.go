@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -147,8 +146,8 @@ missing (for cron and CI); 1 on any other error.`,
 			if err != nil {
 				return err
 			}
-			if g.JSON() {
-				if err := json.NewEncoder(g.stdout).Encode(r); err != nil {
+			if g.Structured() {
+				if err := g.Result(r); err != nil {
 					return err
 				}
 			} else {
@@ -164,6 +163,7 @@ missing (for cron and CI); 1 on any other error.`,
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&within, "fail-within", "", "exit 2 if anything expires within this time or is missing: days (30d) or a Go duration (720h)")
+	resultHelp(cmd, certs.Report{}, false)
 	return cmd
 }
 
@@ -264,8 +264,8 @@ Unattended, as kubespray's timer does it (cron, as root):
 			if err != nil || flags.DryRun {
 				return err
 			}
-			if g.JSON() {
-				return json.NewEncoder(g.stdout).Encode(j)
+			if g.Structured() {
+				return g.Result(j)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
 			fmt.Fprintln(tw, "RENEWED\tSERIAL\tEXPIRES\tIN USE")
@@ -282,5 +282,6 @@ Unattended, as kubespray's timer does it (cron, as root):
 	fl.DurationVar(&o.Validity, "validity", pki.CertValidity, "how long the renewed certificates are valid (capped at their CA's end)")
 	fl.DurationVar(&o.Timeout, "timeout", certs.DefaultRestartTimeout, "how long to wait for the restarted pods to serve the new certificates")
 	phase.Bind(cmd, certs.RenewPhases(), &flags)
+	resultHelp(cmd, certs.RenewJob{}, false)
 	return cmd
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,13 +31,11 @@ addon: its workload's image and its pods' imageIDs); and compare them. ` + "`dev
 
 Exit status: 0 when every source agrees, 2 when they differ or one has no
 digest (so scripts can tell), 1 when a source could not be read (e.g. the
-registry is down).
-
-Examples:
-  devk digest apiserver
+registry is down).`,
+		Example: `  devk digest apiserver
   devk digest apiserver scheduler -o json`,
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: cobra.FixedCompletions(build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp),
+		ValidArgsFunction: completeNames(build.Names),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			// With a cluster whose runtime is up, also show what the
@@ -64,6 +61,7 @@ Examples:
 	f.BoolVar(&o.Remote.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	node.add(f)
 	cmd.AddCommand(newDigestVerifyCmd(g))
+	resultHelp(cmd, []digest.Report{}, false)
 	return cmd
 }
 
@@ -82,8 +80,8 @@ func runDigest(ctx context.Context, g *globalOptions, o digest.Options) error {
 }
 
 func printDigestReports(g *globalOptions, reports []digest.Report) error {
-	if g.JSON() {
-		return json.NewEncoder(g.stdout).Encode(reports)
+	if g.Structured() {
+		return g.Result(reports)
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tSOURCE\tDIGEST\tREF\tNOTE")

@@ -28,13 +28,11 @@ reported as not on the cluster, not as a mismatch. With no COMPONENT, every
 static-pod component and addon that was pushed is checked.
 
 Exit status: 0 when all agree, 2 on any mismatch, 1 when a view could not
-be read.
-
-Examples:
-  devk digest verify
+be read.`,
+		Example: `  devk digest verify
   devk digest verify apiserver && echo "the cluster runs my build"
   devk digest verify kube-proxy`,
-		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd", "kube-proxy", "coredns"}, cobra.ShellCompDirectiveNoFileComp),
+		ValidArgsFunction: completeNames(staticPodAndAddonNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := node.resolve()
 			if err != nil {
@@ -67,5 +65,6 @@ Examples:
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
 	f.BoolVar(&o.Remote.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	node.add(f)
+	resultHelp(cmd, []digest.Report{}, false)
 	return cmd
 }

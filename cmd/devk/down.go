@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -30,22 +29,21 @@ remove context devk-NAME from your kubeconfig and remove the directory.
 Afterwards no devk process, mount, cgroup or listening port remains.
 
 --keep-data keeps pki/, etcd/ and cluster.json, so the next ` + "`devk up`" + ` comes
-back with the same certificates and the same etcd contents.
-
-Examples:
-  devk down
+back with the same certificates and the same etcd contents.`,
+		Example: `  devk down
   devk down --name dev2 --keep-data`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Reporter = g.Reporter()
+			defer g.followLogs(cmd.Context(), o.Name)()
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
-			popts.Summary = g.Verbose
+			popts.Summary = g.Debug()
 			t0 := time.Now()
 			c, _, err := cluster.Down(cmd.Context(), o, popts)
 			if errors.Is(err, layout.ErrNoCluster) {
-				if g.JSON() {
-					return json.NewEncoder(g.stdout).Encode(map[string]any{"name": o.Name, "existed": false})
+				if g.Structured() {
+					return g.Result(downResult{Name: o.Name})
 				}
 				fmt.Fprintf(g.stdout, "cluster %s does not exist; nothing to do\n", o.Name)
 				return nil
@@ -54,8 +52,8 @@ Examples:
 				return err
 			}
 			took := time.Since(t0)
-			if g.JSON() {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{"name": c.Config.Name, "existed": true, "keptData": o.KeepData, "seconds": took.Seconds()})
+			if g.Structured() {
+				return g.Result(downResult{Name: c.Config.Name, Existed: true, KeptData: o.KeepData, Seconds: took.Seconds()})
 			}
 			if o.KeepData {
 				fmt.Fprintf(g.stdout, "cluster %s is down in %s; pki and etcd data kept in %s\n", c.Config.Name, progress.Round(took), c.Dir)
@@ -68,7 +66,20 @@ Examples:
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
 	f.BoolVar(&o.KeepData, "keep-data", false, "keep pki/, etcd/ and cluster.json for the next devk up")
-	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to remove context devk-NAME from (default $KUBECONFIG, else ~/.kube/config)")
+	f.StringVar(&o.UserKubeconfig, "write-kubeconfig", "", "kubeconfig to remove context devk-NAME from (default $KUBECONFIG, else ~/.kube/config)")
+	// --kubeconfig meant this before it meant, everywhere, the credentials
+	// devk talks to an API server with (as kubectl's).
+	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "same as --write-kubeconfig")
+	deprecate(f, "kubeconfig", "use --write-kubeconfig (--kubeconfig is the credentials devk uses, as kubectl's)")
 	phase.Bind(cmd, cluster.DownPhases(), &flags)
+	resultHelp(cmd, downResult{}, false)
 	return cmd
+}
+
+// downResult is devk down's result with -o json|yaml.
+type downResult struct {
+	Name     string  `json:"name"`
+	Existed  bool    `json:"existed"`
+	KeptData bool    `json:"keptData"`
+	Seconds  float64 `json:"seconds"`
 }

@@ -20,7 +20,7 @@ type etcdFlags struct {
 // look for a kubeadm node).
 func (f *etcdFlags) options(cmd *cobra.Command) etcdwatch.ConnOptions {
 	o := f.conn
-	o.ClusterSet = cmd.Flags().Changed("cluster")
+	o.ClusterSet = cmd.Flags().Changed("name") || cmd.Flags().Changed("cluster")
 	return o
 }
 
@@ -38,7 +38,7 @@ func (f *etcdFlags) query(cmd *cobra.Command, g *globalOptions, q *etcdwatch.Que
 			return err
 		}
 	}
-	q.JSON = g.JSON()
+	q.Format = g.format
 	q.Out = g.stdout
 	q.Log = g.Reporter()
 	return nil
@@ -95,13 +95,11 @@ you: services live under /registry/services/specs/, nodes under
 
 Connection: the devk cluster's etcd is the one its API server uses: the
 --etcd-* flags of its manifest, else its PKI and cluster.json
-($DEVK_HOME/clusters/<name>, default ~/.devk); else a kubeadm node's
+($DEVK_HOME/clusters/<--name>, default ~/.devk); else a kubeadm node's
 (/etc/kubernetes). --endpoints, --cacert, --cert, --key and
 ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY override it;
-http:// endpoints are used without TLS.
-
-Examples:
-  devk etcd ls --count                      # keys per resource
+http:// endpoints are used without TLS.`,
+		Example: `  devk etcd ls --count                      # keys per resource
   devk etcd get svc/default/kubernetes      # one object, decoded
   devk etcd watch pods -n kube-system       # changes as they happen, as diffs
   devk etcd diff -- kubectl create configmap x --from-literal=a=b
@@ -113,7 +111,10 @@ Examples:
 	pf.StringVar(&f.conn.CACert, "cacert", "", "CA bundle that signed etcd's server certificate (env ETCDCTL_CACERT)")
 	pf.StringVar(&f.conn.Cert, "cert", "", "client certificate etcd trusts (env ETCDCTL_CERT)")
 	pf.StringVar(&f.conn.Key, "key", "", "client certificate's key (env ETCDCTL_KEY)")
-	pf.StringVar(&f.conn.Cluster, "cluster", layout.DefaultName, "devk cluster whose etcd to use")
+	pf.StringVar(&f.conn.Cluster, "name", layout.DefaultName, "devk cluster whose etcd to use")
+	// --cluster was this flag's name before every command took --name.
+	pf.StringVar(&f.conn.Cluster, "cluster", layout.DefaultName, "same as --name")
+	deprecate(pf, "cluster", "use --name, as every devk command does")
 	pf.StringVar(&f.conn.Prefix, "etcd-prefix", "", "the API server's --etcd-prefix (default: from its manifest, else /registry)")
 	pf.DurationVar(&f.conn.DialTimeout, "dial-timeout", etcdwatch.DefaultDialTimeout, "how long to wait for etcd to accept the connection and answer a first read")
 	pf.DurationVar(&f.conn.CommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each request to etcd may take once connected (watch's stream of changes is not limited)")
@@ -133,10 +134,8 @@ func newEtcdLsCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
 		Short: "List keys, or count them per resource",
 		Long: `List the keys under a resource, a namespace of it, or a raw key prefix
 (everything under /registry by default). Only keys are read, a page at a
-time, all at one revision.
-
-Examples:
-  devk etcd ls                          # every key the API server wrote
+time, all at one revision.`,
+		Example: `  devk etcd ls                          # every key the API server wrote
   devk etcd ls --count                  # how many keys per resource
   devk etcd ls -n kube-system --count   # the same, for one namespace
   devk etcd ls svc/default              # /registry/services/specs/default/...
@@ -156,6 +155,7 @@ Examples:
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only keys in this namespace")
 	fl.BoolVar(&o.Count, "count", false, "print the number of keys per resource instead of the keys")
 	fl.Int64Var(&o.Rev, "rev", 0, "list the keys as they were at this revision")
+	resultHelp(cmd, etcdwatch.LsResult{}, false)
 	return cmd
 }
 
@@ -169,10 +169,8 @@ func newEtcdGetCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
 		Short: "Print one value, decoded",
 		Long: `Print one key's value, decoded, with its revisions: when it was written,
 created, and how many times. A namespaced RESOURCE/NAME means namespace
-"default" (or -n).
-
-Examples:
-  devk etcd get svc/default/kubernetes
+"default" (or -n).`,
+		Example: `  devk etcd get svc/default/kubernetes
   devk etcd get pods/kube-system/etcd-devk-control-plane --ignore metadata.managedFields
   devk etcd get cm/kube-system/kubeadm-config --rev 1200    # as it was at revision 1200
   devk etcd get secret/kube-system/bootstrap-token-abcdef --show-secrets
@@ -191,6 +189,7 @@ Examples:
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of RESOURCE/NAME (default \"default\")")
 	fl.Int64Var(&o.Rev, "rev", 0, "read the value as it was at this revision")
 	d.bind(cmd, nil)
+	resultHelp(cmd, etcdwatch.GetResult{}, false)
 	return cmd
 }
 
@@ -209,10 +208,8 @@ what was removed. Ctrl-C stops.
 
 Leases are left out unless named (--exclude '' keeps them): leader election
 renews them every few seconds. metadata.managedFields is left out of
-values (--ignore '' keeps it).
-
-Examples:
-  devk etcd watch                           # everything but leases
+values (--ignore '' keeps it).`,
+		Example: `  devk etcd watch                           # everything but leases
   devk etcd watch svc -n default            # services in one namespace
   devk etcd watch deploy --ignore metadata.managedFields,status
   devk etcd watch -n kube-system            # every resource in a namespace
@@ -232,6 +229,7 @@ Examples:
 	fl.Int64Var(&o.FromRev, "from-rev", 0, "start from this revision (replays history), not from now")
 	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
 	d.bind(cmd, etcdwatch.DefaultIgnore)
+	resultHelp(cmd, etcdwatch.Change{}, true)
 	return cmd
 }
 
@@ -256,10 +254,8 @@ server compacts every 5 minutes by default); an older --since-rev is
 refused with the revisions that remain.
 
 Leases are left out unless named (--exclude '' keeps them), and so is
-metadata.managedFields (--ignore '' keeps it).
-
-Examples:
-  devk etcd diff -- kubectl create configmap x --from-literal=a=b
+metadata.managedFields (--ignore '' keeps it).`,
+		Example: `  devk etcd diff -- kubectl create configmap x --from-literal=a=b
   devk etcd diff -- kubectl patch svc web -p '{"spec":{"type":"NodePort"}}'
   devk etcd diff svc -- kubectl apply -f service.yaml      # only services
   devk etcd diff -n default                                # act, then press Enter
@@ -290,5 +286,6 @@ Examples:
 	fl.Int64Var(&o.SinceRev, "since-rev", 0, "diff from this revision instead of from now (no command needed)")
 	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
 	d.bind(cmd, etcdwatch.DefaultIgnore)
+	resultHelp(cmd, etcdwatch.DiffResult{}, false)
 	return cmd
 }

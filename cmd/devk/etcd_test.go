@@ -60,7 +60,7 @@ func TestEtcdHelpTeaches(t *testing.T) {
 		if !strings.Contains(out, "Examples:\n  devk etcd "+sub) {
 			t.Errorf("etcd %s --help has no examples:\n%s", sub, out)
 		}
-		for _, flag := range []string{"--endpoints", "--cacert", "--cluster"} {
+		for _, flag := range []string{"--endpoints", "--cacert", "--name"} {
 			if !strings.Contains(out, flag) {
 				t.Errorf("etcd %s --help lacks %s", sub, flag)
 			}
@@ -319,8 +319,7 @@ func runUntil(t *testing.T, args []string, events int) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb lockedBuffer
-	cmd := newRootCmd(&out, &errb)
-	cmd.SetArgs(args)
+	cmd := newRootCmd(&out, &errb, args)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	if events > 0 {

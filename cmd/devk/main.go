@@ -11,12 +11,14 @@ import (
 
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/phase"
+	"github.com/spf13/cobra"
 )
 
 func main() {
+	cobra.EnableCommandSorting = false // the help lists commands in the order of the loop
 	ctx, stop := interrupt.Handle(context.Background())
 	defer stop()
-	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	err := newRootCmd(os.Stdout, os.Stderr, os.Args[1:]).ExecuteContext(ctx)
 	if err == nil {
 		return
 	}

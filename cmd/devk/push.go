@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -58,10 +57,8 @@ interrupted push leaves nothing under the tag: run it again.
 Plain HTTP goes only to a loopback registry unless --insecure is given,
 also when --registry or DEVK_REGISTRY says http://. A registry that does
 not answer a request within ` + image.DefaultTimeout.String() + ` or take an image within ` + image.DefaultPushTimeout.String() + `
-fails the push rather than hanging it.
-
-Examples:
-  devk build apiserver && devk push apiserver
+fails the push rather than hanging it.`,
+		Example: `  devk build apiserver && devk push apiserver
   devk push apiserver scheduler --registry localhost:5001
   devk build coredns && devk push coredns
   devk push ./test/images/agnhost
@@ -73,7 +70,7 @@ Examples:
 			bo.Reporter = g.Reporter()
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
-			popts.Summary = g.Verbose
+			popts.Summary = g.Debug()
 			t0 := time.Now()
 			j, err := image.RunPush(cmd.Context(), bo, o, popts)
 			if err != nil || flags.DryRun {
@@ -86,19 +83,14 @@ Examples:
 	f.StringVar(&bo.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
 	addImageFlags(f, &o)
 	phase.Bind(cmd, image.PushPhases(), &flags)
+	resultHelp(cmd, buildResult{}, false)
 	return cmd
 }
 
 // printPushed writes repo@sha256:… per component on stdout.
 func printPushed(g *globalOptions, j *image.Job, took time.Duration) error {
-	if g.JSON() {
-		return json.NewEncoder(g.stdout).Encode(struct {
-			Seconds  float64         `json:"seconds"`
-			Binaries []build.Binary  `json:"binaries,omitempty"`
-			Images   []*image.Result `json:"images"`
-			// Bases devk made for them (kube-proxy's iptables base).
-			Bases []*image.DebianBase `json:"bases,omitempty"`
-		}{took.Seconds(), j.Binaries, j.Images, j.Bases})
+	if g.Structured() {
+		return g.Result(buildResult{Version: j.Version.GitVersion, Platform: j.Platform, Seconds: took.Seconds(), Binaries: j.Binaries, Images: j.Images, Bases: j.Bases})
 	}
 	var names []string
 	for _, r := range j.Images {

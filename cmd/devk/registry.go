@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -43,14 +42,12 @@ Manifests pushed must be OCI or Docker v2 image manifests or indexes.
 Deleting manifests and blobs is refused unless --allow-delete is given.
 
 stdout gets the address once it accepts requests (handy with --addr
-127.0.0.1:0); requests are logged to stderr with --verbose.
-
-Examples:
-  devk registry serve &
+127.0.0.1:0); requests are logged to stderr with --verbose.`,
+		Example: `  devk registry serve &
   devk registry serve --addr 127.0.0.1:5001 --root ~/.cache/devk-registry --allow-delete`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.Verbose {
+			if g.Debug() {
 				o.Log = g.stderr
 			}
 			o.Ready = func(addr string) {
@@ -85,10 +82,8 @@ func newRegistryLsCmd(g *globalOptions) *cobra.Command {
 		Short: "List a registry's repositories, tags and the digest of each tag",
 		Long: `List the repositories of a registry (through the registry API, so any
 registry that serves /v2/_catalog works), their tags and the manifest
-digest each tag points to now.
-
-Examples:
-  devk registry ls
+digest each tag points to now.`,
+		Example: `  devk registry ls
   devk registry ls --registry localhost:5001 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -100,11 +95,11 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if g.JSON() {
+			if g.Structured() {
 				if repos == nil {
 					repos = []registry.Repository{}
 				}
-				return json.NewEncoder(g.stdout).Encode(repos)
+				return g.Result(repos)
 			}
 			if len(repos) == 0 {
 				fmt.Fprintf(g.stderr, "registry %s holds no repositories\n", r.Addr)
@@ -126,6 +121,7 @@ Examples:
 	}
 	cmd.Flags().StringVar(&addr, "registry", image.DefaultRegistry(), "registry to list, HOST[:PORT][/PREFIX]; $DEVK_REGISTRY changes the default")
 	cmd.Flags().BoolVar(&ro.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
+	resultHelp(cmd, []registry.Repository{}, false)
 	return cmd
 }
 
@@ -139,10 +135,8 @@ be on loopback. A devk node is a network namespace and cannot reach the
 host's 127.0.0.1; ` + "`devk up`" + ` runs one forwarder per cluster on the
 cluster's bridge address, and the node's containerd pulls through it
 (containerd's hosts.toml names it as the mirror), so images keep their
-names (127.0.0.1:5000/…) and digests. SIGTERM or Ctrl-C stops it.
-
-Examples:
-  devk registry forward --addr 10.250.1.1:5000
+names (127.0.0.1:5000/…) and digests. SIGTERM or Ctrl-C stops it.`,
+		Example: `  devk registry forward --addr 10.250.1.1:5000
   devk registry forward --addr 10.250.1.1:5001 --to 127.0.0.1:5001`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

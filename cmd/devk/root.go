@@ -1,80 +1,142 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/output"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/supervise"
 )
 
 // globalOptions are the flags every command shares.
 type globalOptions struct {
-	Verbose bool
+	// Verbosity is -v N: 0 by default; VerboseDevk and up show what devk
+	// does (the commands it runs, cache decisions, phase timings);
+	// VerboseComponents and up also the components' own output.
+	Verbosity int
+	// verbose is the old --verbose, kept working as -v 1.
+	verbose bool
 	Quiet   bool
-	Output  string // text or json
+	Output  string // one of output.Formats
 
+	format output.Format
 	stdout io.Writer
 	stderr io.Writer
 }
+
+// Verbosity levels of -v.
+const (
+	// VerboseDevk shows what devk does: the commands it runs, its cache
+	// decisions and each phase's time.
+	VerboseDevk = 1
+	// VerboseComponents also streams the components' own output: go
+	// build's, the kubelet's and containerd's
+	// log lines while a command changes the cluster.
+	VerboseComponents = 2
+)
+
+// Debug reports whether devk's own detail is shown (-v 1 and up).
+func (g *globalOptions) Debug() bool { return g.Verbosity >= VerboseDevk }
+
+// ComponentLogs reports whether the components' output is streamed too
+// (-v 2 and up).
+func (g *globalOptions) ComponentLogs() bool { return g.Verbosity >= VerboseComponents }
 
 // Reporter is the progress reporter for this invocation; progress goes to
 // stderr, never stdout.
 func (g *globalOptions) Reporter() progress.Reporter {
 	mode := progress.Auto
-	if g.JSON() {
+	if g.format == output.JSON {
 		mode = progress.JSON
 	}
-	return progress.New(g.stderr, progress.Options{Mode: mode, Verbose: g.Verbose, Quiet: g.Quiet})
+	return progress.New(g.stderr, progress.Options{Mode: mode, Verbose: g.Debug(), Quiet: g.Quiet})
 }
 
-// JSON reports whether results should be machine-readable.
-func (g *globalOptions) JSON() bool { return g.Output == "json" }
+// Structured reports whether results are a data format (-o json|yaml),
+// each command's documented result type.
+func (g *globalOptions) Structured() bool { return g.format.Structured() }
+
+// JSON reports whether results are JSON.
+func (g *globalOptions) JSON() bool { return g.format == output.JSON }
+
+// Result writes a command's result as -o json or -o yaml asks.
+func (g *globalOptions) Result(v any) error { return output.Write(g.stdout, g.format, v) }
 
 func (g *globalOptions) validate() error {
-	switch g.Output {
-	case "text", "json":
-	default:
-		return fmt.Errorf("-o %q: use text or json", g.Output)
+	f, err := output.Parse(g.Output)
+	if err != nil {
+		return err
 	}
-	if g.Verbose && g.Quiet {
-		return fmt.Errorf("--verbose and --quiet contradict each other: pick one")
+	g.format = f
+	if g.verbose && g.Verbosity < VerboseDevk {
+		g.Verbosity = VerboseDevk
+	}
+	if g.Verbosity < 0 {
+		return fmt.Errorf("-v %d: verbosity is 0 (the default) or more", g.Verbosity)
+	}
+	if g.Verbosity > 0 && g.Quiet {
+		return fmt.Errorf("-v and --quiet contradict each other: pick one")
 	}
 	return nil
 }
 
-func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+// newRootCmd is devk's command tree, to run with args (os.Args[1:]).
+func newRootCmd(stdout, stderr io.Writer, args []string) *cobra.Command {
 	g := &globalOptions{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "devk",
 		Short: "Build, swap and inspect Kubernetes components, fast and verified",
-		Long: `devk is a toolchain for hacking on Kubernetes itself.
+		Long: `devk is a toolchain for hacking on Kubernetes itself: get a tree, build
+one component in seconds, push its image without Docker, run a throwaway
+cluster built from the tree, hot-swap the component into it, verify that
+what runs is exactly what was built, and see what it wrote to etcd.
 
-  devk source get v1.34.4      a buildable Kubernetes tree in seconds
-  devk build apiserver         incremental, version-stamped build of one component
-  devk version                 devk's own version
+Results go to stdout (-o json or -o yaml for scripts: each command's help
+names its result); progress goes to stderr (-q: results and errors only;
+-v 1: what devk does; -v 2: the components' own output too).
 
-Results go to stdout (-o json for scripts); progress goes to stderr.`,
+Exit status:
+  0    success
+  1    failure (the error says what to do)
+  2    a check found what it checks for: digest verify found a digest that
+       differs, certs check-expiration --fail-within found a certificate
+       expiring sooner
+  130  interrupted (Ctrl-C or SIGTERM); what was being changed is rolled
+       back or left resumable, as the command's help says`,
+		Example: `  devk source get v1.34.4 && cd kubernetes-v1.34.4
+  devk up                              # a cluster built from the tree
+  devk build apiserver --push          # after a change
+  devk swap                            # run it, verified
+  devk watch apiserver                 # or: every save, built and swapped`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.validate(); err != nil {
 				return err
 			}
-			return validateFlags(cmd)
+			return validateFlags(cmd, g.stderr)
 		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetArgs(verbosityArgs(args))
 	pf := root.PersistentFlags()
-	pf.BoolVarP(&g.Verbose, "verbose", "v", false, "show more detail (commands run, cache decisions)")
+	pf.IntVarP(&g.Verbosity, "verbosity", "v", 0, "detail on stderr: 1 shows the commands devk runs, cache decisions and phase times; 2 also the components' own output (-v alone means 1)")
+	pf.Lookup("verbosity").NoOptDefVal = "1" // see verbosityArgs for -v N
+	pf.BoolVar(&g.verbose, "verbose", false, "same as -v 1")
+	deprecate(pf, "verbose", "use -v 1 (or -v 2 for the components' output too)")
 	pf.BoolVarP(&g.Quiet, "quiet", "q", false, "show only results and errors")
-	pf.StringVarP(&g.Output, "output", "o", "text", "result format: text or json")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	pf.StringVarP(&g.Output, "output", "o", string(output.Text), "result format: "+strings.Join(output.Formats, ", ")+" (json and yaml: the result type each command's help describes)")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(output.Formats, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(
 		newVersionCmd(g),
@@ -91,8 +153,39 @@ Results go to stdout (-o json for scripts); progress goes to stderr.`,
 		newEtcdCmd(g),
 		newCertsCmd(g),
 	)
+	groupCommands(root)
+	registerClusterCompletion(root)
 	refuseUnknownSubcommands(root)
 	return root
+}
+
+// commandGroups are the root help's sections, in order; groupOf puts
+// each command in one. A command in no group fails TestEveryCommandIsGrouped.
+var commandGroups = []*cobra.Group{
+	{ID: "build", Title: "Build and images:"},
+	{ID: "cluster", Title: "Cluster:"},
+	{ID: "swap", Title: "Swap and verify:"},
+	{ID: "etcd", Title: "etcd:"},
+	{ID: "loop", Title: "The inner loop:"},
+	{ID: "other", Title: "Other commands:"},
+}
+
+var groupOf = map[string]string{
+	"source": "build", "build": "build", "push": "build", "registry": "build",
+	"up": "cluster", "down": "cluster", "status": "cluster", "certs": "cluster", "export": "cluster",
+	"swap": "swap", "digest": "swap",
+	"etcd":    "etcd",
+	"watch":   "loop",
+	"version": "other", "completion": "other", "help": "other",
+}
+
+func groupCommands(root *cobra.Command) {
+	root.AddGroup(commandGroups...)
+	root.SetHelpCommandGroupID(groupOf["help"])
+	root.SetCompletionCommandGroupID(groupOf["completion"])
+	for _, c := range root.Commands() {
+		c.GroupID = groupOf[c.Name()]
+	}
 }
 
 // refuseUnknownSubcommands makes every command group (devk registry, devk
@@ -108,14 +201,30 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	}
 }
 
+// deprecatedAnnotation marks a flag kept for an old spelling; its value
+// is what to use instead.
+const deprecatedAnnotation = "devk/deprecated"
+
+// deprecate hides an old spelling of a flag that keeps working;
+// validateFlags says what to use instead when it is given. (pflag's own
+// MarkDeprecated prints through cobra to stdout, among the results.)
+func deprecate(fs *pflag.FlagSet, name, instead string) {
+	_ = fs.SetAnnotation(name, deprecatedAnnotation, []string{instead})
+	_ = fs.MarkHidden(name)
+}
+
 // validateFlags checks what every command shares: a cluster named with
 // --name or --cluster (an empty one would silently mean the default
-// cluster), and durations, which must not be negative.
-func validateFlags(cmd *cobra.Command) error {
+// cluster), and durations, which must not be negative; and says on
+// stderr when an old spelling of a flag was used.
+func validateFlags(cmd *cobra.Command, stderr io.Writer) error {
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if err != nil || !f.Changed {
 			return
+		}
+		if instead, ok := f.Annotations[deprecatedAnnotation]; ok {
+			fmt.Fprintf(stderr, "devk: --%s is deprecated: %s\n", f.Name, instead[0])
 		}
 		switch {
 		case f.Name == "name" || f.Name == "cluster":
@@ -129,4 +238,48 @@ func validateFlags(cmd *cobra.Command) error {
 		}
 	})
 	return err
+}
+
+// verbosityArgs lets -v take its level as the next argument (-v 2), as
+// kubectl's and kind's do, while -v alone still means 1: pflag reads a
+// flag with a default-when-bare value only as -v=2 or -v2, so a bare -v
+// followed by a level is joined here. Arguments after "--" (a command
+// devk runs, as etcd diff's) are left alone.
+func verbosityArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "-v" || a == "--verbosity") && i+1 < len(args) {
+			if _, err := strconv.Atoi(args[i+1]); err == nil {
+				out = append(out, a+"="+args[i+1])
+				i++
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// followLogs streams cluster name's component logs (kubelet, containerd,
+// the containers') to stderr while a command changes it, with -v 2;
+// stop ends it after the last lines are out.
+func (g *globalOptions) followLogs(ctx context.Context, name string) (stop func()) {
+	home, err := layout.HomeDir("")
+	if !g.ComponentLogs() || err != nil {
+		return func() {}
+	}
+	if name == "" {
+		name = layout.DefaultName
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		supervise.Follow(ctx, layout.ClusterPaths(home, name).Logs(), g.stderr)
+	}()
+	return func() { cancel(); <-done }
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -37,10 +36,8 @@ hack/lib/version.sh does. DIR defaults to ./kubernetes.
 
 Running it again on the same directory and version does nothing; an
 interrupted get resumes. A directory holding anything else is refused and
-left untouched.
-
-Examples:
-  devk source get v1.34.4
+left untouched.`,
+		Example: `  devk source get v1.34.4
   devk source get v1.34.4 ~/src/k8s-1.34 && cd ~/src/k8s-1.34 && devk build apiserver`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -52,8 +49,8 @@ Examples:
 			if err != nil || flags.DryRun {
 				return err
 			}
-			if g.JSON() {
-				return json.NewEncoder(g.stdout).Encode(res)
+			if g.Structured() {
+				return g.Result(res)
 			}
 			if res.Already {
 				fmt.Fprintf(g.stdout, "%s already holds Kubernetes %s\n", res.Root, res.Version)
@@ -68,6 +65,7 @@ Examples:
 		},
 	}
 	phase.Bind(cmd, source.GetPhases(), &flags)
+	resultHelp(cmd, source.GetResult{}, false)
 	return cmd
 }
 
@@ -87,11 +85,9 @@ func newSourceInfoCmd(g *globalOptions) *cobra.Command {
 		Long: `Show the Kubernetes tree around the working directory (or --tree): its root,
 the version git describe gives under hack/lib/version.sh's rules
 (-dirty for uncommitted or untracked changes, +<commit> past a tag), and the
-Go version the tree asks for.
-
-Example:
-  cd kubernetes/staging/src/k8s.io/apiserver && devk source info`,
-		Args: cobra.NoArgs,
+Go version the tree asks for.`,
+		Example: `  cd kubernetes/staging/src/k8s.io/apiserver && devk source info`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := source.Open(dir)
 			if err != nil {
@@ -106,8 +102,8 @@ Example:
 				return err
 			}
 			info := sourceInfo{Root: t.Root, Version: v, GoMinimum: minimum, GoRelease: release, GoToolchain: strings.TrimPrefix(runtime.Version(), "go")}
-			if g.JSON() {
-				return json.NewEncoder(g.stdout).Encode(info)
+			if g.Structured() {
+				return g.Result(info)
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "root:        %s\n", info.Root)
@@ -123,5 +119,6 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&dir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
+	resultHelp(cmd, sourceInfo{}, false)
 	return cmd
 }

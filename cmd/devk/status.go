@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -21,10 +20,8 @@ func newStatusCmd(g *globalOptions) *cobra.Command {
 kubelet, registry), each control-plane component (running or not, healthy
 or not, the image its manifest names and the image the runtime reports it
 runs, restarts), whether the node is Ready, and the phase times of the last
-` + "`devk up`" + ` or ` + "`devk down`" + `. It changes nothing.
-
-Examples:
-  devk status
+` + "`devk up`" + ` or ` + "`devk down`" + `. It changes nothing.`,
+		Example: `  devk status
   devk status --name dev2 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -32,14 +29,15 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if g.JSON() {
-				return json.NewEncoder(g.stdout).Encode(st)
+			if g.Structured() {
+				return g.Result(st)
 			}
 			printStatus(g, st)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
+	resultHelp(cmd, cluster.Status{}, false)
 	return cmd
 }
 

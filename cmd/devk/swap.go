@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -71,10 +70,8 @@ By default devk swaps into the cluster ` + "`devk up`" + ` made (--name); for a
 kubeadm node pass --manifests-dir /etc/kubernetes/manifests, --kubeconfig
 /etc/kubernetes/admin.conf and --cri-socket /run/containerd/containerd.sock
 (and --node-name if devk cannot tell the kubelet's node name from the
-runtime). --dry-run prints each phase and what it reads and writes.
-
-Examples:
-  devk build apiserver --push && devk swap
+runtime). --dry-run prints each phase and what it reads and writes.`,
+		Example: `  devk build apiserver --push && devk swap
   devk swap apiserver scheduler
   devk swap --rollback apiserver
   devk build kube-proxy --push && devk swap kube-proxy
@@ -84,7 +81,7 @@ Examples:
   devk swap kubelet
   devk swap --dry-run apiserver
   devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included`,
-		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler", "etcd", "kube-proxy", "coredns", "kubectl", "kubelet"}, cobra.ShellCompDirectiveNoFileComp),
+		ValidArgsFunction: completeNames(swappableNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.Reporter = g.Reporter()
@@ -92,11 +89,14 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if r.Cluster != nil {
+				defer g.followLogs(cmd.Context(), r.Cluster.Config.Name)()
+			}
 			if o.KubectlDest == "" {
 				o.KubectlDest = swap.DefaultKubectlDest(r.Home)
 			}
 			popts := flags.Options()
-			popts.Reporter, popts.PlanOut, popts.Summary = o.Reporter, g.stderr, g.Verbose
+			popts.Reporter, popts.PlanOut, popts.Summary = o.Reporter, g.stderr, g.Debug()
 			rep, err := swap.Run(cmd.Context(), o, popts)
 			if !flags.DryRun {
 				printSwap(g, rep)
@@ -112,6 +112,7 @@ Examples:
 	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the new pod to be healthy (an addon: for its rollout) before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	phase.Bind(cmd, swap.Phases(), &flags)
+	resultHelp(cmd, swap.Report{}, false)
 	return cmd
 }
 
@@ -119,8 +120,8 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 	if rep == nil {
 		return
 	}
-	if g.JSON() {
-		json.NewEncoder(g.stdout).Encode(rep)
+	if g.Structured() {
+		g.Result(rep)
 		return
 	}
 	w := g.stdout

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -49,10 +48,8 @@ to apply, the control-plane taint. It is checked in full before anything
 is made (an unknown key is an error) and remembered in cluster.json, so a
 later up without --config keeps it. On a running cluster, up --config
 applies a changed file: only the static pods, kubelet or kube-proxy whose
-flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.
-
-Examples:
-  devk up
+flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
+		Example: `  devk up
   devk up --name dev2 --tree ~/src/kubernetes
   devk up --config devk.yaml
   devk up --dry-run
@@ -72,6 +69,7 @@ Examples:
 			if !cmd.Flags().Changed("name") {
 				o.Name = "" // the config file's, else the default
 			}
+			defer g.followLogs(cmd.Context(), o.Name)()
 			if cmd.Flags().Changed("keep-taint") {
 				o.KeepTaint = &keepTaint
 			}
@@ -80,7 +78,7 @@ Examples:
 			}
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
-			popts.Summary = g.Verbose
+			popts.Summary = g.Debug()
 			t0 := time.Now()
 			c, res, err := cluster.Up(cmd.Context(), o, popts)
 			if err != nil {
@@ -103,12 +101,17 @@ Examples:
 	f.StringVar(&o.Registry, "registry", "", "push to and pull from this running registry (HOST:PORT) instead of starting the embedded one")
 	f.StringVar(&o.ImagesFrom, "images-from", "", "take the control-plane images from this registry instead of building them (needs a kubelet already installed in the cluster)")
 	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the Kubernetes images in --images-from, e.g. v1.34.4 (default: the newest version tag; etcd always takes its newest)")
-	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
+	f.StringVar(&o.UserKubeconfig, "write-kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
+	// --kubeconfig meant this before it meant, everywhere, the credentials
+	// devk talks to an API server with (as kubectl's).
+	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "same as --write-kubeconfig")
+	deprecate(f, "kubeconfig", "use --write-kubeconfig (--kubeconfig is the credentials devk uses, as kubectl's)")
 	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
 	f.DurationVar(&certValidity, "cert-validity", pki.CertValidity, "lifetime of the certificates and kubeconfig client certificates up issues (e.g. 10m, to test rotation; later ups remember it); existing ones are replaced with half their life or a day left")
 	f.BoolVar(&o.RenewCerts, "renew-certs", false, "renew every certificate once the control plane runs, restart what uses them and verify (devk certs renew all); up warns when any expires within 30 days")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
+	resultHelp(cmd, upResult{}, false)
 	return cmd
 }
 
@@ -141,8 +144,8 @@ func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.D
 	if _, err := os.Stat(c.KubectlPath()); err == nil {
 		r.Kubectl, kubectl = c.KubectlPath(), c.KubectlPath()
 	}
-	if g.JSON() {
-		return json.NewEncoder(g.stdout).Encode(r)
+	if g.Structured() {
+		return g.Result(r)
 	}
 	if only != "" {
 		fmt.Fprintf(g.stdout, "phase %s of cluster %s done in %s\n", only, r.Name, progress.Round(took))

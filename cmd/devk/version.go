@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -23,20 +22,22 @@ type versionInfo struct {
 }
 
 func newVersionCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print devk's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bi, _ := debug.ReadBuildInfo()
 			v := versionOf(version, bi)
-			if g.JSON() {
-				return json.NewEncoder(g.stdout).Encode(v)
+			if g.Structured() {
+				return g.Result(v)
 			}
 			fmt.Fprintf(g.stdout, "devk %s (%s, %s)\n", v.Version, v.GoVersion, v.Platform)
 			return nil
 		},
 	}
+	resultHelp(cmd, versionInfo{}, false)
+	return cmd
 }
 
 // versionOf is devk's version: the one `make build` stamps, else the

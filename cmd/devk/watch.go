@@ -33,16 +33,14 @@ made while a cycle runs start exactly one more cycle after it.
 
 A compile error is shown and the loop keeps watching; a failed swap is
 rolled back (as devk swap does) and the loop goes on. Ctrl-C stops cleanly:
-a swap in progress completes or rolls back first.
-
-Examples:
-  devk watch apiserver
+a swap in progress completes or rolls back first.`,
+		Example: `  devk watch apiserver
   devk watch apiserver scheduler --no-swap     # build and push only
   devk watch apiserver --once                  # one cycle, for scripts
   devk watch apiserver --dry-run               # the plan of one cycle
   devk watch apiserver --skip-phases swap/apiserver/hand-over`,
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: cobra.FixedCompletions([]string{"apiserver", "controller-manager", "scheduler"}, cobra.ShellCompDirectiveNoFileComp),
+		ValidArgsFunction: completeNames(treeComponentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Build.Components = args
 			o.Reporter = g.Reporter()
@@ -56,9 +54,12 @@ Examples:
 					return fmt.Errorf("%w; or pass --no-swap", o.Swap.NoNode)
 				}
 			}
+			if !o.NoSwap && node.ManifestsDir == "" {
+				defer g.followLogs(cmd.Context(), node.Name)()
+			}
 			o.Swap.Insecure = o.Image.Insecure
 			o.Phases = flags.Options()
-			o.Phases.PlanOut, o.Phases.Summary = g.stderr, g.Verbose
+			o.Phases.PlanOut, o.Phases.Summary = g.stderr, g.Debug()
 			return loop.Run(cmd.Context(), o)
 		},
 	}

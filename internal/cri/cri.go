@@ -262,7 +262,7 @@ func TailLog(path string, n int) ([]string, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		lines = append(lines, stripCRIPrefix(sc.Text()))
+		lines = append(lines, StripLogPrefix(sc.Text()))
 		if len(lines) > n {
 			lines = lines[1:]
 		}
@@ -270,8 +270,8 @@ func TailLog(path string, n int) ([]string, error) {
 	return lines, sc.Err()
 }
 
-// stripCRIPrefix turns "2026-11-29T18:00:00.1Z stderr F message" into "message".
-func stripCRIPrefix(line string) string {
+// StripLogPrefix turns a CRI container log line "2026-11-29T18:00:00.1Z stderr F message" into "message".
+func StripLogPrefix(line string) string {
 	parts := strings.SplitN(line, " ", 4)
 	if len(parts) == 4 && (parts[1] == "stdout" || parts[1] == "stderr") {
 		return parts[3]
