@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -320,9 +321,13 @@ func HumanDuration(d Duration) string {
 // ParseWithin reads --fail-within: a Go duration (720h, 10m) or days
 // (30d).
 func ParseWithin(s string) (time.Duration, error) {
+	const maxWithinDays = int(math.MaxInt64 / int64(24*time.Hour))
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		var n int
 		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && fmt.Sprint(n) == days && n >= 0 {
+			if n > maxWithinDays {
+				return 0, fmt.Errorf("%q is longer than a time.Duration holds: at most %dd", s, maxWithinDays)
+			}
 			return time.Duration(n) * 24 * time.Hour, nil
 		}
 	}

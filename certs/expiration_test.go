@@ -172,7 +172,7 @@ func TestParseWithinAndHuman(t *testing.T) {
 			t.Errorf("ParseWithin(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "d", "-1d", "3w", "1.5d", "-5m"} {
+	for _, bad := range []string{"", "d", "-1d", "3w", "1.5d", "-5m", "365000d"} {
 		if _, err := ParseWithin(bad); err == nil {
 			t.Errorf("ParseWithin(%q) accepted", bad)
 		}

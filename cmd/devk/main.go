@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/devk/devk/internal/interrupt"
@@ -17,32 +18,42 @@ import (
 func main() {
 	cobra.EnableCommandSorting = false // the help lists commands in the order of the loop
 	ctx, stop := interrupt.Handle(context.Background())
-	defer stop()
-	err := newRootCmd(os.Stdout, os.Stderr, os.Args[1:]).ExecuteContext(ctx)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs devk with args and returns its exit status, having said on
+// stderr why it is not 0.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := newRootCmd(stdout, stderr, args).ExecuteContext(ctx)
 	if err == nil {
-		return
+		return 0
 	}
 	if interrupt.Interrupted(ctx) {
-		fmt.Fprintln(os.Stderr, "devk: interrupted:", err)
-		os.Exit(ExitInterrupted)
+		fmt.Fprintln(stderr, "devk: interrupted:", err)
+		return ExitInterrupted
 	}
 	var ec exitCoder
 	if errors.As(err, &ec) {
 		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "devk:", msg)
+			fmt.Fprintln(stderr, "devk:", msg)
 		}
-		os.Exit(ec.ExitCode())
+		return ec.ExitCode()
 	}
 	// A failed phase was shown by the reporter already (a compile error
 	// can be many lines): name it, do not repeat it.
 	var pf *phase.Failed
 	if errors.As(err, &pf) && err == error(pf) {
-		fmt.Fprintf(os.Stderr, "devk: phase %s failed (see above)\n", pf.Path)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "devk: phase %s failed (see above)\n", pf.Path)
+		return ExitFailure
 	}
-	fmt.Fprintln(os.Stderr, "devk:", err)
-	os.Exit(1)
+	fmt.Fprintln(stderr, "devk:", err)
+	return ExitFailure
 }
+
+// ExitFailure is the exit status of a command that failed.
+const ExitFailure = 1
 
 // ExitInterrupted is the exit status after Ctrl-C (SIGINT or SIGTERM),
 // as shells report a command killed by SIGINT.
