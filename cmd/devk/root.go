@@ -90,6 +90,7 @@ Results go to stdout (-o json for scripts); progress goes to stderr.`,
 		newWatchCmd(g),
 		newEtcdCmd(g),
 		newCertsCmd(g),
+		newExportCmd(g),
 	)
 	refuseUnknownSubcommands(root)
 	return root
