@@ -200,7 +200,7 @@ func newExportDir(dir string) error {
 		return fmt.Errorf("%s exists and is not a directory: name a new directory", dir)
 	}
 	if len(ents) > 0 {
-		return fmt.Errorf("%s is not empty: name a new directory (none names ./%s<cluster>-<time>)", dir, exportNamePrefix)
+		return fmt.Errorf("%s is not empty: name a new directory, or none for ./%s<cluster>-<time>", dir, exportNamePrefix)
 	}
 	return nil
 }
