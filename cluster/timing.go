@@ -50,6 +50,9 @@ const (
 
 	// statusCheckTimeout bounds each of status's health checks.
 	statusCheckTimeout = 3 * time.Second
+	// exportRequestTimeout bounds each API request of export logs (a
+	// list of one resource in all namespaces).
+	exportRequestTimeout = 10 * time.Second
 	// apiRequestTimeout bounds each API request of up: the API server
 	// is fresh and the machine busy starting the rest.
 	apiRequestTimeout = 10 * time.Second

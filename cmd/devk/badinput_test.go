@@ -330,6 +330,7 @@ func TestBadInput(t *testing.T) {
 		{"up", "--dry-run", "--tree", tree},
 		{"digest", "apiserver", "--tree", tree},
 		{"watch", "apiserver", "--tree", tree, "--once"},
+		{"export", "logs", filepath.Join(fx.sandbox, "export")},
 	}
 
 	// registry roots
@@ -512,6 +513,11 @@ func TestBadInput(t *testing.T) {
 		{name: "swap --dry-run, no cluster", args: []string{"swap", "--dry-run", "--tree", tree}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: "for a kubeadm node pass --manifests-dir"},
 		{name: "digest verify, no cluster", args: []string{"digest", "verify", "apiserver", "--tree", tree}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: `no devk cluster "devk"`},
 		{name: "watch, no cluster", args: []string{"watch", "apiserver", "--tree", tree, "--once"}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: "or pass --no-swap", timeout: watchTimeout},
+		{name: "export logs, name with a slash", args: []string{"export", "logs", "--name", "a/b", filepath.Join(fx.sandbox, "export")}, want: `cluster name "a/b"`},
+		{name: "export logs, two directories", args: []string{"export", "logs", filepath.Join(fx.sandbox, "x"), filepath.Join(fx.sandbox, "y")}, want: "accepts at most 1 arg(s)"},
+		{name: "export logs, no cluster", args: []string{"export", "logs", filepath.Join(fx.sandbox, "export")}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: `no devk cluster "devk"`},
+		{name: "export logs into a directory in use", args: []string{"export", "logs", tree}, want: "is not empty: name a new directory"},
+		{name: "export logs over a file", args: []string{"export", "logs", "--tar", filepath.Join(fx.sandbox, "kubeconfig")}, want: "exists: name a new file"},
 		{name: "watch, unknown phase to skip", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--skip-phases", "swap/nope"}, want: `unknown phase "swap/nope"`, timeout: watchTimeout},
 	}
 	for _, tp := range tampers {

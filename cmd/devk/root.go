@@ -152,6 +152,7 @@ Exit status:
 		newWatchCmd(g),
 		newEtcdCmd(g),
 		newCertsCmd(g),
+		newExportCmd(g),
 	)
 	groupCommands(root)
 	registerClusterCompletion(root)

@@ -15,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,6 +45,30 @@ func WithTimeout(d time.Duration) Option {
 // Client is a clientset for the kubeconfig file, each request bounded by
 // RequestTimeout unless an option says otherwise.
 func Client(kubeconfig string, opts ...Option) (*kubernetes.Clientset, error) {
+	cfg, err := restConfig(kubeconfig, opts)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Dynamic is a dynamic client for the kubeconfig file, with Client's
+// limits: for reading objects of any resource discovery lists.
+func Dynamic(kubeconfig string, opts ...Option) (*dynamic.DynamicClient, error) {
+	cfg, err := restConfig(kubeconfig, opts)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(cfg)
+}
+
+// WithoutWarnings drops the server's deprecation warnings, which client-go
+// otherwise prints to stderr: for a client that reads every resource.
+func WithoutWarnings() Option {
+	return func(c *rest.Config) { c.WarningHandler = rest.NoWarnings{} }
+}
+
+func restConfig(kubeconfig string, opts []Option) (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
@@ -53,7 +78,7 @@ func Client(kubeconfig string, opts ...Option) (*kubernetes.Clientset, error) {
 	for _, o := range opts {
 		o(cfg)
 	}
-	return kubernetes.NewForConfig(cfg)
+	return cfg, nil
 }
 
 // FieldManager is devk's field manager in server-side applies.

@@ -1,0 +1,661 @@
+package cluster
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/atomicfile"
+	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
+)
+
+// What `devk export logs` writes, in the spirit of `kind export logs`
+// (per node: the kubelet's and the runtime's logs and the containers'):
+//
+//	README.txt errors.txt cluster.json timings.txt status.json devk-version.txt registry.log
+//	<node>/kubelet.log containerd.log forward-<port>.log kubelet-config.yaml kubernetes-version.txt
+//	<node>/manifests/ <node>/containers.txt
+//	<node>/containers/<namespace>_<pod>_<container>_<attempt>.log
+//	objects/<resource>[.<group>].yaml
+//
+// Every directory is 0700 and every file 0600: logs and objects say a lot
+// about a machine even with the Secrets redacted.
+const (
+	// ExportErrorsFile lists what could not be collected, one line each.
+	ExportErrorsFile = "errors.txt"
+	// ExportObjectsDir holds the API objects, one file per resource.
+	ExportObjectsDir = "objects"
+	// ExportContainersDir, under a node's directory, holds the container logs.
+	ExportContainersDir = "containers"
+	// ExportTarSuffix makes the destination a gzipped tarball.
+	ExportTarSuffix = ".tar.gz"
+	// Redacted replaces the values of a Secret in the export.
+	Redacted = "REDACTED"
+
+	exportNamePrefix = "devk-logs-"
+	exportTimeFormat = "20060102-150405"
+)
+
+// ExportOptions are what `devk export logs` is told.
+type ExportOptions struct {
+	// Options names the cluster (Name, Home) and the progress Reporter.
+	Options
+	// Dest is the directory to make (it may exist if it is empty), or
+	// with Tar the tarball to write; empty means ./devk-logs-<name>-<time>
+	// (with ExportTarSuffix when Tar). A Dest ending in ExportTarSuffix
+	// or .tgz is a tarball.
+	Dest string
+	Tar  bool
+	// DevkVersion is the exporting devk's version, for devk-version.txt.
+	DevkVersion string
+}
+
+// Exported is what an export wrote.
+type Exported struct {
+	// Path is the directory or tarball, absolute.
+	Path  string `json:"path"`
+	Tar   bool   `json:"tar"`
+	Files int    `json:"files"`
+	Bytes int64  `json:"bytes"`
+	// ContainerLogs are the container log files, Objects the API objects
+	// in Resources resources.
+	ContainerLogs int `json:"containerLogs"`
+	Objects       int `json:"objects"`
+	Resources     int `json:"resources"`
+	// Missing is what could not be collected and why (errors.txt): the
+	// export itself still succeeded.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// ExportDest is where an export goes, and whether as a tarball: dest as
+// given (a tarball if it ends in ExportTarSuffix or .tgz, or tar is
+// set), else a new name under the working directory with the cluster's
+// name and now.
+func ExportDest(dest string, tar bool, name string, now time.Time) (string, bool) {
+	if dest == "" {
+		dest = exportNamePrefix + name + "-" + now.Format(exportTimeFormat)
+		if tar {
+			dest += ExportTarSuffix
+		}
+	}
+	return dest, tar || strings.HasSuffix(dest, ExportTarSuffix) || strings.HasSuffix(dest, ".tgz")
+}
+
+// ExportLogs writes what debugging the cluster needs into a directory or
+// tarball: every container log the kubelet kept, the kubelet's and
+// containerd's logs, the static-pod manifests, the API objects of every
+// listable resource (Secrets redacted), and devk's own view (cluster.json,
+// the last run's phase times, status). It changes nothing in the
+// cluster. What cannot be read (the API server is down, containerd does
+// not answer) is listed in Missing and errors.txt, and the rest is
+// written anyway; an error means the export itself could not be written.
+// Private keys, certificates and kubeconfigs are never exported.
+func ExportLogs(ctx context.Context, o ExportOptions) (*Exported, error) {
+	c, err := Open(o.Options)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Exists() {
+		return nil, c.noCluster()
+	}
+	dest, tar := ExportDest(o.Dest, o.Tar, c.Config.Name, time.Now())
+	if dest, err = filepath.Abs(dest); err != nil {
+		return nil, err
+	}
+	res := &Exported{Path: dest, Tar: tar}
+	root := dest
+	if tar {
+		if _, err := os.Lstat(dest); err == nil {
+			return nil, fmt.Errorf("%s exists: name a new file, or remove it", dest)
+		}
+		// Staged beside the tarball (same filesystem, no /tmp quota),
+		// under the name the tarball's entries start with.
+		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+			return nil, err
+		}
+		staging, err := os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-")
+		if err != nil {
+			return nil, fmt.Errorf("make a staging directory for %s: %w", dest, err)
+		}
+		defer os.RemoveAll(staging)
+		root = filepath.Join(staging, tarTopDir(dest))
+	}
+	if err := newExportDir(root); err != nil {
+		return nil, err
+	}
+	e := &exporter{c: c, root: root, res: res}
+	rep := c.Reporter
+
+	rep.Start("logs")
+	t0 := time.Now()
+	e.devkView(ctx, o.DevkVersion)
+	e.node(ctx)
+	rep.Done("logs", time.Since(t0), fmt.Sprintf("%d container logs", res.ContainerLogs))
+
+	rep.Start("objects")
+	t0 = time.Now()
+	if err := e.objects(ctx); err != nil {
+		e.miss(ExportObjectsDir, err)
+		rep.Skip("objects", err.Error())
+	} else {
+		rep.Done("objects", time.Since(t0), fmt.Sprintf("%d objects of %d resources", res.Objects, res.Resources))
+	}
+
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("export logs of %s interrupted; %s holds what was written: %w", c.Config.Name, root, err)
+	}
+	e.write("README.txt", []byte(exportReadme(c.Config.Name, c.Config.NodeName)))
+	if len(res.Missing) > 0 {
+		e.write(ExportErrorsFile, []byte(strings.Join(res.Missing, "\n")+"\n"))
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	if tar {
+		rep.Start("tarball")
+		t0 = time.Now()
+		if err := writeTarball(dest, root); err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(dest)
+		if err != nil {
+			return nil, err
+		}
+		rep.Done("tarball", time.Since(t0), fmt.Sprintf("%d files, %d bytes compressed", res.Files, fi.Size()))
+	}
+	return res, nil
+}
+
+// newExportDir makes dir (0700), which may exist if it is empty: an
+// export never mixes with another's files.
+func newExportDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	err := os.Mkdir(dir, 0o700)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	ents, rerr := os.ReadDir(dir)
+	if rerr != nil {
+		return fmt.Errorf("%s exists and is not a directory: name a new directory", dir)
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("%s is not empty: name a new directory, or none for ./%s<cluster>-<time>", dir, exportNamePrefix)
+	}
+	return nil
+}
+
+// tarTopDir is the directory a tarball's entries are under: its name
+// without the suffix, as kind's and most tarballs do.
+func tarTopDir(tarball string) string {
+	base := filepath.Base(tarball)
+	for _, s := range []string{ExportTarSuffix, ".tgz"} {
+		base = strings.TrimSuffix(base, s)
+	}
+	return base
+}
+
+// exporter writes one export under root.
+type exporter struct {
+	c    *Cluster
+	root string
+	res  *Exported
+	// err is the first failure to write the export itself; once set,
+	// nothing more is written.
+	err error
+}
+
+// miss records what could not be collected.
+func (e *exporter) miss(what string, err error) {
+	e.res.Missing = append(e.res.Missing, what+": "+err.Error())
+}
+
+// create makes the file rel (0600) and its directories (0700).
+func (e *exporter) create(rel string) (*os.File, error) {
+	path := filepath.Join(e.root, rel)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+}
+
+// fill writes rel from fill, unless the export already failed.
+func (e *exporter) fill(rel string, fill func(io.Writer) error) error {
+	if e.err != nil {
+		return nil
+	}
+	f, err := e.create(rel)
+	if err != nil {
+		e.err = fmt.Errorf("write the export: %w", err)
+		return nil
+	}
+	cw := &countingWriter{w: f}
+	ferr := fill(cw)
+	if cerr := f.Close(); cw.err == nil {
+		cw.err = cerr
+	}
+	if cw.err != nil {
+		e.err = fmt.Errorf("write the export: %s: %w", f.Name(), cw.err)
+		return nil
+	}
+	e.res.Files++
+	e.res.Bytes += cw.n
+	return ferr
+}
+
+func (e *exporter) write(rel string, data []byte) {
+	_ = e.fill(rel, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// copy copies the file src to rel; a src that cannot be read is missed.
+func (e *exporter) copy(rel, src string) bool {
+	in, err := os.Open(src)
+	if err != nil {
+		e.miss(rel, err)
+		return false
+	}
+	defer in.Close()
+	if err := e.fill(rel, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	}); err != nil {
+		e.miss(rel, fmt.Errorf("read %s: %w", src, err))
+		return false
+	}
+	return e.err == nil
+}
+
+// countingWriter counts what reaches w and keeps w's own error apart
+// from the reader's in an io.Copy.
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// devkView is devk's own view: cluster.json as on disk, the last run's
+// phase times, status and versions.
+func (e *exporter) devkView(ctx context.Context, devkVersion string) {
+	c := e.c
+	e.copy("cluster.json", c.ConfigFile())
+	e.write("timings.txt", []byte(formatTimings(c.Config)))
+	if devkVersion != "" {
+		e.write("devk-version.txt", []byte(devkVersion+"\n"))
+	}
+	if err := c.nodeReachable(); err != nil {
+		e.miss("status.json", err)
+	} else if st, err := GetStatus(ctx, c.Options); err != nil {
+		e.miss("status.json", err)
+	} else if data, err := json.MarshalIndent(st, "", "  "); err == nil {
+		e.write("status.json", append(data, '\n'))
+	}
+	if c.Config.OwnRegistry {
+		e.copy("registry.log", c.registryPaths().LogFile("registry"))
+	}
+}
+
+// formatTimings is cluster.json's lastRun, readable.
+func formatTimings(cfg layout.Config) string {
+	var b strings.Builder
+	if len(cfg.LastRun) == 0 {
+		return "no phase times recorded (cluster.json has no lastRun)\n"
+	}
+	fmt.Fprintf(&b, "phase times of the last `devk up` or `devk down` of cluster %s (cluster.json lastRun):\n\n", cfg.Name)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, t := range cfg.LastRun {
+		switch {
+		case t.Skipped != "":
+			fmt.Fprintf(tw, "%s\t-\tskipped (%s)\n", t.Phase, t.Skipped)
+		case t.Failed:
+			fmt.Fprintf(tw, "%s\t%.3fs\tFAILED\n", t.Phase, t.Seconds)
+		default:
+			fmt.Fprintf(tw, "%s\t%.3fs\t\n", t.Phase, t.Seconds)
+		}
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// node writes the node's directory: the supervised processes' logs, the
+// kubelet's config and manifests, the container logs and the runtime's
+// list of containers.
+func (e *exporter) node(ctx context.Context) {
+	c := e.c
+	dir := c.Config.NodeName
+	logs, _ := filepath.Glob(filepath.Join(c.Logs(), "*.log"))
+	for _, want := range []string{"kubelet", "containerd"} {
+		if want == "containerd" && !c.Config.OwnRuntime {
+			continue
+		}
+		if !slices.Contains(logs, c.LogFile(want)) {
+			e.miss(filepath.Join(dir, want+".log"), fmt.Errorf("%s has no log at %s", want, c.LogFile(want)))
+		}
+	}
+	for _, l := range logs {
+		e.copy(filepath.Join(dir, filepath.Base(l)), l)
+	}
+	if c.Config.KubeVersion != "" {
+		e.write(filepath.Join(dir, "kubernetes-version.txt"), []byte(c.Config.KubeVersion+"\n"))
+	}
+	e.copy(filepath.Join(dir, "kubelet-config.yaml"), c.KubeletConfig())
+	manifests, err := os.ReadDir(c.Manifests())
+	if err != nil {
+		e.miss(filepath.Join(dir, "manifests"), err)
+	}
+	for _, m := range manifests {
+		if m.Type().IsRegular() {
+			e.copy(filepath.Join(dir, "manifests", m.Name()), filepath.Join(c.Manifests(), m.Name()))
+		}
+	}
+	e.containerLogs(dir)
+	e.containers(ctx, filepath.Join(dir, "containers.txt"))
+}
+
+// containerLogs copies the kubelet's pod logs dir
+// (<namespace>_<pod>_<uid>/<container>/<attempt>.log, rotated ones beside
+// with a suffix) flat into containers/<namespace>_<pod>_<container>_<attempt>.log….
+// It reads the files, not the runtime, so it works with containerd down.
+func (e *exporter) containerLogs(nodeDir string) {
+	root := e.c.PodLogs()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			e.miss(filepath.Join(nodeDir, ExportContainersDir), err)
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		parts := strings.Split(rel, string(filepath.Separator))
+		if len(parts) != 3 {
+			return nil
+		}
+		pod := strings.SplitN(parts[0], "_", 3) // namespace, pod, uid: names have no '_'
+		if len(pod) != 3 {
+			return nil
+		}
+		name := pod[0] + "_" + pod[1] + "_" + parts[1] + "_" + parts[2]
+		if e.copy(filepath.Join(nodeDir, ExportContainersDir, name), path) {
+			e.res.ContainerLogs++
+		}
+		return nil
+	})
+	if err != nil {
+		e.miss(filepath.Join(nodeDir, ExportContainersDir), err)
+	}
+}
+
+// containers is the runtime's list of the node's containers, as
+// `crictl ps -a` shows it, with each exited container's exit code.
+func (e *exporter) containers(ctx context.Context, rel string) {
+	if e.c.Config.CRISocket == "" {
+		e.miss(rel, errors.New("cluster.json names no CRI socket"))
+		return
+	}
+	rt, err := cri.Dial(e.c.Config.CRISocket)
+	if err != nil {
+		e.miss(rel, err)
+		return
+	}
+	defer rt.Close()
+	if _, err := rt.Version(ctx); err != nil {
+		e.miss(rel, err)
+		return
+	}
+	cts, err := rt.Containers(ctx, cri.Filter{})
+	if err != nil {
+		e.miss(rel, err)
+		return
+	}
+	_ = e.fill(rel, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CONTAINER\tNAMESPACE\tPOD\tNAME\tATTEMPT\tSTATE\tEXIT\tCREATED\tIMAGE")
+		for _, ct := range cts {
+			exit := "-"
+			if !ct.Running() {
+				if s, err := rt.ContainerStatus(ctx, ct.ID); err == nil {
+					exit = fmt.Sprint(s.ExitCode)
+					if s.Reason != "" {
+						exit += " " + s.Reason
+					}
+				}
+			}
+			id := ct.ID
+			if len(id) > 13 {
+				id = id[:13]
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, ct.PodNamespace, ct.PodName, ct.Name, ct.Attempt,
+				ct.StateName(), exit, ct.CreatedAt.UTC().Format(time.RFC3339), ct.ImageRef)
+		}
+		return tw.Flush()
+	})
+}
+
+// nodeReachable refuses to talk to the node when its network is gone:
+// without the cluster's bridge, the node's address would be routed out
+// of the machine.
+func (c *Cluster) nodeReachable() error {
+	if !c.Config.HasNodeNetwork() {
+		return nil
+	}
+	if _, err := net.InterfaceByName(c.Config.Network.HostBridge); err != nil {
+		return fmt.Errorf("the cluster's bridge %s is gone, so its node %s is not reachable: `devk up` makes it again", c.Config.Network.HostBridge, c.Config.AdvertiseIP)
+	}
+	return nil
+}
+
+// objects writes every listable resource's objects in all namespaces, as
+// `kubectl get -A -o yaml` of each api-resource would: a v1 List per
+// resource, managedFields dropped (as kubectl does), Secrets redacted.
+// Resources with no objects get no file. An error means none could be
+// read (the API server does not answer); a resource that fails alone is
+// missed.
+func (e *exporter) objects(ctx context.Context) error {
+	c := e.c
+	if err := c.nodeReachable(); err != nil {
+		return err
+	}
+	opts := []kube.Option{kube.WithTimeout(exportRequestTimeout), kube.WithoutWarnings()}
+	kubeconfig := c.Kubeconfig("super-admin")
+	cs, err := kube.Client(kubeconfig, opts...)
+	if err != nil {
+		return err
+	}
+	dyn, err := kube.Dynamic(kubeconfig, opts...)
+	if err != nil {
+		return err
+	}
+	lists, err := cs.Discovery().ServerPreferredResources()
+	if len(lists) == 0 {
+		if err == nil {
+			err = errors.New("it lists no resources")
+		}
+		return fmt.Errorf("the API server at %s: %w (is it running? `devk status` says)", c.Config.APIServerURL(), err)
+	}
+	if err != nil {
+		e.miss(ExportObjectsDir+" of some API groups", err)
+	}
+	for _, list := range lists {
+		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range list.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			gvr := gv.WithResource(r.Name)
+			rel := filepath.Join(ExportObjectsDir, objectsFile(gvr))
+			ul, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				e.miss(rel, err)
+				continue
+			}
+			if len(ul.Items) == 0 {
+				continue
+			}
+			items := make([]any, 0, len(ul.Items))
+			for i := range ul.Items {
+				items = append(items, ExportObject(gvr, &ul.Items[i]).Object)
+			}
+			data, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+			if err != nil {
+				e.miss(rel, err)
+				continue
+			}
+			e.write(rel, data)
+			e.res.Resources++
+			e.res.Objects += len(items)
+		}
+	}
+	return nil
+}
+
+// objectsFile is a resource's file: pods.yaml, deployments.apps.yaml.
+func objectsFile(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource + ".yaml"
+	}
+	return gvr.Resource + "." + gvr.Group + ".yaml"
+}
+
+// ExportObject is obj as the export shows it: without managedFields and,
+// for a Secret, with every value of data and stringData and the
+// last-applied annotation (which holds them too) replaced by Redacted.
+// obj is changed in place and returned.
+func ExportObject(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	if gvr.Group != "" || gvr.Resource != "secrets" {
+		return obj
+	}
+	for _, field := range []string{"data", "stringData"} {
+		m, ok := obj.Object[field].(map[string]any)
+		if !ok {
+			continue
+		}
+		for k := range m {
+			m[k] = Redacted
+		}
+	}
+	if ann := obj.GetAnnotations(); ann != nil {
+		if _, ok := ann[lastAppliedAnnotation]; ok {
+			ann[lastAppliedAnnotation] = Redacted
+			obj.SetAnnotations(ann)
+		}
+	}
+	return obj
+}
+
+// lastAppliedAnnotation is kubectl apply's annotation: the applied object,
+// a Secret's data included.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// writeTarball writes dir (its base name the entries' top directory) as
+// a gzipped tarball at path, 0600, atomically.
+func writeTarball(path, dir string) error {
+	return atomicfile.WriteFrom(path, func(w io.Writer) error {
+		zw := gzip.NewWriter(w)
+		tw := tar.NewWriter(zw)
+		base := filepath.Dir(dir)
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			hdr, err := tar.FileInfoHeader(fi, "")
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(base, p)
+			hdr.Name = filepath.ToSlash(rel)
+			if d.IsDir() {
+				hdr.Name += "/"
+			}
+			hdr.Uname, hdr.Gname = "", ""
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.CopyN(tw, f, hdr.Size)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := tw.Close(); err != nil {
+			return err
+		}
+		return zw.Close()
+	}, 0o600, "")
+}
+
+// exportReadme says what an export holds and what it leaves out.
+func exportReadme(name, node string) string {
+	return fmt.Sprintf(`devk export logs of cluster %[1]s
+
+cluster.json          the cluster's devk config as on disk
+timings.txt           the phase times of the last devk up or down (cluster.json lastRun)
+status.json           what devk status -o json showed at export time
+devk-version.txt      the devk that exported this
+registry.log          the embedded registry's log (shared by the clusters)
+errors.txt            what could not be collected, and why (only when something could not)
+%[2]s/kubelet.log     the kubelet's output
+%[2]s/containerd.log  the cluster's containerd's output
+%[2]s/forward-*.log   the registry forwarder's output
+%[2]s/kubelet-config.yaml, kubernetes-version.txt
+%[2]s/manifests/      the static-pod manifests (and a swap's backups)
+%[2]s/containers/     every container log the kubelet kept: <namespace>_<pod>_<container>_<attempt>.log
+%[2]s/containers.txt  the runtime's containers, as crictl ps -a
+objects/              every listable resource's objects in all namespaces, as kubectl get -A -o yaml:
+                      one List per resource (<resource>[.<group>].yaml), managedFields dropped
+
+Secrets are redacted: every value of data and stringData, and the
+%[3]s annotation, read %[4]s; the keys stay.
+Not exported: private keys, certificates and kubeconfigs (pki/, *.conf) and etcd's data.
+`, name, node, lastAppliedAnnotation, Redacted)
+}

@@ -1,0 +1,427 @@
+package cluster
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/devk/devk/internal/layout"
+)
+
+// Fixture secrets that must never reach an export.
+const (
+	fixtureKey   = "-----BEGIN PRIVATE KEY-----\nfixture-key-material\n-----END PRIVATE KEY-----\n"
+	fixtureToken = "fixture-bearer-token-0123456789"
+)
+
+// exportFixture is a cluster directory as `devk up` leaves it, minus the
+// processes: logs of the supervised processes and of the containers,
+// manifests, the kubelet's config, cluster.json with phase times, a
+// private key and kubeconfigs. Its API server address is a loopback port
+// nobody listens on and its CRI socket does not exist: a cluster whose
+// control plane is down. (A real API server for the objects part needs
+// etcd, the apiserver's certificates and a minute of start; the e2e
+// suite exports a real cluster.)
+func exportFixture(t *testing.T) (home string, p layout.Paths, cfg layout.Config) {
+	t.Helper()
+	home = t.TempDir()
+	p = layout.ClusterPaths(home, "fix")
+	cfg = layout.NewConfig("fix")
+	cfg.Ports.APIServer = closedPort(t)
+	cfg.CRISocket = p.ContainerdSocket()
+	cfg.KubeVersion = "v1.34.4"
+	cfg.Created = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	cfg.LastRun = []layout.PhaseTiming{{Phase: "preflight", Seconds: 0.012}, {Phase: "control-plane/apiserver", Seconds: 1.5},
+		{Phase: "addon/coredns", Skipped: "disabled"}, {Phase: "wait-control-plane", Seconds: 4.25, Failed: true}}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		p.ConfigFile():                             string(data),
+		p.LogFile("kubelet"):                       "I0101 kubelet started\n",
+		p.LogFile("containerd"):                    "level=info msg=\"containerd started\"\n",
+		p.LogFile("forward-5000"):                  "forwarding\n",
+		layout.HomePaths(home).LogFile("registry"): "registry listening\n",
+		p.KubeletConfig():                          "kind: KubeletConfiguration\n",
+		p.ManifestPath("kube-apiserver"):           "kind: Pod # apiserver\n",
+		p.ManifestPath("etcd"):                     "kind: Pod # etcd\n",
+		p.ManifestPath("kube-apiserver") + ".prev": "kind: Pod # previous apiserver\n",
+		filepath.Join(p.PodLogs(), "kube-system_kube-apiserver-fix-control-plane_0a1b", "kube-apiserver", "0.log"): "2025-01-01T00:00:00Z stderr F apiserver attempt 0\n",
+		filepath.Join(p.PodLogs(), "kube-system_kube-apiserver-fix-control-plane_0a1b", "kube-apiserver", "1.log"): "2025-01-01T00:01:00Z stderr F apiserver attempt 1\n",
+		filepath.Join(p.PodLogs(), "kube-system_coredns-7c9f-x2v4q_9f8e", "coredns", "0.log"):                      "coredns now\n",
+		filepath.Join(p.PodLogs(), "kube-system_coredns-7c9f-x2v4q_9f8e", "coredns", "0.log.20250101-000000"):      "coredns rotated\n",
+		filepath.Join(p.PKI(), "ca.key"): fixtureKey,
+		filepath.Join(p.PKI(), "ca.crt"): "-----BEGIN CERTIFICATE-----\n",
+		p.Kubeconfig("admin"):            "token: " + fixtureToken + "\n",
+		p.Kubeconfig("super-admin"): `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "` + cfg.APIServerURL() + `", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: ` + fixtureToken + `}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`,
+	}
+	for path, body := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home, p, cfg
+}
+
+// closedPort is a loopback port that was free a moment ago.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+// readTree is every file under dir: relative path -> content, and
+// relative path -> mode.
+func readTree(t *testing.T, dir string) (map[string]string, map[string]fs.FileMode) {
+	t.Helper()
+	files, modes := map[string]string{}, map[string]fs.FileMode{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		modes[rel] = fi.Mode()
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files[rel] = string(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files, modes
+}
+
+// readTarball is every regular file of a gzipped tarball, and every
+// entry's mode.
+func readTarball(t *testing.T, path string) (map[string]string, map[string]fs.FileMode) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	files, modes := map[string]string{}, map[string]fs.FileMode{}
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		modes[name] = hdr.FileInfo().Mode()
+		if hdr.Typeflag == tar.TypeReg {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[name] = string(data)
+		}
+	}
+	return files, modes
+}
+
+// TestExportLogsFixture exports the fixture cluster into a directory and
+// into a tarball: the logs, manifests and devk's view are there, the
+// objects and the runtime's containers are reported missing (nothing
+// answers), and no key, certificate, kubeconfig or token is exported.
+func TestExportLogsFixture(t *testing.T) {
+	home, p, cfg := exportFixture(t)
+	out := t.TempDir()
+	node := cfg.NodeName
+	want := map[string]string{
+		"cluster.json":                               mustRead(t, p.ConfigFile()),
+		"devk-version.txt":                           "devk test\n",
+		"registry.log":                               "registry listening\n",
+		node + "/kubelet.log":                        "I0101 kubelet started\n",
+		node + "/containerd.log":                     "level=info msg=\"containerd started\"\n",
+		node + "/forward-5000.log":                   "forwarding\n",
+		node + "/kubelet-config.yaml":                "kind: KubeletConfiguration\n",
+		node + "/kubernetes-version.txt":             "v1.34.4\n",
+		node + "/manifests/kube-apiserver.yaml":      "kind: Pod # apiserver\n",
+		node + "/manifests/kube-apiserver.yaml.prev": "kind: Pod # previous apiserver\n",
+		node + "/manifests/etcd.yaml":                "kind: Pod # etcd\n",
+		node + "/containers/kube-system_kube-apiserver-fix-control-plane_kube-apiserver_0.log": "2025-01-01T00:00:00Z stderr F apiserver attempt 0\n",
+		node + "/containers/kube-system_kube-apiserver-fix-control-plane_kube-apiserver_1.log": "2025-01-01T00:01:00Z stderr F apiserver attempt 1\n",
+		node + "/containers/kube-system_coredns-7c9f-x2v4q_coredns_0.log":                      "coredns now\n",
+		node + "/containers/kube-system_coredns-7c9f-x2v4q_coredns_0.log.20250101-000000":      "coredns rotated\n",
+	}
+	wantMissing := []string{
+		node + "/containers.txt: CRI runtime at " + cfg.CRISocket + " does not answer",
+		"objects: the API server at " + cfg.APIServerURL() + ": ",
+	}
+
+	for _, tc := range []struct {
+		name, dest string
+		tar        bool
+	}{
+		{"directory", filepath.Join(out, "new", "logs"), false},
+		{"tarball by --tar", filepath.Join(out, "logs.tgz"), true},
+		{"tarball by name", filepath.Join(out, "logs"+ExportTarSuffix), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: tc.dest, Tar: tc.tar, DevkVersion: "devk test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var files map[string]string
+			var modes map[string]fs.FileMode
+			if res.Tar {
+				files, modes = readTarball(t, res.Path)
+				if fi, err := os.Stat(res.Path); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("the tarball: %v, %v; want mode 0600", fi.Mode(), err)
+				}
+				files, modes = underTop(t, files, "logs"), underTop(t, modes, "logs")
+				if left, _ := filepath.Glob(filepath.Join(out, ".*")); len(left) > 0 {
+					t.Errorf("staging left behind: %v", left)
+				}
+			} else {
+				if res.Path != tc.dest {
+					t.Errorf("path %s, want %s", res.Path, tc.dest)
+				}
+				files, modes = readTree(t, res.Path)
+			}
+			if res.Tar != (tc.tar || strings.HasSuffix(tc.dest, ExportTarSuffix)) {
+				t.Errorf("Tar = %v", res.Tar)
+			}
+			for rel, body := range want {
+				if got, ok := files[rel]; !ok {
+					t.Errorf("%s is missing", rel)
+				} else if got != body {
+					t.Errorf("%s = %q, want %q", rel, got, body)
+				}
+			}
+			timings := files["timings.txt"]
+			for _, line := range []string{"preflight", "0.012s", "control-plane/apiserver", "1.500s", "addon/coredns", "skipped (disabled)", "wait-control-plane", "4.250s", "FAILED"} {
+				if !strings.Contains(timings, line) {
+					t.Errorf("timings.txt lacks %q:\n%s", line, timings)
+				}
+			}
+			var st Status
+			if err := json.Unmarshal([]byte(files["status.json"]), &st); err != nil || st.Name != "fix" || st.Node != node || len(st.LastRun) != 4 {
+				t.Errorf("status.json = %+v, %v", st, err)
+			}
+			if !strings.Contains(files["README.txt"], "Secrets are redacted") {
+				t.Errorf("README.txt:\n%s", files["README.txt"])
+			}
+			errs := files[ExportErrorsFile]
+			t.Logf("errors.txt:\n%s", errs)
+			for _, m := range wantMissing {
+				if !strings.Contains(errs, m) {
+					t.Errorf("errors.txt lacks %q:\n%s", m, errs)
+				}
+			}
+			if len(res.Missing) != strings.Count(errs, "\n") || len(res.Missing) != len(wantMissing) {
+				t.Errorf("Missing = %q; errors.txt:\n%s", res.Missing, errs)
+			}
+			for rel := range files {
+				if strings.HasPrefix(rel, "objects/") {
+					t.Errorf("objects exported with no API server: %s", rel)
+				}
+			}
+			if res.ContainerLogs != 4 || res.Objects != 0 || res.Files != len(files) {
+				t.Errorf("counts: %+v; %d files", res, len(files))
+			}
+			// Nothing secret, and nothing anyone else may read.
+			for rel, body := range files {
+				if strings.HasSuffix(rel, ".key") || strings.HasSuffix(rel, ".crt") || strings.HasSuffix(rel, ".conf") {
+					t.Errorf("%s exported", rel)
+				}
+				if strings.Contains(body, "fixture-key-material") || strings.Contains(body, fixtureToken) {
+					t.Errorf("%s holds a key or token", rel)
+				}
+			}
+			for rel, m := range modes {
+				if (m.IsDir() && m.Perm() != 0o700) || (m.IsRegular() && m.Perm() != 0o600) {
+					t.Errorf("%s has mode %v, want 0700 dirs and 0600 files", rel, m)
+				}
+			}
+		})
+	}
+
+	t.Run("refuses a destination in use", func(t *testing.T) {
+		used := filepath.Join(out, "used")
+		os.MkdirAll(used, 0o755)
+		os.WriteFile(filepath.Join(used, "x"), nil, 0o644)
+		tarball := filepath.Join(out, "used.tar.gz")
+		os.WriteFile(tarball, []byte("old"), 0o644)
+		for dest, want := range map[string]string{used: "is not empty: name a new directory", tarball: "exists: name a new file"} {
+			if _, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("export to %s: %v, want %q", dest, err, want)
+			}
+		}
+		if b, _ := os.ReadFile(tarball); string(b) != "old" {
+			t.Errorf("the tarball in the way was overwritten")
+		}
+	})
+
+	t.Run("no such cluster", func(t *testing.T) {
+		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "other", Home: home}, Dest: filepath.Join(out, "x")})
+		if !errors.Is(err, layout.ErrNoCluster) {
+			t.Fatalf("err = %v, want ErrNoCluster", err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "x")); err == nil {
+			t.Errorf("an export of no cluster made its directory")
+		}
+	})
+}
+
+// TestExportLogsNodeNetworkGone: a cluster whose bridge is gone is not
+// contacted (its node address would leave by the default route); the
+// logs are still exported.
+func TestExportLogsNodeNetworkGone(t *testing.T) {
+	home, p, cfg := exportFixture(t)
+	if err := cfg.PlaceAmong(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.InterfaceByName(cfg.Network.HostBridge); err == nil {
+		t.Skipf("a cluster called fix runs here: its bridge %s exists", cfg.Network.HostBridge)
+	}
+	data, _ := json.Marshal(cfg)
+	if err := os.WriteFile(p.ConfigFile(), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: filepath.Join(t.TempDir(), "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone int
+	for _, m := range res.Missing {
+		if strings.Contains(m, "bridge "+cfg.Network.HostBridge+" is gone") {
+			gone++
+		}
+	}
+	if gone != 2 || res.ContainerLogs != 4 {
+		t.Fatalf("want status.json and objects missing for the bridge, 4 container logs: %+v", res)
+	}
+}
+
+// underTop is m with the tarball's top directory top taken off its keys;
+// every entry must be under it.
+func underTop[V any](t *testing.T, m map[string]V, top string) map[string]V {
+	t.Helper()
+	out := map[string]V{}
+	for k, v := range m {
+		if k == top {
+			continue
+		}
+		rest, ok := strings.CutPrefix(k, top+"/")
+		if !ok {
+			t.Errorf("tarball entry %s is not under %s/", k, top)
+		}
+		out[rest] = v
+	}
+	return out
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestExportDest(t *testing.T) {
+	now := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	tests := []struct {
+		name, dest string
+		tar        bool
+		want       string
+		wantTar    bool
+	}{
+		{"default directory", "", false, "devk-logs-dev-20250304-050607", false},
+		{"default tarball", "", true, "devk-logs-dev-20250304-050607.tar.gz", true},
+		{"named directory", "out", false, "out", false},
+		{"named .tar.gz", "out.tar.gz", false, "out.tar.gz", true},
+		{"named .tgz", "x/out.tgz", false, "x/out.tgz", true},
+		{"--tar with any name", "out", true, "out", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, gotTar := ExportDest(tc.dest, tc.tar, "dev", now)
+			if got != tc.want || gotTar != tc.wantTar {
+				t.Fatalf("ExportDest(%q, %v) = %q, %v; want %q, %v", tc.dest, tc.tar, got, gotTar, tc.want, tc.wantTar)
+			}
+		})
+	}
+}
+
+func TestExportObject(t *testing.T) {
+	secret := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	obj := func(kind string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": kind,
+			"metadata": map[string]any{"name": "x", "namespace": "kube-system",
+				"managedFields": []any{map[string]any{"manager": "kubectl"}},
+				"annotations":   map[string]any{lastAppliedAnnotation: `{"data":{"token":"c2VjcmV0"}}`, "keep": "me"}},
+			"data":       map[string]any{"token": "c2VjcmV0", "ca.crt": "Y2E="},
+			"stringData": map[string]any{"password": "hunter2"},
+			"type":       "bootstrap.kubernetes.io/token",
+		}}
+	}
+	got := ExportObject(secret, obj("Secret"))
+	data, _ := json.Marshal(got.Object)
+	for _, leak := range []string{"c2VjcmV0", "hunter2", "Y2E=", "managedFields"} {
+		if strings.Contains(string(data), leak) {
+			t.Errorf("exported Secret holds %q: %s", leak, data)
+		}
+	}
+	for _, keep := range []string{`"token":"REDACTED"`, `"ca.crt":"REDACTED"`, `"password":"REDACTED"`, `"keep":"me"`, `"type":"bootstrap.kubernetes.io/token"`} {
+		if !strings.Contains(string(data), keep) {
+			t.Errorf("exported Secret lacks %s: %s", keep, data)
+		}
+	}
+	// A ConfigMap (or a Secret-named resource of another group) keeps its data.
+	for _, gvr := range []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}, {Group: "example.com", Version: "v1", Resource: "secrets"}} {
+		got := ExportObject(gvr, obj("ConfigMap"))
+		data, _ := json.Marshal(got.Object)
+		if !strings.Contains(string(data), "c2VjcmV0") || strings.Contains(string(data), "managedFields") {
+			t.Errorf("exported %s: %s", gvr, data)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
+)
+
+func newExportCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Export what debugging a cluster needs",
+	}
+	cmd.AddCommand(newExportLogsCmd(g))
+	return cmd
+}
+
+func newExportLogsCmd(g *globalOptions) *cobra.Command {
+	var o cluster.ExportOptions
+	cmd := &cobra.Command{
+		Use:   "logs [DIR]",
+		Short: "Write a cluster's logs, manifests, API objects and phase times into a directory or tarball",
+		Long: `Write what debugging a cluster needs, as ` + "`kind export logs`" + ` does, and print
+where: every container log the kubelet kept (the control plane, kube-proxy,
+CoreDNS, your pods), the kubelet's and containerd's logs, the static-pod
+manifests and the kubelet's config, the runtime's list of containers, every
+listable resource's objects in all namespaces (` + "`kubectl get -A -o yaml`" + ` of
+each api-resource), and devk's own view: cluster.json, the phase times of
+the last ` + "`devk up`" + ` or ` + "`devk down`" + `, and ` + "`devk status`" + `. It changes nothing in the
+cluster.
+
+Secrets are redacted (their values read ` + cluster.Redacted + `); private keys,
+certificates and kubeconfigs are not exported; every file is 0600. README.txt
+in the export lists what is where.
+
+DIR is a new (or empty) directory; without it, ./devk-logs-NAME-TIME. With
+--tar, or a DIR ending in ` + cluster.ExportTarSuffix + `, a gzipped tarball is written instead.
+
+A broken cluster is the usual reason to export: what cannot be read (the
+API server is down, containerd does not answer) is listed in errors.txt and
+on stderr, the rest is written, and the exit status is still 0. A non-zero
+status means the export itself could not be written.
+
+Examples:
+  devk export logs
+  devk export logs /tmp/devk-logs
+  devk export logs --name dev2 --tar
+  devk export logs logs.tar.gz -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Dest = args[0]
+			}
+			o.Reporter = g.Reporter()
+			o.DevkVersion = devkVersionLine()
+			res, err := cluster.ExportLogs(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if len(res.Missing) > 0 {
+				where := filepath.Join(res.Path, cluster.ExportErrorsFile)
+				if res.Tar {
+					where = cluster.ExportErrorsFile + " in the tarball"
+				}
+				fmt.Fprintf(g.stderr, "warning: %d things could not be collected (%s):\n", len(res.Missing), where)
+				for _, m := range res.Missing {
+					fmt.Fprintf(g.stderr, "  %s\n", m)
+				}
+			}
+			if g.JSON() {
+				return json.NewEncoder(g.stdout).Encode(res)
+			}
+			fmt.Fprintln(g.stdout, res.Path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
+	cmd.Flags().BoolVar(&o.Tar, "tar", false, "write a gzipped tarball ("+cluster.ExportTarSuffix+") instead of a directory")
+	return cmd
+}
+
+// devkVersionLine is what `devk version` prints.
+func devkVersionLine() string {
+	bi, _ := debug.ReadBuildInfo()
+	v := versionOf(version, bi)
+	s := fmt.Sprintf("devk %s (%s, %s)", v.Version, v.GoVersion, v.Platform)
+	if v.Commit != "" {
+		s += " " + v.Commit
+	}
+	return s
+}
