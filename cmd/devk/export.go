@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime/debug"
@@ -45,10 +44,8 @@ DIR is a new (or empty) directory; without it, ./devk-logs-NAME-TIME. With
 A broken cluster is the usual reason to export: what cannot be read (the
 API server is down, containerd does not answer) is listed in errors.txt and
 on stderr, the rest is written, and the exit status is still 0. A non-zero
-status means the export itself could not be written.
-
-Examples:
-  devk export logs
+status means the export itself could not be written.`,
+		Example: `  devk export logs
   devk export logs /tmp/devk-logs
   devk export logs --name dev2 --tar
   devk export logs logs.tar.gz -o json`,
@@ -73,8 +70,8 @@ Examples:
 					fmt.Fprintf(g.stderr, "  %s\n", m)
 				}
 			}
-			if g.JSON() {
-				return json.NewEncoder(g.stdout).Encode(res)
+			if g.Structured() {
+				return g.Result(res)
 			}
 			fmt.Fprintln(g.stdout, res.Path)
 			return nil
@@ -82,6 +79,7 @@ Examples:
 	}
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
 	cmd.Flags().BoolVar(&o.Tar, "tar", false, "write a gzipped tarball ("+cluster.ExportTarSuffix+") instead of a directory")
+	resultHelp(cmd, cluster.Exported{}, false)
 	return cmd
 }
 

@@ -162,7 +162,7 @@ func TestStructuredResults(t *testing.T) {
 		{"version"}, {"source", "get"}, {"source", "info"}, {"build"}, {"push"}, {"registry", "ls"},
 		{"up"}, {"down"}, {"status"}, {"swap"}, {"digest"}, {"digest", "verify"},
 		{"etcd", "ls"}, {"etcd", "get"}, {"etcd", "watch"}, {"etcd", "diff"},
-		{"certs", "check-expiration"}, {"certs", "renew"},
+		{"certs", "check-expiration"}, {"certs", "renew"}, {"export", "logs"},
 	} {
 		out, _, err := runDevk(t, append(args, "--help")...)
 		if err != nil {
