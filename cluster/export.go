@@ -328,23 +328,12 @@ func (e *exporter) devkView(ctx context.Context, devkVersion string) {
 
 // formatTimings is cluster.json's lastRun, readable.
 func formatTimings(cfg layout.Config) string {
-	var b strings.Builder
 	if len(cfg.LastRun) == 0 {
 		return "no phase times recorded (cluster.json has no lastRun)\n"
 	}
+	var b strings.Builder
 	fmt.Fprintf(&b, "phase times of the last `devk up` or `devk down` of cluster %s (cluster.json lastRun):\n\n", cfg.Name)
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	for _, t := range cfg.LastRun {
-		switch {
-		case t.Skipped != "":
-			fmt.Fprintf(tw, "%s\t-\tskipped (%s)\n", t.Phase, t.Skipped)
-		case t.Failed:
-			fmt.Fprintf(tw, "%s\t%.3fs\tFAILED\n", t.Phase, t.Seconds)
-		default:
-			fmt.Fprintf(tw, "%s\t%.3fs\t\n", t.Phase, t.Seconds)
-		}
-	}
-	tw.Flush()
+	WriteTimings(&b, cfg.LastRun, "")
 	return b.String()
 }
 

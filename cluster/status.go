@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
 
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
@@ -136,4 +139,21 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		st.Components = append(st.Components, cst)
 	}
 	return st, nil
+}
+
+// WriteTimings prints phase times as a table, each line after indent:
+// the phase, its time, and whether it was skipped (why) or failed.
+func WriteTimings(w io.Writer, timings []layout.PhaseTiming, indent string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, t := range timings {
+		switch {
+		case t.Skipped != "":
+			fmt.Fprintf(tw, "%s%s\t-\tskipped (%s)\n", indent, t.Phase, t.Skipped)
+		case t.Failed:
+			fmt.Fprintf(tw, "%s%s\t%.3fs\tFAILED\n", indent, t.Phase, t.Seconds)
+		default:
+			fmt.Fprintf(tw, "%s%s\t%.3fs\t\n", indent, t.Phase, t.Seconds)
+		}
+	}
+	tw.Flush()
 }

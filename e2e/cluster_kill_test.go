@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/syncbuf"
 	"github.com/devk/devk/phase"
 )
 
@@ -110,7 +111,7 @@ func holdAndRefuse(t *testing.T, tree string, env []string, point, verb string, 
 	cmd := exec.Command(failpointDevk(t), verb)
 	cmd.Dir = tree
 	cmd.Env = append(append(os.Environ(), env...), "DEVK_FAILPOINT="+point+"=hold")
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/devk/devk/internal/syncbuf"
 )
 
 // The kill points of a static-pod swap, in order (swap/*.go calls
@@ -222,7 +224,7 @@ func TestSwapKillPoints(t *testing.T) {
 		cmd := exec.Command(failpointDevk(t), "swap", "scheduler")
 		cmd.Dir = tree
 		cmd.Env = append(append(os.Environ(), env...), "DEVK_FAILPOINT=swap/after-pull=hold")
-		var stderr syncBuffer
+		var stderr syncbuf.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

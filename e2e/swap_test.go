@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/devk/devk/internal/syncbuf"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -334,14 +334,14 @@ func TestSwap(t *testing.T) {
 	step("watch", func(t *testing.T) {
 		// A save is built, pushed, swapped and verified; a compile error
 		// is reported and the loop recovers on the next save.
-		var wout, werr syncBuffer
+		var wout, werr syncbuf.Buffer
 		wcmd := exec.Command(devkBin, "watch", "apiserver")
 		wcmd.Dir, wcmd.Env, wcmd.Stdout, wcmd.Stderr = tree, append(os.Environ(), env...), &wout, &werr
 		if err := wcmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer wcmd.Process.Kill()
-		waitOutput := func(what string, buf *syncBuffer, sub string, n int) {
+		waitOutput := func(what string, buf *syncbuf.Buffer, sub string, n int) {
 			t.Helper()
 			deadline := time.Now().Add(5 * time.Minute)
 			for strings.Count(buf.String(), sub) < n {
@@ -382,24 +382,6 @@ func TestSwap(t *testing.T) {
 		}
 		devk(t, "digest", "verify", "apiserver")
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for a subprocess writer and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestSwapAddon swaps kube-proxy, an addon: a rebuilt kube-proxy is set

@@ -18,6 +18,7 @@ import (
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
 	"github.com/devk/devk/internal/output"
+	"github.com/devk/devk/internal/syncbuf"
 )
 
 const widgetJSON = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"%s"},"spec":{"size":3}}`
@@ -238,7 +239,7 @@ func TestWatch(t *testing.T) {
 	loadNamespace(t, cli, "watch")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	var log notes
 	from := rev(t, cli) + 1 // the next revision: valid, etcd waits for it
 	done := make(chan error, 1)
@@ -308,7 +309,7 @@ func TestWatchJSON(t *testing.T) {
 	cli := client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	from := rev(t, cli) + 1
 	done := make(chan error, 1)
 	go func() {

@@ -1,7 +1,6 @@
 package etcdwatch
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -140,24 +139,6 @@ func rev(t *testing.T, cli *clientv3.Client) int64 {
 		t.Fatal(err)
 	}
 	return resp.Header.Revision
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // How long and how often waitFor looks.

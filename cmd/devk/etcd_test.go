@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
+	"github.com/devk/devk/internal/syncbuf"
 )
 
 func TestEtcdArgErrors(t *testing.T) {
@@ -318,7 +317,7 @@ func runUntil(t *testing.T, args []string, events int) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	cmd := newRootCmd(&out, &errb, args)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
@@ -351,22 +350,4 @@ func changes(out string) int {
 		}
 	}
 	return n
-}
-
-// lockedBuffer is a bytes.Buffer for a command writing while a test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

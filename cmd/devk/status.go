@@ -92,17 +92,6 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 	tw.Flush()
 	if len(st.LastRun) > 0 {
 		fmt.Fprintln(w, "\nlast run:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, t := range st.LastRun {
-			switch {
-			case t.Skipped != "":
-				fmt.Fprintf(tw, "  %s\tskipped (%s)\n", t.Phase, t.Skipped)
-			case t.Failed:
-				fmt.Fprintf(tw, "  %s\t%.3fs\tFAILED\n", t.Phase, t.Seconds)
-			default:
-				fmt.Fprintf(tw, "  %s\t%.3fs\n", t.Phase, t.Seconds)
-			}
-		}
-		tw.Flush()
+		cluster.WriteTimings(w, st.LastRun, "  ")
 	}
 }

@@ -5,29 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/devk/devk/internal/syncbuf"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestFollowShowsNewLinesOnly(t *testing.T) {
 	dir := t.TempDir()
@@ -35,7 +18,7 @@ func TestFollowShowsNewLinesOnly(t *testing.T) {
 	if err := os.WriteFile(kubelet, []byte("old line, before the command\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { Follow(ctx, dir, &out); close(done) }()
