@@ -410,14 +410,15 @@ func compile(ctx context.Context, j *Job) error {
 	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
 		return err
 	}
-	args := append(j.commonFlags(LDFlags(j.Version)), "-o", j.BinDir()+"/")
+	var pkgs []string
 	for _, c := range j.treeComponents() {
-		args = append(args, c.Package)
+		pkgs = append(pkgs, c.Package)
 	}
-	cmd := execx.Cmd{Name: "go", Args: args, Dir: j.Tree.Root, Env: j.env(), Stdout: j.Log, Stderr: j.Log}
+	args := append(append(j.commonFlags(LDFlags(j.Version)), "-o", j.BinDir()+"/"), pkgs...)
+	cmd := execx.Cmd{Name: "go", Args: args, Dir: j.Tree.Root, Env: j.env()}
 	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
-	err := execx.Run(ctx, cmd)
+	err := j.goBuild(ctx, cmd, pkgs)
 	for _, c := range j.treeComponents() {
 		j.took[c.Name] = time.Since(t0) // one go build for them all
 	}
@@ -444,7 +445,7 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	args := j.commonFlags([]string{"-X " + c.StampVar + "=" + v})
 	args = append(args, "-o", j.BinaryPath(c), c.Package)
 	env := append(j.env(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env, Stdout: j.Log, Stderr: j.Log}
+	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env}
 	j.inputs[c.Name] = moduleInputs(j.goVersion, cmd)
 	if reuse, err := j.unchangedModuleBuild(c); err != nil || reuse {
 		j.reused[c.Name] = reuse
@@ -452,7 +453,7 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	}
 	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
-	err = execx.Run(ctx, cmd)
+	err = j.goBuild(ctx, cmd, []string{c.Package})
 	j.took[c.Name] = time.Since(t0)
 	if err != nil {
 		flag := pinnedVersions[c.Name].name

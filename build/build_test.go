@@ -196,6 +196,13 @@ func TestBuildCompileErrorIsVerbatim(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
+	// go build runs with -v -json for progress: the error still carries
+	// the text go build prints without them, not events or package names.
+	for _, notWant := range []string{"ImportPath", "\nk8s.io/component-base/version\n"} {
+		if strings.Contains(err.Error(), notWant) {
+			t.Errorf("error has %q:\n%v", notWant, err)
+		}
+	}
 }
 
 func TestBuildOutsideTree(t *testing.T) {

@@ -135,6 +135,9 @@ func (p prefixed) Fail(step string, took time.Duration, err error) {
 	p.Reporter.Fail(p.prefix+step, took, err)
 }
 func (p prefixed) Skip(step, reason string) { p.Reporter.Skip(p.prefix+step, reason) }
+func (p prefixed) Progress(step string, s progress.Status) {
+	p.Reporter.Progress(p.prefix+step, s)
+}
 
 // imagesFrom takes the images from a registry that holds them already:
 // <registry>/<binary>:<tag> for the tag of the tree's version, resolved

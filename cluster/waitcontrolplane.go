@@ -18,6 +18,7 @@ import (
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
@@ -123,15 +124,22 @@ func (c *Cluster) runsRewrittenManifest(ctx context.Context, name string) error 
 // waitEach polls, at most timeout, until check has passed once for every
 // item, and gives up at once when the kubelet is gone (nothing would
 // become ready then). check returns the item's name; took says when
-// each passed ("etcd 4.3s"), pending which never did.
+// each passed ("etcd 4.3s"), pending which never did. After each look
+// it reports for the step ctx runs under how many are ready and what the
+// first pending one is waiting for.
 func waitEach[T any](ctx context.Context, c *Cluster, interval, timeout time.Duration, items []T, check func(context.Context, T) (string, error)) (took []string, pending []T, err error) {
 	t0 := time.Now()
+	step := progress.StepOf(ctx)
 	pending = slices.Clone(items)
 	err = wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		var still []T
+		var waiting string
 		for _, it := range pending {
 			name, err := check(ctx, it)
 			if err != nil {
+				if waiting == "" {
+					waiting = fmt.Sprintf("waiting for %s: %v", name, err)
+				}
 				still = append(still, it)
 				continue
 			}
@@ -141,6 +149,7 @@ func waitEach[T any](ctx context.Context, c *Cluster, interval, timeout time.Dur
 		if len(pending) == 0 {
 			return true, nil
 		}
+		c.Reporter.Progress(step, waitStatus(len(items)-len(pending), len(items), waiting))
 		if _, ok := c.Procs().Running("kubelet"); !ok {
 			return false, fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
 		}
@@ -187,4 +196,14 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	return phase.Unchanged("%s", strings.Join(took, ", ")), nil
+}
+
+// waitStatus is a wait's progress: ready of total, and what the first
+// pending item is waiting for (the error its last check gave, on one
+// line).
+func waitStatus(ready, total int, waiting string) progress.Status {
+	if i := strings.IndexByte(waiting, '\n'); i >= 0 {
+		waiting = waiting[:i]
+	}
+	return progress.Status{Verb: "ready", Done: int64(ready), Total: int64(total), Note: waiting}
 }

@@ -11,14 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/registry"
 )
 
@@ -231,4 +235,53 @@ func extract(t *testing.T, img v1.Image, path string) string {
 		}
 		return out
 	}
+}
+
+// TestBuildProgressInLogFile builds a small command of the tree with its
+// output going to a file, as in CI or `| tee`, with an empty Go build
+// cache so that go compiles its ~100 packages (20-40 s here): the log
+// shows the compile step's progress every progress.PlainInterval while it
+// runs, as "compile: compiled N of M packages, 10s".
+func TestBuildProgressInLogFile(t *testing.T) {
+	tree := Tree(t)
+	logPath := filepath.Join(t.TempDir(), "build.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(devkBin, "build", "./cmd/preferredimports")
+	cmd.Dir = tree
+	cmd.Env = append(os.Environ(), "GOCACHE="+t.TempDir())
+	cmd.Stderr = logFile
+	if out, err := cmd.Output(); err != nil {
+		logFile.Close()
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("devk build: %v\n%s\n%s", err, out, log)
+	}
+	logFile.Close()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(data)
+	line := regexp.MustCompile(`(?m)^compile: compiled ([0-9,]+) of ([0-9,]+) packages, ([0-9]+)s$`)
+	started, finished := strings.Index(log, "... compile\n"), strings.Index(log, "ok  compile (")
+	matches := line.FindAllStringSubmatchIndex(log, -1)
+	if m := regexp.MustCompile(`ok  compile \(([^)]+)\)`).FindStringSubmatch(log); m != nil {
+		if took, err := time.ParseDuration(m[1]); err == nil && took < progress.PlainInterval {
+			t.Skipf("the compile took %s, less than the %s between progress lines: a faster machine than this test was written for", took, progress.PlainInterval)
+		}
+	}
+	if started < 0 || finished < 0 || len(matches) == 0 {
+		t.Fatalf("no progress line while compiling:\n%s", log)
+	}
+	for _, m := range matches {
+		compiled, total := log[m[2]:m[3]], log[m[4]:m[5]]
+		n, _ := strconv.Atoi(strings.ReplaceAll(compiled, ",", ""))
+		all, _ := strconv.Atoi(strings.ReplaceAll(total, ",", ""))
+		if m[0] < started || m[0] > finished || n <= 0 || n > all {
+			t.Errorf("progress line %q: want it between the compile step's start and end, 0 < compiled <= total:\n%s", log[m[0]:m[1]], log)
+		}
+	}
+	t.Logf("log:\n%s", log)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/etcdwatch/etcdtest"
+	"github.com/devk/devk/internal/progress"
 )
 
 // testEtcd is one embedded etcd shared by the integration tests of this
@@ -169,6 +170,7 @@ func (n *notes) Done(string, time.Duration, string) {}
 func (n *notes) Fail(string, time.Duration, error)  {}
 func (n *notes) Skip(string, string)                {}
 func (n *notes) Debugf(string, ...any)              {}
+func (n *notes) Progress(string, progress.Status)   {}
 func (n *notes) Infof(format string, args ...any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

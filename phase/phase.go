@@ -275,7 +275,7 @@ func Run[S any](ctx context.Context, roots []*Phase[S], s S, o Options) (Result,
 			failpoint.Hit(o.Job + "/" + st.Path)
 		}
 		t0 := time.Now()
-		out, err := p.Run(ctx, s)
+		out, err := p.Run(progress.WithStep(ctx, st.Path), s)
 		took := time.Since(t0)
 		if err == nil && ctx.Err() != nil {
 			err = context.Cause(ctx)

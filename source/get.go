@@ -131,6 +131,9 @@ func Get(ctx context.Context, o GetOptions) (*GetResult, error) {
 		return nil, err
 	}
 	o.Dir = dir
+	if o.Reporter == nil {
+		o.Reporter = progress.Discard()
+	}
 	j := &getJob{GetOptions: o, res: GetResult{Root: dir, Version: o.Version}}
 	already, err := checkTarget(dir, o.Version)
 	if err != nil {
@@ -190,12 +193,16 @@ type modDownload struct {
 	Error   string
 }
 
-func goModDownload(ctx context.Context, mods ...string) (map[string]modDownload, error) {
+// goModDownload downloads mods (path@version) into the module cache,
+// reporting the bytes downloaded for the step ctx runs under.
+func goModDownload(ctx context.Context, rep progress.Reporter, mods ...string) (map[string]modDownload, error) {
 	tmp, err := os.MkdirTemp("", "devk-download-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	stop := watchDownload(ctx, rep, mods)
+	defer stop()
 	out, runErr := execx.Output(ctx, execx.Cmd{
 		Name: "go",
 		Args: append([]string{"mod", "download", "-json"}, mods...),
@@ -221,7 +228,7 @@ func goModDownload(ctx context.Context, mods ...string) (map[string]modDownload,
 }
 
 func download(ctx context.Context, j *getJob) error {
-	res, err := goModDownload(ctx, "k8s.io/kubernetes@"+j.Version)
+	res, err := goModDownload(ctx, j.Reporter, "k8s.io/kubernetes@"+j.Version)
 	if err != nil {
 		return err
 	}
@@ -270,7 +277,7 @@ func downloadStaging(ctx context.Context, j *getJob) error {
 	for _, name := range names {
 		mods = append(mods, "k8s.io/"+name+"@"+sv)
 	}
-	res, err := goModDownload(ctx, mods...)
+	res, err := goModDownload(ctx, j.Reporter, mods...)
 	if err != nil {
 		return err
 	}

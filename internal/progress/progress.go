@@ -1,7 +1,9 @@
 // Package progress is the one reporter long-running work talks to. It
 // renders the same events three ways: a spinner with ✓/✗ lines on a
 // terminal, plain lines when stderr is not a terminal, and JSON lines with
-// `-o json`. Results never go through it; they go to stdout.
+// `-o json`. Results never go through it; they go to stdout. A step that
+// runs long says how far it has got (Progress): a bar on a terminal, a line
+// every PlainInterval otherwise, so a log file shows the work moving.
 package progress
 
 import (
@@ -9,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 )
@@ -30,6 +34,10 @@ type Reporter interface {
 	Infof(format string, args ...any)
 	// Debugf is shown only with --verbose.
 	Debugf(format string, args ...any)
+	// Progress says how far a running step has got. It may be called as
+	// often as the work likes (every package, every chunk): the reporter
+	// shows it at its own pace, and not at all when quiet.
+	Progress(step string, s Status)
 }
 
 // Mode selects how events are rendered.
@@ -47,8 +55,12 @@ const (
 type Options struct {
 	Mode    Mode
 	Verbose bool
-	// Quiet hides Start, Done, Skip and Infof; failures are still shown.
+	// Quiet hides Start, Done, Skip, Infof and Progress; failures are
+	// still shown.
 	Quiet bool
+	// NoColor leaves colours out of terminal output; so does a non-empty
+	// NO_COLOR in the environment (no-color.org).
+	NoColor bool
 }
 
 // New returns a reporter writing to w.
@@ -62,16 +74,17 @@ func New(w io.Writer, o Options) Reporter {
 	}
 	switch mode {
 	case JSON:
-		return &jsonReporter{w: w, verbose: o.Verbose}
+		return &jsonReporter{w: w, verbose: o.Verbose, now: time.Now, steps: newSteps()}
 	case Terminal:
-		return &terminalReporter{w: w, verbose: o.Verbose, quiet: o.Quiet, running: map[string]time.Time{}}
+		return &terminalReporter{w: w, verbose: o.Verbose, quiet: o.Quiet, color: !o.NoColor && os.Getenv("NO_COLOR") == "",
+			width: termWidth(w), now: time.Now, running: map[string]time.Time{}, status: map[string]Status{}}
 	default:
-		return &plainReporter{w: w, verbose: o.Verbose, quiet: o.Quiet}
+		return newPlain(w, o, time.Now)
 	}
 }
 
 // Discard is a reporter that drops everything; for tests and library callers.
-func Discard() Reporter { return &plainReporter{w: io.Discard, quiet: true} }
+func Discard() Reporter { return newPlain(io.Discard, Options{Quiet: true}, time.Now) }
 
 // Round keeps durations readable: ms below 10 s, tenths of seconds above.
 func Round(d time.Duration) time.Duration {
@@ -81,11 +94,21 @@ func Round(d time.Duration) time.Duration {
 	return d.Round(100 * time.Millisecond)
 }
 
+// plainReporter writes one line per event, and for a step reporting
+// Progress one line at most every PlainInterval (a ticker repeats the last
+// status while the work is silent, e.g. while go links).
 type plainReporter struct {
 	mu      sync.Mutex
 	w       io.Writer
 	verbose bool
 	quiet   bool
+	now     func() time.Time
+	steps   steps
+	ticking bool
+}
+
+func newPlain(w io.Writer, o Options, now func() time.Time) *plainReporter {
+	return &plainReporter{w: w, verbose: o.Verbose, quiet: o.Quiet, now: now, steps: newSteps()}
 }
 
 func (r *plainReporter) printf(format string, args ...any) {
@@ -95,9 +118,13 @@ func (r *plainReporter) printf(format string, args ...any) {
 }
 
 func (r *plainReporter) Start(step string) {
-	if !r.quiet {
-		r.printf("... %s\n", step)
+	if r.quiet {
+		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps.start(step, r.now())
+	fmt.Fprintf(r.w, "... %s\n", step)
 }
 
 func (r *plainReporter) Done(step string, took time.Duration, detail string) {
@@ -107,11 +134,17 @@ func (r *plainReporter) Done(step string, took time.Duration, detail string) {
 	if detail != "" {
 		detail = ": " + detail
 	}
-	r.printf("ok  %s (%s)%s\n", step, Round(took), detail)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps.end(step)
+	fmt.Fprintf(r.w, "ok  %s (%s)%s\n", step, Round(took), detail)
 }
 
 func (r *plainReporter) Fail(step string, took time.Duration, err error) {
-	r.printf("FAIL %s (%s): %v\n", step, Round(took), err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps.end(step)
+	fmt.Fprintf(r.w, "FAIL %s (%s): %v\n", step, Round(took), err)
 }
 
 func (r *plainReporter) Skip(step, reason string) {
@@ -132,14 +165,67 @@ func (r *plainReporter) Debugf(format string, args ...any) {
 	}
 }
 
-// terminalReporter draws one spinner line for the running steps and leaves
-// a ✓ or ✗ line behind for each finished one.
+func (r *plainReporter) Progress(step string, s Status) {
+	if r.quiet {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	r.steps.update(step, s, now)
+	r.flushLocked(now)
+	if !r.ticking {
+		r.ticking = true
+		go r.tick()
+	}
+}
+
+// tick repeats the steps' last status while they run; it ends when no
+// running step has one.
+func (r *plainReporter) tick() {
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for range t.C {
+		r.mu.Lock()
+		if !r.steps.reporting() {
+			r.ticking = false
+			r.mu.Unlock()
+			return
+		}
+		r.flushLocked(r.now())
+		r.mu.Unlock()
+	}
+}
+
+// flushLocked writes a line for each step whose last line is
+// PlainInterval old (or that has none, PlainInterval after it started).
+// Callers hold r.mu.
+func (r *plainReporter) flushLocked(now time.Time) {
+	for _, name := range r.steps.due(now, PlainInterval) {
+		st := r.steps.m[name]
+		fmt.Fprintf(r.w, "%s: %s, %s\n", name, st.status, elapsed(now, st.started))
+	}
+}
+
+// elapsed is how long a step has run, in whole seconds ("3m10s").
+func elapsed(now, started time.Time) time.Duration {
+	return now.Sub(started).Truncate(time.Second)
+}
+
+// terminalReporter draws one spinner line for the running steps, with the
+// latest step's progress (a bar when its total is known), and leaves a ✓
+// or ✗ line behind for each finished one.
 type terminalReporter struct {
 	mu      sync.Mutex
 	w       io.Writer
 	verbose bool
 	quiet   bool
+	color   bool
+	// width is the terminal's width in columns, 0 when not known.
+	width   func() int
+	now     func() time.Time
 	running map[string]time.Time
+	status  map[string]Status
 	order   []string
 	frame   int
 	ticker  *time.Ticker
@@ -148,13 +234,16 @@ type terminalReporter struct {
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
+// barWidth is the number of cells of a terminal progress bar.
+const barWidth = 20
+
 func (r *terminalReporter) Start(step string) {
 	if r.quiet {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.running[step] = time.Now()
+	r.running[step] = r.now()
 	r.order = append(r.order, step)
 	if r.ticker == nil {
 		r.ticker = time.NewTicker(100 * time.Millisecond)
@@ -184,12 +273,38 @@ func (r *terminalReporter) drawLocked() {
 		return
 	}
 	step := r.order[len(r.order)-1]
-	took := time.Since(r.running[step]).Truncate(time.Second)
-	fmt.Fprintf(r.w, "\r\033[K %s %s %s", spinnerFrames[r.frame%len(spinnerFrames)], step, took)
+	line := fmt.Sprintf(" %s %s %s", spinnerFrames[r.frame%len(spinnerFrames)], step, elapsed(r.now(), r.running[step]))
+	if s, ok := r.status[step]; ok {
+		if s.Total > 0 {
+			line += " " + bar(s.Done, s.Total, barWidth)
+		}
+		line += " " + s.String()
+	}
+	if r.width != nil {
+		if w := r.width(); w > 1 {
+			line = cut(line, w-1) // a wrapped line would not be cleared by \r
+		}
+	}
+	fmt.Fprintf(r.w, "\r\033[K%s", line)
+}
+
+// bar draws done/total in width cells.
+func bar(done, total int64, width int) string {
+	n := int(min(done, total) * int64(width) / total)
+	return "[" + strings.Repeat("█", n) + strings.Repeat("░", width-n) + "]"
+}
+
+// cut shortens s to at most n runes.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
 }
 
 func (r *terminalReporter) finishLocked(step string) {
 	delete(r.running, step)
+	delete(r.status, step)
 	for i, s := range r.order {
 		if s == step {
 			r.order = append(r.order[:i], r.order[i+1:]...)
@@ -210,6 +325,14 @@ func (r *terminalReporter) lineLocked(format string, args ...any) {
 	r.drawLocked()
 }
 
+// paint colours s with an SGR colour code, unless colours are off.
+func (r *terminalReporter) paint(code, s string) string {
+	if !r.color {
+		return s
+	}
+	return "\033[" + code + "m" + s + "\033[0m"
+}
+
 func (r *terminalReporter) Done(step string, took time.Duration, detail string) {
 	if r.quiet {
 		return
@@ -220,14 +343,14 @@ func (r *terminalReporter) Done(step string, took time.Duration, detail string) 
 	if detail != "" {
 		detail = "  " + detail
 	}
-	r.lineLocked(" \033[32m✓\033[0m %s (%s)%s\n", step, Round(took), detail)
+	r.lineLocked(" %s %s (%s)%s\n", r.paint("32", "✓"), step, Round(took), detail)
 }
 
 func (r *terminalReporter) Fail(step string, took time.Duration, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.finishLocked(step)
-	r.lineLocked(" \033[31m✗\033[0m %s (%s): %v\n", step, Round(took), err)
+	r.lineLocked(" %s %s (%s): %v\n", r.paint("31", "✗"), step, Round(took), err)
 }
 
 func (r *terminalReporter) Skip(step, reason string) {
@@ -257,11 +380,28 @@ func (r *terminalReporter) Debugf(format string, args ...any) {
 	r.lineLocked(format+"\n", args...)
 }
 
-// jsonReporter writes one JSON object per line.
+// Progress keeps the step's status for the spinner line, which the
+// spinner's ticker redraws: a step may report thousands of times a second.
+func (r *terminalReporter) Progress(step string, s Status) {
+	if r.quiet {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.running[step]; !ok {
+		return // not started, or finished: nothing shows it
+	}
+	r.status[step] = s
+}
+
+// jsonReporter writes one JSON object per line; a step's progress at most
+// every JSONInterval.
 type jsonReporter struct {
 	mu      sync.Mutex
 	w       io.Writer
 	verbose bool
+	now     func() time.Time
+	steps   steps
 }
 
 // Event is one JSON line of `-o json` progress.
@@ -273,24 +413,45 @@ type Event struct {
 	Detail  string    `json:"detail,omitempty"`
 	Error   string    `json:"error,omitempty"`
 	Message string    `json:"message,omitempty"`
+	// Done, Total and Unit are a "progress" event's count (Total 0: not
+	// known); its Detail is the status as text, its Seconds the time the
+	// step has run.
+	Done  int64  `json:"done,omitempty"`
+	Total int64  `json:"total,omitempty"`
+	Unit  string `json:"unit,omitempty"`
 }
 
 func (r *jsonReporter) emit(e Event) {
-	e.Time = time.Now().UTC()
-	b, _ := json.Marshal(e)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.emitLocked(e)
+}
+
+func (r *jsonReporter) emitLocked(e Event) {
+	e.Time = r.now().UTC()
+	b, _ := json.Marshal(e)
 	r.w.Write(append(b, '\n'))
 }
 
-func (r *jsonReporter) Start(step string) { r.emit(Event{Event: "start", Step: step}) }
+func (r *jsonReporter) Start(step string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps.start(step, r.now())
+	r.emitLocked(Event{Event: "start", Step: step})
+}
 
 func (r *jsonReporter) Done(step string, took time.Duration, detail string) {
-	r.emit(Event{Event: "done", Step: step, Seconds: took.Seconds(), Detail: detail})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps.end(step)
+	r.emitLocked(Event{Event: "done", Step: step, Seconds: took.Seconds(), Detail: detail})
 }
 
 func (r *jsonReporter) Fail(step string, took time.Duration, err error) {
-	r.emit(Event{Event: "fail", Step: step, Seconds: took.Seconds(), Error: err.Error()})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps.end(step)
+	r.emitLocked(Event{Event: "fail", Step: step, Seconds: took.Seconds(), Error: err.Error()})
 }
 
 func (r *jsonReporter) Skip(step, reason string) {
@@ -304,5 +465,17 @@ func (r *jsonReporter) Infof(format string, args ...any) {
 func (r *jsonReporter) Debugf(format string, args ...any) {
 	if r.verbose {
 		r.emit(Event{Event: "debug", Message: fmt.Sprintf(format, args...)})
+	}
+}
+
+func (r *jsonReporter) Progress(step string, s Status) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	r.steps.update(step, s, now)
+	for _, name := range r.steps.due(now, JSONInterval) {
+		st := r.steps.m[name]
+		r.emitLocked(Event{Event: "progress", Step: name, Seconds: now.Sub(st.started).Seconds(), Detail: st.status.String(),
+			Done: st.status.Done, Total: st.status.Total, Unit: st.status.Unit})
 	}
 }
