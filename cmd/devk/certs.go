@@ -115,8 +115,11 @@ func newCertsCheckCmd(g *globalOptions) *cobra.Command {
 		Use:   "check-expiration",
 		Short: "List every certificate and kubeconfig: expiry, residual time, CA, renewable, used by",
 		Long: `List a control-plane node's certificates, as kubeadm certs check-expiration
-does: each certificate of the PKI directory and the client certificate of
-each kubeconfig (admin, super-admin, controller-manager, scheduler), with
+does: each certificate of the PKI directory (a devk cluster's also has
+the controller-manager's and scheduler's serving certificates,
+controller-manager-server and scheduler-server; a kubeadm node has none,
+and is not told they are missing) and the client certificate of each
+kubeconfig (admin, super-admin, controller-manager, scheduler), with
 when it expires, the time left, the CA that signed it, whether devk can
 renew it (not when devk has the CA's certificate but not its key: an
 external CA), and which static pods name the file. Then the CAs. kubelet.conf
