@@ -101,7 +101,9 @@ var ErrNotPKI = errors.New("not a Kubernetes PKI directory")
 
 // Inspect reads the node's certificates, kubeconfigs and CAs as of now.
 // kubelet.conf is left out, as kubeadm leaves it out: the kubelet renews
-// its own client certificate.
+// its own client certificate; so is an optional certificate the node
+// does not have (the controller-manager's and scheduler's serving
+// certificates, which only devk's clusters have).
 func Inspect(f Files, now time.Time) (*Report, error) {
 	if _, err := os.Stat(pki.CertPath(f.PKIDir, pki.CAName)); err != nil {
 		return nil, fmt.Errorf("%s: %w (no %s.crt): pass the directory that holds ca.crt (kubeadm: /etc/kubernetes/pki)", f.PKIDir, ErrNotPKI, pki.CAName)
@@ -151,6 +153,9 @@ func Inspect(f Files, now time.Time) (*Report, error) {
 		crt, err := readCert(c.Path)
 		if err := c.fill(crt, err, now); err != nil {
 			return nil, err
+		}
+		if c.Missing && s.Optional {
+			continue // a kubeadm node's, or an older devk cluster's: it has none
 		}
 		c.Renewable, c.Why = caState(s.CA)
 		r.Certs = append(r.Certs, c)

@@ -1,10 +1,12 @@
 package certs
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/phase"
 )
 
 // fixturePKI writes kubeadm's layout under a temporary directory: the
@@ -72,7 +75,23 @@ spec:
 	if err := os.WriteFile(filepath.Join(f.ManifestsDir, "kube-apiserver.yaml"), []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	writeManifest(t, f, "kube-scheduler", "--tls-cert-file="+pki.CertPath(f.PKIDir, pki.SchedulerServer),
+		"--tls-private-key-file="+pki.KeyPath(f.PKIDir, pki.SchedulerServer), "--kubeconfig="+filepath.Join(dir, "scheduler.conf"))
 	return f
+}
+
+// writeManifest writes a static pod manifest of one container, both
+// named pod, running it with flags.
+func writeManifest(t *testing.T, f Files, pod string, flags ...string) {
+	t.Helper()
+	m := "apiVersion: v1\nkind: Pod\nmetadata: {name: " + pod + ", namespace: kube-system}\nspec:\n  containers:\n  - name: " + pod +
+		"\n    image: registry.k8s.io/" + pod + ":v1.34.4\n    command:\n    - " + pod + "\n"
+	for _, fl := range flags {
+		m += "    - " + strconv.Quote(fl) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(f.ManifestsDir, pod+".yaml"), []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func byName[T any](items []T, name func(T) string) map[string]T {
@@ -102,8 +121,8 @@ func TestCheckExpirationTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	certs := byName(r.Certs, func(c Cert) string { return c.Name })
-	want := []string{"admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client", "controller-manager.conf",
-		"etcd-healthcheck-client", "etcd-peer", "etcd-server", "front-proxy-client", "scheduler.conf", "super-admin.conf"}
+	want := []string{"admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client", "controller-manager-server", "controller-manager.conf",
+		"etcd-healthcheck-client", "etcd-peer", "etcd-server", "front-proxy-client", "scheduler-server", "scheduler.conf", "super-admin.conf"}
 	var got []string
 	for _, c := range r.Certs {
 		got = append(got, c.Name)
@@ -122,7 +141,8 @@ func TestCheckExpirationTable(t *testing.T) {
 			t.Errorf("%s: expires %s (residual %s, serial %q), want %s (65d)", c.Name, c.NotAfter, HumanDuration(c.Residual), c.Serial, issued.Add(pki.CertValidity))
 		}
 	}
-	for name, ca := range map[string]string{"apiserver": "ca", "etcd-server": "etcd-ca", "apiserver-etcd-client": "etcd-ca", "front-proxy-client": "front-proxy-ca", "admin.conf": "ca"} {
+	for name, ca := range map[string]string{"apiserver": "ca", "etcd-server": "etcd-ca", "apiserver-etcd-client": "etcd-ca", "front-proxy-client": "front-proxy-ca", "admin.conf": "ca",
+		"controller-manager-server": "ca", "scheduler-server": "ca"} {
 		if certs[name].CA != ca {
 			t.Errorf("%s: CA %q, want %q", name, certs[name].CA, ca)
 		}
@@ -135,7 +155,7 @@ func TestCheckExpirationTable(t *testing.T) {
 	}
 	for name, users := range map[string][]string{
 		"apiserver": {"kube-apiserver"}, "apiserver-etcd-client": {"kube-apiserver"}, "front-proxy-client": {"kube-apiserver"},
-		"admin.conf": {"kubectl (you)"}, "etcd-peer": nil,
+		"admin.conf": {"kubectl (you)"}, "etcd-peer": nil, "scheduler-server": {"kube-scheduler"}, "controller-manager-server": nil,
 	} {
 		if !slices.Equal(certs[name].UsedBy, users) {
 			t.Errorf("%s used by %q, want %q", name, certs[name].UsedBy, users)
@@ -155,6 +175,40 @@ func TestCheckExpirationTable(t *testing.T) {
 	}
 	if exp := r.ExpiringWithin(90 * 24 * time.Hour); len(exp) != len(want) {
 		t.Errorf("expiring within 90d: %v, want every certificate", exp)
+	}
+}
+
+// TestCheckExpirationWithoutServingCerts: a node without the
+// controller-manager's and scheduler's serving certificates (kubeadm's,
+// or a cluster an older devk made) is whole: they are not listed, not
+// counted as missing, and renew does not know them.
+func TestCheckExpirationWithoutServingCerts(t *testing.T) {
+	f := fixturePKI(t, time.Now())
+	for _, name := range []string{pki.ControllerManagerServer, pki.SchedulerServer} {
+		for _, p := range []string{pki.CertPath(f.PKIDir, name), pki.KeyPath(f.PKIDir, name)} {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r, err := Inspect(f, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.Certs {
+		if strings.HasSuffix(c.Name, "-server") && c.Name != "etcd-server" {
+			t.Errorf("listed %s (missing %v), which a kubeadm node does not have", c.Name, c.Missing)
+		}
+	}
+	if len(r.Certs) != 11 {
+		t.Errorf("%d certificates, want kubeadm's 11", len(r.Certs))
+	}
+	if exp := r.ExpiringWithin(30 * 24 * time.Hour); len(exp) != 0 {
+		t.Errorf("expiring within 30d or missing: %v, want none", exp)
+	}
+	_, err = Renew(context.Background(), RenewOptions{Files: f, Names: []string{pki.SchedulerServer}, CRISocket: filepath.Join(t.TempDir(), "none.sock")}, phase.Options{})
+	if err == nil || !strings.Contains(err.Error(), `no certificate "scheduler-server"`) {
+		t.Errorf("renew of a serving certificate the node does not have: %v", err)
 	}
 }
 

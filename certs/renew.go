@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
@@ -59,7 +61,13 @@ type RenewOptions struct {
 	Validity time.Duration
 	// Timeout bounds the wait for the restarted pods (DefaultRestartTimeout).
 	Timeout time.Duration
-	Now     func() time.Time `json:"-"`
+	// MergeAdmin, when set, puts a renewed admin.conf's credentials
+	// where the user's kubectl finds them: a devk cluster's context
+	// devk-NAME in UserKubeconfig, merged as up merges it. Nil on a
+	// kubeadm node, whose admin.conf is the user's to copy.
+	MergeAdmin     func(context.Context) (phase.Outcome, error) `json:"-"`
+	UserKubeconfig string                                       `json:"userKubeconfig,omitempty"`
+	Now            func() time.Time                             `json:"-"`
 }
 
 // Renewed is one certificate renew replaced.
@@ -82,13 +90,17 @@ type RenewJob struct {
 	Renewed []*Renewed `json:"renewed"`
 	// Restarted are the static pods whose sandboxes were removed.
 	Restarted []string `json:"restarted"`
+	// KubeconfigMerged says what MergeAdmin did with the renewed
+	// admin.conf, when it ran.
+	KubeconfigMerged string `json:"kubeconfigMerged,omitempty"`
 
 	selected []Cert
 	rt       *cri.Client
 	removed  map[string]bool // sandbox IDs removed
 }
 
-// RenewPhases are `devk certs renew`: select, renew, restart, wait, verify.
+// RenewPhases are `devk certs renew`: select, renew, restart, verify, and
+// on a devk cluster kubeconfig-merge.
 func RenewPhases() []*phase.Phase[*RenewJob] {
 	needs := []string{"select"}
 	return []*phase.Phase[*RenewJob]{
@@ -124,12 +136,33 @@ func RenewPhases() []*phase.Phase[*RenewJob] {
 		},
 		{
 			Name:  "verify",
-			Short: "wait until the API server and etcd present the new serials on their ports, the API server's /readyz is ok and every renewed kubeconfig authenticates as its subject",
+			Short: "wait until the API server, etcd, the controller-manager and the scheduler present the new serials on their ports (each that has its serving certificate as a file), the API server's /readyz is ok and every renewed kubeconfig authenticates as its subject",
 			Needs: needs,
 			IO: func(j *RenewJob) ([]string, []string) {
-				return []string{"the API server's and etcd's TLS ports", "SelfSubjectReview"}, nil
+				return []string{"the TLS ports of the API server, etcd, the controller-manager and the scheduler", "SelfSubjectReview"}, nil
 			},
 			Run: call((*RenewJob).verify),
+		},
+		{
+			Name:  mergePhase,
+			Short: "a devk cluster's, when admin.conf was renewed: put its new credentials into your kubeconfig's context devk-NAME, as devk up does",
+			Needs: []string{"select", "renew"},
+			If: func(j *RenewJob) (bool, string) {
+				switch {
+				case j.MergeAdmin == nil:
+					return false, "not a devk cluster: no context of yours to update"
+				case !slices.ContainsFunc(j.Renewed, func(r *Renewed) bool { return r.Name == AdminConf }):
+					return false, AdminConf + " was not renewed"
+				}
+				return true, ""
+			},
+			IO: func(j *RenewJob) ([]string, []string) {
+				if j.MergeAdmin == nil {
+					return nil, nil
+				}
+				return []string{filepath.Join(j.Files.KubeconfigDir, AdminConf)}, []string{j.UserKubeconfig}
+			},
+			Run: call((*RenewJob).mergeAdmin),
 		},
 	}
 }
@@ -159,10 +192,31 @@ func Renew(ctx context.Context, o RenewOptions, popts phase.Options) (*RenewJob,
 		}
 	}()
 	_, err := phase.Run(ctx, RenewPhases(), j, popts)
-	if err != nil && len(j.Renewed) > 0 && !popts.DryRun {
+	// The merge comes after the renewed files are verified in use: its
+	// failure keeps them.
+	var failed *phase.Failed
+	inMerge := errors.As(err, &failed) && failed.Path == mergePhase
+	if err != nil && len(j.Renewed) > 0 && !inMerge && !popts.DryRun {
 		return j, j.rollback(err)
 	}
 	return j, err
+}
+
+const mergePhase = "kubeconfig-merge"
+
+// AdminConf is the kubeconfig whose credentials a devk cluster merges
+// into the user's kubeconfig.
+const AdminConf = "admin.conf"
+
+// mergeAdmin runs MergeAdmin. The renewed files are in use by now, so a
+// failure here keeps them and says how to merge again.
+func (j *RenewJob) mergeAdmin(ctx context.Context) (phase.Outcome, error) {
+	out, err := j.MergeAdmin(ctx)
+	if err != nil {
+		return phase.Done, fmt.Errorf("the renewed certificates are in use and kept, but your kubeconfig still has the old %s credentials: %w; fix that, then `devk up phase kubeconfig-merge`", AdminConf, err)
+	}
+	j.KubeconfigMerged = out.Detail
+	return out, nil
 }
 
 func (j *RenewJob) pods() []string {
@@ -419,43 +473,74 @@ func (j *RenewJob) checkOf(r *Renewed) func(context.Context) (string, error) {
 	}
 }
 
-// servingAddr is where the server using c as its serving certificate
-// listens, from its manifest: the API server's advertise address and
-// secure port, etcd's advertised client or peer URL.
+// server is a component that serves one of the certificates: its static
+// pod and container, and the address it presents the certificate on,
+// from the container's flags ("" when they name none devk can reach).
+type server struct {
+	pod  string
+	addr func(flags map[string]string) string
+}
+
+// servers are the serving certificates renew verifies by the serial their
+// server presents.
+var servers = map[string]server{
+	"apiserver": {"kube-apiserver", func(f map[string]string) string {
+		if f["advertise-address"] == "" {
+			return ""
+		}
+		return net.JoinHostPort(f["advertise-address"], flagOr(f, "secure-port", strconv.Itoa(layout.DefaultPorts.APIServer)))
+	}},
+	"etcd/server":               {"etcd", firstHTTPSURL("advertise-client-urls")},
+	"etcd/peer":                 {"etcd", firstHTTPSURL("initial-advertise-peer-urls")},
+	pki.ControllerManagerServer: {"kube-controller-manager", securePort(layout.DefaultPorts.ControllerManager)},
+	pki.SchedulerServer:         {"kube-scheduler", securePort(layout.DefaultPorts.Scheduler)},
+}
+
+func flagOr(f map[string]string, name, def string) string {
+	if v := f[name]; v != "" {
+		return v
+	}
+	return def
+}
+
+// firstHTTPSURL is the host:port of the first URL of an etcd flag.
+func firstHTTPSURL(flag string) func(map[string]string) string {
+	return func(f map[string]string) string {
+		first, _, _ := strings.Cut(f[flag], ",")
+		u, err := neturl.Parse(first)
+		if err != nil || u.Scheme != "https" {
+			return ""
+		}
+		return u.Host
+	}
+}
+
+// securePort is where a controller-manager or scheduler serves:
+// --bind-address (all addresses, or none given: loopback) and
+// --secure-port (def when not given; 0 serves nothing).
+func securePort(def int) func(map[string]string) string {
+	return func(f map[string]string) string {
+		port := flagOr(f, "secure-port", strconv.Itoa(def))
+		if port == "0" {
+			return ""
+		}
+		host := f["bind-address"]
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			host = "127.0.0.1"
+		}
+		return net.JoinHostPort(host, port)
+	}
+}
+
+// servingAddr is where the server of c presents it, from its manifest;
+// "" when c is no serving certificate devk knows, or its server's
+// manifest does not name it (a cluster whose manifests predate the file).
 func (j *RenewJob) servingAddr(c Cert) (string, error) {
-	var pod, container string
-	var addr func(flags map[string]string) string
-	switch c.spec {
-	case "apiserver":
-		pod, container = "kube-apiserver", "kube-apiserver"
-		addr = func(f map[string]string) string {
-			port := f["secure-port"]
-			if port == "" {
-				port = "6443"
-			}
-			if f["advertise-address"] == "" {
-				return ""
-			}
-			return net.JoinHostPort(f["advertise-address"], port)
-		}
-	case "etcd/server", "etcd/peer":
-		pod, container = "etcd", "etcd"
-		flag := "advertise-client-urls"
-		if c.spec == "etcd/peer" {
-			flag = "initial-advertise-peer-urls"
-		}
-		addr = func(f map[string]string) string {
-			first, _, _ := strings.Cut(f[flag], ",")
-			u, err := neturl.Parse(first)
-			if err != nil || u.Scheme != "https" {
-				return ""
-			}
-			return u.Host
-		}
-	default:
+	srv, ok := servers[c.spec]
+	if !ok || !slices.Contains(c.pods, srv.pod) {
 		return "", nil
 	}
-	data, err := os.ReadFile(filepath.Join(j.Files.ManifestsDir, pod+".yaml"))
+	data, err := os.ReadFile(filepath.Join(j.Files.ManifestsDir, srv.pod+".yaml"))
 	if err != nil {
 		return "", err
 	}
@@ -463,7 +548,7 @@ func (j *RenewJob) servingAddr(c Cert) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return addr(staticpod.Flags(p, container)), nil
+	return srv.addr(staticpod.Flags(p, srv.pod)), nil
 }
 
 // presentedSerial is the serial of the certificate the TLS server at addr

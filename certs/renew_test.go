@@ -2,8 +2,11 @@ package certs
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +60,104 @@ func TestRenewRefusesBeforeWriting(t *testing.T) {
 		if after[p] != data {
 			t.Errorf("%s changed", p)
 		}
+	}
+}
+
+// TestServingAddr: where verify looks for each serving certificate, from
+// its server's manifest: the API server's advertise address, a
+// controller-manager's and a scheduler's --bind-address and
+// --secure-port (their defaults, and loopback for all addresses, as
+// kubeadm writes them), and nowhere when the server's manifest does not
+// name the file (a cluster made before devk issued it) or the
+// certificate serves nothing.
+func TestServingAddr(t *testing.T) {
+	f := fixturePKI(t, time.Now())
+	cm := "--tls-cert-file=" + pki.CertPath(f.PKIDir, pki.ControllerManagerServer)
+	sched := "--tls-cert-file=" + pki.CertPath(f.PKIDir, pki.SchedulerServer)
+	for _, tc := range []struct {
+		name     string
+		manifest []string // pod, then flags
+		cert     string
+		want     string
+	}{
+		{"devk's controller-manager", []string{"kube-controller-manager", cm, "--bind-address=10.250.0.2", "--secure-port=10257"}, "controller-manager-server", "10.250.0.2:10257"},
+		{"another port", []string{"kube-controller-manager", cm, "--bind-address=10.250.0.2", "--secure-port=20257"}, "controller-manager-server", "10.250.0.2:20257"},
+		{"kubeadm's scheduler flags", []string{"kube-scheduler", sched, "--bind-address=127.0.0.1"}, "scheduler-server", "127.0.0.1:10259"},
+		{"all addresses", []string{"kube-scheduler", sched, "--bind-address=0.0.0.0"}, "scheduler-server", "127.0.0.1:10259"},
+		{"all IPv6 addresses", []string{"kube-scheduler", sched, "--bind-address=::"}, "scheduler-server", "127.0.0.1:10259"},
+		{"secure serving off", []string{"kube-scheduler", sched, "--secure-port=0"}, "scheduler-server", ""},
+		{"an older manifest without the file", []string{"kube-scheduler", "--bind-address=10.250.0.2"}, "scheduler-server", ""},
+		{"the API server", []string{"kube-apiserver", "--tls-cert-file=" + pki.CertPath(f.PKIDir, "apiserver"), "--advertise-address=10.250.0.2", "--secure-port=6443"}, "apiserver", "10.250.0.2:6443"},
+		{"a client certificate", []string{"kube-apiserver", "--proxy-client-cert-file=" + pki.CertPath(f.PKIDir, "front-proxy-client")}, "front-proxy-client", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeManifest(t, f, tc.manifest[0], tc.manifest[1:]...)
+			r, err := Inspect(f, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Certs[slices.IndexFunc(r.Certs, func(c Cert) bool { return c.Name == tc.cert })]
+			j := &RenewJob{RenewOptions: RenewOptions{Files: f}}
+			got, err := j.servingAddr(c)
+			if err != nil || got != tc.want {
+				t.Errorf("servingAddr(%s) = %q, %v; want %q", tc.cert, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestVerifyBySerial: verify's check of a renewed serving certificate
+// against a real TLS server on loopback that serves the files as they
+// are at each handshake: the certificate before renewal is not taken for
+// the renewed one; after it, the new serial is seen.
+func TestVerifyBySerial(t *testing.T) {
+	f := fixturePKI(t, time.Now())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		cfg := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(pki.CertPath(f.PKIDir, pki.SchedulerServer), pki.KeyPath(f.PKIDir, pki.SchedulerServer))
+			return &c, err
+		}}
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tc := tls.Server(conn, cfg)
+			tc.Handshake()
+			tc.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	writeManifest(t, f, "kube-scheduler", "--tls-cert-file="+pki.CertPath(f.PKIDir, pki.SchedulerServer), "--bind-address=127.0.0.1", "--secure-port="+port)
+	r, err := Inspect(f, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Certs[slices.IndexFunc(r.Certs, func(c Cert) bool { return c.Name == "scheduler-server" })]
+
+	j := &RenewJob{RenewOptions: RenewOptions{Files: f}}
+	old, renewed, err := pki.Renew(f.PKIDir, pki.SchedulerServer, pki.CAName, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := &Renewed{Name: c.Name, Serial: renewed.SerialNumber.Text(16), cert: c, renewed: renewed}
+	check := j.checkOf(rn)
+	if check == nil {
+		t.Fatal("no serial check for the scheduler's serving certificate")
+	}
+	how, err := check(context.Background())
+	if err != nil || !strings.Contains(how, "127.0.0.1:"+port+" presents serial "+rn.Serial) {
+		t.Errorf("after renewal: %q, %v; want the new serial seen on the scheduler's port", how, err)
+	}
+	if _, err := pki.Restore(pki.CertPath(f.PKIDir, pki.SchedulerServer)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(context.Background()); err == nil || !strings.Contains(err.Error(), "presents serial "+old.SerialNumber.Text(16)+", not the renewed") {
+		t.Errorf("with the old certificate served: %v, want a serial mismatch", err)
 	}
 }

@@ -241,7 +241,8 @@ func (c *Cluster) runCertsExpiry(ctx context.Context) (phase.Outcome, error) {
 			validity = pki.CertValidity
 		}
 		j, err := certs.Renew(ctx, certs.RenewOptions{Files: c.certFiles(), Names: []string{certs.AllNames},
-			CRISocket: c.ContainerdSocket(), NodeName: c.Config.NodeName, Validity: validity},
+			CRISocket: c.ContainerdSocket(), NodeName: c.Config.NodeName, Validity: validity,
+			MergeAdmin: c.MergeUserKubeconfig, UserKubeconfig: c.UserKubeconfigFile()},
 			phase.Options{Reporter: prefixed{c.Reporter, "certs-expiry/"}})
 		if err != nil {
 			return phase.Done, err

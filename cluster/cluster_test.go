@@ -63,10 +63,15 @@ func TestManifests(t *testing.T) {
 			"--kubeconfig=/home/u/.devk/clusters/devk/controller-manager.conf", "--bind-address=10.250.0.2",
 			"--controllers=*,bootstrapsigner,tokencleaner", "--cluster-signing-key-file=/home/u/.devk/clusters/devk/pki/ca.key",
 			"--use-service-account-credentials=true",
+			"--tls-cert-file=/home/u/.devk/clusters/devk/pki/controller-manager-server.crt",
+			"--tls-private-key-file=/home/u/.devk/clusters/devk/pki/controller-manager-server.key",
 		}, []string{"/home/u/.devk/clusters/devk/pki", "/home/u/.devk/clusters/devk/controller-manager.conf"}},
 		{"kube-scheduler", []string{
 			"--kubeconfig=/home/u/.devk/clusters/devk/scheduler.conf", "--bind-address=10.250.0.2", "--secure-port=10259",
-		}, []string{"/home/u/.devk/clusters/devk/scheduler.conf"}},
+			"--tls-cert-file=/home/u/.devk/clusters/devk/pki/scheduler-server.crt",
+			"--tls-private-key-file=/home/u/.devk/clusters/devk/pki/scheduler-server.key",
+		}, []string{"/home/u/.devk/clusters/devk/scheduler.conf",
+			"/home/u/.devk/clusters/devk/pki/scheduler-server.crt", "/home/u/.devk/clusters/devk/pki/scheduler-server.key"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -472,7 +477,8 @@ func TestPhaseTree(t *testing.T) {
 	walk("", UpPhases())
 	for _, want := range []string{"preflight", "runtime", "registry", "images", "certs/ca", "certs/apiserver",
 		"certs/apiserver-kubelet-client", "certs/front-proxy-ca", "certs/front-proxy-client", "certs/etcd/ca",
-		"certs/etcd/server", "certs/etcd/peer", "certs/etcd/healthcheck-client", "certs/apiserver-etcd-client", "certs/sa",
+		"certs/etcd/server", "certs/etcd/peer", "certs/etcd/healthcheck-client", "certs/apiserver-etcd-client",
+		"certs/controller-manager-server", "certs/scheduler-server", "certs/sa",
 		"kubeconfig/admin", "kubeconfig/super-admin", "kubeconfig/controller-manager", "kubeconfig/scheduler", "kubeconfig/kubelet",
 		"etcd", "control-plane/apiserver", "control-plane/controller-manager", "control-plane/scheduler",
 		"kubelet-start", "wait-control-plane", "upload-config", "mark-control-plane", "bootstrap-token", "kubelet-finalize", "kubeconfig-merge"} {

@@ -45,7 +45,7 @@ func FuzzKubeconfigMerge(f *testing.F) {
 			t.Fatal(err)
 		}
 		before, loadErr := clientcmd.Load(data)
-		_, err := c.runKubeconfigMerge(ctx)
+		_, err := c.MergeUserKubeconfig(ctx)
 		after := readFile(t, path)
 		if loadErr != nil && err == nil {
 			t.Fatalf("client-go cannot read the file (%v), yet the merge succeeded and wrote:\n%s", loadErr, after)
@@ -68,7 +68,7 @@ func FuzzKubeconfigMerge(f *testing.F) {
 			t.Fatalf("the merge changed the user's %s:\n%s\nbecame\n%s", diff, data, after)
 		}
 
-		if _, err := c.runKubeconfigMerge(ctx); err != nil {
+		if _, err := c.MergeUserKubeconfig(ctx); err != nil {
 			t.Fatalf("a second merge fails: %v", err)
 		}
 		if again := readFile(t, path); !bytes.Equal(again, after) {

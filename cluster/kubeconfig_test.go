@@ -115,7 +115,7 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if out, err := c.runKubeconfigMerge(ctx); err != nil || !out.Changed {
+	if out, err := c.MergeUserKubeconfig(ctx); err != nil || !out.Changed {
 		t.Fatalf("first merge: %v, %+v; want a change", err, out)
 	}
 	got, err := clientcmd.LoadFromFile(c.UserKubeconfig)
@@ -131,7 +131,7 @@ func TestKubeconfigMergeAndRemove(t *testing.T) {
 		t.Errorf("admin.conf has %d contexts after the merge, want 1", len(admin.Contexts))
 	}
 	before, _ := os.ReadFile(c.UserKubeconfig)
-	if out, err := c.runKubeconfigMerge(ctx); err != nil || out.Changed {
+	if out, err := c.MergeUserKubeconfig(ctx); err != nil || out.Changed {
 		t.Errorf("second merge: %v, %+v; want no change", err, out)
 	}
 	if after, _ := os.ReadFile(c.UserKubeconfig); string(after) != string(before) {
@@ -169,7 +169,7 @@ func TestUserKubeconfigSafety(t *testing.T) {
 	os.WriteFile(lock, nil, 0o600)
 	old := time.Now().Add(-time.Minute)
 	os.Chtimes(lock, old, old)
-	if _, err := c.runKubeconfigMerge(context.Background()); err != nil {
+	if _, err := c.MergeUserKubeconfig(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(c.UserKubeconfig); fi.Mode().Perm() != 0o600 {
@@ -196,7 +196,7 @@ func TestUserKubeconfigSafety(t *testing.T) {
 		c.UserKubeconfig = filepath.Join(home, ".kube", "config")
 		t.Setenv("SUDO_UID", "4242")
 		t.Setenv("SUDO_GID", "4243")
-		if _, err := c.runKubeconfigMerge(context.Background()); err != nil {
+		if _, err := c.MergeUserKubeconfig(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range []string{c.UserKubeconfig, filepath.Dir(c.UserKubeconfig)} {

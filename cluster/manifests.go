@@ -205,7 +205,11 @@ func apiserverPod(in ManifestInput) podSpec {
 type controller struct {
 	// kubeconfig names the controller's kubeconfig (controller-manager).
 	kubeconfig string
-	port       int
+	// serving names its serving certificate in the PKI dir
+	// (pki.SchedulerServer): signed by the cluster CA, so that a client
+	// can check it and renew can tell the new one is in use.
+	serving string
+	port    int
 	// args are the controller's own flags, beyond the shared ones;
 	// defaults, the ones a config file may change (see podSpec).
 	args, defaults map[string]string
@@ -218,8 +222,9 @@ type controller struct {
 
 // controllerPod is the static pod of a controller.
 func controllerPod(in ManifestInput, ct controller) podSpec {
-	ip := in.Config.AdvertiseIP
+	ip, dir := in.Config.AdvertiseIP, in.Paths.PKI()
 	kc := in.Paths.Kubeconfig(ct.kubeconfig)
+	crt, key := pki.CertPath(dir, ct.serving), pki.KeyPath(dir, ct.serving)
 	s := podSpec{
 		args: map[string]string{
 			"authentication-kubeconfig": kc,
@@ -227,6 +232,8 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 			"kubeconfig":                kc,
 			"bind-address":              ip,
 			"secure-port":               strconv.Itoa(ct.port),
+			"tls-cert-file":             crt,
+			"tls-private-key-file":      key,
 		},
 		defaults: map[string]string{"leader-elect": "false"},
 		liveness: livenessProbe(ip, ct.port, "/healthz", corev1.URISchemeHTTPS),
@@ -235,7 +242,13 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 	maps.Copy(s.args, ct.args)
 	maps.Copy(s.defaults, ct.defaults)
 	if ct.pki {
-		s.hostPath("k8s-certs", in.Paths.PKI(), corev1.HostPathDirectory)
+		s.hostPath("k8s-certs", dir, corev1.HostPathDirectory)
+	} else {
+		// Its two files, not the CA's key beside them. A renewal replaces
+		// the certificate by a rename and restarts the pod, whose new
+		// container mounts the new file.
+		s.hostPath("serving-cert", crt, corev1.HostPathFile)
+		s.hostPath("serving-key", key, corev1.HostPathFile)
 	}
 	s.hostPath("kubeconfig", kc, corev1.HostPathFileOrCreate)
 	if ct.ready {
@@ -260,6 +273,7 @@ func controllerManagerPod(in ManifestInput) podSpec {
 	cfg, dir := in.Config, in.Paths.PKI()
 	return controllerPod(in, controller{
 		kubeconfig: "controller-manager",
+		serving:    pki.ControllerManagerServer,
 		port:       cfg.Ports.ControllerManager,
 		args: map[string]string{
 			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
@@ -285,7 +299,7 @@ func controllerManagerPod(in ManifestInput) podSpec {
 }
 
 func schedulerPod(in ManifestInput) podSpec {
-	return controllerPod(in, controller{kubeconfig: "scheduler", port: in.Config.Ports.Scheduler, ready: true, cpu: "100m"})
+	return controllerPod(in, controller{kubeconfig: "scheduler", serving: pki.SchedulerServer, port: in.Config.Ports.Scheduler, ready: true, cpu: "100m"})
 }
 
 // podSpecs are the control-plane static pods by name.

@@ -150,7 +150,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
-			Run: call((*Cluster).runKubeconfigMerge),
+			Run: call((*Cluster).MergeUserKubeconfig),
 		},
 		// Last: the addons are what a cluster needs to run pods, not to
 		// be used, so a failure here leaves the user's context in place.

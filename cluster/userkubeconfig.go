@@ -190,10 +190,12 @@ func (c *Cluster) lockUserKubeconfig(ctx context.Context, path string) (func(), 
 // ContextName is the user's kubeconfig context for a cluster.
 func ContextName(name string) string { return "devk-" + name }
 
-// runKubeconfigMerge adds cluster, user and context devk-<name> to the
-// user's kubeconfig (see userkubeconfig.go) and makes it the current
-// context when it was added or changed.
-func (c *Cluster) runKubeconfigMerge(ctx context.Context) (phase.Outcome, error) {
+// MergeUserKubeconfig adds cluster, user and context devk-<name>, from
+// admin.conf, to the user's kubeconfig (see userkubeconfig.go) and makes
+// it the current context when it was added or changed: up's
+// kubeconfig-merge phase, and what `devk certs renew` runs after renewing
+// admin.conf.
+func (c *Cluster) MergeUserKubeconfig(ctx context.Context) (phase.Outcome, error) {
 	admin, err := clientcmd.LoadFromFile(c.Kubeconfig("admin"))
 	if err != nil {
 		return phase.Done, fmt.Errorf("read %s: %w (run `devk up phase kubeconfig/admin`)", c.Kubeconfig("admin"), err)

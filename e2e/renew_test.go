@@ -8,18 +8,22 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+	"sigs.k8s.io/yaml"
 )
 
 type expirationReport struct {
@@ -41,7 +45,32 @@ type renewReport struct {
 	Renewed []struct {
 		Name, Path, OldSerial, Serial, Verified string
 	} `json:"renewed"`
-	Restarted []string `json:"restarted"`
+	Restarted        []string `json:"restarted"`
+	KubeconfigMerged string   `json:"kubeconfigMerged"`
+}
+
+// devkCerts are what check-expiration lists and renew all renews on a
+// devk cluster: kubeadm's 11 and the controller-manager's and scheduler's
+// serving certificates.
+const devkCerts = 13
+
+// userClientSerial is the serial of the client certificate of context
+// devk-<name> in the user's kubeconfig.
+func userClientSerial(t *testing.T, path, name string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := cfg.AuthInfos["devk-"+name]
+	if u == nil {
+		t.Fatalf("%s has no user devk-%s", path, name)
+	}
+	crts, err := certutil.ParseCertsPEM(u.ClientCertificateData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crts[0].SerialNumber.Text(16)
 }
 
 // servedSerial is the serial of the certificate the TLS server at addr
@@ -70,8 +99,10 @@ func servedSerial(t *testing.T, addr string) string {
 
 // TestCertsRenew: check-expiration lists every certificate of the shared
 // cluster as the files say; renew all replaces each, restarts the static
-// pods, and the API server and etcd then serve the new serials, the
-// cluster is healthy, and kubectl works with the renewed admin.conf.
+// pods, and the API server, etcd, the controller-manager and the
+// scheduler then serve the new serials, the cluster is healthy, kubectl
+// works with the renewed admin.conf, and the user's kubeconfig has the
+// renewed admin credentials, which work too.
 func TestCertsRenew(t *testing.T) {
 	c := Cluster(t)
 	r := MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "-o", "json")
@@ -79,9 +110,17 @@ func TestCertsRenew(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
 		t.Fatalf("check-expiration -o json: %v\n%s", err, r.Stdout)
 	}
-	if len(rep.Certificates) != 11 || len(rep.CAs) != 3 {
-		t.Fatalf("check-expiration listed %d certificates and %d CAs, want 11 and 3:\n%s", len(rep.Certificates), len(rep.CAs), r.Stdout)
+	if len(rep.Certificates) != devkCerts || len(rep.CAs) != 3 {
+		t.Fatalf("check-expiration listed %d certificates and %d CAs, want %d and 3:\n%s", len(rep.Certificates), len(rep.CAs), devkCerts, r.Stdout)
 	}
+	for _, crt := range rep.Certificates {
+		want := map[string]string{"controller-manager-server": "kube-controller-manager", "scheduler-server": "kube-scheduler"}[crt.Name]
+		if want != "" && strings.Join(crt.UsedBy, ",") != want {
+			t.Errorf("%s used by %v, want %s", crt.Name, crt.UsedBy, want)
+		}
+	}
+	userKubeconfig := filepath.Join(c.Home, "user-kubeconfig")
+	userBefore := userClientSerial(t, userKubeconfig, "devk")
 	before := map[string]string{}
 	for _, crt := range rep.Certificates {
 		data, err := os.ReadFile(crt.Path)
@@ -115,8 +154,8 @@ func TestCertsRenew(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &rr); err != nil {
 		t.Fatalf("renew -o json: %v\n%s", err, r.Stdout)
 	}
-	if len(rr.Renewed) != 11 {
-		t.Fatalf("renewed %d, want 11:\n%s", len(rr.Renewed), r.Stdout)
+	if len(rr.Renewed) != devkCerts {
+		t.Fatalf("renewed %d, want %d:\n%s", len(rr.Renewed), devkCerts, r.Stdout)
 	}
 	serial := map[string]string{}
 	for _, x := range rr.Renewed {
@@ -137,6 +176,25 @@ func TestCertsRenew(t *testing.T) {
 	if got := servedSerial(t, net.JoinHostPort(ip, "2379")); got != serial["etcd-server"] {
 		t.Errorf("etcd serves serial %s, renewed %s", got, serial["etcd-server"])
 	}
+	for name, port := range map[string]string{"controller-manager-server": "10257", "scheduler-server": "10259"} {
+		if got := servedSerial(t, net.JoinHostPort(ip, port)); got != serial[name] {
+			t.Errorf("port %s serves serial %s, renewed %s %s", port, got, name, serial[name])
+		}
+		for _, x := range rr.Renewed {
+			if x.Name == name && !strings.Contains(x.Verified, "presents serial "+serial[name]) {
+				t.Errorf("%s verified %q, want by the serial its server presents", name, x.Verified)
+			}
+		}
+	}
+	if got := userClientSerial(t, userKubeconfig, "devk"); got != serial["admin.conf"] || got == userBefore {
+		t.Errorf("your kubeconfig's devk-devk client certificate: serial %s (was %s), renewed admin.conf %s", got, userBefore, serial["admin.conf"])
+	}
+	if !strings.Contains(rr.KubeconfigMerged, "devk-devk") {
+		t.Errorf("renew did not say it merged admin.conf into your kubeconfig: %q", rr.KubeconfigMerged)
+	}
+	if r := run(t, c.Tree, nil, c.KubectlPath(), "--kubeconfig", userKubeconfig, "--context", "devk-devk", "get", "--raw", "/readyz"); r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
+		t.Fatalf("kubectl with your kubeconfig's renewed context: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
 	if r := c.Kubectl(t, "get", "--raw", "/readyz"); r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
 		t.Fatalf("kubectl with the renewed admin.conf: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
@@ -150,7 +208,13 @@ func TestCertsRenew(t *testing.T) {
 // node's address), from its admin.conf.
 func apiServerHost(t *testing.T, c *SharedCluster) string {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	return serverHost(t, c.Kubeconfig)
+}
+
+// serverHost is the host of the API server a kubeconfig names.
+func serverHost(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,9 +292,10 @@ func TestCertsShortLived(t *testing.T) {
 			t.Errorf("%s expires %s, want ten minutes after it was made", crt.Name, crt.NotAfter)
 		}
 	}
-	if len(rep.Certificates) != 11 {
-		t.Errorf("%d certificates listed, want 11", len(rep.Certificates))
+	if len(rep.Certificates) != devkCerts {
+		t.Errorf("%d certificates listed, want %d", len(rep.Certificates), devkCerts)
 	}
+	olderDevk(t, c, clusterDir)
 
 	renew := []string{"certs", "renew", "all", "--name", "short", "--validity", "10m"}
 	for _, point := range []string{"certs-renew/renew/apiserver", "certs-renew/restart"} {
@@ -244,7 +309,7 @@ func TestCertsShortLived(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.Stdout), &rr); err != nil {
 			t.Fatal(err)
 		}
-		if len(rr.Renewed) != 11 || len(rr.Restarted) != 4 {
+		if len(rr.Renewed) != devkCerts || len(rr.Restarted) != 4 {
 			t.Fatalf("re-run after a kill at %s: %d renewed, %v restarted", point, len(rr.Renewed), rr.Restarted)
 		}
 	}
@@ -254,8 +319,78 @@ func TestCertsShortLived(t *testing.T) {
 		t.Fatalf("kubectl with the renewed admin.conf: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
 	r = MustDevkEnv(t, c.Tree, c.Env, "up", "--name", "short", "--renew-certs")
-	if !strings.Contains(r.Stderr, "certs-expiry") || !strings.Contains(r.Stderr, "renewed 11") {
+	if !strings.Contains(r.Stderr, "certs-expiry") || !strings.Contains(r.Stderr, fmt.Sprintf("renewed %d", devkCerts)) {
 		t.Errorf("up --renew-certs did not renew:\n%s", r.Stderr)
 	}
 	MustDevkEnv(t, c.Tree, c.Env, "down", "--name", "short")
+}
+
+// olderDevk makes cluster "short" look made by a devk from before the
+// controller-manager and scheduler had serving certificates of the
+// cluster CA (no such files, no --tls-* flags in their manifests), checks
+// that check-expiration then lists kubeadm's set alone and finds nothing
+// missing, and that `devk up` gives it the files and the flags back: the
+// two components serve them.
+func olderDevk(t *testing.T, c *SharedCluster, clusterDir string) {
+	t.Helper()
+	pkiDir := filepath.Join(clusterDir, "pki")
+	for _, pod := range []string{"kube-controller-manager", "kube-scheduler"} {
+		path := filepath.Join(clusterDir, "manifests", pod+".yaml")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p corev1.Pod
+		if err := yaml.Unmarshal(data, &p); err != nil {
+			t.Fatal(err)
+		}
+		ct := &p.Spec.Containers[0]
+		ct.Command = slices.DeleteFunc(ct.Command, func(a string) bool { return strings.HasPrefix(a, "--tls-") })
+		serving := func(name string) bool { return strings.HasPrefix(name, "serving-") }
+		ct.VolumeMounts = slices.DeleteFunc(ct.VolumeMounts, func(m corev1.VolumeMount) bool { return serving(m.Name) })
+		p.Spec.Volumes = slices.DeleteFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return serving(v.Name) })
+		out, err := yaml.Marshal(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Written beside the manifests dir and renamed in: the kubelet
+		// reads every file in it.
+		tmp := filepath.Join(clusterDir, pod+".yaml.old-devk")
+		if err := os.WriteFile(tmp, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"controller-manager-server", "scheduler-server"} {
+		for _, ext := range []string{".crt", ".key"} {
+			if err := os.Remove(filepath.Join(pkiDir, name+ext)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--name", "short", "-o", "json")
+	var rep expirationReport
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Certificates) != 11 {
+		t.Errorf("without the serving certificates: %d listed, want kubeadm's 11:\n%s", len(rep.Certificates), r.Stdout)
+	}
+	MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--name", "short", "--fail-within", "1m")
+
+	MustDevkEnv(t, c.Tree, c.Env, "up", "--name", "short")
+	ip := serverHost(t, filepath.Join(clusterDir, "admin.conf"))
+	for name, port := range map[string]string{"controller-manager-server": "10257", "scheduler-server": "10259"} {
+		crts, err := certutil.CertsFromFile(filepath.Join(pkiDir, name+".crt"))
+		if err != nil {
+			t.Fatalf("up did not write %s back: %v", name, err)
+		}
+		want := crts[0].SerialNumber.Text(16)
+		// up waited for the restarted pods' /healthz, served with the file.
+		if got := servedSerial(t, net.JoinHostPort(ip, port)); got != want {
+			t.Errorf("after up, port %s serves serial %s, %s.crt has %s", port, got, name, want)
+		}
+	}
 }

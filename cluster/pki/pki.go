@@ -59,6 +59,17 @@ func RenewWithin(validity time.Duration) time.Duration {
 // them too.
 const CAName = "ca"
 
+// The controller-manager's and the scheduler's serving certificates,
+// signed by the cluster CA (kubeadm has none: its controller-manager and
+// scheduler serve certificates they sign themselves, in memory, which
+// nothing can check or renew). "-server" keeps them apart from the
+// kubeconfigs controller-manager.conf and scheduler.conf in
+// check-expiration's list.
+const (
+	ControllerManagerServer = "controller-manager-server"
+	SchedulerServer         = "scheduler-server"
+)
+
 // Spec is one certificate of the set. Name is its path under the pki dir
 // without extension ("apiserver", "etcd/server"); CA is the Name of the
 // CA that signs it, empty for a CA.
@@ -72,6 +83,11 @@ type Spec struct {
 	Usages       []x509.ExtKeyUsage
 	// Validity is a leaf certificate's lifetime; 0 is CertValidity.
 	Validity time.Duration
+	// Optional says a node may lack it and be whole: kubeadm does not
+	// make it, nor did devk before it gave the controller-manager and the
+	// scheduler serving certificates. check-expiration and renew pass
+	// over it when it is missing; up writes it.
+	Optional bool
 }
 
 // lifetime is how long a certificate of s is made to live.
@@ -107,7 +123,8 @@ var (
 )
 
 // Specs is kubeadm's certificate set for a single control-plane node,
-// CAs before the certificates they sign.
+// CAs before the certificates they sign, and the controller-manager's and
+// scheduler's serving certificates devk adds to it (Optional).
 func Specs(c Config) []Spec {
 	loop4, loop6 := net.IPv4(127, 0, 0, 1), net.IPv6loopback
 	etcdIPs := uniqIPs(c.AdvertiseIP, loop4, loop6)
@@ -127,6 +144,12 @@ func Specs(c Config) []Spec {
 		{Name: "etcd/peer", CA: layout.EtcdCAName, CommonName: c.NodeName, Usages: serverClient, DNSNames: etcdDNS, IPs: etcdIPs},
 		{Name: "etcd/healthcheck-client", CA: layout.EtcdCAName, CommonName: "kube-etcd-healthcheck-client", Usages: client},
 		{Name: layout.APIServerEtcdClient, CA: layout.EtcdCAName, CommonName: "kube-apiserver-etcd-client", Usages: client},
+		// Their secure ports are on the node address (the probes') and
+		// loopback (a kubeadm-style --bind-address), as the API server's.
+		{Name: ControllerManagerServer, CA: CAName, CommonName: "kube-controller-manager", Usages: server,
+			DNSNames: []string{c.NodeName, "localhost"}, IPs: uniqIPs(c.AdvertiseIP, loop4), Optional: true},
+		{Name: SchedulerServer, CA: CAName, CommonName: "kube-scheduler", Usages: server,
+			DNSNames: []string{c.NodeName, "localhost"}, IPs: uniqIPs(c.AdvertiseIP, loop4), Optional: true},
 	}
 	for i := range specs {
 		if !specs[i].IsCA() {

@@ -69,6 +69,10 @@ func TestKubeadmFileSetAndSANs(t *testing.T) {
 			nil, nil, "front-proxy-client", nil, x509.ExtKeyUsageClientAuth, "front-proxy-ca"},
 		{"apiserver's etcd client signed by etcd's CA", "apiserver-etcd-client",
 			nil, nil, "kube-apiserver-etcd-client", nil, x509.ExtKeyUsageClientAuth, "etcd-ca"},
+		{"controller-manager serves with the cluster CA's certificate", ControllerManagerServer,
+			[]string{"devk-control-plane", "localhost"}, []string{"127.0.0.1"}, "kube-controller-manager", nil, x509.ExtKeyUsageServerAuth, "kubernetes"},
+		{"scheduler serves with the cluster CA's certificate", SchedulerServer,
+			[]string{"devk-control-plane", "localhost"}, []string{"127.0.0.1"}, "kube-scheduler", nil, x509.ExtKeyUsageServerAuth, "kubernetes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,5 +244,63 @@ func TestClientCert(t *testing.T) {
 	}
 	if err := CheckClientCert(dir, "ca", certPEM, "system:node:n2", []string{"system:nodes"}, now, 0); !errors.Is(err, ErrStale) {
 		t.Errorf("CheckClientCert for another node = %v, want ErrStale", err)
+	}
+}
+
+// TestControllerServingCerts: the controller-manager's and scheduler's
+// serving certificates name the node (its name and address) and
+// loopback, serve only, live as long as the other leaves
+// (--cert-validity), and are the only optional ones; a PKI made before
+// them (an older devk's) gets them even while its cluster runs, since
+// nothing uses a file that is not there.
+func TestControllerServingCerts(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	cfg := testConfig()
+	cfg.AdvertiseIP, cfg.Validity = net.ParseIP("10.250.0.2"), 10*time.Minute
+	var optional []string
+	for _, s := range Specs(cfg) {
+		if s.Optional {
+			optional = append(optional, s.Name)
+			continue
+		}
+		if _, err := Ensure(dir, s, now, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(optional, []string{ControllerManagerServer, SchedulerServer}) {
+		t.Fatalf("optional certificates %v, want the controller-manager's and scheduler's serving ones", optional)
+	}
+	for _, s := range Specs(cfg) {
+		if !s.Optional {
+			continue
+		}
+		if r, err := Ensure(dir, s, now, false); err != nil || r != Created {
+			t.Fatalf("%s on an older PKI under a running cluster: %v, %v; want created", s.Name, r, err)
+		}
+		crt, _, err := Load(dir, s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ips []string
+		for _, ip := range crt.IPAddresses {
+			ips = append(ips, ip.String())
+		}
+		if !slices.Equal(crt.DNSNames, []string{"devk-control-plane", "localhost"}) || !slices.Equal(ips, []string{"10.250.0.2", "127.0.0.1"}) {
+			t.Errorf("%s: SANs %v %v, want the node's name and address and loopback", s.Name, crt.DNSNames, ips)
+		}
+		if !slices.Equal(crt.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
+			t.Errorf("%s: usages %v, want server auth", s.Name, crt.ExtKeyUsage)
+		}
+		if d := crt.NotAfter.Sub(now); d < 9*time.Minute || d > 11*time.Minute {
+			t.Errorf("%s: valid for %s, want the leaves' 10m", s.Name, d)
+		}
+		_, renewed, err := Renew(dir, s.Name, s.CA, now, time.Hour)
+		if err != nil {
+			t.Fatalf("renew %s: %v", s.Name, err)
+		}
+		if !slices.Equal(renewed.DNSNames, crt.DNSNames) || renewed.SerialNumber.Cmp(crt.SerialNumber) == 0 {
+			t.Errorf("%s renewed: SANs %v (was %v), serial %s (was %s)", s.Name, renewed.DNSNames, crt.DNSNames, renewed.SerialNumber, crt.SerialNumber)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
@@ -42,6 +43,9 @@ type certsFlags struct {
 	// CRISocket and NodeName are renew's: where the static pods run.
 	CRISocket string
 	NodeName  string
+	// UserKubeconfig is renew's on a devk cluster: where up merged
+	// context devk-NAME.
+	UserKubeconfig string
 }
 
 func (f *certsFlags) add(cmd *cobra.Command) {
@@ -110,8 +114,11 @@ func newCertsCheckCmd(g *globalOptions) *cobra.Command {
 		Use:   "check-expiration",
 		Short: "List every certificate and kubeconfig: expiry, residual time, CA, renewable, used by",
 		Long: `List a control-plane node's certificates, as kubeadm certs check-expiration
-does: each certificate of the PKI directory and the client certificate of
-each kubeconfig (admin, super-admin, controller-manager, scheduler), with
+does: each certificate of the PKI directory (a devk cluster's also has
+the controller-manager's and scheduler's serving certificates,
+controller-manager-server and scheduler-server; a kubeadm node has none,
+and is not told they are missing) and the client certificate of each
+kubeconfig (admin, super-admin, controller-manager, scheduler), with
 when it expires, the time left, the CA that signed it, whether devk can
 renew it (not when devk has the CA's certificate but not its key: an
 external CA), and which static pods name the file. Then the CAs. kubelet.conf
@@ -225,11 +232,17 @@ beside it as <file>.devk-prev.
 Then, as kubespray does after renewing, the static pods whose manifests
 name a renewed file are restarted by removing their pod sandboxes through
 CRI (the kubelet recreates them from the unchanged manifests); then devk
-waits until the API server and etcd present the new serials on their
-ports and each renewed kubeconfig authenticates as its subject. If any of
-that fails, the previous files are put back and the pods restarted again.
-A certificate under an external CA (its key is not here) is left alone by
-"all" and refused by name. The cluster must be running.
+waits until the API server, etcd, the controller-manager and the
+scheduler present the new serials on their ports (on a kubeadm node the
+last two serve certificates they make themselves, in memory: there they
+are seen restarted) and each renewed kubeconfig authenticates as its
+subject. If any of that fails, the previous files are put back and the
+pods restarted again. A certificate under an external CA (its key is not
+here) is left alone by "all" and refused by name. The cluster must be
+running.
+
+On a devk cluster a renewed admin.conf then goes into your kubeconfig's
+context devk-NAME, as devk up merges it (--kubeconfig, as up's).
 
 A devk cluster is found by --name; a kubeadm node by --pki-dir (with
 --cri-socket, default ` + layout.KubeadmCRISocket + `, and --node-name).
@@ -257,6 +270,17 @@ Unattended, as kubespray's timer does it (cron, as root):
 				return err
 			}
 			o.Files, o.Names, o.CRISocket, o.NodeName = files, args, f.CRISocket, f.NodeName
+			if f.PKIDir == "" {
+				// A devk cluster: a renewed admin.conf goes into the
+				// user's context as up merges it.
+				c, err := cluster.Open(cluster.Options{Name: f.Name, UserKubeconfig: f.UserKubeconfig, Reporter: g.Reporter()})
+				if err != nil {
+					return err
+				}
+				o.MergeAdmin, o.UserKubeconfig = c.MergeUserKubeconfig, c.UserKubeconfigFile()
+			} else if f.UserKubeconfig != "" {
+				return fmt.Errorf("--kubeconfig is a devk cluster's (where up merged context devk-NAME); on a node devk did not make, copy admin.conf yourself")
+			}
 			popts := flags.Options()
 			popts.Reporter = g.Reporter()
 			popts.PlanOut = g.stderr
@@ -272,7 +296,13 @@ Unattended, as kubespray's timer does it (cron, as root):
 			for _, r := range j.Renewed {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Serial, r.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"), r.Verified)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if j.KubeconfigMerged != "" {
+				fmt.Fprintf(g.stdout, "\nyour kubeconfig: %s\n", j.KubeconfigMerged)
+			}
+			return nil
 		},
 	}
 	f.add(cmd)
@@ -281,6 +311,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 	fl.StringVar(&f.NodeName, "node-name", "", "the kubelet's node name, for a node devk did not make (default: any static pod named <pod>-…)")
 	fl.DurationVar(&o.Validity, "validity", pki.CertValidity, "how long the renewed certificates are valid (capped at their CA's end)")
 	fl.DurationVar(&o.Timeout, "timeout", certs.DefaultRestartTimeout, "how long to wait for the restarted pods to serve the new certificates")
+	fl.StringVar(&f.UserKubeconfig, "kubeconfig", "", "a devk cluster's: the kubeconfig whose context devk-NAME gets a renewed admin.conf's credentials, as up merged it (default $KUBECONFIG, else ~/.kube/config)")
 	phase.Bind(cmd, certs.RenewPhases(), &flags)
 	resultHelp(cmd, certs.RenewJob{}, false)
 	return cmd
