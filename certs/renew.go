@@ -49,18 +49,18 @@ const AllNames = "all"
 
 // RenewOptions say what renew renews, on which node.
 type RenewOptions struct {
-	Files Files
+	Files Files `json:"files"`
 	// Names are kubeadm's names (apiserver, admin.conf, …) or AllNames.
-	Names []string
+	Names []string `json:"names"`
 	// CRISocket is the node's runtime, where the static pods are restarted.
-	CRISocket string
+	CRISocket string `json:"criSocket"`
 	// NodeName is the kubelet's node name; empty: any static pod of the
 	// runtime named <pod>-….
-	NodeName string
+	NodeName string `json:"nodeName"`
 	// Validity is the renewed certificates' lifetime (pki.CertValidity).
-	Validity time.Duration
+	Validity time.Duration `json:"validity"`
 	// Timeout bounds the wait for the restarted pods (DefaultRestartTimeout).
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout"`
 	// MergeAdmin, when set, puts a renewed admin.conf's credentials
 	// where the user's kubectl finds them: a devk cluster's context
 	// devk-NAME in UserKubeconfig, merged as up merges it. Nil on a

@@ -412,7 +412,7 @@ func TestBadInput(t *testing.T) {
 		{name: "certs renew, no validity", args: []string{"certs", "renew", "all", "--validity", "0s"}, want: "--validity 0s: give a positive duration"},
 		{name: "certs renew, no such cluster", args: []string{"certs", "renew", "all", "--name", "nosuch"}, want: "for a kubeadm node pass --pki-dir"},
 		{name: "certs renew, not a PKI dir", args: []string{"certs", "renew", "all", "--pki-dir", tree}, want: "not a Kubernetes PKI directory"},
-		{name: "certs renew, kubeconfig on a kubeadm node", args: []string{"certs", "renew", "all", "--pki-dir", tree, "--kubeconfig", tree + "/kc"}, want: "--kubeconfig is a devk cluster's"},
+		{name: "certs renew, kubeconfig on a kubeadm node", args: []string{"certs", "renew", "all", "--pki-dir", tree, "--write-kubeconfig", tree + "/kc"}, want: "--write-kubeconfig is a devk cluster's"},
 		{name: "certs, weeks", args: []string{"certs", "check-expiration", "--fail-within", "3w"}, want: `"3w" is not a duration: use days (30d)`},
 		{name: "swap, name ..", args: []string{"swap", "apiserver", "--name", "..", "--tree", tree}, want: `cluster name ".."`},
 		{name: "digest verify, climbing name", args: []string{"digest", "verify", "--name", "../x"}, want: `cluster name "../x"`},

@@ -242,7 +242,7 @@ here) is left alone by "all" and refused by name. The cluster must be
 running.
 
 On a devk cluster a renewed admin.conf then goes into your kubeconfig's
-context devk-NAME, as devk up merges it (--kubeconfig, as up's).
+context devk-NAME, as devk up merges it (--write-kubeconfig, as up's).
 
 A devk cluster is found by --name; a kubeadm node by --pki-dir (with
 --cri-socket, default ` + layout.KubeadmCRISocket + `, and --node-name).
@@ -278,8 +278,9 @@ Unattended, as kubespray's timer does it (cron, as root):
 					return err
 				}
 				o.MergeAdmin, o.UserKubeconfig = c.MergeUserKubeconfig, c.UserKubeconfigFile()
+				defer g.followLogs(cmd.Context(), c.Config.Name)()
 			} else if f.UserKubeconfig != "" {
-				return fmt.Errorf("--kubeconfig is a devk cluster's (where up merged context devk-NAME); on a node devk did not make, copy admin.conf yourself")
+				return fmt.Errorf("--write-kubeconfig is a devk cluster's (where up merged context devk-NAME); on a node devk did not make, copy admin.conf yourself")
 			}
 			popts := flags.Options()
 			popts.Reporter = g.Reporter()
@@ -311,7 +312,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 	fl.StringVar(&f.NodeName, "node-name", "", "the kubelet's node name, for a node devk did not make (default: any static pod named <pod>-…)")
 	fl.DurationVar(&o.Validity, "validity", pki.CertValidity, "how long the renewed certificates are valid (capped at their CA's end)")
 	fl.DurationVar(&o.Timeout, "timeout", certs.DefaultRestartTimeout, "how long to wait for the restarted pods to serve the new certificates")
-	fl.StringVar(&f.UserKubeconfig, "kubeconfig", "", "a devk cluster's: the kubeconfig whose context devk-NAME gets a renewed admin.conf's credentials, as up merged it (default $KUBECONFIG, else ~/.kube/config)")
+	fl.StringVar(&f.UserKubeconfig, "write-kubeconfig", "", "a devk cluster's: the kubeconfig whose context devk-NAME gets a renewed admin.conf's credentials, as up merged it (default $KUBECONFIG, else ~/.kube/config)")
 	phase.Bind(cmd, certs.RenewPhases(), &flags)
 	resultHelp(cmd, certs.RenewJob{}, false)
 	return cmd
