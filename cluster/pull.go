@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -58,11 +59,16 @@ func (c *Cluster) runPull(ctx context.Context) (phase.Outcome, error) {
 		return phase.Unchanged("the node has all %d images", len(images)), nil
 	}
 	t0 := time.Now()
+	step := progress.StepOf(ctx)
+	var pulled atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	for _, ref := range missing {
 		g.Go(func() error {
-			_, err := rt.PullImage(gctx, ref)
-			return err
+			if _, err := rt.PullImage(gctx, ref); err != nil {
+				return err
+			}
+			c.Reporter.Progress(step, progress.Status{Verb: "pulled", Done: pulled.Add(1), Total: int64(len(missing)), Unit: "images"})
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
