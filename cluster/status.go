@@ -6,6 +6,7 @@ import (
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // Status is what `devk status` shows of a cluster.
@@ -114,7 +115,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	}
 	for _, sp := range StaticPods {
 		cst := ComponentStatus{Name: sp.Name, State: "absent"}
-		cst.Manifest, _ = readManifestImage(c.ManifestPath(sp.Name))
+		cst.Manifest, _ = staticpod.Image(c.ManifestPath(sp.Name), sp.Name)
 		if rt != nil {
 			// Newest first: the pod's current container.
 			cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(sp.Name, c.Config.NodeName), PodNamespace: "kube-system", Container: sp.Name})
