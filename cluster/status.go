@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -118,7 +120,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		cst.Manifest, _ = staticpod.Image(c.ManifestPath(sp.Name), sp.Name)
 		if rt != nil {
 			// Newest first: the pod's current container.
-			cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(sp.Name, c.Config.NodeName), PodNamespace: "kube-system", Container: sp.Name})
+			cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(sp.Name, c.Config.NodeName), PodNamespace: metav1.NamespaceSystem, Container: sp.Name})
 			if err == nil && len(cts) > 0 {
 				ct := cts[0]
 				cst.State, cst.Restarts, cst.Running = ct.StateName(), ct.Attempt, ct.ImageRef
