@@ -513,19 +513,3 @@ func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) (phase.Outcome,
 	}
 	return phase.Changed("wrote %s", short), nil
 }
-
-// readManifestImage returns the image a static pod manifest names.
-func readManifestImage(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	var pod corev1.Pod
-	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return "", fmt.Errorf("parse %s: %w", path, err)
-	}
-	if len(pod.Spec.Containers) == 0 {
-		return "", fmt.Errorf("%s has no container", path)
-	}
-	return pod.Spec.Containers[0].Image, nil
-}

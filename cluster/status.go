@@ -6,9 +6,12 @@ import (
 	"io"
 	"text/tabwriter"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // Status is what `devk status` shows of a cluster.
@@ -117,10 +120,10 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	}
 	for _, sp := range StaticPods {
 		cst := ComponentStatus{Name: sp.Name, State: "absent"}
-		cst.Manifest, _ = readManifestImage(c.ManifestPath(sp.Name))
+		cst.Manifest, _ = staticpod.Image(c.ManifestPath(sp.Name), sp.Name)
 		if rt != nil {
 			// Newest first: the pod's current container.
-			cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(sp.Name, c.Config.NodeName), PodNamespace: "kube-system", Container: sp.Name})
+			cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(sp.Name, c.Config.NodeName), PodNamespace: metav1.NamespaceSystem, Container: sp.Name})
 			if err == nil && len(cts) > 0 {
 				ct := cts[0]
 				cst.State, cst.Restarts, cst.Running = ct.StateName(), ct.Attempt, ct.ImageRef

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/swap"
 )
 
@@ -38,7 +39,7 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	if string(after) != string(before) || out.Changed {
 		t.Fatalf("up rewrote a swapped manifest (changed=%v): %s", out.Changed, out.Detail)
 	}
-	if img, _ := readManifestImage(m.Path); img != swapped {
+	if img, _ := staticpod.Image(m.Path, sp.Name); img != swapped {
 		t.Fatalf("manifest names %s after up, want the swapped %s", img, swapped)
 	}
 	if d := out.Detail; !strings.Contains(d, "swapped in") {
@@ -49,7 +50,7 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	if _, err := c.writeManifest(ctx, sp); err != nil {
 		t.Fatal(err)
 	}
-	if img, _ := readManifestImage(m.Path); img != upImage {
+	if img, _ := staticpod.Image(m.Path, sp.Name); img != upImage {
 		t.Fatalf("a fresh manifest names %s, want %s", img, upImage)
 	}
 }

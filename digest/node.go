@@ -62,29 +62,6 @@ type StaticPod struct {
 // mirror pod when several control-plane nodes exist.
 func (p StaticPod) FullName() string { return kube.MirrorPodName(p.Name, p.NodeName) }
 
-// ManifestImage is the image the static pod manifest at path names for
-// container (or for its only container). A missing manifest is an error
-// that errors.Is fs.ErrNotExist.
-func ManifestImage(path, container string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	pod, err := staticpod.Parse(data)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	for _, c := range pod.Spec.Containers {
-		if c.Name == container || len(pod.Spec.Containers) == 1 {
-			return c.Image, nil
-		}
-	}
-	return "", fmt.Errorf("%w %s in %s", ErrNoContainer, container, path)
-}
-
-// ErrNoContainer says a manifest has no container of the name asked for.
-var ErrNoContainer = errors.New("no container")
-
 // RunningContainer is the newest running container of the static pod on
 // the node's runtime, with its status; nil when none runs.
 func RunningContainer(ctx context.Context, rt Runtime, p StaticPod) (*cri.Status, error) {
@@ -221,11 +198,11 @@ func (s Manifest) Observe(_ context.Context, t Target) (Observation, error) {
 		return ob, nil
 	}
 	path := filepath.Join(s.Dir, t.Component.Binary+".yaml")
-	img, err := ManifestImage(path, t.Component.Binary)
+	img, err := staticpod.Image(path, t.Component.Binary)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Observation{Ref: path, Note: "no manifest: is the cluster up?"}, nil
 	}
-	if errors.Is(err, ErrNoContainer) {
+	if errors.Is(err, staticpod.ErrNoContainer) {
 		return Observation{Ref: path, Note: "no container " + t.Component.Binary}, nil
 	}
 	if err != nil {

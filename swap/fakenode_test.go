@@ -21,6 +21,7 @@ import (
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // fakeNode is a kubelet and its container runtime in miniature, as far
@@ -112,7 +113,7 @@ func (f *fakeNode) sync() {
 			f.terminate(running) // the old pod goes first; the new one starts on the next pass
 			continue
 		}
-		img, err := digest.ManifestImage(filepath.Join(f.dir, name+".yaml"), name)
+		img, err := staticpod.Image(filepath.Join(f.dir, name+".yaml"), name)
 		if err != nil {
 			f.t.Errorf("fake kubelet: %v", err)
 			continue

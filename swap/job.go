@@ -16,6 +16,7 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
 )
@@ -416,7 +417,7 @@ func outdated(manifestsDir string, st *build.StateFile) ([]build.Component, erro
 		if err != nil {
 			return nil, err
 		}
-		ctr, err := Container(pod, c.Binary)
+		ctr, err := staticpod.Container(pod, c.Binary)
 		if err != nil {
 			return nil, err
 		}

@@ -125,23 +125,6 @@ func (m Manifest) readBackup() (*corev1.Pod, []byte, error) {
 	return &pod, data, nil
 }
 
-// Container picks the container to swap: the one named name, or the only one.
-func Container(pod *corev1.Pod, name string) (*corev1.Container, error) {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i], nil
-		}
-	}
-	if len(pod.Spec.Containers) == 1 {
-		return &pod.Spec.Containers[0], nil
-	}
-	var names []string
-	for _, c := range pod.Spec.Containers {
-		names = append(names, c.Name)
-	}
-	return nil, fmt.Errorf("pod %s has no container %q (it has %s)", pod.Name, name, strings.Join(names, ", "))
-}
-
 // WrittenAnnotation is stamped on every manifest a swap writes (see
 // staticpod.WrittenAnnotation).
 const WrittenAnnotation = staticpod.WrittenAnnotation
@@ -150,7 +133,7 @@ const WrittenAnnotation = staticpod.WrittenAnnotation
 // image (unchanged when image is empty) and WrittenAnnotation set to now,
 // and the image it replaced. Every other field is kept.
 func WithImage(data []byte, pod *corev1.Pod, container, image string, now time.Time) ([]byte, string, error) {
-	c, err := Container(pod, container)
+	c, err := staticpod.Container(pod, container)
 	if err != nil {
 		return nil, "", err
 	}
@@ -348,7 +331,7 @@ func (m Manifest) Restore(container string, handover func()) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := Container(pod, container); err != nil {
+	if _, err := staticpod.Container(pod, container); err != nil {
 		return "", err
 	}
 	if handover != nil {
@@ -365,7 +348,7 @@ func (m Manifest) writeFromBackup(container, image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := Container(pod, container)
+	c, err := staticpod.Container(pod, container)
 	if err != nil {
 		return "", err
 	}

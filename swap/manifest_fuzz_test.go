@@ -57,7 +57,7 @@ func FuzzManifestImage(f *testing.F) {
 		if pod.Kind != "Pod" {
 			t.Fatalf("Read accepted a %q", pod.Kind)
 		}
-		c, err := Container(pod, container)
+		c, err := staticpod.Container(pod, container)
 		if err != nil {
 			return
 		}

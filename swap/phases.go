@@ -11,6 +11,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/addon"
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/phase"
 )
 
@@ -141,7 +142,7 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 		if name == "" {
 			name = "<node>"
 		}
-		return "mirror pod kube-system/" + c.Binary + "-" + name
+		return "mirror pod kube-system/" + kube.MirrorPodName(c.Binary, name)
 	}
 	return &phase.Phase[*Job]{
 		Name:  c.Name,

@@ -13,6 +13,7 @@ import (
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 )
 
@@ -70,7 +71,7 @@ func (j *Job) newPodSwap(t Target) (*podSwap, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Container(pod, t.Pod)
+	c, err := staticpod.Container(pod, t.Pod)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func (j *Job) newRollback(c build.Component) (*podSwap, error) {
 	if err != nil {
 		return nil, err
 	}
-	bc, err := Container(backup, c.Binary)
+	bc, err := staticpod.Container(backup, c.Binary)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func (j *Job) newRollback(c build.Component) (*podSwap, error) {
 	// manifest was moved out.
 	current := ""
 	if pod, _, err := m.Read(); err == nil {
-		c, err := Container(pod, c.Binary)
+		c, err := staticpod.Container(pod, c.Binary)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/interrupt"
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // rollBack undoes a swap whose new manifest is in place: the old one goes
@@ -60,13 +61,13 @@ func (n *Node) Resume(ctx context.Context, podName string, j *Journal) (*Result,
 	if err != nil {
 		return nil, fmt.Errorf("finish the interrupted swap of %s: %w", podName, err)
 	}
-	old, err := Container(backup, podName)
+	old, err := staticpod.Container(backup, podName)
 	if err != nil {
 		return nil, err
 	}
 	current := ""
 	if pod, _, err := m.Read(); err == nil {
-		if c, err := Container(pod, podName); err == nil {
+		if c, err := staticpod.Container(pod, podName); err == nil {
 			current = c.Image
 		}
 	}

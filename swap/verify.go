@@ -7,6 +7,7 @@ import (
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // The checks verify adds to digest's.
@@ -22,7 +23,7 @@ const (
 // digest verify` does), the health endpoint and, for the apiserver,
 // /version.
 func (n *Node) verify(ctx context.Context, t Target, s podState) []Check {
-	named, _ := digest.ManifestImage(ManifestFor(n.ManifestsDir, t.Pod).Path, t.Pod)
+	named, _ := staticpod.Image(ManifestFor(n.ManifestsDir, t.Pod).Path, t.Pod)
 	checks := digest.PodChecks(digest.Of(t.Image), digest.PodView{
 		ManifestImage: named,
 		ImageRef:      s.imageRef,

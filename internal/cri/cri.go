@@ -55,7 +55,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 
 // Version returns "name version" of the runtime.
 func (c *Client) Version(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
 	v, err := c.RT.Version(ctx, &runtimeapi.VersionRequest{})
 	if err != nil {
@@ -97,7 +97,7 @@ type Filter struct {
 
 // Containers lists containers matching f, newest first.
 func (c *Client) Containers(ctx context.Context, f Filter) ([]Container, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	req := &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: map[string]string{}}}
 	if f.PodName != "" {
@@ -145,7 +145,7 @@ type Status struct {
 
 // ContainerStatus inspects one container.
 func (c *Client) ContainerStatus(ctx context.Context, id string) (*Status, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	resp, err := c.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
@@ -164,7 +164,7 @@ func (c *Client) ContainerStatus(ctx context.Context, id string) (*Status, error
 
 // StopContainer stops a container with the given grace period (0: now).
 func (c *Client) StopContainer(ctx context.Context, id string, grace time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, grace+20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, grace+stopMargin)
 	defer cancel()
 	if _, err := c.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: int64(grace.Seconds())}); err != nil {
 		return fmt.Errorf("stop container %s: %w", short(id), err)
@@ -178,7 +178,7 @@ func (c *Client) StopContainer(ctx context.Context, id string, grace time.Durati
 // starting or restarting right then), so a failed attempt is repeated
 // for up to removeRetryTimeout.
 func (c *Client) RemoveSandbox(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, removeRetryTimeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, removeRetryTimeout+removeMargin)
 	defer cancel()
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, removeRetryInterval, removeRetryTimeout, true, func(ctx context.Context) (bool, error) {
@@ -198,8 +198,19 @@ func (c *Client) RemoveSandbox(ctx context.Context, id string) error {
 	return err
 }
 
-// How long RemoveSandbox tries, and how often.
+// How long each CRI call may take: the runtime is local, so a call that
+// takes longer is a runtime that is stuck, and devk must not hang on it.
 const (
+	versionTimeout = 3 * time.Second
+	listTimeout    = 10 * time.Second
+	statusTimeout  = 5 * time.Second
+	// stopMargin is added to a stop's grace period.
+	stopMargin = 20 * time.Second
+	// removeMargin is added to RemoveSandbox's retries: a stop runs the
+	// CNI plugins' DEL.
+	removeMargin = 30 * time.Second
+	pullTimeout  = 5 * time.Minute
+	// How long RemoveSandbox tries, and how often.
 	removeRetryTimeout  = 15 * time.Second
 	removeRetryInterval = 200 * time.Millisecond
 )
@@ -212,7 +223,7 @@ const (
 // only wait for each process to die twice. Each stop also runs the CNI
 // plugins' DEL (iptables and all), which is most of a down's time.
 func (c *Client) RemoveAll(ctx context.Context, own func(podUID string) bool) (int, error) {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	pods, err := c.RT.ListPodSandbox(lctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
@@ -298,7 +309,7 @@ func (c *Client) HasImage(ctx context.Context, ref string) (bool, error) {
 // PullImage pulls ref into the runtime (a no-op when it has it) and
 // returns the image ID.
 func (c *Client) PullImage(ctx context.Context, ref string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
 	defer cancel()
 	resp, err := c.Images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err != nil {
@@ -325,7 +336,7 @@ const configSourceAnnotation = "kubernetes.io/config.source"
 
 // Sandboxes lists the pod sandboxes in namespace, newest first.
 func (c *Client) Sandboxes(ctx context.Context, namespace string) ([]Sandbox, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	resp, err := c.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
 		LabelSelector: map[string]string{LabelPodNamespace: namespace},

@@ -3,6 +3,9 @@
 package staticpod
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +28,47 @@ func Parse(data []byte) (*corev1.Pod, error) {
 		return nil, err
 	}
 	return &pod, nil
+}
+
+// ErrNoContainer says a manifest has no container of the name asked for
+// (and more than one, so none is the only one).
+var ErrNoContainer = errors.New("no container")
+
+// Container is the pod's container named name, else its only container:
+// the one a swap replaces the image of and the checks read.
+func Container(pod *corev1.Pod, name string) (*corev1.Container, error) {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i], nil
+		}
+	}
+	if len(pod.Spec.Containers) == 1 {
+		return &pod.Spec.Containers[0], nil
+	}
+	var names []string
+	for _, c := range pod.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return nil, fmt.Errorf("pod %s has %w %q (it has %s)", pod.Name, ErrNoContainer, name, strings.Join(names, ", "))
+}
+
+// Image is the image the manifest at path names for container (see
+// Container). A missing manifest is an error that errors.Is
+// fs.ErrNotExist; a missing container, ErrNoContainer.
+func Image(path, container string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	pod, err := Parse(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	c, err := Container(pod, container)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return c.Image, nil
 }
 
 // SwappedImage is the image of the first container (a control-plane
