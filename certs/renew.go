@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/kube"
@@ -286,6 +287,11 @@ func (j *RenewJob) sel(ctx context.Context) (phase.Outcome, error) {
 	if _, err := j.rt.Version(ctx); err != nil {
 		return phase.Done, fmt.Errorf("%w: renew needs the cluster running (devk up), to restart and verify what uses the certificates", err)
 	}
+	if j.NodeName == "" {
+		// the kubelet's node name, from its static pods' sandboxes: a
+		// pod is then found by its exact name, never another node's
+		j.NodeName = digest.NodeName(ctx, j.rt, digest.StaticPodNames())
+	}
 	for _, p := range j.pods() {
 		sbs, err := j.sandboxes(ctx, p)
 		if err != nil {
@@ -317,7 +323,7 @@ func (j *RenewJob) sandboxes(ctx context.Context, pod string) ([]cri.Sandbox, er
 		if !s.Static {
 			continue
 		}
-		if (j.NodeName != "" && s.PodName == kube.MirrorPodName(pod, j.NodeName)) || (j.NodeName == "" && strings.HasPrefix(s.PodName, pod+"-")) {
+		if s.PodName == kube.MirrorPodName(pod, j.NodeName) {
 			out = append(out, s)
 		}
 	}

@@ -28,7 +28,7 @@ For a static-pod component (apiserver, controller-manager, scheduler, etcd)
 devk pulls the pushed image through CRI, keeps the old manifest as a
 backup, moves it out of the manifests dir and stops the old container
 through CRI so no grace period is waited out. Once the kubelet has let go
-of the old pod (so the new one skips the kubelet's 10 s static-pod
+of the old pod (so the new one skips the kubelet's ` + swap.KubeletBackoff.String() + ` static-pod
 back-off) it writes the manifest naming the pushed image (repo@sha256:…,
 never a tag) atomically: written and fsynced outside the manifests dir,
 then renamed into place. It reports "ready" when the new container runs
