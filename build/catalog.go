@@ -71,6 +71,15 @@ type ImageLayout struct {
 // Kubernetes' own kube-proxy image has them from distroless-iptables.
 const BaseIptables = "iptables"
 
+// BaseBusybox is a base with a shell and the usual commands, Debian's
+// static busybox: what the e2e test images (agnhost, busybox) need
+// from the Alpine and busybox bases of their Dockerfiles.
+const BaseBusybox = "busybox"
+
+// BaseBusyboxNetcat is BaseBusybox with OpenBSD's netcat as nc, which
+// agnhost's Alpine base has and the Services specs use.
+const BaseBusyboxNetcat = "busybox-netcat"
+
 // Image is the repository name the component's image is pushed under.
 func (c Component) Image() string { return c.Binary }
 

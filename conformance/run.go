@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -209,6 +210,10 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
+// InterruptGrace is how long a cancelled run's processes have to clean
+// up after SIGINT before they are killed.
+const InterruptGrace = 30 * time.Second
+
 // RunDirFormat names a run's directory under _output/devk/e2e.
 const RunDirFormat = "20060102-150405"
 
@@ -339,6 +344,13 @@ func runSuite(ctx context.Context, j *Job) (phase.Outcome, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), j.env()...)
 	cmd.Dir = j.Result.Dir
+	// ginkgo starts e2e.test processes of its own: run them all in a
+	// process group, interrupt the group on cancel (ginkgo and e2e.test
+	// then clean up their namespaces and write their reports), kill what
+	// is left after InterruptGrace, and never leave one behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = InterruptGrace
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	fmt.Fprintf(logFile, "# %s\n", execx.Cmd{Name: name, Args: args, Env: j.env()})
@@ -367,6 +379,7 @@ func runSuite(ctx context.Context, j *Job) (phase.Outcome, error) {
 		_, _ = io.Copy(logFile, pr) // a line longer than the buffer: keep the rest
 	}()
 	waitErr := cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever of the group outlived its leader
 	pw.Close()
 	<-done
 	if ctx.Err() != nil {

@@ -96,10 +96,13 @@ func specName(line string) bool {
 	return strings.HasPrefix(line, "[") && !suiteNode.MatchString(line)
 }
 
-// cleanName drops the labels ginkgo appends and the [It] it puts before
-// the leaf text of a failed spec.
+// failedNode is the node ginkgo names inside a failed spec's text.
+var failedNode = regexp.MustCompile(` \[(It|BeforeEach|AfterEach|JustBeforeEach|JustAfterEach|DeferCleanup[^\]]*)\] `)
+
+// cleanName drops the labels ginkgo appends and the node ([It],
+// [BeforeEach]) it names in a failed spec's text.
 func cleanName(line string) string {
-	return strings.Replace(labelList.ReplaceAllString(line, ""), " [It] ", " ", 1)
+	return failedNode.ReplaceAllString(labelList.ReplaceAllString(line, ""), " ")
 }
 
 func parseEnd(line string) (SpecLine, bool) {

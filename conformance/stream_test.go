@@ -62,6 +62,7 @@ func TestStreamParserStates(t *testing.T) {
 		specSeparator, "[BeforeSuite] ", "k8s.io/x.go:1", "[BeforeSuite] PASSED [0.1 seconds]",
 		specSeparator, "S [SKIPPED] [0.002 seconds]", "[sig-network] LoadBalancers [It] should work [sig-network]", "x.go:2",
 		specSeparator, "[sig-apps] Job should run [Conformance] [sig-apps, Conformance]", "x.go:3", "• [TIMEDOUT] [60.000 seconds]",
+		specSeparator, "• [FAILED] [300.100 seconds]", "[sig-node] Hook when create [BeforeEach] should run [NodeConformance] [sig-node, NodeConformance]",
 		"• [1.000 seconds]", // output, not after a spec's text
 	}
 	var got []SpecLine
@@ -73,6 +74,7 @@ func TestStreamParserStates(t *testing.T) {
 	want := []SpecLine{
 		{Name: "[sig-network] LoadBalancers should work [sig-network]", State: "skipped", Took: 2 * time.Millisecond},
 		{Name: "[sig-apps] Job should run [Conformance]", State: "timedout", Took: time.Minute},
+		{Name: "[sig-node] Hook when create should run [NodeConformance]", State: "failed", Took: 300100 * time.Millisecond},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)

@@ -72,6 +72,7 @@ the slowest specs. Exit status 1 when any spec failed.`,
 	f.BoolVar(&o.Conformance, "conformance", false, "run only the specs labelled Conformance")
 	f.IntVar(&o.Parallel, "parallel", 1, fmt.Sprintf("ginkgo processes, 1 to %d (1: e2e.test alone)", conformance.MaxParallel))
 	f.BoolVar(&o.DryRun, "dry-run", false, "list the specs that would run, and run none")
+	cmd.AddCommand(newE2EImagesCmd(g))
 	resultHelp(cmd, conformance.Result{}, false)
 	return cmd
 }
