@@ -76,9 +76,10 @@ const BaseIptables = "iptables"
 // from the Alpine and busybox bases of their Dockerfiles.
 const BaseBusybox = "busybox"
 
-// BaseBusyboxNetcat is BaseBusybox with OpenBSD's netcat as nc, which
-// agnhost's Alpine base has and the Services specs use.
-const BaseBusyboxNetcat = "busybox-netcat"
+// BaseBusyboxNet is BaseBusybox with OpenBSD's netcat as nc and curl,
+// which agnhost's Alpine base has and the Services and lifecycle hook
+// specs use.
+const BaseBusyboxNet = "busybox-net"
 
 // Image is the repository name the component's image is pushed under.
 func (c Component) Image() string { return c.Binary }

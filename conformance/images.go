@@ -98,7 +98,7 @@ type recipe struct {
 // recipes are the images devk makes, by name. Everything else in the
 // manifest is listed as not built, with the files of specs that use it.
 var recipes = map[string]recipe{
-	"agnhost": {Package: "./test/images/agnhost", Base: build.BaseBusyboxNetcat,
+	"agnhost": {Package: "./test/images/agnhost", Base: build.BaseBusyboxNet,
 		Files: map[string]string{
 			"/localhost.crt": "test/images/agnhost/porter/localhost.crt",
 			"/localhost.key": "test/images/agnhost/porter/localhost.key",
@@ -161,7 +161,7 @@ func ImagesPhases() []*phase.Phase[*imagesJob] {
 	return []*phase.Phase[*imagesJob]{
 		{Name: "manifest", Short: "the cluster and its registry; the images " + ManifestFile + " names", Run: readImages},
 		{Name: "build", Short: "go build the test images' programs from the tree (agnhost, …), version-stamped", Run: buildPrograms},
-		{Name: "base", Short: "the busybox bases from Debian's busybox-static (and netcat-openbsd) packages", Run: makeBases},
+		{Name: "base", Short: "the busybox bases from Debian's busybox-static (and netcat-openbsd, curl) packages", Run: makeBases},
 		{Name: "push", Short: "assemble each image and push it under the name and tag the framework expects", Run: pushImages},
 	}
 }
@@ -224,7 +224,7 @@ func buildPrograms(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 func makeBases(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	j.bases = map[string]*image.DebianBase{}
 	var tags []string
-	for _, kind := range []string{build.BaseBusybox, build.BaseBusyboxNetcat} {
+	for _, kind := range []string{build.BaseBusybox, build.BaseBusyboxNet} {
 		b, err := image.MakeDebianBase(ctx, kind, j.build.Platform, "", nil)
 		if err != nil {
 			return phase.Done, err
@@ -336,7 +336,7 @@ func (j *imagesJob) assemble(ctx context.Context, r recipe, busybox string) (v1.
 		from := busybox
 		if r.Base != "" && r.Base != build.BaseBusybox {
 			base = j.bases[r.Base].Image()
-			from += " and netcat-openbsd"
+			from += " with netcat-openbsd, curl and dash"
 		}
 		spec := image.Spec{Binary: c.Binary, Path: c.Layout.Path, Entrypoint: c.Layout.Entrypoint, Cmd: c.Layout.Cmd,
 			Platform: j.build.Platform, Version: j.build.Version.GitVersion, Revision: j.build.Version.GitCommit, Base: base}

@@ -150,7 +150,7 @@ func extract(t *testing.T, r io.Reader, dir string) {
 func TestBusyboxBases(t *testing.T) {
 	needDebian(t)
 	ctx := context.Background()
-	for name, spec := range map[string]Spec{"busybox": Busybox, "busybox-netcat": BusyboxNetcat} {
+	for name, spec := range map[string]Spec{"busybox": Busybox, "busybox-net": BusyboxNet} {
 		t.Run(name, func(t *testing.T) {
 			pkgs, err := Resolve(ctx, spec)
 			if err != nil {
@@ -170,8 +170,14 @@ func TestBusyboxBases(t *testing.T) {
 				{"/bin/sh", "-c", "echo hello | cat; ls /usr/bin/wget && hostname && echo ok"},
 				{"/bin/nslookup", "--help"},
 			}
+			if name == "busybox-net" {
+				if l, err := os.Readlink(filepath.Join(root, "usr/bin/sh")); err != nil || l != "dash" {
+					t.Errorf("sh is %q (%v), want dash: busybox as sh runs its own nc before PATH's", l, err)
+				}
+			}
 			if spec.Symlinks["/usr/bin/nc"] == "nc.openbsd" {
-				cmds = append(cmds, []string{"/bin/sh", "-c", "nc -h 2>&1 | grep -q OpenBSD && echo ok"})
+				cmds = append(cmds, []string{"/bin/sh", "-c", "nc -h 2>&1 | grep -q OpenBSD && echo ok"},
+					[]string{"/bin/sh", "-c", "curl --version | grep -q '^curl ' && echo ok"})
 			}
 			for _, cmd := range cmds {
 				out, err := exec.Command("chroot", append([]string{root}, cmd...)...).CombinedOutput()

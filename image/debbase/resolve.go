@@ -363,15 +363,19 @@ func busyboxApplets() map[string]string {
 	return m
 }
 
-// BusyboxNetcat is Busybox with OpenBSD's netcat as nc, as agnhost's
-// Alpine base has it: the Services specs run `nc -v -t -w 2 HOST PORT`
-// in agnhost pods, options busybox's own nc lacks.
-var BusyboxNetcat = Spec{
-	Packages: []string{"busybox-static", "netcat-openbsd"},
+// BusyboxNet is Busybox with OpenBSD's netcat as nc and curl, as
+// agnhost's Alpine base has them: the Services specs run `nc -v -t -w 2
+// HOST PORT` in agnhost pods (options busybox's own nc lacks) and the
+// lifecycle hook specs `curl`. sh is dash: Debian's static busybox runs
+// its own applet for a command of a script before looking in PATH, so
+// with busybox as sh `sh -c 'nc -v …'` would never reach OpenBSD's nc.
+var BusyboxNet = Spec{
+	Packages: []string{"busybox-static", "netcat-openbsd", "curl", "dash"},
 	Exclude:  DistrolessExclude,
 	Symlinks: func() map[string]string {
 		m := busyboxApplets()
 		m["/usr/bin/nc"] = "nc.openbsd"
+		m["/usr/bin/sh"] = "dash"
 		return m
 	}(),
 }
