@@ -3,11 +3,17 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // conformanceSubset are the [Conformance] specs make e2e runs: a spread
@@ -139,4 +145,58 @@ func TestConformanceSubset(t *testing.T) {
 		t.Errorf("%d passed spec lines streamed on stderr, want one per passed spec (%d)", lines, res.Summary.Passed)
 	}
 	t.Logf("devk e2e: %d specs passed in %s", res.Summary.Passed, r.Took)
+
+	t.Run("interrupted", func(t *testing.T) { interruptE2E(t, c) })
+}
+
+// interruptE2E sends Ctrl-C's SIGINT to devk e2e while ginkgo's processes
+// run a spec: devk exits 130 and no ginkgo or e2e.test process is left.
+func interruptE2E(t *testing.T, c *SharedCluster) {
+	cmd := exec.Command(devkBin, "e2e", "--conformance", "--parallel", "2", "--focus",
+		regexp.QuoteMeta("[sig-node] Probing container with readiness probe should not be ready before initial delay and never restart"))
+	cmd.Dir, cmd.Env = c.Tree, append(os.Environ(), c.Env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "... run") {
+	}
+	suite := filepath.Join(c.Tree, "_output", "devk", "bin", "linux_amd64", "e2e.test")
+	deadline := time.Now().Add(time.Minute)
+	for len(processesOf(suite)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := len(processesOf(suite)); n < 2 {
+		t.Fatalf("%d e2e.test processes running, want ginkgo's 2", n)
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Errorf("interrupted devk e2e: %v, want exit status 130", err)
+	}
+	if left := processesOf(suite); len(left) > 0 {
+		t.Errorf("processes left after the interrupt: %v", left)
+	}
+}
+
+// processesOf lists the pids whose command line starts with path.
+func processesOf(path string) []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmdline), path+"\x00") {
+			out = append(out, filepath.Base(d))
+		}
+	}
+	return out
 }
