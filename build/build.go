@@ -214,12 +214,24 @@ func (p pinnedVersion) flag(value string) (string, error) {
 func (j *Job) BinDir() string { return j.binDir }
 
 // BinaryPath is where a component's binary goes.
-func (j *Job) BinaryPath(c Component) string { return filepath.Join(j.BinDir(), c.Binary) }
+func (j *Job) BinaryPath(c Component) string { return filepath.Join(j.BinDir(), c.File()) }
 
+// treeComponents are the programs one go build makes from the tree.
 func (j *Job) treeComponents() []Component {
 	var out []Component
 	for _, c := range j.Components {
-		if !c.External {
+		if !c.External && !c.Test {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// testComponents are the tree's test binaries, one go test -c each.
+func (j *Job) testComponents() []Component {
+	var out []Component
+	for _, c := range j.Components {
+		if c.Test {
 			out = append(out, c)
 		}
 	}
@@ -267,6 +279,22 @@ func Phases() []*phase.Phase[*Job] {
 				return reads, writes
 			},
 			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compile(ctx, j) },
+		},
+		{
+			Name:  "test",
+			Short: "go test -c the tree's test binaries (e2e.test), with the same flags and version ldflags",
+			If: func(j *Job) (bool, string) {
+				return len(j.testComponents()) > 0, "no test binary asked for"
+			},
+			IO: func(j *Job) ([]string, []string) {
+				var reads, writes []string
+				for _, c := range j.testComponents() {
+					reads = append(reads, filepath.Join(j.Tree.Root, c.Package))
+					writes = append(writes, j.BinaryPath(c))
+				}
+				return reads, writes
+			},
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compileTests(ctx, j) },
 		},
 	}
 	for _, c := range Catalog {
@@ -458,6 +486,30 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	if err != nil {
 		flag := pinnedVersions[c.Name].name
 		return fmt.Errorf("%s %s failed to build (is that version served by the Go module proxy? pass %s):\n%w", c.Name, v, flag, err)
+	}
+	return nil
+}
+
+// compileTests builds each test component with go test -c: the flags
+// and version stamp of compile, so e2e.test reports the version the
+// components do (the e2e framework and devk e2e compare it with the
+// cluster's).
+func compileTests(ctx context.Context, j *Job) error {
+	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
+		return err
+	}
+	for _, c := range j.testComponents() {
+		args := j.commonFlags(LDFlags(j.Version))
+		args = append([]string{"test", "-c"}, args[1:]...) // commonFlags start with "build"
+		args = append(args, "-o", j.BinaryPath(c), c.Package)
+		cmd := execx.Cmd{Name: "go", Args: args, Dir: j.Tree.Root, Env: j.env(), Stdout: j.Log, Stderr: j.Log}
+		j.Reporter.Debugf("%s", cmd)
+		t0 := time.Now()
+		err := execx.Run(ctx, cmd)
+		j.took[c.Name] = time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("compile %s failed:\n%w", c.File(), err)
+		}
 	}
 	return nil
 }

@@ -30,7 +30,9 @@ func TestResolve(t *testing.T) {
 		{name: "all but etcd", args: []string{"all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm"}},
 		{name: "etcd when named", args: []string{"all", "etcd"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "etcd"}},
 		{name: "coredns when named", args: []string{"coredns", "kubectl"}, want: []string{"kubectl", "coredns"}},
-		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, or all"},
+		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, e2e, ginkgo, or all"},
+		{name: "e2e brings ginkgo, all leaves both out", args: []string{"e2e", "all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "e2e", "ginkgo"}},
+		{name: "ginkgo alone", args: []string{"ginkgo"}, want: []string{"ginkgo"}},
 		{name: "a package path is not a component here", args: []string{"./test/images/agnhost"}, wantErr: "only `devk build` and `devk push` take"},
 		{name: "none", args: nil, wantErr: "name a component"},
 	}
@@ -344,5 +346,45 @@ func TestModuleBuildReuse(t *testing.T) {
 	f.Close()
 	if reuse, _ := j.unchangedModuleBuild(etcd); reuse {
 		t.Fatal("a changed binary is reused")
+	}
+}
+
+// TestBuildTestBinary compiles the fixture's test/e2e with go test -c, as
+// `devk build e2e` compiles the tree's suite: <name>.test in the bin
+// directory, stamped like the components, recorded, unchanged on a no-op
+// rebuild. (ginkgo, which e2e brings, needs the real tree's module graph;
+// the e2e suite builds it.)
+func TestBuildTestBinary(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "")
+	root := testtree.New(t)
+	suite := Component{Name: E2E, Binary: "e2e", Package: "./test/e2e", Tool: true, Test: true}
+	run := func() *Job {
+		j, err := NewJob(Options{TreeDir: root, Components: []string{"kubectl"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Components = append(j.Components, suite)
+		if _, err := phase.Run(context.Background(), Phases(), j, phase.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	j := run()
+	want, err := j.Tree.Version(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(j.BinDir(), "e2e.test")
+	if got := changed(j); !got[E2E] || !got["kubectl"] {
+		t.Fatalf("first build: changed = %v", got)
+	}
+	if j.Binaries[1].Path != path {
+		t.Fatalf("e2e built at %s, want %s", j.Binaries[1].Path, path)
+	}
+	if got := runBinary(t, path); got.GitVersion != want.GitVersion || got.GitCommit != want.GitCommit || got.BuildDate != want.BuildDate {
+		t.Errorf("e2e.test stamped %+v, want %+v", got, want)
+	}
+	if got := changed(run()); got[E2E] {
+		t.Fatalf("no-op rebuild: changed = %v", got)
 	}
 }

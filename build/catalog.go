@@ -41,6 +41,16 @@ type Component struct {
 	// Layout is where the component's image holds the binary and how it
 	// starts it.
 	Layout ImageLayout
+	// Tool components run beside a cluster, not in it (the e2e suite and
+	// ginkgo): built only when named (not by "all") and never made into
+	// an image.
+	Tool bool
+	// Test components are a package's tests, compiled with `go test -c`
+	// into <Binary>.test, as the Kubernetes build names e2e.test.
+	Test bool
+	// With names the components built along with this one whenever it
+	// is asked for (e2e brings the ginkgo that runs it in parallel).
+	With []string
 }
 
 // ImageLayout is where an image holds its binary and how it starts it.
@@ -61,8 +71,31 @@ type ImageLayout struct {
 // Kubernetes' own kube-proxy image has them from distroless-iptables.
 const BaseIptables = "iptables"
 
+// BaseBusybox is a base with a shell and the usual commands, Debian's
+// static busybox: what the e2e test images (agnhost, busybox) need
+// from the Alpine and busybox bases of their Dockerfiles.
+const BaseBusybox = "busybox"
+
+// BaseBusyboxNet is BaseBusybox with OpenBSD's netcat as nc and curl,
+// which agnhost's Alpine base has and the Services and lifecycle hook
+// specs use.
+const BaseBusyboxNet = "busybox-net"
+
 // Image is the repository name the component's image is pushed under.
 func (c Component) Image() string { return c.Binary }
+
+// File is the executable's file name: Binary, or Binary.test for a test
+// component.
+func (c Component) File() string {
+	if c.Test {
+		return c.Binary + TestSuffix
+	}
+	return c.Binary
+}
+
+// TestSuffix ends the file name of a test component's binary, as `go test
+// -c` names it.
+const TestSuffix = ".test"
 
 // BuildArg is what `devk build` takes to build the component: its name,
 // or the package path of a package of the tree.
@@ -90,7 +123,19 @@ var Catalog = []Component{
 	{Name: CoreDNS, Binary: "coredns", Package: "github.com/coredns/coredns", External: true,
 		Module: "github.com/coredns/coredns", VersionConst: source.CoreDNSVersionConst, StampVar: "github.com/coredns/coredns/coremain.GitCommit",
 		Layout: ImageLayout{Path: "/coredns", Entrypoint: []string{"/coredns"}}},
+	// The tree's end-to-end suite, e2e.test, and the ginkgo CLI at the
+	// version the tree's go.mod requires (built in the tree's workspace,
+	// so its build list picks the version), which runs it in parallel.
+	{Name: E2E, Binary: "e2e", Package: "./test/e2e", Tool: true, Test: true, With: []string{Ginkgo}},
+	{Name: Ginkgo, Binary: "ginkgo", Package: "github.com/onsi/ginkgo/v2/ginkgo", Tool: true},
 }
+
+// E2E and Ginkgo are the catalog names of the tree's e2e suite and of the
+// ginkgo CLI.
+const (
+	E2E    = "e2e"
+	Ginkgo = "ginkgo"
+)
 
 // CoreDNS is the catalog name of CoreDNS, the cluster's DNS addon.
 const CoreDNS = "coredns"
@@ -126,7 +171,9 @@ func Lookup(name string) (Component, error) {
 // Resolve turns user arguments into components, in catalog order without
 // duplicates. "all" means every Kubernetes component of the tree (etcd
 // and CoreDNS are built only when named, since they come from their own
-// modules). Package paths are NewJob's to resolve, against a tree.
+// modules; so are the tools, e2e and ginkgo, which are no part of a
+// cluster and take minutes). A component brings those it names in With.
+// Package paths are NewJob's to resolve, against a tree.
 func Resolve(args []string) ([]Component, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("name a component: %s, or all", strings.Join(Names(), ", "))
@@ -138,7 +185,7 @@ func Resolve(args []string) ([]Component, error) {
 		}
 		if a == "all" {
 			for _, c := range Catalog {
-				if !c.External {
+				if !c.External && !c.Tool {
 					want[c.Name] = true
 				}
 			}
@@ -149,6 +196,9 @@ func Resolve(args []string) ([]Component, error) {
 			return nil, err
 		}
 		want[c.Name] = true
+		for _, w := range c.With {
+			want[w] = true
+		}
 	}
 	var out []Component
 	for _, c := range Catalog {

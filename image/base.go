@@ -22,7 +22,9 @@ import (
 // debianBases are the bases devk makes from Debian packages, by the
 // kind a component names (build.Component.Base).
 var debianBases = map[string]debbase.Spec{
-	build.BaseIptables: debbase.Iptables,
+	build.BaseIptables:   debbase.Iptables,
+	build.BaseBusybox:    debbase.Busybox,
+	build.BaseBusyboxNet: debbase.BusyboxNet,
 }
 
 // LabelPackages lists a Debian base's packages, name=version separated by

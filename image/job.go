@@ -95,6 +95,13 @@ func NewJob(bo build.Options, o Options) (*Job, error) {
 }
 
 func newJob(bj *build.Job, o Options) (*Job, error) {
+	if o.Push {
+		for _, c := range bj.Components {
+			if c.Tool {
+				return nil, fmt.Errorf("%s runs beside the cluster and has no image: build it without --push (`devk build %s`)", c.File(), c.Name)
+			}
+		}
+	}
 	if o.Registry == "" {
 		o.Registry = DefaultRegistry()
 	}

@@ -29,7 +29,7 @@ func newBuildCmd(g *globalOptions) *cobra.Command {
 		Long: `Build one or more components of the Kubernetes tree around you.
 
 Components: ` + strings.Join(build.Names(), ", ") + `,
-or all (every component but etcd and coredns). The kube- names work too
+or all (every component but etcd, coredns, e2e and ginkgo). The kube- names work too
 (kube-apiserver = apiserver).
 
 A PACKAGE is any main package of the tree, named by its directory as with
@@ -55,7 +55,14 @@ etcd and CoreDNS are built from their Go modules (go.etcd.io/etcd/server/v3,
 github.com/coredns/coredns), through the Go module proxy, at the versions
 the tree's kubeadm constants name (DefaultEtcdVersion, CoreDNSVersion), or
 --etcd-version / --coredns-version, stamped as their own builds stamp
-releases. CoreDNS's image holds /coredns as its entrypoint, as its
+releases.
+
+e2e is the tree's end-to-end suite, test/e2e compiled with go test -c
+(same flags and version stamp) into e2e.test; it brings ginkgo, the CLI
+at the version the tree's go.mod requires, built in the tree's workspace.
+Neither has an image: ` + "`devk e2e`" + ` runs them beside the cluster.
+
+CoreDNS's image holds /coredns as its entrypoint, as its
 Dockerfile does (but runs as root: the official image's nonroot user
 binds port 53 through a file capability devk's layer does not carry).
 
@@ -71,6 +78,7 @@ component, and the digest is recorded in _output/devk/state.json for
   devk build all --platform linux/arm64
   devk build etcd --etcd-version v3.6.5
   devk build coredns --push
+  devk build e2e
   devk build ./test/images/agnhost --push
   devk build apiserver --push
   devk build apiserver --push --registry localhost:5001 --base gcr.io/distroless/static

@@ -150,6 +150,7 @@ Exit status:
 		newStatusCmd(g),
 		newSwapCmd(g),
 		newWatchCmd(g),
+		newE2ECmd(g),
 		newEtcdCmd(g),
 		newCertsCmd(g),
 		newExportCmd(g),
@@ -175,8 +176,8 @@ var groupOf = map[string]string{
 	"source": "build", "build": "build", "push": "build", "registry": "build",
 	"up": "cluster", "down": "cluster", "status": "cluster", "certs": "cluster", "export": "cluster",
 	"swap": "swap", "digest": "swap",
-	"etcd":    "etcd",
-	"watch":   "loop",
+	"etcd":  "etcd",
+	"watch": "loop", "e2e": "loop",
 	"version": "other", "completion": "other", "help": "other",
 }
 

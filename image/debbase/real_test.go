@@ -142,3 +142,55 @@ func extract(t *testing.T, r io.Reader, dir string) {
 		}
 	}
 }
+
+// TestBusyboxBases makes the busybox bases the e2e test images run on and
+// runs what the specs run in their containers with chroot: sh, the
+// applets through /bin (merged into /usr/bin), and OpenBSD's nc with the
+// -v the Services specs pass.
+func TestBusyboxBases(t *testing.T) {
+	needDebian(t)
+	ctx := context.Background()
+	for name, spec := range map[string]Spec{"busybox": Busybox, "busybox-net": BusyboxNet} {
+		t.Run(name, func(t *testing.T) {
+			pkgs, err := Resolve(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := WriteRoot(ctx, &buf, testDebDir, pkgs, spec); err != nil {
+				t.Fatal(err)
+			}
+			root := t.TempDir()
+			extract(t, &buf, root)
+			if os.Geteuid() != 0 {
+				t.Log("not root: chroot is not run")
+				return
+			}
+			cmds := [][]string{
+				{"/bin/sh", "-c", "echo hello | cat; ls /usr/bin/wget && hostname && echo ok"},
+				{"/bin/nslookup", "--help"},
+			}
+			if name == "busybox-net" {
+				if l, err := os.Readlink(filepath.Join(root, "usr/bin/sh")); err != nil || l != "dash" {
+					t.Errorf("sh is %q (%v), want dash: busybox as sh runs its own nc before PATH's", l, err)
+				}
+			}
+			if spec.Symlinks["/usr/bin/nc"] == "nc.openbsd" {
+				cmds = append(cmds, []string{"/bin/sh", "-c", "nc -h 2>&1 | grep -q OpenBSD && echo ok"},
+					[]string{"/bin/sh", "-c", "curl --version | grep -q '^curl ' && echo ok"})
+			}
+			for _, cmd := range cmds {
+				out, err := exec.Command("chroot", append([]string{root}, cmd...)...).CombinedOutput()
+				if cmd[0] == "/bin/nslookup" { // busybox applets print their usage and exit 1 on --help
+					if !strings.Contains(string(out), "BusyBox") {
+						t.Errorf("chroot %s: %v\n%s", strings.Join(cmd, " "), err, out)
+					}
+					continue
+				}
+				if err != nil || !strings.Contains(string(out), "ok") {
+					t.Errorf("chroot %s: %v\n%s", strings.Join(cmd, " "), err, out)
+				}
+			}
+		})
+	}
+}

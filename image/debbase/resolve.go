@@ -332,3 +332,50 @@ var Iptables = Spec{
 		"/usr/sbin/ip6tables-restore": "xtables-nft-multi",
 	},
 }
+
+// Busybox is a base with a shell and the usual commands: Debian's static
+// busybox, each applet linked in /usr/bin (/bin is usr/bin) as
+// `busybox --install` would. It stands in for the Alpine and busybox
+// bases the e2e test images' Dockerfiles start from.
+var Busybox = Spec{
+	Packages: []string{"busybox-static"},
+	Exclude:  DistrolessExclude,
+	Symlinks: busyboxApplets(),
+}
+
+// BusyboxAppletNames are the applets linked into the busybox base: the
+// commands the e2e specs run in their containers (sh -c, cat, sleep,
+// wget, nslookup, nc, …) and the rest of the common ones.
+var BusyboxAppletNames = []string{
+	"sh", "ash", "awk", "base64", "basename", "cat", "chmod", "chown", "cp", "cut", "date", "dd", "df", "dirname", "du",
+	"echo", "env", "expr", "false", "find", "grep", "egrep", "gzip", "head", "hostname", "httpd", "id", "ifconfig", "ip",
+	"kill", "ln", "ls", "md5sum", "mkdir", "mkfifo", "mknod", "mount", "mv", "nc", "netstat", "nslookup", "ping", "printf",
+	"ps", "pwd", "readlink", "realpath", "rm", "rmdir", "route", "sed", "seq", "sha256sum", "sleep", "sort", "stat", "sync",
+	"tail", "tar", "tee", "test", "[", "timeout", "top", "touch", "tr", "true", "umount", "uname", "uniq", "wc", "wget",
+	"which", "whoami", "xargs", "yes", "zcat", "vi", "less", "more", "nproc", "stty", "uptime", "free", "watch",
+}
+
+func busyboxApplets() map[string]string {
+	m := map[string]string{}
+	for _, a := range BusyboxAppletNames {
+		m["/usr/bin/"+a] = "busybox"
+	}
+	return m
+}
+
+// BusyboxNet is Busybox with OpenBSD's netcat as nc and curl, as
+// agnhost's Alpine base has them: the Services specs run `nc -v -t -w 2
+// HOST PORT` in agnhost pods (options busybox's own nc lacks) and the
+// lifecycle hook specs `curl`. sh is dash: Debian's static busybox runs
+// its own applet for a command of a script before looking in PATH, so
+// with busybox as sh `sh -c 'nc -v …'` would never reach OpenBSD's nc.
+var BusyboxNet = Spec{
+	Packages: []string{"busybox-static", "netcat-openbsd", "curl", "dash"},
+	Exclude:  DistrolessExclude,
+	Symlinks: func() map[string]string {
+		m := busyboxApplets()
+		m["/usr/bin/nc"] = "nc.openbsd"
+		m["/usr/bin/sh"] = "dash"
+		return m
+	}(),
+}

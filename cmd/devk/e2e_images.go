@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/conformance"
+	"github.com/devk/devk/internal/layout"
+)
+
+func newE2EImagesCmd(g *globalOptions) *cobra.Command {
+	var o conformance.ImagesOptions
+	cmd := &cobra.Command{
+		Use:   "images",
+		Short: "Build the e2e specs' test images from the tree and push them to the cluster's registry",
+		Long: `Read the images the tree's e2e framework names (` + conformance.ManifestFile + `),
+build those devk can make, and push each to the cluster's registry under
+exactly the name and tag the framework asks for with the repo list ` + "`devk e2e`" + `
+writes (<registry>/<upstream registry and path>/<name>:<tag>, e.g.
+127.0.0.1:5000/registry.k8s.io/e2e-test-images/agnhost:2.56):
+
+  agnhost, regression-issue-74839   the tree's Go programs (test/images/…), laid out
+                                    as their Dockerfiles lay them out (/agnhost,
+                                    entrypoint ["/agnhost"], cmd ["pause"]), on a
+                                    busybox base
+  busybox                           that base: Debian's busybox-static, its applets
+                                    linked in /usr/bin (sh, wget, nslookup, nc, …)
+  httpd, nginx                      stand-ins: busybox's httpd serving an index.html
+                                    on port 80 from the directory the real image serves
+  pause                             the cluster's own pause image
+
+The table shows each image, what it was built from and its digest; the
+images devk cannot build are listed with the files under test/e2e that
+use them (specs there fail or skip for want of them).`,
+		Example: `  devk e2e images
+  devk e2e images --name dev2 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Reporter = g.Reporter()
+			res, err := conformance.BuildImages(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if g.Structured() {
+				return g.Result(res)
+			}
+			printE2EImages(g, res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
+	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
+	resultHelp(cmd, conformance.ImagesResult{}, false)
+	return cmd
+}
+
+func printE2EImages(g *globalOptions, r *conformance.ImagesResult) {
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tBUILT FROM\tDIGEST")
+	var missing []conformance.ImageRow
+	for _, row := range r.Images {
+		if row.Missing != "" {
+			missing = append(missing, row)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", row.Ref, row.BuiltFrom, row.Digest)
+	}
+	tw.Flush()
+	if len(missing) == 0 {
+		return
+	}
+	fmt.Fprintf(g.stdout, "\nnot built (%d): specs that use them fail or skip\n", len(missing))
+	for _, row := range missing {
+		fmt.Fprintf(g.stdout, "  %s: %s\n", row.Upstream(), row.Missing)
+		if len(row.UsedBy) > 0 {
+			fmt.Fprintf(g.stdout, "      used by %s\n", strings.Join(row.UsedBy, ", "))
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package conformance
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		o       Options
+		wantErr string
+	}{
+		{name: "defaults", o: Options{Parallel: 1}},
+		{name: "focus and skip", o: Options{Parallel: 4, Focus: `\[sig-node\] Pods`, Skip: "Serial|Slow"}},
+		{name: "no processes", o: Options{Parallel: 0}, wantErr: "--parallel 0: give 1"},
+		{name: "too many processes", o: Options{Parallel: MaxParallel + 1}, wantErr: "ginkgo processes"},
+		{name: "bad focus", o: Options{Parallel: 1, Focus: "Pods ("}, wantErr: `--focus "Pods (" is not a regular expression`},
+		{name: "bad skip", o: Options{Parallel: 1, Skip: "[sig-node"}, wantErr: `--skip "[sig-node" is not a regular expression`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestSameVersion(t *testing.T) {
+	if err := sameVersion("v1.34.4", "v1.34.4"); err != nil {
+		t.Fatal(err)
+	}
+	err := sameVersion("v1.34.3", "v1.34.4")
+	if err == nil || !strings.Contains(err.Error(), "e2e.test is v1.34.3 and the cluster's API server is v1.34.4") || !strings.Contains(err.Error(), "devk build e2e") {
+		t.Fatalf("sameVersion = %v", err)
+	}
+}
+
+func TestRepoList(t *testing.T) {
+	data, err := RepoList("127.0.0.1:5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := yaml.UnmarshalStrict(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	// Every key of the framework's RegistryList, each under the cluster's
+	// registry and apart from the others (except the two the framework
+	// itself gives the same default, gcRegistry and gcEtcdRegistry).
+	if len(got) != len(Registries) {
+		t.Fatalf("%d keys, want %d: %s", len(got), len(Registries), data)
+	}
+	seen := map[string]string{}
+	for k, v := range got {
+		if !strings.HasPrefix(v, "127.0.0.1:5000/") {
+			t.Errorf("%s: %s is not in the cluster's registry", k, v)
+		}
+		if other, ok := seen[v]; ok && Registries[k] != Registries[other] {
+			t.Errorf("%s and %s share %s", k, other, v)
+		}
+		seen[v] = k
+	}
+	if got["promoterE2eRegistry"] != "127.0.0.1:5000/registry.k8s.io/e2e-test-images" || got["invalidRegistry"] != "127.0.0.1:5000/invalid.registry.k8s.io/invalid" {
+		t.Errorf("repo list:\n%s", data)
+	}
+	for _, bad := range []string{"", "http://127.0.0.1:5000"} {
+		if _, err := RepoList(bad); err == nil {
+			t.Errorf("RepoList(%q) took it", bad)
+		}
+	}
+}

@@ -1,0 +1,407 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/internal/addon"
+	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+	"github.com/devk/devk/source"
+)
+
+// Options say which specs to run against which cluster.
+type Options struct {
+	// Home is devk's home ("" means $DEVK_HOME, else ~/.devk); Name is
+	// the cluster.
+	Home, Name string
+	// TreeDir is the tree e2e.test was built in ("" means the one around
+	// the working directory).
+	TreeDir string
+	// Focus and Skip are ginkgo's regular expressions on the specs' full
+	// text; Conformance keeps the specs labelled Conformance.
+	Focus, Skip string
+	Conformance bool
+	// Parallel is how many ginkgo processes run specs; 1 runs e2e.test
+	// directly.
+	Parallel int
+	// DryRun lists the specs that would run and runs none.
+	DryRun bool
+
+	Reporter progress.Reporter
+	// Log, when set, also receives the suite's output as it happens.
+	Log io.Writer
+}
+
+// MaxParallel bounds --parallel: each process is a whole e2e.test.
+const MaxParallel = 32
+
+// ConformanceLabel is the ginkgo label of the [Conformance] specs.
+const ConformanceLabel = "Conformance"
+
+// SuiteTimeout is ginkgo's whole-suite timeout: the full conformance
+// suite on two cores takes more than ginkgo's default hour.
+const SuiteTimeout = 24 * time.Hour
+
+// Validate checks the options before anything runs.
+func (o Options) Validate() error {
+	if o.Parallel < 1 || o.Parallel > MaxParallel {
+		return fmt.Errorf("--parallel %d: give 1 (e2e.test alone) to %d ginkgo processes", o.Parallel, MaxParallel)
+	}
+	for _, f := range [][2]string{{"--focus", o.Focus}, {"--skip", o.Skip}} {
+		if _, err := regexp.Compile(f[1]); err != nil {
+			return fmt.Errorf("%s %q is not a regular expression ginkgo takes: %w", f[0], f[1], err)
+		}
+	}
+	return nil
+}
+
+// ErrFailed is the error of a run in which a spec failed.
+var ErrFailed = errors.New("e2e specs failed")
+
+// Result is what a run did.
+type Result struct {
+	Cluster string `json:"cluster"`
+	// Version is the cluster's and e2e.test's.
+	Version string `json:"version"`
+	Nodes   int    `json:"nodes"`
+	// Dir holds the run's log, JUnit and ginkgo reports.
+	Dir   string `json:"dir,omitempty"`
+	Log   string `json:"log,omitempty"`
+	JUnit string `json:"junit,omitempty"`
+	// Selected are the specs the filters chose (with --dry-run, their
+	// names are Specs).
+	Selected int      `json:"selected"`
+	Specs    []string `json:"specs,omitempty"`
+	Seconds  float64  `json:"seconds,omitempty"`
+	Summary  *Summary `json:"summary,omitempty"`
+}
+
+// Job is the state of a run's phases.
+type Job struct {
+	Options
+	Result Result
+
+	tree       *source.Tree
+	home       string
+	paths      layout.Paths
+	cfg        layout.Config
+	kubeconfig string
+	e2eTest    string
+	ginkgo     string
+	repoList   string
+	t0         time.Time
+}
+
+// Phases are a run: preflight, repo-list, plan, run, report.
+func Phases() []*phase.Phase[*Job] {
+	notDry := func(j *Job) (bool, string) { return !j.DryRun, "--dry-run" }
+	return []*phase.Phase[*Job]{
+		{Name: "preflight", Short: "the cluster, its addons and node count; e2e.test built, of the cluster's version", Run: preflight},
+		{Name: "plan", Short: "ginkgo dry run: the specs --focus, --skip and --conformance select", Run: plan},
+		{Name: "repo-list", Short: "the run's directory and KUBE_TEST_REPO_LIST: every registry of the framework is the cluster's", If: notDry, Run: writeRepoList},
+		{Name: "run", Short: "run the specs (e2e.test, or ginkgo with --parallel), one line per finished spec", If: notDry, Run: runSuite},
+		{Name: "report", Short: "read ginkgo's JSON report: passed, failed, skipped and why, slowest", If: notDry, Run: report},
+	}
+}
+
+// Run runs the phases and returns what they found; with failed specs the
+// error is ErrFailed and the result is complete.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Reporter == nil {
+		o.Reporter = progress.Discard()
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	j := &Job{Options: o, t0: time.Now()}
+	_, err := phase.Run(ctx, Phases(), j, phase.Options{Reporter: o.Reporter, Job: "e2e"})
+	if err != nil && !errors.Is(err, ErrFailed) {
+		return nil, err
+	}
+	return &j.Result, err
+}
+
+func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
+	cfg, p, err := layout.Open(j.Home, j.Name)
+	if err != nil {
+		return phase.Done, err
+	}
+	if j.home, err = layout.HomeDir(j.Home); err != nil {
+		return phase.Done, err
+	}
+	j.cfg, j.paths, j.kubeconfig = cfg, p, p.Kubeconfig("admin")
+	j.Result.Cluster = cfg.Name
+	if j.tree, err = source.Open(j.TreeDir); err != nil {
+		return phase.Done, err
+	}
+	bin := filepath.Join(j.tree.OutputDir(), "bin", "linux_"+runtime.GOARCH)
+	suite, _ := build.Lookup(build.E2E)
+	j.e2eTest, j.ginkgo = filepath.Join(bin, suite.File()), filepath.Join(bin, build.Ginkgo)
+	for _, b := range []string{j.e2eTest, j.ginkgo} {
+		if _, err := os.Stat(b); err != nil {
+			return phase.Done, fmt.Errorf("%s is not built: run `devk build e2e` in %s (about 5 minutes the first time)", b, j.tree.Root)
+		}
+	}
+	cs, err := kube.Client(j.kubeconfig)
+	if err != nil {
+		return phase.Done, err
+	}
+	server, err := kube.ServerVersion(cs)
+	if err != nil {
+		return phase.Done, fmt.Errorf("cluster %s: the API server does not answer (%w): is it up? see `devk status --name %s`", cfg.Name, err, cfg.Name)
+	}
+	out, err := execx.Output(ctx, execx.Cmd{Name: j.e2eTest, Args: []string{"--version"}})
+	if err != nil {
+		return phase.Done, err
+	}
+	if err := sameVersion(lastLine(string(out)), server); err != nil {
+		return phase.Done, err
+	}
+	j.Result.Version = server
+	for _, w := range addon.Workloads {
+		st, err := addon.Get(ctx, cs, w)
+		if err != nil {
+			return phase.Done, err
+		}
+		if st == nil {
+			return phase.Done, fmt.Errorf("cluster %s has no %s: the e2e specs need the cluster's DNS and Services; `devk up --name %s` installs both addons", cfg.Name, w, cfg.Name)
+		}
+		if done, why := st.RolledOut(); !done {
+			return phase.Done, fmt.Errorf("cluster %s: %s is not ready (%s): wait for it, see `devk status --name %s`", cfg.Name, w, why, cfg.Name)
+		}
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return phase.Done, fmt.Errorf("list the cluster's nodes: %w", err)
+	}
+	j.Result.Nodes = len(nodes.Items)
+	return phase.Unchanged("cluster %s %s, %d node(s), addons ready", cfg.Name, server, j.Result.Nodes), nil
+}
+
+// sameVersion refuses an e2e.test of another version than the cluster:
+// its specs test the behaviour of the version they were written for.
+func sameVersion(suite, server string) error {
+	if suite != server {
+		return fmt.Errorf("e2e.test is %s and the cluster's API server is %s: build e2e in the tree the cluster runs (`devk build e2e`), or bring the cluster to that tree (`devk build all --push && devk swap`)", suite, server)
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// InterruptGrace is how long a cancelled run's processes have to clean
+// up after SIGINT before they are killed.
+const InterruptGrace = 30 * time.Second
+
+// RunDirFormat names a run's directory under _output/devk/e2e.
+const RunDirFormat = "20060102-150405"
+
+func writeRepoList(_ context.Context, j *Job) (phase.Outcome, error) {
+	data, err := RepoList(j.cfg.Registry)
+	if err != nil {
+		return phase.Done, err
+	}
+	j.Result.Dir = filepath.Join(j.tree.OutputDir(), "e2e", j.t0.UTC().Format(RunDirFormat))
+	if err := os.MkdirAll(j.Result.Dir, 0o755); err != nil {
+		return phase.Done, err
+	}
+	j.repoList = filepath.Join(j.Result.Dir, RepoListFile)
+	if err := os.WriteFile(j.repoList, data, 0o644); err != nil {
+		return phase.Done, err
+	}
+	return phase.Changed("%s", j.repoList), nil
+}
+
+// ginkgoFilters are the selection flags, spelled for e2e.test (prefix
+// "--ginkgo.") or the ginkgo CLI (prefix "--").
+func (j *Job) ginkgoFilters(prefix string) []string {
+	var out []string
+	if j.Focus != "" {
+		out = append(out, prefix+"focus="+j.Focus)
+	}
+	if j.Skip != "" {
+		out = append(out, prefix+"skip="+j.Skip)
+	}
+	if j.Conformance {
+		out = append(out, prefix+"label-filter="+ConformanceLabel)
+	}
+	return out
+}
+
+// frameworkFlags are the e2e framework's: the cluster, and dir to write
+// its reports in.
+func (j *Job) frameworkFlags(dir string) []string {
+	return []string{
+		"--kubeconfig=" + j.kubeconfig,
+		"--provider=local",
+		fmt.Sprintf("--num-nodes=%d", j.Result.Nodes),
+		"--kubectl-path=" + layout.HomePaths(j.home).Kubectl(),
+		"--report-dir=" + dir,
+		"--e2e-output-dir=" + dir,
+		"--disable-log-dump", // the local provider's log dump would ssh to nodes
+	}
+}
+
+func (j *Job) env() []string { return []string{"KUBE_TEST_REPO_LIST=" + j.repoList} }
+
+// plan counts (and with --dry-run names) the specs the filters select,
+// from a ginkgo dry run in a directory of its own that it removes.
+func plan(ctx context.Context, j *Job) (phase.Outcome, error) {
+	dir, err := os.MkdirTemp("", "devk-e2e-plan-")
+	if err != nil {
+		return phase.Done, err
+	}
+	defer os.RemoveAll(dir)
+	reportPath := filepath.Join(dir, "plan.json")
+	args := append([]string{"--ginkgo.dry-run", "--ginkgo.no-color", "--ginkgo.json-report=" + reportPath}, j.ginkgoFilters("--ginkgo.")...)
+	args = append(args, j.frameworkFlags(dir)...)
+	if _, err := execx.Output(ctx, execx.Cmd{Name: j.e2eTest, Args: args, Dir: dir}); err != nil {
+		return phase.Done, fmt.Errorf("list the specs: %w", err)
+	}
+	specs, err := ReadReport(reportPath)
+	if err != nil {
+		return phase.Done, err
+	}
+	for _, s := range specs {
+		if s.State == "passed" { // a dry run "passes" every selected spec
+			j.Result.Selected++
+			if j.DryRun {
+				j.Result.Specs = append(j.Result.Specs, s.Name)
+			}
+		}
+	}
+	if j.Result.Selected == 0 {
+		return phase.Done, fmt.Errorf("no spec of the %d in e2e.test matches %s: loosen the filters; --dry-run lists what they select", len(specs), describeFilters(j.Options))
+	}
+	return phase.Unchanged("%d of %d specs selected", j.Result.Selected, len(specs)), nil
+}
+
+func describeFilters(o Options) string {
+	var parts []string
+	if o.Focus != "" {
+		parts = append(parts, fmt.Sprintf("--focus %q", o.Focus))
+	}
+	if o.Skip != "" {
+		parts = append(parts, fmt.Sprintf("--skip %q", o.Skip))
+	}
+	if o.Conformance {
+		parts = append(parts, "--conformance")
+	}
+	if len(parts) == 0 {
+		return "the filters"
+	}
+	return strings.Join(parts, " ")
+}
+
+// command is the run's command line: e2e.test alone, or ginkgo running
+// it in Parallel processes.
+func (j *Job) command() (string, []string) {
+	timeout := "timeout=" + SuiteTimeout.String()
+	if j.Parallel == 1 {
+		args := []string{"--ginkgo.v", "--ginkgo.no-color", "--ginkgo." + timeout,
+			"--ginkgo.json-report=" + filepath.Join(j.Result.Dir, "report.json"),
+			"--ginkgo.junit-report=" + filepath.Join(j.Result.Dir, "junit.xml")}
+		args = append(args, j.ginkgoFilters("--ginkgo.")...)
+		return j.e2eTest, append(args, j.frameworkFlags(j.Result.Dir)...)
+	}
+	args := []string{fmt.Sprintf("--procs=%d", j.Parallel), "-v", "--no-color", "--" + timeout,
+		"--output-dir=" + j.Result.Dir, "--json-report=report.json", "--junit-report=junit.xml"}
+	args = append(args, j.ginkgoFilters("--")...)
+	args = append(args, j.e2eTest, "--")
+	return j.ginkgo, append(args, j.frameworkFlags(j.Result.Dir)...)
+}
+
+func runSuite(ctx context.Context, j *Job) (phase.Outcome, error) {
+	j.Result.Log = filepath.Join(j.Result.Dir, "e2e.log")
+	j.Result.JUnit = filepath.Join(j.Result.Dir, "junit.xml")
+	logFile, err := os.Create(j.Result.Log)
+	if err != nil {
+		return phase.Done, err
+	}
+	defer logFile.Close()
+	name, args := j.command()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), j.env()...)
+	cmd.Dir = j.Result.Dir
+	// ginkgo starts e2e.test processes of its own: run them all in a
+	// process group, interrupt the group on cancel (ginkgo and e2e.test
+	// then clean up their namespaces and write their reports), kill what
+	// is left after InterruptGrace, and never leave one behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = InterruptGrace
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	fmt.Fprintf(logFile, "# %s\n", execx.Cmd{Name: name, Args: args, Env: j.env()})
+	j.Reporter.Debugf("%s", execx.Cmd{Name: name, Args: args, Env: j.env()})
+	if err := cmd.Start(); err != nil {
+		return phase.Done, err
+	}
+	done := make(chan struct{})
+	finished := 0
+	go func() {
+		defer close(done)
+		var p StreamParser
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if j.Log != nil {
+				fmt.Fprintln(j.Log, line)
+			}
+			if l, ok := p.Feed(line); ok {
+				finished++
+				j.Reporter.Infof("[%d/%d] %s", finished, j.Result.Selected, l)
+			}
+		}
+		_, _ = io.Copy(logFile, pr) // a line longer than the buffer: keep the rest
+	}()
+	waitErr := cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever of the group outlived its leader
+	pw.Close()
+	<-done
+	if ctx.Err() != nil {
+		return phase.Done, ctx.Err()
+	}
+	if _, err := os.Stat(filepath.Join(j.Result.Dir, "report.json")); err != nil {
+		return phase.Done, fmt.Errorf("%s ended (%v) without a report: see %s", filepath.Base(name), waitErr, j.Result.Log)
+	}
+	return phase.Changed("%d specs finished (log %s)", finished, j.Result.Log), nil
+}
+
+func report(_ context.Context, j *Job) (phase.Outcome, error) {
+	specs, err := ReadReport(filepath.Join(j.Result.Dir, "report.json"))
+	if err != nil {
+		return phase.Done, err
+	}
+	s := Summarize(specs)
+	j.Result.Summary = &s
+	j.Result.Seconds = time.Since(j.t0).Seconds()
+	detail := fmt.Sprintf("%d passed, %d failed, %d skipped", s.Passed, len(s.Failed), s.SkippedCount())
+	if len(s.Failed) > 0 {
+		return phase.Done, fmt.Errorf("%w: %s (log %s)", ErrFailed, detail, j.Result.Log)
+	}
+	return phase.Unchanged("%s", detail), nil
+}
