@@ -414,9 +414,13 @@ func LDFlags(v source.Version) []string {
 	return out
 }
 
-func (j *Job) env() []string {
-	goos, goarch, _ := strings.Cut(j.Platform, "/")
-	return []string{"CGO_ENABLED=0", "GOOS=" + goos, "GOARCH=" + goarch}
+func (j *Job) env() []string { return append([]string{"CGO_ENABLED=0"}, GoEnv(j.Platform)...) }
+
+// GoEnv is the go command's environment for a (validated) os/arch
+// platform: GOOS and GOARCH.
+func GoEnv(platform string) []string {
+	goos, goarch, _ := strings.Cut(platform, "/")
+	return []string{"GOOS=" + goos, "GOARCH=" + goarch}
 }
 
 // commonFlags are the go build flags every component gets.

@@ -151,8 +151,7 @@ func newWatcher(o Options) (*watcher, error) {
 		l.pkgs = append(l.pkgs, c.Package)
 	}
 	if o.Build.Platform != "" {
-		goos, goarch, _ := strings.Cut(o.Build.Platform, "/")
-		l.env = append(l.env, "GOOS="+goos, "GOARCH="+goarch)
+		l.env = append(l.env, build.GoEnv(o.Build.Platform)...)
 	}
 	return l, nil
 }

@@ -90,7 +90,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: logger}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: logger}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	if o.Ready != nil {
@@ -101,11 +101,11 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return fmt.Errorf("registry on %s stopped: %w", o.Addr, err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		srv.Close()
-		return fmt.Errorf("registry on %s: requests still running after 10 s were cut off: %w", o.Addr, err)
+		return fmt.Errorf("registry on %s: requests still running after %s were cut off: %w", o.Addr, shutdownGrace, err)
 	}
 	return nil
 }
@@ -127,3 +127,10 @@ func lockRoot(root *os.Root) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// How long the registry server waits for a client's request headers, and
+// for requests still running when it is told to stop.
+const (
+	readHeaderTimeout = 30 * time.Second
+	shutdownGrace     = 10 * time.Second
+)
