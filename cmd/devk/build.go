@@ -149,21 +149,11 @@ func printBuild(g *globalOptions, j *build.Job, took time.Duration) error {
 		if err != nil {
 			rel = b.Path
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, status, humanBytes(b.Size), progress.Round(b.Took), b.SHA256[:12], rel)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, status, progress.Size(b.Size), progress.Round(b.Took), b.SHA256[:12], rel)
 	}
 	tw.Flush()
 	fmt.Fprintf(g.stdout, "built %s (%s) in %s\n", j.Version.GitVersion, j.Platform, progress.Round(took))
 	return nil
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // buildResult is what build and push print with -o json|yaml.

@@ -83,11 +83,11 @@ status means the export itself could not be written.`,
 	return cmd
 }
 
-// devkVersionLine is what `devk version` prints.
+// devkVersionLine is what `devk version` prints, with the commit.
 func devkVersionLine() string {
 	bi, _ := debug.ReadBuildInfo()
 	v := versionOf(version, bi)
-	s := fmt.Sprintf("devk %s (%s, %s)", v.Version, v.GoVersion, v.Platform)
+	s := v.String()
 	if v.Commit != "" {
 		s += " " + v.Commit
 	}

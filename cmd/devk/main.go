@@ -12,11 +12,9 @@ import (
 
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/phase"
-	"github.com/spf13/cobra"
 )
 
 func main() {
-	cobra.EnableCommandSorting = false // the help lists commands in the order of the loop
 	ctx, stop := interrupt.Handle(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

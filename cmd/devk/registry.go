@@ -42,7 +42,7 @@ Manifests pushed must be OCI or Docker v2 image manifests or indexes.
 Deleting manifests and blobs is refused unless --allow-delete is given.
 
 stdout gets the address once it accepts requests (handy with --addr
-127.0.0.1:0); requests are logged to stderr with --verbose.`,
+127.0.0.1:0); requests are logged to stderr with -v.`,
 		Example: `  devk registry serve &
   devk registry serve --addr 127.0.0.1:5001 --root ~/.cache/devk-registry --allow-delete`,
 		Args: cobra.NoArgs,

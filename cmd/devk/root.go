@@ -65,9 +65,6 @@ func (g *globalOptions) Reporter() progress.Reporter {
 // each command's documented result type.
 func (g *globalOptions) Structured() bool { return g.format.Structured() }
 
-// JSON reports whether results are JSON.
-func (g *globalOptions) JSON() bool { return g.format == output.JSON }
-
 // Result writes a command's result as -o json or -o yaml asks.
 func (g *globalOptions) Result(v any) error { return output.Write(g.stdout, g.format, v) }
 
@@ -92,6 +89,7 @@ func (g *globalOptions) validate() error {
 // newRootCmd is devk's command tree, to run with args (os.Args[1:]).
 func newRootCmd(stdout, stderr io.Writer, args []string) *cobra.Command {
 	g := &globalOptions{stdout: stdout, stderr: stderr}
+	cobra.EnableCommandSorting = false // the help lists commands in the order of the loop
 	root := &cobra.Command{
 		Use:   "devk",
 		Short: "Build, swap and inspect Kubernetes components, fast and verified",

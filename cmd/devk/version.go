@@ -32,7 +32,7 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 			if g.Structured() {
 				return g.Result(v)
 			}
-			fmt.Fprintf(g.stdout, "devk %s (%s, %s)\n", v.Version, v.GoVersion, v.Platform)
+			fmt.Fprintln(g.stdout, v)
 			return nil
 		},
 	}
@@ -57,4 +57,9 @@ func versionOf(stamped string, bi *debug.BuildInfo) versionInfo {
 		}
 	}
 	return v
+}
+
+// String is what `devk version` prints.
+func (v versionInfo) String() string {
+	return fmt.Sprintf("devk %s (%s, %s)", v.Version, v.GoVersion, v.Platform)
 }
