@@ -108,10 +108,6 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// listNiceness is the nice value of the go list that counts a build's
-// packages: it gets only the CPU the compile leaves idle.
-const listNiceness = "19"
-
 // goBuild runs cmd, a go build of pkgs, and reports for the step ctx runs
 // under how many packages it has compiled of how many the build has. The
 // total is asked of `go list -deps` only once the first package compiles,
@@ -145,10 +141,7 @@ func (j *Job) goBuild(ctx context.Context, cmd execx.Cmd, pkgs []string) error {
 	}
 	listTotal := func() {
 		defer listing.Done()
-		// at the lowest CPU priority: the count must not slow the
-		// compile it counts (on 2 cores go list's 1.5–2 s of CPU did)
-		args := append(append([]string{"-n", listNiceness, "go", "list", "-deps"}, j.GoFlags...), pkgs...)
-		list := execx.Cmd{Name: "nice", Args: args, Dir: cmd.Dir, Env: cmd.Env}
+		list := execx.Cmd{Name: "go", Args: append(append([]string{"list", "-deps"}, j.GoFlags...), pkgs...), Dir: cmd.Dir, Env: cmd.Env}
 		b, err := execx.Output(listCtx, list)
 		if err != nil {
 			if listCtx.Err() == nil {
