@@ -125,7 +125,6 @@ func TestBuildReportsCompiledPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep.mu.Lock()
-	defer rep.mu.Unlock()
 	if len(rep.events) == 0 || !rep.steps["compile"] || len(rep.steps) != 1 {
 		t.Fatalf("progress %+v for steps %v, want some for compile", rep.events, rep.steps)
 	}
@@ -137,5 +136,58 @@ func TestBuildReportsCompiledPackages(t *testing.T) {
 	}
 	if !strings.HasPrefix(last.String(), "compiled ") {
 		t.Fatalf("status reads %q", last)
+	}
+	rep.mu.Unlock()
+
+	// The total is remembered: the next build takes it from the file, not
+	// from go list (a count planted in the file shows), until go.mod
+	// changes.
+	counts := packageCounts{path: filepath.Join(root, "_output", "devk", packageCountsFile)}
+	m := counts.read()
+	if len(m) != 1 {
+		t.Fatalf("%s holds %v, want the build's one count", counts.path, m)
+	}
+	for k, n := range m {
+		if n != int(last.Total) {
+			t.Fatalf("remembered %d packages, the build counted %d", n, last.Total)
+		}
+		if err := counts.put(k, 9999); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastTotal := func(edit string) int64 {
+		t.Helper()
+		f, err := os.OpenFile(vfile, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "\nfunc Unique%s() string { return %q }\n", edit, time.Now().String())
+		f.Close()
+		rep.mu.Lock()
+		rep.events = nil
+		rep.mu.Unlock()
+		if _, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"apiserver"}, Reporter: rep}, phase.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		rep.mu.Lock()
+		defer rep.mu.Unlock()
+		if len(rep.events) == 0 {
+			t.Fatal("no progress")
+		}
+		return rep.events[len(rep.events)-1].Total
+	}
+	if got := lastTotal("Again"); got != 9999 {
+		t.Fatalf("total %d after an edit, want the remembered 9999 (go list ran again?)", got)
+	}
+	gomod := filepath.Join(root, "go.mod")
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gomod, append(data, "\n// changed\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastTotal("Module"); got != last.Total {
+		t.Fatalf("total %d after go.mod changed, want go list's %d again", got, last.Total)
 	}
 }

@@ -158,6 +158,11 @@ func Summarize(specs []Spec) Summary {
 	return s
 }
 
+// Counts is "N passed, N failed, N skipped".
+func (s Summary) Counts() string {
+	return fmt.Sprintf("%d passed, %d failed, %d skipped", s.Passed, len(s.Failed), s.SkippedCount())
+}
+
 // SkippedCount is how many specs skipped themselves.
 func (s Summary) SkippedCount() int {
 	n := 0

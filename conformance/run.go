@@ -92,6 +92,9 @@ type Result struct {
 	Specs    []string `json:"specs,omitempty"`
 	Seconds  float64  `json:"seconds,omitempty"`
 	Summary  *Summary `json:"summary,omitempty"`
+	// Interrupted says the run was stopped (Ctrl-C): Summary then has
+	// the specs that finished before it.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Job is the state of a run's phases.
@@ -123,7 +126,9 @@ func Phases() []*phase.Phase[*Job] {
 }
 
 // Run runs the phases and returns what they found; with failed specs the
-// error is ErrFailed and the result is complete.
+// error is ErrFailed and the result is complete. An interrupted run
+// returns its error with the result of the specs that finished, when
+// ginkgo wrote its report.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Reporter == nil {
 		o.Reporter = progress.Discard()
@@ -133,7 +138,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	j := &Job{Options: o, t0: time.Now()}
 	_, err := phase.Run(ctx, Phases(), j, phase.Options{Reporter: o.Reporter, Job: "e2e"})
-	if err != nil && !errors.Is(err, ErrFailed) {
+	if err != nil && !errors.Is(err, ErrFailed) && j.Result.Summary == nil {
 		return nil, err
 	}
 	return &j.Result, err
@@ -197,9 +202,12 @@ func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
 }
 
 // sameVersion refuses an e2e.test of another version than the cluster:
-// its specs test the behaviour of the version they were written for.
+// its specs test the behaviour of the version they were written for. A
+// build of a tree with local changes (v1.34.4-dirty) counts as its
+// commit's: the specs are the commit's, and testing a changed component
+// with them is the point (devk watch --e2e-focus).
 func sameVersion(suite, server string) error {
-	if suite != server {
+	if strings.TrimSuffix(suite, source.DirtySuffix) != strings.TrimSuffix(server, source.DirtySuffix) {
 		return fmt.Errorf("e2e.test is %s and the cluster's API server is %s: build e2e in the tree the cluster runs (`devk build e2e`), or bring the cluster to that tree (`devk build all --push && devk swap`)", suite, server)
 	}
 	return nil
@@ -383,6 +391,12 @@ func runSuite(ctx context.Context, j *Job) (phase.Outcome, error) {
 	pw.Close()
 	<-done
 	if ctx.Err() != nil {
+		// ginkgo writes its report on SIGINT too: summarize the specs
+		// that finished before the interrupt.
+		j.Result.Interrupted = true
+		if err := j.summarize(); err != nil {
+			j.Reporter.Debugf("no summary after the interrupt: %v", err)
+		}
 		return phase.Done, ctx.Err()
 	}
 	if _, err := os.Stat(filepath.Join(j.Result.Dir, "report.json")); err != nil {
@@ -391,15 +405,24 @@ func runSuite(ctx context.Context, j *Job) (phase.Outcome, error) {
 	return phase.Changed("%d specs finished (log %s)", finished, j.Result.Log), nil
 }
 
-func report(_ context.Context, j *Job) (phase.Outcome, error) {
+// summarize reads ginkgo's report into the result.
+func (j *Job) summarize() error {
 	specs, err := ReadReport(filepath.Join(j.Result.Dir, "report.json"))
 	if err != nil {
-		return phase.Done, err
+		return err
 	}
 	s := Summarize(specs)
 	j.Result.Summary = &s
 	j.Result.Seconds = time.Since(j.t0).Seconds()
-	detail := fmt.Sprintf("%d passed, %d failed, %d skipped", s.Passed, len(s.Failed), s.SkippedCount())
+	return nil
+}
+
+func report(_ context.Context, j *Job) (phase.Outcome, error) {
+	if err := j.summarize(); err != nil {
+		return phase.Done, err
+	}
+	s := *j.Result.Summary
+	detail := s.Counts()
 	if len(s.Failed) > 0 {
 		return phase.Done, fmt.Errorf("%w: %s (log %s)", ErrFailed, detail, j.Result.Log)
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/devk/devk/internal/syncbuf"
 )
 
 // conformanceSubset are the [Conformance] specs make e2e runs: a spread
@@ -146,7 +148,48 @@ func TestConformanceSubset(t *testing.T) {
 	}
 	t.Logf("devk e2e: %d specs passed in %s", res.Summary.Passed, r.Took)
 
+	t.Run("watch", func(t *testing.T) { watchE2E(t, c) })
 	t.Run("interrupted", func(t *testing.T) { interruptE2E(t, c) })
+}
+
+// watchE2E runs one cycle of devk watch apiserver --e2e-focus: a save in
+// staging is built, pushed, swapped in and verified, then the focused
+// spec runs against the new API server and passes.
+func watchE2E(t *testing.T, c *SharedCluster) {
+	const spec = "[sig-node] Pods should get a host IP"
+	var out, errb syncbuf.Buffer
+	cmd := exec.Command(devkBin, "watch", "apiserver", "--once", "--e2e-focus", regexp.QuoteMeta(spec))
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.Tree, append(os.Environ(), c.Env...), &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(errb.String(), "watching ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("devk watch did not start watching:\n%s", errb.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	appendTo(t, filepath.Join(c.Tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go"),
+		"\nfunc DevkE2EFocus() string { return \"focused\" }\n")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("devk watch --once --e2e-focus: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+		}
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("devk watch --once --e2e-focus did not finish:\nstdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+	if line := out.String(); !strings.Contains(line, "verified in") || !strings.Contains(line, "; e2e 1 passed, 0 failed") {
+		t.Fatalf("the cycle's line does not say the swap was verified and the spec passed:\n%s\nstderr:\n%s", line, errb.String())
+	}
+	if !strings.Contains(errb.String(), "✓ "+spec) {
+		t.Errorf("the spec's line was not streamed:\n%s", errb.String())
+	}
+	t.Logf("devk watch --e2e-focus: %s", strings.TrimSpace(out.String()))
 }
 
 // interruptE2E sends Ctrl-C's SIGINT to devk e2e while ginkgo's processes

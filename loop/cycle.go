@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devk/devk/conformance"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/swap"
@@ -21,6 +22,10 @@ type cycle struct {
 	// swapStart is when the swap phase began: with each pod's Ready it
 	// says when the cluster served the new build.
 	swapStart time.Time
+	// e2eOpts select the specs run after the swap (none without a
+	// Focus); e2e is their result.
+	e2eOpts conformance.Options
+	e2e     *conformance.Result
 }
 
 // servingSince is how long after t the last swapped pod was ready, or 0.
@@ -51,7 +56,7 @@ func CyclePhases() []*phase.Phase[*cycle] {
 	})
 	const parent = "swap"
 	phase.Nest(parent, swaps)
-	return append(ps, &phase.Phase[*cycle]{
+	ps = append(ps, &phase.Phase[*cycle]{
 		Name:     parent,
 		Short:    "swap the pushed images into the cluster and verify the digests (the phases of devk swap)",
 		If:       func(c *cycle) (bool, string) { return !c.noSwap, "--no-swap" },
@@ -64,6 +69,24 @@ func CyclePhases() []*phase.Phase[*cycle] {
 			}
 			c.swap, c.swapStart = j, time.Now()
 			return phase.Unchanged("%s", strings.Join(c.swapOpts.Components, ", ")), nil
+		},
+	})
+	return append(ps, &phase.Phase[*cycle]{
+		Name:  "e2e",
+		Short: "run the e2e specs --e2e-focus selects against the swapped cluster (devk e2e)",
+		If: func(c *cycle) (bool, string) {
+			if c.noSwap {
+				return false, "--no-swap"
+			}
+			return c.e2eOpts.Focus != "", "no --e2e-focus"
+		},
+		Run: func(ctx context.Context, c *cycle) (phase.Outcome, error) {
+			res, err := conformance.Run(ctx, c.e2eOpts)
+			c.e2e = res
+			if err != nil {
+				return phase.Done, err
+			}
+			return phase.Changed("%s in %.1fs", res.Summary.Counts(), res.Seconds), nil
 		},
 	})
 }
@@ -80,7 +103,10 @@ func (l *watcher) runCycle(ctx context.Context) (*cycle, error) {
 	so.TreeDir = l.o.Build.TreeDir
 	so.Components = l.o.Build.Components
 	so.Reporter = l.o.Reporter
-	c := &cycle{Job: j, swapOpts: so, noSwap: l.o.NoSwap}
+	eo := l.o.E2E
+	eo.TreeDir = l.o.Build.TreeDir
+	eo.Reporter = l.o.Reporter
+	c := &cycle{Job: j, swapOpts: so, noSwap: l.o.NoSwap, e2eOpts: eo}
 	popts := l.o.Phases
 	popts.Reporter = l.o.Reporter
 	if popts.DryRun && !c.noSwap {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/conformance"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -39,6 +41,10 @@ type Options struct {
 	Swap swap.Options
 	// NoSwap stops a cycle after the push.
 	NoSwap bool
+	// E2E, when its Focus is set, runs the e2e specs it selects after
+	// each verified swap (devk watch --e2e-focus); a failed spec fails
+	// the cycle but rolls nothing back.
+	E2E conformance.Options
 	// Once runs one cycle, for the first change, then returns its error.
 	Once bool
 	// Phases select the phases of each cycle (--skip-phases, `phase
@@ -123,6 +129,17 @@ func newWatcher(o Options) (*watcher, error) {
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = DefaultMaxWait
+	}
+	if o.E2E.Focus != "" {
+		if o.NoSwap {
+			return nil, fmt.Errorf("--e2e-focus runs specs against what a cycle swapped in: drop --no-swap")
+		}
+		if _, err := regexp.Compile(o.E2E.Focus); err != nil {
+			return nil, fmt.Errorf("--e2e-focus %q is not a regular expression ginkgo takes: %w", o.E2E.Focus, err)
+		}
+		if err := o.E2E.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	comps, err := build.Resolve(o.Build.Components)
 	if err != nil {
@@ -258,6 +275,8 @@ func (l *watcher) report(ctx context.Context, c *cycle, err error, took time.Dur
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(out, "stopped (%s)\n", secs)
+	case errors.Is(err, conformance.ErrFailed) && c.e2e != nil && c.e2e.Summary != nil:
+		reportE2EFailure(out, secs, c.e2e)
 	case err != nil:
 		var pf *phase.Failed
 		if errors.As(err, &pf) && err == error(pf) {
@@ -275,10 +294,25 @@ func (l *watcher) report(ctx context.Context, c *cycle, err error, took time.Dur
 	default:
 		// Serving (the new container runs the digest and is healthy)
 		// comes first; verified also waits for the mirror pod.
+		line := fmt.Sprintf("verified in %s from save", secs)
 		if d := c.servingSince(saved); d > 0 {
-			fmt.Fprintf(out, "verified in %s from save (serving after %.1fs)\n", secs, d.Seconds())
-		} else {
-			fmt.Fprintf(out, "verified in %s from save\n", secs)
+			line += fmt.Sprintf(" (serving after %.1fs)", d.Seconds())
+		}
+		if e := c.e2e; e != nil && e.Summary != nil {
+			line += fmt.Sprintf("; e2e %s in %.1fs", e.Summary.Counts(), e.Seconds)
+		}
+		fmt.Fprintln(out, line)
+	}
+}
+
+// reportE2EFailure prints the cycle's line when the swap was verified
+// and specs failed: which, and the first lines of each failure.
+func reportE2EFailure(out io.Writer, secs string, r *conformance.Result) {
+	fmt.Fprintf(out, "verified, then e2e FAILED after %s from save: %s (log %s)\n", secs, r.Summary.Counts(), r.Log)
+	for _, f := range r.Summary.Failed {
+		fmt.Fprintf(out, "  ✗ %s\n", f.Name)
+		for _, l := range strings.Split(f.Message, "\n") {
+			fmt.Fprintf(out, "      %s\n", l)
 		}
 	}
 }

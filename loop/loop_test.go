@@ -14,6 +14,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/devk/devk/conformance"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/testtree"
 )
 
@@ -195,5 +197,27 @@ func TestInotifyError(t *testing.T) {
 	err := inotifyError(fmt.Errorf("add: %w", syscall.ENOSPC), 1234)
 	if !strings.Contains(err.Error(), "fs.inotify.max_user_watches") || !strings.Contains(err.Error(), "1234 directories") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestReportE2E checks the cycle's line with --e2e-focus: the specs'
+// counts after a verified swap, and each failure's first lines.
+func TestReportE2E(t *testing.T) {
+	var out strings.Builder
+	l := &watcher{o: Options{Out: &out, Reporter: progress.Discard()}}
+	passed := &cycle{e2e: &conformance.Result{Seconds: 9.54, Summary: &conformance.Summary{Passed: 1}}}
+	l.report(context.Background(), passed, nil, 61*time.Second, time.Now())
+	if want := "verified in 61.0s from save; e2e 1 passed, 0 failed, 0 skipped in 9.5s\n"; out.String() != want {
+		t.Fatalf("passed: %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	failed := &cycle{e2e: &conformance.Result{Log: "/t/e2e.log", Summary: &conformance.Summary{
+		Failed: []conformance.Spec{{Name: "[sig-node] Pods should get a host IP", Message: "Expected\n    <string>: \"\"\nnot to be empty"}}}}}
+	err := fmt.Errorf("phase e2e: %w: 0 passed, 1 failed", conformance.ErrFailed)
+	l.report(context.Background(), failed, err, 70*time.Second, time.Now())
+	want := "verified, then e2e FAILED after 70.0s from save: 0 passed, 1 failed, 0 skipped (log /t/e2e.log)\n" +
+		"  ✗ [sig-node] Pods should get a host IP\n      Expected\n          <string>: \"\"\n      not to be empty\n"
+	if out.String() != want {
+		t.Fatalf("failed:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

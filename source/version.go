@@ -103,10 +103,13 @@ func SemverFromDescribe(describe string, dirty bool) string {
 		v = distanceToTag.ReplaceAllString(v, "+$1")
 	}
 	if dirty {
-		v += "-dirty"
+		v += DirtySuffix
 	}
 	return v
 }
+
+// DirtySuffix ends the version of a build of a tree with local changes.
+const DirtySuffix = "-dirty"
 
 // MajorMinor extracts gitMajor and gitMinor; the minor gets a "+" when the
 // version has a pre-release or distance part, as version.sh does.

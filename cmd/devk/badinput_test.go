@@ -427,6 +427,9 @@ func TestBadInput(t *testing.T) {
 		{name: "swap, climbing component", args: []string{"swap", "../kubectl", "--tree", tree}, want: `unknown component "../kubectl"`},
 		{name: "digest, climbing component", args: []string{"digest", "../apiserver", "--tree", tree}, want: `unknown component "../apiserver"`},
 		{name: "watch, climbing component", args: []string{"watch", "../apiserver", "--tree", tree, "--no-swap", "--once"}, want: `unknown component "../apiserver"`, timeout: watchTimeout},
+		{name: "watch, e2e without a swap", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--e2e-focus", "Pods"}, want: "--e2e-focus runs specs against what a cycle swapped in: drop --no-swap", timeout: watchTimeout},
+		{name: "watch, e2e focus not a regexp", args: []string{"watch", "apiserver", "--tree", tree, "--once", "--e2e-focus", "Pods ("}, want: `--e2e-focus "Pods (" is not a regular expression`, timeout: watchTimeout},
+		{name: "watch, e2e on a kubeadm node", args: []string{"watch", "apiserver", "--tree", tree, "--once", "--e2e-focus", "Pods", "--manifests-dir", tree, "--kubeconfig", tree + "/kc", "--cri-socket", tree + "/sock"}, want: "--e2e-focus runs devk e2e, which needs a devk cluster", timeout: watchTimeout},
 		{name: "etcd get, namespace with a slash", args: etcdArgs("get", "-n", "../x", "cm/y"), want: `namespace "../x"`},
 
 		// registry

@@ -39,7 +39,9 @@ its time); the run's directory _output/devk/e2e/<time>/ in the tree holds
 e2e.log (everything the suite printed), junit.xml, ginkgo's report.json
 and the repo list. The summary says how many passed, each failure with
 its first lines, the skipped specs grouped by the reason they gave, and
-the slowest specs. Exit status 1 when any spec failed.`,
+the slowest specs. Exit status 1 when any spec failed. Ctrl-C stops the
+specs (ginkgo's clean-up runs first), prints the summary of those that
+finished, and exits 130.`,
 		Example: `  devk e2e --conformance --focus 'sig-node.*Pods' --dry-run
   devk e2e --focus 'Pods should get a host IP'
   devk e2e --conformance --focus 'sig-apps' --skip 'Serial' --parallel 2
@@ -87,6 +89,10 @@ func printE2E(g *globalOptions, r *conformance.Result) {
 		return
 	}
 	s := r.Summary
+	if r.Interrupted {
+		fmt.Fprintf(w, "\ninterrupted: %d of %d selected specs finished before it (an interrupted spec counts as failed)\n",
+			s.Passed+len(s.Failed)+s.SkippedCount(), r.Selected)
+	}
 	fmt.Fprintf(w, "\n%d passed, %d failed, %d skipped of %d selected on cluster %s (%s, %d node(s)) in %s\n",
 		s.Passed, len(s.Failed), s.SkippedCount(), r.Selected, r.Cluster, r.Version, r.Nodes, progress.Round(time.Duration(r.Seconds*float64(time.Second))))
 	if len(s.Failed) > 0 {

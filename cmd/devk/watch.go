@@ -33,10 +33,18 @@ made while a cycle runs start exactly one more cycle after it.
 
 A compile error is shown and the loop keeps watching; a failed swap is
 rolled back (as devk swap does) and the loop goes on. Ctrl-C stops cleanly:
-a swap in progress completes or rolls back first.`,
+a swap in progress completes or rolls back first.
+
+--e2e-focus RE runs the tree's e2e specs that RE selects (as devk e2e
+--focus RE does; build them once with devk build e2e) after each verified
+swap, and adds their result to the cycle's line; a failed spec prints its
+first lines and fails the cycle (nothing is rolled back: the build is what
+you are testing). e2e.test built from the tree's commit runs against
+components built from the same commit with your changes.`,
 		Example: `  devk watch apiserver
   devk watch apiserver scheduler --no-swap     # build and push only
   devk watch apiserver --once                  # one cycle, for scripts
+  devk watch apiserver --e2e-focus 'should get a host IP'   # and run that spec after each swap
   devk watch apiserver --dry-run               # the plan of one cycle
   devk watch apiserver --skip-phases swap/apiserver/hand-over`,
 		Args:              cobra.MinimumNArgs(1),
@@ -57,6 +65,15 @@ a swap in progress completes or rolls back first.`,
 			if !o.NoSwap && node.ManifestsDir == "" {
 				defer g.followLogs(cmd.Context(), node.Name)()
 			}
+			if o.E2E.Focus != "" {
+				if node.ManifestsDir != "" {
+					return fmt.Errorf("--e2e-focus runs devk e2e, which needs a devk cluster (its kubeconfig, addons and registry): drop --manifests-dir, or run e2e.test yourself")
+				}
+				o.E2E.Name, o.E2E.Parallel = node.Name, 1
+				if g.ComponentLogs() {
+					o.E2E.Log = g.stderr
+				}
+			}
 			o.Swap.Insecure = o.Image.Insecure
 			o.Phases = flags.Options()
 			o.Phases.PlanOut, o.Phases.Summary = g.stderr, g.Debug()
@@ -68,6 +85,7 @@ a swap in progress completes or rolls back first.`,
 	f.StringVar(&o.Image.Registry, "registry", image.DefaultRegistry(), "registry to push to")
 	f.BoolVar(&o.Image.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	f.BoolVar(&o.NoSwap, "no-swap", false, "build and push only")
+	f.StringVar(&o.E2E.Focus, "e2e-focus", "", "after each verified swap, run the e2e specs this regular expression selects (devk e2e --focus)")
 	f.BoolVar(&o.Once, "once", false, "run one cycle for the first change, then exit with its status")
 	f.DurationVar(&o.Quiet, "debounce", loop.DefaultQuiet, "quiet time after the last save before a cycle starts")
 	f.DurationVar(&o.Swap.Timeout, "timeout", swap.DefaultTimeout, "how long a swap waits for health before rolling back")
