@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,5 +83,44 @@ func TestRepoList(t *testing.T) {
 		if _, err := RepoList(bad); err == nil {
 			t.Errorf("RepoList(%q) took it", bad)
 		}
+	}
+}
+
+// TestNodeNeeds checks that a spec needing more nodes than the cluster
+// has is left out of the run with a --skip that matches exactly it, and
+// counted with its reason.
+func TestNodeNeeds(t *testing.T) {
+	j := &Job{Options: Options{Skip: "Serial"}}
+	j.Result.Nodes, j.Result.Selected = 1, 3
+	name := NodeNeeds[0].Spec + " [Conformance]"
+	why := j.tooFewNodes(name)
+	if !strings.Contains(why, "needs 2 nodes, the cluster has 1") {
+		t.Fatalf("tooFewNodes = %q", why)
+	}
+	if j.tooFewNodes("[sig-node] Pods should get a host IP [Conformance]") != "" {
+		t.Fatal("a one-node spec was left out")
+	}
+	j.exclude(name, why)
+	if j.Result.ToRun() != 2 || len(j.Result.Excluded) != 1 || j.Result.Excluded[0].Specs[0] != name {
+		t.Fatalf("excluded %+v, to run %d", j.Result.Excluded, j.Result.ToRun())
+	}
+	flags := j.ginkgoFilters("--ginkgo.")
+	var skips []string
+	for _, f := range flags {
+		if v, ok := strings.CutPrefix(f, "--ginkgo.skip="); ok {
+			skips = append(skips, v)
+		}
+	}
+	if len(skips) != 2 || !slices.Contains(skips, "Serial") {
+		t.Fatalf("filters %q: want the user's --skip and one for the excluded spec", flags)
+	}
+	for _, re := range skips {
+		if re != "Serial" && !regexp.MustCompile(re).MatchString(name) {
+			t.Fatalf("skip %q does not match %q", re, name)
+		}
+	}
+	j.Result.Nodes = 2
+	if j.tooFewNodes(name) != "" {
+		t.Fatal("left out on a cluster with the nodes it needs")
 	}
 }

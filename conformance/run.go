@@ -92,9 +92,21 @@ type Result struct {
 	Specs    []string `json:"specs,omitempty"`
 	Seconds  float64  `json:"seconds,omitempty"`
 	Summary  *Summary `json:"summary,omitempty"`
+	// Excluded are selected specs devk left out of the run (NodeNeeds),
+	// by reason; the summary counts them as skipped.
+	Excluded []SkipGroup `json:"excluded,omitempty"`
 	// Interrupted says the run was stopped (Ctrl-C): Summary then has
 	// the specs that finished before it.
 	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// ToRun is how many of the selected specs run: all but the excluded.
+func (r *Result) ToRun() int {
+	n := r.Selected
+	for _, g := range r.Excluded {
+		n -= len(g.Specs)
+	}
+	return n
 }
 
 // Job is the state of a run's phases.
@@ -241,10 +253,53 @@ func writeRepoList(_ context.Context, j *Job) (phase.Outcome, error) {
 	return phase.Changed("%s", j.repoList), nil
 }
 
+// NodeNeed is a spec that needs more nodes than a one-node cluster has
+// and fails there, rather than skipping itself as the framework's
+// SkipUnlessNodeCountIsAtLeast would.
+type NodeNeed struct {
+	// Spec is the spec's text, without its labels.
+	Spec  string
+	Nodes int
+}
+
+// NodeNeeds are the specs devk skips on a cluster with fewer nodes than
+// they need, saying so in the summary.
+var NodeNeeds = []NodeNeed{
+	{Spec: "[sig-architecture] Conformance Tests should have at least two untainted nodes", Nodes: 2},
+}
+
+// tooFewNodes says why a spec cannot pass on the cluster's nodes, or "".
+func (j *Job) tooFewNodes(name string) string {
+	for _, n := range NodeNeeds {
+		if strings.HasPrefix(name, n.Spec) && j.Result.Nodes < n.Nodes {
+			return fmt.Sprintf("needs %d nodes, the cluster has %d (devk skips it: it fails rather than skips itself)", n.Nodes, j.Result.Nodes)
+		}
+	}
+	return ""
+}
+
+// exclude leaves a selected spec out of the run, for a reason the
+// summary gives among the skipped.
+func (j *Job) exclude(name, why string) {
+	for i := range j.Result.Excluded {
+		if j.Result.Excluded[i].Reason == why {
+			j.Result.Excluded[i].Specs = append(j.Result.Excluded[i].Specs, name)
+			return
+		}
+	}
+	j.Result.Excluded = append(j.Result.Excluded, SkipGroup{Reason: why, Specs: []string{name}})
+}
+
 // ginkgoFilters are the selection flags, spelled for e2e.test (prefix
-// "--ginkgo.") or the ginkgo CLI (prefix "--").
+// "--ginkgo.") or the ginkgo CLI (prefix "--"): the user's, and one
+// --skip (ginkgo ORs them) per spec devk excludes.
 func (j *Job) ginkgoFilters(prefix string) []string {
 	var out []string
+	for _, g := range j.Result.Excluded {
+		for _, name := range g.Specs {
+			out = append(out, prefix+"skip="+regexp.QuoteMeta(name))
+		}
+	}
 	if j.Focus != "" {
 		out = append(out, prefix+"focus="+j.Focus)
 	}
@@ -292,15 +347,26 @@ func plan(ctx context.Context, j *Job) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	for _, s := range specs {
-		if s.State == "passed" { // a dry run "passes" every selected spec
-			j.Result.Selected++
-			if j.DryRun {
-				j.Result.Specs = append(j.Result.Specs, s.Name)
-			}
+		if s.State != "passed" { // a dry run "passes" every selected spec
+			continue
+		}
+		j.Result.Selected++
+		if why := j.tooFewNodes(s.Name); why != "" {
+			j.exclude(s.Name, why)
+			continue
+		}
+		if j.DryRun {
+			j.Result.Specs = append(j.Result.Specs, s.Name)
 		}
 	}
 	if j.Result.Selected == 0 {
 		return phase.Done, fmt.Errorf("no spec of the %d in e2e.test matches %s: loosen the filters; --dry-run lists what they select", len(specs), describeFilters(j.Options))
+	}
+	if j.Result.ToRun() == 0 {
+		return phase.Done, fmt.Errorf("the %d specs %s selects cannot run on cluster %s: %s", j.Result.Selected, describeFilters(j.Options), j.cfg.Name, j.Result.Excluded[0].Reason)
+	}
+	if n := j.Result.Selected - j.Result.ToRun(); n > 0 {
+		return phase.Unchanged("%d of %d specs selected, %d of them left out (too few nodes)", j.Result.Selected, len(specs), n), nil
 	}
 	return phase.Unchanged("%d of %d specs selected", j.Result.Selected, len(specs)), nil
 }
@@ -381,7 +447,7 @@ func runSuite(ctx context.Context, j *Job) (phase.Outcome, error) {
 			}
 			if l, ok := p.Feed(line); ok {
 				finished++
-				j.Reporter.Infof("[%d/%d] %s", finished, j.Result.Selected, l)
+				j.Reporter.Infof("[%d/%d] %s", finished, j.Result.ToRun(), l)
 			}
 		}
 		_, _ = io.Copy(logFile, pr) // a line longer than the buffer: keep the rest
@@ -412,6 +478,10 @@ func (j *Job) summarize() error {
 		return err
 	}
 	s := Summarize(specs)
+	for _, g := range j.Result.Excluded {
+		s.NotSelected -= len(g.Specs) // ginkgo skipped them without a reason
+		s.Skipped = append(s.Skipped, g)
+	}
 	j.Result.Summary = &s
 	j.Result.Seconds = time.Since(j.t0).Seconds()
 	return nil

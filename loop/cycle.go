@@ -26,6 +26,8 @@ type cycle struct {
 	// Focus); e2e is their result.
 	e2eOpts conformance.Options
 	e2e     *conformance.Result
+	// e2eStart is when the specs began: the swap was verified then.
+	e2eStart time.Time
 }
 
 // servingSince is how long after t the last swapped pod was ready, or 0.
@@ -81,6 +83,7 @@ func CyclePhases() []*phase.Phase[*cycle] {
 			return c.e2eOpts.Focus != "", "no --e2e-focus"
 		},
 		Run: func(ctx context.Context, c *cycle) (phase.Outcome, error) {
+			c.e2eStart = time.Now()
 			res, err := conformance.Run(ctx, c.e2eOpts)
 			c.e2e = res
 			if err != nil {

@@ -294,12 +294,17 @@ func (l *watcher) report(ctx context.Context, c *cycle, err error, took time.Dur
 	default:
 		// Serving (the new container runs the digest and is healthy)
 		// comes first; verified also waits for the mirror pod.
-		line := fmt.Sprintf("verified in %s from save", secs)
+		e := c.e2e
+		verified := secs
+		if e != nil && !c.e2eStart.IsZero() {
+			verified = fmt.Sprintf("%.1fs", c.e2eStart.Sub(saved).Seconds())
+		}
+		line := fmt.Sprintf("verified in %s from save", verified)
 		if d := c.servingSince(saved); d > 0 {
 			line += fmt.Sprintf(" (serving after %.1fs)", d.Seconds())
 		}
-		if e := c.e2e; e != nil && e.Summary != nil {
-			line += fmt.Sprintf("; e2e %s in %.1fs", e.Summary.Counts(), e.Seconds)
+		if e != nil && e.Summary != nil {
+			line += fmt.Sprintf("; e2e %s in %.1fs (%s from save)", e.Summary.Counts(), e.Seconds, secs)
 		}
 		fmt.Fprintln(out, line)
 	}

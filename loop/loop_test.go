@@ -205,9 +205,10 @@ func TestInotifyError(t *testing.T) {
 func TestReportE2E(t *testing.T) {
 	var out strings.Builder
 	l := &watcher{o: Options{Out: &out, Reporter: progress.Discard()}}
-	passed := &cycle{e2e: &conformance.Result{Seconds: 9.54, Summary: &conformance.Summary{Passed: 1}}}
-	l.report(context.Background(), passed, nil, 61*time.Second, time.Now())
-	if want := "verified in 61.0s from save; e2e 1 passed, 0 failed, 0 skipped in 9.5s\n"; out.String() != want {
+	saved := time.Now().Add(-time.Minute)
+	passed := &cycle{e2eStart: saved.Add(50 * time.Second), e2e: &conformance.Result{Seconds: 9.54, Summary: &conformance.Summary{Passed: 1}}}
+	l.report(context.Background(), passed, nil, 61*time.Second, saved)
+	if want := "verified in 50.0s from save; e2e 1 passed, 0 failed, 0 skipped in 9.5s (61.0s from save)\n"; out.String() != want {
 		t.Fatalf("passed: %q, want %q", out.String(), want)
 	}
 	out.Reset()

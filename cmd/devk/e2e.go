@@ -29,6 +29,10 @@ addons (kube-proxy and CoreDNS rolled out), an e2e.test whose version is
 not the API server's, and filters that select no spec (a ginkgo dry run
 counts them).
 
+A few specs need more nodes than the cluster has and fail rather than
+skip themselves there (` + nodeNeedsList() + `):
+devk leaves them out and the summary lists them among the skipped, with why.
+
 --focus and --skip are ginkgo's regular expressions on a spec's full text
 (one each: ginkgo ORs repeated ones); --conformance keeps the specs
 labelled Conformance. --parallel N runs N ginkgo processes ([Serial]
@@ -85,7 +89,13 @@ func printE2E(g *globalOptions, r *conformance.Result) {
 		for _, s := range r.Specs {
 			fmt.Fprintln(w, s)
 		}
-		fmt.Fprintf(w, "%d specs would run on cluster %s (%s, %d node(s))\n", r.Selected, r.Cluster, r.Version, r.Nodes)
+		for _, g := range r.Excluded {
+			fmt.Fprintf(w, "left out, %s:\n", g.Reason)
+			for _, n := range g.Specs {
+				fmt.Fprintf(w, "  %s\n", n)
+			}
+		}
+		fmt.Fprintf(w, "%d specs would run on cluster %s (%s, %d node(s))\n", r.ToRun(), r.Cluster, r.Version, r.Nodes)
 		return
 	}
 	s := r.Summary
@@ -126,6 +136,15 @@ func printE2E(g *globalOptions, r *conformance.Result) {
 		}
 	}
 	fmt.Fprintf(w, "\nlog %s\njunit %s\n", r.Log, r.JUnit)
+}
+
+// nodeNeedsList names the specs conformance.NodeNeeds leaves out.
+func nodeNeedsList() string {
+	var out []string
+	for _, n := range conformance.NodeNeeds {
+		out = append(out, fmt.Sprintf("%q needs %d", n.Spec, n.Nodes))
+	}
+	return strings.Join(out, "; ")
 }
 
 // skippedNamesShown is how many specs of each skip reason the summary names.
