@@ -85,6 +85,9 @@ type Spec struct {
 	Location string `json:"location,omitempty"`
 }
 
+// StateInterrupted is ginkgo's state of a spec stopped by an interrupt.
+const StateInterrupted = "interrupted"
+
 // Failed says the spec counts as a failure.
 func (s Spec) Failed() bool {
 	switch s.State {

@@ -197,7 +197,8 @@ func watchE2E(t *testing.T, c *SharedCluster) {
 func interruptE2E(t *testing.T, c *SharedCluster) {
 	cmd := exec.Command(devkBin, "e2e", "--conformance", "--parallel", "2", "--focus",
 		regexp.QuoteMeta("[sig-node] Probing container with readiness probe should not be ready before initial delay and never restart"))
-	cmd.Dir, cmd.Env = c.Tree, append(os.Environ(), c.Env...)
+	var stdout syncbuf.Buffer
+	cmd.Dir, cmd.Env, cmd.Stdout = c.Tree, append(os.Environ(), c.Env...), &stdout
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +229,11 @@ func interruptE2E(t *testing.T, c *SharedCluster) {
 	}
 	if left := processesOf(suite); len(left) > 0 {
 		t.Errorf("processes left after the interrupt: %v", left)
+	}
+	// The summary of what had finished, from the report ginkgo wrote on
+	// the interrupt.
+	if out := stdout.String(); !strings.Contains(out, "interrupted: 0 of 1 selected specs had finished, 1 were stopped") || !strings.Contains(out, "Interrupted by User") {
+		t.Errorf("no summary after the interrupt:\n%s", out)
 	}
 }
 

@@ -100,8 +100,14 @@ func printE2E(g *globalOptions, r *conformance.Result) {
 	}
 	s := r.Summary
 	if r.Interrupted {
-		fmt.Fprintf(w, "\ninterrupted: %d of %d selected specs finished before it (an interrupted spec counts as failed)\n",
-			s.Passed+len(s.Failed)+s.SkippedCount(), r.Selected)
+		stopped := 0
+		for _, f := range s.Failed {
+			if f.State == conformance.StateInterrupted {
+				stopped++
+			}
+		}
+		fmt.Fprintf(w, "\ninterrupted: %d of %d selected specs had finished, %d were stopped (counted as failed)\n",
+			s.Passed+len(s.Failed)-stopped+s.SkippedCount(), r.Selected, stopped)
 	}
 	fmt.Fprintf(w, "\n%d passed, %d failed, %d skipped of %d selected on cluster %s (%s, %d node(s)) in %s\n",
 		s.Passed, len(s.Failed), s.SkippedCount(), r.Selected, r.Cluster, r.Version, r.Nodes, progress.Round(time.Duration(r.Seconds*float64(time.Second))))
