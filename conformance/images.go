@@ -150,8 +150,8 @@ var recipes = map[string]recipe{
 	"nginx":                  {Webroot: "/usr/share/nginx/html"},
 	"pause":                  {Cluster: "pause"},
 	"etcd":                   {Cluster: "etcd"},
-	"sample-apiserver": {Package: "./staging/src/k8s.io/sample-apiserver", Path: "/sample-apiserver",
-		Config: &imageConfig{Entrypoint: []string{"/sample-apiserver"}}},
+	// Its entrypoint is the binary's path, as image.Assemble makes it.
+	"sample-apiserver": {Package: "./staging/src/k8s.io/sample-apiserver", Path: "/sample-apiserver"},
 	"nonewprivs": {Package: "./test/images/nonewprivs", Path: "/usr/local/bin/nnp", Setuid: true,
 		Config: &imageConfig{Cmd: []string{"nnp"}}},
 	"kitten":   updateDemo("kitten"),
