@@ -76,10 +76,14 @@ const BaseIptables = "iptables"
 // from the Alpine and busybox bases of their Dockerfiles.
 const BaseBusybox = "busybox"
 
-// BaseBusyboxNet is BaseBusybox with OpenBSD's netcat as nc and curl,
-// which agnhost's Alpine base has and the Services and lifecycle hook
-// specs use.
+// BaseBusyboxNet is BaseBusybox with OpenBSD's netcat as nc, curl, dig
+// and getent, which agnhost's Alpine base has and the Services,
+// lifecycle hook and DNS specs use.
 const BaseBusyboxNet = "busybox-net"
+
+// BaseDNSUtils is BaseBusybox with dig and getent, what the DNS specs'
+// jessie-dnsutils prober runs (upstream: Debian with dnsutils).
+const BaseDNSUtils = "dnsutils"
 
 // Image is the repository name the component's image is pushed under.
 func (c Component) Image() string { return c.Binary }

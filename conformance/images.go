@@ -23,6 +23,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/image/debbase"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -74,25 +75,60 @@ func ParseManifest(src []byte) ([]TestImage, error) {
 	return out, nil
 }
 
-// recipe is how devk makes one test image.
+// recipe is how devk makes one test image. Without Package, Webroot,
+// Cluster or On it is the base itself (busybox, jessie-dnsutils).
 type recipe struct {
 	// Package is a main package of the tree put on Base (a Debian base
 	// kind, build.BaseBusybox if empty) as its Dockerfile lays it out.
 	Package string
 	Base    string
-	// Busybox is the busybox base itself (busybox's own image).
-	Busybox bool
+	// Path is where the Dockerfile puts the binary when the layout devk
+	// reads from the package's own Dockerfile does not say (nnp,
+	// /sample-apiserver); Setuid is its `chmod +s`.
+	Path   string
+	Setuid bool
+	// On is the recipe of the image this one is FROM (kitten and
+	// nautilus are agnhost with pictures).
+	On string
 	// Webroot makes a web server stand-in: busybox's httpd serving an
 	// index.html from this directory on port 80.
 	Webroot string
-	// Pause is the cluster's own pause image.
-	Pause bool
+	// Cluster names the cluster's own image used as it is (pause, etcd).
+	Cluster string
 	// Files are what the Dockerfile adds besides the binary: path in the
 	// image -> file of the tree ("" for a directory).
 	Files map[string]string
 	// Users are what the Dockerfile's adduser and addgroup write to
 	// /etc/passwd and /etc/group, after root.
 	Users, Groups []string
+	// Config, when set, is the Dockerfile's ENTRYPOINT, CMD and USER,
+	// replacing what the image would have.
+	Config *imageConfig
+}
+
+// imageConfig is how an image starts its process.
+type imageConfig struct {
+	Entrypoint, Cmd []string
+	User            string
+}
+
+// baseCmd is the cmd of a base used as an image (busybox's own).
+var baseCmd = []string{"sh"}
+
+// setuidMode is a binary's mode after the Dockerfile's `chmod +s`.
+const setuidMode = 0o4755
+
+// nonRootUser is the USER of nonroot's Dockerfile.
+const nonRootUser = "1234"
+
+// updateDemo is the kitten and nautilus images of the kubectl Update
+// Demo specs: agnhost's test-webserver serving a picture and data.json
+// from / (the Dockerfile copies them into agnhost's working directory).
+func updateDemo(name string) recipe {
+	dir := "test/images/" + name + "/html/"
+	return recipe{On: "agnhost",
+		Files:  map[string]string{"/" + name + ".jpg": dir + name + ".jpg", "/data.json": dir + "data.json"},
+		Config: &imageConfig{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}}}
 }
 
 // recipes are the images devk makes, by name. Everything else in the
@@ -107,10 +143,19 @@ var recipes = map[string]recipe{
 		Users:  []string{"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh"},
 		Groups: []string{"user-defined-in-image:x:1000:", "group-defined-in-image:x:50000:user-defined-in-image"}},
 	"regression-issue-74839": {Package: "./test/images/regression-issue-74839"},
-	"busybox":                {Busybox: true},
+	"busybox":                {Base: build.BaseBusybox},
+	"jessie-dnsutils":        {Base: build.BaseDNSUtils},
+	"nonroot":                {Base: build.BaseBusybox, Config: &imageConfig{Cmd: baseCmd, User: nonRootUser}},
 	"httpd":                  {Webroot: "/usr/local/apache2/htdocs"},
 	"nginx":                  {Webroot: "/usr/share/nginx/html"},
-	"pause":                  {Pause: true},
+	"pause":                  {Cluster: "pause"},
+	"etcd":                   {Cluster: "etcd"},
+	// Its entrypoint is the binary's path, as image.Assemble makes it.
+	"sample-apiserver": {Package: "./staging/src/k8s.io/sample-apiserver", Path: "/sample-apiserver"},
+	"nonewprivs": {Package: "./test/images/nonewprivs", Path: "/usr/local/bin/nnp", Setuid: true,
+		Config: &imageConfig{Cmd: []string{"nnp"}}},
+	"kitten":   updateDemo("kitten"),
+	"nautilus": updateDemo("nautilus"),
 }
 
 // unpullable are the manifest's images that specs expect not to pull.
@@ -150,9 +195,10 @@ type imagesJob struct {
 	remote *image.Remote
 	list   []TestImage
 	build  *build.Job
-	// bases are the Debian bases by kind; base is the busybox one.
-	bases map[string]*image.DebianBase
-	base  *image.DebianBase
+	// bases are the Debian bases by kind.
+	bases map[string]baseImage
+	// built are the images made so far, by recipe name (On reuses them).
+	built map[string]builtImage
 	res   ImagesResult
 }
 
@@ -161,7 +207,7 @@ func ImagesPhases() []*phase.Phase[*imagesJob] {
 	return []*phase.Phase[*imagesJob]{
 		{Name: "manifest", Short: "the cluster and its registry; the images " + ManifestFile + " names", Run: readImages},
 		{Name: "build", Short: "go build the test images' programs from the tree (agnhost, …), version-stamped", Run: buildPrograms},
-		{Name: "base", Short: "the busybox bases from Debian's busybox-static (and netcat-openbsd, curl) packages", Run: makeBases},
+		{Name: "base", Short: "the busybox bases from Debian's busybox-static (and netcat-openbsd, curl, bind9-dnsutils) packages", Run: makeBases},
 		{Name: "push", Short: "assemble each image and push it under the name and tag the framework expects", Run: pushImages},
 	}
 }
@@ -198,13 +244,43 @@ func readImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	return phase.Unchanged("%d images named, registry %s", len(j.list), cfg.Registry), nil
 }
 
+// recipesOf are the recipes the listed images need, those they are
+// built on included, in the list's order.
+func recipesOf(list []TestImage) []recipe {
+	var out []recipe
+	for _, t := range list {
+		if unpullable[t.ID] {
+			continue
+		}
+		for name := t.Name; name != ""; name = recipes[name].On {
+			if r, ok := recipes[name]; ok {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
 func (j *imagesJob) packages() []string {
 	var out []string
-	for _, t := range j.list {
-		if r, ok := recipes[t.Name]; ok && r.Package != "" && !unpullable[t.ID] && !slices.Contains(out, r.Package) {
+	for _, r := range recipesOf(j.list) {
+		if r.Package != "" && !slices.Contains(out, r.Package) {
 			out = append(out, r.Package)
 		}
 	}
+	return out
+}
+
+// baseKinds are the Debian bases the listed images need: busybox's
+// always (the stand-ins' and the default), then the others by name.
+func (j *imagesJob) baseKinds() []string {
+	out := []string{build.BaseBusybox}
+	for _, r := range recipesOf(j.list) {
+		if r.Base != "" && !slices.Contains(out, r.Base) {
+			out = append(out, r.Base)
+		}
+	}
+	slices.Sort(out[1:])
 	return out
 }
 
@@ -222,38 +298,45 @@ func buildPrograms(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 }
 
 func makeBases(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
-	j.bases = map[string]*image.DebianBase{}
+	j.bases = map[string]baseImage{}
 	var tags []string
-	for _, kind := range []string{build.BaseBusybox, build.BaseBusyboxNet} {
+	for _, kind := range j.baseKinds() {
 		b, err := image.MakeDebianBase(ctx, kind, j.build.Platform, "", nil)
 		if err != nil {
 			return phase.Done, err
 		}
-		j.bases[kind] = b
+		j.bases[kind] = baseImage{img: b.Image(), from: debianFrom(kind, b.Packages)}
 		tags = append(tags, kind+" "+b.Tag)
 	}
-	j.base = j.bases[build.BaseBusybox]
 	return phase.Unchanged("%s", strings.Join(tags, ", ")), nil
 }
 
-func (j *imagesJob) busyboxVersion() string {
-	for _, p := range j.base.Packages {
-		if p.Name == debbusybox {
-			return p.Version
-		}
-	}
-	return "?"
+// baseImage is a Debian base and what it is made of.
+type baseImage struct {
+	img  v1.Image
+	from string
 }
 
-// debbusybox is the Debian package of the busybox base.
-const debbusybox = "busybox-static"
+// debianFrom says what a base kind is made of: the Debian packages it
+// asks for, at the versions apt chose.
+func debianFrom(kind string, pkgs []debbase.Package) string {
+	var ids []string
+	for _, name := range image.DebianBasePackages(kind) {
+		for _, p := range pkgs {
+			if p.Name == name {
+				ids = append(ids, p.Name+" "+p.Version)
+			}
+		}
+	}
+	return "Debian " + strings.Join(ids, ", ")
+}
 
 func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	usedBy, err := specFilesByImage(j.tree.Root)
 	if err != nil {
 		return phase.Done, err
 	}
-	bb := fmt.Sprintf("Debian %s %s", debbusybox, j.busyboxVersion())
+	j.built = map[string]builtImage{}
 	pushed := 0
 	for _, t := range j.list {
 		repoPath := path.Join(Registries[t.Registry], t.Name)
@@ -270,7 +353,7 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 			j.res.Images = append(j.res.Images, row)
 			continue
 		}
-		img, from, err := j.assemble(ctx, r, bb)
+		img, from, err := j.image(ctx, t.Name, r)
 		if err != nil {
 			return phase.Done, fmt.Errorf("image %s: %w", t.Upstream(), err)
 		}
@@ -293,24 +376,62 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	return phase.Changed("%d of %d images pushed", pushed, len(j.list)), nil
 }
 
-// assemble makes the image of a recipe; from says what it is made of.
-func (j *imagesJob) assemble(ctx context.Context, r recipe, busybox string) (v1.Image, string, error) {
-	base := j.base.Image()
+// builtImage is a recipe's image and what it was made of.
+type builtImage struct {
+	img  v1.Image
+	from string
+}
+
+// image makes the image of a recipe once per run; from says what it is
+// made of.
+func (j *imagesJob) image(ctx context.Context, name string, r recipe) (v1.Image, string, error) {
+	if b, ok := j.built[name]; ok {
+		return b.img, b.from, nil
+	}
+	img, from, err := j.assemble(ctx, r)
+	if err != nil {
+		return nil, "", err
+	}
+	if r.Config != nil {
+		if img, err = withConfig(img, *r.Config); err != nil {
+			return nil, "", err
+		}
+	}
+	j.built[name] = builtImage{img: img, from: from}
+	return img, from, nil
+}
+
+// assemble makes the image of a recipe as its layers say; image applies
+// the recipe's Config.
+func (j *imagesJob) assemble(ctx context.Context, r recipe) (v1.Image, string, error) {
+	kind := r.Base
+	if kind == "" {
+		kind = build.BaseBusybox
+	}
+	base, baseFrom := j.bases[kind].img, j.bases[kind].from
 	switch {
-	case r.Pause:
-		ref := j.cfg.Images["pause"]
+	case r.Cluster != "":
+		ref := j.cfg.Images[r.Cluster]
 		if ref == "" {
-			return nil, "", fmt.Errorf("cluster %s records no pause image: run `devk up --name %s` again", j.cfg.Name, j.cfg.Name)
+			return nil, "", fmt.Errorf("cluster %s records no %s image: run `devk up --name %s` again", j.cfg.Name, r.Cluster, j.cfg.Name)
 		}
 		plat, err := image.ParsePlatform(j.build.Platform)
 		if err != nil {
 			return nil, "", err
 		}
 		img, err := j.remote.Image(ctx, ref, plat)
-		return img, "the cluster's pause image (" + ref + ")", err
-	case r.Busybox:
-		img, err := withConfig(base, nil, []string{"sh"})
-		return img, busybox, err
+		return img, "the cluster's " + r.Cluster + " image (" + ref + ")", err
+	case r.On != "":
+		on, onFrom, err := j.image(ctx, r.On, recipes[r.On])
+		if err != nil {
+			return nil, "", err
+		}
+		cf, err := on.ConfigFile()
+		if err != nil {
+			return nil, "", err
+		}
+		img, err := withFiles(on, r, j.tree.Root, cf.Created.Time)
+		return img, r.On + " (" + onFrom + ") with " + strings.Join(sortedKeys(r.Files), ", "), err
 	case r.Webroot != "":
 		cf, err := base.ConfigFile()
 		if err != nil {
@@ -325,56 +446,81 @@ func (j *imagesJob) assemble(ctx context.Context, r recipe, busybox string) (v1.
 		if err != nil {
 			return nil, "", err
 		}
-		img, err = withConfig(img, []string{"/usr/bin/httpd", "-f", "-v", "-p", "80", "-h", r.Webroot}, nil)
-		return img, "stand-in: " + busybox + " httpd serving " + r.Webroot + " on :80", err
+		img, err = withConfig(img, imageConfig{Entrypoint: []string{"/usr/bin/httpd", "-f", "-v", "-p", "80", "-h", r.Webroot}})
+		return img, "stand-in: " + baseFrom + " httpd serving " + r.Webroot + " on :80", err
+	case r.Package == "":
+		img, err := withConfig(base, imageConfig{Cmd: baseCmd})
+		return img, baseFrom, err
 	}
 	for _, b := range j.build.Binaries {
 		if b.Component.Package != r.Package {
 			continue
 		}
 		c := b.Component
-		from := busybox
-		if r.Base != "" && r.Base != build.BaseBusybox {
-			base = j.bases[r.Base].Image()
-			from += " with netcat-openbsd, curl and dash"
-		}
 		spec := image.Spec{Binary: c.Binary, Path: c.Layout.Path, Entrypoint: c.Layout.Entrypoint, Cmd: c.Layout.Cmd,
-			Platform: j.build.Platform, Version: j.build.Version.GitVersion, Revision: j.build.Version.GitCommit, Base: base}
+			Platform: j.build.Platform, Version: j.build.Version.GitVersion, Revision: j.build.Version.GitCommit}
+		if r.Path != "" {
+			spec.Path = r.Path
+		}
 		created, err := time.Parse(time.RFC3339, j.build.Version.BuildDate)
 		if err != nil {
 			return nil, "", fmt.Errorf("the tree's build date %q: %w", j.build.Version.BuildDate, err)
 		}
 		spec.Created = created
-		if files, err := extraFiles(r, j.tree.Root); err != nil {
+		if spec.Base, err = withFiles(base, r, j.tree.Root, created); err != nil {
 			return nil, "", err
-		} else if len(files) > 0 {
-			extra, err := filesLayer(files, created)
-			if err != nil {
-				return nil, "", err
-			}
-			if spec.Base, err = mutate.AppendLayers(base, extra); err != nil {
-				return nil, "", err
-			}
 		}
-		cache := image.NewLayerCache(j.tree.OutputDir())
-		layer, _, err := cache.LayerAt(b.Path, spec.BinaryPath(), b.SHA256, types.OCILayer)
+		layer, err := binaryLayer(j.tree.OutputDir(), b, spec.BinaryPath(), r.Setuid, created)
 		if err != nil {
 			return nil, "", err
 		}
 		img, err := image.Assemble(spec, layer)
-		return img, r.Package + " (" + spec.BinaryPath() + ") on " + from, err
+		from := r.Package + " (" + spec.BinaryPath()
+		if r.Setuid {
+			from += ", setuid"
+		}
+		return img, from + ") on " + baseFrom, err
 	}
 	return nil, "", fmt.Errorf("%s was not built", r.Package)
 }
 
-// withConfig sets an image's entrypoint and cmd.
-func withConfig(img v1.Image, entrypoint, cmd []string) (v1.Image, error) {
+// binaryLayer is the layer of a built binary at imagePath: from the
+// tree's layer cache, or, setuid, a layer of its own (the cache's layers
+// hold binaries 0755; the setuid test programs are small).
+func binaryLayer(outputDir string, b build.Binary, imagePath string, setuid bool, created time.Time) (v1.Layer, error) {
+	if !setuid {
+		layer, _, err := image.NewLayerCache(outputDir).LayerAt(b.Path, imagePath, b.SHA256, types.OCILayer)
+		return layer, err
+	}
+	data, err := os.ReadFile(b.Path)
+	if err != nil {
+		return nil, err
+	}
+	return filesLayer([]layerFile{{name: imagePath, data: data, mode: setuidMode}}, created)
+}
+
+// withFiles is img with a layer of the recipe's files (extraFiles), if
+// it has any.
+func withFiles(img v1.Image, r recipe, treeRoot string, created time.Time) (v1.Image, error) {
+	files, err := extraFiles(r, treeRoot)
+	if err != nil || len(files) == 0 {
+		return img, err
+	}
+	layer, err := filesLayer(files, created)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.AppendLayers(img, layer)
+}
+
+// withConfig sets an image's entrypoint, cmd and user.
+func withConfig(img v1.Image, c imageConfig) (v1.Image, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Config.Entrypoint, cf.Config.Cmd = entrypoint, cmd
+	cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.User = c.Entrypoint, c.Cmd, c.User
 	return mutate.ConfigFile(img, cf)
 }
 
@@ -383,7 +529,12 @@ type layerFile struct {
 	name string // absolute path in the image
 	dir  bool
 	data []byte
+	// mode is a file's; 0 means fileMode.
+	mode int64
 }
+
+// fileMode is the mode of the files devk adds to test images.
+const fileMode = 0o644
 
 // filesLayer is a layer of files and directories (their parents made),
 // stamped with created (so the same files give the same digest).
@@ -417,7 +568,11 @@ func filesLayer(files []layerFile, created time.Time) (v1.Layer, error) {
 		if err := mkdir(path.Dir(f.name)); err != nil {
 			return nil, err
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.name, "/"), Mode: 0o644, Size: int64(len(f.data)), ModTime: created}); err != nil {
+		mode := f.mode
+		if mode == 0 {
+			mode = fileMode
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.name, "/"), Mode: mode, Size: int64(len(f.data)), ModTime: created}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(f.data); err != nil {
@@ -485,4 +640,13 @@ func specFilesByImage(treeRoot string) (map[string][]string, error) {
 		sort.Strings(files)
 	}
 	return out, err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

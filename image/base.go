@@ -25,7 +25,12 @@ var debianBases = map[string]debbase.Spec{
 	build.BaseIptables:   debbase.Iptables,
 	build.BaseBusybox:    debbase.Busybox,
 	build.BaseBusyboxNet: debbase.BusyboxNet,
+	build.BaseDNSUtils:   debbase.DNSUtils,
 }
+
+// DebianBasePackages are the packages a base kind asks for (their
+// dependencies come along), nil for a kind devk does not know.
+func DebianBasePackages(kind string) []string { return slices.Clone(debianBases[kind].Packages) }
 
 // LabelPackages lists a Debian base's packages, name=version separated by
 // spaces, in name order.

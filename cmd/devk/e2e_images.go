@@ -22,15 +22,22 @@ exactly the name and tag the framework asks for with the repo list ` + "`devk e2
 writes (<registry>/<upstream registry and path>/<name>:<tag>, e.g.
 127.0.0.1:5000/registry.k8s.io/e2e-test-images/agnhost:2.56):
 
-  agnhost, regression-issue-74839   the tree's Go programs (test/images/…), laid out
-                                    as their Dockerfiles lay them out (/agnhost,
-                                    entrypoint ["/agnhost"], cmd ["pause"]), on a
-                                    busybox base
-  busybox                           that base: Debian's busybox-static, its applets
-                                    linked in /usr/bin (sh, wget, nslookup, nc, …)
+  agnhost, regression-issue-74839,  the tree's Go programs (test/images/…, the
+  nonewprivs, sample-apiserver      sample-apiserver of staging/), laid out as their
+                                    Dockerfiles lay them out (/agnhost, entrypoint
+                                    ["/agnhost"], cmd ["pause"]; nnp setuid in
+                                    /usr/local/bin), on a busybox base; agnhost's
+                                    also has OpenBSD's nc, curl, dig and getent
+  kitten, nautilus                  agnhost with the Update Demo's picture and
+                                    data.json in /, cmd ["test-webserver"]
+  busybox, nonroot                  that base: Debian's busybox-static, its applets
+                                    linked in /usr/bin (sh, wget, nc, …); nonroot
+                                    with USER 1234
+  jessie-dnsutils                   the base with Debian's dig and getent
+                                    (bind9-dnsutils, libc-bin)
   httpd, nginx                      stand-ins: busybox's httpd serving an index.html
                                     on port 80 from the directory the real image serves
-  pause                             the cluster's own pause image
+  pause, etcd                       the cluster's own images
 
 The table shows each image, what it was built from and its digest; the
 images devk cannot build are listed with the files under test/e2e that

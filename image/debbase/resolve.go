@@ -355,27 +355,66 @@ var BusyboxAppletNames = []string{
 	"which", "whoami", "xargs", "yes", "zcat", "vi", "less", "more", "nproc", "stty", "uptime", "free", "watch",
 }
 
-func busyboxApplets() map[string]string {
+// busyboxApplets links the applets but those other packages of a base
+// ship (bind9-dnsutils' nslookup).
+func busyboxApplets(shipped ...string) map[string]string {
 	m := map[string]string{}
 	for _, a := range BusyboxAppletNames {
-		m["/usr/bin/"+a] = "busybox"
+		if !slices.Contains(shipped, a) {
+			m["/usr/bin/"+a] = "busybox"
+		}
 	}
 	return m
 }
 
-// BusyboxNet is Busybox with OpenBSD's netcat as nc and curl, as
-// agnhost's Alpine base has them: the Services specs run `nc -v -t -w 2
-// HOST PORT` in agnhost pods (options busybox's own nc lacks) and the
-// lifecycle hook specs `curl`. sh is dash: Debian's static busybox runs
-// its own applet for a command of a script before looking in PATH, so
-// with busybox as sh `sh -c 'nc -v …'` would never reach OpenBSD's nc.
+// dnsPackages are the DNS tools the e2e DNS specs' probe scripts run:
+// ISC's dig (bind9-dnsutils) and glibc's getent (libc-bin), which
+// upstream's agnhost (Alpine's bind-tools) and jessie-dnsutils (Debian's
+// dnsutils) have.
+var dnsPackages = []string{"bind9-dnsutils", "libc-bin"}
+
+// dnsCommands are the commands dnsPackages ship that busybox has applets
+// of: ISC's own are linked, as upstream's images have them.
+var dnsCommands = []string{"nslookup"}
+
+// NsswitchConf is /etc/nsswitch.conf, which libc-bin's postinst copies
+// from the file it ships: without it glibc asks DNS before /etc/hosts
+// and stops at DNS's "no such name", so `getent hosts <pod hostname>`
+// (the /etc/hosts specs) would find nothing.
+const NsswitchConf = "/etc/nsswitch.conf"
+
+// nsswitchTemplate is where libc-bin ships the default NsswitchConf
+// (hosts: files dns).
+const nsswitchTemplate = "/usr/share/libc-bin/nsswitch.conf"
+
+// BusyboxNet is Busybox with OpenBSD's netcat as nc, curl and the DNS
+// tools (dig, getent), as agnhost's Alpine base has them: the Services
+// specs run `nc -v -t -w 2 HOST PORT` in agnhost pods (options busybox's
+// own nc lacks), the lifecycle hook specs `curl`, the DNS specs `dig`
+// and `getent hosts`. sh is dash: Debian's static busybox runs its own
+// applet for a command of a script before looking in PATH, so with
+// busybox as sh `sh -c 'nc -v …'` would never reach OpenBSD's nc.
 var BusyboxNet = Spec{
-	Packages: []string{"busybox-static", "netcat-openbsd", "curl", "dash"},
+	Packages: append([]string{"busybox-static", "netcat-openbsd", "curl", "dash"}, dnsPackages...),
 	Exclude:  DistrolessExclude,
 	Symlinks: func() map[string]string {
-		m := busyboxApplets()
+		m := busyboxApplets(dnsCommands...)
 		m["/usr/bin/nc"] = "nc.openbsd"
 		m["/usr/bin/sh"] = "dash"
+		m[NsswitchConf] = nsswitchTemplate
+		return m
+	}(),
+}
+
+// DNSUtils is Busybox with the DNS tools (dig, getent): what the DNS
+// specs' jessie-dnsutils prober needs of upstream's Debian image with
+// dnsutils (sh, seq, dig, getent, test, echo, sleep).
+var DNSUtils = Spec{
+	Packages: append([]string{"busybox-static"}, dnsPackages...),
+	Exclude:  DistrolessExclude,
+	Symlinks: func() map[string]string {
+		m := busyboxApplets(dnsCommands...)
+		m[NsswitchConf] = nsswitchTemplate
 		return m
 	}(),
 }
