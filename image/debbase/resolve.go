@@ -335,12 +335,33 @@ var Iptables = Spec{
 
 // Busybox is a base with a shell and the usual commands: Debian's static
 // busybox, each applet linked in /usr/bin (/bin is usr/bin) as
-// `busybox --install` would. It stands in for the Alpine and busybox
-// bases the e2e test images' Dockerfiles start from.
+// `busybox --install` would, and bash as sh (see shellPackage). It stands
+// in for the Alpine and busybox bases the e2e test images' Dockerfiles
+// start from.
 var Busybox = Spec{
-	Packages: []string{"busybox-static"},
-	Exclude:  DistrolessExclude,
-	Symlinks: busyboxApplets(),
+	Packages: []string{"busybox-static", shellPackage},
+	Exclude:  shellExclude,
+	Symlinks: withShell(busyboxApplets()),
+}
+
+// shellPackage is the bases' sh. Not busybox's: Debian's static busybox
+// (1.35) runs its own applet for a command of a script before looking in
+// PATH (`sh -c 'nc -v …'` would never reach OpenBSD's nc), and its ash,
+// like dash, drops environment variables whose names are not shell names,
+// which the specs of ConfigMaps and Secrets as environment variables set
+// (data-1=value-1) and read back with `sh -c env`. bash passes them on,
+// as upstream busybox's sh does.
+const shellPackage = "bash"
+
+// shellExclude leaves out, besides DistrolessExclude, what bash depends
+// on and a container does not use: base-files (the Debian system's /etc
+// files, which depends on an awk; busybox's is there).
+var shellExclude = append(slices.Clone(DistrolessExclude), "base-files")
+
+// withShell links /usr/bin/sh to shellPackage's shell.
+func withShell(m map[string]string) map[string]string {
+	m["/usr/bin/sh"] = shellPackage
+	return m
 }
 
 // BusyboxAppletNames are the applets linked into the busybox base: the
@@ -353,6 +374,10 @@ var BusyboxAppletNames = []string{
 	"ps", "pwd", "readlink", "realpath", "rm", "rmdir", "route", "sed", "seq", "sha256sum", "sleep", "sort", "stat", "sync",
 	"tail", "tar", "tee", "test", "[", "timeout", "top", "touch", "tr", "true", "umount", "uname", "uniq", "wc", "wget",
 	"which", "whoami", "xargs", "yes", "zcat", "vi", "less", "more", "nproc", "stty", "uptime", "free", "watch",
+	"sysctl", "chgrp", "chroot", "cmp", "diff", "dmesg", "fgrep", "fold", "groups", "gunzip", "hexdump", "killall",
+	"link", "logger", "mktemp", "nl", "od", "paste", "pidof", "renice", "rev", "setsid", "sha1sum", "sha512sum", "shuf",
+	"strings", "tac", "time", "traceroute", "truncate", "tty", "unlink", "unzip", "usleep", "xxd", "ionice", "taskset",
+	"ping6", "bc", "getopt",
 }
 
 // busyboxApplets links the applets but those other packages of a base
@@ -391,16 +416,13 @@ const nsswitchTemplate = "/usr/share/libc-bin/nsswitch.conf"
 // tools (dig, getent), as agnhost's Alpine base has them: the Services
 // specs run `nc -v -t -w 2 HOST PORT` in agnhost pods (options busybox's
 // own nc lacks), the lifecycle hook specs `curl`, the DNS specs `dig`
-// and `getent hosts`. sh is dash: Debian's static busybox runs its own
-// applet for a command of a script before looking in PATH, so with
-// busybox as sh `sh -c 'nc -v …'` would never reach OpenBSD's nc.
+// and `getent hosts`. sh is bash (shellPackage).
 var BusyboxNet = Spec{
-	Packages: append([]string{"busybox-static", "netcat-openbsd", "curl", "dash"}, dnsPackages...),
-	Exclude:  DistrolessExclude,
+	Packages: append([]string{"busybox-static", "netcat-openbsd", "curl", shellPackage}, dnsPackages...),
+	Exclude:  shellExclude,
 	Symlinks: func() map[string]string {
-		m := busyboxApplets(dnsCommands...)
+		m := withShell(busyboxApplets(dnsCommands...))
 		m["/usr/bin/nc"] = "nc.openbsd"
-		m["/usr/bin/sh"] = "dash"
 		m[NsswitchConf] = nsswitchTemplate
 		return m
 	}(),
@@ -410,10 +432,10 @@ var BusyboxNet = Spec{
 // specs' jessie-dnsutils prober needs of upstream's Debian image with
 // dnsutils (sh, seq, dig, getent, test, echo, sleep).
 var DNSUtils = Spec{
-	Packages: append([]string{"busybox-static"}, dnsPackages...),
-	Exclude:  DistrolessExclude,
+	Packages: append([]string{"busybox-static", shellPackage}, dnsPackages...),
+	Exclude:  shellExclude,
 	Symlinks: func() map[string]string {
-		m := busyboxApplets(dnsCommands...)
+		m := withShell(busyboxApplets(dnsCommands...))
 		m[NsswitchConf] = nsswitchTemplate
 		return m
 	}(),
