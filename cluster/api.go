@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -306,7 +305,7 @@ func (c *Cluster) runBootstrapToken(ctx context.Context) (phase.Outcome, error) 
 		return phase.Done, fmt.Errorf("cluster-info RoleBinding: %w", err)
 	}
 	token := bootstraputil.TokenFromIDAndSecret(tok.ID, tok.Secret)
-	if _, err := writeIfChanged(filepath.Join(c.Dir, "bootstrap-token"), []byte(token+"\n"), 0o600, ""); err != nil {
+	if _, err := writeIfChanged(c.BootstrapToken(), []byte(token+"\n"), 0o600, ""); err != nil {
 		return phase.Done, err
 	}
 	return phase.Outcome{Detail: fmt.Sprintf("token %s.… (%d objects written)", tok.ID, n), Changed: n > 0}, nil

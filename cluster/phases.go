@@ -132,7 +132,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "bootstrap-token",
 			Short: "a bootstrap token, its RBAC and the cluster-info ConfigMap, as kubeadm makes for joining",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", filepath.Join(c.Dir, "bootstrap-token")}
+				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", c.BootstrapToken()}
 			},
 			Run: call((*Cluster).runBootstrapToken),
 		},

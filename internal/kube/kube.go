@@ -68,17 +68,28 @@ func WithoutWarnings() Option {
 	return func(c *rest.Config) { c.WarningHandler = rest.NoWarnings{} }
 }
 
+// ClientForConfig is Client for a connection made in memory rather than
+// read from a kubeconfig file (an anonymous client of a joining node),
+// with Client's limits. cfg is not changed.
+func ClientForConfig(cfg *rest.Config, opts ...Option) (*kubernetes.Clientset, error) {
+	return kubernetes.NewForConfig(withLimits(rest.CopyConfig(cfg), opts))
+}
+
 func restConfig(kubeconfig string, opts []Option) (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
+	return withLimits(cfg, opts), nil
+}
+
+func withLimits(cfg *rest.Config, opts []Option) *rest.Config {
 	cfg.Timeout = RequestTimeout
 	cfg.QPS, cfg.Burst = QPS, Burst
 	for _, o := range opts {
 		o(cfg)
 	}
-	return cfg, nil
+	return cfg
 }
 
 // FieldManager is devk's field manager in server-side applies.

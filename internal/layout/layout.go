@@ -296,6 +296,11 @@ func (p Paths) Kubectl() string { return p.join("bin", "kubectl") }
 // Etcd is etcd's data dir.
 func (p Paths) Etcd() string { return p.join("etcd") }
 
+// BootstrapToken is the file holding the cluster's bootstrap token
+// ("<id>.<secret>", 0600) that joining nodes authenticate and discover
+// the cluster with.
+func (p Paths) BootstrapToken() string { return p.join("bootstrap-token") }
+
 // Containerd is the private containerd's directory.
 func (p Paths) Containerd() string { return p.join("containerd") }
 
