@@ -511,3 +511,18 @@ func TestNewestVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopbackRegistriesFollowTheFlag: on a new cluster the runtime
+// phase (containerd's mirrors) runs before the registry phase records
+// --registry in the config, so the flag must win already then.
+func TestLoopbackRegistriesFollowTheFlag(t *testing.T) {
+	c := &Cluster{Options: Options{Registry: "127.0.0.1:5055"}}
+	c.Config.Registry = layout.DefaultRegistry
+	if got := c.loopbackRegistries(); !slices.Equal(got, []string{"127.0.0.1:5055"}) {
+		t.Fatalf("loopback registries %v with --registry 127.0.0.1:5055, want it alone", got)
+	}
+	c.Registry = ""
+	if got := c.loopbackRegistries(); !slices.Equal(got, []string{layout.DefaultRegistry}) {
+		t.Fatalf("loopback registries %v without --registry, want the config's", got)
+	}
+}

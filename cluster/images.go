@@ -369,13 +369,23 @@ func forwarderName(hostPort string) string {
 // pulls from (host:port each): they need a forwarder on the bridge.
 func (c *Cluster) loopbackRegistries() []string {
 	var out []string
-	for _, reg := range []string{c.Config.Registry, c.ImagesFrom} {
+	for _, reg := range []string{c.registryAddr(), c.ImagesFrom} {
 		reg, _, _ = strings.Cut(reg, "/") // host:port of host:port/prefix
 		if reg != "" && image.IsLoopback(reg) && !slices.Contains(out, reg) {
 			out = append(out, reg)
 		}
 	}
 	return out
+}
+
+// registryAddr is the registry this run of up uses: --registry when given
+// (the registry phase records it in the config, after the runtime phase
+// has written containerd's mirrors), else the config's.
+func (c *Cluster) registryAddr() string {
+	if c.Registry != "" {
+		return c.Registry
+	}
+	return c.Config.Registry
 }
 
 // mirrorOf is the address on the cluster's bridge that relays a loopback
