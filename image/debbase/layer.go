@@ -50,6 +50,15 @@ var mergedDirs = []string{"bin", "sbin", "lib", "lib32", "lib64", "libo32", "lib
 // alwaysMerged are made even when no package ships anything there.
 var alwaysMerged = []string{"bin", "sbin", "lib"}
 
+// scratchDirs are the world-writable, sticky directories every Debian
+// system has (base-files' postinst makes them, not its data), which
+// containers write to: the StatefulSet specs `mv` a web root's index.html
+// to /tmp/.
+var scratchDirs = []string{"tmp", "var/tmp"}
+
+// scratchMode is theirs: rwx for all, sticky.
+const scratchMode = 0o1777
+
 // droppedDirs hold documentation a base does not need.
 var droppedDirs = []string{"usr/share/man", "usr/share/info", "usr/share/lintian"}
 
@@ -75,6 +84,7 @@ type tree map[string]*entry
 
 // WriteTar writes the root filesystem of the packages as one tar:
 // merged-/usr, docs but copyright files dropped, device files left out,
+// /tmp and /var/tmp made (scratchDirs),
 // hard links made copies, each package's control file under StatusDir,
 // then the symlinks (path -> target) a maintainer script would have made.
 // Entries are sorted by path, owned by root (uid and gid 0, no names) and
@@ -103,6 +113,11 @@ func WriteTar(w io.Writer, debs []Deb, symlinks map[string]string) (time.Time, e
 			if err := t.add(d, &entry{typ: tar.TypeSymlink, mode: 0o777, link: "usr/" + d, from: "merged /usr"}); err != nil {
 				return time.Time{}, err
 			}
+		}
+	}
+	for _, d := range scratchDirs {
+		if t[d] == nil {
+			t[d] = &entry{typ: tar.TypeDir, mode: scratchMode, from: "a scratch directory"}
 		}
 	}
 	for _, p := range sortedKeys(symlinks) {

@@ -137,6 +137,14 @@ func TestWriteTar(t *testing.T) {
 		}
 	})
 
+	t.Run("scratch directories", func(t *testing.T) {
+		for _, d := range []string{"tmp/", "var/tmp/"} {
+			if h := hs[strings.TrimSuffix(d, "/")]; h == nil || h.Typeflag != tar.TypeDir || h.Mode != 0o1777 || h.Name != d {
+				t.Errorf("/%s: %+v, want a directory of mode 1777", d, h)
+			}
+		}
+	})
+
 	t.Run("merged /usr", func(t *testing.T) {
 		for top, target := range map[string]string{"lib": "usr/lib", "lib64": "usr/lib64", "bin": "usr/bin", "sbin": "usr/sbin"} {
 			if h := hs[top]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != target {

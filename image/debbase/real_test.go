@@ -170,7 +170,8 @@ func TestBusyboxBases(t *testing.T) {
 			// (the env-var specs' data-1), and busybox's sysctl is there.
 			cmds := [][]string{{"/bin/sh", "-c", "echo hello | cat; ls /usr/bin/wget && hostname && echo ok"},
 				{"/usr/bin/env", "data-1=value-1", "/bin/sh", "-c", "env | grep -q '^data-1=value-1$' && echo ok"},
-				{"/bin/sh", "-c", "sysctl --help 2>&1 | grep -q 'Usage: sysctl' && echo ok"}}
+				{"/bin/sh", "-c", "sysctl --help 2>&1 | grep -q 'Usage: sysctl' && echo ok"},
+				{"/bin/sh", "-c", "echo x >/tmp/x && mv /tmp/x /var/tmp/ && echo ok"}}
 			if spec.Symlinks["/usr/bin/nslookup"] == "busybox" {
 				cmds = append(cmds, []string{"/bin/nslookup", "--help"})
 			}

@@ -17,7 +17,7 @@ import (
 
 // tarFormat versions what WriteTar makes of the same packages; bump it
 // when that changes, so tars cached under the old layout are not reused.
-const tarFormat = "debbase-v1"
+const tarFormat = "debbase-v2" // v2: scratchDirs
 
 // Key names the tar WriteRoot makes of pkgs with spec: the same key
 // always gives the same bytes, so a tar (or its compressed layer) can be
