@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -431,7 +432,7 @@ func (j *imagesJob) assemble(ctx context.Context, r recipe) (v1.Image, string, e
 			return nil, "", err
 		}
 		img, err := withFiles(on, r, j.tree.Root, cf.Created.Time)
-		return img, r.On + " (" + onFrom + ") with " + strings.Join(sortedKeys(r.Files), ", "), err
+		return img, r.On + " (" + onFrom + ") with " + strings.Join(slices.Sorted(maps.Keys(r.Files)), ", "), err
 	case r.Webroot != "":
 		cf, err := base.ConfigFile()
 		if err != nil {
@@ -640,13 +641,4 @@ func specFilesByImage(treeRoot string) (map[string][]string, error) {
 		sort.Strings(files)
 	}
 	return out, err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

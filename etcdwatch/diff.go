@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -128,7 +130,7 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	if err != nil {
 		return diffRevisionError(from, err)
 	}
-	for _, r := range sortedKeys(res.Excluded) {
+	for _, r := range slices.Sorted(maps.Keys(res.Excluded)) {
 		log.Infof("left out %d writes to %s (--exclude %s); --exclude '' shows them", res.Excluded[r], r, r)
 	}
 	if err := printDiff(o.Out, res, o.Format); err != nil {
@@ -381,13 +383,4 @@ func printDiff(w io.Writer, res DiffResult, f output.Format) error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,7 +104,7 @@ func debianArch(p v1.Platform) (string, error) {
 func MakeDebianBase(ctx context.Context, kind, platform, cacheDir string, compression *Compression) (*DebianBase, error) {
 	spec, ok := debianBases[kind]
 	if !ok {
-		return nil, fmt.Errorf("unknown base kind %q (known: %s)", kind, strings.Join(sortedKeys(debianBases), ", "))
+		return nil, fmt.Errorf("unknown base kind %q (known: %s)", kind, strings.Join(slices.Sorted(maps.Keys(debianBases)), ", "))
 	}
 	plat, err := ParsePlatform(platform)
 	if err != nil {
@@ -190,13 +191,4 @@ func PushDebianBase(ctx context.Context, r *Remote, b *DebianBase) error {
 	}
 	b.Repository, b.Ref = repo.Name(), repo.Name()+"@"+b.Digest
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -120,7 +121,7 @@ func WriteTar(w io.Writer, debs []Deb, symlinks map[string]string) (time.Time, e
 			t[d] = &entry{typ: tar.TypeDir, mode: scratchMode, from: "a scratch directory"}
 		}
 	}
-	for _, p := range sortedKeys(symlinks) {
+	for _, p := range slices.Sorted(maps.Keys(symlinks)) {
 		name, ok := cleanName(p)
 		if !ok {
 			return time.Time{}, fmt.Errorf("symlink %q: not a path in the image", p)
@@ -146,7 +147,7 @@ func WriteTar(w io.Writer, debs []Deb, symlinks map[string]string) (time.Time, e
 	newest = newest.UTC()
 
 	tw := tar.NewWriter(w)
-	for _, name := range sortedKeys(t) {
+	for _, name := range slices.Sorted(maps.Keys(t)) {
 		e := t[name]
 		h := &tar.Header{Typeflag: e.typ, Name: name, Mode: e.mode, ModTime: newest, Format: tar.FormatPAX}
 		switch e.typ {
@@ -248,7 +249,7 @@ func (t tree) addDirs(name string) {
 // something else (a file, a symlink) is an error, since extracting would
 // write through it.
 func (t tree) addParents() error {
-	for _, name := range sortedKeys(t) {
+	for _, name := range slices.Sorted(maps.Keys(t)) {
 		for p := path.Dir(name); p != "."; p = path.Dir(p) {
 			switch e := t[p]; {
 			case e == nil:
@@ -330,13 +331,4 @@ func dropped(name string) bool {
 		return !(len(parts) == 1 || len(parts) == 2 && parts[1] == "copyright")
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

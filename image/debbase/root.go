@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/devk/devk/internal/atomicfile"
@@ -28,7 +30,7 @@ func Key(pkgs []Package, spec Spec) string {
 	for _, p := range pkgs {
 		fmt.Fprintf(h, "package %s %s %s %s\n", p.Name, p.Version, p.Architecture, p.SHA256)
 	}
-	for _, k := range sortedKeys(spec.Symlinks) {
+	for _, k := range slices.Sorted(maps.Keys(spec.Symlinks)) {
 		fmt.Fprintf(h, "symlink %q %q\n", k, spec.Symlinks[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
