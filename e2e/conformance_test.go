@@ -22,7 +22,9 @@ import (
 // across sig-api-machinery, sig-apps (Deployments, ReplicaSets, Jobs),
 // sig-network (Services, DNS), sig-node (Pods, ConfigMaps, Secrets,
 // probes, lifecycle hooks) and sig-cli (kubectl), each runnable on one
-// node with the images `devk e2e images` makes. 1 m 42 s with
+// node with the images `devk e2e images` makes; a few chosen for what
+// the images must have (dig and jessie-dnsutils, a sh that passes on
+// env names like data-1, busybox's sysctl, nonewprivs' setuid nnp). 1 m 42 s with
 // --parallel 2 (the whole test, cluster included, 2 m 43 s).
 var conformanceSubset = []string{
 	"[sig-api-machinery] Discovery should validate PreferredVersion for each APIGroup",
@@ -51,6 +53,10 @@ var conformanceSubset = []string{
 	"[sig-network] Services should find a service from listing all namespaces",
 	"[sig-network] Services should test the lifecycle of an Endpoint",
 	"[sig-network] DNS should support configurable pod DNS nameservers",
+	"[sig-network] DNS should provide DNS for the cluster",
+	"[sig-node] ConfigMap should be consumable as environment variable names with various prefixes",
+	"[sig-node] Sysctls [LinuxOnly] [NodeConformance] should support sysctls",
+	"[sig-node] Security Context when creating containers with AllowPrivilegeEscalation should not allow privilege escalation when false",
 	"[sig-cli] Kubectl client Kubectl version should check is all data is printed",
 	"[sig-cli] Kubectl client Kubectl api-versions should check if v1 is in available api versions",
 	"[sig-cli] Kubectl client Kubectl cluster-info should check if Kubernetes control plane services is included in cluster-info",
@@ -82,7 +88,7 @@ func TestConformanceSubset(t *testing.T) {
 			pushed[im.Name+":"+im.Tag] = im.Ref
 		}
 	}
-	for _, want := range []string{"agnhost:2.56", "busybox:1.37.0-1", "httpd:2.4.38-4", "pause:3.10.1"} {
+	for _, want := range []string{"agnhost:2.56", "busybox:1.37.0-1", "httpd:2.4.38-4", "pause:3.10.1", "jessie-dnsutils:1.7", "nonewprivs:1.3"} {
 		if !strings.HasSuffix(pushed[want], "/"+want) || !strings.Contains(pushed[want], "registry.k8s.io/") {
 			t.Errorf("%s not pushed under the framework's name: %v", want, pushed)
 		}
