@@ -318,7 +318,9 @@ func TestNodeValidation(t *testing.T) {
 			c.Network.Nodes[0].PodCIDR, c.Network.Nodes[1].PodCIDR = "10.244.0.0/24", "10.244.1.0/24"
 		}, ""},
 		{"duplicate name", func(c *Config) { c.Network.Nodes[2] = c.Network.Nodes[1] }, "network.nodes[2].name"},
-		{"duplicate address", func(c *Config) { c.Network.Nodes[2].IP, c.Network.Nodes[2].HostVeth = c.Network.Nodes[1].IP, c.Network.Nodes[1].HostVeth }, "network.nodes[2].ip"},
+		{"duplicate address", func(c *Config) {
+			c.Network.Nodes[2].IP, c.Network.Nodes[2].HostVeth = c.Network.Nodes[1].IP, c.Network.Nodes[1].HostVeth
+		}, "network.nodes[2].ip"},
 		{"veths swapped", func(c *Config) {
 			c.Network.Nodes[1].HostVeth, c.Network.Nodes[2].HostVeth = c.Network.Nodes[2].HostVeth, c.Network.Nodes[1].HostVeth
 		}, "network.nodes[1].hostVeth"},
