@@ -264,6 +264,29 @@ type Paths struct{ Dir string }
 
 func (p Paths) join(elem ...string) string { return filepath.Join(append([]string{p.Dir}, elem...)...) }
 
+// NodesDir holds the directories of the cluster's nodes other than node 0.
+func (p Paths) NodesDir() string { return p.join("nodes") }
+
+// NodeDir is where node keeps its files (kubelet, containerd, CNI,
+// manifests, logs, pid files: every Paths method that names a node
+// file works on it): for node 0, the node `devk up` made, the cluster's
+// directory itself, as before there were more nodes, so an existing
+// cluster keeps its paths; for any other node of c, nodes/<node>/. A
+// node c does not have is an error naming those it has.
+func (p Paths) NodeDir(c Config, node string) (Paths, error) {
+	if node == c.NodeName {
+		return p, nil
+	}
+	if _, _, err := c.FindNode(node); err != nil {
+		return Paths{}, err
+	}
+	dir, err := validname.PathIn(p.NodesDir(), node)
+	if err != nil {
+		return Paths{}, err
+	}
+	return Paths{Dir: dir}, nil
+}
+
 // ConfigFile is cluster.json.
 func (p Paths) ConfigFile() string { return p.join("cluster.json") }
 
@@ -339,6 +362,7 @@ func ParseConfig(data []byte, dirName string) (Config, error) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return cfg, fmt.Errorf("not a devk cluster config (%v): restore it, or remove the cluster by hand", err)
 	}
+	cfg.readLegacyNodes()
 	if err := cfg.Validate(dirName); err != nil {
 		return cfg, err
 	}

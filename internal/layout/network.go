@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/devk/devk/internal/validname"
 )
 
 // A devk node is a network namespace: a veth joins it to a bridge on the
@@ -45,13 +45,41 @@ type Network struct {
 	Nodes []NodeNet `json:"nodes"`
 }
 
-// NodeNet is one node's namespace, address and veth.
+// Node roles.
+const (
+	// RoleControlPlane runs etcd and the control-plane static pods
+	// besides a kubelet. Node 0, the node `devk up` makes, is one.
+	RoleControlPlane = "control-plane"
+	// RoleWorker runs a kubelet, kube-proxy and pods only.
+	RoleWorker = "worker"
+)
+
+// NodeNet is one node's namespace, address, veth, role and cgroup root.
+// Its index (which address and host veth it has) follows from its
+// address: Network.NodeIndex.
 type NodeNet struct {
 	Name     string `json:"name"`
 	NetNS    string `json:"netns"`
 	IP       string `json:"ip"`
 	HostVeth string `json:"hostVeth"`
+	// Role is RoleControlPlane or RoleWorker. A cluster.json written
+	// before nodes had roles has none: its one node reads as the
+	// control plane.
+	Role string `json:"role"`
+	// CgroupRoot is the node's kubelet cgroupRoot: Config.CgroupRoot
+	// for node 0 (so an existing cluster keeps its pods where they
+	// are), NodeCgroupRoot for every other node, so that two kubelets'
+	// kubepods trees never mix. down kills what is in it.
+	CgroupRoot string `json:"cgroupRoot"`
+	// PodCIDR is the node's Node.spec.podCIDR once the controller-manager
+	// has allocated one (empty before): copied for the pod routes and for
+	// down, which must work without an API server. The API is the source
+	// of truth.
+	PodCIDR string `json:"podCIDR,omitempty"`
 }
+
+// IsControlPlane says whether the node runs the control plane.
+func (n NodeNet) IsControlPlane() bool { return n.Role == RoleControlPlane }
 
 // NetNSPath is the bind mount that names the node's namespace; processes
 // enter it with `nsenter --net=<path>`.
@@ -73,8 +101,15 @@ func HostVethName(cluster string, i int) string {
 	return "dkv" + shortHash(cluster+"/"+strconv.Itoa(i), 10)
 }
 
-// NetNSName is the name of a node's network namespace.
+// NetNSName is the name of a node's network namespace. It is the same
+// for a node name in any cluster: AddNode refuses a name another
+// cluster's node has.
 func NetNSName(node string) string { return "devk-" + node }
+
+// NodeCgroupRoot is the kubelet cgroupRoot of a node other than node 0:
+// the cluster's, "_", the node's name. Neither name has a '_', so no two
+// (cluster, node) pairs and no cluster's own CgroupRoot share one.
+func NodeCgroupRoot(cluster, node string) string { return CgroupRoot(cluster) + "_" + node }
 
 func shortHash(s string, n int) string {
 	sum := sha256.Sum256([]byte(s))
@@ -88,11 +123,68 @@ func NodeIP(subnet *net.IPNet, i int) net.IP {
 }
 
 func offset(subnet *net.IPNet, n int) net.IP {
-	ip := make(net.IP, 4)
-	copy(ip, subnet.IP.To4())
-	v := uint32(ip[0])<<24 | uint32(ip[1])<<16 | uint32(ip[2])<<8 | uint32(ip[3])
-	v += uint32(n)
+	v := ipv4Uint(subnet.IP) + uint32(n)
 	return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v)).To4()
+}
+
+func ipv4Uint(ip net.IP) uint32 {
+	ip4 := ip.To4()
+	return uint32(ip4[0])<<24 | uint32(ip4[1])<<16 | uint32(ip4[2])<<8 | uint32(ip4[3])
+}
+
+// lastAddress is subnet's broadcast address.
+func lastAddress(subnet *net.IPNet) net.IP {
+	ones, bits := subnet.Mask.Size()
+	return offset(subnet, 1<<(bits-ones)-1)
+}
+
+// maxNodes is how many node addresses subnet holds: all but the network
+// address, the host's (the first) and the broadcast address.
+func maxNodes(subnet *net.IPNet) int {
+	ones, bits := subnet.Mask.Size()
+	return 1<<(bits-ones) - 3
+}
+
+// NodeIndex is the index of the node at address ip (a canonical IPv4
+// address): NodeIP(subnet, index) is ip. The index names the node's host
+// veth (HostVethName), so it must stay the node's for its life, and a
+// removed node's index is free again (FreeIndex).
+func (n Network) NodeIndex(ip string) (int, error) {
+	_, subnet, err := net.ParseCIDR(n.Subnet)
+	if err != nil || subnet.IP.To4() == nil {
+		return 0, fmt.Errorf("network subnet %q: want an IPv4 subnet", n.Subnet)
+	}
+	addr := net.ParseIP(ip)
+	if addr == nil || addr.To4() == nil || addr.String() != ip || !subnet.Contains(addr) {
+		return 0, fmt.Errorf("%q is not an IPv4 address in %s, written as Go writes it", ip, n.Subnet)
+	}
+	i := int(ipv4Uint(addr)-ipv4Uint(subnet.IP)) - 2
+	if i < 0 || i >= maxNodes(subnet) {
+		return 0, fmt.Errorf("%s is not a node address of %s: the first is the host's (%s), the last is broadcast", ip, n.Subnet, offset(subnet, 1))
+	}
+	return i, nil
+}
+
+// FreeIndex is the first index no node has: a node added after one was
+// removed takes its address and host veth name, so the subnet does not
+// run out by adding and removing.
+func (n Network) FreeIndex() (int, error) {
+	_, subnet, err := net.ParseCIDR(n.Subnet)
+	if err != nil || subnet.IP.To4() == nil {
+		return 0, fmt.Errorf("network subnet %q: want an IPv4 subnet", n.Subnet)
+	}
+	used := map[int]bool{}
+	for _, node := range n.Nodes {
+		if i, err := n.NodeIndex(node.IP); err == nil {
+			used[i] = true
+		}
+	}
+	for i := range maxNodes(subnet) {
+		if !used[i] {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("no address left in %s for another node (it holds %d): remove one (`devk node remove NAME`)", n.Subnet, maxNodes(subnet))
 }
 
 // NewNetwork is the network of a cluster with one node in subnet.
@@ -102,7 +194,7 @@ func NewNetwork(cluster, node string, subnet *net.IPNet) Network {
 		HostBridge: HostBridgeName(cluster),
 		HostIP:     offset(subnet, 1).String(),
 		Nodes: []NodeNet{{Name: node, NetNS: NetNSName(node), IP: NodeIP(subnet, 0).String(),
-			HostVeth: HostVethName(cluster, 0)}},
+			HostVeth: HostVethName(cluster, 0), Role: RoleControlPlane, CgroupRoot: CgroupRoot(cluster)}},
 	}
 }
 
@@ -125,19 +217,59 @@ func (n Network) validate(c Config, bad func(field, got, want string) error) err
 	if len(n.Nodes) == 0 {
 		return bad("network.nodes", "[]", "want the control-plane node")
 	}
+	_, pods, err := net.ParseCIDR(c.PodCIDR)
+	if err != nil {
+		return bad("podCIDR", c.PodCIDR, "want an IPv4 CIDR")
+	}
+	names, ips := map[string]int{}, map[string]int{}
+	podNets := map[int]*net.IPNet{}
 	for i, node := range n.Nodes {
 		field := fmt.Sprintf("network.nodes[%d]", i)
-		if errs := validation.IsDNS1123Subdomain(node.Name); len(errs) > 0 {
-			return bad(field+".name", node.Name, strings.Join(errs, "; "))
+		if err := validname.Node(node.Name); err != nil {
+			return bad(field+".name", node.Name, "want a DNS-1123 label ("+err.Error()+")")
 		}
+		if j, dup := names[node.Name]; dup {
+			return bad(field+".name", node.Name, fmt.Sprintf("but network.nodes[%d] has that name", j))
+		}
+		names[node.Name] = i
 		if node.NetNS != NetNSName(node.Name) {
 			return bad(field+".netns", node.NetNS, "want "+NetNSName(node.Name))
 		}
-		if node.HostVeth != HostVethName(c.Name, i) {
-			return bad(field+".hostVeth", node.HostVeth, "want "+HostVethName(c.Name, i))
+		index, err := n.NodeIndex(node.IP)
+		if err != nil {
+			return bad(field+".ip", node.IP, "want a node address in "+n.Subnet+" ("+err.Error()+")")
 		}
-		if ip := net.ParseIP(node.IP); ip == nil || !subnet.Contains(ip) || node.IP == n.HostIP {
-			return bad(field+".ip", node.IP, "want a node address in "+n.Subnet)
+		if j, dup := ips[node.IP]; dup {
+			return bad(field+".ip", node.IP, fmt.Sprintf("but network.nodes[%d] has that address", j))
+		}
+		ips[node.IP] = i
+		if node.HostVeth != HostVethName(c.Name, index) {
+			return bad(field+".hostVeth", node.HostVeth, fmt.Sprintf("want %s (the node at %s has index %d)", HostVethName(c.Name, index), node.IP, index))
+		}
+		switch {
+		case i == 0 && node.Role != RoleControlPlane:
+			return bad(field+".role", node.Role, "want "+RoleControlPlane+": node 0 is the control plane `devk up` made")
+		case node.Role != RoleControlPlane && node.Role != RoleWorker:
+			return bad(field+".role", node.Role, "want "+RoleControlPlane+" or "+RoleWorker)
+		}
+		wantRoot := NodeCgroupRoot(c.Name, node.Name)
+		if i == 0 {
+			wantRoot = c.CgroupRoot
+		}
+		if node.CgroupRoot != wantRoot {
+			return bad(field+".cgroupRoot", node.CgroupRoot, "want "+wantRoot)
+		}
+		if node.PodCIDR != "" {
+			_, pn, err := net.ParseCIDR(node.PodCIDR)
+			if err != nil || pn.IP.To4() == nil || pn.String() != node.PodCIDR || !pods.Contains(pn.IP) || !pods.Contains(lastAddress(pn)) {
+				return bad(field+".podCIDR", node.PodCIDR, "want a subnet of the pod CIDR "+c.PodCIDR)
+			}
+			for j := range i {
+				if other := podNets[j]; other != nil && Overlaps(pn, other) {
+					return bad(field+".podCIDR", node.PodCIDR, fmt.Sprintf("but it overlaps network.nodes[%d]'s %s", j, other))
+				}
+			}
+			podNets[i] = pn
 		}
 	}
 	if n.Nodes[0].Name != c.NodeName || n.Nodes[0].IP != c.AdvertiseIP {
@@ -188,4 +320,114 @@ func (c *Config) PlaceAmong(others []Config, taken []*net.IPNet) error {
 		return nil
 	}
 	return fmt.Errorf("no free /%d left in %s for cluster %s's nodes: remove a cluster (`devk down --name …`)", NodeSubnetBits, DefaultNodeSubnets, c.Name)
+}
+
+// readLegacyNodes fills what a cluster.json written before nodes had
+// roles and cgroup roots lacks: its one node is the control plane, in
+// the cluster's cgroup root. Other nodes must say both.
+func (c *Config) readLegacyNodes() {
+	if len(c.Network.Nodes) == 0 {
+		return
+	}
+	n0 := &c.Network.Nodes[0]
+	if n0.Role == "" {
+		n0.Role = RoleControlPlane
+	}
+	if n0.CgroupRoot == "" {
+		n0.CgroupRoot = c.CgroupRoot
+	}
+}
+
+// NodeNames are the cluster's nodes' names, node 0 first.
+func (c Config) NodeNames() []string {
+	if !c.HasNodeNetwork() {
+		return []string{c.NodeName}
+	}
+	var out []string
+	for _, n := range c.Network.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// FindNode is the node called name and its position in Network.Nodes
+// (0: the node `devk up` made).
+func (c Config) FindNode(name string) (NodeNet, int, error) {
+	for i, n := range c.Network.Nodes {
+		if n.Name == name {
+			return n, i, nil
+		}
+	}
+	return NodeNet{}, 0, fmt.Errorf("cluster %s has no node %q; its nodes: %s", c.Name, name, strings.Join(c.NodeNames(), ", "))
+}
+
+// NextNodeName is the first free name in kind's style for another node
+// of role: <cluster>-worker, <cluster>-worker2, …; <cluster>-control-plane2,
+// … (<cluster>-control-plane is node 0).
+func (c Config) NextNodeName(role string) string {
+	base := c.Name + "-" + role
+	taken := map[string]bool{}
+	for _, n := range c.NodeNames() {
+		taken[n] = true
+	}
+	for k := 1; ; k++ {
+		name := base
+		if k > 1 {
+			name += strconv.Itoa(k)
+		}
+		if !taken[name] {
+			return name
+		}
+	}
+}
+
+// AddNode adds a node called name with role to the cluster's network,
+// at the first free index (FreeIndex), and returns it. others are the
+// machine's other clusters: a node's network namespace is named by the
+// node alone (NetNSName), so a name one of them uses is refused. It
+// changes only c; the caller saves it once the node exists.
+func (c *Config) AddNode(name, role string, others []Config) (NodeNet, error) {
+	if !c.HasNodeNetwork() {
+		return NodeNet{}, fmt.Errorf("cluster %s was made before each node had its own network namespace and cannot take more nodes: recreate it (`devk down --name %s`, then `devk up`)", c.Name, c.Name)
+	}
+	if err := validname.Node(name); err != nil {
+		return NodeNet{}, err
+	}
+	if role != RoleControlPlane && role != RoleWorker {
+		return NodeNet{}, fmt.Errorf("node role %q: want %s or %s", role, RoleControlPlane, RoleWorker)
+	}
+	if _, _, err := c.FindNode(name); err == nil {
+		return NodeNet{}, fmt.Errorf("cluster %s has a node %s already: choose another name (`devk status` lists the nodes)", c.Name, name)
+	}
+	for _, o := range others {
+		for _, on := range o.NodeNames() {
+			if on == name {
+				return NodeNet{}, fmt.Errorf("node name %s is taken by cluster %s, and the two would share network namespace %s: choose another name", name, o.Name, NetNSName(name))
+			}
+		}
+	}
+	i, err := c.Network.FreeIndex()
+	if err != nil {
+		return NodeNet{}, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	_, subnet, _ := net.ParseCIDR(c.Network.Subnet)
+	n := NodeNet{Name: name, NetNS: NetNSName(name), IP: NodeIP(subnet, i).String(), HostVeth: HostVethName(c.Name, i),
+		Role: role, CgroupRoot: NodeCgroupRoot(c.Name, name)}
+	c.Network.Nodes = append(c.Network.Nodes, n)
+	return n, nil
+}
+
+// RemoveNode takes the node called name out of the cluster's network;
+// its index is free again. Node 0 cannot go: the cluster's directory is
+// its directory, and `devk down` removes it with the cluster.
+func (c *Config) RemoveNode(name string) error {
+	_, i, err := c.FindNode(name)
+	if err != nil {
+		return err
+	}
+	if i == 0 {
+		return fmt.Errorf("node %s is the control-plane node `devk up` made, which goes only with the cluster: `devk down --name %s` removes it", name, c.Name)
+	}
+	c.Network.Nodes = append(c.Network.Nodes[:i:i], c.Network.Nodes[i+1:]...)
+	return nil
 }

@@ -73,15 +73,17 @@ func CoreDNSVersion(v string) error {
 	return fmt.Errorf("CoreDNS version %s: use v1.MINOR.PATCH, optionally with a pre-release such as -rc.1 (e.g. v1.12.1)", quote(v))
 }
 
-// componentRE is a DNS label, since a component name also names an image
-// repository and a static pod.
-var componentRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// dnsLabelRE is an RFC 1123 DNS label: 1-63 of [a-z0-9-], starting and
+// ending with a letter or digit.
+var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Component checks the shape of a component name (apiserver,
 // kube-apiserver, etcd). Whether the catalog has it is build.Lookup's to
 // say; Lookup calls this first.
 func Component(name string) error {
-	if componentRE.MatchString(name) {
+	// A DNS label: a component name also names an image repository and
+	// a static pod.
+	if dnsLabelRE.MatchString(name) {
 		return nil
 	}
 	return fmt.Errorf("component name %s: use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit (e.g. apiserver or kube-apiserver)", quote(name))
@@ -96,6 +98,21 @@ func Cluster(name string) error {
 		return nil
 	}
 	return fmt.Errorf("cluster name %s: use 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit (e.g. devk or dev-2)", quote(name))
+}
+
+// Node checks a node name: a DNS label (not a subdomain: no dots), so
+// that it is a Node object's name and the kubelet's hostname, one path
+// element (nodes/<node>/ under the cluster's directory), and short
+// enough for the names devk derives from it: its network namespace
+// (devk-<node>, a file under /run/netns) and its cgroup root
+// (/devk-<cluster>_<node>) stay far below Linux's 255-byte file names,
+// and its host veth is a hash. Cluster and node names have no '_', so a
+// node's cgroup root can never be another cluster's or node's.
+func Node(name string) error {
+	if dnsLabelRE.MatchString(name) {
+		return nil
+	}
+	return fmt.Errorf("node name %s: use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit (e.g. devk-worker2)", quote(name))
 }
 
 // platforms are the os/arch pairs Kubernetes builds release binaries for

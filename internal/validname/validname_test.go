@@ -170,6 +170,23 @@ func TestCluster(t *testing.T) {
 	))
 }
 
+func TestNode(t *testing.T) {
+	check(t, Node, "1-63 lowercase letters, digits and '-'", append(hostile("devk-worker"),
+		nameCase{"kind's second worker", "devk-worker2", true},
+		nameCase{"control plane", "devk-control-plane", true},
+		nameCase{"one character", "w", true},
+		nameCase{"digits only", "1", true},
+		nameCase{"63 characters", strings.Repeat("a", 63), true},
+		nameCase{"64 characters", strings.Repeat("a", 64), false},
+		nameCase{"upper case", "Worker", false},
+		nameCase{"leading dash", "-w", false},
+		nameCase{"trailing dash", "w-", false},
+		nameCase{"dot (a subdomain, not a label)", "worker.local", false},
+		nameCase{"underscore (the cgroup root's separator)", "a_b", false},
+		nameCase{"a path", "nodes/w", false},
+	))
+}
+
 func TestPlatform(t *testing.T) {
 	cases := hostile("linux/amd64")
 	for _, p := range Platforms() {
