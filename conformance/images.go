@@ -99,6 +99,9 @@ type recipe struct {
 	// Files are what the Dockerfile adds besides the binary: path in the
 	// image -> file of the tree ("" for a directory).
 	Files map[string]string
+	// Links are the symlinks the Dockerfile makes: path in the image ->
+	// target.
+	Links map[string]string
 	// Users are what the Dockerfile's adduser and addgroup write to
 	// /etc/passwd and /etc/group, after root.
 	Users, Groups []string
@@ -141,6 +144,9 @@ var recipes = map[string]recipe{
 			"/localhost.key": "test/images/agnhost/porter/localhost.key",
 			"/uploads":       "",
 		},
+		// RUN ln -s agnhost agnhost-2: the Containers specs override the
+		// entrypoint with /agnhost-2.
+		Links: map[string]string{"/agnhost-2": "agnhost"},
 		Users:  []string{"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh"},
 		Groups: []string{"user-defined-in-image:x:1000:", "group-defined-in-image:x:50000:user-defined-in-image"}},
 	"regression-issue-74839": {Package: "./test/images/regression-issue-74839"},
@@ -529,6 +535,8 @@ func withConfig(img v1.Image, c imageConfig) (v1.Image, error) {
 type layerFile struct {
 	name string // absolute path in the image
 	dir  bool
+	// link, when set, makes the entry a symlink to it.
+	link string
 	data []byte
 	// mode is a file's; 0 means fileMode.
 	mode int64
@@ -569,6 +577,12 @@ func filesLayer(files []layerFile, created time.Time) (v1.Layer, error) {
 		if err := mkdir(path.Dir(f.name)); err != nil {
 			return nil, err
 		}
+		if f.link != "" {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(f.name, "/"), Linkname: f.link, Mode: 0o777, ModTime: created}); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		mode := f.mode
 		if mode == 0 {
 			mode = fileMode
@@ -588,7 +602,7 @@ func filesLayer(files []layerFile, created time.Time) (v1.Layer, error) {
 }
 
 // extraFiles are a recipe's files besides the binary, read from the tree,
-// and its /etc/passwd and /etc/group.
+// its symlinks, and its /etc/passwd and /etc/group.
 func extraFiles(r recipe, treeRoot string) ([]layerFile, error) {
 	var out []layerFile
 	for name, src := range r.Files {
@@ -601,6 +615,9 @@ func extraFiles(r recipe, treeRoot string) ([]layerFile, error) {
 			return nil, err
 		}
 		out = append(out, layerFile{name: name, data: data})
+	}
+	for name, target := range r.Links {
+		out = append(out, layerFile{name: name, link: target})
 	}
 	if len(r.Users) > 0 || len(r.Groups) > 0 {
 		passwd := append([]string{"root:x:0:0:root:/root:/bin/sh"}, r.Users...)

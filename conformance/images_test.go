@@ -196,7 +196,8 @@ func TestRecipeImages(t *testing.T) {
 		files                 map[string]int64 // path -> mode (0: any)
 		entrypoint, cmd, user string
 	}{
-		{name: "agnhost", base: build.BaseBusyboxNet, files: map[string]int64{"/agnhost": 0o755, "/localhost.crt": 0o644, "/uploads": 0o755, "/etc/passwd": 0o644},
+		// /agnhost-2 is the symlink (mode 0777) the Containers specs run.
+		{name: "agnhost", base: build.BaseBusyboxNet, files: map[string]int64{"/agnhost": 0o755, "/agnhost-2": 0o777, "/localhost.crt": 0o644, "/uploads": 0o755, "/etc/passwd": 0o644},
 			entrypoint: "/agnhost", cmd: "pause"},
 		{name: "kitten", base: build.BaseBusyboxNet, files: map[string]int64{"/agnhost": 0o755, "/kitten.jpg": 0o644, "/data.json": 0o644},
 			entrypoint: "/agnhost", cmd: "test-webserver"},

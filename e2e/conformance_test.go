@@ -24,7 +24,8 @@ import (
 // probes, lifecycle hooks) and sig-cli (kubectl), each runnable on one
 // node with the images `devk e2e images` makes; a few chosen for what
 // the images must have (dig and jessie-dnsutils, a sh that passes on
-// env names like data-1, busybox's sysctl, nonewprivs' setuid nnp). 1 m 42 s with
+// env names like data-1, busybox's sysctl, nonewprivs' setuid nnp,
+// agnhost's /agnhost-2). 1 m 42 s with
 // --parallel 2 (the whole test, cluster included, 2 m 43 s).
 var conformanceSubset = []string{
 	"[sig-api-machinery] Discovery should validate PreferredVersion for each APIGroup",
@@ -56,6 +57,7 @@ var conformanceSubset = []string{
 	"[sig-network] DNS should provide DNS for the cluster",
 	"[sig-node] ConfigMap should be consumable as environment variable names with various prefixes",
 	"[sig-node] Sysctls [LinuxOnly] [NodeConformance] should support sysctls",
+	"[sig-node] Containers should be able to override the image's default command (container entrypoint)",
 	"[sig-node] Security Context when creating containers with AllowPrivilegeEscalation should not allow privilege escalation when false",
 	"[sig-cli] Kubectl client Kubectl version should check is all data is printed",
 	"[sig-cli] Kubectl client Kubectl api-versions should check if v1 is in available api versions",
