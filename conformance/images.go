@@ -146,7 +146,7 @@ var recipes = map[string]recipe{
 		},
 		// RUN ln -s agnhost agnhost-2: the Containers specs override the
 		// entrypoint with /agnhost-2.
-		Links: map[string]string{"/agnhost-2": "agnhost"},
+		Links:  map[string]string{"/agnhost-2": "agnhost"},
 		Users:  []string{"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh"},
 		Groups: []string{"user-defined-in-image:x:1000:", "group-defined-in-image:x:50000:user-defined-in-image"}},
 	"regression-issue-74839": {Package: "./test/images/regression-issue-74839"},
