@@ -56,6 +56,7 @@ var conformanceSubset = []string{
 	"[sig-network] DNS should support configurable pod DNS nameservers",
 	"[sig-network] DNS should provide DNS for the cluster",
 	"[sig-node] ConfigMap should be consumable as environment variable names with various prefixes",
+	"[sig-node] Kubelet when scheduling a read only busybox container should not write to root filesystem",
 	"[sig-node] Sysctls [LinuxOnly] [NodeConformance] should support sysctls",
 	"[sig-node] Containers should be able to override the image's default command (container entrypoint)",
 	"[sig-node] Security Context when creating containers with AllowPrivilegeEscalation should not allow privilege escalation when false",

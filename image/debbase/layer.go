@@ -87,10 +87,11 @@ type tree map[string]*entry
 // merged-/usr, docs but copyright files dropped, device files left out,
 // /tmp and /var/tmp made (scratchDirs),
 // hard links made copies, each package's control file under StatusDir,
-// then the symlinks (path -> target) a maintainer script would have made.
+// then the symlinks (path -> target) a maintainer script would have made
+// and the scripts (path -> content, mode 0755) the base adds.
 // Entries are sorted by path, owned by root (uid and gid 0, no names) and
 // all have the newest mtime found in the packages, which is returned.
-func WriteTar(w io.Writer, debs []Deb, symlinks map[string]string) (time.Time, error) {
+func WriteTar(w io.Writer, debs []Deb, symlinks, scripts map[string]string) (time.Time, error) {
 	t := tree{}
 	var newest time.Time
 	for _, d := range debs {
@@ -136,6 +137,25 @@ func WriteTar(w io.Writer, debs []Deb, symlinks map[string]string) (time.Time, e
 		}
 		if err != nil {
 			return time.Time{}, fmt.Errorf("symlink /%s -> %s points at no file the packages ship: %w", name, symlinks[p], err)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(scripts)) {
+		name, ok := cleanName(p)
+		if !ok {
+			return time.Time{}, fmt.Errorf("script %q: not a path in the image", p)
+		}
+		name = mergeUsr(name)
+		first, _, _ := strings.Cut(scripts[p], "\n")
+		interp, ok := strings.CutPrefix(first, "#!")
+		interp, _, _ = strings.Cut(strings.TrimSpace(interp), " ")
+		if !ok || interp == "" {
+			return time.Time{}, fmt.Errorf("script /%s does not start with #! and its interpreter", name)
+		}
+		if got, err := t.resolve(mergeUsr(strings.TrimPrefix(interp, "/"))); err != nil || t[got].typ != tar.TypeReg {
+			return time.Time{}, fmt.Errorf("script /%s: its interpreter %s is no file the packages ship", name, interp)
+		}
+		if err := t.add(name, &entry{typ: tar.TypeReg, mode: 0o755, data: []byte(scripts[p]), from: "script " + p}); err != nil {
+			return time.Time{}, err
 		}
 	}
 	if err := t.addParents(); err != nil {

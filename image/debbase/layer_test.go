@@ -90,7 +90,7 @@ var toolLinks = map[string]string{"/usr/sbin/iptables": "xtables-nft-multi", "/s
 func written(t *testing.T, debs []Deb, links map[string]string) (map[string]*tar.Header, map[string]string, []string, []byte) {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := WriteTar(&buf, debs, links); err != nil {
+	if _, err := WriteTar(&buf, debs, links, nil); err != nil {
 		t.Fatal(err)
 	}
 	hs, data := map[string]*tar.Header{}, map[string]string{}
@@ -246,7 +246,7 @@ func TestWriteTarRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := WriteTar(io.Discard, tt.debs, tt.links)
+			_, err := WriteTar(io.Discard, tt.debs, tt.links, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q in it", err, tt.want)
 			}

@@ -44,6 +44,9 @@ type Spec struct {
 	// (path in the image -> target); each must point at a file the
 	// packages ship.
 	Symlinks map[string]string
+	// Scripts are executable files devk writes (path in the image ->
+	// content); each starts with #! and an interpreter the packages ship.
+	Scripts map[string]string
 }
 
 // DistrolessExclude are the packages a distroless image leaves out: they
@@ -335,22 +338,46 @@ var Iptables = Spec{
 
 // Busybox is a base with a shell and the usual commands: Debian's static
 // busybox, each applet linked in /usr/bin (/bin is usr/bin) as
-// `busybox --install` would, and bash as sh (see shellPackage). It stands
+// `busybox --install` would, and busyboxSh as sh. It stands
 // in for the Alpine and busybox bases the e2e test images' Dockerfiles
 // start from.
 var Busybox = Spec{
 	Packages: []string{"busybox-static", shellPackage},
 	Exclude:  shellExclude,
-	Symlinks: withShell(busyboxApplets()),
+	Symlinks: func() map[string]string {
+		m := busyboxApplets()
+		delete(m, "/usr/bin/sh") // busyboxSh
+		return m
+	}(),
+	Scripts: map[string]string{"/usr/bin/sh": busyboxSh},
 }
 
-// shellPackage is the bases' sh. Not busybox's: Debian's static busybox
-// (1.35) runs its own applet for a command of a script before looking in
-// PATH (`sh -c 'nc -v …'` would never reach OpenBSD's nc), and its ash,
-// like dash, drops environment variables whose names are not shell names,
-// which the specs of ConfigMaps and Secrets as environment variables set
-// (data-1=value-1) and read back with `sh -c env`. bash passes them on,
-// as upstream busybox's sh does.
+// busyboxSh is the busybox base's sh: busybox's ash, as upstream's busybox
+// image has it (specs compare its messages: "/bin/sh: can't create /file:
+// Read-only file system"), except that Debian's busybox 1.35 drops
+// environment variables whose names are not shell names, which upstream's
+// 1.37 passes on (the ConfigMap and Secret specs set data-1 and read it
+// back with `sh -c env`): with such a name in the environment, bash runs
+// the command instead, which passes them on too. $0 is kept, so messages
+// name sh as the caller did.
+const busyboxSh = `#!/usr/bin/bash
+sh=/usr/bin/busybox
+if [ -r /proc/self/environ ]; then
+  while IFS= read -r -d '' kv; do
+    [[ ${kv%%=*} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || sh=/usr/bin/bash
+  done </proc/self/environ
+fi
+exec -a "$0" "$sh" "$@"
+`
+
+// shellPackage is the sh of the bases with other programs (agnhost's,
+// jessie-dnsutils'), and what busyboxSh falls back to. Not busybox's:
+// Debian's static busybox (1.35) runs its own applet for a command of a
+// script before looking in PATH (`sh -c 'nc -v …'` would never reach
+// OpenBSD's nc), and its ash, like dash, drops environment variables
+// whose names are not shell names, which the specs of ConfigMaps and
+// Secrets as environment variables set (data-1=value-1) and read back
+// with `sh -c env`. bash passes them on, as upstream busybox's sh does.
 const shellPackage = "bash"
 
 // shellExclude leaves out, besides DistrolessExclude, what bash depends

@@ -33,6 +33,9 @@ func Key(pkgs []Package, spec Spec) string {
 	for _, k := range slices.Sorted(maps.Keys(spec.Symlinks)) {
 		fmt.Fprintf(h, "symlink %q %q\n", k, spec.Symlinks[k])
 	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Scripts)) {
+		fmt.Fprintf(h, "script %q %q\n", k, spec.Scripts[k])
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -50,7 +53,7 @@ func WriteRoot(ctx context.Context, w io.Writer, debDir string, pkgs []Package, 
 			return time.Time{}, err
 		}
 	}
-	return WriteTar(w, debs, spec.Symlinks)
+	return WriteTar(w, debs, spec.Symlinks, spec.Scripts)
 }
 
 // resolveFormat versions the remembered resolutions.
