@@ -266,6 +266,7 @@ type NodeNeed struct {
 // they need, saying so in the summary.
 var NodeNeeds = []NodeNeed{
 	{Spec: "[sig-architecture] Conformance Tests should have at least two untainted nodes", Nodes: 2},
+	{Spec: "[sig-apps] Daemon set [Serial] should rollback without unnecessary restarts", Nodes: 2},
 }
 
 // tooFewNodes says why a spec cannot pass on the cluster's nodes, or "".
