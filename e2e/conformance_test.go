@@ -182,6 +182,14 @@ func watchE2E(t *testing.T, c *SharedCluster) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Cleanups run last first: once appendTo has put the file back, the
+	// cluster gets what the tree builds again, as the tests after this one
+	// expect (devk digest verify agrees).
+	t.Cleanup(func() {
+		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push")
+		MustDevkEnv(t, c.Tree, c.Env, "swap", "apiserver")
+		MustDevkEnv(t, c.Tree, c.Env, "digest", "verify", "apiserver")
+	})
 	appendTo(t, filepath.Join(c.Tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go"),
 		"\nfunc DevkE2EFocus() string { return \"focused\" }\n")
 	select {
