@@ -113,7 +113,12 @@ func fetchClusterInfo(ctx context.Context, cfg *rest.Config, token Token) (*core
 		case errors.As(err, &verr):
 			return false, fmt.Errorf("the API server's certificate: %w", err)
 		case err != nil:
-			last = getError(cfg.Host, err)
+			// A read at the deadline (cut short by it, or refused by
+			// the client's rate limiter as it would pass it) says
+			// nothing of the server: the reason stays the last one.
+			if last == nil || !lastChance(ctx) {
+				last = getError(cfg.Host, err)
+			}
 			return false, nil
 		}
 		if err := signedFor(got.Data, token); err != nil {
@@ -130,6 +135,12 @@ func fetchClusterInfo(ctx context.Context, cfg *rest.Config, token Token) (*core
 		return nil, fmt.Errorf("%w (gave up waiting)", last)
 	}
 	return nil, err
+}
+
+// lastChance says ctx ends before the next read would start.
+func lastChance(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && time.Until(dl) < discoveryInterval
 }
 
 // getError says what a failed read of cluster-info means.

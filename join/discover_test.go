@@ -177,6 +177,22 @@ func TestDiscoverTrustsOnlyThePinnedCA(t *testing.T) {
 	if _, err := Discover(short, endpoint(unsigned), testToken, []Pin{PinOf(unsigned.Certificate())}); !errors.Is(err, ErrNotSigned) || !strings.Contains(err.Error(), "gave up waiting") {
 		t.Fatalf("a cluster-info never signed: %v", err)
 	}
+
+	// The same, when the deadline falls during a read (the second one
+	// answers late): the reason is still the missing signature, not the
+	// cut-short read.
+	slowReads := 0
+	slow := clusterInfoServer(t, func(srv *httptest.Server) map[string]string {
+		if slowReads++; slowReads > 1 {
+			time.Sleep(2 * discoveryInterval)
+		}
+		return map[string]string{bootstrapapi.KubeConfigKey: clusterInfoKubeconfig(t, srv.URL, nil)}
+	})
+	cut, cancelCut := context.WithTimeout(ctx, discoveryInterval+discoveryInterval/2)
+	defer cancelCut()
+	if _, err := Discover(cut, endpoint(slow), testToken, []Pin{PinOf(slow.Certificate())}); !errors.Is(err, ErrNotSigned) {
+		t.Fatalf("a deadline during a read: %v, want ErrNotSigned", err)
+	}
 }
 
 func TestDiscoverBadArguments(t *testing.T) {
