@@ -207,9 +207,9 @@ func (j *Job) goBuild(ctx context.Context, cmd execx.Cmd, pkgs []string) error {
 	}
 	list := execx.Cmd{Name: "go", Args: append(append([]string{"list", "-deps"}, j.GoFlags...), pkgs...), Dir: cmd.Dir, Env: cmd.Env}
 	counts := packageCounts{path: filepath.Join(j.Tree.OutputDir(), packageCountsFile)}
-	key := countKey(list)
 	listTotal := func() {
 		defer listing.Done()
+		key := countKey(list) // only once something compiles: a no-op build reads nothing more
 		if n, ok := counts.get(key); ok {
 			mu.Lock()
 			defer mu.Unlock()

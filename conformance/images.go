@@ -203,9 +203,9 @@ type imagesJob struct {
 	list   []TestImage
 	build  *build.Job
 	// bases are the Debian bases by kind.
-	bases map[string]baseImage
+	bases map[string]madeImage
 	// built are the images made so far, by recipe name (On reuses them).
-	built map[string]builtImage
+	built map[string]madeImage
 	res   ImagesResult
 }
 
@@ -305,21 +305,22 @@ func buildPrograms(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 }
 
 func makeBases(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
-	j.bases = map[string]baseImage{}
+	j.bases = map[string]madeImage{}
 	var tags []string
 	for _, kind := range j.baseKinds() {
 		b, err := image.MakeDebianBase(ctx, kind, j.build.Platform, "", nil)
 		if err != nil {
 			return phase.Done, err
 		}
-		j.bases[kind] = baseImage{img: b.Image(), from: debianFrom(kind, b.Packages)}
+		j.bases[kind] = madeImage{img: b.Image(), from: debianFrom(kind, b.Packages)}
 		tags = append(tags, kind+" "+b.Tag)
 	}
 	return phase.Unchanged("%s", strings.Join(tags, ", ")), nil
 }
 
-// baseImage is a Debian base and what it is made of.
-type baseImage struct {
+// madeImage is an image devk made (a Debian base, a recipe's image) and
+// what it is made of.
+type madeImage struct {
 	img  v1.Image
 	from string
 }
@@ -343,7 +344,7 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	j.built = map[string]builtImage{}
+	j.built = map[string]madeImage{}
 	pushed := 0
 	for _, t := range j.list {
 		repoPath := path.Join(Registries[t.Registry], t.Name)
@@ -383,12 +384,6 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	return phase.Changed("%d of %d images pushed", pushed, len(j.list)), nil
 }
 
-// builtImage is a recipe's image and what it was made of.
-type builtImage struct {
-	img  v1.Image
-	from string
-}
-
 // image makes the image of a recipe once per run; from says what it is
 // made of.
 func (j *imagesJob) image(ctx context.Context, name string, r recipe) (v1.Image, string, error) {
@@ -404,7 +399,7 @@ func (j *imagesJob) image(ctx context.Context, name string, r recipe) (v1.Image,
 			return nil, "", err
 		}
 	}
-	j.built[name] = builtImage{img: img, from: from}
+	j.built[name] = madeImage{img: img, from: from}
 	return img, from, nil
 }
 

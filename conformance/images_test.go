@@ -130,7 +130,7 @@ func testJob(t *testing.T) *imagesJob {
 			t.Fatal(err)
 		}
 	}
-	j := &imagesJob{tree: &source.Tree{Root: root}, bases: map[string]baseImage{}, built: map[string]builtImage{},
+	j := &imagesJob{tree: &source.Tree{Root: root}, bases: map[string]madeImage{}, built: map[string]madeImage{},
 		build: &build.Job{Platform: "linux/amd64", Version: source.Version{GitVersion: "v1.34.4", GitCommit: "abc", BuildDate: "2025-01-02T03:04:05Z"}}}
 	// What the build reads from the packages' Dockerfiles.
 	layouts := map[string]build.ImageLayout{
@@ -162,7 +162,7 @@ func testJob(t *testing.T) *imagesJob {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j.bases[kind] = baseImage{img: img, from: "base " + kind}
+		j.bases[kind] = madeImage{img: img, from: "base " + kind}
 	}
 	return j
 }
