@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devk/devk/internal/syncbuf"
 )
@@ -234,6 +237,21 @@ func interruptE2E(t *testing.T, c *SharedCluster) {
 	if n := len(processesOf(suite)); n < 2 {
 		t.Fatalf("%d e2e.test processes running, want ginkgo's 2", n)
 	}
+	// Interrupt once the spec runs: its namespace (container-probe-…)
+	// holds its pod.
+	cs := clientFor(t, filepath.Join(c.Home, "clusters", "devk", "admin.conf"))
+	for running := false; !running; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatal("the spec's pod did not appear")
+		}
+		pods, err := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, p := range pods.Items {
+			running = running || strings.HasPrefix(p.Namespace, "container-probe-")
+		}
+	}
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	go func() {
 		for sc.Scan() {
@@ -248,10 +266,8 @@ func interruptE2E(t *testing.T, c *SharedCluster) {
 		t.Errorf("processes left after the interrupt: %v", left)
 	}
 	// The summary of what had finished, from the report ginkgo wrote on
-	// the interrupt.
-	// (The interrupt may come before ginkgo starts the spec: then none
-	// was stopped.)
-	if out := stdout.String(); !strings.Contains(out, "interrupted: 0 of 1 selected specs had finished") || !strings.Contains(out, "of 1 selected on cluster") {
+	// the interrupt: the running spec was stopped.
+	if out := stdout.String(); !strings.Contains(out, "interrupted: 0 of 1 selected specs had finished, 1 were stopped") || !strings.Contains(out, "Interrupted by User") {
 		t.Errorf("no summary after the interrupt:\n%s", out)
 	}
 }
