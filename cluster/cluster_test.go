@@ -237,8 +237,9 @@ func TestCNIConflist(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := conf.Plugins[0]
-	// Masquerading leaving the node: the host has no route back to a pod.
-	if br["type"] != "bridge" || br["bridge"] != "devk0" || br["ipMasq"] != true {
+	// No masquerading by the plugin: the node's own rule masquerades what
+	// leaves the pod network only (pods on other nodes see pod addresses).
+	if br["type"] != "bridge" || br["bridge"] != "devk0" || br["ipMasq"] != false {
 		t.Errorf("bridge plugin %v", br)
 	}
 	if len(conf.Plugins) != 3 || conf.Plugins[1]["type"] != "portmap" {
@@ -297,7 +298,7 @@ func TestKubeletConfig(t *testing.T) {
 		t.Errorf("clusterDNS = %v", dns)
 	}
 	c := &Cluster{Paths: p, Config: cfg}
-	argv := c.kubeletArgv()
+	argv := c.kubeletArgv(c.firstNode())
 	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--", p.KubeletBinary()}; !slices.Equal(argv[:4], want) {
 		t.Errorf("the kubelet does not run in the node's namespace: %v", argv)
 	}

@@ -25,8 +25,36 @@ import (
 	"github.com/devk/devk/phase"
 )
 
+// eachNode runs f on every node, node 0 last, and joins what each says.
+func (c *Cluster) eachNode(ctx context.Context, f func(context.Context, node) (phase.Outcome, error)) (phase.Outcome, error) {
+	ns, err := c.nodesLastFirst()
+	if err != nil {
+		return phase.Done, err
+	}
+	if len(ns) == 1 {
+		return f(ctx, ns[0])
+	}
+	var out phase.Outcome
+	var details []string
+	for _, n := range ns {
+		o, err := f(ctx, n)
+		if err != nil {
+			return phase.Done, fmt.Errorf("node %s: %w", n.Name(), err)
+		}
+		out.Changed = out.Changed || o.Changed
+		details = append(details, n.Name()+": "+o.Detail)
+	}
+	out.Detail = strings.Join(details, "; ")
+	return out, nil
+}
+
 func (c *Cluster) downKubelet(ctx context.Context) (phase.Outcome, error) {
-	stopped, err := c.Procs().Stop(ctx, "kubelet", downGrace)
+	return c.eachNode(ctx, stopKubelet)
+}
+
+// stopKubelet stops node n's kubelet.
+func stopKubelet(ctx context.Context, n node) (phase.Outcome, error) {
+	stopped, err := n.Procs().Stop(ctx, "kubelet", downGrace)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -52,33 +80,39 @@ func (c *Cluster) ownsPod(uid string) bool {
 }
 
 func (c *Cluster) downPods(ctx context.Context) (phase.Outcome, error) {
+	return c.eachNode(ctx, c.removePods)
+}
+
+// removePods stops and removes node n's pod sandboxes and containers.
+func (c *Cluster) removePods(ctx context.Context, n node) (phase.Outcome, error) {
+	socket := c.Config.CRISocket
 	if c.Config.OwnRuntime {
-		c.Config.CRISocket = c.ContainerdSocket()
+		socket = n.ContainerdSocket()
 	}
-	if c.Config.CRISocket == "" {
+	if socket == "" {
 		return phase.Unchanged("no runtime recorded"), nil
 	}
 	if c.Config.OwnRuntime {
-		if _, ok := c.Procs().Running("containerd"); !ok {
+		if _, ok := n.Procs().Running("containerd"); !ok {
 			return phase.Unchanged("containerd not running; leftovers are killed below"), nil
 		}
 	}
-	rt, err := cri.Dial(c.Config.CRISocket)
+	rt, err := cri.Dial(socket)
 	if err != nil {
 		return phase.Done, err
 	}
 	defer rt.Close()
 	if _, err := rt.Version(ctx); err != nil {
 		if !c.Config.OwnRuntime {
-			return phase.Done, fmt.Errorf("the CRI runtime at %s does not answer (%v): start it so devk can remove this cluster's pods", c.Config.CRISocket, err)
+			return phase.Done, fmt.Errorf("the CRI runtime at %s does not answer (%v): start it so devk can remove this cluster's pods", socket, err)
 		}
 		return phase.Unchanged("containerd does not answer; leftovers are killed below"), nil
 	}
-	n, err := rt.RemoveAll(ctx, c.ownsPod)
+	removed, err := rt.RemoveAll(ctx, c.ownsPod)
 	if err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("%d pod sandboxes removed", n), Changed: n > 0}, nil
+	return phase.Outcome{Detail: fmt.Sprintf("%d pod sandboxes removed", removed), Changed: removed > 0}, nil
 }
 
 // isShimOf reports whether argv is a containerd shim serving the
@@ -102,11 +136,16 @@ func (c *Cluster) downRuntime(ctx context.Context) (phase.Outcome, error) {
 	if !c.Config.OwnRuntime {
 		return phase.Unchanged("not devk's (%s)", c.Config.CRISocket), nil
 	}
-	stopped, err := c.Procs().Stop(ctx, "containerd", downGrace)
+	return c.eachNode(ctx, stopRuntime)
+}
+
+// stopRuntime stops node n's containerd and any shim it left.
+func stopRuntime(ctx context.Context, n node) (phase.Outcome, error) {
+	stopped, err := n.Procs().Stop(ctx, "containerd", downGrace)
 	if err != nil {
 		return phase.Done, err
 	}
-	shims := supervise.Processes(func(argv []string) bool { return isShimOf(argv, c.ContainerdSocket()) })
+	shims := supervise.Processes(func(argv []string) bool { return isShimOf(argv, n.ContainerdSocket()) })
 	for _, pid := range shims {
 		if err := supervise.KillWait(ctx, pid, shimGrace); err != nil {
 			return phase.Done, fmt.Errorf("stop containerd shim %d: %w", pid, err)
@@ -183,6 +222,12 @@ func unescapeMount(s string) string {
 }
 
 func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {
+	return unmountUnder(c.Dir)
+}
+
+// unmountUnder unmounts everything at or below dir (a node's kubelet
+// leaves its pods' volumes mounted).
+func unmountUnder(dir string) (phase.Outcome, error) {
 	n := 0
 	// A mount can hide another at the same point: go round until none is left.
 	for range 10 {
@@ -190,7 +235,7 @@ func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {
 		if err != nil {
 			return phase.Done, err
 		}
-		mps := mountsUnder(string(data), c.Dir)
+		mps := mountsUnder(string(data), dir)
 		if len(mps) == 0 {
 			break
 		}
@@ -262,20 +307,19 @@ func removeCgroupTree(ctx context.Context, root string) (int, error) {
 }
 
 func (c *Cluster) downCgroups(ctx context.Context) (phase.Outcome, error) {
-	// Only the cluster's own cgroupRoot (validated when cluster.json was
-	// read): another kubelet's pods live elsewhere.
+	// Only the cgroup roots of the cluster's own nodes (validated when
+	// cluster.json was read): another kubelet's pods live elsewhere.
+	ns, err := c.nodesLastFirst()
+	if err != nil {
+		return phase.Done, err
+	}
 	removed, killed := 0, 0
-	for _, root := range cgroupRoots() {
-		p := filepath.Join(root, c.Config.CgroupRoot)
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		k, err := removeCgroupTree(ctx, p)
-		killed += k
+	for _, n := range ns {
+		r, k, err := removeCgroupRoot(ctx, n.Net.CgroupRoot)
+		removed, killed = removed+r, killed+k
 		if err != nil {
-			return phase.Done, err
+			return phase.Done, fmt.Errorf("node %s: %w", n.Name(), err)
 		}
-		removed++
 	}
 	// runc may leave an empty k8s.io behind; it is removed only if empty,
 	// for other containerds (not devk's) may use it.
@@ -288,6 +332,28 @@ func (c *Cluster) downCgroups(ctx context.Context) (phase.Outcome, error) {
 		}
 	}
 	return phase.Outcome{Detail: fmt.Sprintf("%d removed, %d leftover processes killed", removed, killed), Changed: removed > 0}, nil
+}
+
+// removeCgroupRoot removes a node's kubelet cgroup root in every
+// hierarchy, killing what is left in it; it says how many hierarchies
+// had it and how many processes it killed.
+func removeCgroupRoot(ctx context.Context, cgroupRoot string) (removed, killed int, err error) {
+	if cgroupRoot == "" || cgroupRoot == "/" {
+		return 0, 0, nil
+	}
+	for _, root := range cgroupRoots() {
+		p := filepath.Join(root, cgroupRoot)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		k, err := removeCgroupTree(ctx, p)
+		killed += k
+		if err != nil {
+			return removed, killed, err
+		}
+		removed++
+	}
+	return removed, killed, nil
 }
 
 // removeEmptyTree removes a cgroup tree only if no process is in it.
@@ -351,9 +417,15 @@ func (c *Cluster) safeToRemove() error {
 	if st, ok := fi.Sys().(*unix.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("refusing to remove %s: it belongs to uid %d, not to you", c.Dir, st.Uid)
 	}
-	for _, proc := range []string{"kubelet", "containerd"} {
-		if pid, ok := c.Procs().Running(proc); ok {
-			return fmt.Errorf("refusing to remove %s: the cluster's %s (pid %d) still runs: run all of `devk down`, or `devk down phase kubelet` and `devk down phase runtime` first", c.Dir, proc, pid)
+	ns, err := c.nodes()
+	if err != nil {
+		return err
+	}
+	for _, n := range ns {
+		for _, proc := range []string{"kubelet", "containerd"} {
+			if pid, ok := n.Procs().Running(proc); ok {
+				return fmt.Errorf("refusing to remove %s: node %s's %s (pid %d) still runs: run all of `devk down`, or `devk down phase kubelet` and `devk down phase runtime` first", c.Dir, n.Name(), proc, pid)
+			}
 		}
 	}
 	data, err := os.ReadFile("/proc/self/mountinfo")

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,9 +30,21 @@ import (
 // KubeletConfigInput is what the kubelet's config depends on.
 type KubeletConfigInput struct {
 	Config layout.Config
-	Paths  layout.Paths
+	// Paths are the node's (layout.Paths.NodeDir).
+	Paths layout.Paths
+	// Node is the node the kubelet runs; zero means node 0 as Config
+	// names it.
+	Node layout.NodeNet
 	// CRISocket is the runtime's unix socket path.
 	CRISocket string
+}
+
+// kubeletNode is in.Node, or node 0 of in.Config when zero.
+func (in KubeletConfigInput) kubeletNode() layout.NodeNet {
+	if in.Node.Name != "" {
+		return in.Node
+	}
+	return layout.NodeNet{Name: in.Config.NodeName, IP: in.Config.AdvertiseIP, CgroupRoot: in.Config.CgroupRoot}
 }
 
 // KubeletConfigYAML renders the KubeletConfiguration: cgroupfs (no
@@ -38,14 +52,14 @@ type KubeletConfigInput struct {
 // the kubelet refuses v1 unless told), the static pod dir, the runtime's
 // socket, webhook authn/authz as kubeadm, and every port on loopback.
 func KubeletConfigYAML(in KubeletConfigInput) ([]byte, error) {
-	cfg, p := in.Config, in.Paths
+	cfg, p, n := in.Config, in.Paths, in.kubeletNode()
 	m := map[string]any{
 		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
 		"kind":                     "KubeletConfiguration",
-		"address":                  cfg.AdvertiseIP,
+		"address":                  n.IP,
 		"port":                     cfg.Ports.Kubelet,
 		"readOnlyPort":             0,
-		"healthzBindAddress":       cfg.AdvertiseIP,
+		"healthzBindAddress":       n.IP,
 		"healthzPort":              cfg.Ports.KubeletHealthz,
 		"staticPodPath":            p.Manifests(),
 		"podLogsDir":               p.PodLogs(),
@@ -85,8 +99,8 @@ func KubeletConfigYAML(in KubeletConfigInput) ([]byte, error) {
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
 	}
-	if cfg.CgroupRoot != "" {
-		m["cgroupRoot"] = cfg.CgroupRoot
+	if n.CgroupRoot != "" {
+		m["cgroupRoot"] = n.CgroupRoot
 	}
 	if g := cfg.Spec.Gates(cfg.Spec.Kubelet); len(g) > 0 {
 		m["featureGates"] = g
@@ -123,45 +137,62 @@ func ensureCgroupRoot(root string) error {
 	return nil
 }
 
+// bootstrapKubeconfig is the kubeconfig a joining node's kubelet makes
+// its first request with (kubeadm's bootstrap-kubelet.conf): the
+// bootstrap token, for TLS bootstrap.
+const bootstrapKubeconfig = "bootstrap-kubelet"
+
 // kubeletFlags are the kubelet's flags as podSpec's are: devk's own
 // (files, names, addresses) and the defaults a config file's
 // kubelet.extraArgs may change. Its feature gates are in its config file.
-func kubeletFlags(cfg layout.Config, p layout.Paths) (own, defaults map[string]string) {
+// n is the node it runs, p its files; a node that joined (any but node 0,
+// whose credential devk issues) gets its client certificate by TLS
+// bootstrap.
+func kubeletFlags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, defaults map[string]string) {
+	if n.Name == "" {
+		n = layout.NodeNet{Name: cfg.NodeName, IP: cfg.AdvertiseIP}
+	}
 	own = map[string]string{
 		"config":            p.KubeletConfig(),
 		"kubeconfig":        p.Kubeconfig("kubelet"),
 		"root-dir":          p.KubeletRoot(),
 		"cert-dir":          filepath.Join(p.KubeletRoot(), "pki"),
-		"hostname-override": cfg.NodeName,
-		"node-ip":           cfg.AdvertiseIP,
+		"hostname-override": n.Name,
+		"node-ip":           n.IP,
+	}
+	if n.Name != cfg.NodeName {
+		own["bootstrap-kubeconfig"] = p.Kubeconfig(bootstrapKubeconfig)
 	}
 	return own, map[string]string{"v": "1"}
 }
 
-// kubeletArgs is the kubelet's own command line: its binary, then its
-// flags sorted, the config file's extra args over the defaults.
-func (c *Cluster) kubeletArgs() []string {
-	own, flags := kubeletFlags(c.Config, c.Paths)
+// kubeletArgs is node n's kubelet's own command line: its binary, then
+// its flags sorted, the config file's extra args over the defaults.
+func (c *Cluster) kubeletArgs(n node) []string {
+	own, flags := kubeletFlags(c.Config, n.Paths, n.Net)
 	maps.Copy(flags, c.Config.Spec.Kubelet.ExtraArgs)
 	maps.Copy(flags, own)
-	return append([]string{c.KubeletBinary()}, flagList(flags)...)
+	return append([]string{n.KubeletBinary()}, flagList(flags)...)
 }
 
-// kubeletArgv is the command devk runs: the kubelet in the node's
+// kubeletArgv is the command devk runs: node n's kubelet in the node's
 // network namespace.
-func (c *Cluster) kubeletArgv() []string {
-	return inNetNS(c.Config.ControlPlane(), c.kubeletArgs()...)
+func (c *Cluster) kubeletArgv(n node) []string {
+	if !n.hasNetNS() {
+		return c.kubeletArgs(n)
+	}
+	return inNetNS(n.Net, c.kubeletArgs(n)...)
 }
 
-// kubeletArgsDiffer says whether the running kubelet (pid) was started
-// with other arguments than kubeletArgs (nsenter execs the kubelet, so
-// its command line is the kubelet's own).
-func (c *Cluster) kubeletArgsDiffer(pid int) bool {
+// kubeletArgsDiffer says whether node n's running kubelet (pid) was
+// started with other arguments than kubeletArgs (nsenter execs the
+// kubelet, so its command line is the kubelet's own).
+func (c *Cluster) kubeletArgsDiffer(n node, pid int) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false // gone: Start starts it with the current arguments
 	}
-	return !slices.Equal(strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00"), c.kubeletArgs())
+	return !slices.Equal(strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00"), c.kubeletArgs(n))
 }
 
 // installBinary copies a built binary (the kubelet to the cluster's bin
@@ -189,51 +220,63 @@ func installBinary(src, dst string) (bool, error) {
 	}, 0o755, "")
 }
 
-// kubeletHealthURL is the kubelet's own health endpoint.
-func (c *Cluster) kubeletHealthURL() string {
-	return c.healthURL("http", c.Config.Ports.KubeletHealthz, "/healthz")
+// kubeletHealthURL is node n's kubelet's own health endpoint.
+func (c *Cluster) kubeletHealthURL(n node) string {
+	return "http://" + net.JoinHostPort(n.IP(), strconv.Itoa(c.Config.Ports.KubeletHealthz)) + "/healthz"
 }
 
 func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
-	src := c.kubeletSource()
+	return c.startKubelet(ctx, c.firstNode(), c.kubeletSource())
+}
+
+// startKubelet installs the kubelet binary src (none: the node's own
+// must be there) on node n, writes its config and starts it (restarting
+// it when its binary, config or flags changed); a kubelet that exits at
+// once fails the phase with its log.
+func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.Outcome, error) {
 	binChanged := false
 	if src != "" {
 		var err error
-		if binChanged, err = installBinary(src, c.KubeletBinary()); err != nil {
+		if binChanged, err = installBinary(src, n.KubeletBinary()); err != nil {
 			return phase.Done, err
 		}
-	} else if _, err := os.Stat(c.KubeletBinary()); err != nil {
-		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", c.KubeletBinary())
+	} else if _, err := os.Stat(n.KubeletBinary()); err != nil {
+		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", n.KubeletBinary())
 	}
-	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
+	socket := n.ContainerdSocket()
+	if n.Name() == c.Config.NodeName {
+		socket = c.Config.CRISocket
+	}
+	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: n.Paths, Node: n.Net, CRISocket: socket})
 	if err != nil {
 		return phase.Done, err
 	}
-	cfgChanged, err := writeIfChanged(c.KubeletConfig(), data, 0o644, "")
+	cfgChanged, err := writeIfChanged(n.KubeletConfig(), data, 0o644, "")
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, d := range []string{c.Manifests(), c.KubeletRoot(), c.PodLogs(), c.Tmp()} {
+	for _, d := range []string{n.Manifests(), n.KubeletRoot(), n.PodLogs(), n.Tmp()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return phase.Done, err
 		}
 	}
-	if err := ensureCgroupRoot(c.Config.CgroupRoot); err != nil {
+	if err := ensureCgroupRoot(n.Net.CgroupRoot); err != nil {
 		return phase.Done, err
 	}
+	procs := n.Procs()
 	argsChanged := false
-	if pid, ok := c.Procs().Running("kubelet"); ok {
-		argsChanged = c.kubeletArgsDiffer(pid)
+	if pid, ok := procs.Running("kubelet"); ok {
+		argsChanged = c.kubeletArgsDiffer(n, pid)
 	}
 	if binChanged || cfgChanged || argsChanged {
-		if stopped, err := c.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
+		if stopped, err := procs.Stop(ctx, "kubelet", restartGrace); err != nil {
 			return phase.Done, err
 		} else if stopped {
-			c.Reporter.Infof("kubelet binary, config or flags changed: restarting the kubelet")
+			c.Reporter.Infof("kubelet binary, config or flags changed: restarting %s's kubelet", n.Name())
 		}
 	}
 	t0 := time.Now()
-	pid, started, err := c.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv()})
+	pid, started, err := procs.Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n)})
 	if err != nil {
 		return phase.Done, err
 	}
@@ -242,13 +285,15 @@ func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
 		out.Changed = binChanged || cfgChanged || argsChanged
 		return out, nil
 	}
-	c.kubeletStarted = t0
+	if n.Name() == c.Config.NodeName {
+		c.kubeletStarted = t0
+	}
 	// The kubelet fails fast on a bad config: give it a moment to do so.
 	err = wait.PollUntilContextTimeout(ctx, kubeletPollInterval, kubeletFailFastWindow, true, func(ctx context.Context) (bool, error) {
-		if _, ok := c.Procs().Running("kubelet"); !ok {
-			return false, fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
+		if _, ok := procs.Running("kubelet"); !ok {
+			return false, fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(n.LogFile("kubelet"), 20))
 		}
-		return kube.Probe(ctx, c.kubeletHealthURL()) == nil, nil
+		return kube.Probe(ctx, c.kubeletHealthURL(n)) == nil, nil
 	})
 	if err != nil && !poll.TimedOut(ctx, err) {
 		return phase.Done, err
@@ -315,10 +360,11 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 // RestartKubelet stops the supervised kubelet and starts it again with
 // the same command line (after its binary was swapped).
 func (c *Cluster) RestartKubelet(ctx context.Context) (int, error) {
-	if _, err := c.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
+	n := c.firstNode()
+	if _, err := n.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
 		return 0, err
 	}
-	pid, _, err := c.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv()})
+	pid, _, err := n.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n)})
 	return pid, err
 }
 
@@ -340,7 +386,7 @@ func (c *Cluster) RelistKubelet(ctx context.Context) error {
 		return err
 	}
 	err := wait.PollUntilContextTimeout(ctx, relistPollInterval, relistTimeout, true, func(ctx context.Context) (bool, error) {
-		return logContains(logPath, offset, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL()) == nil, nil
+		return logContains(logPath, offset, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL(c.firstNode())) == nil, nil
 	})
 	if poll.TimedOut(ctx, err) {
 		return fmt.Errorf("the restarted kubelet does not watch the API server after %s; see %s", relistTimeout, logPath)

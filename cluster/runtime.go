@@ -168,14 +168,15 @@ func registryAliases(hostPort string) []string {
 }
 
 // CNIConflist is a bridge + host-local + portmap + loopback network for
-// pods that do not use the node's network, inside the node's namespace.
-// Traffic leaving the node is masqueraded to the node's address (the
-// rules are the node's): the host has no route to pod addresses, so a
-// reply to one would leave by the host's default route. Pods route to
-// the networks in routes (the nodes' subnet, where the API server is, and
-// the Service range, which kube-proxy's rules in the node handle) through
-// the bridge, and to nothing else: no default route, so nothing a pod
-// sends can head beyond the machine.
+// pods that do not use the node's network, inside the node's namespace,
+// with addresses from subnet (the node's pod subnet). The plugin
+// masquerades nothing: the node's own rule (ensurePodMasquerade) does,
+// for what leaves the cluster's pod network only, so pods on different
+// nodes see each other's addresses. Pods route to the networks in routes
+// (the nodes' subnet, where the API server is, the Service range, which
+// kube-proxy's rules in the node handle, and the cluster's pod network,
+// routed between the nodes) through the bridge, and to nothing else: no
+// default route, so nothing a pod sends can head beyond the machine.
 func CNIConflist(name, bridge, subnet, ipamDataDir string, routes ...string) ([]byte, error) {
 	var rs []map[string]string
 	for _, r := range routes {
@@ -189,7 +190,7 @@ func CNIConflist(name, bridge, subnet, ipamDataDir string, routes ...string) ([]
 				"type":             "bridge",
 				"bridge":           bridge,
 				"isGateway":        true,
-				"ipMasq":           true,
+				"ipMasq":           false,
 				"hairpinMode":      true,
 				"forceAddress":     false,
 				"isDefaultGateway": false,
@@ -205,19 +206,6 @@ func CNIConflist(name, bridge, subnet, ipamDataDir string, routes ...string) ([]
 		},
 	}
 	return json.MarshalIndent(conf, "", "  ")
-}
-
-// podSubnet is the node's slice of the pod CIDR (a /24 at its start).
-func podSubnet(podCIDR string) (string, error) {
-	_, n, err := net.ParseCIDR(podCIDR)
-	if err != nil || n.IP.To4() == nil {
-		return "", fmt.Errorf("pod CIDR %q: want an IPv4 CIDR such as 10.244.0.0/16", podCIDR)
-	}
-	ones, _ := n.Mask.Size()
-	if ones > 24 {
-		return n.String(), nil
-	}
-	return (&net.IPNet{IP: n.IP.To4(), Mask: net.CIDRMask(24, 32)}).String(), nil
 }
 
 // CNIBinDir is where Debian's containernetworking-plugins puts the plugins.
@@ -238,24 +226,25 @@ func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
 	return ref, err
 }
 
-func (c *Cluster) containerdConfig(ctx context.Context) (ContainerdConfig, error) {
-	d := c.Containerd()
+func (c *Cluster) containerdConfig(ctx context.Context, n node) (ContainerdConfig, error) {
+	d := n.Containerd()
 	sandbox, err := c.sandboxImage(ctx)
 	if err != nil {
 		return ContainerdConfig{}, err
 	}
 	return ContainerdConfig{
-		Root: filepath.Join(d, "root"), State: filepath.Join(d, "state"), Socket: c.ContainerdSocket(),
+		Root: filepath.Join(d, "root"), State: filepath.Join(d, "state"), Socket: n.ContainerdSocket(),
 		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
 		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
-		CNIBinDir:           CNIBinDir(), CNIConfDir: c.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
+		CNIBinDir:           CNIBinDir(), CNIConfDir: n.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
 	}, nil
 }
 
-// writeRuntimeFiles writes the containerd config, hosts.toml files and the
-// CNI conflist; it reports whether anything changed.
-func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
-	cc, err := c.containerdConfig(ctx)
+// writeRuntimeFiles writes node n's containerd config and hosts.toml
+// files, and its CNI conflist once its pod subnet is known (podSubnetOf);
+// it reports whether anything changed.
+func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
+	cc, err := c.containerdConfig(ctx, n)
 	if err != nil {
 		return false, err
 	}
@@ -269,7 +258,7 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
-	if err := write(filepath.Join(c.Containerd(), "config.toml"), config); err != nil {
+	if err := write(filepath.Join(n.Containerd(), "config.toml"), config); err != nil {
 		return changed, err
 	}
 	// Loopback registries speak plain HTTP, through their forwarder;
@@ -289,15 +278,12 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	subnet, err := podSubnet(c.Config.PodCIDR)
-	if err != nil {
+	subnet, err := c.podSubnetOf(n)
+	if err != nil || subnet == "" {
 		return changed, err
 	}
-	conf, err := CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, c.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR)
-	if err != nil {
-		return changed, err
-	}
-	return changed, write(filepath.Join(c.CNIConfDir(), "10-devk.conflist"), append(conf, '\n'))
+	w, err := c.writeConflist(n, subnet)
+	return changed || w, err
 }
 
 // criAnswers checks that a CRI runtime answers on socket.
@@ -312,36 +298,54 @@ func criAnswers(ctx context.Context, socket string) (string, error) {
 
 func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 	c.Config.OwnRuntime = true
-	changed, err := c.writeRuntimeFiles(ctx)
+	n := c.firstNode()
+	out, err := c.startRuntime(ctx, n)
+	if err != nil {
+		return out, err
+	}
+	c.Config.CRISocket = n.ContainerdSocket()
+	if err := c.SaveConfig(); err != nil {
+		return phase.Done, err
+	}
+	if subnet, err := c.podSubnetOf(n); err != nil {
+		return phase.Done, err
+	} else if err := ensurePodMasquerade(ctx, n, subnet, c.Config.PodCIDR); err != nil {
+		return phase.Done, err
+	}
+	return out, nil
+}
+
+// startRuntime writes node n's runtime files and starts (or, when they
+// changed, restarts) its containerd in the node's network namespace, then
+// waits until it answers on its socket.
+func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, error) {
+	changed, err := c.writeRuntimeFiles(ctx, n)
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, d := range []string{filepath.Join(c.Containerd(), "root"), filepath.Join(c.Containerd(), "state"), c.Run()} {
+	for _, d := range []string{filepath.Join(n.Containerd(), "root"), filepath.Join(n.Containerd(), "state"), n.Run()} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return phase.Done, err
 		}
 	}
+	procs := n.Procs()
 	if changed {
-		if stopped, err := c.Procs().Stop(ctx, "containerd", restartGrace); err != nil {
+		if stopped, err := procs.Stop(ctx, "containerd", restartGrace); err != nil {
 			return phase.Done, err
 		} else if stopped {
-			c.Reporter.Infof("containerd config changed: restarting containerd")
+			c.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
 		}
 	}
-	pid, started, err := c.Procs().Start(supervise.Process{Name: "containerd", Argv: inNetNS(c.Config.ControlPlane(), containerdBinary(), "--config", filepath.Join(c.Containerd(), "config.toml"))})
+	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: inNetNS(n.Net, containerdBinary(), "--config", filepath.Join(n.Containerd(), "config.toml"))})
 	if err != nil {
-		return phase.Done, err
-	}
-	c.Config.CRISocket = c.ContainerdSocket()
-	if err := c.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, containerdPollInterval, containerdStartTimeout, true, func(ctx context.Context) (bool, error) {
-		if _, ok := c.Procs().Running("containerd"); !ok {
-			return false, fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(c.LogFile("containerd"), 15))
+		if _, ok := procs.Running("containerd"); !ok {
+			return false, fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(n.LogFile("containerd"), 15))
 		}
-		if _, err := criAnswers(ctx, c.ContainerdSocket()); err != nil {
+		if _, err := criAnswers(ctx, n.ContainerdSocket()); err != nil {
 			if ctx.Err() == nil {
 				lastErr = err
 			}
@@ -350,7 +354,7 @@ func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 		return true, nil
 	})
 	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("containerd did not answer on %s within %s: %v; its log ends:\n%s", c.ContainerdSocket(), containerdStartTimeout, lastErr, supervise.Tail(c.LogFile("containerd"), 15))
+		return phase.Done, fmt.Errorf("containerd did not answer on %s within %s: %v; its log ends:\n%s", n.ContainerdSocket(), containerdStartTimeout, lastErr, supervise.Tail(n.LogFile("containerd"), 15))
 	}
 	if err != nil {
 		return phase.Done, err

@@ -77,4 +77,17 @@ const (
 	// longer than that for it either.
 	staleKubeconfigLock        = 5 * time.Second
 	kubeconfigLockPollInterval = 100 * time.Millisecond
+
+	// podCIDRTimeout bounds the wait for the controller-manager to give a
+	// registered Node its pod subnet (it does within a second).
+	podCIDRTimeout      = time.Minute
+	podCIDRPollInterval = 250 * time.Millisecond
+
+	// joinTimeout bounds a joining node's wait for its TLS bootstrap (the
+	// CSR approved and signed, kubelet.conf written) and for its Node to
+	// be Ready with kube-proxy running on it.
+	joinTimeout      = 3 * time.Minute
+	joinPollInterval = 250 * time.Millisecond
+	// drainTimeout bounds node remove's wait for the evicted pods to go.
+	drainTimeout = 2 * time.Minute
 )

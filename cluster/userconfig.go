@@ -361,7 +361,9 @@ func (u *UserConfig) validate(p *problems) {
 // the component's in the config file.
 func ownFlags() map[string]map[string]string {
 	in := ManifestInput{Config: layout.NewConfig(layout.DefaultName), Paths: layout.ClusterPaths("/", layout.DefaultName)}
-	kubelet, _ := kubeletFlags(in.Config, in.Paths)
+	// A joined node's kubelet has every flag node 0's has, and its
+	// bootstrap kubeconfig.
+	kubelet, _ := kubeletFlags(in.Config, in.Paths, layout.NodeNet{Name: in.Config.Name + "-worker", IP: in.Config.AdvertiseIP})
 	return map[string]map[string]string{
 		"apiServer":         apiserverPod(in).args,
 		"controllerManager": controllerManagerPod(in).args,

@@ -174,7 +174,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	if !slices.Equal(kubelet.ClusterDNS, []string{"10.100.0.10"}) {
 		t.Errorf("kubelet clusterDNS %v, want the serviceSubnet's tenth address", kubelet.ClusterDNS)
 	}
-	args := c.kubeletArgs()
+	args := c.kubeletArgs(c.firstNode())
 	for _, want := range []string{"--v=3", "--max-pods=50", "--node-ip=10.251.7.2"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("kubelet args %v lack %s", args, want)
@@ -403,7 +403,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 	stateOf := func(c *Cluster) state {
 		kc, _ := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
 		kp, _ := kubeProxyConfigYAML(c.Config)
-		return state{string(kc), string(kp), c.kubeletArgs(), kubeProxyDaemonSet("img", c.Config.Spec.KubeProxy.ExtraArgs).Spec.Template.Spec.Containers[0].Command}
+		return state{string(kc), string(kp), c.kubeletArgs(c.firstNode()), kubeProxyDaemonSet("img", c.Config.Spec.KubeProxy.ExtraArgs).Spec.Template.Spec.Containers[0].Command}
 	}
 	before := stateOf(c)
 	if err := c.SaveConfig(); err != nil {
@@ -538,7 +538,7 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := &exec.Cmd{Path: self, Args: c.kubeletArgs(), Env: append(os.Environ(), idleEnv+"=1")}
+	cmd := &exec.Cmd{Path: self, Args: c.kubeletArgs(c.firstNode()), Env: append(os.Environ(), idleEnv+"=1")}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -546,17 +546,17 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	// Until the child has exec'd, its command line is not its own yet.
 	for i := 0; i < 500; i++ {
 		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
-		if strings.HasPrefix(string(data), c.kubeletArgs()[0]+"\x00") {
+		if strings.HasPrefix(string(data), c.kubeletArgs(c.firstNode())[0]+"\x00") {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if c.kubeletArgsDiffer(cmd.Process.Pid) {
+	if c.kubeletArgsDiffer(c.firstNode(), cmd.Process.Pid) {
 		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
-		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.kubeletArgs())
+		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.kubeletArgs(c.firstNode()))
 	}
 	c.Config.Spec.Kubelet.ExtraArgs["v"] = "4"
-	if !c.kubeletArgsDiffer(cmd.Process.Pid) {
+	if !c.kubeletArgsDiffer(c.firstNode(), cmd.Process.Pid) {
 		t.Error("a changed kubelet flag is not seen")
 	}
 }

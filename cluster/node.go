@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/devk/devk/internal/layout"
+)
+
+// node is one node of the cluster as the node-scoped phases act on it
+// (network, runtime, kubelet, pod network, and down's): its place on the
+// cluster's network and where its files are. Node 0, the node `devk up`
+// makes, keeps its files in the cluster directory; every other node in
+// nodes/<name>/ (layout.Paths.NodeDir).
+type node struct {
+	Net layout.NodeNet
+	layout.Paths
+}
+
+// Name is the node's name (its Node object's).
+func (n node) Name() string { return n.Net.Name }
+
+// IP is the node's address: where its kubelet and, on a control-plane
+// node, its static pods listen.
+func (n node) IP() string { return n.Net.IP }
+
+// firstNode is node 0, the control-plane node `devk up` makes. A cluster
+// made before nodes had network namespaces has no NodeNet: its node is
+// named and addressed by the config's top-level fields.
+func (c *Cluster) firstNode() node {
+	n := c.Config.ControlPlane()
+	if n.Name == "" {
+		n = layout.NodeNet{Name: c.Config.NodeName, IP: c.Config.AdvertiseIP, Role: layout.RoleControlPlane, CgroupRoot: c.Config.CgroupRoot}
+	}
+	return node{Net: n, Paths: c.Paths}
+}
+
+// nodeNamed is the cluster's node called name.
+func (c *Cluster) nodeNamed(name string) (node, error) {
+	if name == "" || name == c.Config.NodeName {
+		return c.firstNode(), nil
+	}
+	n, _, err := c.Config.FindNode(name)
+	if err != nil {
+		return node{}, err
+	}
+	p, err := c.Paths.NodeDir(c.Config, name)
+	if err != nil {
+		return node{}, err
+	}
+	return node{Net: n, Paths: p}, nil
+}
+
+// nodes are every node of the cluster, node 0 first.
+func (c *Cluster) nodes() ([]node, error) {
+	out := []node{c.firstNode()}
+	for _, n := range c.Config.Network.Nodes[min(1, len(c.Config.Network.Nodes)):] {
+		nd, err := c.nodeNamed(n.Name)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.Config.Name, err)
+		}
+		out = append(out, nd)
+	}
+	return out, nil
+}
+
+// nodesLastFirst are the nodes in the order down stops them: the
+// control-plane node, whose API server the others talk to, last.
+func (c *Cluster) nodesLastFirst() ([]node, error) {
+	ns, err := c.nodes()
+	slices.Reverse(ns)
+	return ns, err
+}
