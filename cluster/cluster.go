@@ -64,6 +64,9 @@ type Options struct {
 	// RenewCerts, for up, renews every certificate once the control plane
 	// runs (as devk certs renew all).
 	RenewCerts bool
+	// Nodes, for up, is how many nodes the cluster should have: node 0
+	// and Nodes-1 workers joined (zero: as many as it has).
+	Nodes int
 
 	Reporter progress.Reporter
 }

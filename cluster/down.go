@@ -442,14 +442,7 @@ func (c *Cluster) safeToRemove() error {
 var keptByKeepData = []string{"pki", "etcd", "cluster.json"}
 
 func (c *Cluster) downFiles(ctx context.Context) (phase.Outcome, error) {
-	// The kubelet links every container log into /var/log/containers.
-	if links, err := filepath.Glob("/var/log/containers/*.log"); err == nil {
-		for _, l := range links {
-			if t, err := os.Readlink(l); err == nil && strings.HasPrefix(t, c.Dir+"/") {
-				_ = os.Remove(l)
-			}
-		}
-	}
+	removeContainerLogLinks(c.Dir)
 	if err := c.safeToRemove(); err != nil {
 		return phase.Done, err
 	}
@@ -472,4 +465,18 @@ func (c *Cluster) downFiles(ctx context.Context) (phase.Outcome, error) {
 		}
 	}
 	return phase.Changed("kept pki, etcd and cluster.json in %s", c.Dir), nil
+}
+
+// removeContainerLogLinks removes the links into dir that a kubelet made
+// in /var/log/containers (one per container log).
+func removeContainerLogLinks(dir string) {
+	links, err := filepath.Glob("/var/log/containers/*.log")
+	if err != nil {
+		return
+	}
+	for _, l := range links {
+		if t, err := os.Readlink(l); err == nil && strings.HasPrefix(t, dir+"/") {
+			_ = os.Remove(l)
+		}
+	}
 }

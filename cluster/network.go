@@ -89,22 +89,74 @@ func linkExists(name string) bool {
 // between them, addresses and default routes, and the node's sysctls.
 // Every step is skipped when already done.
 func (c *Cluster) runNetwork(ctx context.Context) (phase.Outcome, error) {
+	changed, err := c.wireBridge(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	for _, n := range c.Config.Network.Nodes {
+		ch, err := c.wireNode(ctx, n)
+		if err != nil {
+			return phase.Done, err
+		}
+		changed = changed || ch
+	}
+	cp := c.Config.ControlPlane()
+	nw := c.Config.Network
+	out := phase.Unchanged("node %s at %s in netns %s; host %s on %s", cp.Name, cp.IP, cp.NetNS, nw.HostIP, nw.HostBridge)
+	if len(nw.Nodes) > 1 {
+		out = phase.Unchanged("%d nodes at %s…; host %s on %s", len(nw.Nodes), cp.IP, nw.HostIP, nw.HostBridge)
+	}
+	out.Changed = changed
+	return out, nil
+}
+
+// wireBridge makes devk's bridge on the host, with the host's address on
+// it, after checking that no host route overlaps the cluster's subnet.
+func (c *Cluster) wireBridge(ctx context.Context) (bool, error) {
 	nw := c.Config.Network
 	if !c.Config.HasNodeNetwork() {
-		return phase.Done, fmt.Errorf("cluster %s was made by an older devk, whose node shares the host's network: `devk down --name %s`, then `devk up` again", c.Config.Name, c.Config.Name)
+		return false, fmt.Errorf("cluster %s was made by an older devk, whose node shares the host's network: `devk down --name %s`, then `devk up` again", c.Config.Name, c.Config.Name)
 	}
 	_, subnet, err := net.ParseCIDR(nw.Subnet)
 	if err != nil {
-		return phase.Done, err
+		return false, err
 	}
 	taken, err := hostNetworks(ctx, nw.HostBridge)
 	if err != nil {
-		return phase.Done, err
+		return false, err
 	}
 	for _, n := range taken {
 		if layout.Overlaps(subnet, n) {
-			return phase.Done, fmt.Errorf("the host routes %s, which overlaps the cluster's node subnet %s: remove that route, or `devk down --name %s` and up again (a new cluster gets a free subnet)", n, nw.Subnet, c.Config.Name)
+			return false, fmt.Errorf("the host routes %s, which overlaps the cluster's node subnet %s: remove that route, or `devk down --name %s` and up again (a new cluster gets a free subnet)", n, nw.Subnet, c.Config.Name)
 		}
+	}
+	ones, _ := subnet.Mask.Size()
+	changed := false
+	if !linkExists(nw.HostBridge) {
+		changed = true
+		if err := ipCmd(ctx, "link", "add", nw.HostBridge, "type", "bridge"); err != nil {
+			return changed, err
+		}
+	}
+	if has, err := hasAddress(ctx, "", nw.HostBridge, nw.HostIP); err != nil {
+		return changed, err
+	} else if !has {
+		changed = true
+		if err := ipCmd(ctx, "addr", "add", nw.HostIP+"/"+strconv.Itoa(ones), "dev", nw.HostBridge); err != nil {
+			return changed, err
+		}
+	}
+	return changed, ipCmd(ctx, "link", "set", nw.HostBridge, "up")
+}
+
+// wireNode makes node n's network namespace, its veth to devk's bridge,
+// its address and default route (the host's end of the bridge), and its
+// sysctls; it reports whether it made the namespace or the veth.
+func (c *Cluster) wireNode(ctx context.Context, n layout.NodeNet) (bool, error) {
+	nw := c.Config.Network
+	_, subnet, err := net.ParseCIDR(nw.Subnet)
+	if err != nil {
+		return false, err
 	}
 	ones, _ := subnet.Mask.Size()
 	changed := false
@@ -112,61 +164,37 @@ func (c *Cluster) runNetwork(ctx context.Context) (phase.Outcome, error) {
 		changed = true
 		return ipCmd(ctx, args...)
 	}
-	if !linkExists(nw.HostBridge) {
-		if err := do("link", "add", nw.HostBridge, "type", "bridge"); err != nil {
-			return phase.Done, err
+	fresh := false
+	if _, err := os.Stat(n.NetNSPath()); errors.Is(err, fs.ErrNotExist) {
+		if err := do("netns", "add", n.NetNS); err != nil {
+			return changed, err
+		}
+		fresh = true
+	}
+	if fresh && linkExists(n.HostVeth) {
+		// Its peer was in a namespace that is gone.
+		if err := do("link", "del", n.HostVeth); err != nil {
+			return changed, err
 		}
 	}
-	hostAddr := nw.HostIP + "/" + strconv.Itoa(ones)
-	if has, err := hasAddress(ctx, "", nw.HostBridge, nw.HostIP); err != nil {
-		return phase.Done, err
-	} else if !has {
-		if err := do("addr", "add", hostAddr, "dev", nw.HostBridge); err != nil {
-			return phase.Done, err
+	if !linkExists(n.HostVeth) {
+		if err := do("link", "add", n.HostVeth, "type", "veth", "peer", "name", layout.NodeInterface, "netns", n.NetNS); err != nil {
+			return changed, err
 		}
 	}
-	if err := ipCmd(ctx, "link", "set", nw.HostBridge, "up"); err != nil {
-		return phase.Done, err
-	}
-	for _, n := range nw.Nodes {
-		fresh := false
-		if _, err := os.Stat(n.NetNSPath()); errors.Is(err, fs.ErrNotExist) {
-			if err := do("netns", "add", n.NetNS); err != nil {
-				return phase.Done, err
-			}
-			fresh = true
-		}
-		if fresh && linkExists(n.HostVeth) {
-			// Its peer was in a namespace that is gone.
-			if err := do("link", "del", n.HostVeth); err != nil {
-				return phase.Done, err
-			}
-		}
-		if !linkExists(n.HostVeth) {
-			if err := do("link", "add", n.HostVeth, "type", "veth", "peer", "name", layout.NodeInterface, "netns", n.NetNS); err != nil {
-				return phase.Done, err
-			}
-		}
-		for _, args := range [][]string{
-			{"link", "set", n.HostVeth, "master", nw.HostBridge},
-			{"link", "set", n.HostVeth, "up"},
-			{"-n", n.NetNS, "link", "set", "lo", "up"},
-			{"-n", n.NetNS, "addr", "replace", n.IP + "/" + strconv.Itoa(ones), "dev", layout.NodeInterface},
-			{"-n", n.NetNS, "link", "set", layout.NodeInterface, "up"},
-			{"-n", n.NetNS, "route", "replace", "default", "via", nw.HostIP},
-		} {
-			if err := ipCmd(ctx, args...); err != nil {
-				return phase.Done, err
-			}
-		}
-		if err := execx.Run(ctx, execx.Cmd{Name: "nsenter", Args: append([]string{"--net=" + n.NetNSPath(), "--", "sysctl", "-q", "-w"}, nodeSysctls...)}); err != nil {
-			return phase.Done, err
+	for _, args := range [][]string{
+		{"link", "set", n.HostVeth, "master", nw.HostBridge},
+		{"link", "set", n.HostVeth, "up"},
+		{"-n", n.NetNS, "link", "set", "lo", "up"},
+		{"-n", n.NetNS, "addr", "replace", n.IP + "/" + strconv.Itoa(ones), "dev", layout.NodeInterface},
+		{"-n", n.NetNS, "link", "set", layout.NodeInterface, "up"},
+		{"-n", n.NetNS, "route", "replace", "default", "via", nw.HostIP},
+	} {
+		if err := ipCmd(ctx, args...); err != nil {
+			return changed, err
 		}
 	}
-	cp := c.Config.ControlPlane()
-	out := phase.Unchanged("node %s at %s in netns %s; host %s on %s", cp.Name, cp.IP, cp.NetNS, hostAddr, nw.HostBridge)
-	out.Changed = changed
-	return out, nil
+	return changed, execx.Run(ctx, execx.Cmd{Name: "nsenter", Args: append([]string{"--net=" + n.NetNSPath(), "--", "sysctl", "-q", "-w"}, nodeSysctls...)})
 }
 
 // ipAddrInfo is one interface of `ip -j addr show`.
@@ -229,26 +257,11 @@ func netnsProcesses(path string) []int {
 func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 	var did []string
 	for _, n := range c.Config.Network.Nodes {
-		killed := 0
-		for _, pid := range netnsProcesses(n.NetNSPath()) {
-			if err := supervise.KillWait(ctx, pid, leftoverGrace); err != nil {
-				return phase.Done, fmt.Errorf("stop process %d in netns %s: %w", pid, n.NetNS, err)
-			}
-			killed++
+		d, err := deleteNodeNetwork(ctx, n)
+		if err != nil {
+			return phase.Done, err
 		}
-		if _, err := os.Stat(n.NetNSPath()); err == nil {
-			if err := ipCmd(ctx, "netns", "del", n.NetNS); err != nil {
-				return phase.Done, fmt.Errorf("%w (delete it with `ip netns del %s`)", err, n.NetNS)
-			}
-			did = append(did, fmt.Sprintf("netns %s (%d processes stopped)", n.NetNS, killed))
-		}
-		// The veth goes with the namespace, a moment later; one left
-		// over (its peer was moved out) is deleted here.
-		if linkExists(n.HostVeth) {
-			if err := ipCmd(ctx, "link", "del", n.HostVeth); err != nil && linkExists(n.HostVeth) {
-				return phase.Done, err
-			}
-		}
+		did = append(did, d...)
 	}
 	// The pods' bridge is in the node's namespace; a cluster made before
 	// that had it on the host.
@@ -265,4 +278,32 @@ func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 		return phase.Unchanged("nothing left"), nil
 	}
 	return phase.Changed("deleted %s", strings.Join(did, ", ")), nil
+}
+
+// deleteNodeNetwork kills whatever still runs in node n's namespace (a
+// process there keeps it, and its veth, alive) and deletes the namespace
+// (its veth goes with it); it says what it deleted.
+func deleteNodeNetwork(ctx context.Context, n layout.NodeNet) ([]string, error) {
+	var did []string
+	killed := 0
+	for _, pid := range netnsProcesses(n.NetNSPath()) {
+		if err := supervise.KillWait(ctx, pid, leftoverGrace); err != nil {
+			return did, fmt.Errorf("stop process %d in netns %s: %w", pid, n.NetNS, err)
+		}
+		killed++
+	}
+	if _, err := os.Stat(n.NetNSPath()); err == nil {
+		if err := ipCmd(ctx, "netns", "del", n.NetNS); err != nil {
+			return did, fmt.Errorf("%w (delete it with `ip netns del %s`)", err, n.NetNS)
+		}
+		did = append(did, fmt.Sprintf("netns %s (%d processes stopped)", n.NetNS, killed))
+	}
+	// The veth goes with the namespace, a moment later; one left
+	// over (its peer was moved out) is deleted here.
+	if linkExists(n.HostVeth) {
+		if err := ipCmd(ctx, "link", "del", n.HostVeth); err != nil && linkExists(n.HostVeth) {
+			return did, err
+		}
+	}
+	return did, nil
 }

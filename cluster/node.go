@@ -71,3 +71,12 @@ func (c *Cluster) nodesLastFirst() ([]node, error) {
 	slices.Reverse(ns)
 	return ns, err
 }
+
+// nameFlag is the --name flag that names this cluster in a command line
+// devk tells the user to run ("" for the default cluster).
+func (c *Cluster) nameFlag() string {
+	if c.Config.Name == layout.DefaultName {
+		return ""
+	}
+	return " --name " + c.Config.Name
+}

@@ -11,9 +11,9 @@ import (
 	"github.com/devk/devk/phase"
 )
 
-// call makes a method of Cluster a phase's Run.
-func call(m func(*Cluster, context.Context) (phase.Outcome, error)) func(context.Context, *Cluster) (phase.Outcome, error) {
-	return func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return m(c, ctx) }
+// call makes a method of a job's state (Cluster, NodeJob) a phase's Run.
+func call[S any](m func(S, context.Context) (phase.Outcome, error)) func(context.Context, S) (phase.Outcome, error) {
+	return func(ctx context.Context, s S) (phase.Outcome, error) { return m(s, ctx) }
 }
 
 // UpPhases are `devk up`, kubeadm's init phases made for a laptop.
@@ -102,6 +102,14 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Run: call((*Cluster).runWait),
 		},
 		{
+			Name:  "pod-network",
+			Short: "record the node's pod subnet (Node spec.podCIDR, the one its CNI network uses) and route every node to every other node's pods",
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{"node " + c.Config.NodeName + " spec.podCIDR"}, []string{c.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
+			},
+			Run: call((*Cluster).runPodNetwork),
+		},
+		{
 			Name:  "certs-expiry",
 			Short: "warn about certificates and kubeconfigs that expire within 30 days; with --renew-certs renew them all, restart what uses them and verify (devk certs renew all)",
 			IO: func(c *Cluster) ([]string, []string) {
@@ -151,6 +159,19 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
 			Run: call((*Cluster).MergeUserKubeconfig),
+		},
+		{
+			Name:  "nodes",
+			Short: "join workers (kubeadm's join: token discovery, TLS bootstrap) until the cluster has --nodes; start again those joined before",
+			If:    nodesPhaseIf,
+			IO: func(c *Cluster) ([]string, []string) {
+				var outs []string
+				for _, n := range c.nodesToJoin() {
+					outs = append(outs, "node "+n+" (netns "+layout.NetNSName(n)+", "+filepath.Join(c.NodesDir(), n)+")")
+				}
+				return []string{c.BootstrapToken(), c.KubeletBinary()}, append(outs, c.ConfigFile())
+			},
+			Run: call((*Cluster).runNodes),
 		},
 		// Last: the addons are what a cluster needs to run pods, not to
 		// be used, so a failure here leaves the user's context in place.

@@ -145,6 +145,7 @@ Exit status:
 		newDigestCmd(g),
 		newUpCmd(g),
 		newDownCmd(g),
+		newNodeCmd(g),
 		newStatusCmd(g),
 		newSwapCmd(g),
 		newWatchCmd(g),
@@ -172,7 +173,7 @@ var commandGroups = []*cobra.Group{
 
 var groupOf = map[string]string{
 	"source": "build", "build": "build", "push": "build", "registry": "build",
-	"up": "cluster", "down": "cluster", "status": "cluster", "certs": "cluster", "export": "cluster",
+	"up": "cluster", "down": "cluster", "node": "cluster", "status": "cluster", "certs": "cluster", "export": "cluster",
 	"swap": "swap", "digest": "swap",
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",

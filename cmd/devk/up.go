@@ -51,6 +51,7 @@ applies a changed file: only the static pods, kubelet or kube-proxy whose
 flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 		Example: `  devk up
   devk up --name dev2 --tree ~/src/kubernetes
+  devk up --nodes 3                    # a control plane and two workers
   devk up --config devk.yaml
   devk up --dry-run
   devk up phase control-plane/apiserver
@@ -109,6 +110,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
 	f.DurationVar(&certValidity, "cert-validity", pki.CertValidity, "lifetime of the certificates and kubeconfig client certificates up issues (e.g. 10m, to test rotation; later ups remember it); existing ones are replaced with half their life or a day left")
 	f.BoolVar(&o.RenewCerts, "renew-certs", false, "renew every certificate once the control plane runs, restart what uses them and verify (devk certs renew all); up warns when any expires within 30 days")
+	f.IntVar(&o.Nodes, "nodes", 0, "how many nodes the cluster has: the control plane and N-1 workers, joined as `devk node add` joins them (default: as many as it has; a new cluster: 1)")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	resultHelp(cmd, upResult{}, false)

@@ -76,6 +76,10 @@ type NodeNet struct {
 	// down, which must work without an API server. The API is the source
 	// of truth.
 	PodCIDR string `json:"podCIDR,omitempty"`
+	// Joining says `devk node add` has begun to join the node and not
+	// finished: another add resumes it, and `devk node remove` or `devk
+	// down` removes what it made.
+	Joining bool `json:"joining,omitempty"`
 }
 
 // IsControlPlane says whether the node runs the control plane.

@@ -1,0 +1,525 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/join"
+	"github.com/devk/devk/phase"
+)
+
+// NodeOptions are what `devk node add` and `devk node remove` are told.
+type NodeOptions struct {
+	// Options name the cluster (Name, Home) and carry the reporter.
+	Options
+	// Node is the node's name; for add, empty means the next free name
+	// in kind's style (<cluster>-worker, <cluster>-worker2, …).
+	Node string
+	// ControlPlane, for add, makes the node a control-plane node.
+	ControlPlane bool
+}
+
+// NodeJob is the state the join (node add) and node remove phases share:
+// the cluster and the one node they act on.
+type NodeJob struct {
+	*Cluster
+	// Node is the node joining or leaving.
+	Node node
+	// resumed says the node was half joined by an earlier add.
+	resumed bool
+	// discovered is what the discovery phase learnt and trusts.
+	discovered join.Discovery
+	// kubeletStarted is when this run started the node's kubelet.
+	kubeletStarted time.Time
+}
+
+// JoinPhases are `devk node add`: kubeadm's join for a worker, on one
+// machine. The node learns the cluster through the bootstrap token
+// (discovery: cluster-info's signature checked, the CA pinned) and gets
+// its kubelet's client certificate by TLS bootstrap (a CSR the
+// controller-manager approves and signs), as a kubeadm node does.
+func JoinPhases() []*phase.Phase[*NodeJob] {
+	return []*phase.Phase[*NodeJob]{
+		{
+			Name:  "preflight",
+			Short: "check root, the programs a node needs, and that the cluster's API server answers; record the node in cluster.json (so `devk down` or `devk node remove` can take it away again)",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{j.Config.APIServerURL() + "/readyz", "PATH"}, []string{j.ConfigFile()}
+			},
+			Run: call((*NodeJob).runJoinPreflight),
+		},
+		{
+			Name:  "network",
+			Short: "the node's network namespace, its veth to devk's bridge, its address and sysctls",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{"netns " + j.Node.Net.NetNSPath() + " (node " + j.Node.IP() + ")", "veth " + j.Node.Net.HostVeth}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				ch, err := j.wireBridge(ctx)
+				if err != nil {
+					return phase.Done, err
+				}
+				made, err := j.wireNode(ctx, j.Node.Net)
+				out := phase.Unchanged("node %s at %s in netns %s", j.Node.Name(), j.Node.IP(), j.Node.Net.NetNS)
+				out.Changed = ch || made
+				return out, err
+			},
+		},
+		{
+			Name:  "runtime",
+			Short: "start the node's containerd in its network namespace (own config, root, state and socket; its CNI network comes once the node has a pod subnet)",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{filepath.Join(j.Node.Containerd(), "config.toml"), j.Node.ContainerdSocket(), j.Node.PIDFile("containerd")}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.startRuntime(ctx, j.Node) },
+		},
+		{
+			Name:  "discovery",
+			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
+					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(bootstrapKubeconfig)}
+			},
+			Run: call((*NodeJob).runDiscovery),
+		},
+		{
+			Name:  "kubelet-start",
+			Short: "start the node's kubelet with the bootstrap kubeconfig; wait for its CSR to be approved and signed and for its Node to register",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{j.KubeletBinary(), j.Node.Kubeconfig(bootstrapKubeconfig)},
+					[]string{j.Node.KubeletBinary(), j.Node.KubeletConfig(), j.Node.Kubeconfig("kubelet"), j.Node.PIDFile("kubelet"), "node " + j.Node.Name()}
+			},
+			Run: call((*NodeJob).runJoinKubelet),
+		},
+		{
+			Name:  "pod-network",
+			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and masquerade rule; route every node to every other node's pods",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{filepath.Join(j.Node.CNIConfDir(), conflistName), "routes in every node's netns"}
+			},
+			Run: call((*NodeJob).runJoinPodNetwork),
+		},
+		{
+			Name:  "wait",
+			Short: "wait for the node to be Ready and kube-proxy to run on it",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{"node " + j.Node.Name(), "daemonset kube-system/kube-proxy"}, nil
+			},
+			Run: call((*NodeJob).runJoinWait),
+		},
+		{
+			Name:  "record",
+			Short: "mark the node joined in cluster.json and ConfigMap kube-system/devk-config",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{j.ConfigFile(), "configmap kube-system/" + ConfigMapName}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				j.setJoining(j.Node.Name(), false)
+				if err := j.SaveConfig(); err != nil {
+					return phase.Done, err
+				}
+				if _, err := j.runUploadConfig(ctx); err != nil {
+					return phase.Done, err
+				}
+				return phase.Changed("%s joined (%d nodes)", j.Node.Name(), len(j.Config.Network.Nodes)), nil
+			},
+		},
+	}
+}
+
+// setJoining marks node name as being joined (or not any more).
+func (c *Cluster) setJoining(name string, joining bool) {
+	for i := range c.Config.Network.Nodes {
+		if c.Config.Network.Nodes[i].Name == name {
+			c.Config.Network.Nodes[i].Joining = joining
+		}
+	}
+}
+
+// openNodeJob opens the cluster (it must exist) and finds or adds the
+// node: for add, a new node (or one an earlier add left half joined,
+// which it resumes); for remove, an existing one.
+func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
+	c, err := Open(o.Options)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Exists() {
+		return nil, c.noCluster()
+	}
+	j := &NodeJob{Cluster: c}
+	if !add {
+		if o.Node == "" {
+			return nil, fmt.Errorf("name the node to remove; cluster %s has: %s", c.Config.Name, strings.Join(c.Config.NodeNames(), ", "))
+		}
+		if _, i, err := c.Config.FindNode(o.Node); err != nil {
+			return nil, err
+		} else if i == 0 {
+			return nil, c.Config.RemoveNode(o.Node) // says why node 0 cannot go
+		}
+		j.Node, err = c.nodeNamed(o.Node)
+		return j, err
+	}
+	if o.ControlPlane {
+		return nil, fmt.Errorf("joining a control-plane node (--control-plane) needs the cluster's certificates shared through upload-certs and an etcd member added, which devk does not do yet: add a worker (without --control-plane)")
+	}
+	name := o.Node
+	if name == "" {
+		name = c.Config.NextNodeName(layout.RoleWorker)
+	}
+	if n, _, err := c.Config.FindNode(name); err == nil {
+		if !n.Joining {
+			return nil, fmt.Errorf("cluster %s has a node %s already: choose another name, or leave it out for the next free one (`devk status` lists the nodes; `devk node remove %s` removes it)", c.Config.Name, name, name)
+		}
+		j.resumed = true
+	} else {
+		if _, err := c.Config.AddNode(name, layout.RoleWorker, layout.Configs(c.Home, c.Config.Name)); err != nil {
+			return nil, err
+		}
+		c.setJoining(name, true)
+	}
+	j.Node, err = c.nodeNamed(name)
+	return j, err
+}
+
+// AddNode joins a worker node to a running cluster (`devk node add`).
+func AddNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJob, phase.Result, error) {
+	j, err := openNodeJob(o, true)
+	if err != nil {
+		return nil, phase.Result{}, err
+	}
+	if popts.DryRun {
+		res, err := phase.Run(ctx, JoinPhases(), j, popts)
+		return j, res, err
+	}
+	if err := needRoot("node add"); err != nil {
+		return j, phase.Result{}, err
+	}
+	unlock, err := j.lock()
+	if err != nil {
+		return j, phase.Result{}, err
+	}
+	defer unlock()
+	popts.Reporter, popts.Job = j.Reporter, "node-add"
+	res, err := phase.Run(ctx, JoinPhases(), j, popts)
+	return j, res, err
+}
+
+func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
+	var probs []Problem
+	if os.Geteuid() != 0 {
+		probs = append(probs, Problem{"root", "a node runs containerd and the kubelet, which need root", "run it as root: sudo -E devk node add"})
+	}
+	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
+	if _, err := os.Stat(j.KubeletBinary()); err != nil {
+		probs = append(probs, Problem{"kubelet", "no kubelet at " + j.KubeletBinary() + " to give the node", "run `devk up` (it builds and installs the kubelet)"})
+	}
+	if len(j.Node.ContainerdSocket())+len(".ttrpc") >= 108 {
+		probs = append(probs, Problem{"paths", "the node's containerd socket path " + j.Node.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory, or give the node a shorter name"})
+	}
+	if len(probs) > 0 {
+		return phase.Done, &PreflightError{Problems: probs}
+	}
+	cs, err := j.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return phase.Done, fmt.Errorf("the cluster's API server at %s is not ready (%v): run `devk up%s` first", j.Config.APIServerURL(), err, j.nameFlag())
+	}
+	if !j.resumed {
+		if _, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{}); err == nil {
+			return phase.Done, fmt.Errorf("the cluster has a Node %s already, which devk did not make: choose another name", j.Node.Name())
+		}
+	}
+	if err := j.SaveConfig(); err != nil {
+		return phase.Done, err
+	}
+	if j.resumed {
+		return phase.Unchanged("resuming %s at %s", j.Node.Name(), j.Node.IP()), nil
+	}
+	return phase.Changed("%s at %s recorded", j.Node.Name(), j.Node.IP()), nil
+}
+
+// joinEndpoint is where a joining node finds the API server: the
+// control-plane node's address on devk's bridge.
+func (c *Cluster) joinEndpoint() string {
+	return net.JoinHostPort(c.Config.AdvertiseIP, strconv.Itoa(c.Config.Ports.APIServer))
+}
+
+// runDiscovery is kubeadm's token discovery: the token devk up made, the
+// CA pinned by the hash of the cluster CA's public key (what
+// `kubeadm token create --print-join-command` prints as
+// --discovery-token-ca-cert-hash).
+func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
+	data, err := os.ReadFile(j.BootstrapToken())
+	if err != nil {
+		return phase.Done, fmt.Errorf("read the bootstrap token: %w (run `devk up%s phase bootstrap-token`)", err, j.nameFlag())
+	}
+	tok, err := join.ParseToken(strings.TrimSpace(string(data)))
+	if err != nil {
+		return phase.Done, fmt.Errorf("%s: %w (run `devk up%s phase bootstrap-token`)", j.BootstrapToken(), err, j.nameFlag())
+	}
+	cas, err := certutil.CertsFromFile(pki.CertPath(j.PKI(), pki.CAName))
+	if err != nil {
+		return phase.Done, fmt.Errorf("the cluster's CA, to pin: %w", err)
+	}
+	d, err := join.Discover(ctx, j.joinEndpoint(), tok, []join.Pin{join.PinOf(cas[0])})
+	if err != nil {
+		return phase.Done, err
+	}
+	j.discovered = d
+	kc, err := join.BootstrapKubeconfig(d.Server, d.CAPEM, tok)
+	if err != nil {
+		return phase.Done, err
+	}
+	changed := false
+	for _, f := range []struct {
+		path string
+		data []byte
+		perm os.FileMode
+	}{
+		{pki.CertPath(j.Node.PKI(), pki.CAName), d.CAPEM, 0o644},
+		{j.Node.Kubeconfig(bootstrapKubeconfig), kc, 0o600},
+	} {
+		w, err := writeIfChanged(f.path, f.data, f.perm, "")
+		if err != nil {
+			return phase.Done, err
+		}
+		changed = changed || w
+	}
+	out := phase.Unchanged("%s, CA %s", d.Server, join.CAPin(cas[0]))
+	out.Changed = changed
+	return out, nil
+}
+
+// tlsBootstrapped says whether node n's kubelet has its own client
+// certificate: it writes its kubeconfig once its CSR was signed.
+func tlsBootstrapped(n node) bool {
+	_, err := os.Stat(n.Kubeconfig("kubelet"))
+	return err == nil
+}
+
+func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
+	t0 := time.Now()
+	out, err := j.startKubelet(ctx, j.Node, j.KubeletBinary())
+	if err != nil {
+		return out, err
+	}
+	if out.Changed {
+		j.kubeletStarted = t0
+	}
+	cs, err := j.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	why := "the kubelet has no client certificate yet (its CSR is not signed)"
+	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
+		if _, ok := j.Node.Procs().Running("kubelet"); !ok {
+			return false, fmt.Errorf("the node's kubelet exited; its log ends:\n%s", supervise.Tail(j.Node.LogFile("kubelet"), 20))
+		}
+		if !tlsBootstrapped(j.Node) {
+			return false, nil
+		}
+		if _, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{}); err != nil {
+			why = "the Node is not registered: " + err.Error()
+			return false, nil
+		}
+		return true, nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return phase.Done, fmt.Errorf("node %s did not join within %s: %s; see %s and `kubectl get csr`", j.Node.Name(), joinTimeout, why, j.Node.LogFile("kubelet"))
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.Outcome{Detail: out.Detail + "; client certificate by TLS bootstrap, Node registered", Changed: out.Changed}, nil
+}
+
+func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) {
+	cs, err := j.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	cidr, err := j.waitPodCIDR(ctx, cs, j.Node)
+	if err != nil {
+		return phase.Done, err
+	}
+	changed := j.Node.Net.PodCIDR != cidr
+	j.Node.Net.PodCIDR = cidr
+	j.setPodCIDR(j.Node.Name(), cidr)
+	if err := j.SaveConfig(); err != nil {
+		return phase.Done, err
+	}
+	w, err := j.writeConflist(j.Node, cidr)
+	if err != nil {
+		return phase.Done, err
+	}
+	if err := ensurePodMasquerade(ctx, j.Node, cidr, j.Config.PodCIDR); err != nil {
+		return phase.Done, err
+	}
+	routes, err := j.routePods(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	out := phase.Unchanged("pods %s; %d routes between nodes", cidr, routes)
+	out.Changed = changed || w
+	return out, nil
+}
+
+func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
+	cs, err := j.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	// kube-proxy runs on the node once its DaemonSet is there (a node
+	// that up joins comes before the addons).
+	proxy := false
+	if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, kubeProxyName, metav1.GetOptions{}); err == nil {
+		proxy = true
+	}
+	var why string
+	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
+		why = nodeNotReady(ctx, cs, j.Node.Name(), j.kubeletStarted)
+		if why == "" && proxy {
+			why = podOnNodeNotReady(ctx, cs, j.Node.Name(), kubeProxyName)
+		}
+		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + why})
+		return why == "", nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return phase.Done, fmt.Errorf("node %s is not ready after %s: %s; see %s", j.Node.Name(), joinTimeout, why, j.Node.LogFile("kubelet"))
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	if proxy {
+		return phase.Unchanged("node Ready, kube-proxy running"), nil
+	}
+	return phase.Unchanged("node Ready"), nil
+}
+
+// nodeNotReady says why Node name is not Ready ("" when it is); a
+// kubelet started at started must have said so itself.
+func nodeNotReady(ctx context.Context, cs kubernetes.Interface, name string, started time.Time) string {
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type != corev1.NodeReady {
+			continue
+		}
+		if cond.Status != corev1.ConditionTrue {
+			return "node not Ready: " + cond.Message
+		}
+		if !started.IsZero() && cond.LastHeartbeatTime.Time.Before(started.Truncate(time.Second)) {
+			return "no heartbeat from the new kubelet yet"
+		}
+		return ""
+	}
+	return "the node has no Ready condition yet"
+}
+
+// podOnNodeNotReady says why the pod of addon app on node name is not
+// Ready ("" when it is).
+func podOnNodeNotReady(ctx context.Context, cs kubernetes.Interface, name, app string) string {
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: labelApp + "=" + app, FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && podReady(&p) {
+			return ""
+		}
+	}
+	if len(pods.Items) == 0 {
+		return "no " + app + " pod on the node yet"
+	}
+	return app + " pod " + pods.Items[0].Name + " not Ready (" + string(pods.Items[0].Status.Phase) + ")"
+}
+
+// nodesPhaseIf says whether up's nodes phase has work: nodes besides
+// node 0 to bring back, or more wanted.
+func nodesPhaseIf(c *Cluster) (bool, string) {
+	if len(c.Config.Network.Nodes) <= 1 && c.Nodes <= 1 {
+		return false, "a single-node cluster (--nodes N for more)"
+	}
+	return true, ""
+}
+
+// nodesToJoin are the names up's nodes phase joins: every node the
+// cluster has besides node 0 (joined before: their runtime and kubelet
+// are started again if they are not running), then new workers until it
+// has c.Nodes.
+func (c *Cluster) nodesToJoin() []string {
+	var out []string
+	for _, n := range c.Config.Network.Nodes[min(1, len(c.Config.Network.Nodes)):] {
+		out = append(out, n.Name)
+	}
+	cfg := c.Config
+	for len(out)+1 < c.Nodes {
+		name := cfg.NextNodeName(layout.RoleWorker)
+		if _, err := cfg.AddNode(name, layout.RoleWorker, nil); err != nil {
+			break // runNodes says why
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// runNodes is up's nodes phase: the join phases (JoinPhases) for every
+// node but node 0, each reported under nodes/<node>/.
+func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
+	var joined, resumed []string
+	for _, name := range c.nodesToJoin() {
+		j := &NodeJob{Cluster: c}
+		if n, _, err := c.Config.FindNode(name); err == nil {
+			j.resumed = true
+			if !n.Joining {
+				resumed = append(resumed, name)
+			} else {
+				joined = append(joined, name)
+			}
+		} else {
+			if _, err := c.Config.AddNode(name, layout.RoleWorker, layout.Configs(c.Home, c.Config.Name)); err != nil {
+				return phase.Done, err
+			}
+			c.setJoining(name, true)
+			joined = append(joined, name)
+		}
+		var err error
+		if j.Node, err = c.nodeNamed(name); err != nil {
+			return phase.Done, err
+		}
+		step := progress.StepOf(ctx) + "/" + name
+		if _, err := phase.Run(ctx, JoinPhases(), j, phase.Options{Reporter: progress.Under(c.Reporter, step), Job: "up/nodes"}); err != nil {
+			return phase.Done, fmt.Errorf("node %s: %w (`devk up` again resumes it; `devk node remove %s%s` removes it)", name, err, name, c.nameFlag())
+		}
+	}
+	switch {
+	case len(joined) == 0:
+		return phase.Unchanged("%d nodes; running: %s", len(c.Config.Network.Nodes), strings.Join(resumed, ", ")), nil
+	case len(resumed) == 0:
+		return phase.Changed("%d nodes; joined: %s", len(c.Config.Network.Nodes), strings.Join(joined, ", ")), nil
+	}
+	return phase.Changed("%d nodes; joined: %s; running: %s", len(c.Config.Network.Nodes), strings.Join(joined, ", "), strings.Join(resumed, ", ")), nil
+}

@@ -1,0 +1,293 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+)
+
+// RemovePhases are `devk node remove`: drain the node, stop what runs on
+// it, take away what devk made for it, and forget it.
+func RemovePhases() []*phase.Phase[*NodeJob] {
+	on := func(f func(context.Context, node) (phase.Outcome, error)) func(context.Context, *NodeJob) (phase.Outcome, error) {
+		return func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return f(ctx, j.Node) }
+	}
+	return []*phase.Phase[*NodeJob]{
+		{
+			Name:  "drain",
+			Short: "cordon the node and evict its pods (not DaemonSet pods) through the API, honouring PodDisruptionBudgets; wait for them to go",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{"pods on node " + j.Node.Name()}, []string{"node " + j.Node.Name() + " (unschedulable)", "evictions"}
+			},
+			Run: call((*NodeJob).runDrain),
+		},
+		{Name: "kubelet", Short: "stop the node's kubelet", Run: on(stopKubelet)},
+		{
+			Name:  "pods",
+			Short: "stop and remove the node's pod sandboxes and containers through CRI",
+			Run:   func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.removePods(ctx, j.Node) },
+		},
+		{Name: "runtime", Short: "stop the node's containerd and any shim left behind", Run: on(stopRuntime)},
+		{
+			Name:  "mounts",
+			Short: "unmount everything under the node's directory",
+			Run:   on(func(ctx context.Context, n node) (phase.Outcome, error) { return unmountUnder(n.Dir) }),
+		},
+		{
+			Name:  "cgroups",
+			Short: "remove the node's kubelet cgroup root (killing anything left in it)",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{"cgroup " + j.Node.Net.CgroupRoot}
+			},
+			Run: on(func(ctx context.Context, n node) (phase.Outcome, error) {
+				removed, killed, err := removeCgroupRoot(ctx, n.Net.CgroupRoot)
+				return phase.Outcome{Detail: fmt.Sprintf("%d removed, %d leftover processes killed", removed, killed), Changed: removed > 0}, err
+			}),
+		},
+		{
+			Name:  "network",
+			Short: "delete the other nodes' routes to the node's pods, then the node's network namespace (its veth goes with it)",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{"netns " + j.Node.Net.NetNSPath(), "veth " + j.Node.Net.HostVeth, "routes to " + orNone(j.Node.Net.PodCIDR)}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				routes := j.unroutePods(ctx, j.Node.Net)
+				did, err := deleteNodeNetwork(ctx, j.Node.Net)
+				if err != nil {
+					return phase.Done, err
+				}
+				did = append(did, fmt.Sprintf("%d routes", routes))
+				return phase.Outcome{Detail: "deleted " + strings.Join(did, ", "), Changed: len(did) > 1 || routes > 0}, nil
+			},
+		},
+		{
+			Name:  "node-object",
+			Short: "delete the Node object",
+			Run:   call((*NodeJob).runDeleteNode),
+		},
+		{
+			Name:  "files",
+			Short: "remove the node's directory; refuses while anything is mounted beneath it or its kubelet or containerd runs",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{j.Node.Dir}
+			},
+			Run: call((*NodeJob).runRemoveNodeFiles),
+			// Needs are paths from the root of this job.
+			Needs: []string{"kubelet", "runtime", "mounts"},
+		},
+		{
+			Name:  "record",
+			Short: "take the node out of cluster.json and ConfigMap kube-system/devk-config",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{j.ConfigFile(), "configmap kube-system/" + ConfigMapName}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				if err := j.Config.RemoveNode(j.Node.Name()); err != nil {
+					return phase.Done, err
+				}
+				if err := j.SaveConfig(); err != nil {
+					return phase.Done, err
+				}
+				if _, err := j.runUploadConfig(ctx); err != nil {
+					return phase.Done, err
+				}
+				return phase.Changed("%d nodes left", len(j.Config.Network.Nodes)), nil
+			},
+		},
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// RemoveNode removes a node that `devk node add` (or `devk up --nodes`)
+// joined (`devk node remove`).
+func RemoveNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJob, phase.Result, error) {
+	j, err := openNodeJob(o, false)
+	if err != nil {
+		return nil, phase.Result{}, err
+	}
+	if popts.DryRun {
+		res, err := phase.Run(ctx, RemovePhases(), j, popts)
+		return j, res, err
+	}
+	if err := needRoot("node remove"); err != nil {
+		return j, phase.Result{}, err
+	}
+	unlock, err := j.lock()
+	if err != nil {
+		return j, phase.Result{}, err
+	}
+	defer unlock()
+	popts.Reporter, popts.Job = j.Reporter, "node-remove"
+	res, err := phase.Run(ctx, RemovePhases(), j, popts)
+	return j, res, err
+}
+
+// evictable says whether drain evicts pod p: not a DaemonSet's (its
+// controller would put it back; it goes with the node), not a mirror
+// pod (the kubelet's static pod: it goes with the kubelet), not one
+// that has finished or is already going.
+func evictable(p corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}
+
+// runDrain is `kubectl drain --ignore-daemonsets`: cordon, then evict
+// every pod but DaemonSets' and mirror pods through the Eviction API, so
+// PodDisruptionBudgets hold, and wait until they are gone. A node that
+// never registered has nothing to drain.
+func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
+	cs, err := j.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	name := j.Node.Name()
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return phase.Unchanged("no Node %s (it never registered)", name), nil
+	}
+	if err != nil {
+		return phase.Done, fmt.Errorf("read node %s: %w (is the cluster up? `devk up%s`)", name, err, j.nameFlag())
+	}
+	cordoned := false
+	if !n.Spec.Unschedulable {
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+			return phase.Done, fmt.Errorf("cordon node %s: %w", name, err)
+		}
+		cordoned = true
+	}
+	evicted := map[types.UID]string{}
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, drainTimeout, true, func(ctx context.Context) (bool, error) {
+		left, err := podsToEvict(ctx, cs, name)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if len(left) == 0 {
+			return true, nil
+		}
+		for _, p := range left {
+			if _, done := evicted[p.UID]; done {
+				continue
+			}
+			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+			switch err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev); {
+			case err == nil, apierrors.IsNotFound(err):
+				evicted[p.UID] = p.Namespace + "/" + p.Name
+			case apierrors.IsTooManyRequests(err):
+				last = fmt.Sprintf("pod %s/%s: a PodDisruptionBudget does not allow its eviction yet", p.Namespace, p.Name)
+			default:
+				return false, fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+		}
+		last = fmt.Sprintf("%d pods still on the node, e.g. %s/%s", len(left), left[0].Namespace, left[0].Name)
+		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + last})
+		return false, nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return phase.Done, fmt.Errorf("drain node %s: %s after %s: delete those pods, or fix what holds them, and run it again", name, last, drainTimeout)
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.Outcome{Detail: fmt.Sprintf("cordoned, %d pods evicted", len(evicted)), Changed: cordoned || len(evicted) > 0}, nil
+}
+
+// podsToEvict are the pods drain still has to move off node name.
+func podsToEvict(ctx context.Context, cs kubernetes.Interface, name string) ([]corev1.Pod, error) {
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if evictable(p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (j *NodeJob) runDeleteNode(ctx context.Context) (phase.Outcome, error) {
+	cs, err := j.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	err = cs.CoreV1().Nodes().Delete(ctx, j.Node.Name(), metav1.DeleteOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return phase.Unchanged("no Node %s", j.Node.Name()), nil
+	case err != nil:
+		return phase.Done, fmt.Errorf("delete node %s: %w", j.Node.Name(), err)
+	}
+	return phase.Changed("deleted"), nil
+}
+
+// runRemoveNodeFiles removes the node's directory, after the checks
+// down's files phase makes for the cluster's: a real directory under the
+// cluster's nodes/, nothing mounted beneath it, no kubelet or containerd
+// of the node running.
+func (j *NodeJob) runRemoveNodeFiles(ctx context.Context) (phase.Outcome, error) {
+	dir := j.Node.Dir
+	removeContainerLogLinks(dir)
+	if filepath.Dir(dir) != j.NodesDir() {
+		return phase.Done, fmt.Errorf("refusing to remove %s: not a node directory under %s", dir, j.NodesDir())
+	}
+	fi, err := os.Lstat(dir)
+	if os.IsNotExist(err) {
+		return phase.Unchanged("no %s", dir), nil
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	if !fi.IsDir() {
+		return phase.Done, fmt.Errorf("refusing to remove %s: it is not a directory (a symlink?); remove it by hand", dir)
+	}
+	for _, proc := range []string{"kubelet", "containerd"} {
+		if pid, ok := j.Node.Procs().Running(proc); ok {
+			return phase.Done, fmt.Errorf("refusing to remove %s: the node's %s (pid %d) still runs: run all of `devk node remove %s`", dir, proc, pid, j.Node.Name())
+		}
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return phase.Done, err
+	}
+	if mps := mountsUnder(string(data), dir); len(mps) > 0 {
+		return phase.Done, fmt.Errorf("refusing to remove %s: %d mounts beneath it, e.g. %s", dir, len(mps), mps[0])
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return phase.Done, fmt.Errorf("remove %s: %w", dir, err)
+	}
+	os.Remove(j.NodesDir()) // when it was the last
+	return phase.Changed("removed %s", dir), nil
+}

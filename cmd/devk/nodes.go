@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/phase"
+)
+
+func newNodeCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Add nodes to a running cluster, or remove them",
+		Long: `Add a worker node to a running devk cluster, or remove one. Each node is its
+own network namespace on the cluster's bridge, with its own containerd,
+kubelet, cgroup root and pod subnet; the nodes route each other's pods.
+
+A node joins as a kubeadm node joins: it discovers the cluster through the
+bootstrap token (ConfigMap kube-public/cluster-info, its JWS signature
+checked with the token, the CA pinned by the hash of its public key) and
+its kubelet gets its client certificate by TLS bootstrap (a CSR the
+controller-manager approves and signs). ` + "`devk up --nodes N`" + ` joins workers
+the same way.`,
+		Example: `  devk node add                  # the next free name: devk-worker, devk-worker2, …
+  devk node add devk-worker3 --dry-run
+  devk node remove devk-worker`,
+	}
+	cmd.AddCommand(newNodeAddCmd(g), newNodeRemoveCmd(g))
+	return cmd
+}
+
+// nodeResult is devk node add's and remove's result with -o json|yaml.
+type nodeResult struct {
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	IP      string `json:"ip"`
+	// PodCIDR is the node's pod subnet (add).
+	PodCIDR string   `json:"podCIDR,omitempty"`
+	Nodes   []string `json:"nodes"`
+	Seconds float64  `json:"seconds"`
+}
+
+func newNodeAddCmd(g *globalOptions) *cobra.Command {
+	var (
+		o     cluster.NodeOptions
+		flags phase.Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "add [NAME]",
+		Short: "Join a worker node to the cluster",
+		Long: `Join a worker node to a running cluster: its network namespace and veth, its
+containerd, discovery through the bootstrap token with the CA pinned, its
+kubelet started with a bootstrap kubeconfig (TLS bootstrap), its pod
+subnet's CNI network and routes in every node, then wait until it is Ready
+and kube-proxy runs on it. NAME defaults to the next free one of kind's
+style (<cluster>-worker, <cluster>-worker2, …).
+
+A join that fails half way leaves the node recorded: ` + "`devk node add NAME`" + ` again
+resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
+		Example: `  devk node add
+  devk node add --name dev2 dev2-worker2
+  devk node add --dry-run`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Node = args[0]
+			}
+			o.Reporter = g.Reporter()
+			popts := flags.Options()
+			popts.PlanOut = g.stderr
+			popts.Summary = g.Debug()
+			t0 := time.Now()
+			j, _, err := cluster.AddNode(cmd.Context(), o, popts)
+			if err != nil {
+				var failed *phase.Failed
+				if j != nil && !flags.DryRun && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
+					return fmt.Errorf("%w\nthe node is left as it is: `devk node add%s %s` resumes it, `devk node remove%s %s` removes it", err, nameFlag(j.Config.Name), j.Node.Name(), nameFlag(j.Config.Name), j.Node.Name())
+				}
+				return err
+			}
+			if flags.DryRun {
+				return nil
+			}
+			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), PodCIDR: nodePodCIDR(j), Nodes: j.Config.NodeNames(), Seconds: time.Since(t0).Seconds()}
+			if g.Structured() {
+				return g.Result(r)
+			}
+			fmt.Fprintf(g.stdout, "node %s joined cluster %s in %s: %s, pods %s; the cluster has %d nodes\n", r.Node, r.Cluster, progress.Round(time.Since(t0)), r.IP, r.PodCIDR, len(r.Nodes))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
+	f.BoolVar(&o.ControlPlane, "control-plane", false, "join a control-plane node (not built yet: devk says so)")
+	phase.Bind(cmd, cluster.JoinPhases(), &flags)
+	resultHelp(cmd, nodeResult{}, false)
+	return cmd
+}
+
+func nodePodCIDR(j *cluster.NodeJob) string {
+	if n, _, err := j.Config.FindNode(j.Node.Name()); err == nil {
+		return n.PodCIDR
+	}
+	return ""
+}
+
+func newNodeRemoveCmd(g *globalOptions) *cobra.Command {
+	var (
+		o     cluster.NodeOptions
+		flags phase.Flags
+	)
+	cmd := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Drain a node and remove it from the cluster",
+		Long: `Remove a node that ` + "`devk node add`" + ` or ` + "`devk up --nodes`" + ` joined: cordon it and
+evict its pods through the API (PodDisruptionBudgets hold; DaemonSet pods
+stay and go with the node), stop its kubelet, pods and containerd, unmount
+and remove what lies under its directory, its cgroup root, the other
+nodes' routes to its pods and its network namespace, delete its Node and
+take it out of cluster.json. The node ` + "`devk up`" + ` made goes only with the
+cluster (` + "`devk down`" + `). Needs root.`,
+		Example: `  devk node remove devk-worker
+  devk node remove devk-worker2 --dry-run`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Node = args[0]
+			o.Reporter = g.Reporter()
+			popts := flags.Options()
+			popts.PlanOut = g.stderr
+			popts.Summary = g.Debug()
+			t0 := time.Now()
+			j, _, err := cluster.RemoveNode(cmd.Context(), o, popts)
+			if err != nil || flags.DryRun {
+				return err
+			}
+			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), Nodes: j.Config.NodeNames(), Seconds: time.Since(t0).Seconds()}
+			if g.Structured() {
+				return g.Result(r)
+			}
+			fmt.Fprintf(g.stdout, "node %s is gone from cluster %s in %s; %d nodes left\n", r.Node, r.Cluster, progress.Round(time.Since(t0)), len(r.Nodes))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
+	phase.Bind(cmd, cluster.RemovePhases(), &flags)
+	resultHelp(cmd, nodeResult{}, false)
+	return cmd
+}
