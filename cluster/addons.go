@@ -324,14 +324,18 @@ func (c *Cluster) ready(ctx context.Context, cs kubernetes.Interface, w workload
 	if err != nil {
 		return err
 	}
-	rt, err := cri.Dial(c.Config.CRISocket)
+	// The pods run on every node, each node's in its own runtime.
+	ns, err := c.nodes()
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
-	running, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
-	if err != nil {
-		return err
+	var running []cri.Container
+	for _, n := range ns {
+		cs, err := runningContainers(ctx, c.criSocket(n), metav1.NamespaceSystem)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name(), err)
+		}
+		running = append(running, cs...)
 	}
 	return statusesCurrent(pods.Items, running)
 }
@@ -750,4 +754,15 @@ func coreDNSDeployment(cfg layout.Config, image string) (*appsv1ac.DeploymentApp
 						WithReadOnlyRootFilesystem(true))).
 				WithVolumes(corev1ac.Volume().WithName("config-volume").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(coreDNSName).
 					WithItems(corev1ac.KeyToPath().WithKey("Corefile").WithPath("Corefile"))))))), nil
+}
+
+// runningContainers are the running containers of namespace's pods in
+// the runtime at socket.
+func runningContainers(ctx context.Context, socket, namespace string) ([]cri.Container, error) {
+	rt, err := cri.Dial(socket)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	return rt.Containers(ctx, cri.Filter{PodNamespace: namespace, RunningOnly: true})
 }

@@ -85,7 +85,7 @@ func (c *Cluster) downPods(ctx context.Context) (phase.Outcome, error) {
 
 // removePods stops and removes node n's pod sandboxes and containers.
 func (c *Cluster) removePods(ctx context.Context, n node) (phase.Outcome, error) {
-	socket := c.Config.CRISocket
+	socket := c.criSocket(n)
 	if c.Config.OwnRuntime {
 		socket = n.ContainerdSocket()
 	}

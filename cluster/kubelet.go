@@ -243,11 +243,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 	} else if _, err := os.Stat(n.KubeletBinary()); err != nil {
 		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", n.KubeletBinary())
 	}
-	socket := n.ContainerdSocket()
-	if n.Name() == c.Config.NodeName {
-		socket = c.Config.CRISocket
-	}
-	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: n.Paths, Node: n.Net, CRISocket: socket})
+	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: n.Paths, Node: n.Net, CRISocket: c.criSocket(n)})
 	if err != nil {
 		return phase.Done, err
 	}

@@ -80,3 +80,13 @@ func (c *Cluster) nameFlag() string {
 	}
 	return " --name " + c.Config.Name
 }
+
+// criSocket is node n's CRI runtime: node 0's is the config's (devk's
+// containerd, or the one --cri-socket named); every other node's is its
+// own containerd's.
+func (c *Cluster) criSocket(n node) string {
+	if n.Name() == c.Config.NodeName {
+		return c.Config.CRISocket
+	}
+	return n.ContainerdSocket()
+}

@@ -132,6 +132,9 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{j.ConfigFile(), "configmap kube-system/" + ConfigMapName}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				if n, _, err := j.Config.FindNode(j.Node.Name()); err == nil && !n.Joining {
+					return phase.Unchanged("%s joined before (%d nodes)", j.Node.Name(), len(j.Config.Network.Nodes)), nil
+				}
 				j.setJoining(j.Node.Name(), false)
 				if err := j.SaveConfig(); err != nil {
 					return phase.Done, err

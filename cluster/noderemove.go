@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
@@ -142,12 +141,13 @@ func RemoveNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJ
 	return j, res, err
 }
 
-// evictable says whether drain evicts pod p: not a DaemonSet's (its
-// controller would put it back; it goes with the node), not a mirror
-// pod (the kubelet's static pod: it goes with the kubelet), not one
-// that has finished or is already going.
-func evictable(p corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+// drained says whether drain moves pod p off its node: not a
+// DaemonSet's (its controller would put it back; it goes with the node),
+// not a mirror pod (the kubelet's static pod: it goes with the kubelet),
+// not one that has finished. Drain evicts each such pod and waits until
+// it is gone, terminating ones included.
+func drained(p corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
 	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
@@ -185,32 +185,30 @@ func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
 		}
 		cordoned = true
 	}
-	evicted := map[types.UID]string{}
+	evicted := map[types.UID]bool{}
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, drainTimeout, true, func(ctx context.Context) (bool, error) {
-		left, err := podsToEvict(ctx, cs, name)
+		pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		if len(left) == 0 {
+		evict, waiting := drainStep(pods.Items, evicted)
+		if len(waiting) == 0 {
 			return true, nil
 		}
-		for _, p := range left {
-			if _, done := evicted[p.UID]; done {
-				continue
-			}
+		last = fmt.Sprintf("%d pods still on the node, e.g. %s/%s", len(waiting), waiting[0].Namespace, waiting[0].Name)
+		for _, p := range evict {
 			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 			switch err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev); {
 			case err == nil, apierrors.IsNotFound(err):
-				evicted[p.UID] = p.Namespace + "/" + p.Name
+				evicted[p.UID] = true
 			case apierrors.IsTooManyRequests(err):
-				last = fmt.Sprintf("pod %s/%s: a PodDisruptionBudget does not allow its eviction yet", p.Namespace, p.Name)
+				last = fmt.Sprintf("a PodDisruptionBudget does not allow pod %s/%s to be evicted yet", p.Namespace, p.Name)
 			default:
 				return false, fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 		}
-		last = fmt.Sprintf("%d pods still on the node, e.g. %s/%s", len(left), left[0].Namespace, left[0].Name)
 		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + last})
 		return false, nil
 	})
@@ -223,19 +221,24 @@ func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
 	return phase.Outcome{Detail: fmt.Sprintf("cordoned, %d pods evicted", len(evicted)), Changed: cordoned || len(evicted) > 0}, nil
 }
 
-// podsToEvict are the pods drain still has to move off node name.
-func podsToEvict(ctx context.Context, cs kubernetes.Interface, name string) ([]corev1.Pod, error) {
-	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
-	if err != nil {
-		return nil, err
-	}
-	var out []corev1.Pod
-	for _, p := range pods.Items {
-		if evictable(p) {
-			out = append(out, p)
+// drainStep is one look of drain at the pods on the node: those to
+// evict now (drained ones not yet evicted and not already going), and
+// those it still waits for (every drained one, and every pod it evicted
+// until the pod is deleted: a pod that finished after its eviction is
+// still there until its kubelet deletes it).
+func drainStep(pods []corev1.Pod, evicted map[types.UID]bool) (evict, waiting []corev1.Pod) {
+	for _, p := range pods {
+		switch {
+		case evicted[p.UID]:
+			waiting = append(waiting, p)
+		case drained(p):
+			waiting = append(waiting, p)
+			if p.DeletionTimestamp == nil {
+				evict = append(evict, p)
+			}
 		}
 	}
-	return out, nil
+	return evict, waiting
 }
 
 func (j *NodeJob) runDeleteNode(ctx context.Context) (phase.Outcome, error) {

@@ -1,0 +1,253 @@
+package cluster
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/layout"
+)
+
+// twoWorkers is testCluster with two workers added, the first with a
+// pod subnet already.
+func twoWorkers(t *testing.T) *Cluster {
+	t.Helper()
+	cfg, p := testCluster()
+	for _, name := range []string{"devk-worker", "devk-worker2"} {
+		if _, err := cfg.AddNode(name, layout.RoleWorker, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Network.Nodes[0].PodCIDR = "10.244.0.0/24"
+	cfg.Network.Nodes[1].PodCIDR = "10.244.1.0/24"
+	return &Cluster{Config: cfg, Paths: p}
+}
+
+func TestNodesAndTheirFiles(t *testing.T) {
+	c := twoWorkers(t)
+	ns, err := c.nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range ns {
+		names = append(names, n.Name())
+	}
+	if want := []string{"devk-control-plane", "devk-worker", "devk-worker2"}; !slices.Equal(names, want) {
+		t.Fatalf("nodes %v, want %v", names, want)
+	}
+	if ns[0].Dir != c.Dir || ns[1].Dir != c.Dir+"/nodes/devk-worker" {
+		t.Errorf("node dirs %s, %s", ns[0].Dir, ns[1].Dir)
+	}
+	last, _ := c.nodesLastFirst()
+	if last[len(last)-1].Name() != "devk-control-plane" {
+		t.Errorf("down stops node 0 last: %v", last)
+	}
+	if _, err := c.nodeNamed("nope"); err == nil || !strings.Contains(err.Error(), "devk-worker2") {
+		t.Errorf("an unknown node's error names the cluster's: %v", err)
+	}
+}
+
+func TestJoinedKubelet(t *testing.T) {
+	c := twoWorkers(t)
+	w, err := c.nodeNamed("devk-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := c.kubeletArgv(w)
+	for _, f := range []string{
+		"--net=/run/netns/devk-devk-worker", "--node-ip=10.250.0.3", "--hostname-override=devk-worker",
+		"--bootstrap-kubeconfig=" + w.Dir + "/bootstrap-kubelet.conf", "--kubeconfig=" + w.Dir + "/kubelet.conf",
+		"--root-dir=" + w.Dir + "/kubelet", w.Dir + "/bin/kubelet",
+	} {
+		if !slices.Contains(argv, f) {
+			t.Errorf("worker kubelet argv lacks %s: %v", f, argv)
+		}
+	}
+	if slices.ContainsFunc(c.kubeletArgv(c.firstNode()), func(a string) bool { return strings.HasPrefix(a, "--bootstrap-kubeconfig") }) {
+		t.Error("node 0's kubelet has a credential devk issued: no TLS bootstrap")
+	}
+	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: w.Paths, Node: w.Net, CRISocket: w.ContainerdSocket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]any{
+		"address": "10.250.0.3", "healthzBindAddress": "10.250.0.3", "cgroupRoot": "/devk-devk_devk-worker",
+		"staticPodPath": w.Dir + "/manifests", "containerRuntimeEndpoint": "unix://" + w.Dir + "/run/containerd.sock",
+	} {
+		if m[k] != v {
+			t.Errorf("worker kubelet config %s = %v, want %v", k, m[k], v)
+		}
+	}
+	ca := m["authentication"].(map[string]any)["x509"].(map[string]any)["clientCAFile"]
+	if ca != w.Dir+"/pki/ca.crt" {
+		t.Errorf("the worker's kubelet trusts %v, not the CA discovery wrote", ca)
+	}
+}
+
+func TestPodSubnets(t *testing.T) {
+	c := twoWorkers(t)
+	for _, tc := range []struct {
+		node, want string
+	}{
+		{"devk-control-plane", "10.244.0.0/24"},
+		{"devk-worker", "10.244.1.0/24"},
+		{"devk-worker2", ""}, // not allocated yet: no conflist before it is
+	} {
+		n, _ := c.nodeNamed(tc.node)
+		if got, err := c.podSubnetOf(n); err != nil || got != tc.want {
+			t.Errorf("podSubnetOf(%s) = %q, %v; want %q", tc.node, got, err, tc.want)
+		}
+	}
+	c.Config.Network.Nodes[0].PodCIDR = ""
+	if got, _ := c.podSubnetOf(c.firstNode()); got != "10.244.0.0/24" {
+		t.Errorf("node 0 before its Node has one: %q, want the first /24 (what the controller-manager gives the first node)", got)
+	}
+}
+
+func TestPodRoutes(t *testing.T) {
+	c := twoWorkers(t)
+	var got []string
+	for _, r := range podRoutes(c.Config.Network.Nodes) {
+		got = append(got, r.In.Name+" "+r.To+" via "+r.Via)
+	}
+	want := []string{
+		"devk-control-plane 10.244.1.0/24 via 10.250.0.3",
+		"devk-worker 10.244.0.0/24 via 10.250.0.2",
+		"devk-worker2 10.244.0.0/24 via 10.250.0.2",
+		"devk-worker2 10.244.1.0/24 via 10.250.0.3",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("routes\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestConflistRoutesThePodNetwork(t *testing.T) {
+	data, err := CNIConflist("devk-devk", "devk0", "10.244.1.0/24", "/c/cni/networks", "10.250.0.0/24", "10.96.0.0/16", "10.244.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Plugins []struct {
+			IPMasq bool `json:"ipMasq"`
+			IPAM   struct {
+				Ranges [][]map[string]string `json:"ranges"`
+				Routes []map[string]string   `json:"routes"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &conf); err != nil {
+		t.Fatal(err)
+	}
+	br := conf.Plugins[0]
+	if br.IPMasq {
+		t.Error("the bridge plugin masquerades pod-to-pod traffic between nodes")
+	}
+	if br.IPAM.Ranges[0][0]["subnet"] != "10.244.1.0/24" || len(br.IPAM.Routes) != 3 || br.IPAM.Routes[2]["dst"] != "10.244.0.0/16" {
+		t.Errorf("ipam %+v", br.IPAM)
+	}
+}
+
+func TestDrained(t *testing.T) {
+	ds := metav1.OwnerReference{Kind: "DaemonSet", Name: "kube-proxy", Controller: ptr.To(true)}
+	rs := metav1.OwnerReference{Kind: "ReplicaSet", Name: "web", Controller: ptr.To(true)}
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want bool
+	}{
+		{"deployment pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{rs}}}, true},
+		{"bare pod", corev1.Pod{}, true},
+		{"daemonset pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{ds}}}, false},
+		{"mirror pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}}}, false},
+		{"going, waited for", corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, true},
+		{"finished", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, false},
+	} {
+		if got := drained(tc.pod); got != tc.want {
+			t.Errorf("%s: drained %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDrainStep(t *testing.T) {
+	now := metav1.Now()
+	ds := metav1.OwnerReference{Kind: "DaemonSet", Name: "kube-proxy", Controller: ptr.To(true)}
+	pod := func(uid string, mod func(*corev1.Pod)) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid)}}
+		if mod != nil {
+			mod(&p)
+		}
+		return p
+	}
+	pods := []corev1.Pod{
+		pod("web", nil),
+		pod("going", func(p *corev1.Pod) { p.DeletionTimestamp = &now }),
+		pod("proxy", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{ds} }),
+		pod("done-before", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		pod("done-after-eviction", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+	}
+	evict, waiting := drainStep(pods, map[types.UID]bool{"done-after-eviction": true})
+	names := func(ps []corev1.Pod) (out []string) {
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	if got := names(evict); !slices.Equal(got, []string{"web"}) {
+		t.Errorf("evict %v, want [web]", got)
+	}
+	if got := names(waiting); !slices.Equal(got, []string{"web", "going", "done-after-eviction"}) {
+		t.Errorf("waiting for %v, want [web going done-after-eviction]", got)
+	}
+	if evict, waiting := drainStep(pods[2:4], map[types.UID]bool{}); len(evict)+len(waiting) != 0 {
+		t.Errorf("a node with only DaemonSet and finished pods is drained: %v %v", evict, waiting)
+	}
+}
+
+func TestNodesToJoin(t *testing.T) {
+	c := twoWorkers(t)
+	c.Nodes = 5
+	got := c.nodesToJoin()
+	if want := []string{"devk-worker", "devk-worker2", "devk-worker3", "devk-worker4"}; !slices.Equal(got, want) {
+		t.Errorf("nodesToJoin %v, want %v", got, want)
+	}
+	if len(c.Config.Network.Nodes) != 3 {
+		t.Errorf("nodesToJoin changed the config: %d nodes", len(c.Config.Network.Nodes))
+	}
+	c.Nodes = 0
+	if got := c.nodesToJoin(); len(got) != 2 {
+		t.Errorf("with no --nodes, the joined ones come back: %v", got)
+	}
+	one := &Cluster{}
+	one.Config, one.Paths = testCluster()
+	if ok, _ := nodesPhaseIf(one); ok {
+		t.Error("a single-node cluster runs the nodes phase")
+	}
+}
+
+func TestNodePodCIDR(t *testing.T) {
+	for _, tc := range []struct {
+		spec corev1.NodeSpec
+		want string
+	}{
+		{corev1.NodeSpec{}, ""},
+		{corev1.NodeSpec{PodCIDR: "10.244.2.0/24"}, "10.244.2.0/24"},
+		{corev1.NodeSpec{PodCIDRs: []string{"fd00::/64", "10.244.3.0/24"}}, "10.244.3.0/24"},
+	} {
+		if got := nodePodCIDR(&corev1.Node{Spec: tc.spec}); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+}
