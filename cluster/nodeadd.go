@@ -35,15 +35,29 @@ type NodeOptions struct {
 	Node string
 	// ControlPlane, for add, makes the node a control-plane node.
 	ControlPlane bool
+	// Token, for add, is the bootstrap token to join with (kubeadm's
+	// --token); empty means the cluster's own, renewed first when it
+	// expires within bootstrapTokenMinLeft.
+	Token string
+	// CAHashes, for add, pin the cluster's CA (kubeadm's
+	// --discovery-token-ca-cert-hash, sha256:<hex>); empty means the hash
+	// of the cluster's own CA.
+	CAHashes []string
+	// DiscoveryTimeout, for add, bounds discovery; zero means
+	// join.DefaultTimeout.
+	DiscoveryTimeout time.Duration
 }
 
 // NodeJob is the state the join (node add) and node remove phases share:
 // the cluster and the one node they act on.
 type NodeJob struct {
 	*Cluster
+	// join is what add was told about discovery (token, pins, timeout).
+	join NodeOptions
 	// Node is the node joining or leaving.
 	Node node
-	// resumed says the node was half joined by an earlier add.
+	// resumed says the node is in cluster.json already: half joined by an
+	// earlier add, or registered by this one.
 	resumed bool
 	// discovered is what the discovery phase learnt and trusts.
 	discovered join.Discovery
@@ -60,11 +74,37 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 	return []*phase.Phase[*NodeJob]{
 		{
 			Name:  "preflight",
-			Short: "check root, the programs a node needs, and that the cluster's API server answers; record the node in cluster.json (so `devk down` or `devk node remove` can take it away again)",
+			Short: "check root, the programs a node needs, a free name, and that the cluster's API server answers",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.Config.APIServerURL() + "/readyz", "PATH"}, []string{j.ConfigFile()}
+				return []string{j.Config.APIServerURL() + "/readyz", "PATH"}, nil
 			},
 			Run: call((*NodeJob).runJoinPreflight),
+		},
+		{
+			Name:  "discovery",
+			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
+					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(bootstrapKubeconfig)}
+			},
+			Run: call((*NodeJob).runDiscovery),
+		},
+		{
+			Name:  "register",
+			Short: "record the node in cluster.json, as joining: from here on `devk node remove` or `devk down` takes away what the join made",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{j.ConfigFile()}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				if j.resumed {
+					return phase.Unchanged("%s at %s recorded before", j.Node.Name(), j.Node.IP()), nil
+				}
+				if err := j.SaveConfig(); err != nil {
+					return phase.Done, err
+				}
+				j.resumed = true
+				return phase.Changed("%s at %s", j.Node.Name(), j.Node.IP()), nil
+			},
 		},
 		{
 			Name:  "network",
@@ -90,15 +130,6 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{filepath.Join(j.Node.Containerd(), "config.toml"), j.Node.ContainerdSocket(), j.Node.PIDFile("containerd")}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.startRuntime(ctx, j.Node) },
-		},
-		{
-			Name:  "discovery",
-			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
-			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
-					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(bootstrapKubeconfig)}
-			},
-			Run: call((*NodeJob).runDiscovery),
 		},
 		{
 			Name:  "kubelet-start",
@@ -148,6 +179,10 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 	}
 }
 
+// Registered says the node is in cluster.json: a join that failed after
+// it can be resumed or removed; one that failed before changed nothing.
+func (j *NodeJob) Registered() bool { return j.resumed }
+
 // setJoining marks node name as being joined (or not any more).
 func (c *Cluster) setJoining(name string, joining bool) {
 	for i := range c.Config.Network.Nodes {
@@ -168,7 +203,7 @@ func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 	if !c.Exists() {
 		return nil, c.noCluster()
 	}
-	j := &NodeJob{Cluster: c}
+	j := &NodeJob{Cluster: c, join: o}
 	if !add {
 		if o.Node == "" {
 			return nil, fmt.Errorf("name the node to remove; cluster %s has: %s", c.Config.Name, strings.Join(c.Config.NodeNames(), ", "))
@@ -253,13 +288,10 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, fmt.Errorf("the cluster has a Node %s already, which devk did not make: choose another name", j.Node.Name())
 		}
 	}
-	if err := j.SaveConfig(); err != nil {
-		return phase.Done, err
-	}
 	if j.resumed {
 		return phase.Unchanged("resuming %s at %s", j.Node.Name(), j.Node.IP()), nil
 	}
-	return phase.Changed("%s at %s recorded", j.Node.Name(), j.Node.IP()), nil
+	return phase.Unchanged("%s at %s", j.Node.Name(), j.Node.IP()), nil
 }
 
 // joinEndpoint is where a joining node finds the API server: the
@@ -273,19 +305,25 @@ func (c *Cluster) joinEndpoint() string {
 // `kubeadm token create --print-join-command` prints as
 // --discovery-token-ca-cert-hash).
 func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
-	data, err := os.ReadFile(j.BootstrapToken())
+	tok, err := j.joinToken(ctx)
 	if err != nil {
-		return phase.Done, fmt.Errorf("read the bootstrap token: %w (run `devk up%s phase bootstrap-token`)", err, j.nameFlag())
+		return phase.Done, err
 	}
-	tok, err := join.ParseToken(strings.TrimSpace(string(data)))
+	pins, err := j.joinPins()
 	if err != nil {
-		return phase.Done, fmt.Errorf("%s: %w (run `devk up%s phase bootstrap-token`)", j.BootstrapToken(), err, j.nameFlag())
+		return phase.Done, err
 	}
-	cas, err := certutil.CertsFromFile(pki.CertPath(j.PKI(), pki.CAName))
+	timeout := j.join.DiscoveryTimeout
+	if timeout == 0 {
+		timeout = join.DefaultTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d, err := join.Discover(dctx, j.joinEndpoint(), tok, pins)
 	if err != nil {
-		return phase.Done, fmt.Errorf("the cluster's CA, to pin: %w", err)
+		return phase.Done, err
 	}
-	d, err := join.Discover(ctx, j.joinEndpoint(), tok, []join.Pin{join.PinOf(cas[0])})
+	cas, err := certutil.ParseCertsPEM(d.CAPEM)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -312,6 +350,40 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 	out := phase.Unchanged("%s, CA %s", d.Server, join.CAPin(cas[0]))
 	out.Changed = changed
 	return out, nil
+}
+
+// joinToken is the token the node joins with: --token, else the
+// cluster's own, which up's bootstrap-token phase renews here first if it
+// expires soon (a node added a day after up still joins).
+func (j *NodeJob) joinToken(ctx context.Context) (join.Token, error) {
+	if j.join.Token != "" {
+		return join.ParseToken(j.join.Token)
+	}
+	if _, err := j.runBootstrapToken(ctx); err != nil {
+		return join.Token{}, fmt.Errorf("the cluster's bootstrap token: %w", err)
+	}
+	data, err := os.ReadFile(j.BootstrapToken())
+	if err != nil {
+		return join.Token{}, fmt.Errorf("read the bootstrap token: %w (run `devk up%s phase bootstrap-token`)", err, j.nameFlag())
+	}
+	tok, err := join.ParseToken(strings.TrimSpace(string(data)))
+	if err != nil {
+		return join.Token{}, fmt.Errorf("%s: %w (run `devk up%s phase bootstrap-token`)", j.BootstrapToken(), err, j.nameFlag())
+	}
+	return tok, nil
+}
+
+// joinPins are the CA hashes discovery accepts: --discovery-token-ca-cert-hash,
+// else the hash of the cluster's own CA.
+func (j *NodeJob) joinPins() ([]join.Pin, error) {
+	if len(j.join.CAHashes) > 0 {
+		return join.ParsePins(j.join.CAHashes)
+	}
+	cas, err := certutil.CertsFromFile(pki.CertPath(j.PKI(), pki.CAName))
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's CA, to pin: %w", err)
+	}
+	return []join.Pin{join.PinOf(cas[0])}, nil
 }
 
 // tlsBootstrapped says whether node n's kubelet has its own client

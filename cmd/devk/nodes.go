@@ -10,6 +10,7 @@ import (
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/join"
 	"github.com/devk/devk/phase"
 )
 
@@ -65,7 +66,8 @@ A join that fails half way leaves the node recorded: ` + "`devk node add NAME`" 
 resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 		Example: `  devk node add
   devk node add --name dev2 dev2-worker2
-  devk node add --dry-run`,
+  devk node add --dry-run
+  devk node add --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:…   # as kubeadm join is told`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -79,7 +81,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 			j, _, err := cluster.AddNode(cmd.Context(), o, popts)
 			if err != nil {
 				var failed *phase.Failed
-				if j != nil && !flags.DryRun && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
+				if j != nil && j.Registered() && !flags.DryRun && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
 					return fmt.Errorf("%w\nthe node is left as it is: `devk node add%s %s` resumes it, `devk node remove%s %s` removes it", err, nameFlag(j.Config.Name), j.Node.Name(), nameFlag(j.Config.Name), j.Node.Name())
 				}
 				return err
@@ -98,6 +100,9 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "join a control-plane node (not built yet: devk says so)")
+	f.StringVar(&o.Token, "token", "", "bootstrap token to join with, <id>.<secret> (kubeadm's --token; default: the cluster's own, renewed when it expires within an hour)")
+	f.StringSliceVar(&o.CAHashes, "discovery-token-ca-cert-hash", nil, "pin the cluster's CA by the SHA-256 of its public key, sha256:<hex> (kubeadm's flag; repeatable; default: the hash of the cluster's own CA)")
+	f.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", join.DefaultTimeout, "how long discovery waits for the API server and for cluster-info signed for the token")
 	phase.Bind(cmd, cluster.JoinPhases(), &flags)
 	resultHelp(cmd, nodeResult{}, false)
 	return cmd

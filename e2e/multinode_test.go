@@ -1,0 +1,306 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devk/devk/internal/layout"
+)
+
+// TestMultiNode is a cluster of one control plane and two workers made
+// by `devk up --nodes 3` beside the shared cluster (in its DEVK_HOME,
+// sharing its registry): every node Ready at its own address with its
+// own pod subnet; a Deployment spread across the workers; a pod on one
+// worker reaches a pod and a Service on the other and sees the other
+// pod's own address (no masquerading between nodes); DNS works from
+// both; kubectl logs and exec on each node; `devk node add` then `devk
+// node remove` leave nothing of that node; a join with a wrong CA hash
+// or an unknown token fails before changing the cluster; `devk down`
+// leaves nothing of any node, and the host's iptables, sysctls, links and
+// routes are as they were.
+func TestMultiNode(t *testing.T) {
+	c := Cluster(t)
+	const name = "multi"
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	devk := func(args ...string) Result {
+		t.Helper()
+		return MustDevkEnv(t, c.Tree, c.Env, append(args, "--name", name)...)
+	}
+	hostBefore := hostNetState(t)
+	downed := false
+	t.Cleanup(func() {
+		if !downed {
+			Devk(t, c.Tree, c.Env, "down", "--name", name)
+		}
+	})
+
+	up := devk("up", "--nodes", "3", "-o", "json")
+	var upRes struct{ Kubeconfig string }
+	if err := json.Unmarshal([]byte(up.Stdout), &upRes); err != nil {
+		t.Fatalf("devk up -o json: %v\n%s", err, up.Stdout)
+	}
+	t.Logf("devk up --nodes 3 took %s", up.Took.Round(time.Millisecond))
+	cs := clientFor(t, upRes.Kubeconfig)
+	cfg, paths, err := layout.Open(c.Home, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := []string{name + "-worker", name + "-worker2"}
+	if got, want := cfg.NodeNames(), append([]string{name + "-control-plane"}, workers...); !slices.Equal(got, want) {
+		t.Fatalf("cluster.json nodes %v, want %v", got, want)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips, cidrs := map[string]string{}, map[string]bool{}
+	for _, n := range nodes.Items {
+		if !nodeReady(&n) {
+			t.Errorf("node %s is not Ready: %+v", n.Name, n.Status.Conditions)
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ips[n.Name] = a.Address
+			}
+		}
+		cidrs[n.Spec.PodCIDR] = true
+		want, _, err := cfg.FindNode(n.Name)
+		if err != nil || want.IP != ips[n.Name] || want.PodCIDR != n.Spec.PodCIDR || want.Joining {
+			t.Errorf("node %s: address %s, pods %s; cluster.json has %+v (%v)", n.Name, ips[n.Name], n.Spec.PodCIDR, want, err)
+		}
+	}
+	if len(nodes.Items) != 3 || len(ips) != 3 || len(cidrs) != 3 {
+		t.Fatalf("want 3 nodes with their own addresses and pod subnets: %v %v", ips, cidrs)
+	}
+	// The workers' kubelets got their client certificates by TLS
+	// bootstrap: an approved, issued CSR each, from the bootstrap token.
+	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootstrapped := 0
+	for _, r := range csrs.Items {
+		if strings.HasPrefix(r.Spec.Username, "system:bootstrap:") && len(r.Status.Certificate) > 0 {
+			bootstrapped++
+		}
+	}
+	if bootstrapped != 2 {
+		t.Errorf("%d CSRs by a bootstrap token were issued, want one per worker", bootstrapped)
+	}
+
+	// The tree's agnhost, as the services test builds it.
+	b := MustDevkEnv(t, c.Tree, c.Env, "build", "./test/images/agnhost", "--push", "-o", "json")
+	var built struct{ Images []struct{ Ref string } }
+	if err := json.Unmarshal([]byte(b.Stdout), &built); err != nil || len(built.Images) != 1 {
+		t.Fatalf("devk build ./test/images/agnhost --push -o json: %v\n%s", err, b.Stdout)
+	}
+	img := built.Images[0].Ref
+	kubectl := func(args ...string) string {
+		t.Helper()
+		r := run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", upRes.Kubeconfig}, args...)...)
+		if r.Err != nil {
+			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+	// web: one replica per worker (anti-affinity, off the control
+	// plane); a client pod pinned to each worker.
+	manifests := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms: [{matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}]}]
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}]
+      containers: [{name: web, image: %[1]q, args: [netexec, --http-port=8080]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client-1, namespace: default}
+spec:
+  nodeName: %[2]s
+  containers: [{name: client, image: %[1]q, args: [netexec, --http-port=8080]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client-2, namespace: default}
+spec:
+  nodeName: %[3]s
+  containers: [{name: client, image: %[1]q, args: [netexec, --http-port=8080]}]
+`, img, workers[0], workers[1])
+	if r := run(t, c.Tree, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s apply -f - <<'EOF'\n%sEOF", c.KubectlPath(), upRes.Kubeconfig, manifests)); r.Err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
+	}
+	kubectl("rollout", "status", "deployment/web", "--timeout=120s")
+	kubectl("wait", "--for=condition=Ready", "pod/client-1", "pod/client-2", "--timeout=120s")
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	webOn := map[string]corev1.Pod{}
+	podIP := map[string]string{}
+	for _, p := range pods.Items {
+		podIP[p.Name] = p.Status.PodIP
+		if p.Labels["app"] == "web" {
+			webOn[p.Spec.NodeName] = p
+		}
+	}
+	if len(webOn) != 2 || webOn[workers[0]].Name == "" || webOn[workers[1]].Name == "" {
+		t.Fatalf("the Deployment is not spread across the workers: %v", webOn)
+	}
+
+	// Across nodes: client-1 (worker) to the web pod on worker2 by its
+	// address, which sees client-1's own address; to the Service by name
+	// from both; and the API server's name from both.
+	for i, client := range []string{"client-1", "client-2"} {
+		other := webOn[workers[1-i]]
+		got := kubectl("exec", client, "--", "curl", "-sS", "-m", "5", "http://"+other.Status.PodIP+":8080/clientip")
+		if !strings.HasPrefix(got, podIP[client]+":") {
+			t.Errorf("%s on %s to %s on %s: the server saw %q, want %s's own address %s", client, workers[i], other.Name, workers[1-i], got, client, podIP[client])
+		}
+		if got := kubectl("exec", client, "--", "curl", "-sS", "-m", "5", "http://web.default.svc.cluster.local/hostname"); !strings.HasPrefix(got, "web-") {
+			t.Errorf("%s: Service web answered %q", client, got)
+		}
+		kubectl("exec", client, "--", "/agnhost", "connect", "kubernetes.default.svc.cluster.local:443", "--timeout=5s")
+	}
+	// kubectl logs on each node's pods (the API server reaches every
+	// kubelet at its node's address).
+	for _, n := range workers {
+		if logs := kubectl("logs", webOn[n].Name); !strings.Contains(logs, "Started HTTP server on port 8080") {
+			t.Errorf("kubectl logs %s (on %s):\n%s", webOn[n].Name, n, logs)
+		}
+	}
+
+	// Bad input leaves the cluster as it is.
+	cfgFile := paths.ConfigFile()
+	before, _ := os.ReadFile(cfgFile)
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"node", "add", workers[0]}, "has a node " + workers[0] + " already"},
+		{[]string{"node", "remove", name + "-control-plane"}, "goes only with the cluster"},
+		{[]string{"node", "add", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64)}, "does not match any pinned hash"},
+		{[]string{"node", "add", "--token", "abcdef.0123456789abcdef", "--discovery-timeout", "3s"}, "not signed for this token"},
+		{[]string{"node", "add", "--control-plane"}, "does not do yet"},
+	}
+	for _, tc := range bad {
+		r := Devk(t, c.Tree, c.Env, append(tc.args, "--name", name)...)
+		if r.Err == nil || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("devk %s: %v, want an error saying %q:\n%s", strings.Join(tc.args, " "), r.Err, tc.want, r.Stderr)
+		}
+		if after, _ := os.ReadFile(cfgFile); string(after) != string(before) {
+			t.Errorf("devk %s changed cluster.json", strings.Join(tc.args, " "))
+		}
+		if ns, _ := filepath.Glob("/run/netns/devk-" + name + "-worker3"); len(ns) > 0 {
+			t.Errorf("devk %s made a namespace: %v", strings.Join(tc.args, " "), ns)
+		}
+	}
+
+	// node add, then node remove: the node drains and leaves nothing.
+	third := name + "-worker3"
+	add := devk("node", "add", "-o", "json")
+	var added struct {
+		Node, IP, PodCIDR string
+		Nodes             []string
+	}
+	if err := json.Unmarshal([]byte(add.Stdout), &added); err != nil || added.Node != third || len(added.Nodes) != 4 || added.PodCIDR == "" {
+		t.Fatalf("devk node add -o json: %v\n%s", err, add.Stdout)
+	}
+	t.Logf("devk node add took %s", add.Took.Round(time.Millisecond))
+	kubectl("scale", "deployment/web", "--replicas=3")
+	kubectl("rollout", "status", "deployment/web", "--timeout=120s")
+	if n, err := cs.CoreV1().Nodes().Get(ctx, third, metav1.GetOptions{}); err != nil || !nodeReady(n) {
+		t.Fatalf("node %s after node add: %v", third, err)
+	}
+	pods, err = cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + third})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the third web replica is not on %s: %v %v", third, err, pods)
+	}
+	thirdDir := filepath.Join(paths.NodesDir(), third)
+	devk("node", "remove", third)
+	eventually(t, ctx, "web back to 3 ready replicas off "+third, func() error {
+		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("%d ready", d.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	if _, err := cs.CoreV1().Nodes().Get(ctx, third, metav1.GetOptions{}); err == nil {
+		t.Errorf("Node %s remains after node remove", third)
+	}
+	if left, _ := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + third}); left != nil && len(left.Items) > 0 {
+		t.Errorf("pods of %s remain: %d, e.g. %s", third, len(left.Items), left.Items[0].Name)
+	}
+	nodeLeftovers(t, third, thirdDir, layout.NodeCgroupRoot(name, third))
+	if cfg, _, err := layout.Open(c.Home, name); err != nil || len(cfg.Network.Nodes) != 3 {
+		t.Errorf("cluster.json after node remove: %v %v", err, cfg.NodeNames())
+	}
+
+	// down: nothing of any node.
+	devk("down")
+	downed = true
+	for _, n := range cfg.NodeNames() {
+		dir := filepath.Join(paths.NodesDir(), n)
+		root := layout.NodeCgroupRoot(name, n)
+		if n == cfg.NodeName {
+			dir, root = paths.Dir, layout.CgroupRoot(name)
+		}
+		nodeLeftovers(t, n, dir, root)
+	}
+	if _, err := os.Stat("/sys/class/net/" + cfg.Network.HostBridge); err == nil {
+		t.Errorf("bridge %s remains", cfg.Network.HostBridge)
+	}
+	if hostAfter := hostNetState(t); hostAfter != hostBefore {
+		t.Errorf("the host's network changed:\nbefore %+v\nafter  %+v", hostBefore, hostAfter)
+	}
+}
+
+// nodeLeftovers fails the test for anything left of node: its network
+// namespace, directory, cgroup root, or a process mentioning its dir.
+func nodeLeftovers(t *testing.T, node, dir, cgroupRoot string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(layout.NetNSDir, layout.NetNSName(node))); err == nil {
+		t.Errorf("netns of %s remains", node)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("%s's directory %s remains", node, dir)
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*" + cgroupRoot); len(m) > 0 {
+		t.Errorf("%s's cgroups remain: %v", node, m)
+	}
+	for _, pid := range procsMentioning(dir) {
+		t.Errorf("process %s of %s still runs", pid, node)
+	}
+}
