@@ -473,7 +473,12 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 	}
 	var why string
 	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
-		why = nodeNotReady(ctx, cs, j.Node.Name(), j.kubeletStarted)
+		n, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{})
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		why = nodeNotReady(n, j.kubeletStarted)
 		if why == "" && proxy {
 			why = podOnNodeNotReady(ctx, cs, j.Node.Name(), kubeProxyName)
 		}
@@ -492,26 +497,22 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 	return phase.Unchanged("node Ready"), nil
 }
 
-// nodeNotReady says why Node name is not Ready ("" when it is); a
-// kubelet started at started must have said so itself.
-func nodeNotReady(ctx context.Context, cs kubernetes.Interface, name string, started time.Time) string {
-	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err.Error()
-	}
+// nodeNotReady says why Node n is not Ready ("" when it is); a kubelet
+// started at started must have said so itself.
+func nodeNotReady(n *corev1.Node, started time.Time) string {
 	for _, cond := range n.Status.Conditions {
 		if cond.Type != corev1.NodeReady {
 			continue
 		}
 		if cond.Status != corev1.ConditionTrue {
-			return "node not Ready: " + cond.Message
+			return "not Ready: " + cond.Message
 		}
 		if !started.IsZero() && cond.LastHeartbeatTime.Time.Before(started.Truncate(time.Second)) {
 			return "no heartbeat from the new kubelet yet"
 		}
 		return ""
 	}
-	return "the node has no Ready condition yet"
+	return "no Ready condition yet"
 }
 
 // podOnNodeNotReady says why the pod of addon app on node name is not

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
@@ -29,6 +32,26 @@ type Status struct {
 	Components  []ComponentStatus    `json:"components"`
 	LastRun     []layout.PhaseTiming `json:"lastRun,omitempty"`
 	NodeMessage string               `json:"nodeMessage,omitempty"`
+	// Nodes are every node of the cluster, node 0 first.
+	Nodes []NodeStatus `json:"nodes"`
+}
+
+// NodeStatus is one node of the cluster.
+type NodeStatus struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	IP      string `json:"ip"`
+	PodCIDR string `json:"podCIDR,omitempty"`
+	// Joining says a `devk node add` of it has not finished.
+	Joining bool `json:"joining,omitempty"`
+	Ready   bool `json:"ready"`
+	// Kubelet is the version its kubelet reports.
+	Kubelet string `json:"kubeletVersion,omitempty"`
+	// Containerd and KubeletRunning say whether devk's processes for the
+	// node run.
+	Containerd     bool   `json:"containerdRunning"`
+	KubeletRunning bool   `json:"kubeletRunning"`
+	Message        string `json:"message,omitempty"`
 }
 
 // ProcessStatus is one supervised process.
@@ -118,6 +141,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	if err := health["node"]; err != nil {
 		st.NodeMessage = err.Error()
 	}
+	st.Nodes = c.nodeStatuses(ctx, cs, cerr)
 	for _, sp := range StaticPods {
 		cst := ComponentStatus{Name: sp.Name, State: "absent"}
 		cst.Manifest, _ = staticpod.Image(c.ManifestPath(sp.Name), sp.Name)
@@ -159,4 +183,44 @@ func WriteTimings(w io.Writer, timings []layout.PhaseTiming, indent string) {
 		}
 	}
 	tw.Flush()
+}
+
+// nodeStatuses are every node's role, address, readiness and kubelet
+// version (from its Node, when the API answers) and devk's processes.
+func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cerr error) []NodeStatus {
+	ns, err := c.nodes()
+	if err != nil {
+		return nil
+	}
+	var objs map[string]corev1.Node
+	if cerr == nil {
+		lctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+		if list, err := cs.CoreV1().Nodes().List(lctx, metav1.ListOptions{}); err == nil {
+			objs = map[string]corev1.Node{}
+			for _, n := range list.Items {
+				objs[n.Name] = n
+			}
+		} else {
+			cerr = err
+		}
+		cancel()
+	}
+	var out []NodeStatus
+	for _, n := range ns {
+		s := NodeStatus{Name: n.Name(), Role: n.Net.Role, IP: n.IP(), PodCIDR: n.Net.PodCIDR, Joining: n.Net.Joining}
+		_, s.Containerd = n.Procs().Running("containerd")
+		_, s.KubeletRunning = n.Procs().Running("kubelet")
+		switch obj, ok := objs[n.Name()]; {
+		case cerr != nil:
+			s.Message = "the API server does not answer: " + cerr.Error()
+		case !ok:
+			s.Message = "no Node object"
+		default:
+			s.Kubelet = obj.Status.NodeInfo.KubeletVersion
+			s.Message = nodeNotReady(&obj, time.Time{})
+			s.Ready = s.Message == ""
+		}
+		out = append(out, s)
+	}
+	return out
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -66,19 +65,10 @@ func (c *Cluster) nodeReady(ctx context.Context, cs kubernetes.Interface) error 
 	if err != nil {
 		return err
 	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type != corev1.NodeReady {
-			continue
-		}
-		if cond.Status != corev1.ConditionTrue {
-			return fmt.Errorf("node %s not Ready: %s", c.Config.NodeName, cond.Message)
-		}
-		if !c.kubeletStarted.IsZero() && cond.LastHeartbeatTime.Time.Before(c.kubeletStarted.Truncate(time.Second)) {
-			return fmt.Errorf("node %s: no heartbeat from the new kubelet yet", c.Config.NodeName)
-		}
-		return nil
+	if why := nodeNotReady(n, c.kubeletStarted); why != "" {
+		return fmt.Errorf("node %s: %s", c.Config.NodeName, why)
 	}
-	return fmt.Errorf("node %s has no Ready condition yet", c.Config.NodeName)
+	return nil
 }
 
 // containerLog is the newest log file of a control-plane container, or

@@ -75,6 +75,23 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, pid, p.Log)
 	}
 	tw.Flush()
+	if len(st.Nodes) > 1 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tROLE\tIP\tPODS\tSTATUS\tKUBELET\tPROCESSES")
+		for _, n := range st.Nodes {
+			status := "Ready"
+			switch {
+			case n.Joining:
+				status = "joining (`devk node add` did not finish)"
+			case !n.Ready:
+				status = n.Message
+			}
+			procs := "containerd " + runningWord(n.Containerd) + ", kubelet " + runningWord(n.KubeletRunning)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.IP, orDash(n.PodCIDR), status, orDash(n.Kubelet), procs)
+		}
+	}
+	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
@@ -95,3 +112,11 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 		cluster.WriteTimings(w, st.LastRun, "  ")
 	}
 }
+
+func runningWord(running bool) string {
+	if running {
+		return "running"
+	}
+	return "stopped"
+}
+
