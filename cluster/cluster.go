@@ -156,6 +156,9 @@ func Open(o Options) (*Cluster, error) {
 	if o.KeepTaint != nil {
 		c.Config.KeepTaint = *o.KeepTaint
 	}
+	if err := c.checkNodeCount(); err != nil {
+		return nil, err
+	}
 	if o.CertValidity != nil {
 		c.Config.Spec.CertValidity = &metav1.Duration{Duration: *o.CertValidity}
 		p := &problems{file: "--cert-validity"}

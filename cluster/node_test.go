@@ -251,3 +251,38 @@ func TestNodePodCIDR(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryProblem(t *testing.T) {
+	if p := memoryProblem(2, 4<<30); p != nil {
+		t.Errorf("4 GiB free refuses 2 nodes: %v", p)
+	}
+	if p := memoryProblem(0, 1); p != nil {
+		t.Errorf("no new node, yet %v", p)
+	}
+	p := memoryProblem(10, 1<<30)
+	if p == nil || !strings.Contains(p.What, "10 more nodes need about 2560 MiB") || !strings.Contains(p.Fix, "at most 4 more") {
+		t.Errorf("10 nodes in 1 GiB: %+v", p)
+	}
+}
+
+func TestCheckNodeCount(t *testing.T) {
+	c := twoWorkers(t)
+	for _, tc := range []struct {
+		nodes int
+		want  string
+	}{
+		{0, ""}, {3, ""}, {10, ""},
+		{2, "has 3 nodes, more than --nodes 2: `devk node remove NAME` removes one"},
+		{-1, "want the number of nodes"},
+		{300, "no address left"},
+	} {
+		c.Nodes = tc.nodes
+		err := c.checkNodeCount()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("--nodes %d: %v, want %q", tc.nodes, err, tc.want)
+		}
+	}
+	if len(c.Config.Network.Nodes) != 3 {
+		t.Errorf("checkNodeCount changed the config: %v", c.Config.NodeNames())
+	}
+}

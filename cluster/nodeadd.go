@@ -270,6 +270,11 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 	if _, err := os.Stat(j.KubeletBinary()); err != nil {
 		probs = append(probs, Problem{"kubelet", "no kubelet at " + j.KubeletBinary() + " to give the node", "run `devk up` (it builds and installs the kubelet)"})
 	}
+	if !j.resumed {
+		if p := memoryProblem(1, memAvailable()); p != nil {
+			probs = append(probs, *p)
+		}
+	}
 	if len(j.Node.ContainerdSocket())+len(".ttrpc") >= 108 {
 		probs = append(probs, Problem{"paths", "the node's containerd socket path " + j.Node.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory, or give the node a shorter name"})
 	}

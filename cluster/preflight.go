@@ -228,6 +228,9 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 		probs = append(probs, Problem{"root", "devk up runs containerd and the kubelet, which need root", "run it as root: sudo -E devk up"})
 	}
 	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
+	if p := memoryProblem(c.Nodes-max(1, len(c.Config.Network.Nodes)), memAvailable()); p != nil {
+		probs = append(probs, *p)
+	}
 	if c.ImagesFrom == "" {
 		if _, err := exec.LookPath("go"); err != nil {
 			probs = append(probs, Problem{"binaries", "go is not installed (devk builds the components and the pause image)", "install Go, or pass --images-from with a kubelet in place"})
