@@ -88,6 +88,9 @@ type Cluster struct {
 	kubeletStarted time.Time
 	// addonsApplied are the addon workloads addon/wait waits for.
 	addonsApplied []workload
+	// workerNames are the names the config file gives the workers
+	// ("" for kind's default), in order.
+	workerNames []string
 	// manifestsWritten are the static pods whose manifest this run
 	// wrote, and when: wait-control-plane waits for their new containers.
 	manifestsWritten map[string]time.Time
@@ -152,6 +155,9 @@ func Open(o Options) (*Cluster, error) {
 	if uc != nil {
 		c.Config.Spec = uc.Spec
 		c.Config.KeepTaint = uc.keepTaint()
+		if len(uc.Nodes) > 0 {
+			c.Nodes, c.workerNames = len(uc.Nodes), uc.workerNames()
+		}
 	}
 	if o.KeepTaint != nil {
 		c.Config.KeepTaint = *o.KeepTaint

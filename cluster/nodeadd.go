@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -557,8 +558,12 @@ func (c *Cluster) nodesToJoin() []string {
 		out = append(out, n.Name)
 	}
 	cfg := c.Config
+	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
 	for len(out)+1 < c.Nodes {
 		name := cfg.NextNodeName(layout.RoleWorker)
+		if i := len(out); i < len(c.workerNames) && c.workerNames[i] != "" {
+			name = c.workerNames[i]
+		}
 		if _, err := cfg.AddNode(name, layout.RoleWorker, nil); err != nil {
 			break // runNodes says why
 		}

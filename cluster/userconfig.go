@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -65,10 +67,34 @@ type UserConfig struct {
 	Networking  Networking `json:"networking,omitzero"`
 	// ControlPlaneTaint is keep or remove (the default).
 	ControlPlaneTaint string `json:"controlPlaneTaint,omitempty"`
+	// Nodes are the cluster's nodes, as kind's config lists them: the
+	// first the control plane (the node up makes), then workers, each
+	// joined as `devk node add` joins it. Left out: as many as the
+	// cluster has (a new cluster: one).
+	Nodes []UserNode `json:"nodes,omitempty"`
 
 	// file and root are where it was read from, for problems found later.
 	file string
 	root *yaml3.Node
+}
+
+// UserNode is one node of the config file.
+type UserNode struct {
+	// Role is control-plane or worker.
+	Role string `json:"role"`
+	// Name defaults to kind's: <cluster>-control-plane for the first,
+	// <cluster>-worker, <cluster>-worker2, … for the workers.
+	Name string `json:"name,omitempty"`
+}
+
+// workerNames are the names the file gives its workers ("" for those it
+// leaves to the default).
+func (u *UserConfig) workerNames() []string {
+	var out []string
+	for _, n := range u.Nodes[min(1, len(u.Nodes)):] {
+		out = append(out, n.Name)
+	}
+	return out
 }
 
 // Networking are the cluster's networks; each is fixed when the cluster
@@ -155,7 +181,10 @@ func (p *problems) err() error {
 func keyName(path []string) string {
 	var b strings.Builder
 	for i, k := range path {
+		_, index := listIndex(k)
 		switch {
+		case index && i > 0:
+			b.WriteString("[" + k + "]")
 		case strings.ContainsAny(k, "./ ") || k == "":
 			fmt.Fprintf(&b, "[%q]", k)
 		case i > 0:
@@ -165,6 +194,12 @@ func keyName(path []string) string {
 		}
 	}
 	return b.String()
+}
+
+// listIndex is a path element that indexes a list (nodes[1]).
+func listIndex(k string) (int, bool) {
+	i, err := strconv.Atoi(k)
+	return i, err == nil && i >= 0
 }
 
 // keyLine is the line of the key at path in the YAML document root, or
@@ -179,6 +214,14 @@ func keyLine(root *yaml3.Node, path []string) int {
 	}
 	line := 0
 	for _, k := range path {
+		if i, ok := listIndex(k); ok && n.Kind == yaml3.SequenceNode {
+			if i >= len(n.Content) {
+				break
+			}
+			n = n.Content[i]
+			line = n.Line
+			continue
+		}
 		if n.Kind != yaml3.MappingNode {
 			break
 		}
@@ -354,6 +397,39 @@ func (u *UserConfig) validate(p *problems) {
 		p.add([]string{"controlPlaneTaint"}, "is %q, want %s or %s", u.ControlPlaneTaint, TaintKeep, TaintRemove)
 	}
 	u.validateNetworking(p)
+	u.validateNodes(p)
+}
+
+// validateNodes checks the node list: the first node is the control
+// plane (its name, when given, is the one up gives it), the others
+// workers, names DNS labels and unique.
+func (u *UserConfig) validateNodes(p *problems) {
+	seen := map[string]int{}
+	for i, n := range u.Nodes {
+		at := []string{"nodes", strconv.Itoa(i)}
+		switch {
+		case i == 0 && n.Role != layout.RoleControlPlane:
+			p.add(append(at, "role"), "is %q: the first node is the control plane (role: %s)", n.Role, layout.RoleControlPlane)
+		case i > 0 && n.Role == layout.RoleControlPlane:
+			p.add(append(at, "role"), "a second control-plane node needs the certificates shared and an etcd member added, which devk does not do yet: make it a %s", layout.RoleWorker)
+		case i > 0 && n.Role != layout.RoleWorker:
+			p.add(append(at, "role"), "is %q, want %s", n.Role, layout.RoleWorker)
+		}
+		if n.Name == "" {
+			continue
+		}
+		if i == 0 {
+			p.add(append(at, "name"), "the control-plane node is named by the cluster (<name>-control-plane): leave it out")
+			continue
+		}
+		if err := validname.Node(n.Name); err != nil {
+			p.add(append(at, "name"), "%v", err)
+		}
+		if j, dup := seen[n.Name]; dup {
+			p.add(append(at, "name"), "%s is nodes[%d]'s name too", n.Name, j)
+		}
+		seen[n.Name] = i
+	}
 }
 
 // ownFlags are, for each component of the spec, the flags devk sets
@@ -509,6 +585,9 @@ func (u *UserConfig) agrees(o Options) error {
 	}
 	if u.CertValidity != nil && o.CertValidity != nil && u.CertValidity.Duration != *o.CertValidity {
 		p.add([]string{"certValidity"}, "is %s, but --cert-validity is %s: leave one of them out", u.CertValidity.Duration, *o.CertValidity)
+	}
+	if len(u.Nodes) > 0 && o.Nodes > 0 && o.Nodes != len(u.Nodes) {
+		p.add([]string{"nodes"}, "lists %d nodes, but --nodes is %d: leave one of them out", len(u.Nodes), o.Nodes)
 	}
 	if u.ControlPlaneTaint != "" && o.KeepTaint != nil && *o.KeepTaint != u.keepTaint() {
 		p.add([]string{"controlPlaneTaint"}, "is %s, but --keep-taint=%t says otherwise: leave one of them out", u.ControlPlaneTaint, *o.KeepTaint)

@@ -583,3 +583,39 @@ func TestREADMEConfigExample(t *testing.T) {
 		t.Errorf("the README's example does not show the defaults it says: %+v", u)
 	}
 }
+
+func TestUserConfigNodes(t *testing.T) {
+	u, err := DecodeUserConfig([]byte(header+"nodes:\n- role: control-plane\n- role: worker\n- role: worker\n  name: big\n"), "devk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Nodes) != 3 || !slices.Equal(u.workerNames(), []string{"", "big"}) {
+		t.Errorf("nodes %+v, worker names %q", u.Nodes, u.workerNames())
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"worker first", "nodes:\n- role: worker\n", "devk.yaml:4: nodes[0].role: is \"worker\": the first node is the control plane"},
+		{"two control planes", "nodes:\n- role: control-plane\n- role: control-plane\n", "devk.yaml:5: nodes[1].role: a second control-plane node needs"},
+		{"bad role", "nodes:\n- role: control-plane\n- role: boss\n", "nodes[1].role: is \"boss\", want worker"},
+		{"bad name", "nodes:\n- role: control-plane\n- role: worker\n  name: Big_One\n", "nodes[1].name: node name \"Big_One\""},
+		{"same name", "nodes:\n- role: control-plane\n- {role: worker, name: w}\n- {role: worker, name: w}\n", "nodes[2].name: w is nodes[1]'s name too"},
+		{"control plane named", "nodes:\n- {role: control-plane, name: cp}\n", "nodes[0].name: the control-plane node is named by the cluster"},
+	} {
+		_, err := DecodeUserConfig([]byte(header+tc.body), "devk.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	// --nodes and the file must agree.
+	home := t.TempDir()
+	file := writeConfig(t, header+"nodes:\n- role: control-plane\n- role: worker\n")
+	if _, err := Open(Options{Home: home, UserConfigFile: file, Nodes: 3}); err == nil || !strings.Contains(err.Error(), "lists 2 nodes, but --nodes is 3") {
+		t.Errorf("--nodes 3 with a 2-node file: %v", err)
+	}
+	c, err := Open(Options{Home: home, UserConfigFile: writeConfig(t, header+"nodes:\n- role: control-plane\n- role: worker\n- {role: worker, name: big}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.nodesToJoin(); !slices.Equal(got, []string{"devk-worker", "big"}) {
+		t.Errorf("the file's nodes join as %v", got)
+	}
+}
