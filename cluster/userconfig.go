@@ -21,8 +21,8 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/pki"
-	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/validname"
 )
 
 // A cluster's config file, `devk up --config FILE`, in the spirit of

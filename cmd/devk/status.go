@@ -119,4 +119,3 @@ func runningWord(running bool) string {
 	}
 	return "stopped"
 }
-

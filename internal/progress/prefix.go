@@ -19,5 +19,5 @@ func (u under) Done(step string, took time.Duration, detail string) {
 func (u under) Fail(step string, took time.Duration, err error) {
 	u.Reporter.Fail(u.prefix+step, took, err)
 }
-func (u under) Skip(step, reason string)        { u.Reporter.Skip(u.prefix+step, reason) }
+func (u under) Skip(step, reason string)       { u.Reporter.Skip(u.prefix+step, reason) }
 func (u under) Progress(step string, s Status) { u.Reporter.Progress(u.prefix+step, s) }
