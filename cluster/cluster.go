@@ -1,4 +1,4 @@
-// Package cluster brings up and tears down a throwaway single-node
+// Package cluster brings up and tears down a throwaway Kubernetes cluster
 // Kubernetes cluster: kubeadm's bootstrap phases made for a laptop, run by
 // the phase engine. A cluster is one directory,
 // $DEVK_HOME/clusters/<name>/, holding everything it owns: PKI,

@@ -24,8 +24,8 @@ func newUpCmd(g *globalOptions) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Bring up a throwaway single-node cluster from the tree's components",
-		Long: `Bring up a single-node Kubernetes cluster whose control plane runs as static
+		Short: "Bring up a throwaway cluster from the tree's components",
+		Long: `Bring up a Kubernetes cluster whose control plane runs as static
 pods from images built from the tree around you, pushed by digest to the
 embedded registry. It is kubeadm's init made for a laptop: a private
 containerd, a supervised kubelet (no systemd), loopback only. Then the
@@ -33,6 +33,9 @@ addons: kube-proxy and CoreDNS (which answers for the cluster domain only
 and forwards no other name: devk's clusters contact nothing beyond the
 machine). The node is labelled control-plane but not tainted, so pods
 schedule on it as in kind; --keep-taint keeps kubeadm's NoSchedule taint.
+--nodes N adds workers (devk-worker, devk-worker2, …), each its own
+network namespace, containerd and kubelet, joined as ` + "`devk node add`" + ` joins
+them (token discovery with the CA pinned, TLS bootstrap).
 
 Everything the cluster owns is in $DEVK_HOME/clusters/NAME/ (DEVK_HOME
 defaults to ~/.devk); the registry keeps its content in $DEVK_HOME/registry.
