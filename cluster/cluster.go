@@ -1,6 +1,6 @@
-// Package cluster brings up and tears down a throwaway Kubernetes cluster
-// Kubernetes cluster: kubeadm's bootstrap phases made for a laptop, run by
-// the phase engine. A cluster is one directory,
+// Package cluster brings up and tears down a throwaway Kubernetes
+// cluster of one or more nodes: kubeadm's init and join phases made for a
+// laptop, run by the phase engine. A cluster is one directory,
 // $DEVK_HOME/clusters/<name>/, holding everything it owns: PKI,
 // kubeconfigs, static pod manifests, the kubelet's root dir, a private
 // containerd (config, socket, root and state), registry storage, logs and
