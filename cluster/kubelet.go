@@ -353,10 +353,30 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 	return phase.Changed("kubelet.conf now uses %s", current), nil
 }
 
-// RestartKubelet stops the supervised kubelet and starts it again with
-// the same command line (after its binary was swapped).
-func (c *Cluster) RestartKubelet(ctx context.Context) (int, error) {
-	n := c.firstNode()
+// NodeKubelet is one node's kubelet as `devk swap kubelet` sees it.
+type NodeKubelet struct {
+	// Node is the node's name, Binary the kubelet it runs.
+	Node, Binary string
+}
+
+// Kubelets are the kubelets of the cluster's nodes, node 0 first.
+func (c *Cluster) Kubelets() ([]NodeKubelet, error) {
+	ns, err := c.nodes()
+	var out []NodeKubelet
+	for _, n := range ns {
+		out = append(out, NodeKubelet{Node: n.Name(), Binary: n.KubeletBinary()})
+	}
+	return out, err
+}
+
+// RestartKubelet stops node's supervised kubelet (empty: node 0's) and
+// starts it again with the same command line (after its binary was
+// swapped).
+func (c *Cluster) RestartKubelet(ctx context.Context, node string) (int, error) {
+	n, err := c.nodeNamed(node)
+	if err != nil {
+		return 0, err
+	}
 	if _, err := n.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
 		return 0, err
 	}
@@ -378,7 +398,7 @@ func (c *Cluster) RelistKubelet(ctx context.Context) error {
 	if fi, err := os.Stat(logPath); err == nil {
 		offset = fi.Size()
 	}
-	if _, err := c.RestartKubelet(ctx); err != nil {
+	if _, err := c.RestartKubelet(ctx, ""); err != nil {
 		return err
 	}
 	err := wait.PollUntilContextTimeout(ctx, relistPollInterval, relistTimeout, true, func(ctx context.Context) (bool, error) {

@@ -47,9 +47,14 @@ type Options struct {
 
 	// KubectlDest is where `swap kubectl` installs kubectl.
 	KubectlDest string
-	// Kubelet, when set, is how `swap kubelet` replaces and restarts the
-	// node's kubelet.
-	Kubelet *KubeletNode
+	// Kubelets are the kubelets `swap kubelet` replaces and restarts, one
+	// at a time, each node Ready again before the next (a devk cluster's
+	// nodes, or those --node names); none: no kubelet of a devk cluster.
+	Kubelets []KubeletNode
+	// Relist restarts the static pods' node's kubelet so that it lists
+	// pods afresh (see Node.awaitMirror); nil: a swap never restarts it
+	// for a lagging mirror pod.
+	Relist func(ctx context.Context) error
 
 	// Command is this swap's command line with the node flags the user
 	// gave, for messages that say what to run next.
@@ -65,14 +70,13 @@ type Options struct {
 
 // KubeletNode is a kubelet devk supervises.
 type KubeletNode struct {
+	// Node is its Node's name.
+	Node string
 	// Binary is the path the supervised kubelet runs.
 	Binary string
-	// Restart restarts the kubelet on its binary and waits for node Ready.
+	// Restart restarts the kubelet on its binary (the swap then waits
+	// for the node to be Ready).
 	Restart func(ctx context.Context) error
-	// Relist restarts the kubelet so that it lists pods afresh (see
-	// Node.awaitMirror); nil: a swap never restarts it for a lagging
-	// mirror pod.
-	Relist func(ctx context.Context) error
 }
 
 // Report is what a swap did.
@@ -86,6 +90,8 @@ type Report struct {
 // BinaryOutcome is one swapped binary.
 type BinaryOutcome struct {
 	Component string `json:"component"`
+	// Node is the node whose kubelet it is (kubelet only).
+	Node string `json:"node,omitempty"`
 	BinaryResult
 }
 
@@ -257,7 +263,7 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 		return j.node, nil
 	}
 	nd := j.Options.Node
-	if nd.ManifestsDir == "" || nd.Kubeconfig == "" || nd.CRISocket == "" {
+	if j.NoNode != nil || nd.ManifestsDir == "" || nd.Kubeconfig == "" || nd.CRISocket == "" {
 		return nil, j.noNode()
 	}
 	if err := j.lockNode(); err != nil {
@@ -273,9 +279,7 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 	}
 	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, Client: c.Client, Runtime: c.Runtime,
 		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command}
-	if j.Kubelet != nil {
-		j.node.Relist = j.Kubelet.Relist
-	}
+	j.node.Relist = j.Relist
 	j.closeNode = c.Close
 	return j.node, nil
 }

@@ -29,13 +29,18 @@ func kubectlPhase() *phase.Phase[*Job] {
 }
 
 func kubeletPhase() *phase.Phase[*Job] {
-	return binaryPhase("kubelet", "install the built kubelet of devk's cluster, restart it and wait for the node to be Ready (else the old one goes back)",
+	return binaryPhase("kubelet", "install the built kubelet on each node of devk's cluster (or those --node names), one at a time: restart it and wait for the node to be Ready (else the old one goes back there, and the swap stops)",
 		func(j *Job) ([]string, []string) {
-			if j.Kubelet == nil {
+			if len(j.Kubelets) == 0 {
 				return nil, []string{"nothing: no kubelet of a devk cluster here"}
 			}
-			return []string{j.builtBinary("kubelet"), "Node and Lease of " + j.Node.Kubeconfig + "'s server"},
-				[]string{j.Kubelet.Binary, PrevPath(j.Kubelet.Binary), "the kubelet process (restarted)"}
+			reads := []string{j.builtBinary("kubelet")}
+			var writes []string
+			for _, k := range j.Kubelets {
+				reads = append(reads, "Node and Lease "+k.Node)
+				writes = append(writes, k.Binary, PrevPath(k.Binary), k.Node+"'s kubelet process (restarted)")
+			}
+			return reads, writes
 		})
 }
 
@@ -57,17 +62,22 @@ func binaryPhase(name, short string, io func(*Job) ([]string, []string)) *phase.
 			if err != nil {
 				return phase.Done, err
 			}
-			out, err := j.swapBinary(ctx, c)
-			if err == nil || out.Changed {
+			outs, err := j.swapBinaries(ctx, c)
+			changed := 0
+			var details []string
+			for _, out := range outs {
 				j.Report.Binaries = append(j.Report.Binaries, out)
+				if out.Changed {
+					changed++
+					details = append(details, out.Dest+" is "+out.Version)
+				} else {
+					details = append(details, out.Dest+" holds these bytes already")
+				}
 			}
-			switch {
-			case err != nil:
+			if err != nil {
 				return phase.Done, err
-			case !out.Changed:
-				return phase.Unchanged("%s holds these bytes already", out.Dest), nil
 			}
-			return phase.Changed("%s is %s", out.Dest, out.Version), nil
+			return phase.Outcome{Detail: strings.Join(details, "; "), Changed: changed > 0}, nil
 		},
 	}
 }
@@ -85,22 +95,45 @@ func (j *Job) builtBinary(name string) string {
 	return "the built " + name + " (" + j.statePath() + ")"
 }
 
-func (j *Job) swapBinary(ctx context.Context, c build.Component) (BinaryOutcome, error) {
-	out := BinaryOutcome{Component: c.Name}
-	var dest string
-	var check CheckFunc
-	switch c.Name {
-	case "kubectl":
-		dest, check = j.KubectlDest, KubectlCheck
-	case "kubelet":
-		if j.Kubelet == nil {
-			return out, fmt.Errorf("no devk cluster runs a kubelet here: `devk swap kubelet` replaces the kubelet of a cluster made by `devk up`")
+// swapBinaries installs (or rolls back) component c's binary: kubectl
+// at its destination, or the kubelet on each node of j.Kubelets in turn,
+// each node Ready with the new kubelet before the next; the first that
+// fails gets its old kubelet back and stops the swap. The outcomes are
+// those of the binaries it got to, the failed one's too when it changed.
+func (j *Job) swapBinaries(ctx context.Context, c build.Component) ([]BinaryOutcome, error) {
+	if c.Name != "kubelet" {
+		out, err := j.swapBinary(ctx, c, j.KubectlDest, KubectlCheck)
+		if err != nil && !out.Changed {
+			return nil, err
 		}
-		if err := j.lockNode(); err != nil {
-			return out, err
-		}
-		dest, check = j.Kubelet.Binary, versionCheck("--version")
+		return []BinaryOutcome{out}, err
 	}
+	if len(j.Kubelets) == 0 {
+		return nil, fmt.Errorf("no devk cluster runs a kubelet here: `devk swap kubelet` replaces the kubelet of a cluster made by `devk up`")
+	}
+	if err := j.lockNode(); err != nil {
+		return nil, err
+	}
+	var outs []BinaryOutcome
+	for _, k := range j.Kubelets {
+		out, err := j.swapKubelet(ctx, c, k)
+		if err == nil || out.Changed {
+			outs = append(outs, out)
+		}
+		if err != nil {
+			if len(j.Kubelets) > 1 {
+				err = fmt.Errorf("node %s: %w", k.Node, err)
+			}
+			return outs, err
+		}
+	}
+	return outs, nil
+}
+
+// swapBinary installs the built binary of c at dest (or puts dest's
+// .prev back), checked by check.
+func (j *Job) swapBinary(ctx context.Context, c build.Component, dest string, check CheckFunc) (BinaryOutcome, error) {
+	out := BinaryOutcome{Component: c.Name}
 	if dest == "" {
 		return out, fmt.Errorf("no destination for %s: pass --dest PATH", c.Name)
 	}
@@ -114,22 +147,30 @@ func (j *Job) swapBinary(ctx context.Context, c build.Component) (BinaryOutcome,
 		}
 		out.BinaryResult, err = InstallBinary(ctx, cs.Binary.Path, dest, check)
 	}
-	if err != nil || !out.Changed || c.Name != "kubelet" {
+	return out, err
+}
+
+// swapKubelet installs the kubelet on node k, restarts it and waits for
+// the node to be Ready with it; if it is not, the old kubelet goes back.
+func (j *Job) swapKubelet(ctx context.Context, c build.Component, k KubeletNode) (BinaryOutcome, error) {
+	out, err := j.swapBinary(ctx, c, k.Binary, versionCheck("--version"))
+	out.Node = k.Node
+	if err != nil || !out.Changed {
 		return out, err
 	}
 	restart := func(ctx context.Context) error {
 		since := time.Now()
-		if err := j.Kubelet.Restart(ctx); err != nil {
+		if err := k.Restart(ctx); err != nil {
 			return err
 		}
-		return j.waitNodeReady(ctx, since)
+		return j.waitNodeReady(ctx, k.Node, since)
 	}
 	if rerr := restart(ctx); rerr != nil {
 		// Put the old kubelet back and restart it again.
 		if !j.Rollback && out.Prev != "" {
-			if _, err := RollbackBinary(ctx, dest, nil); err == nil {
+			if _, err := RollbackBinary(ctx, k.Binary, nil); err == nil {
 				if err := restart(context.WithoutCancel(ctx)); err == nil {
-					return out, fmt.Errorf("the new kubelet did not bring the node Ready (%v): %w; the old kubelet is back and Ready", rerr, ErrRolledBack)
+					return out, fmt.Errorf("the new kubelet did not bring node %s Ready (%v): %w; the old kubelet is back and Ready", k.Node, rerr, ErrRolledBack)
 				}
 			}
 		}
@@ -138,44 +179,42 @@ func (j *Job) swapBinary(ctx context.Context, c build.Component) (BinaryOutcome,
 	return out, nil
 }
 
-// waitNodeReady waits until a node reports Ready and its kubelet renewed
-// the node lease after since: the restarted kubelet, not the old one's
-// last word.
-func (j *Job) waitNodeReady(ctx context.Context, since time.Time) error {
+// waitNodeReady waits until node name reports Ready and its kubelet
+// renewed the node lease after since: the restarted kubelet, not the old
+// one's last word.
+func (j *Job) waitNodeReady(ctx context.Context, name string, since time.Time) error {
 	client, err := kube.Client(j.Node.Kubeconfig)
 	if err != nil {
 		return err
 	}
 	timeout := j.Timeout // NewJob's default when not given
-	last := "no node yet"
+	last := "no node " + name + " yet"
 	err = wait.PollUntilContextTimeout(ctx, nodeReadyPoll, timeout, true, func(ctx context.Context) (bool, error) {
-		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		for _, n := range nodes.Items {
-			for _, c := range n.Status.Conditions {
-				if c.Type != corev1.NodeReady {
-					continue
-				}
-				last = fmt.Sprintf("node %s Ready=%s (%s)", n.Name, c.Status, c.Message)
-				if c.Status != corev1.ConditionTrue {
-					continue
-				}
-				// The node lease's renew time (microseconds, renewed at
-				// once by a starting kubelet) tells the new kubelet from
-				// the old one's last heartbeat.
-				lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
-				if err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.Time.After(since) {
-					return true, nil
-				}
-				last = fmt.Sprintf("node %s Ready, waiting for the restarted kubelet to renew its lease", n.Name)
+		for _, c := range n.Status.Conditions {
+			if c.Type != corev1.NodeReady {
+				continue
 			}
+			last = fmt.Sprintf("node %s Ready=%s (%s)", n.Name, c.Status, c.Message)
+			if c.Status != corev1.ConditionTrue {
+				return false, nil
+			}
+			// The node lease's renew time (microseconds, renewed at
+			// once by a starting kubelet) tells the new kubelet from
+			// the old one's last heartbeat.
+			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
+			if err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.Time.After(since) {
+				return true, nil
+			}
+			last = fmt.Sprintf("node %s Ready, waiting for the restarted kubelet to renew its lease", n.Name)
 		}
 		return false, nil
 	})
 	if poll.TimedOut(ctx, err) {
-		return fmt.Errorf("node not Ready after %s: %s", timeout, last)
+		return fmt.Errorf("node %s not Ready after %s: %s", name, timeout, last)
 	}
 	return err
 }

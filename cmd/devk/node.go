@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/pflag"
 
@@ -27,6 +28,9 @@ type nodeFlags struct {
 	// NoKubeletRestart keeps a swap from restarting devk's kubelet when
 	// the mirror pod lags (swap and watch only).
 	NoKubeletRestart bool
+	// Nodes limit a swap to the devk cluster's nodes named (--node);
+	// empty: every node.
+	Nodes []string
 }
 
 // kubeadmNode is the layout the flags' help names.
@@ -122,6 +126,7 @@ func (n *nodeFlags) resolve() (resolvedNode, error) {
 func (n *nodeFlags) addSwap(f *pflag.FlagSet) {
 	n.add(f)
 	f.BoolVar(&n.NoKubeletRestart, "no-kubelet-restart", false, "wait for a lagging mirror pod instead of restarting devk's kubelet so that it lists pods again")
+	f.StringSliceVar(&n.Nodes, "node", nil, "swap only on these nodes of the devk cluster (repeatable; default: every node; the static pods run on the control-plane node)")
 }
 
 // swapNode fills the node of a swap: a missing cluster is not an error
@@ -133,28 +138,57 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 	}
 	o.Node, o.NodeName, o.NoNode = r.Node, r.NodeName, err
 	o.Command = n.command("swap")
-	o.Kubelet = n.kubelet(r)
+	if o.Kubelets, err = n.kubelets(r); err != nil {
+		return r, err
+	}
+	if c := r.Cluster; c != nil && c.Exists() && r.ManifestsDir == c.Manifests() {
+		if !n.NoKubeletRestart {
+			o.Relist = c.RelistKubelet
+		}
+		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, c.Config.NodeName) && o.NoNode == nil {
+			// The node stays for the kubelets' waits; a swap of what
+			// runs on the control-plane node says this.
+			o.NoNode = fmt.Errorf("the static pods and the addons' swap run on node %s, which --node leaves out: add --node %s", c.Config.NodeName, c.Config.NodeName)
+		}
+	}
 	return r, nil
 }
 
-// kubelet is the kubelet a swap may replace and restart: only that of a
-// devk cluster whose manifests dir the swap uses.
-func (n *nodeFlags) kubelet(r resolvedNode) *swap.KubeletNode {
+// kubelets are the kubelets a swap may replace and restart: those of a
+// devk cluster whose manifests dir the swap uses, on every node or on
+// those --node names.
+func (n *nodeFlags) kubelets(r resolvedNode) ([]swap.KubeletNode, error) {
 	c := r.Cluster
 	if c == nil || !c.Exists() || r.ManifestsDir != c.Manifests() {
-		return nil
+		if len(n.Nodes) > 0 {
+			return nil, fmt.Errorf("--node names nodes of a devk cluster: there is none here (for a kubeadm node, --node-name is the kubelet's node name)")
+		}
+		return nil, nil
 	}
-	k := &swap.KubeletNode{Binary: c.KubeletBinary(), Restart: restartKubelet(c)}
-	if !n.NoKubeletRestart {
-		k.Relist = c.RelistKubelet
+	all, err := c.Kubelets()
+	if err != nil {
+		return nil, err
 	}
-	return k
+	var out []swap.KubeletNode
+	for _, k := range all {
+		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, k.Node) {
+			continue
+		}
+		out = append(out, swap.KubeletNode{Node: k.Node, Binary: k.Binary, Restart: restartKubelet(c, k.Node)})
+	}
+	for _, name := range n.Nodes {
+		if _, _, err := c.Config.FindNode(name); err != nil {
+			return nil, fmt.Errorf("--node: %w", err)
+		}
+	}
+	return out, nil
 }
 
-// restartKubelet restarts a devk cluster's supervised kubelet.
-func restartKubelet(c *cluster.Cluster) func(context.Context) error {
+// restartKubelet restarts the supervised kubelet of a devk cluster's
+// node.
+func restartKubelet(c *cluster.Cluster, node string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		_, err := c.RestartKubelet(ctx)
+		_, err := c.RestartKubelet(ctx, node)
 		return err
 	}
 }
