@@ -199,6 +199,47 @@ spec:
 		}
 	}
 
+	// swap kubelet --node: only that node's kubelet is replaced and
+	// restarted, and the swap waits for that node. A kubelet with a few
+	// bytes appended (an ELF runs the same) as its .prev makes the
+	// rollback install different bytes.
+	w1 := filepath.Join(paths.NodesDir(), workers[0])
+	w1Paths := layout.Paths{Dir: w1}
+	kubeletPID := func(p layout.Paths) string {
+		data, _ := os.ReadFile(p.PIDFile("kubelet"))
+		return strings.Fields(string(data) + " -")[0]
+	}
+	cpPID, w1PID := kubeletPID(paths), kubeletPID(w1Paths)
+	bin, err := os.ReadFile(w1Paths.KubeletBinary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w1Paths.KubeletBinary()+".prev", append(bin, "\n# devk e2e\n"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sw := devk("swap", "kubelet", "--rollback", "--node", workers[0], "-o", "json")
+	var swapped struct {
+		Binaries []struct {
+			Node, Dest string
+			Changed    bool
+		}
+	}
+	if err := json.Unmarshal([]byte(sw.Stdout), &swapped); err != nil || len(swapped.Binaries) != 1 || swapped.Binaries[0].Node != workers[0] || !swapped.Binaries[0].Changed {
+		t.Errorf("swap kubelet --node %s -o json: %v\n%s", workers[0], err, sw.Stdout)
+	}
+	if now := kubeletPID(w1Paths); now == w1PID {
+		t.Errorf("%s's kubelet was not restarted (pid %s)", workers[0], now)
+	}
+	if now := kubeletPID(paths); now != cpPID {
+		t.Errorf("the control plane's kubelet was restarted (pid %s, was %s) by a swap on %s", now, cpPID, workers[0])
+	}
+	if n, err := cs.CoreV1().Nodes().Get(ctx, workers[0], metav1.GetOptions{}); err != nil || !nodeReady(n) {
+		t.Errorf("%s after its kubelet swap: %v", workers[0], err)
+	}
+	if r := Devk(t, c.Tree, c.Env, "swap", "apiserver", "--node", workers[0], "--name", name); r.Err == nil || !strings.Contains(r.Stderr, "which --node leaves out") {
+		t.Errorf("swap apiserver --node %s (a worker): %v\n%s", workers[0], r.Err, r.Stderr)
+	}
+
 	// Bad input leaves the cluster as it is.
 	cfgFile := paths.ConfigFile()
 	before, _ := os.ReadFile(cfgFile)
