@@ -369,6 +369,17 @@ func (c *Cluster) Kubelets() ([]NodeKubelet, error) {
 	return out, err
 }
 
+// OtherRuntimes are the CRI sockets of the cluster's nodes but node 0,
+// by node name.
+func (c *Cluster) OtherRuntimes() map[string]string {
+	ns, _ := c.nodes()
+	out := map[string]string{}
+	for _, n := range ns[1:] {
+		out[n.Name()] = c.criSocket(n)
+	}
+	return out
+}
+
 // RestartKubelet stops node's supervised kubelet (empty: node 0's) and
 // starts it again with the same command line (after its binary was
 // swapped).

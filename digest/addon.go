@@ -40,7 +40,7 @@ type AddonView struct {
 // ObserveAddon looks once at the addon's workload and its pods, and
 // through rt (nil: not at all) at the running containers of the pods on
 // node nodeName.
-func ObserveAddon(ctx context.Context, cs kubernetes.Interface, rt Runtime, nodeName string, w addon.Workload) (AddonView, error) {
+func ObserveAddon(ctx context.Context, cs kubernetes.Interface, runtimes NodeRuntimes, w addon.Workload) (AddonView, error) {
 	v := AddonView{Workload: w}
 	s, err := addon.Get(ctx, cs, w)
 	if err != nil || s == nil {
@@ -57,7 +57,7 @@ func ObserveAddon(ctx context.Context, cs kubernetes.Interface, rt Runtime, node
 		if st := w.ContainerStatus(p); st != nil {
 			ap.ImageID, ap.Ready = st.ImageID, st.Ready && st.State.Running != nil
 		}
-		if rt != nil && nodeName != "" && p.Spec.NodeName == nodeName {
+		if rt := runtimes[p.Spec.NodeName]; rt != nil && p.Spec.NodeName != "" {
 			ap.Local = true
 			run, err := RunningPodContainer(ctx, rt, p.Namespace, p.Name, w.Container)
 			if err != nil {
@@ -176,6 +176,24 @@ type Pods struct {
 	Client   kubernetes.Interface
 	Runtime  Runtime
 	NodeName string
+	// Others are the runtimes of the cluster's other nodes, by node
+	// name: their pods' CRI imageRefs are checked too.
+	Others NodeRuntimes
+}
+
+// NodeRuntimes are CRI runtimes by the name of the node they serve.
+type NodeRuntimes map[string]Runtime
+
+// runtimes are every node runtime s can ask.
+func (s Pods) runtimes() NodeRuntimes {
+	out := NodeRuntimes{}
+	for n, rt := range s.Others {
+		out[n] = rt
+	}
+	if s.Runtime != nil && s.NodeName != "" {
+		out[s.NodeName] = s.Runtime
+	}
+	return out
 }
 
 func (Pods) Name() string { return "pods" }
@@ -185,7 +203,7 @@ func (s Pods) Observe(ctx context.Context, t Target) (Observation, error) {
 	if skip {
 		return ob, nil
 	}
-	v, err := ObserveAddon(ctx, s.Client, s.Runtime, s.NodeName, w)
+	v, err := ObserveAddon(ctx, s.Client, s.runtimes(), w)
 	if err != nil {
 		return Observation{Note: "API not reachable: " + err.Error()}, nil
 	}
@@ -204,7 +222,7 @@ func (s Pods) Observe(ctx context.Context, t Target) (Observation, error) {
 			seen[Of(p.CRIImageRef)] = append(seen[Of(p.CRIImageRef)], "CRI of "+p.Name)
 		}
 	}
-	ob = Observation{Ref: fmt.Sprintf("%d pods, %d on this node (CRI checked)", len(v.Pods), local)}
+	ob = Observation{Ref: fmt.Sprintf("%d pods, %d on nodes whose runtime was asked (CRI checked)", len(v.Pods), local)}
 	if _, none := seen[""]; len(seen) == 1 && !none {
 		for d := range seen {
 			ob.Digest = d

@@ -99,6 +99,25 @@ func TestAddonSources(t *testing.T) {
 	}
 }
 
+// TestAddonPodsOnEveryNode: with the runtimes of a devk cluster's other
+// nodes, a pod there is checked through its own node's runtime.
+func TestAddonPodsOnEveryNode(t *testing.T) {
+	proxy := Target{Component: build.Component{Name: "kube-proxy"}}
+	cs := fake.NewClientset(proxyDaemonSet(proxyA), proxyPod("kube-proxy-1", "node1", proxyA), proxyPod("kube-proxy-2", "node2", proxyA))
+	src := Pods{Client: cs, Runtime: podRuntime{"kube-proxy-1": proxyA}, NodeName: "node1", Others: NodeRuntimes{"node2": podRuntime{"kube-proxy-2": proxyB}}}
+	ob, err := src.Observe(context.Background(), proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ob.Digest != "" || !strings.Contains(ob.Note, "CRI of kube-proxy-2: "+Of(proxyB)) || !strings.Contains(ob.Ref, "2 on nodes whose runtime was asked") {
+		t.Errorf("node2's runtime runs another digest than its pod reports: %+v", ob)
+	}
+	src.Others = NodeRuntimes{"node2": podRuntime{"kube-proxy-2": proxyA}}
+	if ob, _ := src.Observe(context.Background(), proxy); ob.Digest != Of(proxyA) {
+		t.Errorf("every node agrees: %+v", ob)
+	}
+}
+
 // TestAbsentAddonIsNotAMismatch: pushed and registry agree, and the
 // cluster does not run the addon: reported as absent, not as a mismatch.
 func TestAbsentAddonIsNotAMismatch(t *testing.T) {

@@ -303,15 +303,33 @@ func (c *NodeConn) Close() { c.Runtime.Close() }
 // NodeSources are the node's views of what runs: the manifest, the CRI
 // runtime and the mirror pod of a static pod; the workload and its pods
 // of an addon. nodeName is the kubelet's node name; empty
-// finds it (NodeName). close releases the CRI connection.
-func NodeSources(ctx context.Context, node layout.Node, nodeName string) (sources []Source, close func(), err error) {
+// finds it (NodeName). others are the CRI sockets of the cluster's other
+// nodes, by node name: the addon pods there are checked through their
+// runtime too. close releases the CRI connections.
+func NodeSources(ctx context.Context, node layout.Node, nodeName string, others map[string]string) (sources []Source, close func(), err error) {
 	c, err := Connect(ctx, node, nodeName)
 	if err != nil {
 		return nil, nil, err
 	}
+	closers := []func(){c.Close}
+	closeAll := func() {
+		for _, f := range closers {
+			f()
+		}
+	}
+	more := NodeRuntimes{}
+	for name, socket := range others {
+		rt, err := cri.Dial(socket)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("node %s's runtime: %w", name, err)
+		}
+		closers = append(closers, func() { rt.Close() })
+		more[name] = rt
+	}
 	return []Source{Manifest{Dir: node.ManifestsDir}, CRI{Runtime: c.Runtime, NodeName: c.NodeName}, Mirror{Client: c.Client, NodeName: c.NodeName},
-			Workload{Client: c.Client}, Pods{Client: c.Client, Runtime: c.Runtime, NodeName: c.NodeName}},
-		c.Close, nil
+			Workload{Client: c.Client}, Pods{Client: c.Client, Runtime: c.Runtime, NodeName: c.NodeName, Others: more}},
+		closeAll, nil
 }
 
 // PushedOnCluster names the components the tree has pushed that run on

@@ -262,7 +262,7 @@ func (a *addonSwap) verify(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	v, err := digest.ObserveAddon(ctx, n.Client, n.Runtime, n.NodeName, a.w)
+	v, err := digest.ObserveAddon(ctx, n.Client, digest.NodeRuntimes{n.NodeName: n.Runtime}, a.w)
 	if err != nil {
 		return phase.Done, err
 	}

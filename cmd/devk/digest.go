@@ -45,7 +45,7 @@ registry is down).`,
 				return err
 			}
 			if err == nil && fileExists(r.CRISocket) {
-				sources, closeSources, err := digest.NodeSources(cmd.Context(), r.Node, r.NodeName)
+				sources, closeSources, err := digest.NodeSources(cmd.Context(), r.Node, r.NodeName, r.otherRuntimes())
 				if err != nil {
 					return err
 				}

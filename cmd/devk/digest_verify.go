@@ -22,8 +22,9 @@ func newDigestVerifyCmd(g *globalOptions) *cobra.Command {
 recorded at push, the registry's digest for that tag, the image the manifest
 names, the imageRef of the running container (CRI) and the imageID of the
 mirror pod must all be the same. For an addon (kube-proxy, coredns) the
-views are the workload's image and every pod's imageID (and, for the pods
-on this node, the CRI imageRef); an addon the cluster does not run is
+views are the workload's image and every pod's imageID (and the CRI
+imageRef, on every node of a devk cluster; on a kubeadm node, for its own
+pods); an addon the cluster does not run is
 reported as not on the cluster, not as a mismatch. With no COMPONENT, every
 static-pod component and addon that was pushed is checked.
 
@@ -38,7 +39,7 @@ be read.`,
 			if err != nil {
 				return err
 			}
-			sources, closeSources, err := digest.NodeSources(cmd.Context(), r.Node, r.NodeName)
+			sources, closeSources, err := digest.NodeSources(cmd.Context(), r.Node, r.NodeName, r.otherRuntimes())
 			if err != nil {
 				return err
 			}

@@ -122,6 +122,15 @@ func (n *nodeFlags) resolve() (resolvedNode, error) {
 	return r, nil
 }
 
+// otherRuntimes are the CRI sockets of the devk cluster's other nodes
+// (none for a kubeadm node).
+func (r resolvedNode) otherRuntimes() map[string]string {
+	if r.Cluster == nil || !r.Cluster.Exists() || r.ManifestsDir != r.Cluster.Manifests() {
+		return nil
+	}
+	return r.Cluster.OtherRuntimes()
+}
+
 // addSwap adds the flags of commands that swap (swap, watch).
 func (n *nodeFlags) addSwap(f *pflag.FlagSet) {
 	n.add(f)
