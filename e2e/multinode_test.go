@@ -101,6 +101,12 @@ func TestMultiNode(t *testing.T) {
 		t.Errorf("%d CSRs by a bootstrap token were issued, want one per worker", bootstrapped)
 	}
 
+	// digest verify sees the kube-proxy pod of every node through that
+	// node's own runtime.
+	if v := devk("digest", "verify", "kube-proxy"); !strings.Contains(v.Stdout, "3 pods, 3 on nodes whose runtime was asked") {
+		t.Errorf("digest verify kube-proxy on 3 nodes:\n%s", v.Stdout)
+	}
+
 	// The tree's agnhost, as the services test builds it.
 	b := MustDevkEnv(t, c.Tree, c.Env, "build", "./test/images/agnhost", "--push", "-o", "json")
 	var built struct{ Images []struct{ Ref string } }
