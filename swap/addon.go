@@ -262,7 +262,11 @@ func (a *addonSwap) verify(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	v, err := digest.ObserveAddon(ctx, n.Client, digest.NodeRuntimes{n.NodeName: n.Runtime}, a.w)
+	runtimes := digest.NodeRuntimes{n.NodeName: n.Runtime}
+	for name, rt := range n.Others {
+		runtimes[name] = rt
+	}
+	v, err := digest.ObserveAddon(ctx, n.Client, runtimes, a.w)
 	if err != nil {
 		return phase.Done, err
 	}

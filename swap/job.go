@@ -13,6 +13,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/addon"
+	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
@@ -51,6 +52,9 @@ type Options struct {
 	// at a time, each node Ready again before the next (a devk cluster's
 	// nodes, or those --node names); none: no kubelet of a devk cluster.
 	Kubelets []KubeletNode
+	// OtherRuntimes are the CRI sockets of the cluster's other nodes, by
+	// node name: an addon swap verifies the pods there through them.
+	OtherRuntimes map[string]string
 	// Relist restarts the static pods' node's kubelet so that it lists
 	// pods afresh (see Node.awaitMirror); nil: a swap never restarts it
 	// for a lagging mirror pod.
@@ -280,7 +284,25 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, Client: c.Client, Runtime: c.Runtime,
 		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command}
 	j.node.Relist = j.Relist
-	j.closeNode = c.Close
+	closers := []func(){c.Close}
+	j.node.Others = digest.NodeRuntimes{}
+	for name, socket := range j.OtherRuntimes {
+		rt, err := cri.Dial(socket)
+		if err != nil {
+			for _, f := range closers {
+				f()
+			}
+			j.node = nil
+			return nil, fmt.Errorf("node %s's runtime: %w", name, err)
+		}
+		closers = append(closers, func() { rt.Close() })
+		j.node.Others[name] = rt
+	}
+	j.closeNode = func() {
+		for _, f := range closers {
+			f()
+		}
+	}
 	return j.node, nil
 }
 

@@ -43,8 +43,11 @@ type Node struct {
 	// Relist, when set, restarts the node's kubelet (one devk supervises)
 	// so that its pod watch lists at once; see settle.
 	Relist   func(context.Context) error
-	Client   kubernetes.Interface
-	Runtime  Runtime
+	Client  kubernetes.Interface
+	Runtime Runtime
+	// Others are the runtimes of the cluster's other nodes, by node
+	// name: an addon's pods there are verified through them too.
+	Others   digest.NodeRuntimes
 	Reporter progress.Reporter
 	// Timeout bounds the wait for the new container to be healthy.
 	Timeout time.Duration

@@ -458,7 +458,7 @@ func addonPhases(w addon.Workload) *phase.Phase[*Job] {
 			},
 			{
 				Name:  "verify",
-				Short: "check the workload's image and every pod's imageID and readiness, and on this node the CRI imageRef, against the digest; a failure puts the previous image back",
+				Short: "check the workload's image and every pod's imageID and readiness, and the CRI imageRef on every node devk runs, against the digest; a failure puts the previous image back",
 				Needs: []string{w.Component + "/rollout"},
 				IO: io(func(j *Job) ([]string, []string) {
 					return []string{obj, pods, "CRI " + j.Node.CRISocket + " containers (pods on this node)"}, nil

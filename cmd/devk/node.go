@@ -150,6 +150,7 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 	if o.Kubelets, err = n.kubelets(r); err != nil {
 		return r, err
 	}
+	o.OtherRuntimes = r.otherRuntimes()
 	if c := r.Cluster; c != nil && c.Exists() && r.ManifestsDir == c.Manifests() {
 		if !n.NoKubeletRestart {
 			o.Relist = c.RelistKubelet
