@@ -398,8 +398,8 @@ func TestPreflightPieces(t *testing.T) {
 	}
 	missing := func(string) (string, error) { return "", os.ErrNotExist }
 	probs := binaryProblems(missing, t.TempDir())
-	if len(probs) != 10 {
-		t.Errorf("%d problems, want 10 (3 runtime programs, 4 CNI plugins, ip, nsenter, sysctl): %v", len(probs), probs)
+	if len(probs) != 11 {
+		t.Errorf("%d problems, want 11 (3 runtime programs, 4 CNI plugins, ip, nsenter, sysctl, iptables): %v", len(probs), probs)
 	}
 	for _, p := range probs {
 		if !strings.Contains(p.Fix, "apt-get install -y containerd runc containernetworking-plugins") && !strings.Contains(p.What, "network namespace") {

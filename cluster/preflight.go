@@ -212,9 +212,9 @@ func binaryProblems(lookPath func(string) (string, error), cniDir string) []Prob
 			out = append(out, Problem{"binaries", "CNI plugin " + p + " is not in " + cniDir, "install it: " + aptFix})
 		}
 	}
-	for b, pkg := range map[string]string{"ip": "iproute2", "nsenter": "util-linux", "sysctl": "procps"} {
+	for b, pkg := range map[string]string{"ip": "iproute2", "nsenter": "util-linux", "sysctl": "procps", "iptables": "iptables"} {
 		if _, err := lookPath(b); err != nil {
-			out = append(out, Problem{"binaries", b + " is not installed (a node is a network namespace)", "install it: apt-get install -y " + pkg})
+			out = append(out, Problem{"binaries", b + " is not installed (a node is a network namespace, with its own iptables)", "install it: apt-get install -y " + pkg})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].What < out[j].What })
