@@ -148,7 +148,13 @@ func ExportLogs(ctx context.Context, o ExportOptions) (*Exported, error) {
 	rep.Start("logs")
 	t0 := time.Now()
 	e.devkView(ctx, o.DevkVersion)
-	e.node(ctx)
+	if ns, err := c.nodes(); err != nil {
+		e.miss("nodes", err)
+	} else {
+		for _, n := range ns {
+			e.node(ctx, n)
+		}
+	}
 	rep.Done("logs", time.Since(t0), fmt.Sprintf("%d container logs", res.ContainerLogs))
 
 	rep.Start("objects")
@@ -340,16 +346,18 @@ func formatTimings(cfg layout.Config) string {
 // node writes the node's directory: the supervised processes' logs, the
 // kubelet's config and manifests, the container logs and the runtime's
 // list of containers.
-func (e *exporter) node(ctx context.Context) {
+// node exports node n's logs, kubelet config, manifests, container
+// logs and the runtime's container list under <node>/.
+func (e *exporter) node(ctx context.Context, n node) {
 	c := e.c
-	dir := c.Config.NodeName
-	logs, _ := filepath.Glob(filepath.Join(c.Logs(), "*.log"))
+	dir := n.Name()
+	logs, _ := filepath.Glob(filepath.Join(n.Logs(), "*.log"))
 	for _, want := range []string{"kubelet", "containerd"} {
 		if want == "containerd" && !c.Config.OwnRuntime {
 			continue
 		}
-		if !slices.Contains(logs, c.LogFile(want)) {
-			e.miss(filepath.Join(dir, want+".log"), fmt.Errorf("%s has no log at %s", want, c.LogFile(want)))
+		if !slices.Contains(logs, n.LogFile(want)) {
+			e.miss(filepath.Join(dir, want+".log"), fmt.Errorf("%s has no log at %s", want, n.LogFile(want)))
 		}
 	}
 	for _, l := range logs {
@@ -358,26 +366,25 @@ func (e *exporter) node(ctx context.Context) {
 	if c.Config.KubeVersion != "" {
 		e.write(filepath.Join(dir, "kubernetes-version.txt"), []byte(c.Config.KubeVersion+"\n"))
 	}
-	e.copy(filepath.Join(dir, "kubelet-config.yaml"), c.KubeletConfig())
-	manifests, err := os.ReadDir(c.Manifests())
-	if err != nil {
+	e.copy(filepath.Join(dir, "kubelet-config.yaml"), n.KubeletConfig())
+	manifests, err := os.ReadDir(n.Manifests())
+	if err != nil && n.Net.IsControlPlane() {
 		e.miss(filepath.Join(dir, "manifests"), err)
 	}
 	for _, m := range manifests {
 		if m.Type().IsRegular() {
-			e.copy(filepath.Join(dir, "manifests", m.Name()), filepath.Join(c.Manifests(), m.Name()))
+			e.copy(filepath.Join(dir, "manifests", m.Name()), filepath.Join(n.Manifests(), m.Name()))
 		}
 	}
-	e.containerLogs(dir)
-	e.containers(ctx, filepath.Join(dir, "containers.txt"))
+	e.containerLogs(dir, n.PodLogs())
+	e.containers(ctx, filepath.Join(dir, "containers.txt"), c.criSocket(n))
 }
 
 // containerLogs copies the kubelet's pod logs dir
 // (<namespace>_<pod>_<uid>/<container>/<attempt>.log, rotated ones beside
 // with a suffix) flat into containers/<namespace>_<pod>_<container>_<attempt>.log….
 // It reads the files, not the runtime, so it works with containerd down.
-func (e *exporter) containerLogs(nodeDir string) {
-	root := e.c.PodLogs()
+func (e *exporter) containerLogs(nodeDir, root string) {
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			e.miss(filepath.Join(nodeDir, ExportContainersDir), err)
@@ -408,12 +415,12 @@ func (e *exporter) containerLogs(nodeDir string) {
 
 // containers is the runtime's list of the node's containers, as
 // `crictl ps -a` shows it, with each exited container's exit code.
-func (e *exporter) containers(ctx context.Context, rel string) {
-	if e.c.Config.CRISocket == "" {
+func (e *exporter) containers(ctx context.Context, rel, socket string) {
+	if socket == "" {
 		e.miss(rel, errors.New("cluster.json names no CRI socket"))
 		return
 	}
-	rt, err := cri.Dial(e.c.Config.CRISocket)
+	rt, err := cri.Dial(socket)
 	if err != nil {
 		e.miss(rel, err)
 		return
