@@ -17,6 +17,7 @@ import (
 
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
 
@@ -243,7 +244,7 @@ func (c *Cluster) runCertsExpiry(ctx context.Context) (phase.Outcome, error) {
 		j, err := certs.Renew(ctx, certs.RenewOptions{Files: c.certFiles(), Names: []string{certs.AllNames},
 			CRISocket: c.ContainerdSocket(), NodeName: c.Config.NodeName, Validity: validity,
 			MergeAdmin: c.MergeUserKubeconfig, UserKubeconfig: c.UserKubeconfigFile()},
-			phase.Options{Reporter: prefixed{c.Reporter, "certs-expiry/"}})
+			phase.Options{Reporter: progress.Under(c.Reporter, "certs-expiry")})
 		if err != nil {
 			return phase.Done, err
 		}

@@ -61,7 +61,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 		return c.imagesFrom(ctx)
 	}
 	t0 := time.Now()
-	sub := prefixed{c.Reporter, "images/"}
+	sub := progress.Under(c.Reporter, "images")
 	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet", "kubectl"}, imageComponents...), Reporter: sub}
 	bj, err := build.Run(ctx, bo, phase.Options{})
 	if err != nil {
@@ -118,25 +118,6 @@ func (c *Cluster) recordImage(component, ref string) bool {
 	changed := c.Config.Images[component] != ref
 	c.Config.Images[component] = ref
 	return changed
-}
-
-// prefixed reports the steps of a nested pipeline (build, push) under
-// the phase that runs it: images/compile, images/push.
-type prefixed struct {
-	progress.Reporter
-	prefix string
-}
-
-func (p prefixed) Start(step string) { p.Reporter.Start(p.prefix + step) }
-func (p prefixed) Done(step string, took time.Duration, detail string) {
-	p.Reporter.Done(p.prefix+step, took, detail)
-}
-func (p prefixed) Fail(step string, took time.Duration, err error) {
-	p.Reporter.Fail(p.prefix+step, took, err)
-}
-func (p prefixed) Skip(step, reason string) { p.Reporter.Skip(p.prefix+step, reason) }
-func (p prefixed) Progress(step string, s progress.Status) {
-	p.Reporter.Progress(p.prefix+step, s)
 }
 
 // imagesFrom takes the images from a registry that holds them already:

@@ -245,20 +245,7 @@ func AddNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJob,
 	if err != nil {
 		return nil, phase.Result{}, err
 	}
-	if popts.DryRun {
-		res, err := phase.Run(ctx, JoinPhases(), j, popts)
-		return j, res, err
-	}
-	if err := needRoot("node add"); err != nil {
-		return j, phase.Result{}, err
-	}
-	unlock, err := j.lock()
-	if err != nil {
-		return j, phase.Result{}, err
-	}
-	defer unlock()
-	popts.Reporter, popts.Job = j.Reporter, "node-add"
-	res, err := phase.Run(ctx, JoinPhases(), j, popts)
+	res, err := runJob(ctx, j.Cluster, "node add", "node-add", JoinPhases(), j, popts, nil)
 	return j, res, err
 }
 

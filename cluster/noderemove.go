@@ -124,20 +124,7 @@ func RemoveNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJ
 	if err != nil {
 		return nil, phase.Result{}, err
 	}
-	if popts.DryRun {
-		res, err := phase.Run(ctx, RemovePhases(), j, popts)
-		return j, res, err
-	}
-	if err := needRoot("node remove"); err != nil {
-		return j, phase.Result{}, err
-	}
-	unlock, err := j.lock()
-	if err != nil {
-		return j, phase.Result{}, err
-	}
-	defer unlock()
-	popts.Reporter, popts.Job = j.Reporter, "node-remove"
-	res, err := phase.Run(ctx, RemovePhases(), j, popts)
+	res, err := runJob(ctx, j.Cluster, "node remove", "node-remove", RemovePhases(), j, popts, nil)
 	return j, res, err
 }
 

@@ -227,31 +227,44 @@ func (c *Cluster) lock() (func(), error) {
 	return l.Release, nil
 }
 
+// runJob runs a job's phases as up, down, node add and node remove do:
+// a dry run at once (it changes nothing: no root, no lock); a real run
+// as root, holding the cluster's lock throughout, reporting through the
+// cluster's reporter, its failpoints named job/<path>. after, when set,
+// runs once the phases did, still under the lock.
+func runJob[S any](ctx context.Context, c *Cluster, verb, job string, phases []*phase.Phase[S], s S, popts phase.Options, after func(phase.Result, error)) (phase.Result, error) {
+	if popts.DryRun {
+		return phase.Run(ctx, phases, s, popts)
+	}
+	if err := needRoot(verb); err != nil {
+		return phase.Result{}, err
+	}
+	unlock, err := c.lock()
+	if err != nil {
+		return phase.Result{}, err
+	}
+	defer unlock()
+	popts.Reporter, popts.Job = c.Reporter, job
+	res, err := phase.Run(ctx, phases, s, popts)
+	if after != nil {
+		after(res, err)
+	}
+	return res, err
+}
+
 // Up brings the cluster up (or resumes it, or confirms it is up).
 func Up(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Result, error) {
 	c, err := Open(o)
 	if err != nil {
 		return nil, phase.Result{}, err
 	}
-	if popts.DryRun {
-		res, err := phase.Run(ctx, UpPhases(), c, popts)
-		return c, res, err
-	}
-	if err := needRoot("up"); err != nil {
-		return c, phase.Result{}, err
-	}
-	unlock, err := c.lock()
-	if err != nil {
-		return c, phase.Result{}, err
-	}
-	defer unlock()
-	popts.Reporter, popts.Job = c.Reporter, "up"
-	res, err := phase.Run(ctx, UpPhases(), c, popts)
-	c.recordRun(res)
-	if !c.Exists() {
-		// Nothing was made (preflight refused): leave no trace either.
-		os.Remove(filepath.Dir(c.Dir))
-	}
+	res, err := runJob(ctx, c, "up", "up", UpPhases(), c, popts, func(res phase.Result, _ error) {
+		c.recordRun(res)
+		if !c.Exists() {
+			// Nothing was made (preflight refused): leave no trace either.
+			os.Remove(filepath.Dir(c.Dir))
+		}
+	})
 	return c, res, err
 }
 
@@ -261,30 +274,21 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 	if err != nil {
 		return nil, phase.Result{}, err
 	}
-	if popts.DryRun {
-		res, err := phase.Run(ctx, DownPhases(), c, popts)
-		return c, res, err
-	}
-	if err := needRoot("down"); err != nil {
-		return c, phase.Result{}, err
-	}
-	if _, err := os.Stat(c.Dir); err != nil {
-		return c, phase.Result{}, c.noCluster()
-	}
-	unlock, err := c.lock()
-	if err != nil {
-		return c, phase.Result{}, err
-	}
-	defer func() {
-		unlock()
-		if _, err := os.Stat(c.Dir); os.IsNotExist(err) {
-			os.Remove(filepath.Dir(c.Dir)) // the clusters dir, if it is empty now
+	if !popts.DryRun {
+		if _, err := os.Stat(c.Dir); err != nil {
+			if err := needRoot("down"); err != nil {
+				return c, phase.Result{}, err
+			}
+			return c, phase.Result{}, c.noCluster()
 		}
-	}()
-	popts.Reporter, popts.Job = c.Reporter, "down"
-	res, err := phase.Run(ctx, DownPhases(), c, popts)
-	if err != nil || c.KeepData {
-		c.recordRun(res)
+	}
+	res, err := runJob(ctx, c, "down", "down", DownPhases(), c, popts, func(res phase.Result, err error) {
+		if err != nil || c.KeepData {
+			c.recordRun(res)
+		}
+	})
+	if _, serr := os.Stat(c.Dir); !popts.DryRun && os.IsNotExist(serr) {
+		os.Remove(filepath.Dir(c.Dir)) // the clusters dir, if it is empty now
 	}
 	return c, res, err
 }
