@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/devk/devk/internal/syncbuf"
 )
 
 // Cmd describes one subprocess.
@@ -70,7 +72,10 @@ func Output(ctx context.Context, c Cmd) ([]byte, error) {
 	if len(c.Env) > 0 {
 		cmd.Env = append(os.Environ(), c.Env...)
 	}
-	var stdout, combined bytes.Buffer
+	// The stdout and stderr copiers both write combined: it must be
+	// safe for concurrent writes.
+	var stdout bytes.Buffer
+	var combined syncbuf.Buffer
 	cmd.Stdout = multi(&stdout, &combined, c.Stdout)
 	cmd.Stderr = multi(&combined, c.Stderr)
 	if err := cmd.Run(); err != nil {
