@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
@@ -75,7 +76,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 		},
 		{
 			Name:  "node-object",
-			Short: "delete the Node object",
+			Short: "delete the Node object and the pods still bound to it (its DaemonSets')",
 			Run:   call((*NodeJob).runDeleteNode),
 		},
 		{
@@ -228,19 +229,39 @@ func drainStep(pods []corev1.Pod, evicted map[types.UID]bool) (evict, waiting []
 	return evict, waiting
 }
 
+// runDeleteNode deletes the Node and the pods still bound to it (its
+// DaemonSet pods, whose kubelet is gone: the pod garbage collector would
+// take them only after its quarantine), at once (grace 0: nothing runs
+// them any more).
 func (j *NodeJob) runDeleteNode(ctx context.Context) (phase.Outcome, error) {
 	cs, err := j.Client()
 	if err != nil {
 		return phase.Done, err
 	}
-	err = cs.CoreV1().Nodes().Delete(ctx, j.Node.Name(), metav1.DeleteOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return phase.Unchanged("no Node %s", j.Node.Name()), nil
-	case err != nil:
-		return phase.Done, fmt.Errorf("delete node %s: %w", j.Node.Name(), err)
+	name := j.Node.Name()
+	deleted := false
+	switch err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); {
+	case err == nil:
+		deleted = true
+	case !apierrors.IsNotFound(err):
+		return phase.Done, fmt.Errorf("delete node %s: %w", name, err)
 	}
-	return phase.Changed("deleted"), nil
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		return phase.Done, fmt.Errorf("list the pods of node %s: %w", name, err)
+	}
+	gone := 0
+	for _, p := range pods.Items {
+		err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return phase.Done, fmt.Errorf("delete pod %s/%s of node %s: %w", p.Namespace, p.Name, name, err)
+		}
+		gone++
+	}
+	if !deleted {
+		return phase.Outcome{Detail: fmt.Sprintf("no Node %s; %d pods of it deleted", name, gone), Changed: gone > 0}, nil
+	}
+	return phase.Changed("deleted, and %d pods bound to it", gone), nil
 }
 
 // runRemoveNodeFiles removes the node's directory, after the checks

@@ -183,17 +183,22 @@ spec:
 		t.Fatalf("the Deployment is not spread across the workers: %v", webOn)
 	}
 
-	// Across nodes: client-1 (worker) to the web pod on worker2 by its
-	// address, which sees client-1's own address; to the Service by name
-	// from both; and the API server's name from both.
+	// Across nodes, through each client's netexec (reached by
+	// port-forward: the API server to that worker's kubelet): client-1
+	// (on worker) dials the web pod on worker2 by its address, which sees
+	// client-1's own address; each dials the Service by name; and the API
+	// server's name answers from both.
 	for i, client := range []string{"client-1", "client-2"} {
 		other := webOn[workers[1-i]]
-		got := kubectl("exec", client, "--", "curl", "-sS", "-m", "5", "http://"+other.Status.PodIP+":8080/clientip")
-		if !strings.HasPrefix(got, podIP[client]+":") {
-			t.Errorf("%s on %s to %s on %s: the server saw %q, want %s's own address %s", client, workers[i], other.Name, workers[1-i], got, client, podIP[client])
+		port := portForward(t, ctx, c.KubectlPath(), upRes.Kubeconfig, "pod/"+client, 8080)
+		dial := func(host string, p int, request string) string {
+			return httpGet(t, fmt.Sprintf("http://127.0.0.1:%s/dial?request=%s&host=%s&port=%d&protocol=http&tries=1", port, request, host, p))
 		}
-		if got := kubectl("exec", client, "--", "curl", "-sS", "-m", "5", "http://web.default.svc.cluster.local/hostname"); !strings.HasPrefix(got, "web-") {
-			t.Errorf("%s: Service web answered %q", client, got)
+		if got := dial(other.Status.PodIP, 8080, "clientip"); !strings.Contains(got, `"`+podIP[client]+":") {
+			t.Errorf("%s on %s to %s on %s: the server saw %s, want %s's own address %s", client, workers[i], other.Name, workers[1-i], got, client, podIP[client])
+		}
+		if got := dial("web.default.svc.cluster.local", 80, "hostname"); !strings.Contains(got, `"web-`) {
+			t.Errorf("%s: Service web answered %s", client, got)
 		}
 		kubectl("exec", client, "--", "/agnhost", "connect", "kubernetes.default.svc.cluster.local:443", "--timeout=5s")
 	}
@@ -294,16 +299,19 @@ spec:
 	}
 	thirdDir := filepath.Join(paths.NodesDir(), third)
 	devk("node", "remove", third)
-	eventually(t, ctx, "web back to 3 ready replicas off "+third, func() error {
+	// The drained replica's successor has nowhere to go (one per
+	// worker, two workers): two ready, none on the removed node.
+	eventually(t, ctx, "web at 2 ready replicas off "+third, func() error {
 		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if d.Status.ReadyReplicas != 3 {
+		if d.Status.ReadyReplicas != 2 {
 			return fmt.Errorf("%d ready", d.Status.ReadyReplicas)
 		}
 		return nil
 	})
+	kubectl("scale", "deployment/web", "--replicas=2")
 	if _, err := cs.CoreV1().Nodes().Get(ctx, third, metav1.GetOptions{}); err == nil {
 		t.Errorf("Node %s remains after node remove", third)
 	}

@@ -98,21 +98,8 @@ spec:
 
 	// port-forward to the client; its netexec dials the Service by name,
 	// which answers with a web pod's hostname.
-	pf := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "port-forward", "pod/client", ":8080")
-	out, err := pf.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pf.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { pf.Process.Kill(); pf.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`).FindStringSubmatch(line)
-	if err != nil || m == nil {
-		t.Fatalf("kubectl port-forward printed %q (%v)", line, err)
-	}
-	dial := httpGet(t, "http://127.0.0.1:"+m[1]+"/dial?request=hostname&host=web&port=80&protocol=http&tries=1")
+	port := portForward(t, ctx, c.KubectlPath(), c.Kubeconfig, "pod/client", 8080)
+	dial := httpGet(t, "http://127.0.0.1:"+port+"/dial?request=hostname&host=web&port=80&protocol=http&tries=1")
 	if !strings.Contains(dial, `"web-`) {
 		t.Errorf("through port-forward, the client's dial of Service web answered %q", dial)
 	}
@@ -193,6 +180,27 @@ spec:
 		}
 		k("get", "nodes")
 	})
+}
+
+// portForward runs `kubectl port-forward target :port` until the test
+// ends and returns the local port it forwards from.
+func portForward(t *testing.T, ctx context.Context, kubectl, kubeconfig, target string, port int) string {
+	t.Helper()
+	pf := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "port-forward", target, ":"+strconv.Itoa(port))
+	out, err := pf.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pf.Process.Kill(); pf.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> `+strconv.Itoa(port)).FindStringSubmatch(line)
+	if err != nil || m == nil {
+		t.Fatalf("kubectl port-forward %s printed %q (%v)", target, line, err)
+	}
+	return m[1]
 }
 
 // httpGet is the body of a GET, failing the test on any error.
