@@ -196,7 +196,7 @@ func portForward(t *testing.T, ctx context.Context, kubectl, kubeconfig, target 
 	}
 	t.Cleanup(func() { pf.Process.Kill(); pf.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
-	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> `+strconv.Itoa(port)).FindStringSubmatch(line)
+	m := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> ` + strconv.Itoa(port)).FindStringSubmatch(line)
 	if err != nil || m == nil {
 		t.Fatalf("kubectl port-forward %s printed %q (%v)", target, line, err)
 	}
