@@ -382,7 +382,9 @@ func (e *exporter) node(ctx context.Context, n node) {
 
 // containerLogs copies the kubelet's pod logs dir
 // (<namespace>_<pod>_<uid>/<container>/<attempt>.log, rotated ones beside
-// with a suffix) flat into containers/<namespace>_<pod>_<container>_<attempt>.log….
+// with a suffix) flat into containers/<namespace>_<pod>_<container>_<attempt>.log…
+// (<namespace>_<pod>_<uid>_<container>_<attempt>.log for a second
+// instance of the same pod).
 // It reads the files, not the runtime, so it works with containerd down.
 func (e *exporter) containerLogs(nodeDir, root string) {
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -393,8 +395,8 @@ func (e *exporter) containerLogs(nodeDir, root string) {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		rel, _ := filepath.Rel(root, path)
-		parts := strings.Split(rel, string(filepath.Separator))
+		inRoot, _ := filepath.Rel(root, path)
+		parts := strings.Split(inRoot, string(filepath.Separator))
 		if len(parts) != 3 {
 			return nil
 		}
@@ -403,7 +405,13 @@ func (e *exporter) containerLogs(nodeDir, root string) {
 			return nil
 		}
 		name := pod[0] + "_" + pod[1] + "_" + parts[1] + "_" + parts[2]
-		if e.copy(filepath.Join(nodeDir, ExportContainersDir, name), path) {
+		rel := filepath.Join(nodeDir, ExportContainersDir, name)
+		if _, err := os.Lstat(filepath.Join(e.root, rel)); err == nil {
+			// The same pod under another UID (a static pod whose
+			// manifest changed, its old instance not yet cleaned up).
+			rel = filepath.Join(nodeDir, ExportContainersDir, pod[0]+"_"+pod[1]+"_"+pod[2]+"_"+parts[1]+"_"+parts[2])
+		}
+		if e.copy(rel, path) {
 			e.res.ContainerLogs++
 		}
 		return nil

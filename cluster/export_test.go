@@ -63,6 +63,9 @@ func exportFixture(t *testing.T) (home string, p layout.Paths, cfg layout.Config
 		filepath.Join(p.PodLogs(), "kube-system_kube-apiserver-fix-control-plane_0a1b", "kube-apiserver", "0.log"): "2025-01-01T00:00:00Z stderr F apiserver attempt 0\n",
 		filepath.Join(p.PodLogs(), "kube-system_kube-apiserver-fix-control-plane_0a1b", "kube-apiserver", "1.log"): "2025-01-01T00:01:00Z stderr F apiserver attempt 1\n",
 		filepath.Join(p.PodLogs(), "kube-system_coredns-7c9f-x2v4q_9f8e", "coredns", "0.log"):                      "coredns now\n",
+		// The apiserver's pod again under a new UID (its manifest changed
+		// and the old instance's logs are still there).
+		filepath.Join(p.PodLogs(), "kube-system_kube-apiserver-fix-control-plane_ffff", "kube-apiserver", "0.log"): "2025-01-01T00:02:00Z stderr F new apiserver\n",
 		filepath.Join(p.PodLogs(), "kube-system_coredns-7c9f-x2v4q_9f8e", "coredns", "0.log.20250101-000000"):      "coredns rotated\n",
 		filepath.Join(p.PKI(), "ca.key"): fixtureKey,
 		filepath.Join(p.PKI(), "ca.crt"): "-----BEGIN CERTIFICATE-----\n",
@@ -184,10 +187,11 @@ func TestExportLogsFixture(t *testing.T) {
 		node + "/manifests/kube-apiserver.yaml":      "kind: Pod # apiserver\n",
 		node + "/manifests/kube-apiserver.yaml.prev": "kind: Pod # previous apiserver\n",
 		node + "/manifests/etcd.yaml":                "kind: Pod # etcd\n",
-		node + "/containers/kube-system_kube-apiserver-fix-control-plane_kube-apiserver_0.log": "2025-01-01T00:00:00Z stderr F apiserver attempt 0\n",
-		node + "/containers/kube-system_kube-apiserver-fix-control-plane_kube-apiserver_1.log": "2025-01-01T00:01:00Z stderr F apiserver attempt 1\n",
-		node + "/containers/kube-system_coredns-7c9f-x2v4q_coredns_0.log":                      "coredns now\n",
-		node + "/containers/kube-system_coredns-7c9f-x2v4q_coredns_0.log.20250101-000000":      "coredns rotated\n",
+		node + "/containers/kube-system_kube-apiserver-fix-control-plane_kube-apiserver_0.log":      "2025-01-01T00:00:00Z stderr F apiserver attempt 0\n",
+		node + "/containers/kube-system_kube-apiserver-fix-control-plane_kube-apiserver_1.log":      "2025-01-01T00:01:00Z stderr F apiserver attempt 1\n",
+		node + "/containers/kube-system_coredns-7c9f-x2v4q_coredns_0.log":                           "coredns now\n",
+		node + "/containers/kube-system_kube-apiserver-fix-control-plane_ffff_kube-apiserver_0.log": "2025-01-01T00:02:00Z stderr F new apiserver\n",
+		node + "/containers/kube-system_coredns-7c9f-x2v4q_coredns_0.log.20250101-000000":           "coredns rotated\n",
 	}
 	wantMissing := []string{
 		node + "/containers.txt: CRI runtime at " + cfg.CRISocket + " does not answer",
@@ -262,7 +266,7 @@ func TestExportLogsFixture(t *testing.T) {
 					t.Errorf("objects exported with no API server: %s", rel)
 				}
 			}
-			if res.ContainerLogs != 4 || res.Objects != 0 || res.Files != len(files) {
+			if res.ContainerLogs != 5 || res.Objects != 0 || res.Files != len(files) {
 				t.Errorf("counts: %+v; %d files", res, len(files))
 			}
 			// Nothing secret, and nothing anyone else may read.
@@ -334,8 +338,8 @@ func TestExportLogsNodeNetworkGone(t *testing.T) {
 			gone++
 		}
 	}
-	if gone != 2 || res.ContainerLogs != 4 {
-		t.Fatalf("want status.json and objects missing for the bridge, 4 container logs: %+v", res)
+	if gone != 2 || res.ContainerLogs != 5 {
+		t.Fatalf("want status.json and objects missing for the bridge, 5 container logs: %+v", res)
 	}
 }
 

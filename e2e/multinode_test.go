@@ -10,13 +10,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/phase"
 )
 
 // TestMultiNode is a cluster of one control plane and two workers made
@@ -279,7 +282,20 @@ spec:
 
 	// node add, then node remove: the node drains and leaves nothing.
 	third := name + "-worker3"
-	add := devk("node", "add", "-o", "json")
+	// Killed (kill -9) and interrupted (Ctrl-C) at every phase of the
+	// join, each run resuming what the one before left; then one more
+	// `node add` finishes it.
+	for _, st := range phase.Flatten(cluster.JoinPhases()) {
+		point := "node-add/" + st.Path
+		args := []string{"node", "add", third, "--name", name}
+		if r := atPoint(t, c.Tree, c.Env, point, "kill", args...); !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+		}
+		if r := atPoint(t, c.Tree, c.Env, point, "int", args...); exitCode(r.Err) != 130 {
+			t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", exitCode(r.Err), point, r.Stderr)
+		}
+	}
+	add := devk("node", "add", third, "-o", "json")
 	var added struct {
 		Node, IP, PodCIDR string
 		Nodes             []string
