@@ -127,6 +127,13 @@ type podState struct {
 	crashed *cri.Status
 }
 
+// hadCrashed says whether cr is the exited container s saw already: one
+// that exited before a wait began (stopped by an interrupted swap's
+// hand-over) is not the awaited container failing.
+func (s podState) hadCrashed(cr *cri.Status) bool {
+	return s.crashed != nil && cr != nil && s.crashed.ID == cr.ID
+}
+
 // anyContainer is the podState to wait from when any running container
 // of the right digest will do (not only one other than a known one).
 var anyContainer = podState{containerID: "\x00"}

@@ -109,7 +109,13 @@ func (n *Node) Resume(ctx context.Context, podName string, j *Journal) (*Result,
 		res.Took = time.Since(t0)
 		return res, m.Discard()
 	}
-	if _, err := n.waitFor(ctx, podName, old.Name, healthURL(old), anyContainer, digest.Of(j.OldImage), false); err != nil {
+	// The interrupted swap's hand-over (or the restore's) may have just
+	// stopped the old container: that exit is not the put-back failing.
+	before := anyContainer
+	if st, err := n.observe(ctx, podName, old.Name, healthURL(old)); err == nil {
+		before.crashed = st.crashed
+	}
+	if _, err := n.waitFor(ctx, podName, old.Name, healthURL(old), before, digest.Of(j.OldImage), false); err != nil {
 		return res, fmt.Errorf("%s: put back on %s after an interrupted swap, but %w", podName, shortRef(j.OldImage), err)
 	}
 	res.Took = time.Since(t0)

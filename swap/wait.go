@@ -53,7 +53,7 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 			return false, nil // the runtime may be busy: look again
 		}
 		last = s
-		if cr := s.crashed; cr != nil && digest.Of(cr.ImageRef) == want && cr.CreatedAt.After(since.Add(-crashSlack)) {
+		if cr := s.crashed; cr != nil && digest.Of(cr.ImageRef) == want && cr.CreatedAt.After(since.Add(-crashSlack)) && !before.hadCrashed(cr) {
 			return false, fmt.Errorf("the new container exited with code %d (%s)", cr.ExitCode, cr.Reason)
 		}
 		switch {
