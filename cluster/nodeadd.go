@@ -100,6 +100,9 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				if j.resumed {
 					return phase.Unchanged("%s at %s recorded before", j.Node.Name(), j.Node.IP()), nil
 				}
+				if err := ctx.Err(); err != nil {
+					return phase.Done, err
+				}
 				if err := j.SaveConfig(); err != nil {
 					return phase.Done, err
 				}
@@ -164,6 +167,9 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{j.ConfigFile(), "configmap kube-system/" + ConfigMapName}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				if err := ctx.Err(); err != nil {
+					return phase.Done, err // interrupted: the node stays joining, and add resumes it
+				}
 				if n, _, err := j.Config.FindNode(j.Node.Name()); err == nil && !n.Joining {
 					return phase.Unchanged("%s joined before (%d nodes)", j.Node.Name(), len(j.Config.Network.Nodes)), nil
 				}

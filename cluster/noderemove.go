@@ -96,6 +96,9 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{j.ConfigFile(), "configmap kube-system/" + ConfigMapName}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				if err := ctx.Err(); err != nil {
+					return phase.Done, err // interrupted: remove again finishes it
+				}
 				if err := j.Config.RemoveNode(j.Node.Name()); err != nil {
 					return phase.Done, err
 				}

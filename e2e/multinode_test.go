@@ -200,9 +200,14 @@ spec:
 		if got := dial(other.Status.PodIP, 8080, "clientip"); !strings.Contains(got, `"`+podIP[client]+":") {
 			t.Errorf("%s on %s to %s on %s: the server saw %s, want %s's own address %s", client, workers[i], other.Name, workers[1-i], got, client, podIP[client])
 		}
-		if got := dial("web.default.svc.cluster.local", 80, "hostname"); !strings.Contains(got, `"web-`) {
-			t.Errorf("%s: Service web answered %s", client, got)
-		}
+		// kube-proxy may not have programmed the Service's endpoints on
+		// this node yet.
+		eventually(t, ctx, client+" to Service web", func() error {
+			if got := dial("web.default.svc.cluster.local", 80, "hostname"); !strings.Contains(got, `"web-`) {
+				return fmt.Errorf("Service web answered %s", got)
+			}
+			return nil
+		})
 		kubectl("exec", client, "--", "/agnhost", "connect", "kubernetes.default.svc.cluster.local:443", "--timeout=5s")
 	}
 	// kubectl logs on each node's pods (the API server reaches every
@@ -356,6 +361,9 @@ spec:
 	if hostAfter := hostNetState(t); hostAfter != hostBefore {
 		t.Errorf("the host's network changed:\nbefore %+v\nafter  %+v", hostBefore, hostAfter)
 	}
+	// up's images phase pushed what the tree builds: the shared cluster
+	// runs it again, for the tests after this one (digest verify).
+	MustDevkEnv(t, c.Tree, c.Env, "swap")
 }
 
 // nodeLeftovers fails the test for anything left of node: its network

@@ -87,8 +87,16 @@ spec:
 
 	// From another pod: the Service by its short and full names, and the
 	// API server's Service by its cluster domain name.
+	// kube-proxy programs a new Service's endpoints within its sync
+	// period (it rejects connections until then): the first may be
+	// refused.
 	for _, target := range []string{"web:80", "web.default.svc.cluster.local:80", "kubernetes.default.svc.cluster.local:443"} {
-		k("exec", "client", "--", "/agnhost", "connect", target, "--timeout=5s")
+		eventually(t, ctx, "a connection from pod client to "+target, func() error {
+			if r := c.Kubectl(t, "exec", "client", "--", "/agnhost", "connect", target, "--timeout=5s"); r.Err != nil {
+				return fmt.Errorf("%v: %s%s", r.Err, r.Stdout, r.Stderr)
+			}
+			return nil
+		})
 	}
 
 	// kubectl logs: netexec's start line.
