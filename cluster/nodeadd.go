@@ -268,6 +268,12 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 		if p := memoryProblem(1, memAvailable()); p != nil {
 			probs = append(probs, *p)
 		}
+		if _, err := os.Stat(j.Node.Net.NetNSPath()); err == nil {
+			probs = append(probs, Problem{"names", "network namespace " + j.Node.Net.NetNS + " exists already", "another DEVK_HOME's cluster has a node " + j.Node.Name() + "? choose another name"})
+		}
+		if cgroupExists(j.Node.Net.CgroupRoot) {
+			probs = append(probs, Problem{"names", "cgroup " + j.Node.Net.CgroupRoot + " exists already", "another DEVK_HOME's cluster has it? choose another name"})
+		}
 	}
 	if len(j.Node.ContainerdSocket())+len(".ttrpc") >= 108 {
 		probs = append(probs, Problem{"paths", "the node's containerd socket path " + j.Node.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory, or give the node a shorter name"})

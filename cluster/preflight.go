@@ -265,6 +265,9 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 			}
 		}
 	}
+	if !c.Exists() {
+		probs = append(probs, c.namesTaken()...)
+	}
 	restrict := !canLowerOOMScoreAdj(ctx)
 	if restrict {
 		notes = append(notes, "no CAP_SYS_RESOURCE: containerd gets restrict_oom_score_adj = true")
@@ -302,4 +305,39 @@ func portProblem(l Listener, user string) Problem {
 		fix = fmt.Sprintf("it belongs to devk cluster %q: `devk down --name %s` first", l.Cluster, l.Cluster)
 	}
 	return Problem{"ports", fmt.Sprintf("port %d (%s) is in use by %s", l.Port, user, who), fix}
+}
+
+// namesTaken are the machine-wide names a new cluster would take (its
+// host bridge, its nodes' network namespaces, its kubelet cgroup roots)
+// that exist already: another DEVK_HOME's cluster of the same name, or
+// one's leftovers. devk would otherwise share them, and its down would
+// remove what the other runs.
+func (c *Cluster) namesTaken() []Problem {
+	fix := fmt.Sprintf("another DEVK_HOME's cluster %q has it? `devk down` it there, or choose another --name", c.Config.Name)
+	var out []Problem
+	if nw := c.Config.Network; nw.HostBridge != "" && linkExists(nw.HostBridge) {
+		out = append(out, Problem{"names", "bridge " + nw.HostBridge + " exists already", fix})
+	}
+	for _, n := range c.Config.Network.Nodes {
+		if _, err := os.Stat(n.NetNSPath()); err == nil {
+			out = append(out, Problem{"names", "network namespace " + n.NetNS + " exists already", fix})
+		}
+		if cgroupExists(n.CgroupRoot) {
+			out = append(out, Problem{"names", "cgroup " + n.CgroupRoot + " exists already", fix})
+		}
+	}
+	return out
+}
+
+// cgroupExists says whether cgroup root exists in any hierarchy.
+func cgroupExists(root string) bool {
+	if root == "" || root == "/" {
+		return false
+	}
+	for _, h := range cgroupRoots() {
+		if _, err := os.Stat(filepath.Join(h, root)); err == nil {
+			return true
+		}
+	}
+	return false
 }

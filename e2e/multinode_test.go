@@ -259,6 +259,17 @@ spec:
 		t.Errorf("swap apiserver --node %s (a worker): %v\n%s", workers[0], r.Err, r.Stderr)
 	}
 
+	// A cluster of the same name in another DEVK_HOME would share the
+	// nodes' namespaces and cgroups: refused before anything is made.
+	other := t.TempDir()
+	if r := Devk(t, c.Tree, []string{"DEVK_HOME=" + other, "KUBECONFIG=" + filepath.Join(other, "kubeconfig")}, "up", "--name", name); r.Err == nil ||
+		!strings.Contains(r.Stderr, "network namespace devk-"+name+"-control-plane exists already") {
+		t.Errorf("up --name %s in another DEVK_HOME: %v, want the namespace refused:\n%s", name, r.Err, r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(other, "clusters", name)); err == nil {
+		t.Errorf("the refused up left %s", filepath.Join(other, "clusters", name))
+	}
+
 	// Bad input leaves the cluster as it is.
 	cfgFile := paths.ConfigFile()
 	before, _ := os.ReadFile(cfgFile)
