@@ -42,7 +42,7 @@ type Node struct {
 	NodeName string
 	// Relist, when set, restarts the node's kubelet (one devk supervises)
 	// so that its pod watch lists at once; see settle.
-	Relist   func(context.Context) error
+	Relist  func(context.Context) error
 	Client  kubernetes.Interface
 	Runtime Runtime
 	// Others are the runtimes of the cluster's other nodes, by node
