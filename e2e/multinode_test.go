@@ -110,13 +110,7 @@ func TestMultiNode(t *testing.T) {
 		t.Errorf("digest verify kube-proxy on 3 nodes:\n%s", v.Stdout)
 	}
 
-	// The tree's agnhost, as the services test builds it.
-	b := MustDevkEnv(t, c.Tree, c.Env, "build", "./test/images/agnhost", "--push", "-o", "json")
-	var built struct{ Images []struct{ Ref string } }
-	if err := json.Unmarshal([]byte(b.Stdout), &built); err != nil || len(built.Images) != 1 {
-		t.Fatalf("devk build ./test/images/agnhost --push -o json: %v\n%s", err, b.Stdout)
-	}
-	img := built.Images[0].Ref
+	img := agnhost(t, c)
 	kubectl := func(args ...string) string {
 		t.Helper()
 		r := run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", upRes.Kubeconfig}, args...)...)

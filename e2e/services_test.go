@@ -43,15 +43,7 @@ func TestServicesDNSAndStreams(t *testing.T) {
 		return r.Stdout
 	}
 
-	// The tree's agnhost, built and pushed by devk like any component.
-	b := MustDevkEnv(t, c.Tree, c.Env, "build", "./test/images/agnhost", "--push", "-o", "json")
-	var built struct {
-		Images []struct{ Component, Ref string }
-	}
-	if err := json.Unmarshal([]byte(b.Stdout), &built); err != nil || len(built.Images) != 1 || !strings.Contains(built.Images[0].Ref, "/agnhost@sha256:") {
-		t.Fatalf("devk build ./test/images/agnhost --push -o json: %v\n%s", err, b.Stdout)
-	}
-	img := built.Images[0].Ref
+	img := agnhost(t, c)
 
 	manifests := fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -188,6 +180,20 @@ spec:
 		}
 		k("get", "nodes")
 	})
+}
+
+// agnhost is the tree's agnhost, built and pushed by devk like any
+// component, by digest.
+func agnhost(t *testing.T, c *SharedCluster) string {
+	t.Helper()
+	b := MustDevkEnv(t, c.Tree, c.Env, "build", "./test/images/agnhost", "--push", "-o", "json")
+	var built struct {
+		Images []struct{ Component, Ref string }
+	}
+	if err := json.Unmarshal([]byte(b.Stdout), &built); err != nil || len(built.Images) != 1 || !strings.Contains(built.Images[0].Ref, "/agnhost@sha256:") {
+		t.Fatalf("devk build ./test/images/agnhost --push -o json: %v\n%s", err, b.Stdout)
+	}
+	return built.Images[0].Ref
 }
 
 // portForward runs `kubectl port-forward target :port` until the test
