@@ -44,7 +44,7 @@ func (in KubeletConfigInput) kubeletNode() layout.NodeNet {
 	if in.Node.Name != "" {
 		return in.Node
 	}
-	return layout.NodeNet{Name: in.Config.NodeName, IP: in.Config.AdvertiseIP, CgroupRoot: in.Config.CgroupRoot}
+	return in.Config.ControlPlane()
 }
 
 // KubeletConfigYAML renders the KubeletConfiguration: cgroupfs (no
@@ -150,7 +150,7 @@ const bootstrapKubeconfig = "bootstrap-kubelet"
 // bootstrap.
 func kubeletFlags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, defaults map[string]string) {
 	if n.Name == "" {
-		n = layout.NodeNet{Name: cfg.NodeName, IP: cfg.AdvertiseIP}
+		n = cfg.ControlPlane()
 	}
 	own = map[string]string{
 		"config":            p.KubeletConfig(),
@@ -372,8 +372,11 @@ func (c *Cluster) Kubelets() ([]NodeKubelet, error) {
 // OtherRuntimes are the CRI sockets of the cluster's nodes but node 0,
 // by node name.
 func (c *Cluster) OtherRuntimes() map[string]string {
-	ns, _ := c.nodes()
 	out := map[string]string{}
+	ns, err := c.nodes()
+	if err != nil {
+		return out // cluster.json was validated: every node's dir resolves
+	}
 	for _, n := range ns[1:] {
 		out[n.Name()] = c.criSocket(n)
 	}

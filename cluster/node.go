@@ -28,16 +28,8 @@ func (n node) Name() string { return n.Net.Name }
 // node, its static pods listen.
 func (n node) IP() string { return n.Net.IP }
 
-// firstNode is node 0, the control-plane node `devk up` makes. A cluster
-// made before nodes had network namespaces has no NodeNet: its node is
-// named and addressed by the config's top-level fields.
-func (c *Cluster) firstNode() node {
-	n := c.Config.ControlPlane()
-	if n.Name == "" {
-		n = layout.NodeNet{Name: c.Config.NodeName, IP: c.Config.AdvertiseIP, Role: layout.RoleControlPlane, CgroupRoot: c.Config.CgroupRoot}
-	}
-	return node{Net: n, Paths: c.Paths}
-}
+// firstNode is node 0, the control-plane node `devk up` makes.
+func (c *Cluster) firstNode() node { return node{Net: c.Config.ControlPlane(), Paths: c.Paths} }
 
 // nodeNamed is the cluster's node called name.
 func (c *Cluster) nodeNamed(name string) (node, error) {

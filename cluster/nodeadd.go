@@ -60,8 +60,6 @@ type NodeJob struct {
 	// resumed says the node is in cluster.json already: half joined by an
 	// earlier add, or registered by this one.
 	resumed bool
-	// discovered is what the discovery phase learnt and trusts.
-	discovered join.Discovery
 	// kubeletStarted is when this run started the node's kubelet.
 	kubeletStarted time.Time
 }
@@ -210,7 +208,6 @@ func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 	if !c.Exists() {
 		return nil, c.noCluster()
 	}
-	j := &NodeJob{Cluster: c, join: o}
 	if !add {
 		if o.Node == "" {
 			return nil, fmt.Errorf("name the node to remove; cluster %s has: %s", c.Config.Name, strings.Join(c.Config.NodeNames(), ", "))
@@ -220,8 +217,8 @@ func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 		} else if i == 0 {
 			return nil, c.Config.RemoveNode(o.Node) // says why node 0 cannot go
 		}
-		j.Node, err = c.nodeNamed(o.Node)
-		return j, err
+		n, err := c.nodeNamed(o.Node)
+		return &NodeJob{Cluster: c, Node: n}, err
 	}
 	if o.ControlPlane {
 		return nil, fmt.Errorf("joining a control-plane node (--control-plane) needs the cluster's certificates shared through upload-certs and an etcd member added, which devk does not do yet: add a worker (without --control-plane)")
@@ -230,10 +227,19 @@ func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 	if name == "" {
 		name = c.Config.NextNodeName(layout.RoleWorker)
 	}
-	if n, _, err := c.Config.FindNode(name); err == nil {
-		if !n.Joining {
-			return nil, fmt.Errorf("cluster %s has a node %s already: choose another name, or leave it out for the next free one (`devk status` lists the nodes; `devk node remove %s` removes it)", c.Config.Name, name, name)
-		}
+	if n, _, err := c.Config.FindNode(name); err == nil && !n.Joining {
+		return nil, fmt.Errorf("cluster %s has a node %s already: choose another name, or leave it out for the next free one (`devk status` lists the nodes; `devk node remove%s %s` removes it)", c.Config.Name, name, c.nameFlag(), name)
+	}
+	return c.joinJob(name, o)
+}
+
+// joinJob is the join of worker name: one cluster.json has already
+// (half joined, or joined: its phases start again what does not run) is
+// resumed; any other is added to the config as joining, and register
+// saves it.
+func (c *Cluster) joinJob(name string, o NodeOptions) (*NodeJob, error) {
+	j := &NodeJob{Cluster: c, join: o}
+	if _, _, err := c.Config.FindNode(name); err == nil {
 		j.resumed = true
 	} else {
 		if _, err := c.Config.AddNode(name, layout.RoleWorker, layout.Configs(c.Home, c.Config.Name)); err != nil {
@@ -241,6 +247,7 @@ func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 		}
 		c.setJoining(name, true)
 	}
+	var err error
 	j.Node, err = c.nodeNamed(name)
 	return j, err
 }
@@ -293,10 +300,11 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, fmt.Errorf("the cluster has a Node %s already, which devk did not make: choose another name", j.Node.Name())
 		}
 	}
+	verb := "joining"
 	if j.resumed {
-		return phase.Unchanged("resuming %s at %s", j.Node.Name(), j.Node.IP()), nil
+		verb = "resuming"
 	}
-	return phase.Unchanged("%s at %s", j.Node.Name(), j.Node.IP()), nil
+	return phase.Unchanged("%s %s at %s", verb, j.Node.Name(), j.Node.IP()), nil
 }
 
 // joinEndpoint is where a joining node finds the API server: the
@@ -332,7 +340,6 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	j.discovered = d
 	kc, err := join.BootstrapKubeconfig(d.Server, d.CAPEM, tok)
 	if err != nil {
 		return phase.Done, err
@@ -576,23 +583,13 @@ func (c *Cluster) nodesToJoin() []string {
 func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
 	var joined, resumed []string
 	for _, name := range c.nodesToJoin() {
-		j := &NodeJob{Cluster: c}
-		if n, _, err := c.Config.FindNode(name); err == nil {
-			j.resumed = true
-			if !n.Joining {
-				resumed = append(resumed, name)
-			} else {
-				joined = append(joined, name)
-			}
+		if n, _, err := c.Config.FindNode(name); err == nil && !n.Joining {
+			resumed = append(resumed, name)
 		} else {
-			if _, err := c.Config.AddNode(name, layout.RoleWorker, layout.Configs(c.Home, c.Config.Name)); err != nil {
-				return phase.Done, err
-			}
-			c.setJoining(name, true)
 			joined = append(joined, name)
 		}
-		var err error
-		if j.Node, err = c.nodeNamed(name); err != nil {
+		j, err := c.joinJob(name, NodeOptions{})
+		if err != nil {
 			return phase.Done, err
 		}
 		step := progress.StepOf(ctx) + "/" + name

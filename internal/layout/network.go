@@ -287,10 +287,13 @@ func (n Network) validate(c Config, bad func(field, got, want string) error) err
 // host's network).
 func (c Config) HasNodeNetwork() bool { return c.Network.Subnet != "" }
 
-// ControlPlane is the control-plane node's network.
+// ControlPlane is node 0, the control-plane node `devk up` made. A
+// cluster made before nodes had network namespaces has no NodeNet: its
+// node is named and addressed by the config's top-level fields, with no
+// namespace.
 func (c Config) ControlPlane() NodeNet {
 	if len(c.Network.Nodes) == 0 {
-		return NodeNet{}
+		return NodeNet{Name: c.NodeName, IP: c.AdvertiseIP, Role: RoleControlPlane, CgroupRoot: c.CgroupRoot}
 	}
 	return c.Network.Nodes[0]
 }
