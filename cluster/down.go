@@ -394,48 +394,56 @@ func (c *Cluster) downKubeconfig(ctx context.Context) (phase.Outcome, error) {
 	return phase.Unchanged("no context %s", ContextName(c.Config.Name)), nil
 }
 
-// safeToRemove refuses to remove the cluster directory while anything
-// could still be using it or reach outside it: it must be a real
-// directory (not a symlink) of this user under $DEVK_HOME/clusters,
-// nothing may be mounted beneath it (mountinfo read now, not when the
-// mounts phase ran, which may have been skipped), and neither the kubelet
-// nor containerd may run.
+// safeToRemove refuses to remove the cluster directory unless it is
+// under $DEVK_HOME/clusters and removableDir, with every node's
+// processes.
 func (c *Cluster) safeToRemove() error {
 	if filepath.Dir(filepath.Dir(c.Dir)) != c.Home || filepath.Base(filepath.Dir(c.Dir)) != "clusters" {
 		return fmt.Errorf("refusing to remove %s: not a cluster directory under %s/clusters", c.Dir, c.Home)
-	}
-	fi, err := os.Lstat(c.Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("refusing to remove %s: it is not a directory (a symlink?); remove it by hand", c.Dir)
-	}
-	if st, ok := fi.Sys().(*unix.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("refusing to remove %s: it belongs to uid %d, not to you", c.Dir, st.Uid)
 	}
 	ns, err := c.nodes()
 	if err != nil {
 		return err
 	}
-	for _, n := range ns {
+	_, err = removableDir(c.Dir, ns, "run all of `devk down`, or `devk down phase kubelet`, `devk down phase runtime` and `devk down phase mounts` first")
+	return err
+}
+
+// removableDir refuses to remove dir while anything could still use it
+// or reach outside it: it must be a real directory (not a symlink) of
+// this user, nothing may be mounted beneath it (mountinfo read now, not
+// when a mounts phase ran, which may have been skipped), and no kubelet
+// or containerd of nodes may run. A dir that is not there is removable
+// and exists is false. what says what to run instead.
+func removableDir(dir string, nodes []node, what string) (exists bool, err error) {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.IsDir() {
+		return true, fmt.Errorf("refusing to remove %s: it is not a directory (a symlink?); remove it by hand", dir)
+	}
+	if st, ok := fi.Sys().(*unix.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return true, fmt.Errorf("refusing to remove %s: it belongs to uid %d, not to you", dir, st.Uid)
+	}
+	for _, n := range nodes {
 		for _, proc := range []string{"kubelet", "containerd"} {
 			if pid, ok := n.Procs().Running(proc); ok {
-				return fmt.Errorf("refusing to remove %s: node %s's %s (pid %d) still runs: run all of `devk down`, or `devk down phase kubelet` and `devk down phase runtime` first", c.Dir, n.Name(), proc, pid)
+				return true, fmt.Errorf("refusing to remove %s: node %s's %s (pid %d) still runs: %s", dir, n.Name(), proc, pid, what)
 			}
 		}
 	}
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return err
+		return true, err
 	}
-	if mps := mountsUnder(string(data), c.Dir); len(mps) > 0 {
-		return fmt.Errorf("refusing to remove %s: %d mounts beneath it, e.g. %s: run `devk down phase mounts` first", c.Dir, len(mps), mps[0])
+	if mps := mountsUnder(string(data), dir); len(mps) > 0 {
+		return true, fmt.Errorf("refusing to remove %s: %d mounts beneath it, e.g. %s: %s", dir, len(mps), mps[0], what)
 	}
-	return nil
+	return true, nil
 }
 
 // keptByKeepData are what --keep-data keeps.

@@ -24,6 +24,9 @@ type node struct {
 // Name is the node's name (its Node object's).
 func (n node) Name() string { return n.Net.Name }
 
+// PodCIDR is the node's pod subnet once its Node has one ("" before).
+func (n node) PodCIDR() string { return n.Net.PodCIDR }
+
 // IP is the node's address: where its kubelet and, on a control-plane
 // node, its static pods listen.
 func (n node) IP() string { return n.Net.IP }

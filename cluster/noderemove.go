@@ -277,27 +277,9 @@ func (j *NodeJob) runRemoveNodeFiles(ctx context.Context) (phase.Outcome, error)
 	if filepath.Dir(dir) != j.NodesDir() {
 		return phase.Done, fmt.Errorf("refusing to remove %s: not a node directory under %s", dir, j.NodesDir())
 	}
-	fi, err := os.Lstat(dir)
-	if os.IsNotExist(err) {
-		return phase.Unchanged("no %s", dir), nil
-	}
-	if err != nil {
-		return phase.Done, err
-	}
-	if !fi.IsDir() {
-		return phase.Done, fmt.Errorf("refusing to remove %s: it is not a directory (a symlink?); remove it by hand", dir)
-	}
-	for _, proc := range []string{"kubelet", "containerd"} {
-		if pid, ok := j.Node.Procs().Running(proc); ok {
-			return phase.Done, fmt.Errorf("refusing to remove %s: the node's %s (pid %d) still runs: run all of `devk node remove %s`", dir, proc, pid, j.Node.Name())
-		}
-	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return phase.Done, err
-	}
-	if mps := mountsUnder(string(data), dir); len(mps) > 0 {
-		return phase.Done, fmt.Errorf("refusing to remove %s: %d mounts beneath it, e.g. %s", dir, len(mps), mps[0])
+	exists, err := removableDir(dir, []node{j.Node}, "run all of `devk node remove"+j.nameFlag()+" "+j.Node.Name()+"`")
+	if err != nil || !exists {
+		return phase.Unchanged("no %s", dir), err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return phase.Done, fmt.Errorf("remove %s: %w", dir, err)

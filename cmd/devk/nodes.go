@@ -89,11 +89,12 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 			if flags.DryRun {
 				return nil
 			}
-			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), PodCIDR: nodePodCIDR(j), Nodes: j.Config.NodeNames(), Seconds: time.Since(t0).Seconds()}
+			took := time.Since(t0)
+			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), PodCIDR: j.Node.PodCIDR(), Nodes: j.Config.NodeNames(), Seconds: took.Seconds()}
 			if g.Structured() {
 				return g.Result(r)
 			}
-			fmt.Fprintf(g.stdout, "node %s joined cluster %s in %s: %s, pods %s; the cluster has %d nodes\n", r.Node, r.Cluster, progress.Round(time.Since(t0)), r.IP, r.PodCIDR, len(r.Nodes))
+			fmt.Fprintf(g.stdout, "node %s joined cluster %s in %s: %s, pods %s; the cluster has %d nodes\n", r.Node, r.Cluster, progress.Round(took), r.IP, r.PodCIDR, len(r.Nodes))
 			return nil
 		},
 	}
@@ -106,13 +107,6 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 	phase.Bind(cmd, cluster.JoinPhases(), &flags)
 	resultHelp(cmd, nodeResult{}, false)
 	return cmd
-}
-
-func nodePodCIDR(j *cluster.NodeJob) string {
-	if n, _, err := j.Config.FindNode(j.Node.Name()); err == nil {
-		return n.PodCIDR
-	}
-	return ""
 }
 
 func newNodeRemoveCmd(g *globalOptions) *cobra.Command {
@@ -144,11 +138,12 @@ cluster (` + "`devk down`" + `). Needs root.`,
 			if err != nil || flags.DryRun {
 				return err
 			}
-			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), Nodes: j.Config.NodeNames(), Seconds: time.Since(t0).Seconds()}
+			took := time.Since(t0)
+			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), Nodes: j.Config.NodeNames(), Seconds: took.Seconds()}
 			if g.Structured() {
 				return g.Result(r)
 			}
-			fmt.Fprintf(g.stdout, "node %s is gone from cluster %s in %s; %d nodes left\n", r.Node, r.Cluster, progress.Round(time.Since(t0)), len(r.Nodes))
+			fmt.Fprintf(g.stdout, "node %s is gone from cluster %s in %s; %d nodes left\n", r.Node, r.Cluster, progress.Round(took), len(r.Nodes))
 			return nil
 		},
 	}
