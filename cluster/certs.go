@@ -27,8 +27,12 @@ func (c *Cluster) PKIConfig() (pki.Config, error) {
 	if err != nil {
 		return pki.Config{}, err
 	}
-	return pki.Config{NodeName: c.Config.NodeName, ServiceIP: sip, AdvertiseIP: net.ParseIP(c.Config.AdvertiseIP), DNSDomain: c.Config.DNSDomain,
-		Validity: c.Config.Spec.LeafValidity()}, nil
+	pc := pki.Config{NodeName: c.Config.NodeName, ServiceIP: sip, AdvertiseIP: net.ParseIP(c.Config.AdvertiseIP), DNSDomain: c.Config.DNSDomain,
+		Validity: c.Config.Spec.LeafValidity()}
+	if c.Config.HA() {
+		pc.EndpointIP = net.ParseIP(c.Config.Network.HostIP)
+	}
+	return pc, nil
 }
 
 // apiserverRunning says whether this cluster's control plane is up, in

@@ -65,8 +65,13 @@ type Options struct {
 	// runs (as devk certs renew all).
 	RenewCerts bool
 	// Nodes, for up, is how many nodes the cluster should have: node 0
-	// and Nodes-1 workers joined (zero: as many as it has).
+	// and Nodes-1 joined (zero: as many as it has).
 	Nodes int
+	// ControlPlanes, for up, is how many of them are control-plane nodes
+	// (zero: as many as it has; a new cluster: 1). Two or more give a new
+	// cluster a load balancer in front of the API servers, the endpoint
+	// of every kubeconfig.
+	ControlPlanes int
 
 	Reporter progress.Reporter
 }
@@ -88,9 +93,9 @@ type Cluster struct {
 	kubeletStarted time.Time
 	// addonsApplied are the addon workloads addon/wait waits for.
 	addonsApplied []workload
-	// workerNames are the names the config file gives the workers
-	// ("" for kind's default), in order.
-	workerNames []string
+	// fileNodes are the nodes the config file lists after the first, in
+	// the order up joins them (UserConfig.joinNodes).
+	fileNodes []UserNode
 	// manifestsWritten are the static pods whose manifest this run
 	// wrote, and when: wait-control-plane waits for their new containers.
 	manifestsWritten map[string]time.Time
@@ -156,7 +161,7 @@ func Open(o Options) (*Cluster, error) {
 		c.Config.Spec = uc.Spec
 		c.Config.KeepTaint = uc.keepTaint()
 		if len(uc.Nodes) > 0 {
-			c.Nodes, c.workerNames = len(uc.Nodes), uc.workerNames()
+			c.Nodes, c.ControlPlanes, c.fileNodes = len(uc.Nodes), uc.controlPlanes(), uc.joinNodes()
 		}
 	}
 	if o.KeepTaint != nil {
@@ -164,6 +169,9 @@ func Open(o Options) (*Cluster, error) {
 	}
 	if err := c.checkNodeCount(); err != nil {
 		return nil, err
+	}
+	if !c.existed && c.ControlPlanes > 1 {
+		c.Config.ControlPlaneEndpoint = c.Config.EndpointFor()
 	}
 	if o.CertValidity != nil {
 		c.Config.Spec.CertValidity = &metav1.Duration{Duration: *o.CertValidity}

@@ -96,6 +96,10 @@ func (c *Cluster) criSocket(n node) string {
 // pause containers and shims.
 const nodeMemory = 256 << 20
 
+// controlPlaneMemory is what one more control-plane node takes: a
+// worker's and its etcd, API server, controller-manager and scheduler.
+const controlPlaneMemory = 1024 << 20
+
 // memAvailable is /proc/meminfo's MemAvailable, in bytes (0 if unknown).
 func memAvailable() uint64 {
 	f, err := os.Open("/proc/meminfo")
@@ -115,33 +119,74 @@ func memAvailable() uint64 {
 	return 0
 }
 
-// memoryProblem says whether the machine lacks the memory for more new
-// nodes (nil when it has it, or cannot tell).
-func memoryProblem(more int, available uint64) *Problem {
-	need := uint64(more) * nodeMemory
-	if more <= 0 || available == 0 || available >= need {
+// memoryProblem says whether the machine lacks the memory for new nodes
+// of these roles (nil when it has it, or cannot tell).
+func memoryProblem(roles []string, available uint64) *Problem {
+	var need uint64
+	cps := 0
+	for _, r := range roles {
+		need += newNodeMemory(r)
+		if r == layout.RoleControlPlane {
+			cps++
+		}
+	}
+	if len(roles) == 0 || available == 0 || available >= need {
 		return nil
 	}
-	return &Problem{"memory", fmt.Sprintf("%d more nodes need about %d MiB (%d MiB each: kubelet, containerd, kube-proxy), and %d MiB are available",
-		more, need>>20, nodeMemory>>20, available>>20), fmt.Sprintf("ask for fewer nodes (at most %d more here), or free memory", available/nodeMemory)}
+	return &Problem{"memory", fmt.Sprintf("%d more nodes (%d control-plane) need about %d MiB (%d MiB a worker: kubelet, containerd, kube-proxy; %d MiB a control-plane node: etcd and the API server besides), and %d MiB are available",
+		len(roles), cps, need>>20, nodeMemory>>20, controlPlaneMemory>>20, available>>20), "ask for fewer nodes, or free memory"}
 }
 
-// checkNodeCount refuses a --nodes that would take nodes away, or that
-// the cluster's subnet cannot hold.
+// checkNodeCount refuses a --nodes or --control-planes that would take
+// nodes away, that the cluster's subnet cannot hold, or more than one
+// control plane for a cluster made without a load balancer; it makes
+// Nodes count the control planes asked for at least.
 func (c *Cluster) checkNodeCount() error {
-	have := len(c.Config.Network.Nodes)
+	have, cps := len(c.Config.Network.Nodes), len(c.Config.ControlPlanes())
 	switch {
 	case c.Nodes < 0:
 		return fmt.Errorf("--nodes %d: want the number of nodes, 1 or more", c.Nodes)
+	case c.ControlPlanes < 0:
+		return fmt.Errorf("--control-planes %d: want the number of control-plane nodes, 1 or more", c.ControlPlanes)
 	case c.Nodes > 0 && c.Nodes < have:
 		return fmt.Errorf("cluster %s has %d nodes, more than --nodes %d: `devk node remove%s NAME` removes one (its nodes: %s)", c.Config.Name, have, c.Nodes, c.nameFlag(), strings.Join(c.Config.NodeNames(), ", "))
+	case c.existed && c.ControlPlanes > 0 && c.ControlPlanes < cps:
+		return fmt.Errorf("cluster %s has %d control-plane nodes, more than --control-planes %d: `devk node remove%s NAME` removes one", c.Config.Name, cps, c.ControlPlanes, c.nameFlag())
+	case c.existed && c.ControlPlanes > 1 && !c.Config.HA():
+		return c.noEndpoint(fmt.Sprintf("--control-planes %d", c.ControlPlanes))
 	}
-	cfg := c.Config
-	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
-	for range max(0, c.Nodes-have) {
-		if _, err := cfg.AddNode(cfg.NextNodeName(layout.RoleWorker), layout.RoleWorker, nil); err != nil {
-			return fmt.Errorf("--nodes %d: %w", c.Nodes, err)
-		}
+	if c.ControlPlanes > 0 && c.Nodes > 0 && c.Nodes < c.ControlPlanes {
+		return fmt.Errorf("--nodes %d is fewer than --control-planes %d: --nodes counts every node, control planes included", c.Nodes, c.ControlPlanes)
+	}
+	c.Nodes = max(c.Nodes, c.ControlPlanes)
+	if _, err := c.nodesToJoinIn(c.Config); err != nil {
+		return fmt.Errorf("--nodes %d: %w", c.Nodes, err)
 	}
 	return nil
+}
+
+// noEndpoint is the error of asking a cluster made with one control
+// plane for another.
+func (c *Cluster) noEndpoint(what string) error {
+	return fmt.Errorf("%s: cluster %s was made with one control-plane node and no load balancer (its API server's certificate and every kubeconfig name node 0 itself), so it cannot take another; make it anew with them: `devk down%s && devk up%s --control-planes N`",
+		what, c.Config.Name, c.nameFlag(), c.nameFlag())
+}
+
+// newNodeRoles are the roles of the nodes up is to add.
+func (c *Cluster) newNodeRoles() []string {
+	var out []string
+	for _, n := range c.nodesToJoin() {
+		if _, _, err := c.Config.FindNode(n.Name); err != nil {
+			out = append(out, n.Role)
+		}
+	}
+	return out
+}
+
+// newNodeMemory is what a new node of the role needs (see nodeMemory).
+func newNodeMemory(role string) uint64 {
+	if role == layout.RoleControlPlane {
+		return controlPlaneMemory
+	}
+	return nodeMemory
 }

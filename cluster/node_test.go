@@ -219,10 +219,24 @@ func TestDrainStep(t *testing.T) {
 func TestNodesToJoin(t *testing.T) {
 	c := twoWorkers(t)
 	c.Nodes = 5
-	got := c.nodesToJoin()
-	if want := []string{"devk-worker", "devk-worker2", "devk-worker3", "devk-worker4"}; !slices.Equal(got, want) {
+	names := func(ns []UserNode) (out []string) {
+		for _, n := range ns {
+			out = append(out, n.Role+":"+n.Name)
+		}
+		return out
+	}
+	got := names(c.nodesToJoin())
+	if want := []string{"worker:devk-worker", "worker:devk-worker2", "worker:devk-worker3", "worker:devk-worker4"}; !slices.Equal(got, want) {
 		t.Errorf("nodesToJoin %v, want %v", got, want)
 	}
+	// Control planes join before workers; the file's names are used.
+	c.Nodes, c.ControlPlanes = 6, 3
+	c.fileNodes = []UserNode{{Role: layout.RoleControlPlane, Name: "cp-b"}, {Role: layout.RoleControlPlane}, {Role: layout.RoleWorker, Name: "w-x"}}
+	got = names(c.nodesToJoin())
+	if want := []string{"worker:devk-worker", "worker:devk-worker2", "control-plane:cp-b", "control-plane:devk-control-plane2", "worker:w-x"}; !slices.Equal(got, want) {
+		t.Errorf("nodesToJoin %v, want %v", got, want)
+	}
+	c.ControlPlanes, c.fileNodes = 0, nil
 	if len(c.Config.Network.Nodes) != 3 {
 		t.Errorf("nodesToJoin changed the config: %d nodes", len(c.Config.Network.Nodes))
 	}
@@ -253,15 +267,20 @@ func TestNodePodCIDR(t *testing.T) {
 }
 
 func TestMemoryProblem(t *testing.T) {
-	if p := memoryProblem(2, 4<<30); p != nil {
+	w, cp := layout.RoleWorker, layout.RoleControlPlane
+	if p := memoryProblem([]string{w, w}, 4<<30); p != nil {
 		t.Errorf("4 GiB free refuses 2 nodes: %v", p)
 	}
-	if p := memoryProblem(0, 1); p != nil {
+	if p := memoryProblem(nil, 1); p != nil {
 		t.Errorf("no new node, yet %v", p)
 	}
-	p := memoryProblem(10, 1<<30)
-	if p == nil || !strings.Contains(p.What, "10 more nodes need about 2560 MiB") || !strings.Contains(p.Fix, "at most 4 more") {
+	p := memoryProblem(slices.Repeat([]string{w}, 10), 1<<30)
+	if p == nil || !strings.Contains(p.What, "10 more nodes (0 control-plane) need about 2560 MiB") {
 		t.Errorf("10 nodes in 1 GiB: %+v", p)
+	}
+	p = memoryProblem([]string{cp, cp, w}, 2<<30)
+	if p == nil || !strings.Contains(p.What, "3 more nodes (2 control-plane) need about 2304 MiB") {
+		t.Errorf("2 control planes and a worker in 2 GiB: %+v", p)
 	}
 }
 

@@ -242,7 +242,11 @@ func (c *Cluster) joinJob(name string, o NodeOptions) (*NodeJob, error) {
 	if _, _, err := c.Config.FindNode(name); err == nil {
 		j.resumed = true
 	} else {
-		if _, err := c.Config.AddNode(name, layout.RoleWorker, layout.Configs(c.Home, c.Config.Name)); err != nil {
+		role := layout.RoleWorker
+		if o.ControlPlane {
+			role = layout.RoleControlPlane
+		}
+		if _, err := c.Config.AddNode(name, role, layout.Configs(c.Home, c.Config.Name)); err != nil {
 			return nil, err
 		}
 		c.setJoining(name, true)
@@ -272,7 +276,7 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 		probs = append(probs, Problem{"kubelet", "no kubelet at " + j.KubeletBinary() + " to give the node", "run `devk up` (it builds and installs the kubelet)"})
 	}
 	if !j.resumed {
-		if p := memoryProblem(1, memAvailable()); p != nil {
+		if p := memoryProblem([]string{j.Node.Net.Role}, memAvailable()); p != nil {
 			probs = append(probs, *p)
 		}
 		if _, err := os.Stat(j.Node.Net.NetNSPath()); err == nil {
@@ -548,47 +552,72 @@ func podOnNodeNotReady(ctx context.Context, cs kubernetes.Interface, name, app s
 // nodesPhaseIf says whether up's nodes phase has work: nodes besides
 // node 0 to bring back, or more wanted.
 func nodesPhaseIf(c *Cluster) (bool, string) {
-	if len(c.Config.Network.Nodes) <= 1 && c.Nodes <= 1 {
+	if len(c.Config.Network.Nodes) <= 1 && c.Nodes <= 1 && c.ControlPlanes <= 1 {
 		return false, "a single-node cluster (--nodes N for more)"
 	}
 	return true, ""
 }
 
-// nodesToJoin are the names up's nodes phase joins: every node the
+// nodesToJoin are the nodes up's nodes phase joins: every node the
 // cluster has besides node 0 (joined before: their runtime and kubelet
-// are started again if they are not running), then new workers until it
-// has c.Nodes.
-func (c *Cluster) nodesToJoin() []string {
-	var out []string
-	for _, n := range c.Config.Network.Nodes[min(1, len(c.Config.Network.Nodes)):] {
-		out = append(out, n.Name)
-	}
-	cfg := c.Config
-	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
-	for len(out)+1 < c.Nodes {
-		name := cfg.NextNodeName(layout.RoleWorker)
-		if i := len(out); i < len(c.workerNames) && c.workerNames[i] != "" {
-			name = c.workerNames[i]
-		}
-		if _, err := cfg.AddNode(name, layout.RoleWorker, nil); err != nil {
-			break // runNodes says why
-		}
-		out = append(out, name)
-	}
+// are started again if they are not running), then new control-plane
+// nodes until it has c.ControlPlanes, then new workers until it has
+// c.Nodes, named as the config file names them, else kind's way.
+func (c *Cluster) nodesToJoin() []UserNode {
+	out, _ := c.nodesToJoinIn(c.Config) // Open checked (checkNodeCount)
 	return out
+}
+
+// nodesToJoinIn is nodesToJoin for cfg, and why it falls short of
+// c.Nodes, if it does.
+func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]UserNode, error) {
+	var out []UserNode
+	for _, n := range cfg.Network.Nodes[min(1, len(cfg.Network.Nodes)):] {
+		out = append(out, UserNode{Role: n.Role, Name: n.Name})
+	}
+	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
+	cps, total := len(cfg.ControlPlanes()), max(1, len(cfg.Network.Nodes))
+	named := map[string][]string{}
+	for _, n := range c.fileNodes {
+		named[n.Role] = append(named[n.Role], n.Name)
+	}
+	var addErr error
+	add := func(role string) bool {
+		name := cfg.NextNodeName(role)
+		if l := named[role]; len(l) > 0 {
+			if l[0] != "" {
+				name = l[0]
+			}
+			named[role] = l[1:]
+		}
+		if _, err := cfg.AddNode(name, role, nil); err != nil {
+			addErr = err
+			return false
+		}
+		out = append(out, UserNode{Role: role, Name: name})
+		total++
+		return true
+	}
+	for cps < c.ControlPlanes && add(layout.RoleControlPlane) {
+		cps++
+	}
+	for addErr == nil && total < c.Nodes && add(layout.RoleWorker) {
+	}
+	return out, addErr
 }
 
 // runNodes is up's nodes phase: the join phases (JoinPhases) for every
 // node but node 0, each reported under nodes/<node>/.
 func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
 	var joined, resumed []string
-	for _, name := range c.nodesToJoin() {
+	for _, want := range c.nodesToJoin() {
+		name := want.Name
 		if n, _, err := c.Config.FindNode(name); err == nil && !n.Joining {
 			resumed = append(resumed, name)
 		} else {
 			joined = append(joined, name)
 		}
-		j, err := c.joinJob(name, NodeOptions{})
+		j, err := c.joinJob(name, NodeOptions{ControlPlane: want.Role == layout.RoleControlPlane})
 		if err != nil {
 			return phase.Done, err
 		}

@@ -167,7 +167,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				var outs []string
 				for _, n := range c.nodesToJoin() {
-					outs = append(outs, "node "+n+" (netns "+layout.NetNSName(n)+", "+filepath.Join(c.NodesDir(), n)+")")
+					outs = append(outs, n.Role+" node "+n.Name+" (netns "+layout.NetNSName(n.Name)+", "+filepath.Join(c.NodesDir(), n.Name)+")")
 				}
 				return []string{c.BootstrapToken(), c.KubeletBinary()}, append(outs, c.ConfigFile())
 			},

@@ -228,7 +228,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 		probs = append(probs, Problem{"root", "devk up runs containerd and the kubelet, which need root", "run it as root: sudo -E devk up"})
 	}
 	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
-	if p := memoryProblem(c.Nodes-max(1, len(c.Config.Network.Nodes)), memAvailable()); p != nil {
+	if p := memoryProblem(c.newNodeRoles(), memAvailable()); p != nil {
 		probs = append(probs, *p)
 	}
 	if c.ImagesFrom == "" {

@@ -87,14 +87,31 @@ type UserNode struct {
 	Name string `json:"name,omitempty"`
 }
 
-// workerNames are the names the file gives its workers ("" for those it
-// leaves to the default).
-func (u *UserConfig) workerNames() []string {
-	var out []string
+// joinNodes are the nodes the file lists after the first, which up
+// joins: control-plane nodes first (each makes the next a member of a
+// larger etcd), then workers, each in the file's order; Name "" for
+// those it leaves to the default.
+func (u *UserConfig) joinNodes() []UserNode {
+	var cps, workers []UserNode
 	for _, n := range u.Nodes[min(1, len(u.Nodes)):] {
-		out = append(out, n.Name)
+		if n.Role == layout.RoleControlPlane {
+			cps = append(cps, n)
+		} else {
+			workers = append(workers, n)
+		}
 	}
-	return out
+	return append(cps, workers...)
+}
+
+// controlPlanes is how many control-plane nodes the file lists.
+func (u *UserConfig) controlPlanes() int {
+	n := 0
+	for _, un := range u.Nodes {
+		if un.Role == layout.RoleControlPlane {
+			n++
+		}
+	}
+	return n
 }
 
 // Networking are the cluster's networks; each is fixed when the cluster
@@ -402,7 +419,7 @@ func (u *UserConfig) validate(p *problems) {
 
 // validateNodes checks the node list: the first node is the control
 // plane (its name, when given, is the one up gives it), the others
-// workers, names DNS labels and unique.
+// control-plane nodes or workers, names DNS labels and unique.
 func (u *UserConfig) validateNodes(p *problems) {
 	seen := map[string]int{}
 	for i, n := range u.Nodes {
@@ -410,10 +427,8 @@ func (u *UserConfig) validateNodes(p *problems) {
 		switch {
 		case i == 0 && n.Role != layout.RoleControlPlane:
 			p.add(append(at, "role"), "is %q: the first node is the control plane (role: %s)", n.Role, layout.RoleControlPlane)
-		case i > 0 && n.Role == layout.RoleControlPlane:
-			p.add(append(at, "role"), "a second control-plane node needs the certificates shared and an etcd member added, which devk does not do yet: make it a %s", layout.RoleWorker)
-		case i > 0 && n.Role != layout.RoleWorker:
-			p.add(append(at, "role"), "is %q, want %s", n.Role, layout.RoleWorker)
+		case i > 0 && n.Role != layout.RoleWorker && n.Role != layout.RoleControlPlane:
+			p.add(append(at, "role"), "is %q, want %s or %s", n.Role, layout.RoleControlPlane, layout.RoleWorker)
 		}
 		if n.Name == "" {
 			continue
@@ -588,6 +603,9 @@ func (u *UserConfig) agrees(o Options) error {
 	}
 	if len(u.Nodes) > 0 && o.Nodes > 0 && o.Nodes != len(u.Nodes) {
 		p.add([]string{"nodes"}, "lists %d nodes, but --nodes is %d: leave one of them out", len(u.Nodes), o.Nodes)
+	}
+	if len(u.Nodes) > 0 && o.ControlPlanes > 0 && o.ControlPlanes != u.controlPlanes() {
+		p.add([]string{"nodes"}, "lists %d control-plane nodes, but --control-planes is %d: leave one of them out", u.controlPlanes(), o.ControlPlanes)
 	}
 	if u.ControlPlaneTaint != "" && o.KeepTaint != nil && *o.KeepTaint != u.keepTaint() {
 		p.add([]string{"controlPlaneTaint"}, "is %s, but --keep-taint=%t says otherwise: leave one of them out", u.ControlPlaneTaint, *o.KeepTaint)

@@ -585,17 +585,16 @@ func TestREADMEConfigExample(t *testing.T) {
 }
 
 func TestUserConfigNodes(t *testing.T) {
-	u, err := DecodeUserConfig([]byte(header+"nodes:\n- role: control-plane\n- role: worker\n- role: worker\n  name: big\n"), "devk.yaml")
+	u, err := DecodeUserConfig([]byte(header+"nodes:\n- role: control-plane\n- role: worker\n- role: worker\n  name: big\n- role: control-plane\n"), "devk.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(u.Nodes) != 3 || !slices.Equal(u.workerNames(), []string{"", "big"}) {
-		t.Errorf("nodes %+v, worker names %q", u.Nodes, u.workerNames())
+	if want := []UserNode{{Role: layout.RoleControlPlane}, {Role: layout.RoleWorker}, {Role: layout.RoleWorker, Name: "big"}}; len(u.Nodes) != 4 || !slices.Equal(u.joinNodes(), want) || u.controlPlanes() != 2 {
+		t.Errorf("nodes %+v, join %+v, control planes %d", u.Nodes, u.joinNodes(), u.controlPlanes())
 	}
 	for _, tc := range []struct{ name, body, want string }{
 		{"worker first", "nodes:\n- role: worker\n", "devk.yaml:4: nodes[0].role: is \"worker\": the first node is the control plane"},
-		{"two control planes", "nodes:\n- role: control-plane\n- role: control-plane\n", "devk.yaml:5: nodes[1].role: a second control-plane node needs"},
-		{"bad role", "nodes:\n- role: control-plane\n- role: boss\n", "nodes[1].role: is \"boss\", want worker"},
+		{"bad role", "nodes:\n- role: control-plane\n- role: boss\n", "nodes[1].role: is \"boss\", want control-plane or worker"},
 		{"bad name", "nodes:\n- role: control-plane\n- role: worker\n  name: Big_One\n", "nodes[1].name: node name \"Big_One\""},
 		{"same name", "nodes:\n- role: control-plane\n- {role: worker, name: w}\n- {role: worker, name: w}\n", "nodes[2].name: w is nodes[1]'s name too"},
 		{"control plane named", "nodes:\n- {role: control-plane, name: cp}\n", "nodes[0].name: the control-plane node is named by the cluster"},
@@ -615,7 +614,23 @@ func TestUserConfigNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.nodesToJoin(); !slices.Equal(got, []string{"devk-worker", "big"}) {
+	if got := c.nodesToJoin(); !slices.Equal(got, []UserNode{{layout.RoleWorker, "devk-worker"}, {layout.RoleWorker, "big"}}) {
 		t.Errorf("the file's nodes join as %v", got)
+	}
+	if c.Config.HA() {
+		t.Error("a cluster of one control plane has a control-plane endpoint")
+	}
+	if _, err := Open(Options{Home: home, UserConfigFile: file, ControlPlanes: 2}); err == nil || !strings.Contains(err.Error(), "lists 1 control-plane nodes, but --control-planes is 2") {
+		t.Errorf("--control-planes 2 with a 1-control-plane file: %v", err)
+	}
+	c, err = Open(Options{Home: home, UserConfigFile: writeConfig(t, header+"nodes:\n- role: control-plane\n- role: worker\n- {role: control-plane, name: cp2}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.nodesToJoin(); !slices.Equal(got, []UserNode{{layout.RoleControlPlane, "cp2"}, {layout.RoleWorker, "devk-worker"}}) {
+		t.Errorf("the file's nodes join as %v", got)
+	}
+	if c.Config.ControlPlaneEndpoint != c.Config.Network.HostIP+":6443" {
+		t.Errorf("a new cluster of 2 control planes has endpoint %q, want the host bridge address %s", c.Config.ControlPlaneEndpoint, c.Config.Network.HostIP)
 	}
 }

@@ -109,6 +109,10 @@ type Config struct {
 	ServiceIP net.IP
 	// AdvertiseIP is the address the apiserver and etcd serve on.
 	AdvertiseIP net.IP
+	// EndpointIP, when set, is the load balancer's address in front of
+	// every API server (the control-plane endpoint): in the apiserver's
+	// SANs, as kubeadm puts controlPlaneEndpoint there.
+	EndpointIP net.IP
 	// DNSDomain is the cluster's DNS domain (cluster.local).
 	DNSDomain string
 	// Validity is the leaf certificates' lifetime; 0 is CertValidity
@@ -134,7 +138,7 @@ func Specs(c Config) []Spec {
 		{Name: "apiserver", CA: CAName, CommonName: "kube-apiserver", Usages: server,
 			DNSNames: []string{c.NodeName, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc." + c.DNSDomain, "localhost"},
-			IPs: uniqIPs(c.ServiceIP, c.AdvertiseIP, loop4)},
+			IPs: uniqIPs(c.ServiceIP, c.AdvertiseIP, loop4, c.EndpointIP)},
 		{Name: "apiserver-kubelet-client", CA: CAName, CommonName: "kube-apiserver-kubelet-client",
 			Organization: []string{"kubeadm:cluster-admins"}, Usages: client},
 		{Name: "front-proxy-ca", CommonName: "front-proxy-ca"},

@@ -36,6 +36,14 @@ schedule on it as in kind; --keep-taint keeps kubeadm's NoSchedule taint.
 --nodes N adds workers (devk-worker, devk-worker2, …), each its own
 network namespace, containerd and kubelet, joined as ` + "`devk node add`" + ` joins
 them (token discovery with the CA pinned, TLS bootstrap).
+--control-planes N makes N of the nodes control-plane nodes (devk-control-plane2,
+…): each joins with the cluster's certificates shared as kubeadm's
+upload-certs shares them, its own etcd member (added as a learner, then
+promoted) and API server, controller-manager and scheduler on its own
+address. A cluster made with two or more has HAProxy on the host's bridge
+address in front of every API server (health-checked on /readyz): every
+kubeconfig, cluster-info and kube-proxy name it, and ` + "`devk swap apiserver`" + `
+swaps one node at a time, taking it out of the load balancer first.
 
 Everything the cluster owns is in $DEVK_HOME/clusters/NAME/ (DEVK_HOME
 defaults to ~/.devk); the registry keeps its content in $DEVK_HOME/registry.
@@ -55,6 +63,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 		Example: `  devk up
   devk up --name dev2 --tree ~/src/kubernetes
   devk up --nodes 3                    # a control plane and two workers
+  devk up --control-planes 3           # three control-plane nodes behind HAProxy
   devk up --config devk.yaml
   devk up --dry-run
   devk up phase control-plane/apiserver
@@ -113,7 +122,8 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
 	f.DurationVar(&certValidity, "cert-validity", pki.CertValidity, "lifetime of the certificates and kubeconfig client certificates up issues (e.g. 10m, to test rotation; later ups remember it); existing ones are replaced with half their life or a day left")
 	f.BoolVar(&o.RenewCerts, "renew-certs", false, "renew every certificate once the control plane runs, restart what uses them and verify (devk certs renew all); up warns when any expires within 30 days")
-	f.IntVar(&o.Nodes, "nodes", 0, "how many nodes the cluster has: the control plane and N-1 workers, joined as `devk node add` joins them (default: as many as it has; a new cluster: 1)")
+	f.IntVar(&o.Nodes, "nodes", 0, "how many nodes the cluster has: node 0, then control-plane nodes up to --control-planes, then workers, joined as `devk node add` joins them (default: as many as it has; a new cluster: 1)")
+	f.IntVar(&o.ControlPlanes, "control-planes", 0, "how many of the nodes are control-plane nodes, each with its own etcd member and API server; 2 or more give a new cluster HAProxy in front of the API servers, the endpoint of every kubeconfig (default: as many as it has; a new cluster: 1)")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	resultHelp(cmd, upResult{}, false)

@@ -69,11 +69,19 @@ type Config struct {
 	// Network wires the nodes: their namespaces, addresses and the
 	// host's bridge. Empty in a cluster made before nodes had their own
 	// network namespace.
-	Network     Network `json:"network"`
-	ServiceCIDR string  `json:"serviceCIDR"`
-	PodCIDR     string  `json:"podCIDR"`
-	DNSDomain   string  `json:"dnsDomain"`
-	Ports       Ports   `json:"ports"`
+	Network Network `json:"network"`
+	// ControlPlaneEndpoint, when set, is the load balancer in front of
+	// the control-plane nodes' API servers (HAProxy on the host's bridge
+	// address, Network.HostIP:Ports.APIServer): every kubeconfig and
+	// cluster-info name it, never a node. A cluster gets one when it is
+	// made with more than one control-plane node (kubeadm's
+	// controlPlaneEndpoint); empty: clients talk to node 0.
+	ControlPlaneEndpoint string `json:"controlPlaneEndpoint,omitempty"`
+
+	ServiceCIDR string `json:"serviceCIDR"`
+	PodCIDR     string `json:"podCIDR"`
+	DNSDomain   string `json:"dnsDomain"`
+	Ports       Ports  `json:"ports"`
 	// Registry is host:port the images are pulled from.
 	Registry string `json:"registry"`
 	// OwnRegistry says devk runs the registry (and stops it in down).
@@ -204,6 +212,9 @@ func (c Config) Validate(dirName string) error {
 			return err
 		}
 	}
+	if c.ControlPlaneEndpoint != "" && (!c.HasNodeNetwork() || c.ControlPlaneEndpoint != c.EndpointFor()) {
+		return bad("controlPlaneEndpoint", c.ControlPlaneEndpoint, "want the host's bridge address and the API server's port, "+c.EndpointFor())
+	}
 	if errs := validation.IsDNS1123Subdomain(c.DNSDomain); len(errs) > 0 {
 		return bad("dnsDomain", c.DNSDomain, strings.Join(errs, "; "))
 	}
@@ -254,9 +265,42 @@ func (c Config) DNSIP() string {
 	return ip.String()
 }
 
-// APIServerURL is the URL clients use.
+// APIServerURL is the URL clients use: the control-plane endpoint when
+// the cluster has one, else node 0's API server.
 func (c Config) APIServerURL() string {
-	return "https://" + net.JoinHostPort(c.AdvertiseIP, strconv.Itoa(c.Ports.APIServer))
+	if c.ControlPlaneEndpoint != "" {
+		return "https://" + c.ControlPlaneEndpoint
+	}
+	return c.NodeAPIServerURL(c.AdvertiseIP)
+}
+
+// NodeAPIServerURL is the API server of the control-plane node at ip
+// itself (what the load balancer checks and forwards to).
+func (c Config) NodeAPIServerURL(ip string) string {
+	return "https://" + net.JoinHostPort(ip, strconv.Itoa(c.Ports.APIServer))
+}
+
+// EndpointFor is the control-plane endpoint a cluster with a load
+// balancer has: the host's bridge address, the API server's port.
+func (c Config) EndpointFor() string {
+	return net.JoinHostPort(c.Network.HostIP, strconv.Itoa(c.Ports.APIServer))
+}
+
+// HA says the cluster has a load balancer in front of its API servers.
+func (c Config) HA() bool { return c.ControlPlaneEndpoint != "" }
+
+// ControlPlanes are the cluster's control-plane nodes, node 0 first.
+func (c Config) ControlPlanes() []NodeNet {
+	var out []NodeNet
+	for _, n := range c.Network.Nodes {
+		if n.IsControlPlane() {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		out = []NodeNet{c.ControlPlane()}
+	}
+	return out
 }
 
 // Paths are where a cluster keeps its things.
