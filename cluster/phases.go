@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
@@ -44,6 +45,16 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				return []string{"ip route (the host's, to keep clear of)"}, outs
 			},
 			Run: call((*Cluster).runNetwork),
+		},
+		{
+			Name:  "load-balancer",
+			Short: "with more than one control-plane node: HAProxy on the host's bridge address in front of every API server, checking each one's /readyz",
+			If:    haIf,
+			IO: func(c *Cluster) ([]string, []string) {
+				lb := c.loadBalancer()
+				return nil, []string{lb.File, lb.Config.Frontend, lb.Procs.PIDFile(loadbalancer.ProcessName)}
+			},
+			Run: call((*Cluster).runLoadBalancer),
 		},
 		{
 			Name:  "runtime",
@@ -208,6 +219,7 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),
 		p("pods", "stop and remove the cluster's pod sandboxes and containers through CRI", (*Cluster).downPods),
 		p("runtime", "stop the private containerd and any shim left behind", (*Cluster).downRuntime),
+		p("load-balancer", "stop HAProxy (a cluster with more than one control-plane node)", (*Cluster).downLoadBalancer),
 		p("registry", "stop the cluster's registry forwarders, and the embedded registry if devk started it and no other cluster uses it", (*Cluster).downRegistry),
 		p("mounts", "unmount everything under the cluster directory", (*Cluster).downMounts),
 		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),

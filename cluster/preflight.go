@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"github.com/devk/devk/cluster/loadbalancer"
 	"net"
 	"os"
 	"os/exec"
@@ -230,6 +231,12 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
 	if p := memoryProblem(c.newNodeRoles(), memAvailable()); p != nil {
 		probs = append(probs, *p)
+	}
+	if c.Config.HA() {
+		if _, err := os.Stat(loadbalancer.DefaultBinary); err != nil {
+			probs = append(probs, Problem{"binaries", "haproxy is not installed (" + loadbalancer.DefaultBinary + "): more than one control-plane node needs it in front of the API servers",
+				"apt-get install --no-install-recommends haproxy (then `systemctl disable --now haproxy`: devk runs its own)"})
+		}
 	}
 	if c.ImagesFrom == "" {
 		if _, err := exec.LookPath("go"); err != nil {

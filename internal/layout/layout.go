@@ -418,3 +418,7 @@ func ParseConfig(data []byte, dirName string) (Config, error) {
 
 // CNINetworks is the host-local IPAM plugin's data dir.
 func (p Paths) CNINetworks() string { return p.join("cni", "networks") }
+
+// LoadBalancer is where an HA cluster keeps its HAProxy: haproxy.cfg,
+// run/ (pid file, stats socket, saved server states) and logs/.
+func (p Paths) LoadBalancer() Paths { return Paths{Dir: p.join("haproxy")} }
