@@ -140,18 +140,24 @@ func controlPlanePatch(n *corev1.Node, taint bool) ([]byte, error) {
 }
 
 func (c *Cluster) runMarkControlPlane(ctx context.Context) (phase.Outcome, error) {
+	return c.markControlPlane(ctx, c.firstNode())
+}
+
+// markControlPlane labels control-plane node n, and taints it when the
+// cluster keeps the taint.
+func (c *Cluster) markControlPlane(ctx context.Context, cp node) (phase.Outcome, error) {
 	cs, err := c.Client()
 	if err != nil {
 		return phase.Done, err
 	}
 	nodes := cs.CoreV1().Nodes()
-	name := c.Config.NodeName
+	name := cp.Name()
 	taint := c.Config.KeepTaint
 	out := phase.Unchanged("already marked")
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("node %s: %w (is the kubelet running? see %s)", name, err, c.LogFile("kubelet"))
+			return fmt.Errorf("node %s: %w (is the kubelet running? see %s)", name, err, cp.LogFile("kubelet"))
 		}
 		patch, err := controlPlanePatch(n, taint)
 		if err != nil || patch == nil {

@@ -52,6 +52,10 @@ type ManifestInput struct {
 	Image string
 	// Annotations, when set, go on the pod (a swap's stamp, kept).
 	Annotations map[string]string
+	// EtcdInitialCluster, when set, is etcd's --initial-cluster for a
+	// member joining a running cluster (every member name=peer URL), with
+	// --initial-cluster-state=existing; empty: the first member, alone.
+	EtcdInitialCluster string
 }
 
 func flagList(m map[string]string) []string {
@@ -148,6 +152,10 @@ func etcdPod(in ManifestInput) podSpec {
 		readiness: readinessProbe(ip, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 2),
 		requests:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")},
 	}
+	if in.EtcdInitialCluster != "" {
+		s.args["initial-cluster"] = in.EtcdInitialCluster
+		s.args["initial-cluster-state"] = "existing"
+	}
 	s.hostPath("etcd-data", p.Etcd(), corev1.HostPathDirectoryOrCreate)
 	s.hostPath("etcd-certs", filepath.Dir(etcdCA), corev1.HostPathDirectory)
 	return s
@@ -235,7 +243,9 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 			"tls-cert-file":             crt,
 			"tls-private-key-file":      key,
 		},
-		defaults: map[string]string{"leader-elect": "false"},
+		// One controller-manager and one scheduler per control-plane
+		// node: with more than one, they elect a leader, as kubeadm's.
+		defaults: map[string]string{"leader-elect": strconv.FormatBool(in.Config.HA())},
 		liveness: livenessProbe(ip, ct.port, "/healthz", corev1.URISchemeHTTPS),
 		requests: cpu(ct.cpu),
 	}
@@ -471,14 +481,20 @@ func shortImage(ref string) string {
 // writeManifest renders and installs one static pod manifest unless the
 // installed one says the same (but for a swap's stamp); the temp file
 // lives outside the manifests dir, which the kubelet scans.
-func (c *Cluster) writeManifest(_ context.Context, sp StaticPod) (phase.Outcome, error) {
+func (c *Cluster) writeManifest(ctx context.Context, sp StaticPod) (phase.Outcome, error) {
+	return c.writeManifestWith(ctx, sp, ManifestInput{})
+}
+
+// writeManifestWith is writeManifest with what in sets beyond the
+// cluster's config, paths and image (a joining etcd member's cluster).
+func (c *Cluster) writeManifestWith(_ context.Context, sp StaticPod, in ManifestInput) (phase.Outcome, error) {
 	path := c.ManifestPath(sp.Name)
 	installed := installedPod(path)
 	img, swapped, err := c.manifestImage(sp, installed)
 	if err != nil {
 		return phase.Done, err
 	}
-	in := ManifestInput{Config: c.Config, Paths: c.Paths, Image: img}
+	in.Config, in.Paths, in.Image = c.Config, c.Paths, img
 	if swapped {
 		// The swap's stamp stays with its image: a manifest rewritten for
 		// a changed flag still tells the next up the image was swapped in.

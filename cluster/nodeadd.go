@@ -134,6 +134,12 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.startRuntime(ctx, j.Node) },
 		},
 		{
+			Name:     "control-plane-prepare",
+			Short:    "a control-plane node: the cluster's shared certificates (kubeadm's upload-certs and download-certs), its own certificates and kubeconfigs",
+			If:       isControlPlane,
+			Children: controlPlaneJoinPhases(),
+		},
+		{
 			Name:  "kubelet-start",
 			Short: "start the node's kubelet with the bootstrap kubeconfig; wait for its CSR to be approved and signed and for its Node to register",
 			IO: func(j *NodeJob) ([]string, []string) {
@@ -143,12 +149,57 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Run: call((*NodeJob).runJoinKubelet),
 		},
 		{
+			Name:  "etcd",
+			Short: "a control-plane node: its etcd member added as a learner through the others, its static pod (--initial-cluster-state=existing), promoted once in sync",
+			If:    isControlPlane,
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.peerURL(j.Node), j.Node.ManifestPath("etcd")}
+			},
+			Run: call((*NodeJob).runEtcdJoin),
+		},
+		{
+			Name:  "control-plane",
+			Short: "a control-plane node: its API server, controller-manager and scheduler static pods on its own address; wait until they are healthy",
+			If:    isControlPlane,
+			IO: func(j *NodeJob) ([]string, []string) {
+				var outs []string
+				for _, sp := range StaticPods[1:] {
+					outs = append(outs, j.Node.ManifestPath(sp.Name))
+				}
+				return []string{j.ConfigFile() + " (images)", j.Node.PKI()}, outs
+			},
+			Run: call((*NodeJob).runNodeControlPlane),
+		},
+		{
 			Name:  "pod-network",
 			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and masquerade rule; route every node to every other node's pods",
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{filepath.Join(j.Node.CNIConfDir(), conflistName), "routes in every node's netns"}
 			},
 			Run: call((*NodeJob).runJoinPodNetwork),
+		},
+		{
+			Name:  "load-balancer",
+			Short: "a control-plane node: HAProxy reloaded with its API server; wait until HAProxy's /readyz checks pass on it",
+			If: func(j *NodeJob) (bool, string) {
+				if ok, why := isControlPlane(j); !ok {
+					return ok, why
+				}
+				return haIf(j.Cluster)
+			},
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{j.Config.NodeAPIServerURL(j.Node.IP()) + "/readyz"}, []string{j.loadBalancer().File}
+			},
+			Run: call((*NodeJob).runJoinLoadBalancer),
+		},
+		{
+			Name:  "mark-control-plane",
+			Short: "a control-plane node: label it control-plane (tainted only with --keep-taint, as node 0)",
+			If:    isControlPlane,
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{"node " + j.Node.Name()}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.markControlPlane(ctx, j.Node) },
 		},
 		{
 			Name:  "wait",
@@ -220,12 +271,16 @@ func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 		n, err := c.nodeNamed(o.Node)
 		return &NodeJob{Cluster: c, Node: n}, err
 	}
+	role := layout.RoleWorker
 	if o.ControlPlane {
-		return nil, fmt.Errorf("joining a control-plane node (--control-plane) needs the cluster's certificates shared through upload-certs and an etcd member added, which devk does not do yet: add a worker (without --control-plane)")
+		if err := c.checkJoinControlPlane(); err != nil {
+			return nil, err
+		}
+		role = layout.RoleControlPlane
 	}
 	name := o.Node
 	if name == "" {
-		name = c.Config.NextNodeName(layout.RoleWorker)
+		name = c.Config.NextNodeName(role)
 	}
 	if n, _, err := c.Config.FindNode(name); err == nil && !n.Joining {
 		return nil, fmt.Errorf("cluster %s has a node %s already: choose another name, or leave it out for the next free one (`devk status` lists the nodes; `devk node remove%s %s` removes it)", c.Config.Name, name, c.nameFlag(), name)
@@ -312,8 +367,12 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 }
 
 // joinEndpoint is where a joining node finds the API server: the
-// control-plane node's address on devk's bridge.
+// control-plane endpoint (the load balancer), else node 0's address on
+// devk's bridge.
 func (c *Cluster) joinEndpoint() string {
+	if c.Config.HA() {
+		return c.Config.ControlPlaneEndpoint
+	}
 	return net.JoinHostPort(c.Config.AdvertiseIP, strconv.Itoa(c.Config.Ports.APIServer))
 }
 

@@ -35,6 +35,35 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			},
 			Run: call((*NodeJob).runDrain),
 		},
+		{
+			Name:  "load-balancer",
+			Short: "a control-plane node: take its API server out of HAProxy (no new connections), wait for those it has to end",
+			If: func(j *NodeJob) (bool, string) {
+				if ok, why := isControlPlane(j); !ok {
+					return ok, why
+				}
+				return haIf(j.Cluster)
+			},
+			Run: call((*NodeJob).runLeaveLoadBalancer),
+		},
+		{
+			Name:  "etcd",
+			Short: "a control-plane node: remove its etcd member through the other members (its etcd then stops)",
+			If:    isControlPlane,
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.peerURL(j.Node)}
+			},
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				removed, err := j.removeEtcdMember(ctx)
+				if err != nil {
+					return phase.Done, err
+				}
+				if !removed {
+					return phase.Unchanged("no member %s", j.peerURL(j.Node)), nil
+				}
+				return phase.Changed("member %s removed", j.peerURL(j.Node)), nil
+			},
+		},
 		{Name: "kubelet", Short: "stop the node's kubelet", Run: on(stopKubelet)},
 		{
 			Name:  "pods",
@@ -107,6 +136,11 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 				}
 				if _, err := j.runUploadConfig(ctx); err != nil {
 					return phase.Done, err
+				}
+				if j.Config.HA() {
+					if _, err := j.runLoadBalancer(ctx); err != nil { // HAProxy without the node
+						return phase.Done, err
+					}
 				}
 				return phase.Changed("%d nodes left", len(j.Config.Network.Nodes)), nil
 			},

@@ -46,10 +46,9 @@ func checks() []readiness {
 	}
 	return []readiness{
 		{"etcd", podLog("etcd"), probe("http", func(c *Cluster) int { return c.Config.Ports.EtcdMetrics }, "/health")},
-		{"kube-apiserver", podLog("kube-apiserver"), func(ctx context.Context, c *Cluster, cs kubernetes.Interface) error {
-			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-			return err
-		}},
+		// The node's own API server (with a load balancer, clients reach
+		// it through that; its checks ask the same /readyz).
+		{"kube-apiserver", podLog("kube-apiserver"), probe("https", func(c *Cluster) int { return c.Config.Ports.APIServer }, "/readyz")},
 		{"kube-controller-manager", podLog("kube-controller-manager"), probe("https", func(c *Cluster) int { return c.Config.Ports.ControllerManager }, "/healthz")},
 		{"kube-scheduler", podLog("kube-scheduler"), probe("https", func(c *Cluster) int { return c.Config.Ports.Scheduler }, "/healthz")},
 		{"node", func(c *Cluster) string { return c.LogFile("kubelet") }, func(ctx context.Context, c *Cluster, cs kubernetes.Interface) error {
@@ -155,8 +154,25 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
+	took, err := c.waitChecks(ctx, cs, checks())
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.Unchanged("%s", took), nil
+}
+
+// waitStaticPods waits, at most WaitTimeout, until the node's static pods
+// are healthy on its address (a joining control-plane node: its kubelet
+// and Node are the join's own phases).
+func (c *Cluster) waitStaticPods(ctx context.Context) (string, error) {
+	return c.waitChecks(ctx, nil, slices.DeleteFunc(checks(), func(r readiness) bool { return r.Name == "node" }))
+}
+
+// waitChecks waits, at most WaitTimeout, until every check passes, and
+// says when each did; it gives up at once when the kubelet is gone.
+func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, list []readiness) (string, error) {
 	lastErr := map[string]error{}
-	took, pending, err := waitEach(ctx, c, controlPlanePollInterval, c.WaitTimeout, checks(), func(ctx context.Context, ch readiness) (string, error) {
+	took, pending, err := waitEach(ctx, c, controlPlanePollInterval, c.WaitTimeout, list, func(ctx context.Context, ch readiness) (string, error) {
 		err := c.runsRewrittenManifest(ctx, ch.Name)
 		if err == nil {
 			err = ch.Check(ctx, c, cs)
@@ -179,13 +195,13 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 				b.WriteString("    " + l + "\n")
 			}
 		}
-		return phase.Done, fmt.Errorf("the control plane was not ready after %s (raise --wait, or read the logs under %s):%s",
-			c.WaitTimeout, c.Logs(), strings.TrimRight(b.String(), "\n"))
+		return "", fmt.Errorf("the control plane of node %s was not ready after %s (raise --wait, or read the logs under %s):%s",
+			c.Config.NodeName, c.WaitTimeout, c.Logs(), strings.TrimRight(b.String(), "\n"))
 	}
 	if err != nil {
-		return phase.Done, err
+		return "", err
 	}
-	return phase.Unchanged("%s", strings.Join(took, ", ")), nil
+	return strings.Join(took, ", "), nil
 }
 
 // waitStatus is a wait's progress: ready of total, and what the first

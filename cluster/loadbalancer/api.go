@@ -217,6 +217,13 @@ func (a API) WaitIdle(ctx context.Context, backend, server string) error {
 	return a.waitIdle(ctx, backend, server, DrainTimeout)
 }
 
+// WaitIdleWithin is WaitIdle bounded by timeout instead: for a caller
+// that stops the server gracefully next, whose long-lived connections
+// (watches) end only then.
+func (a API) WaitIdleWithin(ctx context.Context, backend, server string, timeout time.Duration) error {
+	return a.waitIdle(ctx, backend, server, timeout)
+}
+
 func (a API) waitIdle(ctx context.Context, backend, server string, timeout time.Duration) error {
 	var last Stat
 	err := wait.PollUntilContextTimeout(ctx, drainPollInterval, timeout, true, func(ctx context.Context) (bool, error) {

@@ -100,7 +100,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
-	f.BoolVar(&o.ControlPlane, "control-plane", false, "join a control-plane node (not built yet: devk says so)")
+	f.BoolVar(&o.ControlPlane, "control-plane", false, "join a control-plane node: the shared certificates by upload-certs, its own etcd member, API server, controller-manager and scheduler (a cluster made with --control-planes 2 or more: it has the load balancer)")
 	f.StringVar(&o.Token, "token", "", "bootstrap token to join with, <id>.<secret> (kubeadm's --token; default: the cluster's own, renewed when it expires within an hour)")
 	f.StringSliceVar(&o.CAHashes, "discovery-token-ca-cert-hash", nil, "pin the cluster's CA by the SHA-256 of its public key, sha256:<hex> (kubeadm's flag; repeatable; default: the hash of the cluster's own CA)")
 	f.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", join.DefaultTimeout, "how long discovery waits for the API server and for cluster-info signed for the token")

@@ -1,0 +1,456 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/devk/devk/cluster/loadbalancer"
+	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/etcdwatch"
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/join/certshare"
+	"github.com/devk/devk/phase"
+)
+
+// How long a control-plane join waits, and how often it looks.
+const (
+	// etcdJoinTimeout bounds the wait for the new etcd member to start
+	// and catch up with the leader (its promotion), and for the node's
+	// control plane to be ready.
+	etcdJoinTimeout = 3 * time.Minute
+	// etcdPollInterval is how often the join asks etcd about its member.
+	etcdPollInterval = 500 * time.Millisecond
+	// certKeyTokenDescription marks the short-lived token that owns
+	// Secret kubeadm-certs, as kubeadm describes its own.
+	certKeyTokenDescription = "Proxy for managing TTL for the kubeadm-certs secret"
+	// leaveIdleWait bounds the wait for a leaving API server's
+	// connections through HAProxy to end: short requests end in it;
+	// watches (every kubelet's, kube-proxy's) end only when the server
+	// stops, and their clients watch again through another.
+	leaveIdleWait = 5 * time.Second
+)
+
+// nodeControlPlaneKubeconfigs are the kubeconfigs a control-plane node
+// gets besides its kubelet's (which TLS bootstrap gives it), as kubeadm's
+// join writes them.
+var nodeControlPlaneKubeconfigs = []string{"admin", "controller-manager", "scheduler"}
+
+// asNode is the cluster as control-plane node n sees it: n's files, name
+// and address, so that the certificate, kubeconfig and manifest code of
+// node 0 makes n's. It shares c's config otherwise (images, spec,
+// networks); it has no client of its own (Client reads node 0's).
+func (c *Cluster) asNode(n node) *Cluster {
+	v := &Cluster{Options: c.Options, Paths: n.Paths, Config: c.Config, Home: c.Home, existed: c.existed}
+	v.Config.NodeName, v.Config.AdvertiseIP, v.Config.CRISocket = n.Name(), n.IP(), c.criSocket(n)
+	return v
+}
+
+// isControlPlane runs a join phase only for a control-plane node.
+func isControlPlane(j *NodeJob) (bool, string) {
+	if !j.Node.Net.IsControlPlane() {
+		return false, "a worker"
+	}
+	return true, ""
+}
+
+// controlPlaneJoinPhases are kubeadm's control-plane-prepare phases: the
+// shared certificates downloaded, the node's own certificates and
+// kubeconfigs.
+func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
+	return []*phase.Phase[*NodeJob]{
+		{
+			Name:  "download-certs",
+			Short: "kubeadm's upload-certs on the cluster (the shared CAs and keys encrypted in Secret kube-system/kubeadm-certs under a new certificate key, owned by a 2 h token), then download-certs with the bootstrap token into the node's pki",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{j.PKI() + " (ca, front-proxy-ca, etcd/ca, sa)"}, []string{"secret kube-system/" + certshare.SecretName, j.Node.PKI()}
+			},
+			Run: call((*NodeJob).runDownloadCerts),
+		},
+		{
+			Name:  "certs",
+			Short: "the node's own certificates, signed by the downloaded CAs: its API server's (its address and the load balancer's in the SANs), etcd server and peer, the clients'",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{j.Node.PKI() + " (the CAs)"}, []string{j.Node.PKI()}
+			},
+			Run: call((*NodeJob).runNodeCerts),
+		},
+		{
+			Name:  "kubeconfig",
+			Short: "the node's admin, controller-manager and scheduler kubeconfigs, naming the control-plane endpoint",
+			IO: func(j *NodeJob) ([]string, []string) {
+				var outs []string
+				for _, k := range nodeControlPlaneKubeconfigs {
+					outs = append(outs, j.Node.Kubeconfig(k))
+				}
+				return []string{j.Node.PKI() + "/ca.key"}, outs
+			},
+			Run: call((*NodeJob).runNodeKubeconfigs),
+		},
+	}
+}
+
+// runDownloadCerts is kubeadm's upload-certs then download-certs: devk
+// is on both sides of the join, so it uploads with the cluster's admin
+// credential and a certificate key of this join only, then downloads as
+// the joining node does, with the bootstrap token alone.
+func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
+	cs, err := j.Client()
+	if err != nil {
+		return phase.Done, err
+	}
+	key, err := certshare.NewCertificateKey()
+	if err != nil {
+		return phase.Done, err
+	}
+	tok, err := newBootstrapToken(time.Now())
+	if err != nil {
+		return phase.Done, err
+	}
+	tok.Expires = time.Now().Add(certshare.TokenTTL)
+	owner := corev1ac.Secret(bootstraputil.BootstrapTokenSecretName(tok.ID), metav1.NamespaceSystem).
+		WithType(bootstrapapi.SecretTypeBootstrapToken).
+		WithData(map[string][]byte{
+			bootstrapapi.BootstrapTokenDescriptionKey: []byte(certKeyTokenDescription),
+			bootstrapapi.BootstrapTokenIDKey:          []byte(tok.ID),
+			bootstrapapi.BootstrapTokenSecretKey:      []byte(tok.Secret),
+			bootstrapapi.BootstrapTokenExpirationKey:  []byte(tok.Expires.UTC().Format(time.RFC3339)),
+		})
+	if _, err := kube.Apply(ctx, cs.CoreV1().Secrets(metav1.NamespaceSystem), bootstraputil.BootstrapTokenSecretName(tok.ID), owner); err != nil {
+		return phase.Done, fmt.Errorf("the token that owns the uploaded certificates: %w", err)
+	}
+	if err := certshare.Upload(ctx, cs, j.PKI(), key, tok.ID); err != nil {
+		return phase.Done, fmt.Errorf("upload-certs: %w", err)
+	}
+	bs, err := kube.Client(j.Node.Kubeconfig(bootstrapKubeconfig), kube.WithTimeout(apiRequestTimeout))
+	if err != nil {
+		return phase.Done, fmt.Errorf("the node's bootstrap kubeconfig: %w (run the discovery phase again)", err)
+	}
+	written, err := certshare.Download(ctx, bs, key, j.Node.PKI())
+	if err != nil {
+		return phase.Done, fmt.Errorf("download-certs: %w", err)
+	}
+	if len(written) == 0 {
+		return phase.Unchanged("the shared certificates were there already"), nil
+	}
+	return phase.Changed("%d files into %s", len(written), j.Node.PKI()), nil
+}
+
+// runNodeCerts issues the node's own certificates from the CAs it
+// downloaded (the CAs themselves are reused, never made here).
+func (j *NodeJob) runNodeCerts(ctx context.Context) (phase.Outcome, error) {
+	v := j.asNode(j.Node)
+	var made []string
+	for _, s := range pki.Specs(pki.Config{}) {
+		if s.IsCA() {
+			if err := pki.Check(v.PKI(), s, time.Now()); err != nil {
+				return phase.Done, fmt.Errorf("the downloaded CA %s: %w (run the download-certs phase again)", s.Name, err)
+			}
+			continue
+		}
+		out, err := v.ensureCert(s.Name)
+		if err != nil {
+			return phase.Done, err
+		}
+		if out.Changed {
+			made = append(made, s.Name)
+		}
+	}
+	if len(made) == 0 {
+		return phase.Unchanged("reused"), nil
+	}
+	return phase.Changed("issued %s", strings.Join(made, ", ")), nil
+}
+
+func (j *NodeJob) runNodeKubeconfigs(ctx context.Context) (phase.Outcome, error) {
+	v := j.asNode(j.Node)
+	var made []string
+	for _, k := range nodeControlPlaneKubeconfigs {
+		out, err := v.ensureKubeconfig(k)
+		if err != nil {
+			return phase.Done, err
+		}
+		if out.Changed {
+			made = append(made, k)
+		}
+	}
+	if len(made) == 0 {
+		return phase.Unchanged("reused"), nil
+	}
+	return phase.Changed("wrote %s", strings.Join(made, ", ")), nil
+}
+
+// etcdClient connects to the etcd members of the cluster's other
+// control-plane nodes with the joining node's own etcd client
+// certificate (as kubeadm's join talks to the existing members).
+func (j *NodeJob) etcdClient(ctx context.Context) (*etcdwatch.Client, error) {
+	var eps []string
+	for _, n := range j.Config.ControlPlanes() {
+		if n.Name != j.Node.Name() && !n.Joining {
+			eps = append(eps, url("https", n.IP, j.Config.Ports.EtcdClient))
+		}
+	}
+	dir := j.Node.PKI()
+	return etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(dir, layout.EtcdCAName),
+		Cert: pki.CertPath(dir, layout.APIServerEtcdClient), Key: pki.KeyPath(dir, layout.APIServerEtcdClient)})
+}
+
+// peerURL is node n's etcd peer URL.
+func (c *Cluster) peerURL(n node) string { return url("https", n.IP(), c.Config.Ports.EtcdPeer) }
+
+// memberOf is the member of members whose peer URL is peer.
+func memberOf(members []*etcdMember, peer string) *etcdMember {
+	for _, m := range members {
+		if slices.Contains(m.PeerURLs, peer) {
+			return m
+		}
+	}
+	return nil
+}
+
+// etcdMember is a member as the join reads it.
+type etcdMember struct {
+	ID        uint64
+	Name      string
+	PeerURLs  []string
+	IsLearner bool
+	// Started says the member's etcd ran and published its name.
+	Started bool
+}
+
+func members(ctx context.Context, cli *etcdwatch.Client) ([]*etcdMember, error) {
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*etcdMember
+	for _, m := range resp.Members {
+		out = append(out, &etcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner, Started: m.Name != ""})
+	}
+	return out, nil
+}
+
+// initialCluster is etcd's --initial-cluster for a member joining
+// members: every member by name (the new one, not started yet, by the
+// node's) and peer URL.
+func initialCluster(ms []*etcdMember, self *etcdMember, name string) string {
+	var parts []string
+	for _, m := range ms {
+		n := m.Name
+		if m.ID == self.ID {
+			n = name
+		}
+		for _, u := range m.PeerURLs {
+			parts = append(parts, n+"="+u)
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// runEtcdJoin is kubeadm's etcd join: the node's member added to the
+// cluster as a learner (it does not count for quorum, so a member that
+// never starts costs the cluster nothing), its static pod with
+// --initial-cluster-state=existing, and once it has caught up with the
+// leader its promotion to a voting member. A join resumed after any step
+// finds its member by its peer URL and goes on from there.
+func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
+	cli, err := j.etcdClient(ctx)
+	if err != nil {
+		return phase.Done, fmt.Errorf("the cluster's etcd: %w", err)
+	}
+	defer cli.Close()
+	peer := j.peerURL(j.Node)
+	ms, err := members(ctx, cli)
+	if err != nil {
+		return phase.Done, fmt.Errorf("etcd member list: %w", err)
+	}
+	self := memberOf(ms, peer)
+	added := false
+	if self == nil {
+		resp, err := cli.MemberAddAsLearner(ctx, []string{peer})
+		if err != nil {
+			return phase.Done, fmt.Errorf("etcd member add (learner) %s: %w", peer, err)
+		}
+		added = true
+		ms = nil
+		for _, m := range resp.Members {
+			ms = append(ms, &etcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner})
+		}
+		self = memberOf(ms, peer)
+		if self == nil {
+			return phase.Done, fmt.Errorf("etcd member add %s: the member list it returned lacks it", peer)
+		}
+	}
+	v := j.asNode(j.Node)
+	in := ManifestInput{EtcdInitialCluster: initialCluster(ms, self, j.Node.Name())}
+	if old := installedPod(v.ManifestPath("etcd")); old != nil {
+		// etcd reads --initial-cluster once, on its first start: keep
+		// what it started with, so that a later run rewrites nothing.
+		if ic := staticpod.Flags(old, "etcd")["initial-cluster"]; ic != "" {
+			in.EtcdInitialCluster = ic
+		}
+	}
+	wrote, err := v.writeManifestWith(ctx, StaticPods[0], in)
+	if err != nil {
+		return phase.Done, err
+	}
+	var why string
+	err = wait.PollUntilContextTimeout(ctx, etcdPollInterval, etcdJoinTimeout, true, func(ctx context.Context) (bool, error) {
+		ms, err := members(ctx, cli)
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		m := memberOf(ms, peer)
+		switch {
+		case m == nil:
+			return false, fmt.Errorf("etcd member %s was removed while it joined", peer)
+		case !m.IsLearner && m.Started:
+			return true, nil
+		case !m.Started:
+			why = "the member has not started (see " + v.containerLog("etcd") + ")"
+			return false, nil
+		}
+		if _, err := cli.MemberPromote(ctx, m.ID); err != nil {
+			why = "promote: " + err.Error() // not in sync with the leader yet
+			return false, nil
+		}
+		return false, nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return phase.Done, fmt.Errorf("etcd member %s of node %s did not join within %s: %s", peer, j.Node.Name(), etcdJoinTimeout, why)
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	n := len(ms)
+	switch {
+	case added:
+		return phase.Changed("member %s added as a learner, started, promoted (%d members)", peer, n), nil
+	case wrote.Changed:
+		return phase.Changed("member %s: manifest written, promoted (%d members)", peer, n), nil
+	}
+	return phase.Unchanged("member %s, voting (%d members)", peer, n), nil
+}
+
+// removeEtcdMember removes node n's member from the cluster's etcd
+// through the other control-plane nodes' members (node remove of a
+// control-plane node); it reports whether there was one.
+func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
+	cli, err := j.etcdClient(ctx)
+	if err != nil {
+		return false, fmt.Errorf("the cluster's etcd: %w", err)
+	}
+	defer cli.Close()
+	ms, err := members(ctx, cli)
+	if err != nil {
+		return false, err
+	}
+	m := memberOf(ms, j.peerURL(j.Node))
+	if m == nil {
+		return false, nil
+	}
+	if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+		return false, fmt.Errorf("etcd member remove %s: %w", j.peerURL(j.Node), err)
+	}
+	return true, nil
+}
+
+// runNodeControlPlane writes the node's API server, controller-manager
+// and scheduler manifests (its own address, its own etcd member) and
+// waits until they are healthy on the node's address.
+func (j *NodeJob) runNodeControlPlane(ctx context.Context) (phase.Outcome, error) {
+	v := j.asNode(j.Node)
+	var wrote []string
+	for _, sp := range StaticPods[1:] {
+		out, err := v.writeManifest(ctx, sp)
+		if err != nil {
+			return phase.Done, err
+		}
+		if out.Changed {
+			wrote = append(wrote, sp.Component)
+		}
+	}
+	v.WaitTimeout = etcdJoinTimeout
+	took, err := v.waitStaticPods(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	out := phase.Unchanged("%s", took)
+	if len(wrote) > 0 {
+		out = phase.Changed("wrote %s; %s", strings.Join(wrote, ", "), took)
+	}
+	return out, nil
+}
+
+// runJoinLoadBalancer puts the node's API server behind the load
+// balancer (HAProxy reloaded with it) and waits until HAProxy's checks
+// pass on it.
+func (j *NodeJob) runJoinLoadBalancer(ctx context.Context) (phase.Outcome, error) {
+	out, err := j.runLoadBalancer(ctx)
+	if err != nil {
+		return out, err
+	}
+	api := j.loadBalancer().API()
+	var status string
+	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
+		s, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name())
+		if err != nil {
+			return false, err
+		}
+		status = s.Status
+		return strings.HasPrefix(s.Status, "UP"), nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return phase.Done, fmt.Errorf("HAProxy says the API server of %s is %s after %s: its /readyz fails? see %s", j.Node.Name(), status, joinTimeout, j.asNode(j.Node).containerLog("kube-apiserver"))
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	out.Detail += "; " + j.Node.Name() + " UP"
+	return out, nil
+}
+
+// checkJoinControlPlane refuses a control-plane join the cluster cannot
+// take: one made without a load balancer.
+func (c *Cluster) checkJoinControlPlane() error {
+	if !c.Config.HA() {
+		return c.noEndpoint("--control-plane")
+	}
+	return nil
+}
+
+// runLeaveLoadBalancer takes a leaving control-plane node's API server
+// out of HAProxy (maint: no new connection goes to it) and waits, at most
+// loadbalancer.DrainTimeout, until the connections it has end; record
+// then reloads HAProxy without it.
+func (j *NodeJob) runLeaveLoadBalancer(ctx context.Context) (phase.Outcome, error) {
+	api := j.loadBalancer().API()
+	if _, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name()); err != nil {
+		return phase.Unchanged("not in HAProxy (%v)", err), nil
+	}
+	if err := api.SetState(ctx, loadbalancer.BackendName, j.Node.Name(), loadbalancer.Drain); err != nil {
+		return phase.Done, err
+	}
+	if err := api.WaitIdleWithin(ctx, loadbalancer.BackendName, j.Node.Name(), leaveIdleWait); err != nil {
+		j.Reporter.Infof("  %v", err)
+	}
+	if err := api.SetState(ctx, loadbalancer.BackendName, j.Node.Name(), loadbalancer.Maint); err != nil {
+		return phase.Done, err
+	}
+	return phase.Changed("%s out of HAProxy", j.Node.Name()), nil
+}
