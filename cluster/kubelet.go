@@ -406,17 +406,25 @@ func (c *Cluster) RestartKubelet(ctx context.Context, node string) (int, error) 
 // this way; its pods keep running. The new kubelet starts its API server
 // pod source only after its node informer synced, and says so in its log
 // ("Watching apiserver").
-func (c *Cluster) RelistKubelet(ctx context.Context) error {
-	logPath := c.LogFile("kubelet")
+func (c *Cluster) RelistKubelet(ctx context.Context) error { return c.RelistNodeKubelet(ctx, "") }
+
+// RelistNodeKubelet is RelistKubelet for node name's kubelet (empty:
+// node 0's).
+func (c *Cluster) RelistNodeKubelet(ctx context.Context, name string) error {
+	n, err := c.nodeNamed(name)
+	if err != nil {
+		return err
+	}
+	logPath := n.LogFile("kubelet")
 	var offset int64
 	if fi, err := os.Stat(logPath); err == nil {
 		offset = fi.Size()
 	}
-	if _, err := c.RestartKubelet(ctx, ""); err != nil {
+	if _, err := c.RestartKubelet(ctx, name); err != nil {
 		return err
 	}
-	err := wait.PollUntilContextTimeout(ctx, relistPollInterval, relistTimeout, true, func(ctx context.Context) (bool, error) {
-		return logContains(logPath, offset, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL(c.firstNode())) == nil, nil
+	err = wait.PollUntilContextTimeout(ctx, relistPollInterval, relistTimeout, true, func(ctx context.Context) (bool, error) {
+		return logContains(logPath, offset, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL(n)) == nil, nil
 	})
 	if poll.TimedOut(ctx, err) {
 		return fmt.Errorf("the restarted kubelet does not watch the API server after %s; see %s", relistTimeout, logPath)

@@ -2,9 +2,17 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
 
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/phase"
@@ -64,3 +72,77 @@ func (c *Cluster) downLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	}
 	return phase.Changed("stopped"), nil
 }
+
+// ControlPlaneNode is a control-plane node as a swap sees it.
+type ControlPlaneNode struct {
+	Name string
+	// Node is where its static pods, CRI socket and kubelet are.
+	Node layout.Node
+}
+
+// ControlPlaneNodes are the cluster's control-plane nodes, node 0 first.
+func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
+	var out []ControlPlaneNode
+	for _, cp := range c.Config.ControlPlanes() {
+		n, err := c.nodeNamed(cp.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ControlPlaneNode{Name: n.Name(), Node: n.Paths.Node(c.asNode(n).Config)})
+	}
+	return out, nil
+}
+
+// swapIdleWait bounds the wait, once a swap took an API server out of
+// HAProxy, for the requests it serves to end: short requests take
+// milliseconds; watches and HTTP/2 connections end only when the old
+// API server shuts down gracefully (it tells its clients to go).
+const swapIdleWait = 2 * time.Second
+
+// putBackTimeout bounds the wait for HAProxy's checks to pass on an API
+// server put back (its /readyz passed already: one check interval).
+const putBackTimeout = time.Minute
+
+// TakeOutAPIServer stops HAProxy giving node's API server new
+// connections (drain) and waits, at most swapIdleWait, for its
+// connections to end.
+func (c *Cluster) TakeOutAPIServer(ctx context.Context, node string) error {
+	api := c.loadBalancer().API()
+	if err := api.SetState(ctx, loadbalancer.BackendName, node, loadbalancer.Drain); err != nil {
+		return err
+	}
+	if err := api.WaitIdleWithin(ctx, loadbalancer.BackendName, node, swapIdleWait); err != nil && ctx.Err() == nil {
+		c.Reporter.Debugf("%v", err)
+	}
+	return ctx.Err()
+}
+
+// PutBackAPIServer lets HAProxy give node's API server connections again
+// and waits until its checks pass on it (UP): the next node is taken out
+// only once this one serves.
+func (c *Cluster) PutBackAPIServer(ctx context.Context, node string) error {
+	api := c.loadBalancer().API()
+	s, err := api.Server(ctx, loadbalancer.BackendName, node)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(s.Status, "UP") {
+		return nil
+	}
+	if err := api.SetState(ctx, loadbalancer.BackendName, node, loadbalancer.Ready); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, putBackPoll, putBackTimeout, true, func(ctx context.Context) (bool, error) {
+		if s, err = api.Server(ctx, loadbalancer.BackendName, node); err != nil {
+			return false, err
+		}
+		return strings.HasPrefix(s.Status, "UP"), nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return fmt.Errorf("HAProxy still says %s for the API server of %s after %s: its /readyz fails?", s.Status, node, putBackTimeout)
+	}
+	return err
+}
+
+// putBackPoll is how often PutBackAPIServer asks HAProxy.
+const putBackPoll = 100 * time.Millisecond

@@ -31,7 +31,9 @@ const (
 // handover runs between writing the backup and writing the new manifest:
 // it vacates the manifest, stops the running container without grace (the
 // kubelet would wait out the pod's termination grace period, 30 s for the
-// apiserver), and waits, at most KubeletBackoff, until the kubelet has
+// apiserver; with StopGrace, a SIGTERM and that long at most: an API
+// server behind a load balancer ends its connections gracefully, its
+// HTTP/2 clients told to go elsewhere), and waits, at most KubeletBackoff, until the kubelet has
 // released every pod of that name (see release.go), so the new pod starts
 // at once instead of after the kubelet's back-off. "Every pod": after a
 // swap killed midway, the kubelet may still be starting the pod it was
@@ -62,7 +64,7 @@ func (n *Node) handover(ctx context.Context, m Manifest, podName string, old pod
 		}
 		failpoint.Hit("swap/after-vacate")
 		if old.containerID != "" {
-			if err := n.Runtime.StopContainer(ctx, old.containerID, 0); err != nil {
+			if err := n.Runtime.StopContainer(ctx, old.containerID, n.StopGrace); err != nil {
 				n.Reporter.Debugf("stop old container: %v", err)
 			}
 		}

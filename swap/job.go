@@ -64,6 +64,15 @@ type Options struct {
 	// gave, for messages that say what to run next.
 	Command string
 
+	// ControlPlanes, when there are two or more, are the cluster's
+	// control-plane nodes, Node's first: the static pods are swapped on
+	// one node at a time, each verified before the next (see rolling.go).
+	ControlPlanes []ControlPlaneNode
+	// StopGrace is how long the old static pod's container gets to stop
+	// after SIGTERM in the hand-over; zero stops it at once (one node:
+	// nobody can be served meanwhile anyway).
+	StopGrace time.Duration
+
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
 	// Timeout bounds each wait for a pod to run healthy, and each wait
@@ -163,8 +172,18 @@ func NewJob(o Options) (*Job, error) {
 }
 
 // Run swaps (or rolls back) what o names: Phases on a new Job, then
-// Close. popts select phases, ask for a plan, and report.
+// Close; on several control-plane nodes, that for each in turn
+// (runRolling). popts select phases, ask for a plan, and report.
 func Run(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
+	if len(o.ControlPlanes) > 1 {
+		return runRolling(ctx, o, popts)
+	}
+	return runOne(ctx, o, popts, nil)
+}
+
+// runOne is Run on one node; before, when set, runs once the job knows
+// what it swaps, before its phases (and its after once they ended).
+func runOne(ctx context.Context, o Options, popts phase.Options, around func(context.Context, *Job) (func(context.Context) error, error)) (*Report, error) {
 	j, err := NewJob(o)
 	if err != nil {
 		return &Report{}, err
@@ -181,8 +200,20 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
 		_ = j.selectPods()
 		_ = j.selectAddons(ctx)
 	}
+	var after func(context.Context) error
+	if around != nil && !popts.DryRun {
+		if after, err = around(ctx, j); err != nil {
+			return j.Report, j.Close(ctx, err)
+		}
+	}
 	_, err = phase.Run(ctx, Phases(), j, popts)
-	return j.Report, j.Close(ctx, err)
+	err = j.Close(ctx, err)
+	if after != nil {
+		if aerr := after(ctx); err == nil {
+			err = aerr
+		}
+	}
+	return j.Report, err
 }
 
 // Close ends the job. After a failed run (err) it first finishes or
@@ -282,7 +313,7 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 		return nil, err
 	}
 	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, Client: c.Client, Runtime: c.Runtime,
-		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command}
+		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command, StopGrace: j.StopGrace}
 	j.node.Relist = j.Relist
 	closers := []func(){c.Close}
 	j.node.Others = digest.NodeRuntimes{}

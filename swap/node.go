@@ -56,6 +56,8 @@ type Node struct {
 	// Command is the swap command for this node, flags included, for
 	// messages that tell the user what to run ("devk swap --manifests-dir …").
 	Command string
+	// StopGrace is the old container's grace in the hand-over (Options).
+	StopGrace time.Duration
 }
 
 func (n *Node) command() string {
@@ -88,7 +90,9 @@ type Check = digest.Check
 
 // Result is the outcome of swapping one static pod.
 type Result struct {
-	Pod        string `json:"pod"`
+	Pod string `json:"pod"`
+	// Node is the control-plane node it ran on, in a rolling swap.
+	Node       string `json:"node,omitempty"`
 	OldImage   string `json:"oldImage"`
 	NewImage   string `json:"newImage"`
 	Unchanged  bool   `json:"unchanged,omitempty"`

@@ -197,6 +197,14 @@ func (l LB) Start(ctx context.Context) (pid int, started bool, err error) {
 	} else if err != nil {
 		return 0, false, fmt.Errorf("%w\nfix %s, or let Apply write it again", err, l.File)
 	}
+	for _, f := range []string{l.Config.StatsSocket, l.Config.StateFile} {
+		if f == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			return 0, false, err
+		}
+	}
 	if l.Config.StateFile != "" {
 		// A fresh HAProxy starts with every server as the file says: a
 		// state saved by an earlier one (a server left in maint by a swap

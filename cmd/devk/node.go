@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -155,13 +156,51 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 		if !n.NoKubeletRestart {
 			o.Relist = c.RelistKubelet
 		}
-		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, c.Config.NodeName) && o.NoNode == nil {
+		cps, err := n.controlPlanes(c)
+		if err != nil {
+			return r, err
+		}
+		switch {
+		case len(cps) == 0 && o.NoNode == nil:
 			// The node stays for the kubelets' waits; a swap of what
-			// runs on the control-plane node says this.
-			o.NoNode = fmt.Errorf("the static pods and the addons' swap run on node %s, which --node leaves out: add --node %s", c.Config.NodeName, c.Config.NodeName)
+			// runs on a control-plane node says this.
+			o.NoNode = fmt.Errorf("the static pods and the addons' swap run on the control-plane nodes (%s), which --node leaves out: add --node %s", strings.Join(c.Config.ControlPlaneNames(), ", "), c.Config.NodeName)
+		case len(cps) == 1:
+			o.Node, o.NodeName, o.Relist = cps[0].Node, cps[0].Name, cps[0].Relist
+		default:
+			o.ControlPlanes = cps
+		}
+		if c.Config.HA() {
+			o.StopGrace = swap.HAStopGrace
 		}
 	}
 	return r, nil
+}
+
+// controlPlanes are the devk cluster's control-plane nodes a swap goes
+// through (those --node names, or all), each with its kubelet's relist
+// and, behind the load balancer, how to take it out and put it back.
+func (n *nodeFlags) controlPlanes(c *cluster.Cluster) ([]swap.ControlPlaneNode, error) {
+	all, err := c.ControlPlaneNodes()
+	if err != nil {
+		return nil, err
+	}
+	var out []swap.ControlPlaneNode
+	for _, cp := range all {
+		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, cp.Name) {
+			continue
+		}
+		e := swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node}
+		if !n.NoKubeletRestart {
+			e.Relist = func(ctx context.Context) error { return c.RelistNodeKubelet(ctx, cp.Name) }
+		}
+		if c.Config.HA() {
+			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, cp.Name) }
+			e.PutBack = func(ctx context.Context) error { return c.PutBackAPIServer(ctx, cp.Name) }
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // kubelets are the kubelets a swap may replace and restart: those of a

@@ -289,6 +289,15 @@ func (c Config) EndpointFor() string {
 // HA says the cluster has a load balancer in front of its API servers.
 func (c Config) HA() bool { return c.ControlPlaneEndpoint != "" }
 
+// ControlPlaneNames are the names of the cluster's control-plane nodes.
+func (c Config) ControlPlaneNames() []string {
+	var out []string
+	for _, n := range c.ControlPlanes() {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
 // ControlPlanes are the cluster's control-plane nodes, node 0 first.
 func (c Config) ControlPlanes() []NodeNet {
 	var out []NodeNet
