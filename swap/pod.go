@@ -238,7 +238,7 @@ func (p *podSwap) verify(ctx context.Context) (phase.Outcome, error) {
 			failpoint.Hit("swap/verify")
 		}
 	}
-	p.res.Checks = n.verify(ctx, p.target, s)
+	p.res.Checks = n.verify(ctx, p.target, s, p.health)
 	p.res.Took = time.Since(p.t0)
 	if err := checksError(nodeChecks(p.res.Checks)); err != nil {
 		if (p.stage == stageWritten || p.stage == stageReady) && !p.job.Rollback {

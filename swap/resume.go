@@ -79,7 +79,7 @@ func (n *Node) Resume(ctx context.Context, podName string, j *Journal) (*Result,
 		// (restarting devk's kubelet if it lags after an API server swap).
 		s, mirrorErr, err := n.settle(ctx, podName, old.Name, healthURL(old), anyContainer, digest.Of(j.NewImage), t0, res)
 		if err == nil {
-			res.Checks = n.verify(ctx, Target{Pod: podName, Image: j.NewImage}, s)
+			res.Checks = n.verify(ctx, Target{Pod: podName, Image: j.NewImage}, s, healthURL(old))
 			if err := m.Finish(); err != nil {
 				return res, err
 			}

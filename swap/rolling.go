@@ -12,10 +12,14 @@ import (
 )
 
 // HAStopGrace is how long an old static pod container gets after SIGTERM
-// in a swap behind a load balancer: an API server shuts down gracefully
-// within a few seconds (its in-flight requests finish, its HTTP/2
-// clients are told to go away and connect again elsewhere).
-const HAStopGrace = 30 * time.Second
+// in a swap behind a load balancer. An API server begins its graceful
+// shutdown at once: it stops listening, tells its HTTP/2 clients to go
+// away (they connect again, through the load balancer, to another) and
+// finishes its requests in flight, which take milliseconds; what it
+// still holds after that are watches, which it may keep for its whole
+// grace period (30 s were seen: a swap of three nodes then took 84 s),
+// and whose clients watch again elsewhere when they end.
+const HAStopGrace = 5 * time.Second
 
 // ControlPlaneNode is one control-plane node of a cluster with several:
 // where its static pods are, and, behind a load balancer, how to take its

@@ -3,6 +3,7 @@ package swap
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"strings"
 
 	"github.com/devk/devk/digest"
@@ -22,7 +23,7 @@ const (
 // the running container and the mirror pod (digest.PodChecks, as `devk
 // digest verify` does), the health endpoint and, for the apiserver,
 // /version.
-func (n *Node) verify(ctx context.Context, t Target, s podState) []Check {
+func (n *Node) verify(ctx context.Context, t Target, s podState, health string) []Check {
 	named, _ := staticpod.Image(ManifestFor(n.ManifestsDir, t.Pod).Path, t.Pod)
 	checks := digest.PodChecks(digest.Of(t.Image), digest.PodView{
 		ManifestImage: named,
@@ -33,13 +34,24 @@ func (n *Node) verify(ctx context.Context, t Target, s podState) []Check {
 	})
 	checks = append(checks, Check{Name: checkHealthy, Want: healthyWant, Got: healthGot(s), OK: s.healthy})
 	if t.Version != "" {
-		got, err := kube.ServerVersion(n.Client)
+		got, err := n.serverVersion(ctx, health)
 		if err != nil {
 			got = err.Error()
 		}
 		checks = append(checks, Check{Name: checkVersion, Want: t.Version, Got: got, OK: got == t.Version})
 	}
 	return checks
+}
+
+// serverVersion is the gitVersion of the API server the pod runs: asked
+// at its own address (its probe's), since the kubeconfig may name a load
+// balancer in front of several; through the client when the probe has
+// no address.
+func (n *Node) serverVersion(ctx context.Context, health string) (string, error) {
+	if u, err := neturl.Parse(health); err == nil && u.Host != "" && u.Scheme == "https" {
+		return kube.EndpointVersion(ctx, u.Scheme+"://"+u.Host)
+	}
+	return kube.ServerVersion(n.Client)
 }
 
 // nodeChecks are the checks a rollback is decided on: the ones about what

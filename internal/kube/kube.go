@@ -7,6 +7,7 @@ package kube
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -134,20 +135,43 @@ var insecureLoopback = &http.Client{
 // succeeds on 200 OK; otherwise the error names the URL, the status and
 // the start of the body (which says what is not ready).
 func Probe(ctx context.Context, url string) error {
+	_, err := ProbeBody(ctx, url)
+	return err
+}
+
+// ProbeBody is Probe that returns the start of the body on 200 OK.
+func ProbeBody(ctx context.Context, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := insecureLoopback.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, probeBodyLimit))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s %s", url, resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("%s: %s %s", url, resp.Status, strings.TrimSpace(string(body)))
 	}
-	return nil
+	return body, nil
+}
+
+// EndpointVersion is the gitVersion that the API server at base
+// (https://host:port, that one server, not a load balancer in front of
+// several) reports on /version, which anyone may read.
+func EndpointVersion(ctx context.Context, base string) (string, error) {
+	body, err := ProbeBody(ctx, strings.TrimSuffix(base, "/")+"/version")
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", fmt.Errorf("%s/version: %w", base, err)
+	}
+	return v.GitVersion, nil
 }
 
 // ServerVersion is the API server's gitVersion, through discovery.
