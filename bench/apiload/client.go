@@ -166,7 +166,10 @@ func (a *attempts) count() int {
 }
 
 // attemptRecorder is the innermost wrapper of client-go's transport:
-// each attempt of a request passes through it once.
+// each attempt of a request passes through it once. What the HTTP/2
+// transport beneath retries on its own (a request the server refused
+// unprocessed, after a GOAWAY, goes again on a new connection) is one
+// attempt here; Connections shows the new connection.
 type attemptRecorder struct{ next http.RoundTripper }
 
 // RoundTrip sends the attempt and records its outcome in the request's
