@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -90,27 +91,66 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 			procs := "containerd " + runningWord(n.Containerd) + ", kubelet " + runningWord(n.KubeletRunning)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.IP, orDash(n.PodCIDR), status, orDash(n.Kubelet), procs)
 		}
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
-	for _, c := range st.Components {
-		healthy := "yes"
-		if !c.Healthy {
-			healthy = "no"
+		tw.Flush()
+		// Every node's static pods and addons, node 0's among them.
+		printNodeImages(w, st.Nodes)
+	} else {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
+		for _, c := range st.Components {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, healthyWord(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 		}
-		running := shortImage(c.Running)
-		if c.Running != "" && c.Manifest != "" && c.Running != c.Manifest {
-			running += " (differs)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, healthy, c.Restarts, shortImage(c.Manifest), running)
+		tw.Flush()
 	}
-	tw.Flush()
 	if len(st.LastRun) > 0 {
 		fmt.Fprintln(w, "\nlast run:")
 		cluster.WriteTimings(w, st.LastRun, "  ")
 	}
+}
+
+// printNodeImages is the table of what every node runs: its static pods
+// (a worker has none) and its addon pods, each with the image its
+// manifest or workload names and the one its container runs; then, for a
+// node whose runtime was not read, why.
+func printNodeImages(w io.Writer, nodes []cluster.NodeStatus) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCOMPONENT\tPOD\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
+	row := func(node, pod string, c cluster.ComponentStatus) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, pod, c.State, healthyWord(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+	}
+	for _, n := range nodes {
+		for _, c := range n.Components {
+			row(n.Name, "-", c)
+		}
+		for _, a := range n.Addons {
+			row(n.Name, a.Pod, a.ComponentStatus)
+		}
+	}
+	tw.Flush()
+	for _, n := range nodes {
+		if n.RuntimeMessage != "" {
+			fmt.Fprintf(w, "node %s: its runtime was not read: %s\n", n.Name, n.RuntimeMessage)
+		}
+	}
+}
+
+// runningImage is the image c's container runs, short, marked when it is
+// not the one its manifest names.
+func runningImage(c cluster.ComponentStatus) string {
+	running := shortImage(c.Running)
+	if c.Running != "" && c.Manifest != "" && c.Running != c.Manifest {
+		running += " (differs)"
+	}
+	return running
+}
+
+func healthyWord(healthy bool) string {
+	if healthy {
+		return "yes"
+	}
+	return "no"
 }
 
 func runningWord(running bool) string {
