@@ -61,7 +61,8 @@ type NodeStatus struct {
 	// Components are the node's static pods (nodeComponents): every
 	// control-plane one on a control-plane node, none on a worker.
 	Components []ComponentStatus `json:"components,omitempty"`
-	// Addons are the addons' pods (internal/addon's Workloads) the node runs.
+	// Addons are the addons' pods (internal/addon's Workloads) on the
+	// node.
 	Addons []AddonStatus `json:"addons,omitempty"`
 	// RuntimeMessage says why the node's runtime was not read, and what
 	// to do: its components' and addons' containers are then unknown.
@@ -350,11 +351,11 @@ func nodeComponents(n node, cts []cri.Container, problem func(pod string) error)
 	return out
 }
 
-// nodeAddons are the addons' pods (internal/addon's Workloads, in that order; each
-// addon's by name) among a node's kube-system containers cts
-// (newestPerContainer's): a pod of workload w is one named <w>-… whose
-// container w.Container is, with the image api says the workload names
-// and the pod's readiness as the API server has it.
+// nodeAddons are the addons' pods among a node's kube-system containers
+// cts (newestPerContainer's): a pod of workload w (internal/addon's
+// Workloads, in that order; each one's pods by name) is one named <w>-…
+// whose container w.Container is. Each has the image api says the
+// workload names and the pod's readiness as the API server has it.
 func nodeAddons(cts []cri.Container, api statusAPI) []AddonStatus {
 	var out []AddonStatus
 	for _, w := range addonpkg.Workloads {

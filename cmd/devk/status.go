@@ -21,7 +21,12 @@ func newStatusCmd(g *globalOptions) *cobra.Command {
 kubelet, registry), each control-plane component (running or not, healthy
 or not, the image its manifest names and the image the runtime reports it
 runs, restarts), whether the node is Ready, and the phase times of the last
-` + "`devk up`" + ` or ` + "`devk down`" + `. It changes nothing.`,
+` + "`devk up`" + ` or ` + "`devk down`" + `. For a cluster of more nodes, every node (role,
+address, pod subnet, Ready, kubelet version, processes) and what each runs,
+read through its own containerd: its static pods and the addons' pods
+(kube-proxy, CoreDNS), each with the image its manifest or workload names
+and the image it runs; a node whose containerd does not answer says so.
+It changes nothing.`,
 		Example: `  devk status
   devk status --name dev2 -o json`,
 		Args: cobra.NoArgs,
