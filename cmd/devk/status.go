@@ -104,7 +104,7 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
 		for _, c := range st.Components {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, healthyWord(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 		}
 		tw.Flush()
 	}
@@ -123,7 +123,7 @@ func printNodeImages(w io.Writer, nodes []cluster.NodeStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCOMPONENT\tPOD\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
 	row := func(node, pod string, c cluster.ComponentStatus) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, pod, c.State, healthyWord(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, pod, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 	}
 	for _, n := range nodes {
 		for _, c := range n.Components {
@@ -151,13 +151,15 @@ func runningImage(c cluster.ComponentStatus) string {
 	return running
 }
 
-func healthyWord(healthy bool) string {
-	if healthy {
+// yesNo is a table's word for b.
+func yesNo(b bool) string {
+	if b {
 		return "yes"
 	}
 	return "no"
 }
 
+// runningWord is a table's word for whether a process runs.
 func runningWord(running bool) string {
 	if running {
 		return "running"
