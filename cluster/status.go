@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	addonpkg "github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -26,9 +30,11 @@ type Status struct {
 	NodeReady bool   `json:"nodeReady"`
 	// NodeIP is the node's address on devk's bridge, NetNS its network
 	// namespace (empty for a cluster made before nodes had one).
-	NodeIP      string               `json:"nodeIP"`
-	NetNS       string               `json:"netns,omitempty"`
-	Processes   []ProcessStatus      `json:"processes"`
+	NodeIP    string          `json:"nodeIP"`
+	NetNS     string          `json:"netns,omitempty"`
+	Processes []ProcessStatus `json:"processes"`
+	// Components are node 0's static pods (its NodeStatus's Components,
+	// kept here as before clusters had more nodes).
 	Components  []ComponentStatus    `json:"components"`
 	LastRun     []layout.PhaseTiming `json:"lastRun,omitempty"`
 	NodeMessage string               `json:"nodeMessage,omitempty"`
@@ -52,6 +58,15 @@ type NodeStatus struct {
 	Containerd     bool   `json:"containerdRunning"`
 	KubeletRunning bool   `json:"kubeletRunning"`
 	Message        string `json:"message,omitempty"`
+	// Components are the node's static pods (nodeComponents): every
+	// control-plane one on a control-plane node, none on a worker.
+	Components []ComponentStatus `json:"components,omitempty"`
+	// Addons are the addons' pods (internal/addon's Workloads) on the
+	// node.
+	Addons []AddonStatus `json:"addons,omitempty"`
+	// RuntimeMessage says why the node's runtime was not read, and what
+	// to do: its components' and addons' containers are then unknown.
+	RuntimeMessage string `json:"runtimeMessage,omitempty"`
 }
 
 // ProcessStatus is one supervised process.
@@ -62,7 +77,8 @@ type ProcessStatus struct {
 	Log     string `json:"log"`
 }
 
-// ComponentStatus is one control-plane static pod.
+// ComponentStatus is one control-plane static pod of a node (and, in an
+// AddonStatus, one addon pod).
 type ComponentStatus struct {
 	Name string `json:"name"`
 	// Manifest is the image the static pod manifest names.
@@ -74,6 +90,15 @@ type ComponentStatus struct {
 	Healthy  bool   `json:"healthy"`
 	Problem  string `json:"problem,omitempty"`
 	Restarts uint32 `json:"restarts"`
+}
+
+// AddonStatus is one pod of an addon on a node. Its Manifest is the image
+// the addon's workload names in its pod template; Healthy is the pod's
+// readiness as its kubelet reports it.
+type AddonStatus struct {
+	ComponentStatus
+	// Pod is the pod's name (kube-proxy-x7k2p).
+	Pod string `json:"pod"`
 }
 
 // GetStatus looks at a cluster without changing anything.
@@ -115,17 +140,6 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		}
 		st.Processes = append(st.Processes, ps)
 	}
-	var rt *cri.Client
-	if c.Config.CRISocket != "" {
-		if r, err := cri.Dial(c.Config.CRISocket); err == nil {
-			if _, err := r.Version(ctx); err == nil {
-				rt = r
-				defer r.Close()
-			} else {
-				r.Close()
-			}
-		}
-	}
 	cs, cerr := c.Client()
 	health := map[string]error{}
 	for _, ch := range checks() {
@@ -141,30 +155,8 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	if err := health["node"]; err != nil {
 		st.NodeMessage = err.Error()
 	}
-	st.Nodes = c.nodeStatuses(ctx, cs, cerr)
-	for _, sp := range StaticPods {
-		cst := ComponentStatus{Name: sp.Name, State: "absent"}
-		cst.Manifest, _ = staticpod.Image(c.ManifestPath(sp.Name), sp.Name)
-		if rt != nil {
-			// Newest first: the pod's current container.
-			cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(sp.Name, c.Config.NodeName), PodNamespace: metav1.NamespaceSystem, Container: sp.Name})
-			if err == nil && len(cts) > 0 {
-				ct := cts[0]
-				cst.State, cst.Restarts, cst.Running = ct.StateName(), ct.Attempt, ct.ImageRef
-				// The list gives the image ID on containerd 1.6; the
-				// status gives the repo digest the kubelet reports.
-				if s, err := rt.ContainerStatus(ctx, ct.ID); err == nil && s.ImageRef != "" {
-					cst.Running = s.ImageRef
-				}
-			}
-		}
-		if err := health[sp.Name]; err != nil {
-			cst.Problem = err.Error()
-		} else {
-			cst.Healthy = true
-		}
-		st.Components = append(st.Components, cst)
-	}
+	st.Nodes = c.nodeStatuses(ctx, cs, cerr, health)
+	st.Components = st.Nodes[0].Components
 	return st, nil
 }
 
@@ -186,11 +178,14 @@ func WriteTimings(w io.Writer, timings []layout.PhaseTiming, indent string) {
 }
 
 // nodeStatuses are every node's role, address, readiness and kubelet
-// version (from its Node, when the API answers) and devk's processes.
-func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cerr error) []NodeStatus {
+// version (from its Node, when the API answers), devk's processes, and
+// the images its static pods and addon pods run, read through the node's
+// own runtime. health is node 0's checks (checks()), by name; another
+// node's pods are as healthy as their kubelet reports them.
+func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cerr error, health map[string]error) []NodeStatus {
 	ns, err := c.nodes()
 	if err != nil {
-		return nil
+		ns = []node{c.firstNode()} // cluster.json was validated: every node's dir resolves
 	}
 	var objs map[string]corev1.Node
 	if cerr == nil {
@@ -204,6 +199,10 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 			cerr = err
 		}
 		cancel()
+	}
+	api := statusAPI{err: cerr}
+	if cerr == nil {
+		api = readStatusAPI(ctx, cs)
 	}
 	var out []NodeStatus
 	for _, n := range ns {
@@ -220,7 +219,201 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 			s.Message = nodeNotReady(&obj, time.Time{})
 			s.Ready = s.Message == ""
 		}
+		problem := func(pod string) error { return api.ready(kube.MirrorPodName(pod, n.Name())) }
+		if n.Name() == c.Config.NodeName {
+			problem = func(pod string) error { return health[pod] }
+		}
+		var cts []cri.Container
+		cts, s.RuntimeMessage = c.statusContainers(ctx, n)
+		s.Components = nodeComponents(n, cts, problem)
+		s.Addons = nodeAddons(cts, api)
 		out = append(out, s)
 	}
 	return out
+}
+
+// statusContainers are the kube-system containers on node n's own
+// runtime, the newest of each pod's container (newestPerContainer) with
+// the imageRef its status reports; or, when the runtime cannot be read,
+// why, and what to do. The whole look (the runtime's first answer, the
+// list, the statuses) is bounded by statusCheckTimeout: a node whose
+// containerd is stopped or stuck costs status that long, not a hang.
+func (c *Cluster) statusContainers(ctx context.Context, n node) ([]cri.Container, string) {
+	socket := c.criSocket(n)
+	if socket == "" {
+		return nil, fmt.Sprintf("cluster.json names no CRI socket for node %s: `devk up%s` records it", n.Name(), c.nameFlag())
+	}
+	rt, err := cri.Dial(socket)
+	if err != nil {
+		return nil, err.Error()
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+	defer cancel()
+	if _, err := rt.Version(ctx); err != nil {
+		return nil, c.runtimeDown(n, socket, err)
+	}
+	all, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem})
+	if err != nil {
+		return nil, fmt.Sprintf("%v: see containerd's log %s", err, n.LogFile("containerd"))
+	}
+	cts := newestPerContainer(all)
+	for i := range cts {
+		// The list gives the image ID on containerd 1.6; the status
+		// gives the repo digest the kubelet reports.
+		if s, err := rt.ContainerStatus(ctx, cts[i].ID); err == nil && s.ImageRef != "" {
+			cts[i].ImageRef = s.ImageRef
+		}
+	}
+	return cts, ""
+}
+
+// runtimeDown says why node n's runtime at socket did not answer (err,
+// from cri's Version) and what to do: devk's containerd (every node's but
+// an outside runtime's of node 0) is started by `devk up`; an outside
+// runtime's error says to start it.
+func (c *Cluster) runtimeDown(n node, socket string, err error) string {
+	if n.Name() == c.Config.NodeName && !c.Config.OwnRuntime {
+		return err.Error()
+	}
+	log := n.LogFile("containerd")
+	if _, running := n.Procs().Running("containerd"); !running {
+		return fmt.Sprintf("containerd is not running: `devk up%s` starts it again (its log: %s)", c.nameFlag(), log)
+	}
+	cause := errors.Unwrap(err)
+	if cause == nil {
+		cause = err
+	}
+	return fmt.Sprintf("containerd runs but did not answer on %s within %s (%v): see its log %s", socket, statusCheckTimeout, cause, log)
+}
+
+// newestPerContainer keeps, of cts (newest first, as cri's Containers
+// lists them), the newest container of each pod's container name: the
+// one a pod runs now, or ran last.
+func newestPerContainer(cts []cri.Container) []cri.Container {
+	type key struct{ pod, container string }
+	seen := map[key]bool{}
+	var out []cri.Container
+	for _, ct := range cts {
+		k := key{ct.PodNamespace + "/" + ct.PodName, ct.Name}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, ct)
+		}
+	}
+	return out
+}
+
+// containerOf is pod's container named container among cts
+// (newestPerContainer's), nil when there is none.
+func containerOf(cts []cri.Container, namespace, pod, container string) *cri.Container {
+	for i, ct := range cts {
+		if ct.PodNamespace == namespace && ct.PodName == pod && ct.Name == container {
+			return &cts[i]
+		}
+	}
+	return nil
+}
+
+// componentStatus is one row of status: name, the image its manifest (or
+// workload) names, its newest container ct (nil: none, "absent") and why
+// it is not healthy (nil: it is).
+func componentStatus(name, manifest string, ct *cri.Container, problem error) ComponentStatus {
+	cst := ComponentStatus{Name: name, Manifest: manifest, State: "absent"}
+	if ct != nil {
+		cst.State, cst.Restarts, cst.Running = ct.StateName(), ct.Attempt, ct.ImageRef
+	}
+	if problem != nil {
+		cst.Problem = problem.Error()
+	} else {
+		cst.Healthy = true
+	}
+	return cst
+}
+
+// nodeComponents are node n's static pods: for each, the image its
+// manifest in n's manifests dir names and the newest container of its
+// pod (<pod>-<node>) among cts (newestPerContainer's list of the node's
+// kube-system containers; nil when its runtime was not read). A
+// control-plane node shows every one of StaticPods (absent when it has
+// neither manifest nor container), a worker only those it has: none, as
+// devk makes one. problem says why a pod is not healthy (nil: it is).
+func nodeComponents(n node, cts []cri.Container, problem func(pod string) error) []ComponentStatus {
+	var out []ComponentStatus
+	for _, sp := range StaticPods {
+		manifest, _ := staticpod.Image(n.ManifestPath(sp.Name), sp.Name)
+		ct := containerOf(cts, metav1.NamespaceSystem, kube.MirrorPodName(sp.Name, n.Name()), sp.Name)
+		if !n.Net.IsControlPlane() && manifest == "" && ct == nil {
+			continue
+		}
+		out = append(out, componentStatus(sp.Name, manifest, ct, problem(sp.Name)))
+	}
+	return out
+}
+
+// nodeAddons are the addons' pods among a node's kube-system containers
+// cts (newestPerContainer's): a pod of workload w (internal/addon's
+// Workloads, in that order; each one's pods by name) is one named <w>-…
+// whose container w.Container is. Each has the image api says the
+// workload names and the pod's readiness as the API server has it.
+func nodeAddons(cts []cri.Container, api statusAPI) []AddonStatus {
+	var out []AddonStatus
+	for _, w := range addonpkg.Workloads {
+		first := len(out)
+		for i, ct := range cts {
+			if ct.PodNamespace != w.Namespace || ct.Name != w.Container || !strings.HasPrefix(ct.PodName, w.Name+"-") {
+				continue
+			}
+			out = append(out, AddonStatus{Pod: ct.PodName, ComponentStatus: componentStatus(w.Component, api.images[w.Component], &cts[i], api.ready(ct.PodName))})
+		}
+		slices.SortFunc(out[first:], func(a, b AddonStatus) int { return strings.Compare(a.Pod, b.Pod) })
+	}
+	return out
+}
+
+// statusAPI is what status reads of kube-system from the API server for
+// the nodes' rows: the pods by name, whose readiness their kubelets report
+// (a static pod's on its mirror pod), and the image each addon's
+// workload names, by component. err says why there is none.
+type statusAPI struct {
+	pods   map[string]*corev1.Pod
+	images map[string]string
+	err    error
+}
+
+// readStatusAPI reads kube-system's pods and the addons' workloads,
+// within statusCheckTimeout.
+func readStatusAPI(ctx context.Context, cs kubernetes.Interface) statusAPI {
+	ctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+	defer cancel()
+	list, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return statusAPI{err: err}
+	}
+	api := statusAPI{pods: map[string]*corev1.Pod{}, images: map[string]string{}}
+	for i := range list.Items {
+		api.pods[list.Items[i].Name] = &list.Items[i]
+	}
+	for _, w := range addonpkg.Workloads {
+		if s, err := addonpkg.Get(ctx, cs, w); err == nil && s != nil {
+			api.images[w.Component] = s.Image()
+		}
+	}
+	return api
+}
+
+// ready says why the kube-system pod named pod is not ready by its
+// kubelet's report, nil when it is.
+func (a statusAPI) ready(pod string) error {
+	if a.err != nil {
+		return fmt.Errorf("the API server does not answer: %w", a.err)
+	}
+	p, ok := a.pods[pod]
+	switch {
+	case !ok:
+		return fmt.Errorf("the API server has no pod %s", pod)
+	case !podReady(p):
+		return fmt.Errorf("pod %s is not Ready", pod)
+	}
+	return nil
 }

@@ -48,7 +48,8 @@ const (
 	cgroupRemoveTimeout  = time.Second
 	cgroupRemoveInterval = 20 * time.Millisecond
 
-	// statusCheckTimeout bounds each of status's health checks.
+	// statusCheckTimeout bounds each of status's health checks, its read
+	// of kube-system's pods, and its look at each node's runtime.
 	statusCheckTimeout = 3 * time.Second
 	// exportRequestTimeout bounds each API request of export logs (a
 	// list of one resource in all namespaces).

@@ -176,12 +176,6 @@ missing (for cron and CI); 1 on any other error.`,
 
 func printExpiration(g *globalOptions, r *certs.Report) {
 	when := func(t time.Time) string { return t.UTC().Format("Jan 02, 2006 15:04 MST") }
-	yesNo := func(b bool) string {
-		if b {
-			return "yes"
-		}
-		return "no"
-	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "CERTIFICATE\tEXPIRES\tRESIDUAL TIME\tCERTIFICATE AUTHORITY\tRENEWABLE\tUSED BY")
 	for _, c := range r.Certs {

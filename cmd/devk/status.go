@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -20,7 +21,12 @@ func newStatusCmd(g *globalOptions) *cobra.Command {
 kubelet, registry), each control-plane component (running or not, healthy
 or not, the image its manifest names and the image the runtime reports it
 runs, restarts), whether the node is Ready, and the phase times of the last
-` + "`devk up`" + ` or ` + "`devk down`" + `. It changes nothing.`,
+` + "`devk up`" + ` or ` + "`devk down`" + `. For a cluster of more nodes, every node (role,
+address, pod subnet, Ready, kubelet version, processes) and what each runs,
+read through its own containerd: its static pods and the addons' pods
+(kube-proxy, CoreDNS), each with the image its manifest or workload names
+and the image it runs; a node whose containerd does not answer says so.
+It changes nothing.`,
 		Example: `  devk status
   devk status --name dev2 -o json`,
 		Args: cobra.NoArgs,
@@ -90,29 +96,70 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 			procs := "containerd " + runningWord(n.Containerd) + ", kubelet " + runningWord(n.KubeletRunning)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.IP, orDash(n.PodCIDR), status, orDash(n.Kubelet), procs)
 		}
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
-	for _, c := range st.Components {
-		healthy := "yes"
-		if !c.Healthy {
-			healthy = "no"
+		tw.Flush()
+		// Every node's static pods and addons, node 0's among them.
+		printNodeImages(w, st.Nodes)
+	} else {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
+		for _, c := range st.Components {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 		}
-		running := shortImage(c.Running)
-		if c.Running != "" && c.Manifest != "" && c.Running != c.Manifest {
-			running += " (differs)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, healthy, c.Restarts, shortImage(c.Manifest), running)
+		tw.Flush()
 	}
-	tw.Flush()
 	if len(st.LastRun) > 0 {
 		fmt.Fprintln(w, "\nlast run:")
 		cluster.WriteTimings(w, st.LastRun, "  ")
 	}
 }
 
+// printNodeImages is the table of what every node runs: its static pods
+// (a worker has none) and its addon pods, each with the image its
+// manifest or workload names and the one its container runs; then, for a
+// node whose runtime was not read, why.
+func printNodeImages(w io.Writer, nodes []cluster.NodeStatus) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCOMPONENT\tPOD\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
+	row := func(node, pod string, c cluster.ComponentStatus) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, pod, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+	}
+	for _, n := range nodes {
+		for _, c := range n.Components {
+			row(n.Name, "-", c)
+		}
+		for _, a := range n.Addons {
+			row(n.Name, a.Pod, a.ComponentStatus)
+		}
+	}
+	tw.Flush()
+	for _, n := range nodes {
+		if n.RuntimeMessage != "" {
+			fmt.Fprintf(w, "node %s: its runtime was not read: %s\n", n.Name, n.RuntimeMessage)
+		}
+	}
+}
+
+// runningImage is the image c's container runs, short, marked when it is
+// not the one its manifest names.
+func runningImage(c cluster.ComponentStatus) string {
+	running := shortImage(c.Running)
+	if c.Running != "" && c.Manifest != "" && c.Running != c.Manifest {
+		running += " (differs)"
+	}
+	return running
+}
+
+// yesNo is a table's word for b.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// runningWord is a table's word for whether a process runs.
 func runningWord(running bool) string {
 	if running {
 		return "running"
