@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/devk/devk/cluster/loadbalancer"
 	"io"
 	"slices"
 	"strings"
@@ -40,6 +41,28 @@ type Status struct {
 	NodeMessage string               `json:"nodeMessage,omitempty"`
 	// Nodes are every node of the cluster, node 0 first.
 	Nodes []NodeStatus `json:"nodes"`
+	// LoadBalancer is the HAProxy in front of the API servers (a cluster
+	// with more than one control-plane node).
+	LoadBalancer *LoadBalancerStatus `json:"loadBalancer,omitempty"`
+}
+
+// LoadBalancerStatus is what HAProxy says of each API server.
+type LoadBalancerStatus struct {
+	// Endpoint is the control-plane endpoint it listens on.
+	Endpoint string `json:"endpoint"`
+	// Servers are the API servers by node, as HAProxy's runtime API
+	// reports them; empty with Message when it does not answer.
+	Servers []LoadBalancerServer `json:"servers,omitempty"`
+	Message string               `json:"message,omitempty"`
+}
+
+// LoadBalancerServer is one API server behind the load balancer.
+type LoadBalancerServer struct {
+	Node string `json:"node"`
+	// Status is HAProxy's: UP, DOWN, DRAIN, MAINT.
+	Status string `json:"status"`
+	// Sessions are the connections it carries now.
+	Sessions int64 `json:"sessions"`
 }
 
 // NodeStatus is one node of the cluster.
@@ -119,10 +142,17 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	for _, reg := range c.loopbackRegistries() {
 		procs = append(procs, forwarderName(reg))
 	}
+	if c.Config.HA() {
+		procs = append(procs, loadbalancer.ProcessName)
+		st.LoadBalancer = c.loadBalancerStatus(ctx)
+	}
 	for _, name := range procs {
 		pp := c.Paths
-		if name == "registry" {
+		switch name {
+		case "registry":
 			pp = c.registryPaths()
+		case loadbalancer.ProcessName:
+			pp = c.Paths.LoadBalancer()
 		}
 		ps := ProcessStatus{Name: name, Log: pp.LogFile(name)}
 		ps.PID, ps.Running = pp.Procs().Running(name)
@@ -416,4 +446,24 @@ func (a statusAPI) ready(pod string) error {
 		return fmt.Errorf("pod %s is not Ready", pod)
 	}
 	return nil
+}
+
+// loadBalancerStatus asks HAProxy, within statusCheckTimeout, how each
+// API server is.
+func (c *Cluster) loadBalancerStatus(ctx context.Context) *LoadBalancerStatus {
+	lb := c.loadBalancer()
+	out := &LoadBalancerStatus{Endpoint: lb.Config.Frontend}
+	sctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+	defer cancel()
+	stats, err := lb.API().Stats(sctx)
+	if err != nil {
+		out.Message = fmt.Sprintf("HAProxy does not answer (%v): `devk up%s` starts it again; its log: %s", err, c.nameFlag(), lb.Procs.LogFile(loadbalancer.ProcessName))
+		return out
+	}
+	for _, s := range stats {
+		if s.Proxy == loadbalancer.BackendName && s.Server != "BACKEND" {
+			out.Servers = append(out.Servers, LoadBalancerServer{Node: s.Server, Status: s.Status, Sessions: s.Sessions})
+		}
+	}
+	return out
 }

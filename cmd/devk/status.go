@@ -81,6 +81,16 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, pid, p.Log)
 	}
 	tw.Flush()
+	if lb := st.LoadBalancer; lb != nil {
+		var servers []string
+		for _, s := range lb.Servers {
+			servers = append(servers, fmt.Sprintf("%s %s (%d connections)", s.Node, s.Status, s.Sessions))
+		}
+		if lb.Message != "" {
+			servers = append(servers, lb.Message)
+		}
+		fmt.Fprintf(w, "\nload balancer %s: %s\n", lb.Endpoint, strings.Join(servers, ", "))
+	}
 	if len(st.Nodes) > 1 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
