@@ -359,3 +359,32 @@ func PushedOnCluster(treeDir string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// OnNode is a static pod's view on one of several control-plane nodes:
+// Source's observation, labelled with the node (manifest@cp2).
+type OnNode struct {
+	Node string
+	Source
+}
+
+// Name is the source's name at the node.
+func (s OnNode) Name() string { return s.Source.Name() + "@" + s.Node }
+
+// Observe is the source's observation, under this name.
+func (s OnNode) Observe(ctx context.Context, t Target) (Observation, error) {
+	o, err := s.Source.Observe(ctx, t)
+	o.Source = s.Name()
+	return o, err
+}
+
+// StaticPodSources are the static-pod views of control-plane node n
+// (manifest, CRI, mirror pod), each labelled with its name; close
+// releases its runtime.
+func StaticPodSources(ctx context.Context, n layout.Node, nodeName string) (sources []Source, close func(), err error) {
+	c, err := Connect(ctx, n, nodeName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node %s: %w", nodeName, err)
+	}
+	return []Source{OnNode{nodeName, Manifest{Dir: n.ManifestsDir}}, OnNode{nodeName, CRI{Runtime: c.Runtime, NodeName: c.NodeName}},
+		OnNode{nodeName, Mirror{Client: c.Client, NodeName: c.NodeName}}}, c.Close, nil
+}

@@ -44,7 +44,12 @@ be read.`,
 				return err
 			}
 			defer closeSources()
-			o.Extra = sources
+			more, closeMore, err := r.otherControlPlaneSources(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeMore()
+			o.Extra = append(sources, more...)
 			o.Components = args
 			if len(args) == 0 {
 				if o.Components, err = digest.PushedOnCluster(o.TreeDir); err != nil {

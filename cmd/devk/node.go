@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/devk/devk/digest"
 	"slices"
 	"strings"
 
@@ -130,6 +131,34 @@ func (r resolvedNode) otherRuntimes() map[string]string {
 		return nil
 	}
 	return r.Cluster.OtherRuntimes()
+}
+
+// otherControlPlaneSources are the static-pod views (digest.OnNode) of
+// the devk cluster's control-plane nodes besides node 0.
+func (r resolvedNode) otherControlPlaneSources(ctx context.Context) ([]digest.Source, func(), error) {
+	var out []digest.Source
+	var closers []func()
+	closeAll := func() {
+		for _, f := range closers {
+			f()
+		}
+	}
+	if r.Cluster == nil || !r.Cluster.Exists() || r.ManifestsDir != r.Cluster.Manifests() {
+		return nil, closeAll, nil
+	}
+	cps, err := r.Cluster.ControlPlaneNodes()
+	if err != nil {
+		return nil, closeAll, err
+	}
+	for _, cp := range cps[1:] {
+		ss, c, err := digest.StaticPodSources(ctx, cp.Node, cp.Name)
+		if err != nil {
+			closeAll()
+			return nil, func() {}, err
+		}
+		out, closers = append(out, ss...), append(closers, c)
+	}
+	return out, closeAll, nil
 }
 
 // addSwap adds the flags of commands that swap (swap, watch).
