@@ -58,6 +58,8 @@ type fakeNode struct {
 	// must stop it itself.
 	restartOnce bool
 	lingering   map[string]bool
+	// grace is the stop grace the swap must give (Options.StopGrace).
+	grace time.Duration
 }
 
 func newFakeNode(t *testing.T, dir, node string, pods ...string) *fakeNode {
@@ -221,8 +223,8 @@ func (f *fakeNode) StopContainer(ctx context.Context, id string, grace time.Dura
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if grace != 0 {
-		f.t.Errorf("container %s stopped with a grace period of %s: a swap stops without grace", id, grace)
+	if grace != f.grace {
+		f.t.Errorf("container %s stopped with a grace period of %s, want %s (a swap stops without grace unless told)", id, grace, f.grace)
 	}
 	f.mu.Lock()
 	for _, c := range f.containers {

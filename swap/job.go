@@ -73,6 +73,10 @@ type Options struct {
 	// nobody can be served meanwhile anyway).
 	StopGrace time.Duration
 
+	// fake, in a unit test only, is the node's connection (see
+	// ControlPlaneNode).
+	fake *Node
+
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
 	// Timeout bounds each wait for a pod to run healthy, and each wait
@@ -199,6 +203,10 @@ func runOne(ctx context.Context, o Options, popts phase.Options, around func(con
 		// selecting them only reads.
 		_ = j.selectPods()
 		_ = j.selectAddons(ctx)
+	}
+	if o.fake != nil {
+		j.node = o.fake
+		j.node.StopGrace = o.StopGrace
 	}
 	var after func(context.Context) error
 	if around != nil && !popts.DryRun {

@@ -37,6 +37,10 @@ type ControlPlaneNode struct {
 	// pass on it again. PutBack of a node that is in already does
 	// nothing.
 	TakeOut, PutBack func(ctx context.Context) error
+
+	// fake, in a unit test only, is the node's connection (a fake
+	// kubelet and runtime, which cannot run there).
+	fake *Node
 }
 
 // runRolling swaps the static pods on each control-plane node in turn,
@@ -70,9 +74,12 @@ func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, e
 	if base == nil {
 		base = o.Reporter
 	}
+	if base == nil {
+		base = progress.Discard()
+	}
 	for i, cp := range o.ControlPlanes {
 		oi := o
-		oi.Node, oi.NodeName, oi.Relist, oi.ControlPlanes = cp.Node, cp.Name, cp.Relist, nil
+		oi.Node, oi.NodeName, oi.Relist, oi.ControlPlanes, oi.fake = cp.Node, cp.Name, cp.Relist, nil, cp.fake
 		if i > 0 {
 			if len(o.Components) > 0 && len(rest) == 0 {
 				break // nothing but addons and binaries was named

@@ -1,0 +1,153 @@
+package swap
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+
+	"github.com/devk/devk/digest"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/phase"
+)
+
+// rollingFixture is two control-plane nodes, each a fake kubelet and
+// runtime (containerd and a kubelet need root and a cluster: the e2e
+// suite's TestHAControlPlane swaps three real ones behind a real
+// HAProxy), running the apiserver from oldImage; the load balancer is a
+// log of what the swap asked of it.
+type rollingFixture struct {
+	*swapFixture
+	second *fakeNode
+	mu     sync.Mutex
+	events []string
+}
+
+func newRollingFixture(t *testing.T) *rollingFixture {
+	fx := &rollingFixture{swapFixture: newSwapFixture(t)}
+	dir := filepath.Join(t.TempDir(), "manifests")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fx.m.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := ManifestFor(dir, "kube-apiserver").Path
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-time.Hour)
+	os.Chtimes(path, long, long)
+	fx.second = newFakeNode(t, dir, "node2", "kube-apiserver")
+	fx.second.client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.34.4-dirty"}
+	return fx
+}
+
+func (fx *rollingFixture) log(e string) {
+	fx.mu.Lock()
+	defer fx.mu.Unlock()
+	fx.events = append(fx.events, e)
+}
+
+func (fx *rollingFixture) taken() []string {
+	fx.mu.Lock()
+	defer fx.mu.Unlock()
+	out := fx.events
+	fx.events = nil
+	return out
+}
+
+// options are a rolling swap of both nodes; out and back log the load
+// balancer's part, out checking that the nodes before run the new image.
+func (fx *rollingFixture) options(t *testing.T, o Options) Options {
+	nodes := []*fakeNode{fx.node, fx.second}
+	for i, f := range nodes {
+		before := nodes[:i]
+		f.grace = o.StopGrace
+		o.ControlPlanes = append(o.ControlPlanes, ControlPlaneNode{
+			Name: f.node,
+			Node: layout.Node{ManifestsDir: f.dir, Kubeconfig: "unused", CRISocket: "unused"},
+			TakeOut: func(ctx context.Context) error {
+				for _, b := range before {
+					if got := b.running("kube-apiserver"); got != fx.pushed {
+						t.Errorf("%s taken out while %s runs %s, not the new image: one node at a time", f.node, b.node, got)
+					}
+				}
+				fx.log("out " + f.node)
+				return nil
+			},
+			PutBack: func(ctx context.Context) error { fx.log("back " + f.node); return nil },
+			fake:    f.Node(),
+		})
+	}
+	o.TreeDir, o.Timeout = fx.tree, 10*time.Second
+	return o
+}
+
+func TestRollingSwapOneNodeAtATime(t *testing.T) {
+	fx := newRollingFixture(t)
+	ctx := context.Background()
+	rep, err := Run(ctx, fx.options(t, Options{Components: []string{"apiserver"}, StopGrace: 3 * time.Second}), phase.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both put back first (a killed roll may have left one out), then
+	// each out around its own swap, in turn.
+	want := []string{"back node1", "back node2", "out node1", "back node1", "out node2", "back node2"}
+	if got := fx.taken(); !slices.Equal(got, want) {
+		t.Errorf("load balancer: %v, want %v", got, want)
+	}
+	if len(rep.StaticPods) != 2 || rep.StaticPods[0].Node != "node1" || rep.StaticPods[1].Node != "node2" {
+		t.Fatalf("report: %+v", rep.StaticPods)
+	}
+	for _, r := range rep.StaticPods {
+		if bad := failedChecks(r); len(bad) > 0 || r.Unchanged || r.NewImage != fx.pushed {
+			t.Errorf("%s: %+v, failed checks %v", r.Node, r, bad)
+		}
+	}
+	for _, f := range []*fakeNode{fx.node, fx.second} {
+		if got := f.running("kube-apiserver"); got != fx.pushed {
+			t.Errorf("%s runs %s, want %s", f.node, got, fx.pushed)
+		}
+	}
+
+	// Again: nothing changes, so no node leaves the load balancer.
+	rep, err = Run(ctx, fx.options(t, Options{Components: []string{"apiserver"}, StopGrace: 3 * time.Second}), phase.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fx.taken(); !slices.Equal(got, []string{"back node1", "back node2"}) {
+		t.Errorf("an unchanged roll asked the load balancer %v", got)
+	}
+	if len(rep.StaticPods) != 2 || !rep.StaticPods[0].Unchanged || !rep.StaticPods[1].Unchanged {
+		t.Errorf("an unchanged roll: %+v", rep.StaticPods)
+	}
+}
+
+func TestRollingSwapStopsAtTheFailingNode(t *testing.T) {
+	fx := newRollingFixture(t)
+	fx.second.broken[digest.Of(fx.pushed)] = true
+	_, err := Run(context.Background(), fx.options(t, Options{Components: []string{"apiserver"}, Timeout: 2 * time.Second}), phase.Options{})
+	if err == nil || !strings.Contains(err.Error(), "node node2") {
+		t.Fatalf("a build that cannot start on node2: %v", err)
+	}
+	// node1 keeps the new build, node2 is back on the old one and in
+	// the load balancer again.
+	if got := fx.node.running("kube-apiserver"); got != fx.pushed {
+		t.Errorf("node1 runs %s, want the new %s", got, fx.pushed)
+	}
+	if got := fx.second.running("kube-apiserver"); got != oldImage {
+		t.Errorf("node2 runs %s, want the old %s after the rollback", got, oldImage)
+	}
+	if got := fx.taken(); len(got) == 0 || got[len(got)-1] != "back node2" {
+		t.Errorf("node2 was not put back after its rollback: %v", got)
+	}
+}
