@@ -179,7 +179,7 @@ func TestControlPlaneCounts(t *testing.T) {
 	if err := h.checkNodeCount(); err == nil || !strings.Contains(err.Error(), "fewer than --control-planes") {
 		t.Errorf("--nodes 4 --control-planes 5: %v", err)
 	}
-	h.Nodes = 0
+	h.ControlPlanes, h.Nodes = 4, 0
 	if err := h.checkNodeCount(); err != nil || h.Nodes != 4 {
 		t.Errorf("--control-planes 4: %v, nodes %d", err, h.Nodes)
 	}
