@@ -67,6 +67,20 @@ func isControlPlane(j *NodeJob) (bool, string) {
 	return true, ""
 }
 
+// ControlPlaneOnly says whether step (a path of JoinPhases, as
+// phase.Flatten gives it) runs only when a control-plane node joins: a
+// worker's join skips it.
+func ControlPlaneOnly(step string) bool {
+	top, _, _ := strings.Cut(step, "/")
+	for _, p := range JoinPhases() {
+		if p.Name == top && p.If != nil {
+			ok, _ := p.If(&NodeJob{Cluster: &Cluster{}, Node: node{Net: layout.NodeNet{Role: layout.RoleWorker}}})
+			return !ok
+		}
+	}
+	return false
+}
+
 // controlPlaneJoinPhases are kubeadm's control-plane-prepare phases: the
 // shared certificates downloaded, the node's own certificates and
 // kubeconfigs.

@@ -1,0 +1,388 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/phase"
+)
+
+// TestHAControlPlane is a cluster of three control-plane nodes made by
+// `devk up --control-planes 3` beside the shared cluster: every node a
+// control plane with its own etcd member (3 members), every kubeconfig
+// naming HAProxy on the host's bridge address; with one node's API
+// server stopped the cluster still answers through HAProxy; a fourth
+// control-plane node joins (killed and interrupted at each of its
+// control-plane phases, then resumed) and leaves again (its etcd member
+// removed); `devk swap apiserver` with a patched build swaps all three,
+// one at a time, each verified by digest on its node, while a client
+// sends requests through HAProxy, none of which fails; `devk down`
+// leaves nothing, HAProxy included.
+func TestHAControlPlane(t *testing.T) {
+	c := Cluster(t)
+	const name = "ha"
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	devk := func(args ...string) Result {
+		t.Helper()
+		return MustDevkEnv(t, c.Tree, c.Env, append(args, "--name", name)...)
+	}
+	hostBefore := hostNetState(t)
+	downed := false
+	t.Cleanup(func() {
+		if !downed {
+			Devk(t, c.Tree, c.Env, "down", "--name", name)
+		}
+	})
+
+	// Asking the shared cluster (one control plane, no load balancer)
+	// for another is refused, and changes nothing.
+	sharedCfg := filepath.Join(c.Home, "clusters", "devk", "cluster.json")
+	before, _ := os.ReadFile(sharedCfg)
+	for _, args := range [][]string{{"node", "add", "--control-plane"}, {"up", "--control-planes", "2"}} {
+		r := Devk(t, c.Tree, c.Env, args...)
+		if r.Err == nil || !strings.Contains(r.Stderr, "no load balancer") {
+			t.Errorf("devk %s on a one-control-plane cluster: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
+		}
+	}
+	if after, _ := os.ReadFile(sharedCfg); string(after) != string(before) {
+		t.Error("a refused control-plane join changed the shared cluster's cluster.json")
+	}
+
+	up := devk("up", "--control-planes", "3", "-o", "json")
+	t.Logf("devk up --control-planes 3 took %s", up.Took.Round(time.Millisecond))
+	cfg, paths, err := layout.Open(c.Home, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps := []string{name + "-control-plane", name + "-control-plane2", name + "-control-plane3"}
+	if got := cfg.ControlPlaneNames(); !slices.Equal(got, cps) {
+		t.Fatalf("control-plane nodes %v, want %v", got, cps)
+	}
+	endpoint := "https://" + cfg.Network.HostIP + ":6443"
+	if cfg.APIServerURL() != endpoint {
+		t.Fatalf("clients talk to %s, want HAProxy at %s", cfg.APIServerURL(), endpoint)
+	}
+	// Every kubeconfig of every node names the load balancer.
+	kcs, _ := filepath.Glob(filepath.Join(paths.Dir, "*.conf"))
+	more, _ := filepath.Glob(filepath.Join(paths.NodesDir(), "*", "*.conf"))
+	for _, f := range append(kcs, more...) {
+		kc, err := clientcmd.LoadFromFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cl := range kc.Clusters {
+			if cl.Server != endpoint {
+				t.Errorf("%s names %s, not the load balancer %s", f, cl.Server, endpoint)
+			}
+		}
+	}
+	admin := filepath.Join(paths.Dir, "admin.conf")
+	cs := clientFor(t, admin)
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if !nodeReady(&n) || n.Labels["node-role.kubernetes.io/control-plane"] == "" {
+			t.Errorf("node %s: Ready %v, labels %v", n.Name, nodeReady(&n), n.Labels)
+		}
+	}
+	if len(nodes.Items) != 3 {
+		t.Fatalf("%d nodes, want 3", len(nodes.Items))
+	}
+	etcdMembers := func() []string {
+		t.Helper()
+		return etcdMemberNames(t, ctx, cfg, paths)
+	}
+	if got := etcdMembers(); !slices.Equal(got, cps) {
+		t.Fatalf("etcd members %v, want one per control-plane node %v", got, cps)
+	}
+	// The shared certificates went through kubeadm's Secret, owned by a
+	// token that expires.
+	if sec, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "kubeadm-certs", metav1.GetOptions{}); err != nil || len(sec.OwnerReferences) != 1 || len(sec.Data) != 8 {
+		t.Errorf("Secret kubeadm-certs: %v %+v", err, sec)
+	}
+	lbServers := func() map[string]string {
+		t.Helper()
+		var st struct {
+			LoadBalancer struct {
+				Servers []struct{ Node, Status string }
+			}
+		}
+		r := devk("status", "-o", "json")
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+			t.Fatalf("devk status -o json: %v\n%s", err, r.Stdout)
+		}
+		out := map[string]string{}
+		for _, s := range st.LoadBalancer.Servers {
+			out[s.Node] = strings.Fields(s.Status)[0]
+		}
+		return out
+	}
+	waitServers := func(want map[string]string) {
+		t.Helper()
+		var got map[string]string
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			got = lbServers()
+			return fmt.Sprint(got) == fmt.Sprint(want), nil
+		})
+		if err != nil {
+			t.Fatalf("HAProxy says %v, want %v", got, want)
+		}
+	}
+	allUp := map[string]string{cps[0]: "UP", cps[1]: "UP", cps[2]: "UP"}
+	waitServers(allUp)
+
+	// One API server stopped: the cluster answers through HAProxy.
+	manifest := filepath.Join(paths.Manifests(), "kube-apiserver.yaml")
+	aside := filepath.Join(t.TempDir(), "kube-apiserver.yaml")
+	if err := os.Rename(manifest, aside); err != nil {
+		t.Fatal(err)
+	}
+	waitServers(map[string]string{cps[0]: "DOWN", cps[1]: "UP", cps[2]: "UP"})
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ha-one-down"}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a write with %s's API server stopped: %v", cps[0], err)
+	}
+	if n, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil || len(n.Items) != 3 {
+		t.Errorf("a read with %s's API server stopped: %v", cps[0], err)
+	}
+	if err := os.Rename(aside, manifest); err != nil {
+		t.Fatal(err)
+	}
+	waitServers(allUp)
+
+	// A fourth control plane joins, killed and interrupted at each of
+	// its control-plane phases first, then leaves.
+	fourth := name + "-control-plane4"
+	for _, st := range phase.Flatten(cluster.JoinPhases()) {
+		if !cluster.ControlPlaneOnly(st.Path) {
+			continue // TestMultiNode kills a join at the others
+		}
+		point := "node-add/" + st.Path
+		args := []string{"node", "add", fourth, "--control-plane", "--name", name}
+		if r := atPoint(t, c.Tree, c.Env, point, "kill", args...); !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+		}
+		if r := atPoint(t, c.Tree, c.Env, point, "int", args...); exitCode(r.Err) != 130 {
+			t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", exitCode(r.Err), point, r.Stderr)
+		}
+	}
+	add := devk("node", "add", fourth, "--control-plane")
+	t.Logf("devk node add --control-plane took %s", add.Took.Round(time.Millisecond))
+	if got := etcdMembers(); !slices.Equal(got, append(slices.Clone(cps), fourth)) {
+		t.Errorf("etcd members after the join %v", got)
+	}
+	waitServers(map[string]string{cps[0]: "UP", cps[1]: "UP", cps[2]: "UP", fourth: "UP"})
+	devk("node", "remove", fourth)
+	if got := etcdMembers(); !slices.Equal(got, cps) {
+		t.Errorf("etcd members after node remove %v, want %v", got, cps)
+	}
+	waitServers(allUp)
+	nodeLeftovers(t, fourth, filepath.Join(paths.NodesDir(), fourth), layout.NodeCgroupRoot(name, fourth))
+
+	// A patched API server swapped on every control-plane node, one at a
+	// time, under load through HAProxy.
+	configGo := filepath.Join(c.Tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go")
+	orig, err := os.ReadFile(configGo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			os.WriteFile(configGo, orig, 0o644)
+			restored = true
+		}
+	}
+	t.Cleanup(restore)
+	if err := os.WriteFile(configGo, append(append([]byte{}, orig...), "\nfunc DevkE2EHA() string { return \"ha\" }\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	load := startLoad(t, admin)
+	sw := devk("swap", "apiserver", "-o", "json")
+	sent, failures := load.stop()
+	var swapped haSwapReport
+	if err := json.Unmarshal([]byte(sw.Stdout), &swapped); err != nil || len(swapped.StaticPods) != 3 {
+		t.Fatalf("swap apiserver on 3 control planes: %v\n%s", err, sw.Stdout)
+	}
+	for i, p := range swapped.StaticPods {
+		bad := 0
+		for _, ch := range p.Checks {
+			if !ch.OK {
+				bad++
+			}
+		}
+		if bad > 0 || p.Unchanged || p.RolledBack || p.Node != cps[i] {
+			t.Errorf("swap %d (want on %s, in that order): %+v", i, cps[i], p)
+		}
+	}
+	t.Logf("rolling swap of 3 API servers took %s; %d requests through HAProxy meanwhile, %d failed", sw.Took.Round(time.Millisecond), sent, len(failures))
+	if sent < 100 {
+		t.Errorf("the load sent only %d requests: it did not run", sent)
+	}
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests through HAProxy failed during the rolling swap, e.g. %s", len(failures), sent, failures[0])
+	}
+	v := devk("digest", "verify", "apiserver")
+	for _, n := range cps[1:] {
+		if !strings.Contains(v.Stdout, "cri@"+n) || !strings.Contains(v.Stdout, "mirror-pod@"+n) {
+			t.Errorf("digest verify does not look at %s:\n%s", n, v.Stdout)
+		}
+	}
+
+	// down: nothing of any node, nor HAProxy.
+	devk("down")
+	downed = true
+	for _, n := range cfg.NodeNames() {
+		dir, root := filepath.Join(paths.NodesDir(), n), layout.NodeCgroupRoot(name, n)
+		if n == cfg.NodeName {
+			dir, root = paths.Dir, layout.CgroupRoot(name)
+		}
+		nodeLeftovers(t, n, dir, root)
+	}
+	if hostAfter := hostNetState(t); hostAfter != hostBefore {
+		t.Errorf("the host's network changed:\nbefore %+v\nafter  %+v", hostBefore, hostAfter)
+	}
+
+	// The tree as it was, and the shared cluster running what it builds
+	// again, for the tests after this one.
+	restore()
+	MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	MustDevkEnv(t, c.Tree, c.Env, "swap")
+}
+
+// haSwapReport is what the HA test reads of `devk swap -o json`.
+type haSwapReport struct {
+	StaticPods []struct {
+		Pod, Node             string
+		Unchanged, RolledBack bool
+		Checks                []struct {
+			Name string
+			OK   bool
+		}
+	}
+}
+
+// etcdMemberNames are the cluster's etcd members, by name, sorted, read
+// from node 0's member with the API server's client certificate.
+func etcdMemberNames(t *testing.T, ctx context.Context, cfg layout.Config, paths layout.Paths) []string {
+	t.Helper()
+	pkiDir := paths.PKI()
+	pair, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "apiserver-etcd-client.crt"), filepath.Join(pkiDir, "apiserver-etcd-client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(pkiDir, "etcd", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.EtcdURL()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cli.MemberList(mctx)
+	if err != nil {
+		t.Fatalf("etcd member list: %v", err)
+	}
+	var out []string
+	for _, m := range resp.Members {
+		if m.IsLearner {
+			out = append(out, m.Name+" (learner)")
+			continue
+		}
+		out = append(out, m.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// load is a client sending requests through the load balancer, 50 a
+// second, as a controller would (one clientset, its connection reused).
+type load struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex
+	sent     int
+	failures []string
+}
+
+func startLoad(t *testing.T, kubeconfig string) *load {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS, rc.Burst, rc.Timeout = 1000, 1000, 10*time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &load{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var wg sync.WaitGroup
+		for {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return
+			case <-tick.C:
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := cs.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kube-root-ca.crt", metav1.GetOptions{})
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				l.sent++
+				if err != nil {
+					l.failures = append(l.failures, time.Now().Format("15:04:05.000")+" "+err.Error())
+				}
+			}()
+		}
+	}()
+	return l
+}
+
+// stop ends the load and says how many requests it sent and which failed.
+func (l *load) stop() (int, []string) {
+	l.cancel()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent, l.failures
+}
