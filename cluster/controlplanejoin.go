@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/cluster/pki"

@@ -150,4 +150,3 @@ func (j *Job) swapsStaticPods() bool {
 	}
 	return false
 }
-
