@@ -557,8 +557,11 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 		if why == "" && proxy {
 			why = podOnNodeNotReady(ctx, cs, j.Node.Name(), kubeProxyName)
 		}
+		if why == "" {
+			return true, nil
+		}
 		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + why})
-		return why == "", nil
+		return false, nil
 	})
 	if poll.TimedOut(ctx, err) {
 		return phase.Done, fmt.Errorf("node %s is not ready after %s: %s; see %s", j.Node.Name(), joinTimeout, why, j.Node.LogFile("kubelet"))
