@@ -432,8 +432,11 @@ func (c *Config) RemoveNode(name string) error {
 	if err != nil {
 		return err
 	}
+	if i == 0 && len(c.ControlPlanes()) == 1 {
+		return fmt.Errorf("node %s is the cluster's only control-plane node (its etcd and API server are the cluster's): it goes only with the cluster, `devk down --name %s`", name, c.Name)
+	}
 	if i == 0 {
-		return fmt.Errorf("node %s is the control-plane node `devk up` made, which goes only with the cluster: `devk down --name %s` removes it", name, c.Name)
+		return fmt.Errorf("node %s is the control-plane node `devk up` made, whose directory is the cluster's: it goes only with the cluster (`devk down --name %s`); remove another control-plane node", name, c.Name)
 	}
 	c.Network.Nodes = append(c.Network.Nodes[:i:i], c.Network.Nodes[i+1:]...)
 	return nil
