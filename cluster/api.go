@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -227,17 +228,24 @@ func newBootstrapToken(now time.Time) (bootstrapToken, error) {
 // secret is the token's Secret as kubeadm makes it, for authentication
 // (joining nodes) and signing (cluster-info).
 func (t bootstrapToken) secret() *corev1ac.SecretApplyConfiguration {
+	return t.secretFor(bootstrapDescription, map[string][]byte{
+		bootstrapapi.BootstrapTokenUsageAuthentication: []byte("true"),
+		bootstrapapi.BootstrapTokenUsageSigningKey:     []byte("true"),
+		bootstrapapi.BootstrapTokenExtraGroupsKey:      []byte(bootstrapGroup),
+	})
+}
+
+// secretFor is the token's Secret with its description and usages.
+func (t bootstrapToken) secretFor(description string, usages map[string][]byte) *corev1ac.SecretApplyConfiguration {
+	data := map[string][]byte{
+		bootstrapapi.BootstrapTokenDescriptionKey: []byte(description),
+		bootstrapapi.BootstrapTokenIDKey:          []byte(t.ID),
+		bootstrapapi.BootstrapTokenSecretKey:      []byte(t.Secret),
+		bootstrapapi.BootstrapTokenExpirationKey:  []byte(t.Expires.UTC().Format(time.RFC3339)),
+	}
+	maps.Copy(data, usages)
 	return corev1ac.Secret(bootstraputil.BootstrapTokenSecretName(t.ID), metav1.NamespaceSystem).
-		WithType(bootstrapapi.SecretTypeBootstrapToken).
-		WithData(map[string][]byte{
-			bootstrapapi.BootstrapTokenDescriptionKey:      []byte(bootstrapDescription),
-			bootstrapapi.BootstrapTokenIDKey:               []byte(t.ID),
-			bootstrapapi.BootstrapTokenSecretKey:           []byte(t.Secret),
-			bootstrapapi.BootstrapTokenExpirationKey:       []byte(t.Expires.UTC().Format(time.RFC3339)),
-			bootstrapapi.BootstrapTokenUsageAuthentication: []byte("true"),
-			bootstrapapi.BootstrapTokenUsageSigningKey:     []byte("true"),
-			bootstrapapi.BootstrapTokenExtraGroupsKey:      []byte(bootstrapGroup),
-		})
+		WithType(bootstrapapi.SecretTypeBootstrapToken).WithData(data)
 }
 
 // runBootstrapToken makes what kubeadm's bootstrap-token phase makes: a

@@ -11,8 +11,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/devk/devk/cluster/loadbalancer"
@@ -57,6 +55,15 @@ func (c *Cluster) asNode(n node) *Cluster {
 	v := &Cluster{Options: c.Options, Paths: n.Paths, Config: c.Config, Home: c.Home, existed: c.existed}
 	v.Config.NodeName, v.Config.AdvertiseIP, v.Config.CRISocket = n.Name(), n.IP(), c.criSocket(n)
 	return v
+}
+
+// behindLoadBalancer runs a join or remove phase only for a control-plane
+// node of a cluster with a load balancer.
+func behindLoadBalancer(j *NodeJob) (bool, string) {
+	if ok, why := isControlPlane(j); !ok {
+		return ok, why
+	}
+	return haIf(j.Cluster)
 }
 
 // isControlPlane runs a join phase only for a control-plane node.
@@ -135,14 +142,9 @@ func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	tok.Expires = time.Now().Add(certshare.TokenTTL)
-	owner := corev1ac.Secret(bootstraputil.BootstrapTokenSecretName(tok.ID), metav1.NamespaceSystem).
-		WithType(bootstrapapi.SecretTypeBootstrapToken).
-		WithData(map[string][]byte{
-			bootstrapapi.BootstrapTokenDescriptionKey: []byte(certKeyTokenDescription),
-			bootstrapapi.BootstrapTokenIDKey:          []byte(tok.ID),
-			bootstrapapi.BootstrapTokenSecretKey:      []byte(tok.Secret),
-			bootstrapapi.BootstrapTokenExpirationKey:  []byte(tok.Expires.UTC().Format(time.RFC3339)),
-		})
+	// No usages: it only owns the Secret, so that tokencleaner deletes
+	// both when it expires, as kubeadm's does.
+	owner := tok.secretFor(certKeyTokenDescription, nil)
 	if _, err := kube.Apply(ctx, cs.CoreV1().Secrets(metav1.NamespaceSystem), bootstraputil.BootstrapTokenSecretName(tok.ID), owner); err != nil {
 		return phase.Done, fmt.Errorf("the token that owns the uploaded certificates: %w", err)
 	}

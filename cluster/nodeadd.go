@@ -181,12 +181,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "load-balancer",
 			Short: "a control-plane node: HAProxy reloaded with its API server; wait until HAProxy's /readyz checks pass on it",
-			If: func(j *NodeJob) (bool, string) {
-				if ok, why := isControlPlane(j); !ok {
-					return ok, why
-				}
-				return haIf(j.Cluster)
-			},
+			If:    behindLoadBalancer,
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Config.NodeAPIServerURL(j.Node.IP()) + "/readyz"}, []string{j.loadBalancer().File}
 			},

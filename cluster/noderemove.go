@@ -38,13 +38,8 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "load-balancer",
 			Short: "a control-plane node: take its API server out of HAProxy (no new connections), wait for those it has to end",
-			If: func(j *NodeJob) (bool, string) {
-				if ok, why := isControlPlane(j); !ok {
-					return ok, why
-				}
-				return haIf(j.Cluster)
-			},
-			Run: call((*NodeJob).runLeaveLoadBalancer),
+			If:    behindLoadBalancer,
+			Run:   call((*NodeJob).runLeaveLoadBalancer),
 		},
 		{
 			Name:  "etcd",
