@@ -50,7 +50,8 @@ var nodeControlPlaneKubeconfigs = []string{"admin", "controller-manager", "sched
 // asNode is the cluster as control-plane node n sees it: n's files, name
 // and address, so that the certificate, kubeconfig and manifest code of
 // node 0 makes n's. It shares c's config otherwise (images, spec,
-// networks); it has no client of its own (Client reads node 0's).
+// networks). Its Client would read n's super-admin.conf, which n does
+// not have: ask c's.
 func (c *Cluster) asNode(n node) *Cluster {
 	v := &Cluster{Options: c.Options, Paths: n.Paths, Config: c.Config, Home: c.Home, existed: c.existed}
 	v.Config.NodeName, v.Config.AdvertiseIP, v.Config.CRISocket = n.Name(), n.IP(), c.criSocket(n)

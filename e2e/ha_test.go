@@ -204,6 +204,41 @@ func TestHAControlPlane(t *testing.T) {
 	waitServers(allUp)
 	nodeLeftovers(t, fourth, filepath.Join(paths.NodesDir(), fourth), layout.NodeCgroupRoot(name, fourth))
 
+	// up again on the running cluster: every node's join is resumed,
+	// and nothing changes (no manifest rewritten, the same members).
+	var manifests []string
+	for _, n := range cps {
+		dir := paths.Manifests()
+		if n != cfg.NodeName {
+			dir = filepath.Join(paths.NodesDir(), n, "manifests")
+		}
+		for _, pod := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			data, err := os.ReadFile(filepath.Join(dir, pod+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			manifests = append(manifests, string(data))
+		}
+	}
+	devk("up")
+	i := 0
+	for _, n := range cps {
+		dir := paths.Manifests()
+		if n != cfg.NodeName {
+			dir = filepath.Join(paths.NodesDir(), n, "manifests")
+		}
+		for _, pod := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			if data, _ := os.ReadFile(filepath.Join(dir, pod+".yaml")); string(data) != manifests[i] {
+				t.Errorf("up again rewrote %s's %s manifest", n, pod)
+			}
+			i++
+		}
+	}
+	if got := etcdMembers(); !slices.Equal(got, cps) {
+		t.Errorf("etcd members after up again %v", got)
+	}
+	waitServers(allUp)
+
 	// A patched API server swapped on every control-plane node, one at a
 	// time, under load through HAProxy.
 	configGo := filepath.Join(c.Tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go")
