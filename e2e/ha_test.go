@@ -206,32 +206,29 @@ func TestHAControlPlane(t *testing.T) {
 
 	// up again on the running cluster: every node's join is resumed,
 	// and nothing changes (no manifest rewritten, the same members).
-	var manifests []string
-	for _, n := range cps {
-		dir := paths.Manifests()
-		if n != cfg.NodeName {
-			dir = filepath.Join(paths.NodesDir(), n, "manifests")
-		}
-		for _, pod := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-			data, err := os.ReadFile(filepath.Join(dir, pod+".yaml"))
-			if err != nil {
-				t.Fatal(err)
+	staticPods := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+	manifestsOf := func() map[string]string {
+		out := map[string]string{}
+		for _, n := range cps {
+			dir := paths.Manifests()
+			if n != cfg.NodeName {
+				dir = filepath.Join(paths.NodesDir(), n, "manifests")
 			}
-			manifests = append(manifests, string(data))
+			for _, pod := range staticPods {
+				data, err := os.ReadFile(filepath.Join(dir, pod+".yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[n+"/"+pod] = string(data)
+			}
 		}
+		return out
 	}
+	beforeUp := manifestsOf()
 	devk("up")
-	i := 0
-	for _, n := range cps {
-		dir := paths.Manifests()
-		if n != cfg.NodeName {
-			dir = filepath.Join(paths.NodesDir(), n, "manifests")
-		}
-		for _, pod := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-			if data, _ := os.ReadFile(filepath.Join(dir, pod+".yaml")); string(data) != manifests[i] {
-				t.Errorf("up again rewrote %s's %s manifest", n, pod)
-			}
-			i++
+	for k, v := range manifestsOf() {
+		if beforeUp[k] != v {
+			t.Errorf("up again rewrote the manifest %s", k)
 		}
 	}
 	if got := etcdMembers(); !slices.Equal(got, cps) {
