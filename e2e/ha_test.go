@@ -72,6 +72,15 @@ func TestHAControlPlane(t *testing.T) {
 		t.Error("a refused control-plane join changed the shared cluster's cluster.json")
 	}
 
+	// Killed and interrupted where one control plane skips: starting
+	// HAProxy; the next up resumes.
+	upArgs := []string{"up", "--control-planes", "3", "--name", name}
+	if r := atPoint(t, c.Tree, c.Env, "up/load-balancer", "kill", upArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+		t.Fatalf("not killed at up/load-balancer: %v\n%s", r.Err, r.Stderr)
+	}
+	if r := atPoint(t, c.Tree, c.Env, "up/load-balancer", "int", upArgs...); exitCode(r.Err) != 130 {
+		t.Fatalf("exit %d after Ctrl-C at up/load-balancer, want 130:\n%s", exitCode(r.Err), r.Stderr)
+	}
 	up := devk("up", "--control-planes", "3", "-o", "json")
 	t.Logf("devk up --control-planes 3 took %s", up.Took.Round(time.Millisecond))
 	cfg, paths, err := layout.Open(c.Home, name)
