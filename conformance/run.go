@@ -16,12 +16,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
@@ -59,6 +61,14 @@ const ConformanceLabel = "Conformance"
 // SuiteTimeout is ginkgo's whole-suite timeout: the full conformance
 // suite on two cores takes more than ginkgo's default hour.
 const SuiteTimeout = 24 * time.Hour
+
+// AddonReadyWait bounds preflight's wait for the addons to be rolled out
+// and ready (CoreDNS is unready for a few seconds after an API server
+// restart); addonPollInterval is how often it looks.
+const (
+	AddonReadyWait    = time.Minute
+	addonPollInterval = 500 * time.Millisecond
+)
 
 // Validate checks the options before anything runs.
 func (o Options) Validate() error {
@@ -194,15 +204,26 @@ func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
 	}
 	j.Result.Version = server
 	for _, w := range addon.Workloads {
-		st, err := addon.Get(ctx, cs, w)
+		// An addon just restarted (CoreDNS after an API server swap, as
+		// `devk watch` runs one right before) is given a moment.
+		var why string
+		err := wait.PollUntilContextTimeout(ctx, addonPollInterval, AddonReadyWait, true, func(ctx context.Context) (bool, error) {
+			st, err := addon.Get(ctx, cs, w)
+			if err != nil {
+				return false, err
+			}
+			if st == nil {
+				return false, fmt.Errorf("cluster %s has no %s: the e2e specs need the cluster's DNS and Services; `devk up --name %s` installs both addons", cfg.Name, w, cfg.Name)
+			}
+			done, reason := st.RolledOut()
+			why = reason
+			return done, nil
+		})
+		if poll.TimedOut(ctx, err) {
+			return phase.Done, fmt.Errorf("cluster %s: %s is not ready after %s (%s): see `devk status --name %s`", cfg.Name, w, AddonReadyWait, why, cfg.Name)
+		}
 		if err != nil {
 			return phase.Done, err
-		}
-		if st == nil {
-			return phase.Done, fmt.Errorf("cluster %s has no %s: the e2e specs need the cluster's DNS and Services; `devk up --name %s` installs both addons", cfg.Name, w, cfg.Name)
-		}
-		if done, why := st.RolledOut(); !done {
-			return phase.Done, fmt.Errorf("cluster %s: %s is not ready (%s): wait for it, see `devk status --name %s`", cfg.Name, w, why, cfg.Name)
 		}
 	}
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
