@@ -275,7 +275,7 @@ spec:
 		{[]string{"node", "remove", name + "-control-plane"}, "goes only with the cluster"},
 		{[]string{"node", "add", "--discovery-token-ca-cert-hash", "sha256:" + strings.Repeat("0", 64)}, "does not match any pinned hash"},
 		{[]string{"node", "add", "--token", "abcdef.0123456789abcdef", "--discovery-timeout", "3s"}, "not signed for this token"},
-		{[]string{"node", "add", "--control-plane"}, "does not do yet"},
+		{[]string{"node", "add", "--control-plane"}, "no load balancer"},
 	}
 	for _, tc := range bad {
 		r := Devk(t, c.Tree, c.Env, append(tc.args, "--name", name)...)
