@@ -46,17 +46,8 @@ func TestHAControlPlane(t *testing.T) {
 	const name = "ha"
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	devk := func(args ...string) Result {
-		t.Helper()
-		return MustDevkEnv(t, c.Tree, c.Env, append(args, "--name", name)...)
-	}
+	devk, downed := besideShared(t, c, name)
 	hostBefore := hostNetState(t)
-	downed := false
-	t.Cleanup(func() {
-		if !downed {
-			Devk(t, c.Tree, c.Env, "down", "--name", name)
-		}
-	})
 
 	// Asking the shared cluster (one control plane, no load balancer)
 	// for another is refused, and changes nothing.
@@ -298,7 +289,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	// down: nothing of any node, nor HAProxy.
 	devk("down")
-	downed = true
+	downed()
 	for _, n := range cfg.NodeNames() {
 		dir, root := filepath.Join(paths.NodesDir(), n), layout.NodeCgroupRoot(name, n)
 		if n == cfg.NodeName {

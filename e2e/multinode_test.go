@@ -38,17 +38,8 @@ func TestMultiNode(t *testing.T) {
 	const name = "multi"
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	devk := func(args ...string) Result {
-		t.Helper()
-		return MustDevkEnv(t, c.Tree, c.Env, append(args, "--name", name)...)
-	}
+	devk, downed := besideShared(t, c, name)
 	hostBefore := hostNetState(t)
-	downed := false
-	t.Cleanup(func() {
-		if !downed {
-			Devk(t, c.Tree, c.Env, "down", "--name", name)
-		}
-	})
 
 	up := devk("up", "--nodes", "3", "-o", "json")
 	var upRes struct{ Kubeconfig string }
@@ -354,7 +345,7 @@ spec:
 
 	// down: nothing of any node.
 	devk("down")
-	downed = true
+	downed()
 	for _, n := range cfg.NodeNames() {
 		dir := filepath.Join(paths.NodesDir(), n)
 		root := layout.NodeCgroupRoot(name, n)
@@ -390,4 +381,21 @@ func nodeLeftovers(t *testing.T, node, dir, cgroupRoot string) {
 	for _, pid := range procsMentioning(dir) {
 		t.Errorf("process %s of %s still runs", pid, node)
 	}
+}
+
+// besideShared is a cluster called name beside the shared one (in its
+// DEVK_HOME, sharing its registry): devk runs a devk command on it,
+// failing the test on an error; the test's end takes the cluster down
+// unless downed says it went.
+func besideShared(t *testing.T, c *SharedCluster, name string) (devk func(args ...string) Result, downed func()) {
+	gone := false
+	t.Cleanup(func() {
+		if !gone {
+			Devk(t, c.Tree, c.Env, "down", "--name", name)
+		}
+	})
+	return func(args ...string) Result {
+		t.Helper()
+		return MustDevkEnv(t, c.Tree, c.Env, append(args, "--name", name)...)
+	}, func() { gone = true }
 }
