@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"maps"
 	"net"
@@ -259,6 +260,9 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 	if err := ensureCgroupRoot(n.Net.CgroupRoot); err != nil {
 		return phase.Done, err
 	}
+	if err := shareKubeletRoot(n.KubeletRoot()); err != nil {
+		return phase.Done, err
+	}
 	procs := n.Procs()
 	argsChanged := false
 	if pid, ok := procs.Running("kubelet"); ok {
@@ -444,4 +448,29 @@ func logContains(path string, offset int64, s string) bool {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, 8<<20))
 	return err == nil && bytes.Contains(data, []byte(s))
+}
+
+// shareKubeletRoot makes the kubelet's root dir a shared bind mount of
+// itself, as the kubelet does at start (hostutil.MakeRShared), unless it
+// is one already. The kubelet does it in one goroutine while another
+// makes its pod-resources socket in that dir by a rename, and a mount
+// that lands between the socket's temp file and the rename fails it
+// ("invalid cross-device link": the kubelet exits); seen when a joining
+// node's kubelet first starts. Done first, the kubelet finds the mount
+// and leaves it. Down's mounts phase unmounts it with the rest.
+func shareKubeletRoot(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	if slices.Contains(mountsUnder(string(data), dir), dir) {
+		return nil
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mount the kubelet's root dir %s onto itself: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make the kubelet's root dir %s a shared mount: %w", dir, err)
+	}
+	return nil
 }
