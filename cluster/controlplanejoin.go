@@ -130,6 +130,11 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 // credential and a certificate key of this join only, then downloads as
 // the joining node does, with the bootstrap token alone.
 func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
+	if certshare.Shared(j.PKI(), j.Node.PKI()) {
+		// A join resumed (or up again) after the download: no new key,
+		// token and Secret for files the node has already.
+		return phase.Unchanged("the node has the shared certificates already"), nil
+	}
 	cs, err := j.Client()
 	if err != nil {
 		return phase.Done, err

@@ -120,6 +120,24 @@ var sharedFiles = func() []sharedFile {
 		sharedFile{name: pki.SAPubName, kind: publicKey})
 }()
 
+// Shared reports whether pkiDir already holds every file the upload
+// shares, byte for byte as fromDir holds them (a control-plane node's
+// pki dir that a download filled before): a join then has nothing to
+// download, and need not upload.
+func Shared(fromDir, pkiDir string) bool {
+	for _, f := range sharedFiles {
+		want, err := os.ReadFile(filepath.Join(fromDir, f.name))
+		if err != nil {
+			return false
+		}
+		got, err := os.ReadFile(filepath.Join(pkiDir, f.name))
+		if err != nil || !bytes.Equal(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
 // dataKey is the file's key in the Secret: its name with "/" as "-"
 // ("etcd-ca.crt"), as kubeadm's certOrKeyNameToSecretName.
 func (f sharedFile) dataKey() string { return strings.ReplaceAll(filepath.ToSlash(f.name), "/", "-") }

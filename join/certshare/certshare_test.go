@@ -194,6 +194,9 @@ func TestRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	cs, src, key := uploaded(t)
 	dst := filepath.Join(t.TempDir(), "pki")
+	if Shared(src, dst) {
+		t.Error("an empty pki dir has the shared files")
+	}
 
 	written, err := Download(ctx, cs, key, dst)
 	if err != nil {
@@ -229,6 +232,18 @@ func TestRoundTrip(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dst, "*tmp*")); len(left) > 0 {
 		t.Errorf("temp files left: %v", left)
 	}
+
+	if !Shared(src, dst) {
+		t.Error("after the download, the node lacks the shared files")
+	}
+	// One byte of one file changed: no longer the cluster's.
+	sa := filepath.Join(dst, "sa.pub")
+	orig, _ := os.ReadFile(sa)
+	os.WriteFile(sa, append(append([]byte{}, orig...), '\n'), 0o644)
+	if Shared(src, dst) {
+		t.Error("a changed sa.pub counts as shared")
+	}
+	os.WriteFile(sa, orig, 0o644)
 
 	// The same files again: nothing to write.
 	if written, err := Download(ctx, cs, key, dst); err != nil || len(written) != 0 {
