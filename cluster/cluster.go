@@ -171,7 +171,7 @@ func Open(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	if !c.existed && c.ControlPlanes > 1 {
-		c.Config.ControlPlaneEndpoint = c.Config.EndpointFor()
+		c.Config.ControlPlaneEndpoint = c.Config.LoadBalancerEndpoint()
 	}
 	if o.CertValidity != nil {
 		c.Config.Spec.CertValidity = &metav1.Duration{Duration: *o.CertValidity}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -253,16 +254,22 @@ type etcdMember struct {
 	Started bool
 }
 
+// members is the cluster's member list.
 func members(ctx context.Context, cli *etcdwatch.Client) ([]*etcdMember, error) {
 	resp, err := cli.MemberList(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return asMembers(resp.Members), nil
+}
+
+// asMembers are etcd's members as the join reads them.
+func asMembers(pbs []*etcdserverpb.Member) []*etcdMember {
 	var out []*etcdMember
-	for _, m := range resp.Members {
+	for _, m := range pbs {
 		out = append(out, &etcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner, Started: m.Name != ""})
 	}
-	return out, nil
+	return out
 }
 
 // initialCluster is etcd's --initial-cluster for a member joining
@@ -308,10 +315,7 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, fmt.Errorf("etcd member add (learner) %s: %w", peer, err)
 		}
 		added = true
-		ms = nil
-		for _, m := range resp.Members {
-			ms = append(ms, &etcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner})
-		}
+		ms = asMembers(resp.Members)
 		self = memberOf(ms, peer)
 		if self == nil {
 			return phase.Done, fmt.Errorf("etcd member add %s: the member list it returned lacks it", peer)
@@ -427,21 +431,8 @@ func (j *NodeJob) runJoinLoadBalancer(ctx context.Context) (phase.Outcome, error
 	if err != nil {
 		return out, err
 	}
-	api := j.loadBalancer().API()
-	var status string
-	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
-		s, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name())
-		if err != nil {
-			return false, err
-		}
-		status = s.Status
-		return strings.HasPrefix(s.Status, "UP"), nil
-	})
-	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("HAProxy says the API server of %s is %s after %s: its /readyz fails? see %s", j.Node.Name(), status, joinTimeout, j.asNode(j.Node).containerLog("kube-apiserver"))
-	}
-	if err != nil {
-		return phase.Done, err
+	if err := j.waitAPIServerUp(ctx, j.Node.Name()); err != nil {
+		return phase.Done, fmt.Errorf("%w (%s)", err, j.asNode(j.Node).containerLog("kube-apiserver"))
 	}
 	out.Detail += "; " + j.Node.Name() + " UP"
 	return out, nil
@@ -457,19 +448,16 @@ func (c *Cluster) checkJoinControlPlane() error {
 }
 
 // runLeaveLoadBalancer takes a leaving control-plane node's API server
-// out of HAProxy (maint: no new connection goes to it) and waits, at most
-// loadbalancer.DrainTimeout, until the connections it has end; record
-// then reloads HAProxy without it.
+// out of HAProxy: drained (at most leaveIdleWait for its connections to
+// end), then maint (no traffic at all); record then reloads HAProxy
+// without it.
 func (j *NodeJob) runLeaveLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	api := j.loadBalancer().API()
 	if _, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name()); err != nil {
 		return phase.Unchanged("not in HAProxy (%v)", err), nil
 	}
-	if err := api.SetState(ctx, loadbalancer.BackendName, j.Node.Name(), loadbalancer.Drain); err != nil {
+	if err := j.drainAPIServer(ctx, j.Node.Name(), leaveIdleWait); err != nil {
 		return phase.Done, err
-	}
-	if err := api.WaitIdleWithin(ctx, loadbalancer.BackendName, j.Node.Name(), leaveIdleWait); err != nil {
-		j.Reporter.Infof("  %v", err)
 	}
 	if err := api.SetState(ctx, loadbalancer.BackendName, j.Node.Name(), loadbalancer.Maint); err != nil {
 		return phase.Done, err

@@ -16,7 +16,7 @@ import (
 func threeControlPlanes(t *testing.T) *Cluster {
 	t.Helper()
 	cfg, p := testCluster()
-	cfg.ControlPlaneEndpoint = cfg.EndpointFor()
+	cfg.ControlPlaneEndpoint = cfg.LoadBalancerEndpoint()
 	for _, name := range []string{"devk-control-plane2", "devk-control-plane3"} {
 		if _, err := cfg.AddNode(name, layout.RoleControlPlane, nil); err != nil {
 			t.Fatal(err)

@@ -99,28 +99,63 @@ func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
 // API server shuts down gracefully (it tells its clients to go).
 const swapIdleWait = 2 * time.Second
 
-// putBackTimeout bounds the wait for HAProxy's checks to pass on an API
-// server put back (its /readyz passed already: one check interval).
-const putBackTimeout = time.Minute
+// upTimeout bounds the wait for HAProxy's checks to pass on an API
+// server put back or joined (its /readyz passed already: a check
+// interval or two); upPoll is how often that wait asks HAProxy.
+const (
+	upTimeout = time.Minute
+	upPoll    = 100 * time.Millisecond
+)
 
-// TakeOutAPIServer stops HAProxy giving node's API server new
-// connections (drain) and waits, at most swapIdleWait, for its
-// connections to end.
-func (c *Cluster) TakeOutAPIServer(ctx context.Context, node string) error {
+// drainAPIServer stops HAProxy giving node's API server new connections
+// (drain) and waits, at most within, for those it has to end; the
+// connections still open then are left to the API server's graceful
+// shutdown.
+func (c *Cluster) drainAPIServer(ctx context.Context, node string, within time.Duration) error {
 	api := c.loadBalancer().API()
 	if err := api.SetState(ctx, loadbalancer.BackendName, node, loadbalancer.Drain); err != nil {
 		return err
 	}
-	if err := api.WaitIdleWithin(ctx, loadbalancer.BackendName, node, swapIdleWait); err != nil && ctx.Err() == nil {
+	if err := api.WaitIdleWithin(ctx, loadbalancer.BackendName, node, within); err != nil && ctx.Err() == nil {
 		c.Reporter.Debugf("%v", err)
 	}
 	return ctx.Err()
 }
 
+// waitAPIServerUp waits, at most upTimeout, until HAProxy's checks pass
+// on node's API server.
+func (c *Cluster) waitAPIServerUp(ctx context.Context, node string) error {
+	api := c.loadBalancer().API()
+	var status string
+	err := wait.PollUntilContextTimeout(ctx, upPoll, upTimeout, true, func(ctx context.Context) (bool, error) {
+		s, err := api.Server(ctx, loadbalancer.BackendName, node)
+		if err != nil {
+			return false, err
+		}
+		status = s.Status
+		return strings.HasPrefix(s.Status, "UP"), nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return fmt.Errorf("HAProxy still says %s for the API server of %s after %s: its /readyz fails? see its log under %s", status, node, upTimeout, c.Logs())
+	}
+	return err
+}
+
+// TakeOutAPIServer takes node's API server out of HAProxy for a swap
+// (drainAPIServer, at most swapIdleWait).
+func (c *Cluster) TakeOutAPIServer(ctx context.Context, node string) error {
+	return c.drainAPIServer(ctx, node, swapIdleWait)
+}
+
 // PutBackAPIServer lets HAProxy give node's API server connections again
-// and waits until its checks pass on it (UP): the next node is taken out
-// only once this one serves.
-func (c *Cluster) PutBackAPIServer(ctx context.Context, node string) error {
+// (state ready, unless it is UP already: a server taken out and then
+// down may show only DOWN); with untilUp it then waits until
+// HAProxy's checks pass on it, so that the next node is taken out only
+// once this one serves. Without, it only clears the state (a swap
+// resuming one killed with a node out: that node's checks decide whether
+// it gets traffic, and a broken API server must not stop the swap that
+// would mend it).
+func (c *Cluster) PutBackAPIServer(ctx context.Context, node string, untilUp bool) error {
 	api := c.loadBalancer().API()
 	s, err := api.Server(ctx, loadbalancer.BackendName, node)
 	if err != nil {
@@ -132,17 +167,8 @@ func (c *Cluster) PutBackAPIServer(ctx context.Context, node string) error {
 	if err := api.SetState(ctx, loadbalancer.BackendName, node, loadbalancer.Ready); err != nil {
 		return err
 	}
-	err = wait.PollUntilContextTimeout(ctx, putBackPoll, putBackTimeout, true, func(ctx context.Context) (bool, error) {
-		if s, err = api.Server(ctx, loadbalancer.BackendName, node); err != nil {
-			return false, err
-		}
-		return strings.HasPrefix(s.Status, "UP"), nil
-	})
-	if poll.TimedOut(ctx, err) {
-		return fmt.Errorf("HAProxy still says %s for the API server of %s after %s: its /readyz fails?", s.Status, node, putBackTimeout)
+	if !untilUp {
+		return nil
 	}
-	return err
+	return c.waitAPIServerUp(ctx, node)
 }
-
-// putBackPoll is how often PutBackAPIServer asks HAProxy.
-const putBackPoll = 100 * time.Millisecond

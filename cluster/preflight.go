@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"github.com/devk/devk/cluster/loadbalancer"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
 )

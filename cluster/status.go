@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/devk/devk/cluster/loadbalancer"
 	"io"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devk/devk/cluster/loadbalancer"
 	addonpkg "github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"

@@ -64,9 +64,11 @@ type Options struct {
 	// gave, for messages that say what to run next.
 	Command string
 
-	// ControlPlanes, when there are two or more, are the cluster's
-	// control-plane nodes, Node's first: the static pods are swapped on
-	// one node at a time, each verified before the next (see rolling.go).
+	// ControlPlanes, when set, are the control-plane nodes of a cluster
+	// with several (all, or those --node picks), Node's first: the static
+	// pods are swapped on one node at a time, each verified before the
+	// next, each taken out of the load balancer around its own swap (see
+	// rolling.go).
 	ControlPlanes []ControlPlaneNode
 	// StopGrace is how long the old static pod's container gets to stop
 	// after SIGTERM in the hand-over; zero stops it at once (one node:
@@ -179,14 +181,15 @@ func NewJob(o Options) (*Job, error) {
 // Close; on several control-plane nodes, that for each in turn
 // (runRolling). popts select phases, ask for a plan, and report.
 func Run(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
-	if len(o.ControlPlanes) > 1 {
+	if len(o.ControlPlanes) > 0 {
 		return runRolling(ctx, o, popts)
 	}
 	return runOne(ctx, o, popts, nil)
 }
 
-// runOne is Run on one node; before, when set, runs once the job knows
-// what it swaps, before its phases (and its after once they ended).
+// runOne is Run on one node; around, when set, runs once the job knows
+// what it swaps, before its phases, and the func it returns once they
+// ended (and the job was closed).
 func runOne(ctx context.Context, o Options, popts phase.Options, around func(context.Context, *Job) (func(context.Context) error, error)) (*Report, error) {
 	j, err := NewJob(o)
 	if err != nil {

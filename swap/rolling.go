@@ -32,11 +32,12 @@ type ControlPlaneNode struct {
 	// Relist restarts its kubelet (see Options.Relist); nil: never.
 	Relist func(ctx context.Context) error
 	// TakeOut, when set, stops the load balancer sending the node's API
-	// server new connections and waits for its requests in flight;
-	// PutBack puts it back and waits until the load balancer's checks
-	// pass on it again. PutBack of a node that is in already does
-	// nothing.
-	TakeOut, PutBack func(ctx context.Context) error
+	// server new connections and waits for its requests in flight.
+	TakeOut func(ctx context.Context) error
+	// PutBack puts it back; with untilUp it waits until the load
+	// balancer's checks pass on it again. PutBack of a node that is in
+	// already does nothing.
+	PutBack func(ctx context.Context, untilUp bool) error
 
 	// fake, in a unit test only, is the node's connection (a fake
 	// kubelet and runtime, which cannot run there).
@@ -51,8 +52,9 @@ type ControlPlaneNode struct {
 // its new API server is ready; its old containers stop gracefully
 // (StopGrace), so clients finish on it or go elsewhere. The addons,
 // kubelet and kubectl are swapped with the first node only. A node put
-// out by a rolling swap that was killed is put back first (its checks
-// decide whether it then gets traffic). The first failure stops the
+// out by a rolling swap that was killed is put back first, without
+// waiting (its checks decide whether it then gets traffic; a broken API
+// server must not stop the swap that mends it). The first failure stops the
 // roll: the nodes after it keep their pods.
 func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
 	rep := &Report{}
@@ -61,7 +63,7 @@ func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, e
 			if cp.PutBack == nil {
 				continue
 			}
-			if err := cp.PutBack(ctx); err != nil {
+			if err := cp.PutBack(ctx, false); err != nil {
 				return rep, fmt.Errorf("node %s: put its API server back into the load balancer: %w", cp.Name, err)
 			}
 		}
@@ -96,7 +98,15 @@ func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, e
 			if err := cp.TakeOut(ctx); err != nil {
 				return nil, fmt.Errorf("take the API server out of the load balancer: %w", err)
 			}
-			return cp.PutBack, nil
+			return func(ctx context.Context) error {
+				if ctx.Err() != nil {
+					// Interrupted: put it back without waiting (the
+					// runtime API's commands are bounded); the next
+					// swap would otherwise, first thing.
+					return cp.PutBack(context.WithoutCancel(ctx), false)
+				}
+				return cp.PutBack(ctx, true)
+			}, nil
 		})
 		for _, p := range r.StaticPods {
 			p.Node = cp.Name

@@ -84,8 +84,15 @@ func (fx *rollingFixture) options(t *testing.T, o Options) Options {
 				fx.log("out " + f.node)
 				return nil
 			},
-			PutBack: func(ctx context.Context) error { fx.log("back " + f.node); return nil },
-			fake:    f.Node(),
+			PutBack: func(ctx context.Context, untilUp bool) error {
+				if untilUp {
+					fx.log("back " + f.node)
+				} else {
+					fx.log("release " + f.node)
+				}
+				return nil
+			},
+			fake: f.Node(),
 		})
 	}
 	o.TreeDir, o.Timeout = fx.tree, 10*time.Second
@@ -99,9 +106,10 @@ func TestRollingSwapOneNodeAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Both put back first (a killed roll may have left one out), then
-	// each out around its own swap, in turn.
-	want := []string{"back node1", "back node2", "out node1", "back node1", "out node2", "back node2"}
+	// Both released first, without waiting (a killed roll may have left
+	// one out), then each out around its own swap, in turn, and back
+	// until its checks pass.
+	want := []string{"release node1", "release node2", "out node1", "back node1", "out node2", "back node2"}
 	if got := fx.taken(); !slices.Equal(got, want) {
 		t.Errorf("load balancer: %v, want %v", got, want)
 	}
@@ -124,7 +132,7 @@ func TestRollingSwapOneNodeAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fx.taken(); !slices.Equal(got, []string{"back node1", "back node2"}) {
+	if got := fx.taken(); !slices.Equal(got, []string{"release node1", "release node2"}) {
 		t.Errorf("an unchanged roll asked the load balancer %v", got)
 	}
 	if len(rep.StaticPods) != 2 || !rep.StaticPods[0].Unchanged || !rep.StaticPods[1].Unchanged {
@@ -149,5 +157,26 @@ func TestRollingSwapStopsAtTheFailingNode(t *testing.T) {
 	}
 	if got := fx.taken(); len(got) == 0 || got[len(got)-1] != "back node2" {
 		t.Errorf("node2 was not put back after its rollback: %v", got)
+	}
+}
+
+// `devk swap apiserver --node node2` on a cluster of several control
+// planes: that node only, still taken out around its swap.
+func TestRollingSwapOfOneNodeStillTakesItOut(t *testing.T) {
+	fx := newRollingFixture(t)
+	o := fx.options(t, Options{Components: []string{"apiserver"}})
+	o.ControlPlanes = o.ControlPlanes[1:]
+	o.ControlPlanes[0].TakeOut = func(context.Context) error { fx.log("out node2"); return nil }
+	if _, err := Run(context.Background(), o, phase.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fx.taken(), []string{"release node2", "out node2", "back node2"}; !slices.Equal(got, want) {
+		t.Errorf("load balancer: %v, want %v", got, want)
+	}
+	if got := fx.node.running("kube-apiserver"); got != oldImage {
+		t.Errorf("node1, which --node left out, runs %s", got)
+	}
+	if got := fx.second.running("kube-apiserver"); got != fx.pushed {
+		t.Errorf("node2 runs %s, want %s", got, fx.pushed)
 	}
 }

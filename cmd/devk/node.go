@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/devk/devk/digest"
 	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/swap"
@@ -190,13 +190,19 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 			return r, err
 		}
 		switch {
-		case len(cps) == 0 && o.NoNode == nil:
+		case len(cps) == 0:
 			// The node stays for the kubelets' waits; a swap of what
 			// runs on a control-plane node says this.
+			if o.NoNode != nil {
+				break
+			}
 			o.NoNode = fmt.Errorf("the static pods and the addons' swap run on the control-plane nodes (%s), which --node leaves out: add --node %s", strings.Join(c.Config.ControlPlaneNames(), ", "), c.Config.NodeName)
-		case len(cps) == 1:
-			o.Node, o.NodeName, o.Relist = cps[0].Node, cps[0].Name, cps[0].Relist
+		case len(c.Config.ControlPlanes()) == 1:
+			// One control plane: the plain swap of one node.
 		default:
+			// Several (--node may pick one): each in turn, taken out of
+			// the load balancer around its own swap.
+			o.Node, o.NodeName, o.Relist = cps[0].Node, cps[0].Name, cps[0].Relist
 			o.ControlPlanes = cps
 		}
 		if c.Config.HA() {
@@ -225,7 +231,7 @@ func (n *nodeFlags) controlPlanes(c *cluster.Cluster) ([]swap.ControlPlaneNode, 
 		}
 		if c.Config.HA() {
 			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, cp.Name) }
-			e.PutBack = func(ctx context.Context) error { return c.PutBackAPIServer(ctx, cp.Name) }
+			e.PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, cp.Name, untilUp) }
 		}
 		out = append(out, e)
 	}

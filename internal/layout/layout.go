@@ -212,8 +212,8 @@ func (c Config) Validate(dirName string) error {
 			return err
 		}
 	}
-	if c.ControlPlaneEndpoint != "" && (!c.HasNodeNetwork() || c.ControlPlaneEndpoint != c.EndpointFor()) {
-		return bad("controlPlaneEndpoint", c.ControlPlaneEndpoint, "want the host's bridge address and the API server's port, "+c.EndpointFor())
+	if c.ControlPlaneEndpoint != "" && (!c.HasNodeNetwork() || c.ControlPlaneEndpoint != c.LoadBalancerEndpoint()) {
+		return bad("controlPlaneEndpoint", c.ControlPlaneEndpoint, "want the host's bridge address and the API server's port, "+c.LoadBalancerEndpoint())
 	}
 	if errs := validation.IsDNS1123Subdomain(c.DNSDomain); len(errs) > 0 {
 		return bad("dnsDomain", c.DNSDomain, strings.Join(errs, "; "))
@@ -280,9 +280,9 @@ func (c Config) NodeAPIServerURL(ip string) string {
 	return "https://" + net.JoinHostPort(ip, strconv.Itoa(c.Ports.APIServer))
 }
 
-// EndpointFor is the control-plane endpoint a cluster with a load
-// balancer has: the host's bridge address, the API server's port.
-func (c Config) EndpointFor() string {
+// LoadBalancerEndpoint is the control-plane endpoint a cluster with a
+// load balancer has: the host's bridge address, the API server's port.
+func (c Config) LoadBalancerEndpoint() string {
 	return net.JoinHostPort(c.Network.HostIP, strconv.Itoa(c.Ports.APIServer))
 }
 
