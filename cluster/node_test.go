@@ -236,6 +236,17 @@ func TestNodesToJoin(t *testing.T) {
 	if want := []string{"worker:devk-worker", "worker:devk-worker2", "control-plane:cp-b", "control-plane:devk-control-plane2", "worker:w-x"}; !slices.Equal(got, want) {
 		t.Errorf("nodesToJoin %v, want %v", got, want)
 	}
+	// Up again with the file once some of its nodes joined: the names
+	// the cluster has are not joined twice.
+	c.Nodes, c.ControlPlanes = 4, 0
+	c.fileNodes = []UserNode{{Role: layout.RoleWorker}, {Role: layout.RoleWorker, Name: "devk-worker2"}, {Role: layout.RoleWorker, Name: "small"}}
+	got = names(c.nodesToJoin())
+	if want := []string{"worker:devk-worker", "worker:devk-worker2", "worker:small"}; !slices.Equal(got, want) {
+		t.Errorf("nodesToJoin again %v, want %v", got, want)
+	}
+	if err := c.checkNodeCount(); err != nil {
+		t.Errorf("up again with the file: %v", err)
+	}
 	c.ControlPlanes, c.fileNodes = 0, nil
 	if len(c.Config.Network.Nodes) != 3 {
 		t.Errorf("nodesToJoin changed the config: %d nodes", len(c.Config.Network.Nodes))

@@ -634,10 +634,7 @@ func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]UserNode, error) {
 	}
 	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
 	cps, total := len(cfg.ControlPlanes()), max(1, len(cfg.Network.Nodes))
-	named := map[string][]string{}
-	for _, n := range c.fileNodes {
-		named[n.Role] = append(named[n.Role], n.Name)
-	}
+	named := c.namesStillWanted(cfg)
 	var addErr error
 	add := func(role string) bool {
 		name := cfg.NextNodeName(role)
@@ -661,6 +658,36 @@ func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]UserNode, error) {
 	for addErr == nil && total < c.Nodes && add(layout.RoleWorker) {
 	}
 	return out, addErr
+}
+
+// namesStillWanted are, by role, the names the config file gives the
+// nodes cfg does not have yet, in the file's order ("" for a default
+// name): a file node the cluster has by name is there, and each of the
+// cluster's other nodes of that role stands for one the file leaves
+// unnamed.
+func (c *Cluster) namesStillWanted(cfg layout.Config) map[string][]string {
+	listed := map[string]bool{}
+	for _, n := range c.fileNodes {
+		listed[n.Name] = true
+	}
+	unnamed := map[string]int{} // the cluster's nodes the file does not name, by role
+	for _, n := range cfg.Network.Nodes[min(1, len(cfg.Network.Nodes)):] {
+		if !listed[n.Name] {
+			unnamed[n.Role]++
+		}
+	}
+	out := map[string][]string{}
+	for _, n := range c.fileNodes {
+		if _, _, err := cfg.FindNode(n.Name); n.Name != "" && err == nil {
+			continue
+		}
+		if n.Name == "" && unnamed[n.Role] > 0 {
+			unnamed[n.Role]--
+			continue
+		}
+		out[n.Role] = append(out[n.Role], n.Name)
+	}
+	return out
 }
 
 // runNodes is up's nodes phase: the join phases (JoinPhases) for every
