@@ -298,6 +298,17 @@ func (c Config) ControlPlane() NodeNet {
 	return c.Network.Nodes[0]
 }
 
+// NodeNetNS is the network namespace of the node called name (its path,
+// for setns or `nsenter --net`), whose loopback is the node's own; ""
+// for a node without one (a cluster made before nodes had namespaces:
+// its loopback is the host's), or a name the cluster lacks.
+func (c Config) NodeNetNS(name string) string {
+	if n, _, err := c.FindNode(name); err == nil && n.NetNS != "" {
+		return n.NetNSPath()
+	}
+	return ""
+}
+
 // Overlaps says whether two IPv4 networks share an address.
 func Overlaps(a, b *net.IPNet) bool { return a.Contains(b.IP) || b.Contains(a.IP) }
 
