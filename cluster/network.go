@@ -41,31 +41,63 @@ func ipCmd(ctx context.Context, args ...string) error {
 
 // hostRoute is one route of `ip -j route show table all`.
 type hostRoute struct {
-	Dst string `json:"dst"`
-	Dev string `json:"dev"`
+	Dst     string `json:"dst"`
+	Dev     string `json:"dev"`
+	Gateway string `json:"gateway"`
+	// Nexthops are a multipath route's gateways.
+	Nexthops []struct {
+		Gateway string `json:"gateway"`
+	} `json:"nexthops"`
 }
+
+// defaultRouteBits: a route to a network wider than this is a default
+// route, or one split in halves (a VPN's 0.0.0.0/1 and 128.0.0.0/1): no
+// private network is that wide, and a node subnet inside it takes the
+// more specific route, as it does over the default route. Its gateway
+// is what must stay reachable.
+const defaultRouteBits = 8
 
 // parseHostNetworks turns `ip -j -4 route show table all` into the IPv4
 // networks the host routes or owns (local addresses are routes of the
-// local table), leaving out the default route and routes through
-// ownBridge (the cluster's own, on a re-run).
+// local table) and the gateways it routes through (each a /32: a node
+// subnet holding one would take the traffic meant for it). Default
+// routes (see defaultRouteBits) count by their gateway alone, and routes
+// through ownBridge (the cluster's own, on a re-run) not at all.
 func parseHostNetworks(data []byte, ownBridge string) ([]*net.IPNet, error) {
 	var routes []hostRoute
 	if err := json.Unmarshal(data, &routes); err != nil {
 		return nil, fmt.Errorf("read the host's routes: %w", err)
 	}
 	var out []*net.IPNet
-	for _, r := range routes {
-		if r.Dst == "" || r.Dst == "default" || (ownBridge != "" && r.Dev == ownBridge) {
-			continue
-		}
-		dst := r.Dst
+	add := func(dst string) {
 		if !strings.Contains(dst, "/") {
 			dst += "/32"
 		}
 		if _, n, err := net.ParseCIDR(dst); err == nil && n.IP.To4() != nil {
 			out = append(out, n)
 		}
+	}
+	for _, r := range routes {
+		if ownBridge != "" && r.Dev == ownBridge {
+			continue
+		}
+		if r.Gateway != "" {
+			add(r.Gateway)
+		}
+		for _, h := range r.Nexthops {
+			if h.Gateway != "" {
+				add(h.Gateway)
+			}
+		}
+		if r.Dst == "" || r.Dst == "default" {
+			continue
+		}
+		if _, n, err := net.ParseCIDR(r.Dst); err == nil {
+			if ones, _ := n.Mask.Size(); ones < defaultRouteBits {
+				continue
+			}
+		}
+		add(r.Dst)
 	}
 	return out, nil
 }

@@ -380,6 +380,7 @@ func TestBadInput(t *testing.T) {
 	climbingName := configFile("climbing.yaml", "name: ../x\n")
 	devkFlag := configFile("flag.yaml", "apiServer:\n  extraArgs:\n    etcd-servers: https://10.0.0.1:2379\n")
 	otherName := configFile("other.yaml", "name: dev\n")
+	multicastNodes := configFile("multicast.yaml", "networking:\n  nodeSubnet: 224.1.0.0/24\n")
 
 	// none of these endpoints is ever dialled, or only the closed
 	// loopback port 1
@@ -399,6 +400,7 @@ func TestBadInput(t *testing.T) {
 		{name: "up, config with an unknown key", args: []string{"up", "--tree", tree, "--config", unknownKey}, want: unknownKey + ":4: networking.podSubnt: unknown key"},
 		{name: "up, config with a climbing name", args: []string{"up", "--tree", tree, "--config", climbingName}, want: climbingName + `:3: name: cluster name "../x"`},
 		{name: "up, config setting devk's flag", args: []string{"up", "--tree", tree, "--config", devkFlag}, want: "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers"},
+		{name: "up, config with a multicast node subnet", args: []string{"up", "--tree", tree, "--config", multicastNodes}, want: multicastNodes + ":4: networking.nodeSubnet: 224.1.0.0/24 is not in a private range"},
 		{name: "up, config name and --name", args: []string{"up", "--tree", tree, "--name", "devk", "--config", otherName}, want: `name: is "dev", but --name is "devk"`},
 		{name: "up, no config file", args: []string{"up", "--tree", tree, "--config", filepath.Join(configs, "none.yaml")}, want: "read the cluster config file"},
 		{name: "down, climbing name", args: []string{"down", "--name", "../../etc"}, want: `cluster name "../../etc"`},

@@ -212,6 +212,9 @@ func (n Network) validate(c Config, bad func(field, got, want string) error) err
 	if ones, _ := subnet.Mask.Size(); ones > 30 {
 		return bad("network.subnet", n.Subnet, "want room for the host and a node (/30 or larger)")
 	}
+	if err := CheckPrivate(subnet); err != nil {
+		return bad("network.subnet", n.Subnet, "want a private subnet ("+err.Error()+")")
+	}
 	if n.HostBridge != HostBridgeName(c.Name) {
 		return bad("network.hostBridge", n.HostBridge, "want "+HostBridgeName(c.Name))
 	}
@@ -307,6 +310,24 @@ func (c Config) NodeNetNS(name string) string {
 		return n.NetNSPath()
 	}
 	return ""
+}
+
+// PrivateNodeSubnets are the ranges a node subnet must lie in: RFC
+// 1918's private networks and RFC 6598's shared address space (CGNAT),
+// which no public, multicast or reserved address is in.
+var PrivateNodeSubnets = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"}
+
+// CheckPrivate refuses a node subnet outside PrivateNodeSubnets.
+func CheckPrivate(subnet *net.IPNet) error {
+	for _, s := range PrivateNodeSubnets {
+		_, p, _ := net.ParseCIDR(s)
+		if pOnes, _ := p.Mask.Size(); p.Contains(subnet.IP) {
+			if ones, _ := subnet.Mask.Size(); ones >= pOnes {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%s is not in a private range: choose a subnet inside %s (RFC 1918), or %s (CGNAT)", subnet, strings.Join(PrivateNodeSubnets[:3], ", "), PrivateNodeSubnets[3])
 }
 
 // Overlaps says whether two IPv4 networks share an address.
