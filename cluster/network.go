@@ -163,7 +163,10 @@ func (c *Cluster) wireBridge(ctx context.Context) (bool, error) {
 		}
 	}
 	ones, _ := subnet.Mask.Size()
-	changed := false
+	changed, err := c.allowBridgeForward(ctx)
+	if err != nil {
+		return changed, err
+	}
 	if !linkExists(nw.HostBridge) {
 		changed = true
 		if err := ipCmd(ctx, "link", "add", nw.HostBridge, "type", "bridge"); err != nil {
@@ -282,10 +285,41 @@ func netnsProcesses(path string) []int {
 	return out
 }
 
+// allowBridgeForward adds the FORWARD rule that --allow-bridge-forward
+// asks for, or that cluster.json records (put back if it went): recorded
+// first, so that a down after a kill between the two removes it.
+func (c *Cluster) allowBridgeForward(ctx context.Context) (bool, error) {
+	if !c.AllowBridgeForward && !c.Config.Network.ForwardRule {
+		return false, nil
+	}
+	if !c.Config.Network.ForwardRule {
+		c.Config.Network.ForwardRule = true
+		if err := c.SaveConfig(); err != nil {
+			return false, err
+		}
+	}
+	return c.forwardRule().add(ctx)
+}
+
+// removeBridgeForward removes the FORWARD rule up added, if cluster.json
+// records one, and then the record.
+func (c *Cluster) removeBridgeForward(ctx context.Context) (bool, error) {
+	if !c.Config.Network.ForwardRule {
+		return false, nil
+	}
+	removed, err := c.forwardRule().remove(ctx)
+	if err != nil {
+		return removed, err
+	}
+	c.Config.Network.ForwardRule = false
+	return removed, c.SaveConfig()
+}
+
 // downNetwork kills whatever still runs in each node's namespace (a
 // process there keeps it, and its veth, alive), deletes the namespace
-// (its veth goes with it), and deletes the host's bridge; for a cluster
-// made before nodes had namespaces, the pods' bridge on the host.
+// (its veth goes with it), removes the FORWARD rule up added, and
+// deletes the host's bridge; for a cluster made before nodes had
+// namespaces, the pods' bridge on the host.
 func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 	var did []string
 	for _, n := range c.Config.Network.Nodes {
@@ -297,6 +331,11 @@ func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 	}
 	// The pods' bridge is in the node's namespace; a cluster made before
 	// that had it on the host.
+	if removed, err := c.removeBridgeForward(ctx); err != nil {
+		return phase.Done, err
+	} else if removed {
+		did = append(did, "the FORWARD rule for "+c.Config.Network.HostBridge)
+	}
 	for _, br := range []string{c.Config.Network.HostBridge, c.Config.Bridge} {
 		if br == "" || !linkExists(br) {
 			continue

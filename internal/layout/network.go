@@ -43,6 +43,11 @@ type Network struct {
 	HostIP     string `json:"hostIP"`
 	// Nodes are the cluster's nodes, the first the control plane.
 	Nodes []NodeNet `json:"nodes"`
+	// ForwardRule says up added the one rule to the host's FORWARD chain
+	// that accepts traffic between HostBridge's ports (up
+	// --allow-bridge-forward, on a host whose FORWARD policy drops it);
+	// down removes it.
+	ForwardRule bool `json:"forwardRule,omitempty"`
 }
 
 // Node roles.
