@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
@@ -34,6 +36,24 @@ var nodeSysctls = []string{"net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-i
 func inNetNS(n layout.NodeNet, argv ...string) []string {
 	return append([]string{"nsenter", "--net=" + n.NetNSPath(), "--"}, argv...)
 }
+
+// daemonEnv is what the daemons devk runs for the cluster's nodes
+// (containerd, the kubelet) get on top of devk's own environment: when
+// a proxy is set (`sudo -E` keeps HTTPS_PROXY), NO_PROXY with the
+// cluster's networks and names, so that their traffic to the cluster
+// goes direct (kube.NoProxyEnv).
+func (c *Cluster) daemonEnv() []string {
+	env := kube.NoProxyEnv(os.Environ(), c.Config.NoProxy())
+	if env != nil {
+		c.Reporter.Debugf("a proxy is set: the nodes' daemons get %s; devk's own clients reach this machine's networks directly", env[0])
+	}
+	return env
+}
+
+// registryProbeClient asks a registry whether it answers as devk's
+// other clients ask: never through the environment's proxy to this
+// machine's own networks (kube.Proxy).
+var registryProbeClient = &http.Client{Transport: &http.Transport{Proxy: kube.Proxy}}
 
 func ipCmd(ctx context.Context, args ...string) error {
 	return execx.Run(ctx, execx.Cmd{Name: "ip", Args: args})

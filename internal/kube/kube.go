@@ -91,6 +91,11 @@ func restConfig(kubeconfig string, opts []Option) (*rest.Config, error) {
 func withLimits(cfg *rest.Config, opts []Option) *rest.Config {
 	cfg.Timeout = RequestTimeout
 	cfg.QPS, cfg.Burst = QPS, Burst
+	// Only when a proxy is set: a Proxy function makes client-go's
+	// transport one per client instead of one shared.
+	if cfg.Proxy == nil && ProxySet(os.Environ()) {
+		cfg.Proxy = Proxy
+	}
 	for _, o := range opts {
 		o(cfg)
 	}

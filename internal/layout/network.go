@@ -335,6 +335,25 @@ func CheckPrivate(subnet *net.IPNet) error {
 	return fmt.Errorf("%s is not in a private range: choose a subnet inside %s (RFC 1918), or %s (CGNAT)", subnet, strings.Join(PrivateNodeSubnets[:3], ", "), PrivateNodeSubnets[3])
 }
 
+// NoProxy is what must bypass an HTTP proxy for the cluster (NO_PROXY's
+// entries): its node subnet, pod and service CIDRs, and every node's
+// name and address, the load balancer's on the bridge included.
+func (c Config) NoProxy() []string {
+	var out []string
+	for _, s := range []string{c.Network.Subnet, c.PodCIDR, c.ServiceCIDR, c.Network.HostIP, c.AdvertiseIP} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	for _, n := range c.Network.Nodes {
+		out = append(out, n.Name, n.IP)
+	}
+	if !c.HasNodeNetwork() && c.NodeName != "" {
+		out = append(out, c.NodeName)
+	}
+	return out
+}
+
 // Overlaps says whether two IPv4 networks share an address.
 func Overlaps(a, b *net.IPNet) bool { return a.Contains(b.IP) || b.Contains(a.IP) }
 

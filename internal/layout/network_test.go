@@ -129,3 +129,21 @@ func TestPlaceAtTaken(t *testing.T) {
 		}
 	}
 }
+
+// TestNoProxy: a cluster's NO_PROXY entries are its networks and its
+// nodes' names and addresses.
+func TestNoProxy(t *testing.T) {
+	c := NewConfig("devk")
+	if err := c.PlaceAt(cidr(t, "10.250.3.0/24"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddNode("devk-worker", RoleWorker, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.NoProxy(), ",")
+	for _, want := range []string{"10.250.3.0/24", c.PodCIDR, c.ServiceCIDR, "10.250.3.1", c.NodeName, "10.250.3.2", "devk-worker", "10.250.3.3"} {
+		if !strings.Contains(","+got+",", ","+want+",") {
+			t.Errorf("NoProxy = %s; want %s in it", got, want)
+		}
+	}
+}
