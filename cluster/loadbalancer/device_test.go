@@ -121,6 +121,8 @@ func TestOnlyItsDevice(t *testing.T) {
 		{"device and sources", bridge, lb.Config.Sources, false, false},
 		{"sources only", "", lb.Config.Sources, true, false},
 		{"neither", "", nil, true, true},
+		// A cluster's HAProxy from before the binding takes it up on reload.
+		{"device again", bridge, lb.Config.Sources, false, false},
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			lb.Config.Interface, lb.Config.Sources = step.iface, step.sources
