@@ -349,13 +349,13 @@ func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 		}
 		did = append(did, d...)
 	}
-	// The pods' bridge is in the node's namespace; a cluster made before
-	// that had it on the host.
 	if removed, err := c.removeBridgeForward(ctx); err != nil {
 		return phase.Done, err
 	} else if removed {
 		did = append(did, "the FORWARD rule for "+c.Config.Network.HostBridge)
 	}
+	// The pods' bridge is in the node's namespace; a cluster made before
+	// that had it on the host.
 	for _, br := range []string{c.Config.Network.HostBridge, c.Config.Bridge} {
 		if br == "" || !linkExists(br) {
 			continue
