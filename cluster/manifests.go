@@ -169,6 +169,7 @@ func apiserverPod(in ManifestInput) podSpec {
 	s := podSpec{
 		args: map[string]string{
 			"advertise-address":                ip,
+			"authorization-mode":               "Node,RBAC",
 			"bind-address":                     ip,
 			"secure-port":                      strconv.Itoa(cfg.Ports.APIServer),
 			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
@@ -189,7 +190,6 @@ func apiserverPod(in ManifestInput) podSpec {
 		},
 		defaults: map[string]string{
 			"allow-privileged":                   "true",
-			"authorization-mode":                 "Node,RBAC",
 			"enable-admission-plugins":           "NodeRestriction",
 			"enable-bootstrap-token-auth":        "true",
 			"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
