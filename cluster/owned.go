@@ -12,7 +12,7 @@ import (
 // the flags extraArgs may not set, each with why. Validation refuses
 // them (validateSpec) and rendering drops them (withoutOwned), so a
 // cluster.json edited by hand cannot hand them over either. Three
-// sources, one list:
+// sources, one list (the first to name a flag gives its reason):
 //
 //   - settings devk relies on, whether it writes them or leaves the
 //     component's default: who may use a component's API, where it
