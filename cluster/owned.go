@@ -138,10 +138,10 @@ var securityFlags = map[string]map[string]string{
 		"token-auth-file":                   fmt.Sprintf(whyAuth, "API server", apiServerWhat),
 		// The insecure port's flags went in 1.24; a tree older than that
 		// still has them.
-		"insecure-port":                     fmt.Sprintf(whyInsecure, "API server"),
-		"insecure-bind-address":             fmt.Sprintf(whyInsecure, "API server"),
-		"port":                              fmt.Sprintf(whyInsecure, "API server"),
-		"address":                           fmt.Sprintf(whyInsecure, "API server"),
+		"insecure-port":         fmt.Sprintf(whyInsecure, "API server"),
+		"insecure-bind-address": fmt.Sprintf(whyInsecure, "API server"),
+		"port":                  fmt.Sprintf(whyInsecure, "API server"),
+		"address":               fmt.Sprintf(whyInsecure, "API server"),
 	},
 	"controllerManager": controllerSecurityFlags("controller-manager"),
 	"scheduler":         controllerSecurityFlags("scheduler"),
@@ -156,8 +156,8 @@ func controllerSecurityFlags(name string) map[string]string {
 	return map[string]string{
 		"authorization-always-allow-paths": fmt.Sprintf(whyAuth, name, "read what its unauthenticated paths serve"),
 		// Gone in 1.24, as the API server's.
-		"port":                             fmt.Sprintf(whyInsecure, name),
-		"address":                          fmt.Sprintf(whyInsecure, name),
+		"port":    fmt.Sprintf(whyInsecure, name),
+		"address": fmt.Sprintf(whyInsecure, name),
 	}
 }
 
