@@ -403,8 +403,13 @@ func TestUserConfigIsKept(t *testing.T) {
 	if err := os.WriteFile(c.ConfigFile(), []byte(tampered), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openWith(t, home, "dev", ""); err == nil || !strings.Contains(err.Error(), "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers") {
+	if _, err := openWith(t, home, "dev", ""); err == nil || !strings.Contains(err.Error(), "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers") ||
+		!strings.Contains(err.Error(), "apply a config file with `devk up --config`") {
 		t.Errorf("a cluster.json with devk's flags in its spec: %v", err)
+	}
+	// The way out it names: a config file replaces the spec.
+	if c, err := openWith(t, home, "", fullConfig); err != nil || c.Config.Spec.APIServer.ExtraArgs["etcd-servers"] != "" {
+		t.Errorf("a config file applied over a refused spec: %v", err)
 	}
 }
 
