@@ -32,6 +32,7 @@ require (
 	k8s.io/cri-api v0.34.4
 	k8s.io/kube-aggregator v0.34.4
 	k8s.io/kube-proxy v0.34.4
+	k8s.io/kubelet v0.34.4
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8
 	sigs.k8s.io/yaml v1.6.0

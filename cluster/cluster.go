@@ -145,9 +145,12 @@ func Open(o Options) (*Cluster, error) {
 	case err == nil:
 		c.Config = cfg
 		c.existed = true // layout.ReadConfig checked that it names this directory's cluster
+		// A config file given replaces the stored spec (it is checked
+		// itself): the way out of a spec refused here, which a hand edit
+		// or an older devk (that took more in extraArgs) wrote.
 		p := &problems{file: c.ConfigFile() + " (spec)"}
-		if validateSpec(cfg.Spec, p); p.err() != nil {
-			return nil, fmt.Errorf("%w\nthe file was changed by hand: fix it, or apply a config file with `devk up --config`", p.err())
+		if validateSpec(cfg.Spec, p); p.err() != nil && uc == nil {
+			return nil, fmt.Errorf("%w\nthe file was changed by hand, or by an older devk: fix it, or apply a config file with `devk up --config`", p.err())
 		}
 		if uc != nil {
 			if err := uc.unchangeable(cfg); err != nil {

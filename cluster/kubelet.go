@@ -171,7 +171,7 @@ func kubeletFlags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, def
 // its flags sorted, the config file's extra args over the defaults.
 func (c *Cluster) kubeletArgs(n node) []string {
 	own, flags := kubeletFlags(c.Config, n.Paths, n.Net)
-	maps.Copy(flags, c.Config.Spec.Kubelet.ExtraArgs)
+	maps.Copy(flags, withoutOwned("kubelet", c.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
 	return append([]string{n.KubeletBinary()}, flagList(flags)...)
 }

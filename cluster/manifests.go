@@ -175,6 +175,7 @@ func apiserverPod(in ManifestInput) podSpec {
 	s := podSpec{
 		args: map[string]string{
 			"advertise-address":                ip,
+			"authorization-mode":               "Node,RBAC",
 			"bind-address":                     ip,
 			"secure-port":                      strconv.Itoa(cfg.Ports.APIServer),
 			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
@@ -195,7 +196,6 @@ func apiserverPod(in ManifestInput) podSpec {
 		},
 		defaults: map[string]string{
 			"allow-privileged":                   "true",
-			"authorization-mode":                 "Node,RBAC",
 			"enable-admission-plugins":           "NodeRestriction",
 			"enable-bootstrap-token-auth":        "true",
 			"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
@@ -334,6 +334,11 @@ var podComponents = map[string]func(*layout.Spec) *layout.Component{
 	"kube-scheduler":          func(s *layout.Spec) *layout.Component { return &s.Scheduler },
 }
 
+// podComponentKeys are their keys in the config file.
+var podComponentKeys = map[string]string{
+	"kube-apiserver": "apiServer", "kube-controller-manager": "controllerManager", "kube-scheduler": "scheduler",
+}
+
 // Flags devk sets from the spec's own keys (featureGates, runtimeConfig)
 // and nowhere else.
 const (
@@ -361,7 +366,7 @@ func withSpec(name string, spec layout.Spec, s podSpec) podSpec {
 	if name == "kube-apiserver" && len(spec.RuntimeConfig) > 0 {
 		s.args[runtimeConfigFlag] = pairsFlag(spec.RuntimeConfig)
 	}
-	maps.Copy(s.defaults, c.ExtraArgs)
+	maps.Copy(s.defaults, withoutOwned(podComponentKeys[name], c.ExtraArgs))
 	return s
 }
 
