@@ -54,6 +54,11 @@ type Options struct {
 	WaitTimeout time.Duration
 	// KeepData, for down, keeps pki/ and etcd/ (and cluster.json).
 	KeepData bool
+	// AllowBridgeForward, for up, adds one rule to the host's FORWARD
+	// chain accepting traffic between the cluster's nodes on its bridge
+	// (for a host that drops forwarded traffic, as Docker's do);
+	// recorded in cluster.json, removed by down.
+	AllowBridgeForward bool
 	// KeepTaint, for up, when set, says whether the node keeps the
 	// control-plane NoSchedule taint (and is remembered in cluster.json);
 	// nil keeps the cluster's choice (for a new cluster: no taint).

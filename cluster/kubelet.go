@@ -276,7 +276,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 		}
 	}
 	t0 := time.Now()
-	pid, started, err := procs.Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n)})
+	pid, started, err := procs.Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n), Env: c.daemonEnv()})
 	if err != nil {
 		return phase.Done, err
 	}
@@ -398,7 +398,7 @@ func (c *Cluster) RestartKubelet(ctx context.Context, node string) (int, error) 
 	if _, err := n.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
 		return 0, err
 	}
-	pid, _, err := n.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n)})
+	pid, _, err := n.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n), Env: c.daemonEnv()})
 	return pid, err
 }
 

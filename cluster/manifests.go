@@ -120,6 +120,12 @@ func url(scheme, ip string, port int) string {
 	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(port))
 }
 
+// etcdMetricsHost is where etcd serves /metrics and /health, in plain
+// HTTP: the node's own loopback, as kubeadm has it (each node is a
+// network namespace, so only the node itself, its kubelet's probes
+// and devk entering it reach them).
+const etcdMetricsHost = "127.0.0.1"
+
 // etcdPod is etcd serving clients and its one peer on the advertise
 // address, with the etcd CA's certificates.
 func etcdPod(in ManifestInput) podSpec {
@@ -136,7 +142,7 @@ func etcdPod(in ManifestInput) podSpec {
 			"initial-advertise-peer-urls": peer,
 			"listen-peer-urls":            peer,
 			"initial-cluster":             cfg.NodeName + "=" + peer,
-			"listen-metrics-urls":         url("http", ip, cfg.Ports.EtcdMetrics),
+			"listen-metrics-urls":         url("http", etcdMetricsHost, cfg.Ports.EtcdMetrics),
 			"cert-file":                   pki.CertPath(dir, "etcd/server"),
 			"key-file":                    pki.KeyPath(dir, "etcd/server"),
 			"trusted-ca-file":             etcdCA,
@@ -148,8 +154,8 @@ func etcdPod(in ManifestInput) podSpec {
 			"snapshot-count":              "10000",
 		},
 		// /health works on every etcd 3.5 and 3.6 (/livez and /readyz came later).
-		liveness:  livenessProbe(ip, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP),
-		readiness: readinessProbe(ip, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 2),
+		liveness:  livenessProbe(etcdMetricsHost, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP),
+		readiness: readinessProbe(etcdMetricsHost, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 2),
 		requests:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")},
 	}
 	if in.EtcdInitialCluster != "" {

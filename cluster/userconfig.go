@@ -539,6 +539,9 @@ func (u *UserConfig) validateNetworking(p *problems) {
 		}
 	}
 	if nodes != nil {
+		if err := layout.CheckPrivate(nodes); err != nil {
+			p.add([]string{"networking", "nodeSubnet"}, "%v", err)
+		}
 		if ones, _ := nodes.Mask.Size(); ones > 32-minNodeSubnetBits {
 			p.add([]string{"networking", "nodeSubnet"}, "%s has no room for the host's address and the node's: want /%d or larger", nodes, 32-minNodeSubnetBits)
 		}

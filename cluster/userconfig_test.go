@@ -326,8 +326,15 @@ func TestUserConfigAgainstTheMachine(t *testing.T) {
 	}{
 		{"another cluster's nodes", "", header + "name: dev\nnetworking:\n  nodeSubnet: 10.251.9.128/25\n",
 			nil, "devk.yaml:5: networking.nodeSubnet: 10.251.9.128/25 overlaps devk cluster other's nodes (10.251.9.0/24): choose another, or leave it out for a free one"},
-		// The host routes 127.0.0.0/8 to lo (table local) on every machine.
-		{"a host route", "", header + "name: dev\nnetworking:\n  nodeSubnet: 127.1.0.0/24\n", nil, "networking.nodeSubnet: 127.1.0.0/24 overlaps the host's route or address 127.0.0.0/8"},
+		// Loopback (which the host routes to lo on every machine) is not
+		// private; overlap with a host route: TestPlaceAtTaken.
+		{"loopback", "", header + "name: dev\nnetworking:\n  nodeSubnet: 127.1.0.0/24\n", nil, "networking.nodeSubnet: 127.1.0.0/24 is not in a private range"},
+		// Only private (RFC 1918) and CGNAT ranges: not multicast, reserved or public ones.
+		{"a multicast node subnet", "", header + "name: dev\nnetworking:\n  nodeSubnet: 224.1.0.0/24\n", nil,
+			"devk.yaml:5: networking.nodeSubnet: 224.1.0.0/24 is not in a private range: choose a subnet inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 (RFC 1918), or 100.64.0.0/10 (CGNAT)"},
+		{"a reserved node subnet", "", header + "name: dev\nnetworking:\n  nodeSubnet: 198.18.0.0/24\n", nil, "198.18.0.0/24 is not in a private range"},
+		{"a public node subnet", "", header + "name: dev\nnetworking:\n  nodeSubnet: 8.8.8.0/24\n", nil, "8.8.8.0/24 is not in a private range"},
+		{"wider than a private range", "", header + "name: dev\nnetworking:\n  nodeSubnet: 172.0.0.0/8\n", nil, "172.0.0.0/8 is not in a private range"},
 		{"the name and --name", "dev2", header + "name: dev\n", nil, `devk.yaml:3: name: is "dev", but --name is "dev2": leave one of them out`},
 		{"the taint and --keep-taint", "", header + "controlPlaneTaint: remove\n", &yes, "controlPlaneTaint: is remove, but --keep-taint=true says otherwise"},
 	} {

@@ -380,6 +380,7 @@ func TestBadInput(t *testing.T) {
 	climbingName := configFile("climbing.yaml", "name: ../x\n")
 	devkFlag := configFile("flag.yaml", "apiServer:\n  extraArgs:\n    etcd-servers: https://10.0.0.1:2379\n")
 	otherName := configFile("other.yaml", "name: dev\n")
+	multicastNodes := configFile("multicast.yaml", "networking:\n  nodeSubnet: 224.1.0.0/24\n")
 	// issue 33: what the kubelet's config file sets, and what keeps a
 	// component closed to the machine's other users
 	hostRuntime := configFile("host-runtime.yaml", "kubelet:\n  extraArgs:\n    max-pods: \"50\"\n    container-runtime-endpoint: unix:///run/containerd/containerd.sock\n")
@@ -405,6 +406,7 @@ func TestBadInput(t *testing.T) {
 		{name: "up, config with an unknown key", args: []string{"up", "--tree", tree, "--config", unknownKey}, want: unknownKey + ":4: networking.podSubnt: unknown key"},
 		{name: "up, config with a climbing name", args: []string{"up", "--tree", tree, "--config", climbingName}, want: climbingName + `:3: name: cluster name "../x"`},
 		{name: "up, config setting devk's flag", args: []string{"up", "--tree", tree, "--config", devkFlag}, want: "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers"},
+		{name: "up, config with a multicast node subnet", args: []string{"up", "--tree", tree, "--config", multicastNodes}, want: multicastNodes + ":4: networking.nodeSubnet: 224.1.0.0/24 is not in a private range"},
 		{name: "up, config giving the kubelet the host's containerd", args: []string{"up", "--tree", tree, "--config", hostRuntime}, want: hostRuntime + ":6: kubelet.extraArgs.container-runtime-endpoint: devk sets containerRuntimeEndpoint in the kubelet's config file, and --container-runtime-endpoint would override it: leave it out of extraArgs"},
 		{name: "up, config opening the kubelet", args: []string{"up", "--tree", tree, "--config", openKubelet}, want: openKubelet + ":5: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth: it decides who may use the kubelet's API"},
 		{name: "up, config opening the API server", args: []string{"up", "--tree", tree, "--config", openAPIServer}, want: openAPIServer + ":5: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode"},
