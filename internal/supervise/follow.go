@@ -31,7 +31,7 @@ const FollowInterval = 250 * time.Millisecond
 // whole in between); a log truncated in place is followed from its
 // start again. Every line is shown once.
 func Follow(ctx context.Context, dir string, w io.Writer) {
-	f := follower{dir: dir, w: w, logs: map[string]*followed{}, rotated: map[string]os.FileInfo{}, began: time.Now()}
+	f := follower{dir: dir, w: w, logs: map[string]*followed{}, rotated: map[string]*followed{}, began: time.Now()}
 	defer f.closeAll()
 	f.scan(true)
 	t := time.NewTicker(FollowInterval)
@@ -52,8 +52,9 @@ type follower struct {
 	w    io.Writer
 	logs map[string]*followed
 	// rotated is the file each rotated log was last followed as, until
-	// the log is followed again.
-	rotated map[string]os.FileInfo
+	// the log is followed again; held open, so that its inode is not
+	// reused by a new generation.
+	rotated map[string]*followed
 	// began is when Follow began: generations last written before are
 	// not shown.
 	began time.Time
@@ -85,7 +86,7 @@ func (f *follower) scan(start bool) {
 			// Rotated: what the old file got before it was renamed, then
 			// the new one from its start.
 			f.drain(path, l)
-			f.rotated[path] = l.info
+			f.rotated[path] = l
 			l = nil
 		}
 		if l == nil {
@@ -94,9 +95,12 @@ func (f *follower) scan(start bool) {
 			}
 			if start {
 				l.off = l.size()
-			} else {
-				f.wholeGenerations(path, f.rotated[path])
+			} else if old := f.rotated[path]; old != nil {
+				f.wholeGenerations(path, old.info)
+				old.file.Close()
 				delete(f.rotated, path)
+			} else {
+				f.wholeGenerations(path, nil)
 			}
 			f.logs[path] = l
 		}
@@ -109,7 +113,7 @@ func (f *follower) scan(start bool) {
 	for path, l := range f.logs {
 		if !seen[path] {
 			f.drain(path, l) // renamed away, none made anew yet
-			f.rotated[path] = l.info
+			f.rotated[path] = l
 			delete(f.logs, path)
 		}
 	}
@@ -164,14 +168,16 @@ func (l *followed) size() int64 {
 }
 
 // drain shows the rest of a log that was renamed away, a last line
-// without its end included, and closes it.
+// without its end included.
 func (f *follower) drain(path string, l *followed) {
 	f.copyLines(path, l.file, l.off, true)
-	l.file.Close()
 }
 
 func (f *follower) closeAll() {
 	for _, l := range f.logs {
+		l.file.Close()
+	}
+	for _, l := range f.rotated {
 		l.file.Close()
 	}
 }

@@ -337,30 +337,80 @@ func (p Dir) stopLogWriter(ctx context.Context, name string) error {
 // first and read through the descriptors, so a rotation while it reads
 // loses or repeats nothing that was there when it opened them.
 func OpenLog(path string) (io.ReadCloser, error) {
-	var files []*os.File
+	return (&LogMark{path: path}).Since()
+}
+
+// LogMark is a place in a daemon's log: what the log got after it can
+// be read whatever rotations came in between. It holds the file marked
+// open until Close.
+type LogMark struct {
+	path string
+	// file is the file that was the log (nil: there was none), off its
+	// size then.
+	file *os.File
+	info os.FileInfo
+	off  int64
+}
+
+// MarkLog marks the end of the log at path now.
+func MarkLog(path string) *LogMark {
+	m := &LogMark{path: path}
+	f, err := os.Open(path)
+	if err != nil {
+		return m
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return m
+	}
+	m.file, m.info, m.off = f, fi, fi.Size()
+	return m
+}
+
+// Close closes the file marked.
+func (m *LogMark) Close() error {
+	if m.file == nil {
+		return nil
+	}
+	return m.file.Close()
+}
+
+// Since reads what the log got after the mark, oldest first: the rest
+// of the file marked, and every file made after it that is still kept,
+// rotated or not.
+func (m *LogMark) Since() (io.ReadCloser, error) {
+	var files []*os.File // newest first
 	var infos []os.FileInfo
 	var firstErr error
-	for _, name := range append([]string{path}, generations(path)...) {
+	for _, name := range append([]string{m.path}, generations(m.path)...) {
 		f, err := os.Open(name)
 		if err != nil {
-			if name == path {
+			if name == m.path {
 				firstErr = err // it may be between two names: its generations still count
 			}
 			continue
 		}
 		fi, err := f.Stat()
+		if err == nil && m.info != nil && os.SameFile(fi, m.info) {
+			f.Close()
+			break // it and the older ones were read up to the mark
+		}
 		if err != nil || slices.ContainsFunc(infos, func(seen os.FileInfo) bool { return os.SameFile(seen, fi) }) {
 			f.Close() // renamed while the newer ones were opened: read once
 			continue
 		}
 		files, infos = append(files, f), append(infos, fi)
 	}
-	if len(files) == 0 {
-		return nil, firstErr
+	readers := make([]io.Reader, 0, len(files)+1)
+	if m.file != nil {
+		readers = append(readers, io.NewSectionReader(m.file, m.off, 1<<62))
 	}
-	readers := make([]io.Reader, 0, len(files))
 	for i := len(files) - 1; i >= 0; i-- {
 		readers = append(readers, files[i])
+	}
+	if len(readers) == 0 {
+		return nil, firstErr
 	}
 	return &multiFile{Reader: io.MultiReader(readers...), files: files}, nil
 }

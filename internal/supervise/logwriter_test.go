@@ -301,6 +301,61 @@ func TestOpenLogDuringRotation(t *testing.T) {
 	}
 }
 
+// TestLogMark: what a log got after a mark reads whole across rotations,
+// and nothing from before it.
+func TestLogMark(t *testing.T) {
+	p := testDir(t, 4<<10)
+	log := p.LogFile("writer")
+	none := MarkLog(log)
+	runToEnd(t, p, writeLines(0, 10, ""))
+	if got := marked(t, none); !consecutive(got, 0, 10) {
+		t.Errorf("since a mark before the log was made: %v", got)
+	}
+	m := MarkLog(log)
+	defer m.Close()
+	runToEnd(t, p, writeLines(10, 150, "")) // ~14 KB: three rotations
+	if gens := generations(log); len(gens) != 3 {
+		t.Fatalf("generations %v, want 3", gens)
+	}
+	if got := marked(t, m); !consecutive(got, 10, 150) {
+		t.Errorf("since the mark: %d lines %v…, want 10…149", len(got), got[:min(len(got), 5)])
+	}
+	// A mark whose file was dropped: its rest, then what is kept.
+	runToEnd(t, p, writeLines(150, 300, ""))
+	got := marked(t, m)
+	i := 1
+	for i < len(got) && got[i] == got[i-1]+1 {
+		i++
+	}
+	if len(got) == 0 || got[0] != 10 || i == len(got) || !consecutive(got[i:], got[i], 300) {
+		t.Errorf("since a mark rotated away: %v, want the marked file's rest from 10, then the kept generations up to 299", got)
+	}
+}
+
+// marked is the numbered lines read since m.
+func marked(t *testing.T, m *LogMark) []int {
+	t.Helper()
+	r, err := m.Since()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nums []int
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		var n int
+		if _, err := fmt.Sscanf(l, "line %06d "+linePad, &n); err == nil {
+			nums = append(nums, n)
+		} else if !strings.HasPrefix(l, "---- ") {
+			t.Fatalf("a line was cut: %q", l)
+		}
+	}
+	return nums
+}
+
 func readFile(t *testing.T, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
