@@ -260,6 +260,10 @@ func (r *rotatingLog) close() error {
 // logWriterName is the supervised name of name's log writer.
 func logWriterName(name string) string { return logWriterPrefix + name }
 
+// LogWriterRunning returns the pid of the named process's log writer if
+// it runs.
+func (p Dir) LogWriterRunning(name string) (int, bool) { return p.Running(logWriterName(name)) }
+
 // startLogWriter starts the writer of name's log and returns the write
 // end of its pipe, for the daemon's stdout and stderr. A writer of an
 // earlier start still running (its daemon is gone, something it started
