@@ -117,6 +117,8 @@ func (p Dir) Running(name string) (int, bool) {
 // started it.
 func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 	if pid, ok := p.Running(proc.Name); ok {
+		// One an older devk started may still append to a 0644 log.
+		_ = os.Chmod(p.LogFile(proc.Name), LogFileMode)
 		return pid, false, nil
 	}
 	for _, d := range []string{filepath.Dir(p.PIDFile(proc.Name)), filepath.Dir(p.LogFile(proc.Name))} {
