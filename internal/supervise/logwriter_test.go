@@ -364,3 +364,57 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+// TestOneWriterPerLog: a daemon that left a child holding its output
+// keeps its writer alive after it exits; starting the daemon again
+// stops that writer first, so two writers never rotate one log.
+func TestOneWriterPerLog(t *testing.T) {
+	p := testDir(t, 0)
+	// The orphan: a sleep told apart by its odd duration.
+	marker := fmt.Sprintf("30.%d", os.Getpid())
+	proc := Process{Name: "parent", Argv: []string{"/bin/sh", "-c", "sleep " + marker + " & echo first"}}
+	t.Cleanup(func() {
+		for _, pid := range Processes(func(argv []string) bool { return slices.Equal(argv, []string{"sleep", marker}) }) {
+			KillWait(context.Background(), pid, 0)
+		}
+	})
+	if _, _, err := p.Start(proc); err != nil {
+		t.Fatal(err)
+	}
+	first, ok := p.LogWriterRunning("parent")
+	if !ok {
+		t.Fatal("no log writer")
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := p.Running("parent")
+		return !ok, nil
+	})
+	if err != nil {
+		t.Fatal("the daemon did not exit")
+	}
+	if _, ok := p.LogWriterRunning("parent"); !ok {
+		t.Fatal("the writer ended though the daemon's child holds its pipe: the test shows nothing")
+	}
+	proc.Argv = []string{"/bin/sh", "-c", "echo second; exec sleep 30"}
+	if _, _, err := p.Start(proc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background(), "parent", time.Second) })
+	second, ok := p.LogWriterRunning("parent")
+	if !ok || second == first {
+		t.Fatalf("log writer %d, %v after the restart; the first was %d", second, ok, first)
+	}
+	writers := Processes(func(argv []string) bool {
+		return len(argv) > 2 && argv[1] == logWriterArg && argv[2] == p.LogFile("parent")
+	})
+	if len(writers) != 1 {
+		t.Errorf("log writers of one log: %v", writers)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		data := string(readFile(t, p.LogFile("parent")))
+		return strings.Contains(data, "first\n") && strings.Contains(data, "second\n"), nil
+	})
+	if err != nil {
+		t.Errorf("the log lacks a start's output: %q", readFile(t, p.LogFile("parent")))
+	}
+}
