@@ -32,7 +32,10 @@ import (
 // devk's process can rotate what they write; the components have no
 // rotation worth the name (the kubelet's klog lost --log-file and
 // --log-file-max-size in 1.26 and truncated without generations before;
-// containerd has none; HAProxy writes to stderr or syslog). And not
+// containerd has none; HAProxy writes to stderr or syslog). Not the
+// tree's kube-log-runner either: it is the daemon's parent (the pid file
+// would name it, not the daemon), prunes by age rather than count, and
+// is one more binary to build before containerd can start. And not
 // copy-and-truncate from time to time: lines written between the copy
 // and the truncation are lost, and a log grows without limit between two
 // devk commands. One writer per daemon start: it reads the pipe until
