@@ -170,6 +170,13 @@ func TestStopEndsLogWriter(t *testing.T) {
 	if argv := Argv(wpid); len(argv) < 3 || argv[1] != logWriterArg || argv[2] != p.LogFile("sleeper") {
 		t.Errorf("the log writer's command line is %q", argv)
 	}
+	// Once it said hello, its trap is set.
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(string(readFile(t, p.LogFile("sleeper"))), "hello\n"), nil
+	})
+	if err != nil {
+		t.Fatalf("the daemon's hello never reached its log: %q", readFile(t, p.LogFile("sleeper")))
+	}
 	if stopped, err := p.Stop(context.Background(), "sleeper", 2*time.Second); err != nil || !stopped {
 		t.Fatalf("Stop = %v, %v", stopped, err)
 	}
