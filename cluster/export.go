@@ -27,12 +27,15 @@ import (
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/supervise"
+
+	"github.com/devk/devk/cluster/loadbalancer"
 )
 
 // What `devk export logs` writes, in the spirit of `kind export logs`
 // (per node: the kubelet's and the runtime's logs and the containers'):
 //
-//	README.txt errors.txt cluster.json timings.txt status.json devk-version.txt registry.log
+//	README.txt errors.txt cluster.json timings.txt status.json devk-version.txt registry.log haproxy.log
 //	<node>/kubelet.log containerd.log forward-<port>.log kubelet-config.yaml kubernetes-version.txt
 //	<node>/manifests/ <node>/containers.txt
 //	<node>/containers/<namespace>_<pod>_<container>_<attempt>.log
@@ -334,7 +337,17 @@ func (e *exporter) write(rel string, data []byte) {
 
 // copy copies the file src to rel; a src that cannot be read is missed.
 func (e *exporter) copy(rel, src string) bool {
-	in, err := os.Open(src)
+	return e.copyFrom(rel, src, func(src string) (io.ReadCloser, error) { return os.Open(src) })
+}
+
+// copyLog copies a supervised process's log to rel: its rotated
+// generations and the log, oldest line first, as one file.
+func (e *exporter) copyLog(rel, src string) bool {
+	return e.copyFrom(rel, src, supervise.OpenLog)
+}
+
+func (e *exporter) copyFrom(rel, src string, open func(string) (io.ReadCloser, error)) bool {
+	in, err := open(src)
 	if err != nil {
 		e.miss(rel, err)
 		return false
@@ -384,7 +397,10 @@ func (e *exporter) devkView(ctx context.Context, devkVersion string) {
 		e.write("status.json", append(data, '\n'))
 	}
 	if c.Config.OwnRegistry {
-		e.copy("registry.log", c.registryPaths().LogFile("registry"))
+		e.copyLog("registry.log", c.registryPaths().LogFile("registry"))
+	}
+	if c.Config.HA() {
+		e.copyLog("haproxy.log", c.loadBalancer().Procs.LogFile(loadbalancer.ProcessName))
 	}
 }
 
@@ -417,7 +433,7 @@ func (e *exporter) node(ctx context.Context, n node) {
 		}
 	}
 	for _, l := range logs {
-		e.copy(filepath.Join(dir, filepath.Base(l)), l)
+		e.copyLog(filepath.Join(dir, filepath.Base(l)), l)
 	}
 	if c.Config.KubeVersion != "" {
 		e.write(filepath.Join(dir, "kubernetes-version.txt"), []byte(c.Config.KubeVersion+"\n"))
@@ -703,10 +719,12 @@ timings.txt           the phase times of the last devk up or down (cluster.json 
 status.json           what devk status -o json showed at export time
 devk-version.txt      the devk that exported this
 registry.log          the embedded registry's log (shared by the clusters)
+haproxy.log           the load balancer's log (a cluster with several control planes)
 errors.txt            what could not be collected, and why (only when something could not)
 %[2]s/kubelet.log     the kubelet's output
 %[2]s/containerd.log  the cluster's containerd's output
 %[2]s/forward-*.log   the registry forwarder's output
+                      (each log holds its rotated generations too, oldest line first)
 %[2]s/kubelet-config.yaml, kubernetes-version.txt
 %[2]s/manifests/      the static-pod manifests (and a swap's backups)
 %[2]s/containers/     every container log the kubelet kept: <namespace>_<pod>_<container>_<attempt>.log

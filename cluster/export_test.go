@@ -53,6 +53,8 @@ func exportFixture(t *testing.T) (home string, p layout.Paths, cfg layout.Config
 	files := map[string]string{
 		p.ConfigFile():                             string(data),
 		p.LogFile("kubelet"):                       "I0101 kubelet started\n",
+		p.LogFile("kubelet") + ".2":                "I0101 kubelet oldest generation\n",
+		p.LogFile("kubelet") + ".1":                "I0101 kubelet newest generation\n",
 		p.LogFile("containerd"):                    "level=info msg=\"containerd started\"\n",
 		p.LogFile("forward-5000"):                  "forwarding\n",
 		layout.HomePaths(home).LogFile("registry"): "registry listening\n",
@@ -179,7 +181,7 @@ func TestExportLogsFixture(t *testing.T) {
 		"cluster.json":                               mustRead(t, p.ConfigFile()),
 		"devk-version.txt":                           "devk test\n",
 		"registry.log":                               "registry listening\n",
-		node + "/kubelet.log":                        "I0101 kubelet started\n",
+		node + "/kubelet.log":                        "I0101 kubelet oldest generation\nI0101 kubelet newest generation\nI0101 kubelet started\n",
 		node + "/containerd.log":                     "level=info msg=\"containerd started\"\n",
 		node + "/forward-5000.log":                   "forwarding\n",
 		node + "/kubelet-config.yaml":                "kind: KubeletConfiguration\n",
@@ -262,6 +264,9 @@ func TestExportLogsFixture(t *testing.T) {
 				t.Errorf("Missing = %q; errors.txt:\n%s", res.Missing, errs)
 			}
 			for rel := range files {
+				if strings.Contains(rel, ".log.") && !strings.Contains(rel, "/containers/") {
+					t.Errorf("a rotated generation exported apart: %s", rel)
+				}
 				if strings.HasPrefix(rel, "objects/") {
 					t.Errorf("objects exported with no API server: %s", rel)
 				}

@@ -420,15 +420,13 @@ func (c *Cluster) RelistNodeKubelet(ctx context.Context, name string) error {
 		return err
 	}
 	logPath := n.LogFile("kubelet")
-	var offset int64
-	if fi, err := os.Stat(logPath); err == nil {
-		offset = fi.Size()
-	}
+	mark := supervise.MarkLog(logPath)
+	defer mark.Close()
 	if _, err := c.RestartKubelet(ctx, name); err != nil {
 		return err
 	}
 	err = wait.PollUntilContextTimeout(ctx, relistPollInterval, relistTimeout, true, func(ctx context.Context) (bool, error) {
-		return logContains(logPath, offset, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL(n)) == nil, nil
+		return logContains(mark, "Watching apiserver") && kube.Probe(ctx, c.kubeletHealthURL(n)) == nil, nil
 	})
 	if poll.TimedOut(ctx, err) {
 		return fmt.Errorf("the restarted kubelet does not watch the API server after %s; see %s", relistTimeout, logPath)
@@ -436,17 +434,15 @@ func (c *Cluster) RelistNodeKubelet(ctx context.Context, name string) error {
 	return err
 }
 
-// logContains reports whether the file, from offset on, contains s.
-func logContains(path string, offset int64, s string) bool {
-	f, err := os.Open(path)
+// logContains reports whether what a daemon's log got since mark
+// (rotated or not) contains s.
+func logContains(mark *supervise.LogMark, s string) bool {
+	r, err := mark.Since()
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return false
-	}
-	data, err := io.ReadAll(io.LimitReader(f, 8<<20))
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, 8<<20))
 	return err == nil && bytes.Contains(data, []byte(s))
 }
 

@@ -23,6 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/supervise"
 )
 
 // eventually tries every eventuallyInterval for eventuallyTimeout.
@@ -195,6 +198,8 @@ func TestClusterUpDown(t *testing.T) {
 		}
 	}
 
+	checkDaemonLogs(t, home, "devk")
+
 	// up again: nothing changes.
 	before := snapshot(t, ctx, cs, dir)
 	again := devk("up")
@@ -218,6 +223,54 @@ func TestClusterUpDown(t *testing.T) {
 	}
 	if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
 		t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+}
+
+// checkDaemonLogs: every daemon devk runs for cluster name (node 0's
+// kubelet and containerd, the registry forwarder, the registry) writes
+// through a log writer of its own, still running after up exited, to a
+// 0600 log. (After down, checkNothingLeft finds no writer: their command
+// lines name the logs under home.)
+func checkDaemonLogs(t *testing.T, home, name string) {
+	t.Helper()
+	cp := layout.ClusterPaths(home, name)
+	type daemon struct {
+		procs supervise.Dir
+		name  string
+	}
+	daemons := []daemon{{cp.Procs(), "kubelet"}, {cp.Procs(), "containerd"}, {layout.HomePaths(home).Procs(), "registry"}}
+	fwd, _ := filepath.Glob(cp.PIDFile("forward-*"))
+	if len(fwd) == 0 {
+		t.Errorf("no registry forwarder's pid file in %s", cp.Run())
+	}
+	for _, f := range fwd {
+		daemons = append(daemons, daemon{cp.Procs(), strings.TrimSuffix(filepath.Base(f), ".pid")})
+	}
+	for _, d := range daemons {
+		if _, ok := d.procs.Running(d.name); !ok {
+			t.Errorf("%s does not run", d.name)
+			continue
+		}
+		pid, ok := d.procs.LogWriterRunning(d.name)
+		if !ok {
+			t.Errorf("%s's log writer does not run", d.name)
+			continue
+		}
+		log := d.procs.LogFile(d.name)
+		if argv := supervise.Argv(pid); !slices.Contains(argv, log) {
+			t.Errorf("%s's log writer (pid %d) does not write %s: %q", d.name, pid, log, argv)
+		}
+		fi, err := os.Stat(log)
+		if err != nil {
+			t.Errorf("%s's log: %v", d.name, err)
+			continue
+		}
+		if fi.Mode().Perm() != supervise.LogFileMode {
+			t.Errorf("%s has mode %v, want %v", log, fi.Mode().Perm(), supervise.LogFileMode)
+		}
+		if data, _ := os.ReadFile(log); !strings.Contains(string(data), "devk starts: ") {
+			t.Errorf("%s lacks devk's start line:\n%s", log, data[:min(len(data), 500)])
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,9 +23,16 @@ const FollowInterval = 250 * time.Millisecond
 // prefixed with its file's name, until ctx is done: what `-v 2` shows
 // while a command changes a cluster. Files present at the start are
 // followed from their end, files that appear later from their start; a
-// CRI log line loses its timestamp and stream prefix.
+// CRI log line loses its timestamp and stream prefix. A log that is
+// rotated (renamed away and made anew, as the log writer and the
+// kubelet's container log rotation do) is read to its end through the
+// descriptor held open, then followed under its name from the start
+// (with any generation made and rotated away between two looks shown
+// whole in between); a log truncated in place is followed from its
+// start again. Every line is shown once.
 func Follow(ctx context.Context, dir string, w io.Writer) {
-	f := follower{dir: dir, w: w, offsets: map[string]int64{}}
+	f := follower{dir: dir, w: w, logs: map[string]*followed{}, rotated: map[string]*followed{}, began: time.Now()}
+	defer f.closeAll()
 	f.scan(true)
 	t := time.NewTicker(FollowInterval)
 	defer t.Stop()
@@ -40,51 +48,152 @@ func Follow(ctx context.Context, dir string, w io.Writer) {
 }
 
 type follower struct {
-	dir     string
-	w       io.Writer
-	offsets map[string]int64
+	dir  string
+	w    io.Writer
+	logs map[string]*followed
+	// rotated is the file each rotated log was last followed as, until
+	// the log is followed again; held open, so that its inode is not
+	// reused by a new generation.
+	rotated map[string]*followed
+	// began is when Follow began: generations last written before are
+	// not shown.
+	began time.Time
 }
 
-// scan reads what each log gained; at the start it only notes the sizes.
+// followed is a log being followed: the file it was opened as, and how
+// far it was shown.
+type followed struct {
+	file *os.File
+	info os.FileInfo
+	off  int64
+}
+
+// scan shows what each log gained; at the start it only opens them at
+// their ends.
 func (f *follower) scan(start bool) {
+	seen := map[string]bool{}
 	_ = filepath.WalkDir(f.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".log") {
 			return nil
 		}
-		info, err := d.Info()
+		seen[path] = true
+		info, err := os.Stat(path)
 		if err != nil {
 			return nil
 		}
-		off, seen := f.offsets[path]
-		switch {
-		case start:
-			f.offsets[path] = info.Size()
-			return nil
-		case !seen:
-			off = 0
-		case info.Size() < off: // truncated or replaced
-			off = 0
+		l := f.logs[path]
+		if l != nil && !os.SameFile(l.info, info) {
+			// Rotated: what the old file got before it was renamed, then
+			// the new one from its start.
+			f.drain(path, l)
+			f.rotated[path] = l
+			l = nil
 		}
-		if info.Size() > off {
-			f.offsets[path] = off + f.copyLines(path, off)
+		if l == nil {
+			if l = f.open(path); l == nil {
+				return nil
+			}
+			if start {
+				l.off = l.size()
+			} else if old := f.rotated[path]; old != nil {
+				f.wholeGenerations(path, old.info)
+				old.file.Close()
+				delete(f.rotated, path)
+			} else {
+				f.wholeGenerations(path, nil)
+			}
+			f.logs[path] = l
 		}
+		if size := l.size(); size < l.off {
+			l.off = 0 // truncated in place
+		}
+		l.off += f.copyLines(path, l.file, l.off, false)
 		return nil
 	})
+	for path, l := range f.logs {
+		if !seen[path] {
+			f.drain(path, l) // renamed away, none made anew yet
+			f.rotated[path] = l
+			delete(f.logs, path)
+		}
+	}
 }
 
-// copyLines writes the whole lines of path from offset off and returns
-// how many bytes they took (a partial last line waits for the next scan).
-func (f *follower) copyLines(path string, off int64) int64 {
+// wholeGenerations shows, oldest first, the rotated generations of path
+// that are newer than old (the file followed last under its name, nil
+// for none) and were written since Follow began: those made and rotated
+// away between two looks.
+func (f *follower) wholeGenerations(path string, old os.FileInfo) {
+	gens := generations(path) // newest first
+	idx := slices.IndexFunc(gens, func(g string) bool {
+		fi, err := os.Stat(g)
+		return err == nil && old != nil && os.SameFile(fi, old)
+	})
+	if idx < 0 {
+		idx = len(gens) // the old one is gone too, or there was none
+	}
+	for i := idx - 1; i >= 0; i-- {
+		file, err := os.Open(gens[i])
+		if err != nil {
+			continue
+		}
+		if fi, err := file.Stat(); err == nil && !fi.ModTime().Before(f.began) {
+			f.copyLines(path, file, 0, true)
+		}
+		file.Close()
+	}
+}
+
+// open opens path and notes the file it is.
+func (f *follower) open(path string) *followed {
 	file, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	info, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil
+	}
+	return &followed{file: file, info: info}
+}
+
+// size is the followed file's size now (0 if it cannot be read).
+func (l *followed) size() int64 {
+	fi, err := l.file.Stat()
 	if err != nil {
 		return 0
 	}
-	defer file.Close()
+	return fi.Size()
+}
+
+// drain shows the rest of a log that was renamed away, a last line
+// without its end included.
+func (f *follower) drain(path string, l *followed) {
+	f.copyLines(path, l.file, l.off, true)
+}
+
+func (f *follower) closeAll() {
+	for _, l := range f.logs {
+		l.file.Close()
+	}
+	for _, l := range f.rotated {
+		l.file.Close()
+	}
+}
+
+// copyLines writes the whole lines of file from offset off, shown as
+// path's, and returns how many bytes they took (a partial last line
+// waits for the next scan unless all is set).
+func (f *follower) copyLines(path string, file *os.File, off int64, all bool) int64 {
 	data, err := io.ReadAll(io.NewSectionReader(file, off, 1<<62))
-	if err != nil {
+	if err != nil || len(data) == 0 {
 		return 0
 	}
 	end := bytes.LastIndexByte(data, '\n')
+	if all && end < len(data)-1 {
+		data, end = append(data, '\n'), len(data)
+	}
 	if end < 0 {
 		return 0
 	}

@@ -1,7 +1,8 @@
 // Package supervise runs devk's daemons (containerd, the kubelet, the
 // embedded registry) without systemd: each runs in its own session with
-// its output appended to a log file, and is known by a pid file that
-// records its pid and start time, so a recycled pid is never taken for it.
+// its output written by a log writer to a size-capped, rotated log file
+// (logwriter.go), and is known by a pid file that records its pid and
+// start time, so a recycled pid is never taken for it.
 package supervise
 
 import (
@@ -28,7 +29,7 @@ import (
 // Process is a daemon devk starts and supervises by pid file: containerd,
 // the kubelet, the embedded registry. It runs in its own session (a
 // Ctrl-C in devk's terminal does not reach it), with stdout and stderr
-// appended to its log file.
+// going to its log writer.
 type Process struct {
 	// Name is containerd, kubelet or registry; files are run/<name>.pid and
 	// logs/<name>.log.
@@ -44,6 +45,10 @@ type Dir struct {
 	PIDFile, LogFile func(name string) string
 	// Work is the processes' working directory.
 	Work string
+	// LogMaxBytes and LogGenerations bound each log (0: LogMaxBytes and
+	// LogGenerations).
+	LogMaxBytes    int64
+	LogGenerations int
 }
 
 // procStart is the process's start time in clock ticks since boot
@@ -112,6 +117,8 @@ func (p Dir) Running(name string) (int, bool) {
 // started it.
 func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 	if pid, ok := p.Running(proc.Name); ok {
+		// One an older devk started may still append to a 0644 log.
+		_ = os.Chmod(p.LogFile(proc.Name), LogFileMode)
 		return pid, false, nil
 	}
 	for _, d := range []string{filepath.Dir(p.PIDFile(proc.Name)), filepath.Dir(p.LogFile(proc.Name))} {
@@ -119,13 +126,15 @@ func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 			return 0, false, err
 		}
 	}
-	logf, err := os.OpenFile(p.LogFile(proc.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	closeInherited() // before the log writer starts, which must not keep them either
+	logf, err := p.startLogWriter(proc.Name)
 	if err != nil {
-		return 0, false, fmt.Errorf("open %s log: %w", proc.Name, err)
+		return 0, false, err
 	}
+	// Closed here once the daemon has it: the writer ends when the daemon
+	// (and whatever keeps its output) does.
 	defer logf.Close()
 	fmt.Fprintf(logf, "---- %s devk starts: %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(proc.Argv, " "))
-	closeInherited()
 	// Not CommandContext: the daemon must outlive this devk process.
 	cmd := exec.Command(proc.Argv[0], proc.Argv[1:]...)
 	cmd.Env = append(os.Environ(), proc.Env...)
@@ -151,13 +160,14 @@ func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 	return pid, true, nil
 }
 
-// Stop ends the named process: SIGTERM, then SIGKILL after grace. It
-// reports whether there was a process to stop.
+// Stop ends the named process: SIGTERM, then SIGKILL after grace; then
+// its log writer, once it wrote what the process left. It reports
+// whether there was a process to stop.
 func (p Dir) Stop(ctx context.Context, name string, grace time.Duration) (bool, error) {
 	pid, ok := p.Running(name)
 	if !ok {
 		_ = os.Remove(p.PIDFile(name))
-		return false, nil
+		return false, p.stopLogWriter(ctx, name)
 	}
 	if err := KillWait(ctx, pid, grace); err != nil {
 		return true, fmt.Errorf("stop %s (pid %d): %w", name, pid, err)
@@ -165,7 +175,7 @@ func (p Dir) Stop(ctx context.Context, name string, grace time.Duration) (bool, 
 	if err := os.Remove(p.PIDFile(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return true, err
 	}
-	return true, nil
+	return true, p.stopLogWriter(ctx, name)
 }
 
 const (
@@ -178,13 +188,9 @@ const (
 // KillWait sends SIGTERM, waits up to grace for the process to go, then
 // sends SIGKILL and waits up to KillTimeout.
 func KillWait(ctx context.Context, pid int, grace time.Duration) error {
-	start, err := procStart(pid)
+	gone, err := goneCheck(pid)
 	if err != nil {
 		return nil // gone already
-	}
-	gone := func(context.Context) (bool, error) {
-		s, err := procStart(pid)
-		return err != nil || s != start || procState(pid) == "Z", nil
 	}
 	for _, step := range []struct {
 		sig  syscall.Signal
@@ -207,6 +213,28 @@ func KillWait(ctx context.Context, pid int, grace time.Duration) error {
 		}
 	}
 	return fmt.Errorf("still running %s after SIGKILL", KillTimeout)
+}
+
+// goneCheck is a poll condition that is done once the process that is
+// pid now is gone (a zombie is gone); an error if it is gone already.
+func goneCheck(pid int) (wait.ConditionWithContextFunc, error) {
+	start, err := procStart(pid)
+	if err != nil {
+		return nil, err
+	}
+	return func(context.Context) (bool, error) {
+		s, err := procStart(pid)
+		return err != nil || s != start || procState(pid) == "Z", nil
+	}, nil
+}
+
+// waitGone waits up to timeout for the process pid to go by itself.
+func waitGone(ctx context.Context, pid int, timeout time.Duration) error {
+	gone, err := goneCheck(pid)
+	if err != nil {
+		return nil
+	}
+	return wait.PollUntilContextTimeout(ctx, killPollInterval, timeout, true, gone)
 }
 
 // Processes lists pids whose command line satisfies match.
@@ -238,9 +266,14 @@ func Argv(pid int) []string {
 }
 
 // Tail returns the last n lines of a log file (a supervised process's,
-// or a container's without the CRI's line prefixes).
+// or a container's without the CRI's line prefixes), taking the rest
+// from the newest rotated generation when the log was just rotated.
 func Tail(path string, n int) string {
 	lines, _ := cri.TailLog(path, n)
+	if len(lines) < n {
+		older, _ := cri.TailLog(Generation(path, 1), n-len(lines))
+		lines = append(older, lines...)
+	}
 	return strings.Join(lines, "\n")
 }
 

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,7 +62,8 @@ func TestProcessSupervision(t *testing.T) {
 }
 
 // TestDaemonInheritsNoDescriptor: a descriptor devk inherited without
-// close-on-exec (flock's lock, say) does not reach the daemon.
+// close-on-exec (flock's lock, say) reaches neither the daemon nor its
+// log writer.
 func TestDaemonInheritsNoDescriptor(t *testing.T) {
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "lock"))
@@ -76,11 +78,11 @@ func TestDaemonInheritsNoDescriptor(t *testing.T) {
 	}
 	defer unix.Close(fd)
 	d := Dir{PIDFile: func(n string) string { return filepath.Join(dir, n+".pid") }, LogFile: func(n string) string { return filepath.Join(dir, n+".log") }, Work: dir}
-	pid, _, err := d.Start(Process{Name: "fds", Argv: []string{"/bin/sh", "-c", "ls /proc/self/fd >" + filepath.Join(dir, "fds") + "; sleep 5"}})
+	_, _, err = d.Start(Process{Name: "fds", Argv: []string{"/bin/sh", "-c", "ls /proc/self/fd >" + filepath.Join(dir, "fds") + "; exec sleep 5"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer KillWait(context.Background(), pid, time.Second)
+	defer d.Stop(context.Background(), "fds", time.Second) // and its log writer, before the temp dir goes
 	var got []byte
 	for i := 0; i < 200 && len(got) == 0; i++ {
 		time.Sleep(10 * time.Millisecond)
@@ -91,5 +93,19 @@ func TestDaemonInheritsNoDescriptor(t *testing.T) {
 	}
 	if fds := strings.Fields(string(got)); slices.Contains(fds, strconv.Itoa(fd)) {
 		t.Errorf("the daemon holds inherited descriptor %d (its descriptors: %v)", fd, fds)
+	}
+	// Nor its log writer.
+	wpid, ok := d.LogWriterRunning("fds")
+	if !ok {
+		t.Fatal("no log writer")
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", wpid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", wpid, e.Name())); target == f.Name() {
+			t.Errorf("the log writer holds the inherited lock file as descriptor %s", e.Name())
+		}
 	}
 }
