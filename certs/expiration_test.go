@@ -206,8 +206,8 @@ func TestCheckExpirationWithoutServingCerts(t *testing.T) {
 	if exp := r.ExpiringWithin(30 * 24 * time.Hour); len(exp) != 0 {
 		t.Errorf("expiring within 30d or missing: %v, want none", exp)
 	}
-	_, err = Renew(context.Background(), RenewOptions{Files: f, Names: []string{pki.SchedulerServer}, CRISocket: filepath.Join(t.TempDir(), "none.sock")}, phase.Options{})
-	if err == nil || !strings.Contains(err.Error(), `no certificate "scheduler-server"`) {
+	_, err = Renew(context.Background(), RenewOptions{Nodes: oneNode(f, filepath.Join(t.TempDir(), "none.sock")), Names: []string{pki.SchedulerServer}}, phase.Options{})
+	if err == nil || !strings.Contains(err.Error(), `no certificate "scheduler-server" on this node`) {
 		t.Errorf("renew of a serving certificate the node does not have: %v", err)
 	}
 }
