@@ -650,7 +650,10 @@ func (n *nodeRenewal) verify(ctx context.Context) (phase.Outcome, error) {
 		for _, p := range n.restarted {
 			sbs, err := n.sandboxes(ctx, p)
 			if err != nil {
-				return false, err
+				// The poll's own deadline may end a call; a runtime
+				// that keeps failing is said when the wait ends.
+				lastErr[p] = err
+				return false, nil
 			}
 			if !slices.ContainsFunc(sbs, func(s cri.Sandbox) bool { return s.Ready && !n.removed[s.ID] }) {
 				lastErr[p] = fmt.Errorf("static pod %s has no new sandbox yet", p)
