@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	certutil "k8s.io/client-go/util/cert"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/cri"
@@ -385,7 +385,10 @@ func TestRenewRollsNodeByNode(t *testing.T) {
 				name := n.Name
 				rns = append(rns, RenewNode{Node: n, CRISocket: sock,
 					TakeOut: func(context.Context) error { log.add("%s take-out (renewed: %s)", name, renewedYet()); return nil },
-					PutBack: func(_ context.Context, untilUp bool) error { log.add("%s put-back until up %v", name, untilUp); return nil }})
+					PutBack: func(_ context.Context, untilUp bool) error {
+						log.add("%s put-back until up %v", name, untilUp)
+						return nil
+					}})
 			}
 			j, err := Renew(context.Background(), RenewOptions{Nodes: rns, Names: []string{"front-proxy-client"}, Timeout: time.Second, StopGrace: 2 * time.Second}, phase.Options{})
 			want := []string{"cp1 put-back until up false", "cp2 put-back until up false", "cp3 put-back until up false",
