@@ -499,19 +499,17 @@ func (n *nodeRenewal) sel(ctx context.Context) (phase.Outcome, error) {
 	}
 	// The pods must be running: renewing under a stopped node would leave
 	// nothing to restart and nothing to verify.
-	var err error
-	if n.rt == nil {
-		if n.rt, err = cri.Dial(n.CRISocket); err != nil {
-			return phase.Done, err
-		}
+	rt, err := n.runtime()
+	if err != nil {
+		return phase.Done, err
 	}
-	if _, err := n.rt.Version(ctx); err != nil {
+	if _, err := rt.Version(ctx); err != nil {
 		return phase.Done, fmt.Errorf("%w: renew needs the cluster running (devk up), to restart and verify what uses the certificates", err)
 	}
 	if n.Name == "" {
 		// the kubelet's node name, from its static pods' sandboxes: a
 		// pod is then found by its exact name, never another node's
-		n.Name = digest.NodeName(ctx, n.rt, digest.StaticPodNames())
+		n.Name = digest.NodeName(ctx, rt, digest.StaticPodNames())
 	}
 	for _, p := range n.pods() {
 		sbs, err := n.sandboxes(ctx, p)
@@ -536,9 +534,26 @@ func (n *nodeRenewal) sel(ctx context.Context) (phase.Outcome, error) {
 	return phase.Unchanged("%s", detail), nil
 }
 
+// runtime is the connection to the node's runtime, made once (select
+// makes it; a phase run alone by --only makes it when it needs it).
+func (n *nodeRenewal) runtime() (*cri.Client, error) {
+	if n.rt == nil {
+		rt, err := cri.Dial(n.CRISocket)
+		if err != nil {
+			return nil, err
+		}
+		n.rt = rt
+	}
+	return n.rt, nil
+}
+
 // sandboxes are the static pod's sandboxes on the node's runtime.
 func (n *nodeRenewal) sandboxes(ctx context.Context, pod string) ([]cri.Sandbox, error) {
-	all, err := n.rt.Sandboxes(ctx, metav1.NamespaceSystem)
+	rt, err := n.runtime()
+	if err != nil {
+		return nil, err
+	}
+	all, err := rt.Sandboxes(ctx, metav1.NamespaceSystem)
 	if err != nil {
 		return nil, err
 	}
@@ -622,12 +637,16 @@ func (n *nodeRenewal) restart(ctx context.Context) (phase.Outcome, error) {
 
 // stopGracefully stops the pod's running containers with stopGrace.
 func (n *nodeRenewal) stopGracefully(ctx context.Context, pod string) error {
-	cts, err := n.rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(pod, n.Name), PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
+	rt, err := n.runtime()
+	if err != nil {
+		return err
+	}
+	cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(pod, n.Name), PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
 	if err != nil {
 		return err
 	}
 	for _, ct := range cts {
-		if err := n.rt.StopContainer(ctx, ct.ID, n.stopGrace); err != nil {
+		if err := rt.StopContainer(ctx, ct.ID, n.stopGrace); err != nil {
 			return err
 		}
 	}
