@@ -4,12 +4,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
@@ -502,6 +505,24 @@ func haCerts(t *testing.T, c *SharedCluster, name string, cps []string, admin st
 		t.Fatalf("not killed at certs-renew/verify: %v\n%s", r.Err, r.Stderr)
 	}
 	pairsMatch(t, paths.Dir)
+	// The kubelet makes node 0's API server again (its sandbox was
+	// removed): renew wants it running.
+	n0, _, err := cfg.FindNode(cps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	insecure := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := insecure.Get("https://" + net.JoinHostPort(n0.IP, "6443") + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("node 0's API server not ready again after the kill: %v", err)
+	}
 
 	load := startLoad(t, admin)
 	rn := devk("certs", "renew", "apiserver", "-o", "json")
