@@ -416,6 +416,7 @@ func TestBadInput(t *testing.T) {
 		{name: "certs, no such node", args: []string{"certs", "check-expiration", "--node", "nosuch"}, want: `--node: cluster devk has no node "nosuch"; its nodes: devk-control-plane`},
 		{name: "certs renew, no such node", args: []string{"certs", "renew", "apiserver", "--node", "nosuch"}, want: `--node: cluster devk has no node "nosuch"; its nodes: devk-control-plane`},
 		{name: "certs, --node on a kubeadm node", args: []string{"certs", "check-expiration", "--pki-dir", tree, "--node", "x"}, want: "--node names control-plane nodes of a devk cluster"},
+		{name: "certs renew, --cri-socket on a devk cluster", args: []string{"certs", "renew", "all", "--cri-socket", "/run/x.sock"}, want: "--cri-socket and --node-name are for a node devk did not make"},
 		{name: "certs, weeks", args: []string{"certs", "check-expiration", "--fail-within", "3w"}, want: `"3w" is not a duration: use days (30d)`},
 		{name: "swap, name ..", args: []string{"swap", "apiserver", "--name", "..", "--tree", tree}, want: `cluster name ".."`},
 		{name: "digest verify, climbing name", args: []string{"digest", "verify", "--name", "../x"}, want: `cluster name "../x"`},

@@ -94,6 +94,9 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 	if f.KubeconfigDir != "" || f.ManifestsDir != "" {
 		return nil, nil, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", layout.Kubeadm("").PKIDir)
 	}
+	if f.CRISocket != "" || f.NodeName != "" {
+		return nil, nil, fmt.Errorf("--cri-socket and --node-name are for a node devk did not make (with --pki-dir): a devk cluster's nodes are known by name, pick them with --node")
+	}
 	home, err := layout.HomeDir("")
 	if err != nil {
 		return nil, nil, err
