@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -80,5 +85,99 @@ func TestPrintExpirationNodes(t *testing.T) {
 	unnamed.Certs[0].Node, unnamed.CAs[0].Node = "", ""
 	if got := text(unnamed); !strings.HasPrefix(got, "CERTIFICATE   EXPIRES") || strings.Contains(got, "NODE") {
 		t.Errorf("one unnamed node's table has a NODE column:\n%s", got)
+	}
+}
+
+// TestCertsReadEveryNode: check-expiration on a devk cluster of three
+// control-plane nodes (cluster.json as up and node add write it, each
+// node's PKI where the cluster layout puts it, the joined nodes' made
+// from node 0's CAs) reads each node's own files, node 0 first, each row
+// naming its node; --node picks one.
+func TestCertsReadEveryNode(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("DEVK_HOME", home)
+	cfg := layout.NewConfig("ha")
+	_, subnet, _ := net.ParseCIDR("10.250.77.0/24")
+	if err := cfg.PlaceAt(subnet, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"ha-control-plane", "ha-control-plane2", "ha-control-plane3"}
+	for _, n := range names[1:] {
+		if _, err := cfg.AddNode(n, layout.RoleControlPlane, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := layout.ClusterPaths(home, "ha")
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.ConfigFile(), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i, n := range names {
+		np, err := p.NodeDir(cfg, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nn, _, _ := cfg.FindNode(n)
+		pc := pki.Config{NodeName: n, ServiceIP: net.ParseIP("10.96.0.1"), AdvertiseIP: net.ParseIP(nn.IP), DNSDomain: "cluster.local"}
+		for _, s := range pki.Specs(pc) {
+			if s.IsCA() && i > 0 {
+				// A joined node has node 0's CAs (download-certs).
+				for _, f := range []func(string, string) string{pki.CertPath, pki.KeyPath} {
+					b, err := os.ReadFile(f(p.PKI(), s.Name))
+					if err != nil {
+						t.Fatal(err)
+					}
+					os.MkdirAll(filepath.Dir(f(np.PKI(), s.Name)), 0o700)
+					if err := os.WriteFile(f(np.PKI(), s.Name), b, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				continue
+			}
+			if _, err := pki.Ensure(np.PKI(), s, now, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stdout, stderr, err := runDevk(t, "certs", "check-expiration", "--name", "ha", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var r certs.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for _, n := range r.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	if !slices.Equal(nodes, names) {
+		t.Errorf("nodes %v, want %v", nodes, names)
+	}
+	for _, c := range r.Certs {
+		np, err := p.NodeDir(cfg, c.Node)
+		if err != nil {
+			t.Fatalf("row %s of node %q: %v", c.Name, c.Node, err)
+		}
+		if filepath.Dir(c.Path) != np.Dir && !strings.HasPrefix(c.Path, np.PKI()+"/") {
+			t.Errorf("%s of %s is %s, not under %s", c.Name, c.Node, c.Path, np.Dir)
+		}
+	}
+	if got := strings.Count(stdout, `"name":"apiserver"`); got != 3 {
+		t.Errorf("%d apiserver rows, want one per node", got)
+	}
+	stdout, _, err = runDevk(t, "certs", "check-expiration", "--name", "ha", "--node", "ha-control-plane2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(stdout, "NODE ") || !strings.Contains(stdout, "ha-control-plane2 ") || strings.Contains(stdout, "ha-control-plane3") || strings.Contains(stdout, "ha-control-plane ") {
+		t.Errorf("--node ha-control-plane2's table:\n%s", stdout)
 	}
 }
