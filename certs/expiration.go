@@ -33,8 +33,22 @@ type Files struct {
 	ManifestsDir  string `json:"manifestsDir"`
 }
 
+// Node is one control-plane node's files, by its name: on a devk
+// cluster each control-plane node has its own (node 0's at the cluster
+// directory's top, the others' under nodes/<node>/), signed by the same
+// CAs, which every node holds a copy of. A kubeadm node given by its
+// directories may be unnamed.
+type Node struct {
+	// Name is the node's (its kubelet's) name; "" for a node given by
+	// its directories alone.
+	Name  string `json:"node,omitempty"`
+	Files Files  `json:"files"`
+}
+
 // Cert is one certificate or kubeconfig client certificate.
 type Cert struct {
+	// Node is the node whose file it is ("" on an unnamed node).
+	Node string `json:"node,omitempty"`
 	// Name is kubeadm's: "apiserver", "etcd-server", "admin.conf", ….
 	Name string `json:"name"`
 	// Path is the file: the certificate, or the kubeconfig that holds it.
@@ -60,6 +74,9 @@ type Cert struct {
 
 // CA is one certificate authority.
 type CA struct {
+	// Node is the node whose copy of the CA it is ("" on an unnamed
+	// node): every control-plane node has one.
+	Node     string    `json:"node,omitempty"`
 	Name     string    `json:"name"`
 	Path     string    `json:"path"`
 	Missing  bool      `json:"missing,omitempty"`
@@ -70,9 +87,10 @@ type CA struct {
 	External bool `json:"external"`
 }
 
-// Report is check-expiration's answer.
+// Report is check-expiration's answer: every node's certificates, then
+// every node's CAs, node by node in the order asked.
 type Report struct {
-	Files Files     `json:"files"`
+	Nodes []Node    `json:"nodes"`
 	Now   time.Time `json:"now"`
 	Certs []Cert    `json:"certificates"`
 	CAs   []CA      `json:"certificateAuthorities"`
@@ -80,6 +98,9 @@ type Report struct {
 
 // Duration is a time.Duration that JSON writes in seconds.
 type Duration time.Duration
+
+// JSONShape is how -o json writes it, for the result's help.
+func (Duration) JSONShape() string { return "seconds" }
 
 // MarshalJSON writes whole seconds.
 func (d Duration) MarshalJSON() ([]byte, error) {
@@ -92,18 +113,50 @@ func kubeadmName(specName string) string { return strings.ReplaceAll(specName, "
 
 // otherUsers are who uses a kubeconfig no static pod names.
 var otherUsers = map[string]string{
-	"admin":       "kubectl (you)",
-	"super-admin": "break-glass (system:masters)",
+	"admin":    "kubectl (you)",
+	superAdmin: "break-glass (system:masters)",
 }
+
+// superAdmin is the kubeconfig only the first control-plane node has:
+// kubeadm's init writes it and its join does not ("If missing,
+// super-admin.conf will not cause an error", kubeadm's documentation
+// says), nor does devk's. A node without it is whole: it is not listed.
+const superAdmin = "super-admin"
 
 // ErrNotPKI is returned when the PKI directory holds no CA.
 var ErrNotPKI = errors.New("not a Kubernetes PKI directory")
 
-// Inspect reads the node's certificates, kubeconfigs and CAs as of now.
+// InspectNodes reads each node's certificates, kubeconfigs and CAs as of
+// now (see Inspect), each row saying whose it is.
+func InspectNodes(nodes []Node, now time.Time) (*Report, error) {
+	r := &Report{Now: now}
+	for _, n := range nodes {
+		one, err := Inspect(n.Files, now)
+		if err != nil {
+			if n.Name != "" {
+				err = fmt.Errorf("node %s: %w", n.Name, err)
+			}
+			return nil, err
+		}
+		for _, c := range one.Certs {
+			c.Node = n.Name
+			r.Certs = append(r.Certs, c)
+		}
+		for _, c := range one.CAs {
+			c.Node = n.Name
+			r.CAs = append(r.CAs, c)
+		}
+		r.Nodes = append(r.Nodes, n)
+	}
+	return r, nil
+}
+
+// Inspect reads one node's certificates, kubeconfigs and CAs as of now.
 // kubelet.conf is left out, as kubeadm leaves it out: the kubelet renews
 // its own client certificate; so is an optional certificate the node
 // does not have (the controller-manager's and scheduler's serving
-// certificates, which only devk's clusters have).
+// certificates, which only devk's clusters have; super-admin.conf,
+// which only the first control-plane node has).
 func Inspect(f Files, now time.Time) (*Report, error) {
 	if _, err := os.Stat(pki.CertPath(f.PKIDir, pki.CAName)); err != nil {
 		return nil, fmt.Errorf("%s: %w (no %s.crt): pass the directory that holds ca.crt (kubeadm: /etc/kubernetes/pki)", f.PKIDir, ErrNotPKI, pki.CAName)
@@ -112,7 +165,7 @@ func Inspect(f Files, now time.Time) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Files: f, Now: now}
+	r := &Report{Nodes: []Node{{Files: f}}, Now: now}
 	external := map[string]bool{}
 	for _, s := range pki.Specs(pki.Config{}) {
 		if !s.IsCA() {
@@ -173,6 +226,9 @@ func Inspect(f Files, now time.Time) (*Report, error) {
 		crt, err := kubeconfigCert(path)
 		if err := c.fill(crt, err, now); err != nil {
 			return nil, err
+		}
+		if c.Missing && k.Name == superAdmin {
+			continue // a node that joined the control plane: it has none
 		}
 		c.Renewable, c.Why = caState(pki.CAName)
 		r.Certs = append(r.Certs, c)
@@ -288,20 +344,28 @@ func manifestUsers(dir string) (map[string][]string, error) {
 }
 
 // ExpiringWithin lists what expires (or is missing) sooner than d from
-// the report's time.
+// the report's time, each as <node>/<name> on a named node.
 func (r *Report) ExpiringWithin(d time.Duration) []string {
 	var out []string
 	for _, c := range r.Certs {
 		if c.Missing || time.Duration(c.Residual) < d {
-			out = append(out, c.Name)
+			out = append(out, qualified(c.Node, c.Name))
 		}
 	}
 	for _, c := range r.CAs {
 		if !c.Missing && time.Duration(c.Residual) < d {
-			out = append(out, c.Name)
+			out = append(out, qualified(c.Node, c.Name))
 		}
 	}
 	return out
+}
+
+// qualified is name on node: <node>/<name>, or name on an unnamed node.
+func qualified(node, name string) string {
+	if node == "" {
+		return name
+	}
+	return node + "/" + name
 }
 
 // HumanDuration writes a residual time as kubeadm does: the largest unit

@@ -31,29 +31,8 @@ func fixturePKI(t *testing.T, issued time.Time) Files {
 			t.Fatal(err)
 		}
 	}
-	caPEM, err := os.ReadFile(pki.CertPath(f.PKIDir, pki.CAName))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, k := range pki.KubeconfigSpecs("node-1") {
-		crt, key, err := pki.ClientCert(f.PKIDir, pki.CAName, k.CommonName, k.Organization, issued, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// kubeadm's shape (cluster.KubeconfigBytes writes the same; the
-		// cluster package imports this one).
-		cfg := clientcmdapi.NewConfig()
-		cfg.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: "https://10.250.0.2:6443", CertificateAuthorityData: caPEM}
-		cfg.AuthInfos[k.CommonName] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
-		cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: k.CommonName}
-		cfg.CurrentContext = "default"
-		data, err := clientcmd.Write(*cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, k.Name+".conf"), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeKubeconfig(t, f, k, issued)
 	}
 	manifest := `apiVersion: v1
 kind: Pod
@@ -78,6 +57,34 @@ spec:
 	writeManifest(t, f, "kube-scheduler", "--tls-cert-file="+pki.CertPath(f.PKIDir, pki.SchedulerServer),
 		"--tls-private-key-file="+pki.KeyPath(f.PKIDir, pki.SchedulerServer), "--kubeconfig="+filepath.Join(dir, "scheduler.conf"))
 	return f
+}
+
+// writeKubeconfig writes k's kubeconfig into f.KubeconfigDir, its
+// client certificate signed by f's cluster CA at issued, in kubeadm's
+// shape (cluster.KubeconfigBytes writes the same; the cluster package
+// imports this one).
+func writeKubeconfig(t *testing.T, f Files, k pki.KubeconfigSpec, issued time.Time) {
+	t.Helper()
+	caPEM, err := os.ReadFile(pki.CertPath(f.PKIDir, pki.CAName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key, err := pki.ClientCert(f.PKIDir, pki.CAName, k.CommonName, k.Organization, issued, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: "https://10.250.0.2:6443", CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[k.CommonName] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
+	cfg.Contexts["default"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: k.CommonName}
+	cfg.CurrentContext = "default"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.KubeconfigDir, k.Name+".conf"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // writeManifest writes a static pod manifest of one container, both
@@ -206,8 +213,8 @@ func TestCheckExpirationWithoutServingCerts(t *testing.T) {
 	if exp := r.ExpiringWithin(30 * 24 * time.Hour); len(exp) != 0 {
 		t.Errorf("expiring within 30d or missing: %v, want none", exp)
 	}
-	_, err = Renew(context.Background(), RenewOptions{Files: f, Names: []string{pki.SchedulerServer}, CRISocket: filepath.Join(t.TempDir(), "none.sock")}, phase.Options{})
-	if err == nil || !strings.Contains(err.Error(), `no certificate "scheduler-server"`) {
+	_, err = Renew(context.Background(), RenewOptions{Nodes: oneNode(f, filepath.Join(t.TempDir(), "none.sock")), Names: []string{pki.SchedulerServer}}, phase.Options{})
+	if err == nil || !strings.Contains(err.Error(), `no certificate "scheduler-server" on this node`) {
 		t.Errorf("renew of a serving certificate the node does not have: %v", err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 )
@@ -43,36 +44,63 @@ const (
 
 // FailpointJob names renew's kill points in test builds:
 // certs-renew/<phase>, and certs-renew/renew/<name> before each file.
+// On several nodes each point acts on the first node that reaches it.
 const FailpointJob = "certs-renew"
 
 // AllNames is the argument that renews every certificate devk can.
 const AllNames = "all"
 
-// RenewOptions say what renew renews, on which node.
+// RenewNode is a control-plane node renew goes through: its files, its
+// runtime, and behind a load balancer how to take its API server out
+// and put it back.
+type RenewNode struct {
+	// Node names the node (the kubelet's name: its static pods' mirror
+	// names end in it) and its files. An empty name on a node given by
+	// its directories is read from its runtime: any static pod named
+	// <pod>-….
+	Node
+	// CRISocket is the node's runtime, where its static pods are
+	// restarted.
+	CRISocket string `json:"criSocket"`
+	// TakeOut, when set, stops the load balancer sending the node's API
+	// server new connections and waits for its requests in flight;
+	// PutBack puts it back, with untilUp waiting until the load
+	// balancer's checks pass on it again (cluster.TakeOutAPIServer and
+	// PutBackAPIServer, as the rolling swap uses them).
+	TakeOut func(ctx context.Context) error               `json:"-"`
+	PutBack func(ctx context.Context, untilUp bool) error `json:"-"`
+	// MergeAdmin, when set, puts the node's renewed admin.conf's
+	// credentials where the user's kubectl finds them: a devk cluster's
+	// first node's, as context devk-NAME in RenewOptions.UserKubeconfig,
+	// merged as up merges it. Nil on every other node.
+	MergeAdmin func(context.Context) (phase.Outcome, error) `json:"-"`
+}
+
+// RenewOptions say what renew renews, on which nodes.
 type RenewOptions struct {
-	Files Files `json:"files"`
+	// Nodes are renewed one at a time, in this order, each verified (and
+	// put back into the load balancer) before the next one is touched.
+	Nodes []RenewNode `json:"nodes"`
 	// Names are kubeadm's names (apiserver, admin.conf, …) or AllNames.
 	Names []string `json:"names"`
-	// CRISocket is the node's runtime, where the static pods are restarted.
-	CRISocket string `json:"criSocket"`
-	// NodeName is the kubelet's node name; empty: any static pod of the
-	// runtime named <pod>-….
-	NodeName string `json:"nodeName"`
 	// Validity is the renewed certificates' lifetime (pki.CertValidity).
 	Validity time.Duration `json:"validity"`
 	// Timeout bounds the wait for the restarted pods (DefaultRestartTimeout).
 	Timeout time.Duration `json:"timeout"`
-	// MergeAdmin, when set, puts a renewed admin.conf's credentials
-	// where the user's kubectl finds them: a devk cluster's context
-	// devk-NAME in UserKubeconfig, merged as up merges it. Nil on a
-	// kubeadm node, whose admin.conf is the user's to copy.
-	MergeAdmin     func(context.Context) (phase.Outcome, error) `json:"-"`
-	UserKubeconfig string                                       `json:"userKubeconfig,omitempty"`
-	Now            func() time.Time                             `json:"-"`
+	// StopGrace, when set, is how long a restarted API server's or
+	// etcd's container gets after SIGTERM on a node taken out of the load
+	// balancer: an API server ends its connections gracefully (its HTTP/2
+	// clients are told to go elsewhere), etcd hands its leadership on.
+	// Zero: the containers go with their sandbox, at once.
+	StopGrace      time.Duration    `json:"stopGrace,omitempty"`
+	UserKubeconfig string           `json:"userKubeconfig,omitempty"`
+	Now            func() time.Time `json:"-"`
 }
 
 // Renewed is one certificate renew replaced.
 type Renewed struct {
+	// Node is the node whose file it is.
+	Node      string    `json:"node,omitempty"`
 	Name      string    `json:"name"`
 	Path      string    `json:"path"`
 	OldSerial string    `json:"oldSerial"`
@@ -85,96 +113,136 @@ type Renewed struct {
 	renewed *x509.Certificate
 }
 
-// RenewJob is the state of one renewal.
+// Restarted is a static pod renew restarted.
+type Restarted struct {
+	Node string `json:"node,omitempty"`
+	Pod  string `json:"pod"`
+}
+
+// RenewJob is the state of one renewal: the phases run once per node,
+// on the node in turn.
 type RenewJob struct {
 	RenewOptions
-	Renewed []*Renewed `json:"renewed"`
-	// Restarted are the static pods whose sandboxes were removed.
-	Restarted []string `json:"restarted"`
+	// Renewed and Restarted are every node's, node by node, once the
+	// node's renewal is verified.
+	Renewed   []*Renewed  `json:"renewed"`
+	Restarted []Restarted `json:"restarted"`
 	// KubeconfigMerged says what MergeAdmin did with the renewed
 	// admin.conf, when it ran.
 	KubeconfigMerged string `json:"kubeconfigMerged,omitempty"`
 
-	selected []Cert
-	rt       *cri.Client
-	removed  map[string]bool // sandbox IDs removed
+	// node is the node the phases act on.
+	node *nodeRenewal
 }
 
-// RenewPhases are `devk certs renew`: select, renew, restart, verify, and
-// on a devk cluster kubeconfig-merge.
+// nodeRenewal is one node's part of a renewal.
+type nodeRenewal struct {
+	RenewNode
+	// now, names, validity, timeout and stopGrace are the job's.
+	now       time.Time
+	names     []string
+	validity  time.Duration
+	timeout   time.Duration
+	stopGrace time.Duration
+
+	selected []Cert
+	// skipped are what "all" leaves out; absent, named certificates the
+	// node does not have (an optional one: super-admin.conf on a node
+	// that joined).
+	skipped, absent []string
+	renewed         []*Renewed
+	restarted       []string
+	rt              *cri.Client
+	removed         map[string]bool // sandbox IDs removed
+	// out says its API server was taken out of the load balancer and not
+	// put back yet.
+	out bool
+}
+
+// RenewPhases are `devk certs renew` on one node: select, renew,
+// restart, verify, and on a devk cluster's first node kubeconfig-merge.
 func RenewPhases() []*phase.Phase[*RenewJob] {
 	needs := []string{"select"}
 	return []*phase.Phase[*RenewJob]{
 		{
 			Name:  "select",
-			Short: "read the certificates and kubeconfigs, check each named one can be renewed (its CA's key is here) and that the node's runtime runs the static pods that use them",
+			Short: "read the node's certificates and kubeconfigs, check each named one can be renewed (its CA's key is here) and that the node's runtime runs the static pods that use them",
 			IO: func(j *RenewJob) ([]string, []string) {
-				return []string{j.Files.PKIDir, j.Files.KubeconfigDir, j.Files.ManifestsDir, j.CRISocket}, nil
+				n := j.node
+				return []string{n.Files.PKIDir, n.Files.KubeconfigDir, n.Files.ManifestsDir, n.CRISocket}, nil
 			},
-			Run: call((*RenewJob).sel),
+			Run: onNode((*nodeRenewal).sel),
 		},
 		{
 			Name:  "renew",
-			Short: "sign each anew from its CA: same subject, SANs, usages and key, new serial; each file written atomically after a copy (.devk-prev)",
+			Short: "sign each anew from its CA (the node's copy of the shared CA): same subject, SANs, usages and key, new serial; each file written atomically after a copy (.devk-prev)",
 			Needs: needs,
 			IO: func(j *RenewJob) ([]string, []string) {
 				var w []string
-				for _, c := range j.selected {
+				for _, c := range j.node.selected {
 					w = append(w, c.Path)
 				}
-				return []string{j.Files.PKIDir + " (CAs)"}, w
+				return []string{j.node.Files.PKIDir + " (CAs)"}, w
 			},
-			Run: call((*RenewJob).renew),
+			Run: onNode((*nodeRenewal).renew),
 		},
 		{
 			Name:  "restart",
-			Short: "remove the pod sandboxes of the static pods that use a renewed file, through CRI, so the kubelet recreates them from their unchanged manifests",
+			Short: "behind a load balancer, take the node's API server out of it when its API server or etcd restarts (and stop those gracefully); remove the pod sandboxes of the static pods that use a renewed file, through CRI, so the kubelet recreates them from their unchanged manifests",
 			Needs: needs,
 			IO: func(j *RenewJob) ([]string, []string) {
-				return nil, []string{j.CRISocket + " (pod sandboxes of " + strings.Join(j.pods(), ", ") + ")"}
+				w := []string{j.node.CRISocket + " (pod sandboxes of " + strings.Join(j.node.pods(), ", ") + ")"}
+				if j.node.TakeOut != nil {
+					w = append(w, "the load balancer's server "+j.node.Name+" (drained)")
+				}
+				return nil, w
 			},
-			Run: call((*RenewJob).restart),
+			Run: onNode((*nodeRenewal).restart),
 		},
 		{
 			Name:  "verify",
-			Short: "wait until the API server, etcd, the controller-manager and the scheduler present the new serials on their ports (each that has its serving certificate as a file), the API server's /readyz is ok and every renewed kubeconfig authenticates as its subject",
+			Short: "wait until the node's API server, etcd, controller-manager and scheduler present the new serials on their ports (each that has its serving certificate as a file), its API server's /readyz is ok and every renewed kubeconfig authenticates as its subject (behind a load balancer, the node's API server is put back once its phases are done, and the next node waits until the load balancer's checks pass on it)",
 			Needs: needs,
 			IO: func(j *RenewJob) ([]string, []string) {
 				return []string{"the TLS ports of the API server, etcd, the controller-manager and the scheduler", "SelfSubjectReview"}, nil
 			},
-			Run: call((*RenewJob).verify),
+			Run: onNode((*nodeRenewal).verify),
 		},
 		{
 			Name:  mergePhase,
-			Short: "a devk cluster's, when admin.conf was renewed: put its new credentials into your kubeconfig's context devk-NAME, as devk up does",
+			Short: "a devk cluster's first node's, when its admin.conf was renewed: put its new credentials into your kubeconfig's context devk-NAME, as devk up does",
 			Needs: []string{"select", "renew"},
 			If: func(j *RenewJob) (bool, string) {
 				switch {
-				case j.MergeAdmin == nil:
-					return false, "not a devk cluster: no context of yours to update"
-				case !slices.ContainsFunc(j.Renewed, func(r *Renewed) bool { return r.Name == AdminConf }):
+				case j.node.MergeAdmin == nil:
+					return false, "no context of yours has this node's admin.conf (devk up merges a devk cluster's first node's)"
+				case !slices.ContainsFunc(j.node.renewed, func(r *Renewed) bool { return r.Name == AdminConf }):
 					return false, AdminConf + " was not renewed"
 				}
 				return true, ""
 			},
 			IO: func(j *RenewJob) ([]string, []string) {
-				if j.MergeAdmin == nil {
+				if j.node.MergeAdmin == nil {
 					return nil, nil
 				}
-				return []string{filepath.Join(j.Files.KubeconfigDir, AdminConf)}, []string{j.UserKubeconfig}
+				return []string{filepath.Join(j.node.Files.KubeconfigDir, AdminConf)}, []string{j.UserKubeconfig}
 			},
-			Run: call((*RenewJob).mergeAdmin),
+			Run: func(ctx context.Context, j *RenewJob) (phase.Outcome, error) { return j.mergeAdmin(ctx) },
 		},
 	}
 }
 
-func call(f func(*RenewJob, context.Context) (phase.Outcome, error)) func(context.Context, *RenewJob) (phase.Outcome, error) {
-	return func(ctx context.Context, j *RenewJob) (phase.Outcome, error) { return f(j, ctx) }
+func onNode(f func(*nodeRenewal, context.Context) (phase.Outcome, error)) func(context.Context, *RenewJob) (phase.Outcome, error) {
+	return func(ctx context.Context, j *RenewJob) (phase.Outcome, error) { return f(j.node, ctx) }
 }
 
-// Renew runs the pipeline; on a failure after files were replaced it puts
-// the previous ones back (and restarts the pods again) before returning
-// the error.
+// Renew runs the pipeline on each node in turn. Every node's selection
+// is checked before any node changes; a node whose API server is out of
+// the load balancer (a renewal killed there) is put back first. On a
+// failure after a node's files were replaced, that node's previous ones
+// are put back (and its pods restarted again, its API server put back)
+// before the error returns; the nodes before it keep their renewed and
+// verified certificates, the nodes after it are not touched.
 func Renew(ctx context.Context, o RenewOptions, popts phase.Options) (*RenewJob, error) {
 	if o.Validity == 0 {
 		o.Validity = pki.CertValidity
@@ -185,22 +253,157 @@ func Renew(ctx context.Context, o RenewOptions, popts phase.Options) (*RenewJob,
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	j := &RenewJob{RenewOptions: o, removed: map[string]bool{}}
+	j := &RenewJob{RenewOptions: o}
+	if len(o.Nodes) == 0 {
+		return j, errors.New("no node to renew on")
+	}
+	plan, err := j.plan()
+	if err != nil {
+		return j, err
+	}
+	base := popts.Reporter
+	if base == nil {
+		base = progress.Discard()
+	}
+	for _, n := range plan {
+		if len(n.selected) == 0 {
+			base.Skip(n.Name, "has none of "+strings.Join(n.absent, ", "))
+		}
+	}
+	if !popts.DryRun {
+		for _, n := range o.Nodes {
+			if n.PutBack == nil {
+				continue
+			}
+			if err := n.PutBack(ctx, false); err != nil {
+				return j, fmt.Errorf("node %s: put its API server back into the load balancer: %w", n.Name, err)
+			}
+		}
+	}
 	popts.Job = FailpointJob
+	var done []string
+	for i, n := range plan {
+		if len(n.selected) == 0 {
+			continue
+		}
+		pi := popts
+		if len(o.Nodes) > 1 {
+			pi.Reporter = progress.Under(base, n.Name)
+			if popts.DryRun && popts.PlanOut != nil {
+				fmt.Fprintf(popts.PlanOut, "node %s: ", n.Name)
+			}
+		}
+		j.node = n
+		_, err := phase.Run(ctx, RenewPhases(), j, pi)
+		err = j.finishNode(ctx, err, popts.DryRun)
+		if err != nil {
+			return j, nodeError(n, err, done, plan[i+1:])
+		}
+		done = append(done, n.Name)
+	}
+	j.node = nil
+	return j, nil
+}
+
+// nodeError says on which node a renewal failed, and what became of the
+// others.
+func nodeError(n *nodeRenewal, err error, done []string, after []*nodeRenewal) error {
+	if n.Name == "" {
+		return err
+	}
+	err = fmt.Errorf("node %s: %w", n.Name, err)
+	if len(done) > 0 {
+		err = fmt.Errorf("%w (renewed and in use already on %s)", err, strings.Join(done, ", "))
+	}
+	var rest []string
+	for _, a := range after {
+		if len(a.selected) > 0 {
+			rest = append(rest, a.Name)
+		}
+	}
+	if len(rest) > 0 {
+		err = fmt.Errorf("%w (not renewed on %s: run the renewal again)", err, strings.Join(rest, ", "))
+	}
+	return err
+}
+
+// plan checks every node's selection from its files alone, before any
+// node changes: a name no node can renew, a missing file or an external
+// CA stops the renewal here. A node with none of the named
+// certificates (an optional one it lacks) is left out; if every node
+// is, that is an error.
+func (j *RenewJob) plan() ([]*nodeRenewal, error) {
+	var out []*nodeRenewal
+	found := false
+	for _, rn := range j.Nodes {
+		n := &nodeRenewal{RenewNode: rn, now: j.Now(), names: j.Names, validity: j.Validity, timeout: j.Timeout, stopGrace: j.StopGrace, removed: map[string]bool{}}
+		if err := n.choose(); err != nil {
+			if n.Name != "" {
+				err = fmt.Errorf("node %s: %w", n.Name, err)
+			}
+			return nil, err
+		}
+		found = found || len(n.selected) > 0
+		out = append(out, n)
+	}
+	if !found {
+		where := "this node"
+		if len(out) > 1 {
+			var names []string
+			for _, n := range out {
+				names = append(names, n.Name)
+			}
+			where = "any of " + strings.Join(names, ", ")
+		}
+		var quoted []string
+		for _, name := range j.Names {
+			quoted = append(quoted, strconv.Quote(name))
+		}
+		return nil, fmt.Errorf("no certificate %s on %s: there is nothing to renew (check-expiration lists what each node has)", strings.Join(quoted, ", "), where)
+	}
+	return out, nil
+}
+
+// finishNode ends a node's renewal. On success it puts the node's API
+// server back into the load balancer and waits until its checks pass,
+// and records what the node renewed and restarted. On a failure after
+// its files were replaced (but not in kubeconfig-merge, which runs once
+// they are in use) it puts the previous files back and restarts the
+// pods again; after any failure the API server is put back without
+// waiting.
+func (j *RenewJob) finishNode(ctx context.Context, err error, dryRun bool) error {
+	n := j.node
 	defer func() {
-		if j.rt != nil {
-			j.rt.Close()
+		if n.rt != nil {
+			n.rt.Close()
+			n.rt = nil
 		}
 	}()
-	_, err := phase.Run(ctx, RenewPhases(), j, popts)
-	// The merge comes after the renewed files are verified in use: its
-	// failure keeps them.
 	var failed *phase.Failed
 	inMerge := errors.As(err, &failed) && failed.Path == mergePhase
-	if err != nil && len(j.Renewed) > 0 && !inMerge && !popts.DryRun {
-		return j, j.rollback(err)
+	if err != nil && len(n.renewed) > 0 && !inMerge && !dryRun {
+		err = n.rollback(err)
 	}
-	return j, err
+	if n.out {
+		if err != nil {
+			// Interrupted or failed: put it back without waiting (the
+			// load balancer's runtime API calls are bounded); its
+			// checks decide whether it gets traffic.
+			if perr := n.PutBack(context.WithoutCancel(ctx), false); perr != nil {
+				err = fmt.Errorf("%w (putting its API server back into the load balancer also failed: %v; the next renewal puts it back)", err, perr)
+			}
+		} else if perr := n.PutBack(ctx, true); perr != nil {
+			err = fmt.Errorf("the renewed certificates are in use and kept, but putting its API server back into the load balancer failed: %w", perr)
+		}
+		n.out = false
+	}
+	if err == nil && !dryRun {
+		j.Renewed = append(j.Renewed, n.renewed...)
+		for _, p := range n.restarted {
+			j.Restarted = append(j.Restarted, Restarted{Node: n.Name, Pod: p})
+		}
+	}
+	return err
 }
 
 const mergePhase = "kubeconfig-merge"
@@ -209,10 +412,10 @@ const mergePhase = "kubeconfig-merge"
 // into the user's kubeconfig.
 const AdminConf = "admin.conf"
 
-// mergeAdmin runs MergeAdmin. The renewed files are in use by now, so a
-// failure here keeps them and says how to merge again.
+// mergeAdmin runs the node's MergeAdmin. The renewed files are in use
+// by now, so a failure here keeps them and says how to merge again.
 func (j *RenewJob) mergeAdmin(ctx context.Context) (phase.Outcome, error) {
-	out, err := j.MergeAdmin(ctx)
+	out, err := j.node.MergeAdmin(ctx)
 	if err != nil {
 		return phase.Done, fmt.Errorf("the renewed certificates are in use and kept, but your kubeconfig still has the old %s credentials: %w; fix that, then `devk up phase kubeconfig-merge`", AdminConf, err)
 	}
@@ -220,9 +423,9 @@ func (j *RenewJob) mergeAdmin(ctx context.Context) (phase.Outcome, error) {
 	return out, nil
 }
 
-func (j *RenewJob) pods() []string {
+func (n *nodeRenewal) pods() []string {
 	var out []string
-	for _, c := range j.selected {
+	for _, c := range n.selected {
 		for _, p := range c.pods {
 			if !slices.Contains(out, p) {
 				out = append(out, p)
@@ -233,10 +436,12 @@ func (j *RenewJob) pods() []string {
 	return out
 }
 
-func (j *RenewJob) sel(ctx context.Context) (phase.Outcome, error) {
-	r, err := Inspect(j.Files, j.Now())
+// choose reads the node's certificates and picks the named ones (or,
+// for AllNames, every one devk can renew). It reads files only.
+func (n *nodeRenewal) choose() error {
+	r, err := Inspect(n.Files, n.now)
 	if err != nil {
-		return phase.Done, err
+		return err
 	}
 	known := map[string]Cert{}
 	var names []string
@@ -244,77 +449,111 @@ func (j *RenewJob) sel(ctx context.Context) (phase.Outcome, error) {
 		known[c.Name] = c
 		names = append(names, c.Name)
 	}
-	j.selected = nil
-	all := slices.Contains(j.Names, AllNames)
-	if all && len(j.Names) > 1 {
-		return phase.Done, fmt.Errorf("%q renews every certificate: name no others beside it", AllNames)
+	n.selected, n.skipped, n.absent = nil, nil, nil
+	all := slices.Contains(n.names, AllNames)
+	if all && len(n.names) > 1 {
+		return fmt.Errorf("%q renews every certificate: name no others beside it", AllNames)
 	}
-	var skipped []string
 	if all {
 		for _, c := range r.Certs {
 			if c.Missing || !c.Renewable {
-				skipped = append(skipped, c.Name)
+				n.skipped = append(n.skipped, c.Name)
 				continue
 			}
-			j.selected = append(j.selected, c)
+			n.selected = append(n.selected, c)
 		}
-	} else {
-		for _, n := range j.Names {
-			c, ok := known[n]
-			switch {
-			case !ok:
-				return phase.Done, fmt.Errorf("no certificate %q: use one of %s, or %s", n, strings.Join(names, ", "), AllNames)
-			case c.Missing:
-				return phase.Done, fmt.Errorf("%s is missing (%s): there is nothing to renew", n, c.Path)
-			case !c.Renewable:
-				return phase.Done, fmt.Errorf("%s cannot be renewed here: %s", n, c.Why)
+		if len(n.selected) == 0 {
+			return fmt.Errorf("nothing devk can renew here (%s cannot be)", strings.Join(n.skipped, ", "))
+		}
+		return nil
+	}
+	for _, name := range n.names {
+		c, ok := known[name]
+		switch {
+		case !ok && slices.Contains(Names(), name):
+			// An optional certificate this node does not have.
+			if !slices.Contains(n.absent, name) {
+				n.absent = append(n.absent, name)
 			}
-			if !slices.ContainsFunc(j.selected, func(s Cert) bool { return s.Name == n }) {
-				j.selected = append(j.selected, c)
-			}
+			continue
+		case !ok:
+			return fmt.Errorf("no certificate %q: use one of %s, or %s", name, strings.Join(names, ", "), AllNames)
+		case c.Missing:
+			return fmt.Errorf("%s is missing (%s): there is nothing to renew", name, c.Path)
+		case !c.Renewable:
+			return fmt.Errorf("%s cannot be renewed here: %s", name, c.Why)
+		}
+		if !slices.ContainsFunc(n.selected, func(s Cert) bool { return s.Name == name }) {
+			n.selected = append(n.selected, c)
 		}
 	}
-	if len(j.selected) == 0 {
-		return phase.Done, fmt.Errorf("nothing devk can renew here (%s cannot be)", strings.Join(skipped, ", "))
+	return nil
+}
+
+func (n *nodeRenewal) sel(ctx context.Context) (phase.Outcome, error) {
+	if err := n.choose(); err != nil {
+		return phase.Done, err
+	}
+	if len(n.selected) == 0 {
+		return phase.Done, fmt.Errorf("the node has none of %s", strings.Join(n.absent, ", "))
 	}
 	// The pods must be running: renewing under a stopped node would leave
 	// nothing to restart and nothing to verify.
-	if j.rt == nil {
-		if j.rt, err = cri.Dial(j.CRISocket); err != nil {
-			return phase.Done, err
-		}
+	rt, err := n.runtime()
+	if err != nil {
+		return phase.Done, err
 	}
-	if _, err := j.rt.Version(ctx); err != nil {
+	if _, err := rt.Version(ctx); err != nil {
 		return phase.Done, fmt.Errorf("%w: renew needs the cluster running (devk up), to restart and verify what uses the certificates", err)
 	}
-	if j.NodeName == "" {
+	if n.Name == "" {
 		// the kubelet's node name, from its static pods' sandboxes: a
 		// pod is then found by its exact name, never another node's
-		j.NodeName = digest.NodeName(ctx, j.rt, digest.StaticPodNames())
+		n.Name = digest.NodeName(ctx, rt, digest.StaticPodNames())
 	}
-	for _, p := range j.pods() {
-		sbs, err := j.sandboxes(ctx, p)
+	for _, p := range n.pods() {
+		sbs, err := n.sandboxes(ctx, p)
 		if err != nil {
 			return phase.Done, err
 		}
 		if !slices.ContainsFunc(sbs, func(s cri.Sandbox) bool { return s.Ready }) {
-			return phase.Done, fmt.Errorf("static pod %s does not run on %s: renew needs the cluster running (devk up), to restart and verify what uses the certificates", p, j.CRISocket)
+			return phase.Done, fmt.Errorf("static pod %s does not run on %s: renew needs the cluster running (devk up), to restart and verify what uses the certificates", p, n.CRISocket)
 		}
 	}
 	var sel []string
-	for _, c := range j.selected {
+	for _, c := range n.selected {
 		sel = append(sel, c.Name)
 	}
 	detail := strings.Join(sel, ", ")
-	if len(skipped) > 0 {
-		detail += "; not " + strings.Join(skipped, ", ") + " (missing or under an external CA)"
+	if len(n.skipped) > 0 {
+		detail += "; not " + strings.Join(n.skipped, ", ") + " (missing or under an external CA)"
+	}
+	if len(n.absent) > 0 {
+		detail += "; the node has no " + strings.Join(n.absent, ", ")
 	}
 	return phase.Unchanged("%s", detail), nil
 }
 
+// runtime is the connection to the node's runtime, made once (select
+// makes it; a phase run alone by --only makes it when it needs it).
+func (n *nodeRenewal) runtime() (*cri.Client, error) {
+	if n.rt == nil {
+		rt, err := cri.Dial(n.CRISocket)
+		if err != nil {
+			return nil, err
+		}
+		n.rt = rt
+	}
+	return n.rt, nil
+}
+
 // sandboxes are the static pod's sandboxes on the node's runtime.
-func (j *RenewJob) sandboxes(ctx context.Context, pod string) ([]cri.Sandbox, error) {
-	all, err := j.rt.Sandboxes(ctx, metav1.NamespaceSystem)
+func (n *nodeRenewal) sandboxes(ctx context.Context, pod string) ([]cri.Sandbox, error) {
+	rt, err := n.runtime()
+	if err != nil {
+		return nil, err
+	}
+	all, err := rt.Sandboxes(ctx, metav1.NamespaceSystem)
 	if err != nil {
 		return nil, err
 	}
@@ -323,16 +562,15 @@ func (j *RenewJob) sandboxes(ctx context.Context, pod string) ([]cri.Sandbox, er
 		if !s.Static {
 			continue
 		}
-		if s.PodName == kube.MirrorPodName(pod, j.NodeName) {
+		if s.PodName == kube.MirrorPodName(pod, n.Name) {
 			out = append(out, s)
 		}
 	}
 	return out, nil
 }
 
-func (j *RenewJob) renew(ctx context.Context) (phase.Outcome, error) {
-	now := j.Now()
-	for _, c := range j.selected {
+func (n *nodeRenewal) renew(ctx context.Context) (phase.Outcome, error) {
+	for _, c := range n.selected {
 		if err := ctx.Err(); err != nil {
 			return phase.Done, err
 		}
@@ -340,60 +578,103 @@ func (j *RenewJob) renew(ctx context.Context) (phase.Outcome, error) {
 		var old, renewed *x509.Certificate
 		var err error
 		if c.spec != "" {
-			old, renewed, err = pki.Renew(j.Files.PKIDir, c.spec, c.caSpec, now, j.Validity)
+			old, renewed, err = pki.Renew(n.Files.PKIDir, c.spec, c.caSpec, n.now, n.validity)
 		} else {
-			old, renewed, err = pki.RenewKubeconfig(j.Files.PKIDir, c.caSpec, c.Path, now, j.Validity)
+			old, renewed, err = pki.RenewKubeconfig(n.Files.PKIDir, c.caSpec, c.Path, n.now, n.validity)
 		}
 		if err != nil {
 			return phase.Done, fmt.Errorf("renew %s: %w", c.Name, err)
 		}
-		j.Renewed = append(j.Renewed, &Renewed{Name: c.Name, Path: c.Path, OldSerial: old.SerialNumber.Text(16),
+		n.renewed = append(n.renewed, &Renewed{Node: n.Name, Name: c.Name, Path: c.Path, OldSerial: old.SerialNumber.Text(16),
 			Serial: renewed.SerialNumber.Text(16), NotAfter: renewed.NotAfter, cert: c, renewed: renewed})
 	}
-	return phase.Changed("%d renewed, valid until %s", len(j.Renewed), j.Renewed[0].NotAfter.UTC().Format(time.RFC3339)), nil
+	return phase.Changed("%d renewed, valid until %s", len(n.renewed), n.renewed[0].NotAfter.UTC().Format(time.RFC3339)), nil
 }
 
+// behindLB are the static pods whose restart takes a node's API server
+// out of service: the API server itself, and the etcd member it uses
+// (the node's own).
+var behindLB = []string{"kube-apiserver", "etcd"}
+
 // restart removes the sandboxes of every pod that uses a renewed file.
-func (j *RenewJob) restart(ctx context.Context) (phase.Outcome, error) {
-	j.Restarted = nil
-	for _, p := range j.pods() {
-		sbs, err := j.sandboxes(ctx, p)
+// Behind a load balancer, when the API server or its etcd restarts, the
+// node's API server is taken out of the load balancer first, and those
+// two stop gracefully (stopGrace) before their sandboxes go.
+func (n *nodeRenewal) restart(ctx context.Context) (phase.Outcome, error) {
+	n.restarted = nil
+	pods := n.pods()
+	var how string
+	if n.TakeOut != nil && !n.out && slices.ContainsFunc(pods, func(p string) bool { return slices.Contains(behindLB, p) }) {
+		if err := n.TakeOut(ctx); err != nil {
+			return phase.Done, fmt.Errorf("take the API server out of the load balancer: %w", err)
+		}
+		n.out = true
+		how = "; the API server out of the load balancer"
+	}
+	for _, p := range pods {
+		if n.out && n.stopGrace > 0 && slices.Contains(behindLB, p) {
+			if err := n.stopGracefully(ctx, p); err != nil {
+				return phase.Done, fmt.Errorf("restart %s: %w", p, err)
+			}
+		}
+		sbs, err := n.sandboxes(ctx, p)
 		if err != nil {
 			return phase.Done, err
 		}
 		for _, s := range sbs {
-			if err := j.rt.RemoveSandbox(ctx, s.ID); err != nil {
+			if err := n.rt.RemoveSandbox(ctx, s.ID); err != nil {
 				return phase.Done, fmt.Errorf("restart %s: %w", p, err)
 			}
-			j.removed[s.ID] = true
+			n.removed[s.ID] = true
 		}
-		j.Restarted = append(j.Restarted, p)
+		n.restarted = append(n.restarted, p)
 	}
-	if len(j.Restarted) == 0 {
+	if len(n.restarted) == 0 {
 		return phase.Unchanged("no static pod uses a renewed file"), nil
 	}
-	return phase.Changed("%s", strings.Join(j.Restarted, ", ")), nil
+	return phase.Changed("%s%s", strings.Join(n.restarted, ", "), how), nil
+}
+
+// stopGracefully stops the pod's running containers with stopGrace.
+func (n *nodeRenewal) stopGracefully(ctx context.Context, pod string) error {
+	rt, err := n.runtime()
+	if err != nil {
+		return err
+	}
+	cts, err := rt.Containers(ctx, cri.Filter{PodName: kube.MirrorPodName(pod, n.Name), PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
+	if err != nil {
+		return err
+	}
+	for _, ct := range cts {
+		if err := rt.StopContainer(ctx, ct.ID, n.stopGrace); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // verify waits until each restarted pod runs in a new sandbox, the
 // servers present the renewed certificates, and each renewed kubeconfig
 // authenticates as its subject.
-func (j *RenewJob) verify(ctx context.Context) (phase.Outcome, error) {
+func (n *nodeRenewal) verify(ctx context.Context) (phase.Outcome, error) {
 	checks := map[*Renewed]func(context.Context) (string, error){}
-	for _, r := range j.Renewed {
-		if f := j.checkOf(r); f != nil {
+	for _, r := range n.renewed {
+		if f := n.checkOf(r); f != nil {
 			checks[r] = f
 		}
 	}
 	lastErr := map[string]error{}
 	t0 := time.Now()
-	err := wait.PollUntilContextTimeout(ctx, renewPollInterval, j.Timeout, true, func(ctx context.Context) (bool, error) {
-		for _, p := range j.Restarted {
-			sbs, err := j.sandboxes(ctx, p)
+	err := wait.PollUntilContextTimeout(ctx, renewPollInterval, n.timeout, true, func(ctx context.Context) (bool, error) {
+		for _, p := range n.restarted {
+			sbs, err := n.sandboxes(ctx, p)
 			if err != nil {
-				return false, err
+				// The poll's own deadline may end a call; a runtime
+				// that keeps failing is said when the wait ends.
+				lastErr[p] = err
+				return false, nil
 			}
-			if !slices.ContainsFunc(sbs, func(s cri.Sandbox) bool { return s.Ready && !j.removed[s.ID] }) {
+			if !slices.ContainsFunc(sbs, func(s cri.Sandbox) bool { return s.Ready && !n.removed[s.ID] }) {
 				lastErr[p] = fmt.Errorf("static pod %s has no new sandbox yet", p)
 				return false, nil
 			}
@@ -419,12 +700,12 @@ func (j *RenewJob) verify(ctx context.Context) (phase.Outcome, error) {
 			why = append(why, name+": "+e.Error())
 		}
 		slices.Sort(why)
-		return phase.Done, fmt.Errorf("not in use after %s: %s", j.Timeout, strings.Join(why, "; "))
+		return phase.Done, fmt.Errorf("not in use after %s: %s", n.timeout, strings.Join(why, "; "))
 	}
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, r := range j.Renewed {
+	for _, r := range n.renewed {
 		if r.Verified == "" {
 			r.Verified = "used by " + strings.Join(r.cert.pods, ", ") + ", restarted and running"
 			if len(r.cert.pods) == 0 {
@@ -432,13 +713,13 @@ func (j *RenewJob) verify(ctx context.Context) (phase.Outcome, error) {
 			}
 		}
 	}
-	return phase.Unchanged("%d certificates in use, %d pods restarted in %s", len(j.Renewed), len(j.Restarted), time.Since(t0).Round(100*time.Millisecond)), nil
+	return phase.Unchanged("%d certificates in use, %d pods restarted in %s", len(n.renewed), len(n.restarted), time.Since(t0).Round(100*time.Millisecond)), nil
 }
 
 // checkOf is how r is seen in use, nil when only the restart shows it: a
 // serving certificate by the serial its server presents, a kubeconfig by
 // authenticating with it.
-func (j *RenewJob) checkOf(r *Renewed) func(context.Context) (string, error) {
+func (n *nodeRenewal) checkOf(r *Renewed) func(context.Context) (string, error) {
 	if r.cert.spec == "" {
 		return func(ctx context.Context) (string, error) {
 			cs, err := kube.Client(r.Path)
@@ -455,7 +736,7 @@ func (j *RenewJob) checkOf(r *Renewed) func(context.Context) (string, error) {
 			return "authenticates as " + r.renewed.Subject.CommonName, nil
 		}
 	}
-	addr, err := j.servingAddr(r.cert)
+	addr, err := n.servingAddr(r.cert)
 	if err != nil || addr == "" {
 		return nil
 	}
@@ -541,12 +822,12 @@ func securePort(def int) func(map[string]string) string {
 // servingAddr is where the server of c presents it, from its manifest;
 // "" when c is no serving certificate devk knows, or its server's
 // manifest does not name it (a cluster whose manifests predate the file).
-func (j *RenewJob) servingAddr(c Cert) (string, error) {
+func (n *nodeRenewal) servingAddr(c Cert) (string, error) {
 	srv, ok := servers[c.spec]
 	if !ok || !slices.Contains(c.pods, srv.pod) {
 		return "", nil
 	}
-	data, err := os.ReadFile(filepath.Join(j.Files.ManifestsDir, srv.pod+".yaml"))
+	data, err := os.ReadFile(filepath.Join(n.Files.ManifestsDir, srv.pod+".yaml"))
 	if err != nil {
 		return "", err
 	}
@@ -590,10 +871,10 @@ func presentedSerial(ctx context.Context, addr string) (*big.Int, error) {
 
 // rollback puts back every file renew replaced and restarts the pods
 // again, so they run with what they had.
-func (j *RenewJob) rollback(cause error) error {
+func (n *nodeRenewal) rollback(cause error) error {
 	var restored []string
 	var errs []error
-	for _, r := range j.Renewed {
+	for _, r := range n.renewed {
 		ok, err := pki.Restore(r.Path)
 		if err != nil {
 			errs = append(errs, err)
@@ -602,16 +883,16 @@ func (j *RenewJob) rollback(cause error) error {
 			restored = append(restored, r.Name)
 		}
 	}
-	if len(j.Restarted) > 0 && j.rt != nil {
+	if len(n.restarted) > 0 && n.rt != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), tlsDialTimeout*10)
 		defer cancel()
-		if _, err := j.restart(ctx); err != nil {
+		if _, err := n.restart(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	msg := fmt.Errorf("%w; put back the previous %s", cause, strings.Join(restored, ", "))
-	if len(j.Restarted) > 0 {
-		msg = fmt.Errorf("%w and restarted %s again", msg, strings.Join(j.Restarted, ", "))
+	if len(n.restarted) > 0 {
+		msg = fmt.Errorf("%w and restarted %s again", msg, strings.Join(n.restarted, ", "))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w (rolling back also failed: %v)", msg, errors.Join(errs...))

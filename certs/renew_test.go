@@ -47,7 +47,7 @@ func TestRenewRefusesBeforeWriting(t *testing.T) {
 		{[]string{"apiserver"}, "renew needs the cluster running"},
 		{[]string{"all"}, "renew needs the cluster running"},
 	} {
-		_, err := Renew(context.Background(), RenewOptions{Files: f, Names: tc.names, CRISocket: socket, Timeout: time.Second}, phase.Options{})
+		_, err := Renew(context.Background(), RenewOptions{Nodes: oneNode(f, socket), Names: tc.names, Timeout: time.Second}, phase.Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("renew %v: %v, want %q", tc.names, err, tc.want)
 		}
@@ -97,7 +97,7 @@ func TestServingAddr(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := r.Certs[slices.IndexFunc(r.Certs, func(c Cert) bool { return c.Name == tc.cert })]
-			j := &RenewJob{RenewOptions: RenewOptions{Files: f}}
+			j := &nodeRenewal{RenewNode: RenewNode{Node: Node{Files: f}}}
 			got, err := j.servingAddr(c)
 			if err != nil || got != tc.want {
 				t.Errorf("servingAddr(%s) = %q, %v; want %q", tc.cert, got, err, tc.want)
@@ -140,7 +140,7 @@ func TestVerifyBySerial(t *testing.T) {
 	}
 	c := r.Certs[slices.IndexFunc(r.Certs, func(c Cert) bool { return c.Name == "scheduler-server" })]
 
-	j := &RenewJob{RenewOptions: RenewOptions{Files: f}}
+	j := &nodeRenewal{RenewNode: RenewNode{Node: Node{Files: f}}}
 	old, renewed, err := pki.Renew(f.PKIDir, pki.SchedulerServer, pki.CAName, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -160,4 +160,10 @@ func TestVerifyBySerial(t *testing.T) {
 	if _, err := check(context.Background()); err == nil || !strings.Contains(err.Error(), "presents serial "+old.SerialNumber.Text(16)+", not the renewed") {
 		t.Errorf("with the old certificate served: %v, want a serial mismatch", err)
 	}
+}
+
+// oneNode is renew's one unnamed node (a kubeadm node's) of files f and
+// runtime socket.
+func oneNode(f Files, socket string) []RenewNode {
+	return []RenewNode{{Node: Node{Files: f}, CRISocket: socket}}
 }

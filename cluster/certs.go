@@ -245,14 +245,18 @@ func (c *Cluster) runCertsExpiry(ctx context.Context) (phase.Outcome, error) {
 		if validity == 0 {
 			validity = pki.CertValidity
 		}
-		j, err := certs.Renew(ctx, certs.RenewOptions{Files: c.certFiles(), Names: []string{certs.AllNames},
-			CRISocket: c.ContainerdSocket(), NodeName: c.Config.NodeName, Validity: validity,
-			MergeAdmin: c.MergeUserKubeconfig, UserKubeconfig: c.UserKubeconfigFile()},
+		node := certs.RenewNode{Node: certs.Node{Name: c.Config.NodeName, Files: c.certFiles()}, CRISocket: c.ContainerdSocket(), MergeAdmin: c.MergeUserKubeconfig}
+		j, err := certs.Renew(ctx, certs.RenewOptions{Nodes: []certs.RenewNode{node}, Names: []string{certs.AllNames},
+			Validity: validity, UserKubeconfig: c.UserKubeconfigFile()},
 			phase.Options{Reporter: progress.Under(c.Reporter, "certs-expiry")})
 		if err != nil {
 			return phase.Done, err
 		}
-		return phase.Changed("renewed %d, restarted %s", len(j.Renewed), strings.Join(j.Restarted, ", ")), nil
+		var pods []string
+		for _, r := range j.Restarted {
+			pods = append(pods, r.Pod)
+		}
+		return phase.Changed("renewed %d, restarted %s", len(j.Renewed), strings.Join(pods, ", ")), nil
 	}
 	r, err := certs.Inspect(c.certFiles(), time.Now())
 	if err != nil {

@@ -291,6 +291,10 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	}
 
+	// Every control-plane node's certificates checked and renewed,
+	// rolling, under load through HAProxy (renew_test.go).
+	t.Run("certs", func(t *testing.T) { haCerts(t, c, name, cps, admin) })
+
 	// down: nothing of any node, nor HAProxy.
 	devk("down")
 	downed()

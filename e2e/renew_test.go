@@ -4,12 +4,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,14 +22,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/layout"
 )
 
 type expirationReport struct {
 	Certificates []struct {
+		Node      string    `json:"node"`
 		Name      string    `json:"name"`
 		Path      string    `json:"path"`
 		NotAfter  time.Time `json:"notAfter"`
@@ -36,6 +42,7 @@ type expirationReport struct {
 		UsedBy    []string  `json:"usedBy"`
 	} `json:"certificates"`
 	CAs []struct {
+		Node     string `json:"node"`
 		Name     string `json:"name"`
 		External bool   `json:"external"`
 	} `json:"certificateAuthorities"`
@@ -43,10 +50,19 @@ type expirationReport struct {
 
 type renewReport struct {
 	Renewed []struct {
-		Name, Path, OldSerial, Serial, Verified string
+		Node, Name, Path, OldSerial, Serial, Verified string
 	} `json:"renewed"`
-	Restarted        []string `json:"restarted"`
-	KubeconfigMerged string   `json:"kubeconfigMerged"`
+	Restarted        []struct{ Node, Pod string } `json:"restarted"`
+	KubeconfigMerged string                       `json:"kubeconfigMerged"`
+}
+
+// pods are the pods a renewal restarted, as node/pod.
+func (r renewReport) pods() []string {
+	var out []string
+	for _, p := range r.Restarted {
+		out = append(out, p.Node+"/"+p.Pod)
+	}
+	return out
 }
 
 // devkCerts are what check-expiration lists and renew all renews on a
@@ -113,6 +129,23 @@ func TestCertsRenew(t *testing.T) {
 	if len(rep.Certificates) != devkCerts || len(rep.CAs) != 3 {
 		t.Fatalf("check-expiration listed %d certificates and %d CAs, want %d and 3:\n%s", len(rep.Certificates), len(rep.CAs), devkCerts, r.Stdout)
 	}
+	const node = "devk-control-plane"
+	for _, crt := range rep.Certificates {
+		if crt.Node != node {
+			t.Errorf("%s is node %q's, want %s's", crt.Name, crt.Node, node)
+		}
+	}
+	for _, ca := range rep.CAs {
+		if ca.Node != node {
+			t.Errorf("CA %s is node %q's, want %s's", ca.Name, ca.Node, node)
+		}
+	}
+	if r := MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration"); !strings.HasPrefix(r.Stdout, "NODE ") || strings.Count(r.Stdout, node+" ") != devkCerts+3 {
+		t.Errorf("check-expiration's table does not name the node on each row:\n%s", r.Stdout)
+	}
+	if r := Devk(t, c.Tree, c.Env, "certs", "renew", "apiserver", "--node", "nosuch"); r.Err == nil || !strings.Contains(r.Stderr, `no node "nosuch"; its nodes: `+node) {
+		t.Errorf("renew --node nosuch: %v\n%s", r.Err, r.Stderr)
+	}
 	for _, crt := range rep.Certificates {
 		want := map[string]string{"controller-manager-server": "kube-controller-manager", "scheduler-server": "kube-scheduler"}[crt.Name]
 		if want != "" && strings.Join(crt.UsedBy, ",") != want {
@@ -159,14 +192,17 @@ func TestCertsRenew(t *testing.T) {
 	}
 	serial := map[string]string{}
 	for _, x := range rr.Renewed {
+		if x.Node != node {
+			t.Errorf("renewed %s on node %q, want %s", x.Name, x.Node, node)
+		}
 		if x.Serial == before[x.Name] || x.OldSerial != before[x.Name] || x.Verified == "" {
 			t.Errorf("%s: serial %s (was %s, reported old %s), verified %q", x.Name, x.Serial, before[x.Name], x.OldSerial, x.Verified)
 		}
 		serial[x.Name] = x.Serial
 	}
 	for _, p := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if !strings.Contains(strings.Join(rr.Restarted, ","), p) {
-			t.Errorf("%s was not restarted: %v", p, rr.Restarted)
+		if !slices.Contains(rr.pods(), node+"/"+p) {
+			t.Errorf("%s was not restarted: %v", p, rr.pods())
 		}
 	}
 	ip := apiServerHost(t, c)
@@ -310,7 +346,7 @@ func TestCertsShortLived(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(rr.Renewed) != devkCerts || len(rr.Restarted) != 4 {
-			t.Fatalf("re-run after a kill at %s: %d renewed, %v restarted", point, len(rr.Renewed), rr.Restarted)
+			t.Fatalf("re-run after a kill at %s: %d renewed, %v restarted", point, len(rr.Renewed), rr.pods())
 		}
 	}
 	pairsMatch(t, clusterDir)
@@ -393,4 +429,150 @@ func olderDevk(t *testing.T, c *SharedCluster, clusterDir string) {
 			t.Errorf("after up, port %s serves serial %s, %s.crt has %s", port, got, name, want)
 		}
 	}
+}
+
+// haCerts is TestHAControlPlane's certificates step, on its running
+// cluster of three control-plane nodes (cps, node 0 first):
+// check-expiration lists every node's own certificates and its copy of
+// the CAs, each row naming its node; a renewal killed while node 0's API
+// server is out of HAProxy leaves every certificate beside its key, and
+// the next renewal puts node 0 back first; `devk certs renew apiserver`
+// then goes node by node while a client sends requests through HAProxy,
+// none of which fails, and each node's API server serves its own
+// renewed certificate (its serial, and the file's, on the node's
+// address).
+func haCerts(t *testing.T, c *SharedCluster, name string, cps []string, admin string) {
+	cfg, paths, err := layout.Open(c.Home, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devk := func(args ...string) Result {
+		t.Helper()
+		return MustDevkEnv(t, c.Tree, c.Env, append(args, "--name", name)...)
+	}
+	r := devk("certs", "check-expiration", "-o", "json")
+	var rep expirationReport
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("check-expiration -o json: %v\n%s", err, r.Stdout)
+	}
+	rows, cas := map[string]int{}, map[string]int{}
+	serials := map[string]string{} // node/name -> serial
+	for _, crt := range rep.Certificates {
+		rows[crt.Node]++
+		serials[crt.Node+"/"+crt.Name] = crt.Serial
+		np, err := paths.NodeDir(cfg, crt.Node)
+		if err != nil {
+			t.Fatalf("a row of node %q: %v", crt.Node, err)
+		}
+		if !strings.HasPrefix(crt.Path, np.Dir+string(filepath.Separator)) {
+			t.Errorf("%s of node %s is read from %s, not from the node's own files under %s", crt.Name, crt.Node, crt.Path, np.Dir)
+		}
+		if (crt.Name == "super-admin.conf") != (crt.Node == cps[0]) {
+			t.Errorf("super-admin.conf is node 0's alone; listed for %s", crt.Node)
+		}
+	}
+	for _, ca := range rep.CAs {
+		cas[ca.Node]++
+	}
+	for i, n := range cps {
+		want := devkCerts - 1 // super-admin.conf is node 0's alone
+		if i == 0 {
+			want = devkCerts
+		}
+		if rows[n] != want || cas[n] != 3 {
+			t.Errorf("node %s: %d certificates and %d CAs listed, want %d and 3", n, rows[n], cas[n], want)
+		}
+	}
+	if len(rows) != len(cps) {
+		t.Errorf("check-expiration listed the nodes %v, want the control-plane nodes %v", rows, cps)
+	}
+	if serials[cps[1]+"/apiserver"] == serials[cps[0]+"/apiserver"] {
+		t.Error("two nodes list the same apiserver certificate")
+	}
+	text := devk("certs", "check-expiration").Stdout
+	for _, n := range cps {
+		if !strings.Contains(text, n+" ") {
+			t.Errorf("check-expiration's table has no row of %s:\n%s", n, text)
+		}
+	}
+	if r := Devk(t, c.Tree, c.Env, "certs", "check-expiration", "--name", name, "--node", "nosuch"); r.Err == nil || !strings.Contains(r.Stderr, strings.Join(cfg.NodeNames(), ", ")) {
+		t.Errorf("--node nosuch: %v, want an error naming the cluster's nodes\n%s", r.Err, r.Stderr)
+	}
+
+	// Killed once node 0's API server restarted out of HAProxy: every
+	// node's files stay whole; the next renewal puts node 0 back first.
+	if r := atPoint(t, c.Tree, c.Env, "certs-renew/verify", "kill", "certs", "renew", "apiserver", "--name", name); !killedBySignal(r.Err, syscall.SIGKILL) {
+		t.Fatalf("not killed at certs-renew/verify: %v\n%s", r.Err, r.Stderr)
+	}
+	pairsMatch(t, paths.Dir)
+	// The kubelet makes node 0's API server again (its sandbox was
+	// removed): renew wants it running.
+	n0, _, err := cfg.FindNode(cps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	insecure := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := insecure.Get("https://" + net.JoinHostPort(n0.IP, "6443") + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("node 0's API server not ready again after the kill: %v", err)
+	}
+
+	load := startLoad(t, admin)
+	rn := devk("certs", "renew", "apiserver", "-o", "json")
+	sent, failures := load.stop()
+	var rr renewReport
+	if err := json.Unmarshal([]byte(rn.Stdout), &rr); err != nil {
+		t.Fatalf("renew -o json: %v\n%s", err, rn.Stdout)
+	}
+	var order []string
+	for _, x := range rr.Renewed {
+		order = append(order, x.Node)
+		if x.Name != "apiserver" || x.Serial == serials[x.Node+"/apiserver"] || !strings.Contains(x.Verified, "/readyz ok") {
+			t.Errorf("node %s: renewed %s serial %s (was %s), verified %q", x.Node, x.Name, x.Serial, serials[x.Node+"/apiserver"], x.Verified)
+		}
+		n, _, err := cfg.FindNode(x.Node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		np, _ := paths.NodeDir(cfg, x.Node)
+		crts, err := certutil.CertsFromFile(filepath.Join(np.PKI(), "apiserver.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := servedSerial(t, net.JoinHostPort(n.IP, "6443"))
+		if served != x.Serial || crts[0].SerialNumber.Text(16) != x.Serial {
+			t.Errorf("node %s serves serial %s, its apiserver.crt has %s, renewed %s", x.Node, served, crts[0].SerialNumber.Text(16), x.Serial)
+		}
+	}
+	if !slices.Equal(order, cps) || !slices.Equal(rr.pods(), []string{cps[0] + "/kube-apiserver", cps[1] + "/kube-apiserver", cps[2] + "/kube-apiserver"}) {
+		t.Errorf("renewed on %v, restarted %v; want each node's API server in turn, node 0 first", order, rr.pods())
+	}
+	t.Logf("rolling renewal of 3 API servers' certificates took %s; %d requests through HAProxy meanwhile, %d failed", rn.Took.Round(time.Millisecond), sent, len(failures))
+	if sent < 100 {
+		t.Errorf("the load sent only %d requests: it did not run", sent)
+	}
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests through HAProxy failed during the rolling renewal, e.g. %s", len(failures), sent, failures[0])
+	}
+	var st struct {
+		LoadBalancer struct {
+			Servers []struct{ Node, Status string }
+		}
+	}
+	if err := json.Unmarshal([]byte(devk("status", "-o", "json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.LoadBalancer.Servers {
+		if !strings.HasPrefix(s.Status, "UP") {
+			t.Errorf("after the renewal HAProxy says %s for %s, want every server UP", s.Status, s.Node)
+		}
+	}
+	pairsMatch(t, paths.Dir)
 }

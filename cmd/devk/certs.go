@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +15,9 @@ import (
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/swap"
 )
 
 // ExitExpiring is check-expiration's status when --fail-within finds a
@@ -33,14 +37,19 @@ func (e *expiringError) Error() string {
 
 func (e *expiringError) ExitCode() int { return ExitExpiring }
 
-// certsFlags name the node whose certificates a certs command reads: a
-// devk cluster by --name, or kubeadm's layout by its directories.
+// certsFlags name the nodes whose certificates a certs command reads: a
+// devk cluster's control-plane nodes by --name (and --node), or
+// kubeadm's layout by its directories.
 type certsFlags struct {
-	Name          string
+	Name string
+	// Nodes limit a devk cluster's command to these control-plane nodes
+	// (--node); empty: every one.
+	Nodes         []string
 	PKIDir        string
 	KubeconfigDir string
 	ManifestsDir  string
-	// CRISocket and NodeName are renew's: where the static pods run.
+	// CRISocket and NodeName are renew's on a kubeadm node: where the
+	// static pods run.
 	CRISocket string
 	NodeName  string
 	// UserKubeconfig is renew's on a devk cluster: where up merged
@@ -52,50 +61,126 @@ func (f *certsFlags) add(cmd *cobra.Command) {
 	kubeadm := layout.Kubeadm("")
 	fl := cmd.Flags()
 	fl.StringVar(&f.Name, "name", layout.DefaultName, "the devk cluster")
+	fl.StringSliceVar(&f.Nodes, "node", nil, "only these control-plane nodes of the devk cluster (repeatable; default: every one)")
 	fl.StringVar(&f.PKIDir, "pki-dir", "", "the certificates' directory, for a node devk did not make (kubeadm: "+kubeadm.PKIDir+")")
 	fl.StringVar(&f.KubeconfigDir, "kubeconfig-dir", "", "the directory of admin.conf and the other kubeconfigs (kubeadm: "+filepath.Dir(kubeadm.Kubeconfig)+")")
 	fl.StringVar(&f.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, to tell which components use each file (kubeadm: "+kubeadm.ManifestsDir+")")
 }
 
-// files resolves the flags: a devk cluster's layout, or the directories
-// given (--pki-dir names a node devk did not make; the kubeconfigs default
-// to its parent directory, as kubeadm lays them out). It also fills the
-// node's CRI socket and node name (a devk cluster's, or the flags').
-func (f *certsFlags) files() (certs.Files, error) {
+// nodes resolves the flags: the directories given (--pki-dir names a node
+// devk did not make; the kubeconfigs default to its parent directory, as
+// kubeadm lays them out), or a devk cluster's control-plane nodes, each
+// with its own files and runtime, node 0 first (those --node names, or
+// every one that has joined). c is the devk cluster, nil for a kubeadm
+// node.
+func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.RenewNode, err error) {
 	if f.PKIDir != "" {
-		out := certs.Files{PKIDir: f.PKIDir, KubeconfigDir: f.KubeconfigDir, ManifestsDir: f.ManifestsDir}
-		if out.KubeconfigDir == "" {
-			out.KubeconfigDir = filepath.Dir(filepath.Clean(f.PKIDir))
+		if len(f.Nodes) > 0 {
+			return nil, nil, fmt.Errorf("--node names control-plane nodes of a devk cluster; a node devk did not make is the one --pki-dir names (its kubelet's name: --node-name)")
 		}
-		if out.ManifestsDir == "" {
-			out.ManifestsDir = filepath.Join(out.KubeconfigDir, "manifests")
+		files := certs.Files{PKIDir: f.PKIDir, KubeconfigDir: f.KubeconfigDir, ManifestsDir: f.ManifestsDir}
+		if files.KubeconfigDir == "" {
+			files.KubeconfigDir = filepath.Dir(filepath.Clean(f.PKIDir))
 		}
-		if f.CRISocket == "" {
-			f.CRISocket = layout.KubeadmCRISocket
+		if files.ManifestsDir == "" {
+			files.ManifestsDir = filepath.Join(files.KubeconfigDir, "manifests")
 		}
-		return out, nil
+		socket := f.CRISocket
+		if socket == "" {
+			socket = layout.KubeadmCRISocket
+		}
+		return nil, []certs.RenewNode{{Node: certs.Node{Name: f.NodeName, Files: files}, CRISocket: socket}}, nil
 	}
 	if f.KubeconfigDir != "" || f.ManifestsDir != "" {
-		return certs.Files{}, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", layout.Kubeadm("").PKIDir)
+		return nil, nil, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", layout.Kubeadm("").PKIDir)
+	}
+	if f.CRISocket != "" || f.NodeName != "" {
+		return nil, nil, fmt.Errorf("--cri-socket and --node-name are for a node devk did not make (with --pki-dir): a devk cluster's nodes are known by name, pick them with --node")
 	}
 	home, err := layout.HomeDir("")
 	if err != nil {
-		return certs.Files{}, err
+		return nil, nil, err
 	}
-	cfg, p, err := layout.Open(home, f.Name)
+	if _, _, err := layout.Open(home, f.Name); err != nil {
+		return nil, nil, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, layout.Kubeadm("").PKIDir)
+	}
+	if c, err = cluster.Open(cluster.Options{Name: f.Name, UserKubeconfig: f.UserKubeconfig, Reporter: g.Reporter()}); err != nil {
+		return nil, nil, err
+	}
+	picked, err := pickControlPlanes(c.Config, f.Nodes)
 	if err != nil {
-		return certs.Files{}, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, layout.Kubeadm("").PKIDir)
+		return nil, nil, err
 	}
-	if f.CRISocket == "" {
-		f.CRISocket = cfg.CRISocket
-		if cfg.OwnRuntime || f.CRISocket == "" {
-			f.CRISocket = p.ContainerdSocket()
+	cps, err := c.ControlPlaneNodes()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, cp := range cps {
+		if !slices.Contains(picked, cp.Name) {
+			continue
+		}
+		out = append(out, certs.RenewNode{
+			Node:      certs.Node{Name: cp.Name, Files: certs.Files{PKIDir: cp.Node.PKIDir, KubeconfigDir: filepath.Dir(cp.Node.Kubeconfig), ManifestsDir: cp.Node.ManifestsDir}},
+			CRISocket: cp.Node.CRISocket,
+		})
+	}
+	return c, out, nil
+}
+
+// pickControlPlanes are the control-plane nodes a certs command on a devk
+// cluster reads, in the cluster's order: those named (each must be a
+// control-plane node that has joined), or every one that has joined.
+func pickControlPlanes(cfg layout.Config, named []string) ([]string, error) {
+	var joined []string
+	for _, n := range cfg.ControlPlanes() {
+		if !n.Joining {
+			joined = append(joined, n.Name)
 		}
 	}
-	if f.NodeName == "" {
-		f.NodeName = cfg.NodeName
+	if len(named) == 0 {
+		return joined, nil
 	}
-	return certs.Files{PKIDir: p.PKI(), KubeconfigDir: filepath.Dir(p.Kubeconfig("admin")), ManifestsDir: p.Manifests()}, nil
+	for _, name := range named {
+		if name == cfg.NodeName {
+			continue // node 0: a cluster made before nodes had namespaces has no NodeNet for it
+		}
+		n, _, err := cfg.FindNode(name)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("--node: %w", err)
+		case !n.IsControlPlane():
+			return nil, fmt.Errorf("--node %s: a worker, whose kubelet renews its own client certificate; the control-plane nodes are %s", name, strings.Join(joined, ", "))
+		case n.Joining:
+			return nil, fmt.Errorf("--node %s: still joining; finish it with `devk node add %s` (or take it away with `devk node remove %s`)", name, name, name)
+		}
+	}
+	var out []string
+	for _, n := range joined {
+		if slices.Contains(named, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// lockCertNodes takes the node lock of each node renew changes, in the
+// order given (node 0 first), for the whole renewal; release frees them.
+func lockCertNodes(nodes []certs.RenewNode) (release func(), err error) {
+	var held []*nodelock.Lock
+	release = func() {
+		for _, l := range slices.Backward(held) {
+			l.Release()
+		}
+	}
+	for _, n := range nodes {
+		l, err := nodelock.Acquire(n.Files.ManifestsDir, nodelock.Command())
+		if err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, l)
+	}
+	return release, nil
 }
 
 func newCertsCmd(g *globalOptions) *cobra.Command {
@@ -113,28 +198,34 @@ func newCertsCheckCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check-expiration",
 		Short: "List every certificate and kubeconfig: expiry, residual time, CA, renewable, used by",
-		Long: `List a control-plane node's certificates, as kubeadm certs check-expiration
-does: each certificate of the PKI directory (a devk cluster's also has
-the controller-manager's and scheduler's serving certificates,
-controller-manager-server and scheduler-server; a kubeadm node has none,
-and is not told they are missing) and the client certificate of each
-kubeconfig (admin, super-admin, controller-manager, scheduler), with
+		Long: `List the certificates of a cluster's control-plane nodes, as kubeadm certs
+check-expiration does on one: each certificate of a node's PKI directory
+(a devk cluster's also has the controller-manager's and scheduler's
+serving certificates, controller-manager-server and scheduler-server; a
+kubeadm node has none, and is not told they are missing) and the client
+certificate of each kubeconfig (admin, super-admin, controller-manager,
+scheduler; super-admin.conf only the first control-plane node has), with
 when it expires, the time left, the CA that signed it, whether devk can
 renew it (not when devk has the CA's certificate but not its key: an
-external CA), and which static pods name the file. Then the CAs. kubelet.conf
-is left out, as kubeadm leaves it out: the kubelet renews its own client
-certificate. It reads files only; the cluster may be down.
+external CA), and which static pods name the file. Then the CAs: every
+control-plane node holds its own copy of the cluster's shared CAs.
+kubelet.conf is left out, as kubeadm leaves it out: the kubelet renews its
+own client certificate. It reads files only; the cluster may be down.
 
-A devk cluster is found by --name; a kubeadm node by --pki-dir
+A devk cluster is found by --name; each of its control-plane nodes has
+its own files (node 0's in the cluster's directory, the others' under
+nodes/<node>/), and each row says whose it is (NODE; "node" with -o
+json). --node picks some. A kubeadm node is found by --pki-dir
 (/etc/kubernetes/pki), its kubeconfigs in the parent directory and its
 manifests in manifests/ there unless --kubeconfig-dir and --manifests-dir
-say otherwise.
+say otherwise; run it on each control-plane node.
 
-Exit status: 0; 2 with --fail-within when anything expires sooner or is
-missing (for cron and CI); 1 on any other error.`,
+Exit status: 0; 2 with --fail-within when anything on any node expires
+sooner or is missing (for cron and CI); 1 on any other error.`,
 		Example: `  devk certs check-expiration
   devk certs check-expiration --name dev2 -o json
   devk certs check-expiration --fail-within 30d
+  devk certs check-expiration --name ha --node ha-control-plane2
   sudo devk certs check-expiration --pki-dir /etc/kubernetes/pki`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -145,11 +236,15 @@ missing (for cron and CI); 1 on any other error.`,
 					return fmt.Errorf("--fail-within: %w", err)
 				}
 			}
-			files, err := f.files()
+			_, nodes, err := f.nodes(g)
 			if err != nil {
 				return err
 			}
-			r, err := certs.Inspect(files, time.Now())
+			var named []certs.Node
+			for _, n := range nodes {
+				named = append(named, n.Node)
+			}
+			r, err := certs.InspectNodes(named, time.Now())
 			if err != nil {
 				return err
 			}
@@ -176,27 +271,36 @@ missing (for cron and CI); 1 on any other error.`,
 
 func printExpiration(g *globalOptions, r *certs.Report) {
 	when := func(t time.Time) string { return t.UTC().Format("Jan 02, 2006 15:04 MST") }
+	// NODE leads each row when the nodes have names (a devk cluster's);
+	// a kubeadm node given by its directories is one unnamed node.
+	named := slices.ContainsFunc(r.Nodes, func(n certs.Node) bool { return n.Name != "" })
+	row := func(node string, cols ...string) string {
+		if named {
+			cols = append([]string{node}, cols...)
+		}
+		return strings.Join(cols, "\t") + "\n"
+	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "CERTIFICATE\tEXPIRES\tRESIDUAL TIME\tCERTIFICATE AUTHORITY\tRENEWABLE\tUSED BY")
+	fmt.Fprint(tw, row("NODE", "CERTIFICATE", "EXPIRES", "RESIDUAL TIME", "CERTIFICATE AUTHORITY", "RENEWABLE", "USED BY"))
 	for _, c := range r.Certs {
 		if c.Missing {
-			fmt.Fprintf(tw, "%s\tmissing (%s)\t-\t%s\t-\t%s\n", c.Name, c.Path, c.CA, orDash(strings.Join(c.UsedBy, ", ")))
+			fmt.Fprint(tw, row(c.Node, c.Name, "missing ("+c.Path+")", "-", c.CA, "-", orDash(strings.Join(c.UsedBy, ", "))))
 			continue
 		}
 		renew := yesNo(c.Renewable)
 		if !c.Renewable {
 			renew = "no: " + c.Why
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, when(c.NotAfter), certs.HumanDuration(c.Residual), c.CA, renew, orDash(strings.Join(c.UsedBy, ", ")))
+		fmt.Fprint(tw, row(c.Node, c.Name, when(c.NotAfter), certs.HumanDuration(c.Residual), c.CA, renew, orDash(strings.Join(c.UsedBy, ", "))))
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "CERTIFICATE AUTHORITY\tEXPIRES\tRESIDUAL TIME\tEXTERNALLY MANAGED")
+	fmt.Fprint(tw, row("NODE", "CERTIFICATE AUTHORITY", "EXPIRES", "RESIDUAL TIME", "EXTERNALLY MANAGED"))
 	for _, c := range r.CAs {
 		if c.Missing {
-			fmt.Fprintf(tw, "%s\tmissing (%s)\t-\t-\n", c.Name, c.Path)
+			fmt.Fprint(tw, row(c.Node, c.Name, "missing ("+c.Path+")", "-", "-"))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, when(c.NotAfter), certs.HumanDuration(c.Residual), yesNo(c.External))
+		fmt.Fprint(tw, row(c.Node, c.Name, when(c.NotAfter), certs.HumanDuration(c.Residual), yesNo(c.External)))
 	}
 	tw.Flush()
 }
@@ -215,13 +319,13 @@ func newCertsRenewCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "renew all|NAME...",
 		Short: "Renew certificates from their CAs, restart the static pods that use them, verify the new ones are in use",
-		Long: `Renew a control plane's certificates and kubeconfig client certificates
-(the names check-expiration lists, or all) from the CAs that signed them,
-as kubeadm certs renew does: the same subject, SANs and usages, a new
-serial, valid for --validity from now. Unlike kubeadm, the key is kept,
-so each certificate changes in one atomic write and no kill can leave a
-certificate beside a key it does not match; the previous file is kept
-beside it as <file>.devk-prev.
+		Long: `Renew the certificates and kubeconfig client certificates of a cluster's
+control-plane nodes (the names check-expiration lists, or all) from the
+CAs that signed them, as kubeadm certs renew does on one node: the same
+subject, SANs and usages, a new serial, valid for --validity from now.
+Unlike kubeadm, the key is kept, so each certificate changes in one
+atomic write and no kill can leave a certificate beside a key it does not
+match; the previous file is kept beside it as <file>.devk-prev.
 
 Then, as kubespray does after renewing, the static pods whose manifests
 name a renewed file are restarted by removing their pod sandboxes through
@@ -235,16 +339,33 @@ pods restarted again. A certificate under an external CA (its key is not
 here) is left alone by "all" and refused by name. The cluster must be
 running.
 
-On a devk cluster a renewed admin.conf then goes into your kubeconfig's
-context devk-NAME, as devk up merges it (--write-kubeconfig, as up's).
+A devk cluster's control-plane nodes (those --node names, or every one)
+are renewed one at a time, node 0 first, each with its own files signed
+by the shared CAs (each node's copy), and each verified before the next
+is touched; the steps are reported as <node>/<phase>. Behind HAProxy (a
+cluster made with --control-planes 2 or more) a node whose API server or
+etcd restarts has its API server taken out of HAProxy first, as the
+rolling swap does, those two stop gracefully, and it is put back once
+verified, the next node waiting until HAProxy's checks pass on it: the
+API stays up throughout. A failure on one node puts that node's previous
+files back; the nodes before it keep their renewed ones, the nodes after
+it are not touched. A node left out of HAProxy by a renewal that was
+killed is put back first. A name only some nodes have (super-admin.conf:
+the first node's) is renewed where it is.
+
+On a devk cluster a renewed admin.conf of node 0 then goes into your
+kubeconfig's context devk-NAME, as devk up merges it (--write-kubeconfig,
+as up's).
 
 A devk cluster is found by --name; a kubeadm node by --pki-dir (with
---cri-socket, default ` + layout.KubeadmCRISocket + `, and --node-name).
+--cri-socket, default ` + layout.KubeadmCRISocket + `, and --node-name):
+run it on each control-plane node, one at a time.
 
 Unattended, as kubespray's timer does it (cron, as root):
   0 3 * * 0  devk certs check-expiration --fail-within 30d >/dev/null || devk certs renew all`,
 		Example: `  devk certs renew all
   devk certs renew apiserver admin.conf
+  devk certs renew apiserver --name ha --node ha-control-plane2
   devk certs renew all --validity 10m      # short-lived, to test rotation
   devk certs renew all --dry-run
   sudo devk certs renew all --pki-dir /etc/kubernetes/pki`,
@@ -259,26 +380,44 @@ Unattended, as kubespray's timer does it (cron, as root):
 			if o.Timeout <= 0 {
 				return fmt.Errorf("--timeout %s: give a positive duration", o.Timeout)
 			}
-			files, err := f.files()
+			if f.PKIDir != "" && f.UserKubeconfig != "" {
+				return fmt.Errorf("--write-kubeconfig is a devk cluster's (where up merged context devk-NAME); on a node devk did not make, copy admin.conf yourself")
+			}
+			c, nodes, err := f.nodes(g)
 			if err != nil {
 				return err
 			}
-			o.Files, o.Names, o.CRISocket, o.NodeName = files, args, f.CRISocket, f.NodeName
-			if f.PKIDir == "" {
-				// A devk cluster: a renewed admin.conf goes into the
-				// user's context as up merges it.
-				c, err := cluster.Open(cluster.Options{Name: f.Name, UserKubeconfig: f.UserKubeconfig, Reporter: g.Reporter()})
-				if err != nil {
-					return err
+			if c != nil {
+				// A devk cluster: node 0's renewed admin.conf goes into
+				// the user's context as up merges it; behind HAProxy each
+				// node's API server is taken out around its restart.
+				o.UserKubeconfig = c.UserKubeconfigFile()
+				for i := range nodes {
+					name := nodes[i].Name
+					if name == c.Config.NodeName {
+						nodes[i].MergeAdmin = c.MergeUserKubeconfig
+					}
+					if c.Config.HA() {
+						nodes[i].TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, name) }
+						nodes[i].PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, name, untilUp) }
+					}
 				}
-				o.MergeAdmin, o.UserKubeconfig = c.MergeUserKubeconfig, c.UserKubeconfigFile()
+				if c.Config.HA() {
+					o.StopGrace = swap.HAStopGrace
+				}
 				defer g.followLogs(cmd.Context(), c.Config.Name)()
-			} else if f.UserKubeconfig != "" {
-				return fmt.Errorf("--write-kubeconfig is a devk cluster's (where up merged context devk-NAME); on a node devk did not make, copy admin.conf yourself")
 			}
+			o.Nodes, o.Names = nodes, args
 			popts := flags.Options()
 			popts.Reporter = g.Reporter()
 			popts.PlanOut = g.stderr
+			if !flags.DryRun {
+				release, err := lockCertNodes(nodes)
+				if err != nil {
+					return err
+				}
+				defer release()
+			}
 			j, err := certs.Renew(cmd.Context(), o, popts)
 			if err != nil || flags.DryRun {
 				return err
@@ -286,14 +425,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 			if g.Structured() {
 				return g.Result(j)
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "RENEWED\tSERIAL\tEXPIRES\tIN USE")
-			for _, r := range j.Renewed {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Serial, r.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"), r.Verified)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
+			printRenewed(g, j)
 			if j.KubeconfigMerged != "" {
 				fmt.Fprintf(g.stdout, "\nyour kubeconfig: %s\n", j.KubeconfigMerged)
 			}
@@ -310,4 +442,21 @@ Unattended, as kubespray's timer does it (cron, as root):
 	phase.Bind(cmd, certs.RenewPhases(), &flags)
 	resultHelp(cmd, certs.RenewJob{}, false)
 	return cmd
+}
+
+// printRenewed is renew's table: NODE first on a devk cluster.
+func printRenewed(g *globalOptions, j *certs.RenewJob) {
+	named := slices.ContainsFunc(j.Nodes, func(n certs.RenewNode) bool { return n.Name != "" })
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
+	if named {
+		fmt.Fprint(tw, "NODE\t")
+	}
+	fmt.Fprintln(tw, "RENEWED\tSERIAL\tEXPIRES\tIN USE")
+	for _, r := range j.Renewed {
+		if named {
+			fmt.Fprint(tw, r.Node+"\t")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Serial, r.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"), r.Verified)
+	}
+	tw.Flush()
 }

@@ -33,6 +33,9 @@ const resultHelpDepth = 3
 var (
 	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
 	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+	// shaper is a type that says its JSON shape itself (a Marshaler that
+	// writes no string).
+	shaper = reflect.TypeFor[interface{ JSONShape() string }]()
 )
 
 // shapeOf describes type t as JSON: {field: type, …}, [elem], {KEY: value}.
@@ -45,6 +48,8 @@ func shapeOf(t reflect.Type, depth int) string {
 		return "time"
 	case t == reflect.TypeFor[time.Duration]():
 		return "nanoseconds"
+	case t.Implements(shaper):
+		return reflect.Zero(t).Interface().(interface{ JSONShape() string }).JSONShape()
 	case t.Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(jsonMarshaler),
 		t.Implements(textMarshaler) || reflect.PointerTo(t).Implements(textMarshaler):
 		return "string"
