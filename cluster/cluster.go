@@ -20,6 +20,7 @@ import (
 
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -99,6 +100,9 @@ type Cluster struct {
 	// manifestsWritten are the static pods whose manifest this run
 	// wrote, and when: wait-control-plane waits for their new containers.
 	manifestsWritten map[string]time.Time
+	// locks are the cluster's and its nodes' locks while a job holds
+	// them (see lock).
+	locks *nodelock.Set
 }
 
 // Open resolves the cluster's directory and reads its config if it has

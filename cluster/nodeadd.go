@@ -705,6 +705,9 @@ func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
 		if err != nil {
 			return phase.Done, err
 		}
+		if err := c.lockNode(j.Node); err != nil {
+			return phase.Done, err
+		}
 		step := progress.StepOf(ctx) + "/" + name
 		if _, err := phase.Run(ctx, JoinPhases(), j, phase.Options{Reporter: progress.Under(c.Reporter, step), Job: "up/nodes"}); err != nil {
 			return phase.Done, fmt.Errorf("node %s: %w (`devk up` again resumes it; `devk node remove %s%s` removes it)", name, err, name, c.nameFlag())

@@ -13,6 +13,7 @@ import (
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
 )
 
@@ -273,8 +274,23 @@ Unattended, as kubespray's timer does it (cron, as root):
 				}
 				o.MergeAdmin, o.UserKubeconfig = c.MergeUserKubeconfig, c.UserKubeconfigFile()
 				defer g.followLogs(cmd.Context(), c.Config.Name)()
+				if !flags.DryRun {
+					// The cluster's lock and every node's: renew restarts
+					// the control planes' pods.
+					unlock, err := c.Lock()
+					if err != nil {
+						return err
+					}
+					defer unlock()
+				}
 			} else if f.UserKubeconfig != "" {
 				return fmt.Errorf("--write-kubeconfig is a devk cluster's (where up merged context devk-NAME); on a node devk did not make, copy admin.conf yourself")
+			} else if !flags.DryRun {
+				l, err := nodelock.Acquire(files.ManifestsDir, nodelock.Command())
+				if err != nil {
+					return err
+				}
+				defer l.Release()
 			}
 			popts := flags.Options()
 			popts.Reporter = g.Reporter()
