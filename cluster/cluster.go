@@ -73,6 +73,10 @@ type Options struct {
 	// cluster a load balancer in front of the API servers, the endpoint
 	// of every kubeconfig.
 	ControlPlanes int
+	// EtcdCommandTimeout bounds each etcd member call of a control-plane
+	// join or removal (list, add, promote, remove); zero means
+	// etcdwatch.DefaultCommandTimeout.
+	EtcdCommandTimeout time.Duration
 
 	Reporter progress.Reporter
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
@@ -227,8 +228,40 @@ func (j *NodeJob) etcdClient(ctx context.Context) (*etcdwatch.Client, error) {
 		}
 	}
 	dir := j.Node.PKI()
-	return etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(dir, layout.EtcdCAName),
-		Cert: pki.CertPath(dir, layout.APIServerEtcdClient), Key: pki.KeyPath(dir, layout.APIServerEtcdClient)})
+	cli, err := etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(dir, layout.EtcdCAName),
+		Cert: pki.CertPath(dir, layout.APIServerEtcdClient), Key: pki.KeyPath(dir, layout.APIServerEtcdClient),
+		CommandTimeout: j.EtcdCommandTimeout})
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("%w; %s", err, etcdUnavailableAdvice)
+	}
+	return cli, err
+}
+
+// etcdUnavailableAdvice says what to do when the cluster's etcd does not
+// answer a member call in time.
+const etcdUnavailableAdvice = "the cluster's etcd has lost quorum (more than half of its members are down) or its members are unreachable: " +
+	"check `devk status`, bring the stopped control-plane nodes back (`devk up`), then run this again"
+
+// etcdRequest runs one member call (list, add, promote, remove) within
+// the client's command timeout (etcdwatch.DefaultCommandTimeout, etcdctl's
+// --command-timeout), on a member that has a leader: with quorum lost a
+// membership change would otherwise wait for one forever. A timeout or
+// "no leader" says so, and what to do.
+func etcdRequest(ctx context.Context, cli *etcdwatch.Client, what string, call func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), cli.CommandTimeout)
+	defer cancel()
+	err := call(rctx)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	eps := strings.Join(cli.Endpoint.Endpoints, ",")
+	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("etcd %s: %s %s did not answer within %s: %s", what, eps, what, cli.CommandTimeout, etcdUnavailableAdvice)
+	}
+	if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) {
+		return fmt.Errorf("etcd %s: %s has no leader (%v): %s", what, eps, err, etcdUnavailableAdvice)
+	}
+	return fmt.Errorf("etcd %s: %w", what, err)
 }
 
 // peerURL is node n's etcd peer URL.
@@ -256,7 +289,11 @@ type etcdMember struct {
 
 // members is the cluster's member list.
 func members(ctx context.Context, cli *etcdwatch.Client) ([]*etcdMember, error) {
-	resp, err := cli.MemberList(ctx)
+	var resp *clientv3.MemberListResponse
+	err := etcdRequest(ctx, cli, "member list", func(ctx context.Context) (err error) {
+		resp, err = cli.MemberList(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -305,14 +342,18 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	peer := j.peerURL(j.Node)
 	ms, err := members(ctx, cli)
 	if err != nil {
-		return phase.Done, fmt.Errorf("etcd member list: %w", err)
+		return phase.Done, err
 	}
 	self := memberOf(ms, peer)
 	added := false
 	if self == nil {
-		resp, err := cli.MemberAddAsLearner(ctx, []string{peer})
+		var resp *clientv3.MemberAddResponse
+		err := etcdRequest(ctx, cli, "member add (learner) "+peer, func(ctx context.Context) (err error) {
+			resp, err = cli.MemberAddAsLearner(ctx, []string{peer})
+			return err
+		})
 		if err != nil {
-			return phase.Done, fmt.Errorf("etcd member add (learner) %s: %w", peer, err)
+			return phase.Done, err
 		}
 		added = true
 		ms = asMembers(resp.Members)
@@ -351,7 +392,10 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 			why = "the member has not started (see " + v.containerLog("etcd") + ")"
 			return false, nil
 		}
-		if _, err := cli.MemberPromote(ctx, m.ID); err != nil {
+		if err := etcdRequest(ctx, cli, "member promote", func(ctx context.Context) error {
+			_, err := cli.MemberPromote(ctx, m.ID)
+			return err
+		}); err != nil {
 			why = "promote: " + err.Error() // not in sync with the leader yet
 			return false, nil
 		}
@@ -390,8 +434,12 @@ func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
 	if m == nil {
 		return false, nil
 	}
-	if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
-		return false, fmt.Errorf("etcd member remove %s: %w", j.peerURL(j.Node), err)
+	err = etcdRequest(ctx, cli, "member remove "+j.peerURL(j.Node), func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, m.ID)
+		return err
+	})
+	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) && !errors.Is(err, rpctypes.ErrGRPCMemberNotFound) {
+		return false, err
 	}
 	return true, nil
 }
