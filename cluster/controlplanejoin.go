@@ -223,7 +223,7 @@ func (j *NodeJob) runNodeKubeconfigs(ctx context.Context) (phase.Outcome, error)
 func (j *NodeJob) etcdClient(ctx context.Context) (*etcdwatch.Client, error) {
 	var eps []string
 	for _, n := range j.Config.ControlPlanes() {
-		if n.Name != j.Node.Name() && !n.Joining {
+		if n.Name != j.Node.Name() && !n.Joining && !n.Leaving {
 			eps = append(eps, url("https", n.IP, j.Config.Ports.EtcdClient))
 		}
 	}
