@@ -77,12 +77,12 @@ func isControlPlane(j *NodeJob) (bool, string) {
 	return true, ""
 }
 
-// ControlPlaneOnly says whether step (a path of JoinPhases, as
-// phase.Flatten gives it) runs only when a control-plane node joins: a
-// worker's join skips it.
+// ControlPlaneOnly says whether step (a path of JoinPhases or
+// RemovePhases, as phase.Flatten gives it) runs only when a control-plane
+// node joins or leaves: a worker's join or removal skips it.
 func ControlPlaneOnly(step string) bool {
 	top, _, _ := strings.Cut(step, "/")
-	for _, p := range JoinPhases() {
+	for _, p := range append(JoinPhases(), RemovePhases()...) {
 		if p.Name == top && p.If != nil {
 			ok, _ := p.If(&NodeJob{Cluster: &Cluster{}, Node: node{Net: layout.NodeNet{Role: layout.RoleWorker}}})
 			return !ok
