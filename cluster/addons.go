@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net"
 	neturl "net/url"
 	"os"
@@ -569,11 +568,7 @@ func kubeProxyDaemonSet(image string, extraArgs map[string]string) *appsv1ac.Dae
 	labels := map[string]string{labelApp: kubeProxyName}
 	own := kubeProxyFlags()
 	command := append([]string{kubeProxyBinary}, flagList(own)...)
-	extra := maps.Clone(extraArgs)
-	for k := range own {
-		delete(extra, k)
-	}
-	command = append(command, flagList(extra)...)
+	command = append(command, flagList(withoutOwned("kubeProxy", extraArgs))...)
 	return appsv1ac.DaemonSet(kubeProxyName, metav1.NamespaceSystem).
 		WithLabels(labels).
 		WithSpec(appsv1ac.DaemonSetSpec().

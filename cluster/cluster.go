@@ -55,6 +55,11 @@ type Options struct {
 	WaitTimeout time.Duration
 	// KeepData, for down, keeps pki/ and etcd/ (and cluster.json).
 	KeepData bool
+	// AllowBridgeForward, for up, adds one rule to the host's FORWARD
+	// chain accepting traffic between the cluster's nodes on its bridge
+	// (for a host that drops forwarded traffic, as Docker's do);
+	// recorded in cluster.json, removed by down.
+	AllowBridgeForward bool
 	// KeepTaint, for up, when set, says whether the node keeps the
 	// control-plane NoSchedule taint (and is remembered in cluster.json);
 	// nil keeps the cluster's choice (for a new cluster: no taint).
@@ -148,9 +153,12 @@ func Open(o Options) (*Cluster, error) {
 	case err == nil:
 		c.Config = cfg
 		c.existed = true // layout.ReadConfig checked that it names this directory's cluster
+		// A config file given replaces the stored spec (it is checked
+		// itself): the way out of a spec refused here, which a hand edit
+		// or an older devk (that took more in extraArgs) wrote.
 		p := &problems{file: c.ConfigFile() + " (spec)"}
-		if validateSpec(cfg.Spec, p); p.err() != nil {
-			return nil, fmt.Errorf("%w\nthe file was changed by hand: fix it, or apply a config file with `devk up --config`", p.err())
+		if validateSpec(cfg.Spec, p); p.err() != nil && uc == nil {
+			return nil, fmt.Errorf("%w\nthe file was changed by hand, or by an older devk: fix it, or apply a config file with `devk up --config`", p.err())
 		}
 		if uc != nil {
 			if err := uc.unchangeable(cfg); err != nil {

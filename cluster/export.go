@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -139,10 +140,12 @@ func ExportLogs(ctx context.Context, o ExportOptions) (*Exported, error) {
 		defer os.RemoveAll(staging)
 		root = filepath.Join(staging, tarTopDir(dest))
 	}
-	if err := newExportDir(root); err != nil {
+	dir, err := openExportDir(root)
+	if err != nil {
 		return nil, err
 	}
-	e := &exporter{c: c, root: root, res: res}
+	defer dir.Close()
+	e := &exporter{c: c, dir: dir, res: res}
 	rep := c.Reporter
 
 	rep.Start("logs")
@@ -191,21 +194,74 @@ func ExportLogs(ctx context.Context, o ExportOptions) (*Exported, error) {
 	return res, nil
 }
 
-// newExportDir makes dir (0700), which may exist if it is empty: an
-// export never mixes with another's files.
-func newExportDir(dir string) error {
+// openExportDir makes dir (0700) and opens it as the root every file
+// of the export is written beneath. dir may exist if it is an empty
+// directory (not a symlink to one) that belongs to devk's user and that
+// no other user may write to: the destination's name is predictable, and
+// another user of the machine could make it first and plant symlinks in
+// it once the export starts; devk, as root, would then write the pods'
+// log lines wherever they point. The checks are made on the directory
+// devk holds open (the same inode it looked at), and every write goes
+// through the os.Root, so no symlink inside leads out.
+func openExportDir(dir string) (*os.Root, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	made := true
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		made = false
+	}
+	looked, err := os.Lstat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !looked.IsDir() {
+		return nil, fmt.Errorf("%s exists and is not a directory (a symlink is not taken either): name a new directory", dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := exportDirSafe(root, dir, looked, made); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
+}
+
+// exportDirSafe checks the directory root holds: the one looked at
+// (looked, by Lstat), devk's user's, written by no one else, and empty
+// unless devk just made it.
+func exportDirSafe(root *os.Root, dir string, looked fs.FileInfo, made bool) error {
+	held, err := root.Stat(".")
+	if err != nil {
 		return err
 	}
-	err := os.Mkdir(dir, 0o700)
-	if err == nil || !errors.Is(err, fs.ErrExist) {
+	if !os.SameFile(looked, held) {
+		return fmt.Errorf("%s was replaced while devk opened it: name a new directory that only you can write to", dir)
+	}
+	st, ok := held.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: no owner to check", dir)
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return fmt.Errorf("%s belongs to uid %d, not to devk's user (uid %d), who could plant links in it for devk to write through: name a new directory, or remove this one (rmdir %s) and export again", dir, st.Uid, uid, dir)
+	}
+	if held.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s may be written by other users (mode %v), who could plant links in it for devk to write through: name a new directory, or `chmod go-w %s`", dir, held.Mode().Perm(), dir)
+	}
+	if made {
+		return nil
+	}
+	f, err := root.Open(".")
+	if err != nil {
 		return err
 	}
-	ents, rerr := os.ReadDir(dir)
-	if rerr != nil {
-		return fmt.Errorf("%s exists and is not a directory: name a new directory", dir)
-	}
-	if len(ents) > 0 {
+	defer f.Close()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
 		return fmt.Errorf("%s is not empty: name a new directory, or none for ./%s<cluster>-<time>", dir, exportNamePrefix)
 	}
 	return nil
@@ -221,11 +277,11 @@ func tarTopDir(tarball string) string {
 	return base
 }
 
-// exporter writes one export under root.
+// exporter writes one export beneath dir.
 type exporter struct {
-	c    *Cluster
-	root string
-	res  *Exported
+	c   *Cluster
+	dir *os.Root
+	res *Exported
 	// err is the first failure to write the export itself; once set,
 	// nothing more is written.
 	err error
@@ -236,13 +292,13 @@ func (e *exporter) miss(what string, err error) {
 	e.res.Missing = append(e.res.Missing, what+": "+err.Error())
 }
 
-// create makes the file rel (0600) and its directories (0700).
+// create makes the file rel (0600) and its directories (0700) beneath
+// the export's root, which nothing in rel leads out of.
 func (e *exporter) create(rel string) (*os.File, error) {
-	path := filepath.Join(e.root, rel)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := e.dir.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
 		return nil, err
 	}
-	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	return e.dir.OpenFile(rel, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 }
 
 // fill writes rel from fill, unless the export already failed.
@@ -406,7 +462,7 @@ func (e *exporter) containerLogs(nodeDir, root string) {
 		}
 		name := pod[0] + "_" + pod[1] + "_" + parts[1] + "_" + parts[2]
 		rel := filepath.Join(nodeDir, ExportContainersDir, name)
-		if _, err := os.Lstat(filepath.Join(e.root, rel)); err == nil {
+		if _, err := e.dir.Lstat(rel); err == nil {
 			// The same pod under another UID (a static pod whose
 			// manifest changed, its old instance not yet cleaned up).
 			rel = filepath.Join(nodeDir, ExportContainersDir, pod[0]+"_"+pod[1]+"_"+pod[2]+"_"+parts[1]+"_"+parts[2])

@@ -429,3 +429,113 @@ func TestExportObject(t *testing.T) {
 		}
 	}
 }
+
+// TestExportDestinationAttack: another user of the machine makes the
+// (predictable) destination first, or makes it a symlink, or plants
+// links in it: the export refuses the destination with what to do, and
+// nothing is written outside it, even through a link planted after the
+// checks (every write goes through the os.Root).
+func TestExportDestinationAttack(t *testing.T) {
+	home, _, _ := exportFixture(t)
+	out := t.TempDir()
+	// outside is where the attacker's links point: it must stay empty.
+	outside := filepath.Join(out, "outside")
+	if err := os.Mkdir(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	export := func(dest string) error {
+		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest})
+		return err
+	}
+	checkOutside := func(t *testing.T) {
+		t.Helper()
+		if ents, _ := os.ReadDir(outside); len(ents) > 0 {
+			t.Fatalf("the export wrote outside its destination: %v", ents)
+		}
+	}
+
+	t.Run("a symlink as the destination", func(t *testing.T) {
+		dest := filepath.Join(out, "link")
+		if err := os.Symlink(outside, dest); err != nil {
+			t.Fatal(err)
+		}
+		if err := export(dest); err == nil || !strings.Contains(err.Error(), "exists and is not a directory (a symlink is not taken either): name a new directory") {
+			t.Errorf("export to a symlink: %v", err)
+		}
+		checkOutside(t)
+	})
+	t.Run("a directory other users may write to", func(t *testing.T) {
+		dest := filepath.Join(out, "open")
+		if err := os.Mkdir(dest, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dest, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := export(dest); err == nil || !strings.Contains(err.Error(), "may be written by other users (mode -rwxrwxrwx), who could plant links in it for devk to write through: name a new directory, or `chmod go-w") {
+			t.Errorf("export to a 0777 directory: %v", err)
+		}
+		if ents, _ := os.ReadDir(dest); len(ents) > 0 {
+			t.Errorf("a refused destination got %v", ents)
+		}
+	})
+	t.Run("another user's directory", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("chown to another user needs root")
+		}
+		dest := filepath.Join(out, "theirs")
+		if err := os.Mkdir(dest, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dest, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if err := export(dest); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534, not to devk's user (uid 0)") || !strings.Contains(err.Error(), "rmdir "+dest) {
+			t.Errorf("export to uid 65534's directory: %v", err)
+		}
+		if ents, _ := os.ReadDir(dest); len(ents) > 0 {
+			t.Errorf("a refused destination got %v", ents)
+		}
+	})
+	t.Run("links planted inside", func(t *testing.T) {
+		// The checks passed (or the attacker won a race with them): a
+		// node's directory and a file are links out by the time the
+		// exporter writes.
+		dest := filepath.Join(out, "raced")
+		dir, err := openExportDir(dest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dir.Close()
+		for name, target := range map[string]string{"fix-control-plane": outside, "cluster.json": filepath.Join(outside, "cluster.json"), "deep": "../outside"} {
+			if err := os.Symlink(target, filepath.Join(dest, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e := &exporter{dir: dir, res: &Exported{}}
+		e.write("fix-control-plane/kubelet.log", []byte("pod-controlled line\n"))
+		if e.err == nil {
+			t.Error("a write through a directory link out of the export succeeded")
+		}
+		for _, rel := range []string{"cluster.json", "deep/containers/x.log"} {
+			e.err = nil
+			e.write(rel, []byte("pod-controlled line\n"))
+			if e.err == nil {
+				t.Errorf("a write of %s through a link out of the export succeeded", rel)
+			}
+		}
+		checkOutside(t)
+	})
+	t.Run("an empty directory of devk's user is taken", func(t *testing.T) {
+		dest := filepath.Join(out, "mine")
+		if err := os.Mkdir(dest, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := export(dest); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dest, "cluster.json")); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -306,7 +306,7 @@ func registryAnswers(ctx context.Context, hostPort string) bool {
 	if err != nil {
 		return false
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := registryProbeClient.Do(req)
 	if err != nil {
 		return false
 	}

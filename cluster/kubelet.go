@@ -171,7 +171,7 @@ func kubeletFlags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, def
 // its flags sorted, the config file's extra args over the defaults.
 func (c *Cluster) kubeletArgs(n node) []string {
 	own, flags := kubeletFlags(c.Config, n.Paths, n.Net)
-	maps.Copy(flags, c.Config.Spec.Kubelet.ExtraArgs)
+	maps.Copy(flags, withoutOwned("kubelet", c.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
 	return append([]string{n.KubeletBinary()}, flagList(flags)...)
 }
@@ -276,7 +276,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 		}
 	}
 	t0 := time.Now()
-	pid, started, err := procs.Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n)})
+	pid, started, err := procs.Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n), Env: c.daemonEnv()})
 	if err != nil {
 		return phase.Done, err
 	}
@@ -404,7 +404,7 @@ func (c *Cluster) RestartKubelet(ctx context.Context, node string) (int, error) 
 	if _, err := n.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
 		return 0, err
 	}
-	pid, _, err := n.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n)})
+	pid, _, err := n.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n), Env: c.daemonEnv()})
 	return pid, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,10 +39,27 @@ func (c *Cluster) loadBalancer() loadbalancer.LB {
 			Backends:    backends,
 			StatsSocket: filepath.Join(lp.Run(), "admin.sock"),
 			StateFile:   filepath.Join(lp.Run(), "servers.state"),
+			// Only the cluster's bridge, and only the nodes and the host
+			// (whose connections to the bridge address come from it).
+			Interface: c.Config.Network.HostBridge,
+			Sources:   c.nodeSources(),
+			User:      loadbalancer.UnprivilegedUser,
+			Group:     loadbalancer.UnprivilegedGroup,
+			Chroot:    filepath.Join(lp.Dir, "empty"),
 		},
 		File:  filepath.Join(lp.Dir, "haproxy.cfg"),
 		Procs: lp.Procs(),
 	}
+}
+
+// nodeSources is the cluster's node subnet, whose addresses are the
+// nodes' and the host's bridge address: who may use the load balancer.
+func (c *Cluster) nodeSources() []netip.Prefix {
+	p, err := netip.ParsePrefix(c.Config.Network.Subnet)
+	if err != nil {
+		return nil // cluster.json's subnet was validated as it was read
+	}
+	return []netip.Prefix{p.Masked()}
 }
 
 // haIf runs a phase only on a cluster with a load balancer.

@@ -120,6 +120,12 @@ func url(scheme, ip string, port int) string {
 	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(port))
 }
 
+// etcdMetricsHost is where etcd serves /metrics and /health, in plain
+// HTTP: the node's own loopback, as kubeadm has it (each node is a
+// network namespace, so only the node itself, its kubelet's probes
+// and devk entering it reach them).
+const etcdMetricsHost = "127.0.0.1"
+
 // etcdPod is etcd serving clients and its one peer on the advertise
 // address, with the etcd CA's certificates.
 func etcdPod(in ManifestInput) podSpec {
@@ -136,7 +142,7 @@ func etcdPod(in ManifestInput) podSpec {
 			"initial-advertise-peer-urls": peer,
 			"listen-peer-urls":            peer,
 			"initial-cluster":             cfg.NodeName + "=" + peer,
-			"listen-metrics-urls":         url("http", ip, cfg.Ports.EtcdMetrics),
+			"listen-metrics-urls":         url("http", etcdMetricsHost, cfg.Ports.EtcdMetrics),
 			"cert-file":                   pki.CertPath(dir, "etcd/server"),
 			"key-file":                    pki.KeyPath(dir, "etcd/server"),
 			"trusted-ca-file":             etcdCA,
@@ -148,8 +154,8 @@ func etcdPod(in ManifestInput) podSpec {
 			"snapshot-count":              "10000",
 		},
 		// /health works on every etcd 3.5 and 3.6 (/livez and /readyz came later).
-		liveness:  livenessProbe(ip, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP),
-		readiness: readinessProbe(ip, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 2),
+		liveness:  livenessProbe(etcdMetricsHost, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP),
+		readiness: readinessProbe(etcdMetricsHost, cfg.Ports.EtcdMetrics, "/health?serializable=false", corev1.URISchemeHTTP, 2),
 		requests:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")},
 	}
 	if in.EtcdInitialCluster != "" {
@@ -169,6 +175,7 @@ func apiserverPod(in ManifestInput) podSpec {
 	s := podSpec{
 		args: map[string]string{
 			"advertise-address":                ip,
+			"authorization-mode":               "Node,RBAC",
 			"bind-address":                     ip,
 			"secure-port":                      strconv.Itoa(cfg.Ports.APIServer),
 			"client-ca-file":                   pki.CertPath(dir, pki.CAName),
@@ -189,7 +196,6 @@ func apiserverPod(in ManifestInput) podSpec {
 		},
 		defaults: map[string]string{
 			"allow-privileged":                   "true",
-			"authorization-mode":                 "Node,RBAC",
 			"enable-admission-plugins":           "NodeRestriction",
 			"enable-bootstrap-token-auth":        "true",
 			"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
@@ -328,6 +334,11 @@ var podComponents = map[string]func(*layout.Spec) *layout.Component{
 	"kube-scheduler":          func(s *layout.Spec) *layout.Component { return &s.Scheduler },
 }
 
+// podComponentKeys are their keys in the config file.
+var podComponentKeys = map[string]string{
+	"kube-apiserver": "apiServer", "kube-controller-manager": "controllerManager", "kube-scheduler": "scheduler",
+}
+
 // Flags devk sets from the spec's own keys (featureGates, runtimeConfig)
 // and nowhere else.
 const (
@@ -355,7 +366,7 @@ func withSpec(name string, spec layout.Spec, s podSpec) podSpec {
 	if name == "kube-apiserver" && len(spec.RuntimeConfig) > 0 {
 		s.args[runtimeConfigFlag] = pairsFlag(spec.RuntimeConfig)
 	}
-	maps.Copy(s.defaults, c.ExtraArgs)
+	maps.Copy(s.defaults, withoutOwned(podComponentKeys[name], c.ExtraArgs))
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
@@ -35,37 +37,87 @@ func inNetNS(n layout.NodeNet, argv ...string) []string {
 	return append([]string{"nsenter", "--net=" + n.NetNSPath(), "--"}, argv...)
 }
 
+// daemonEnv is what the daemons devk runs for the cluster's nodes
+// (containerd, the kubelet) get on top of devk's own environment: when
+// a proxy is set (`sudo -E` keeps HTTPS_PROXY), NO_PROXY with the
+// cluster's networks and names, so that their traffic to the cluster
+// goes direct (kube.NoProxyEnv).
+func (c *Cluster) daemonEnv() []string {
+	env := kube.NoProxyEnv(os.Environ(), c.Config.NoProxy())
+	if env != nil {
+		c.Reporter.Debugf("a proxy is set: the nodes' daemons get %s; devk's own clients reach this machine's networks directly", env[0])
+	}
+	return env
+}
+
+// registryProbeClient asks a registry whether it answers as devk's
+// other clients ask: never through the environment's proxy to this
+// machine's own networks (kube.Proxy).
+var registryProbeClient = &http.Client{Transport: &http.Transport{Proxy: kube.Proxy}}
+
 func ipCmd(ctx context.Context, args ...string) error {
 	return execx.Run(ctx, execx.Cmd{Name: "ip", Args: args})
 }
 
 // hostRoute is one route of `ip -j route show table all`.
 type hostRoute struct {
-	Dst string `json:"dst"`
-	Dev string `json:"dev"`
+	Dst     string `json:"dst"`
+	Dev     string `json:"dev"`
+	Gateway string `json:"gateway"`
+	// Nexthops are a multipath route's gateways.
+	Nexthops []struct {
+		Gateway string `json:"gateway"`
+	} `json:"nexthops"`
 }
+
+// defaultRouteBits: a route to a network wider than this is a default
+// route, or one split in halves (a VPN's 0.0.0.0/1 and 128.0.0.0/1): no
+// private network is that wide, and a node subnet inside it takes the
+// more specific route, as it does over the default route. Its gateway
+// is what must stay reachable.
+const defaultRouteBits = 8
 
 // parseHostNetworks turns `ip -j -4 route show table all` into the IPv4
 // networks the host routes or owns (local addresses are routes of the
-// local table), leaving out the default route and routes through
-// ownBridge (the cluster's own, on a re-run).
+// local table) and the gateways it routes through (each a /32: a node
+// subnet holding one would take the traffic meant for it). Default
+// routes (see defaultRouteBits) count by their gateway alone, and routes
+// through ownBridge (the cluster's own, on a re-run) not at all.
 func parseHostNetworks(data []byte, ownBridge string) ([]*net.IPNet, error) {
 	var routes []hostRoute
 	if err := json.Unmarshal(data, &routes); err != nil {
 		return nil, fmt.Errorf("read the host's routes: %w", err)
 	}
 	var out []*net.IPNet
-	for _, r := range routes {
-		if r.Dst == "" || r.Dst == "default" || (ownBridge != "" && r.Dev == ownBridge) {
-			continue
-		}
-		dst := r.Dst
+	add := func(dst string) {
 		if !strings.Contains(dst, "/") {
 			dst += "/32"
 		}
 		if _, n, err := net.ParseCIDR(dst); err == nil && n.IP.To4() != nil {
 			out = append(out, n)
 		}
+	}
+	for _, r := range routes {
+		if ownBridge != "" && r.Dev == ownBridge {
+			continue
+		}
+		if r.Gateway != "" {
+			add(r.Gateway)
+		}
+		for _, h := range r.Nexthops {
+			if h.Gateway != "" {
+				add(h.Gateway)
+			}
+		}
+		if r.Dst == "" || r.Dst == "default" {
+			continue
+		}
+		if _, n, err := net.ParseCIDR(r.Dst); err == nil {
+			if ones, _ := n.Mask.Size(); ones < defaultRouteBits {
+				continue
+			}
+		}
+		add(r.Dst)
 	}
 	return out, nil
 }
@@ -131,7 +183,10 @@ func (c *Cluster) wireBridge(ctx context.Context) (bool, error) {
 		}
 	}
 	ones, _ := subnet.Mask.Size()
-	changed := false
+	changed, err := c.allowBridgeForward(ctx)
+	if err != nil {
+		return changed, err
+	}
 	if !linkExists(nw.HostBridge) {
 		changed = true
 		if err := ipCmd(ctx, "link", "add", nw.HostBridge, "type", "bridge"); err != nil {
@@ -250,10 +305,41 @@ func netnsProcesses(path string) []int {
 	return out
 }
 
+// allowBridgeForward adds the FORWARD rule that --allow-bridge-forward
+// asks for, or that cluster.json records (put back if it went): recorded
+// first, so that a down after a kill between the two removes it.
+func (c *Cluster) allowBridgeForward(ctx context.Context) (bool, error) {
+	if !c.AllowBridgeForward && !c.Config.Network.ForwardRule {
+		return false, nil
+	}
+	if !c.Config.Network.ForwardRule {
+		c.Config.Network.ForwardRule = true
+		if err := c.SaveConfig(); err != nil {
+			return false, err
+		}
+	}
+	return c.forwardRule().add(ctx)
+}
+
+// removeBridgeForward removes the FORWARD rule up added, if cluster.json
+// records one, and then the record.
+func (c *Cluster) removeBridgeForward(ctx context.Context) (bool, error) {
+	if !c.Config.Network.ForwardRule {
+		return false, nil
+	}
+	removed, err := c.forwardRule().remove(ctx)
+	if err != nil {
+		return removed, err
+	}
+	c.Config.Network.ForwardRule = false
+	return removed, c.SaveConfig()
+}
+
 // downNetwork kills whatever still runs in each node's namespace (a
 // process there keeps it, and its veth, alive), deletes the namespace
-// (its veth goes with it), and deletes the host's bridge; for a cluster
-// made before nodes had namespaces, the pods' bridge on the host.
+// (its veth goes with it), removes the FORWARD rule up added, and
+// deletes the host's bridge; for a cluster made before nodes had
+// namespaces, the pods' bridge on the host.
 func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 	var did []string
 	for _, n := range c.Config.Network.Nodes {
@@ -262,6 +348,11 @@ func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 		did = append(did, d...)
+	}
+	if removed, err := c.removeBridgeForward(ctx); err != nil {
+		return phase.Done, err
+	} else if removed {
+		did = append(did, "the FORWARD rule for "+c.Config.Network.HostBridge)
 	}
 	// The pods' bridge is in the node's namespace; a cluster made before
 	// that had it on the host.

@@ -28,7 +28,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "preflight",
 			Short: "check root, cgroups, swap, the registry's port, containerd/runc/CNI plugins, ip/nsenter/sysctl, CAP_SYS_RESOURCE",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH"}, []string{c.ConfigFile()}
+				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH", bridgeNFCallIPTables, "iptables -S FORWARD"}, []string{c.ConfigFile()}
 			},
 			Run: call((*Cluster).runPreflight),
 		},
@@ -41,6 +41,9 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				outs = append(outs, "bridge "+nw.HostBridge+" "+nw.HostIP)
 				for _, n := range nw.Nodes {
 					outs = append(outs, "netns "+n.NetNSPath()+" (node "+n.IP+")", "veth "+n.HostVeth)
+				}
+				if c.AllowBridgeForward || nw.ForwardRule {
+					outs = append(outs, "the host's iptables: "+c.forwardRule().String())
 				}
 				return []string{"ip route (the host's, to keep clear of)"}, outs
 			},
@@ -223,7 +226,7 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		p("registry", "stop the cluster's registry forwarders, and the embedded registry if devk started it and no other cluster uses it", (*Cluster).downRegistry),
 		p("mounts", "unmount everything under the cluster directory", (*Cluster).downMounts),
 		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),
-		p("network", "stop anything left in the node's network namespace, delete it (its veth goes with it) and devk's bridge on the host", (*Cluster).downNetwork),
+		p("network", "stop anything left in the node's network namespace, delete it (its veth goes with it), devk's FORWARD rule (up --allow-bridge-forward) and devk's bridge on the host", (*Cluster).downNetwork),
 		p("kubeconfig", "remove context devk-NAME from your kubeconfig", (*Cluster).downKubeconfig),
 		needs(p("files", "remove the cluster directory (--keep-data keeps pki, etcd and cluster.json); refuses while anything is mounted beneath it or the kubelet or containerd runs", (*Cluster).downFiles), "mounts", "kubelet", "runtime"),
 	}

@@ -275,6 +275,13 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	if !c.Exists() {
 		probs = append(probs, c.namesTaken()...)
 	}
+	p, note := c.forwardProblem(ctx)
+	if p != nil {
+		probs = append(probs, *p)
+	}
+	if note != "" {
+		notes = append(notes, note)
+	}
 	restrict := !canLowerOOMScoreAdj(ctx)
 	if restrict {
 		notes = append(notes, "no CAP_SYS_RESOURCE: containerd gets restrict_oom_score_adj = true")
@@ -347,4 +354,31 @@ func cgroupExists(root string) bool {
 		}
 	}
 	return false
+}
+
+// forwardProblem is preflight's look at the host's FORWARD chain
+// (forwardDrops): a problem when the host drops the traffic between the
+// cluster's nodes and up is to have more than one node without
+// --allow-bridge-forward, a note otherwise. It changes nothing.
+func (c *Cluster) forwardProblem(ctx context.Context) (*Problem, string) {
+	if !c.Config.HasNodeNetwork() {
+		return nil, ""
+	}
+	nfCall, rules, err := readForward(ctx, hostIPTables)
+	if err != nil {
+		return nil, fmt.Sprintf("could not read the host's FORWARD chain (%v): if it drops forwarded traffic, nodes cannot reach each other; see %s", err, AllowBridgeForwardFlag)
+	}
+	v := forwardDrops(nfCall, rules, c.Config.Network.HostBridge)
+	rule := c.forwardRule()
+	switch {
+	case !v.Drops:
+		return nil, ""
+	case c.AllowBridgeForward || c.Config.Network.ForwardRule:
+		return nil, fmt.Sprintf("br_netfilter passes bridged traffic through iptables and %s: up adds one rule (%s), down removes it", v.Why, rule)
+	case len(c.Config.Network.Nodes)+len(c.newNodeRoles()) <= 1:
+		return nil, fmt.Sprintf("br_netfilter passes bridged traffic through iptables and %s: one node needs no forwarding, but before `devk node add`, run up again with %s", v.Why, AllowBridgeForwardFlag)
+	}
+	return &Problem{"network",
+		"the host would drop the traffic between the cluster's nodes: br_netfilter passes bridged traffic through iptables (" + bridgeNFCallIPTables + " is 1) and " + v.Why,
+		"pass " + AllowBridgeForwardFlag + " (up adds one rule, `" + rule.String() + "`, and down removes it), or add such a rule yourself"}, ""
 }

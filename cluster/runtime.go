@@ -336,7 +336,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 			c.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
 		}
 	}
-	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: inNetNS(n.Net, containerdBinary(), "--config", filepath.Join(n.Containerd(), "config.toml"))})
+	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: inNetNS(n.Net, containerdBinary(), "--config", filepath.Join(n.Containerd(), "config.toml")), Env: c.daemonEnv()})
 	if err != nil {
 		return phase.Done, err
 	}

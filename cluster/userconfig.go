@@ -447,23 +447,6 @@ func (u *UserConfig) validateNodes(p *problems) {
 	}
 }
 
-// ownFlags are, for each component of the spec, the flags devk sets
-// from the cluster's layout, which extraArgs may not change; the key is
-// the component's in the config file.
-func ownFlags() map[string]map[string]string {
-	in := ManifestInput{Config: layout.NewConfig(layout.DefaultName), Paths: layout.ClusterPaths("/", layout.DefaultName)}
-	// A joined node's kubelet has every flag node 0's has, and its
-	// bootstrap kubeconfig.
-	kubelet, _ := kubeletFlags(in.Config, in.Paths, layout.NodeNet{Name: in.Config.Name + "-worker", IP: in.Config.AdvertiseIP})
-	return map[string]map[string]string{
-		"apiServer":         apiserverPod(in).args,
-		"controllerManager": controllerManagerPod(in).args,
-		"scheduler":         schedulerPod(in).args,
-		"kubelet":           kubelet,
-		"kubeProxy":         kubeProxyFlags(),
-	}
-}
-
 // validateSpec checks the component settings: gate and flag names, and
 // that no extra arg changes a flag devk owns. cluster.json's spec is
 // checked by it too.
@@ -509,7 +492,7 @@ func validateSpec(s layout.Spec, p *problems) {
 			case flag == runtimeConfigFlag:
 				p.add(path, "set the API server's runtime config with runtimeConfig")
 			case own[name][flag] != "":
-				p.add(path, "devk sets --%s from the cluster's layout, and a config file may not change it: devk owns every flag whose value is an address, port, name, file or network of the cluster", flag)
+				p.add(path, "%s: leave it out of extraArgs", own[name][flag])
 			}
 		}
 	}
@@ -556,6 +539,9 @@ func (u *UserConfig) validateNetworking(p *problems) {
 		}
 	}
 	if nodes != nil {
+		if err := layout.CheckPrivate(nodes); err != nil {
+			p.add([]string{"networking", "nodeSubnet"}, "%v", err)
+		}
 		if ones, _ := nodes.Mask.Size(); ones > 32-minNodeSubnetBits {
 			p.add([]string{"networking", "nodeSubnet"}, "%s has no room for the host's address and the node's: want /%d or larger", nodes, 32-minNodeSubnetBits)
 		}

@@ -11,12 +11,15 @@ import (
 
 // FuzzUserConfig: whatever the bytes, decoding a config file never
 // panics; a file it accepts names a valid cluster (or none), hands no
-// flag devk owns to extraArgs, and survives a write and a read unchanged.
+// flag devk owns (a layout flag, a config-file field's, a security
+// setting: ownFlags) to extraArgs, and survives a write and a read unchanged.
 func FuzzUserConfig(f *testing.F) {
 	f.Add([]byte(fullConfig))
 	f.Add([]byte(header))
 	f.Add([]byte(header + "networking:\n  podSubnet: 10.0.0.0/33\n"))
 	f.Add([]byte(header + "apiServer:\n  extraArgs:\n    etcd-servers: x\n"))
+	f.Add([]byte(header + "kubelet:\n  extraArgs:\n    container-runtime-endpoint: x\n    anonymous-auth: \"true\"\n    max-pods: \"9\"\n"))
+	f.Add([]byte(header + "apiServer:\n  extraArgs:\n    authorization-mode: AlwaysAllow\n"))
 	f.Add([]byte(header + "runtimeConfig:\n  api/all: \"true\"\n"))
 	f.Add([]byte("null"))
 	f.Add([]byte(`"":`))

@@ -34,7 +34,7 @@ apiServer:
   featureGates:
     ComponentStatusz: true
   extraArgs:
-    authorization-mode: Node,RBAC,AlwaysAllow
+    enable-admission-plugins: NodeRestriction,AlwaysPullImages
     audit-log-maxage: "3"
 controllerManager:
   extraArgs:
@@ -137,8 +137,8 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	for flag, want := range map[string]string{
 		"feature-gates":            "ComponentFlagz=true,ComponentStatusz=true", // the component's gate over the cluster's
 		"runtime-config":           "api/alpha=false",
-		"authorization-mode":       "Node,RBAC,AlwaysAllow", // an extra arg over devk's default
-		"audit-log-maxage":         "3",                     // an extra arg devk does not set
+		"enable-admission-plugins": "NodeRestriction,AlwaysPullImages", // an extra arg over devk's default
+		"audit-log-maxage":         "3",                                // an extra arg devk does not set
 		"service-cluster-ip-range": "10.100.0.0/16",
 		"etcd-servers":             "https://10.251.7.2:2379",
 	} {
@@ -256,6 +256,31 @@ func TestUserConfigProblems(t *testing.T) {
 				"devk.yaml:6: apiServer.extraArgs.advertise-address: devk sets --advertise-address", "devk.yaml:7: apiServer.extraArgs.secure-port: devk sets --secure-port"}},
 		{"devk's flags elsewhere", header + "kubelet:\n  extraArgs:\n    node-ip: 10.0.0.1\nkubeProxy:\n  extraArgs:\n    config: /x\nscheduler:\n  extraArgs:\n    bind-address: 0.0.0.0\ncontrollerManager:\n  extraArgs:\n    cluster-cidr: 10.0.0.0/8\n",
 			[]string{"kubelet.extraArgs.node-ip: devk sets --node-ip", "kubeProxy.extraArgs.config: devk sets --config", "scheduler.extraArgs.bind-address: devk sets", "controllerManager.extraArgs.cluster-cidr: devk sets"}},
+		// issue 33: what the kubelet's config file sets, and what keeps
+		// the components closed, is devk's too.
+		{"the kubelet's config file", header + "kubelet:\n  extraArgs:\n    container-runtime-endpoint: unix:///run/containerd/containerd.sock\n    pod-manifest-path: /etc/kubernetes/manifests\n    cgroup-root: /\n    address: 0.0.0.0\n    read-only-port: \"10255\"\n    anonymous-auth: \"true\"\n    authorization-mode: AlwaysAllow\n",
+			[]string{"devk.yaml:5: kubelet.extraArgs.container-runtime-endpoint: devk sets containerRuntimeEndpoint in the kubelet's config file, and --container-runtime-endpoint would override it: leave it out of extraArgs",
+				"devk.yaml:6: kubelet.extraArgs.pod-manifest-path: devk sets staticPodPath in the kubelet's config file",
+				"devk.yaml:7: kubelet.extraArgs.cgroup-root: devk sets cgroupRoot in the kubelet's config file",
+				"devk.yaml:8: kubelet.extraArgs.address: devk owns --address: it decides where the kubelet listens, which devk keeps to the node's own address",
+				"devk.yaml:9: kubelet.extraArgs.read-only-port: devk owns --read-only-port: it opens the kubelet's insecure, unauthenticated port",
+				"devk.yaml:10: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth: it decides who may use the kubelet's API",
+				"devk.yaml:11: kubelet.extraArgs.authorization-mode: devk owns --authorization-mode: it decides who may use the kubelet's API, which devk keeps to the cluster's own certificates and tokens (otherwise every user of this machine could run commands in any of the node's pods): leave it out of extraArgs"}},
+		{"the kubelet's defaults devk relies on", header + "kubelet:\n  extraArgs:\n    config-dir: /etc/kubelet.d\n    system-cgroups: /system\n    tls-cert-file: /x.crt\n",
+			[]string{"devk.yaml:5: kubelet.extraArgs.config-dir: devk owns --config-dir: its drop-in files would override",
+				"devk.yaml:6: kubelet.extraArgs.system-cgroups: devk owns --system-cgroups: it would put the kubelet's state, pods or cgroups outside the node's own",
+				"devk.yaml:7: kubelet.extraArgs.tls-cert-file: devk owns --tls-cert-file"}},
+		{"the API server's access", header + "apiServer:\n  extraArgs:\n    anonymous-auth: \"true\"\n    authorization-mode: AlwaysAllow\n    bind-address: 0.0.0.0\n    insecure-port: \"8080\"\n    token-auth-file: /tokens.csv\n",
+			[]string{"devk.yaml:5: apiServer.extraArgs.anonymous-auth: devk owns --anonymous-auth: it decides who may use the API server's API",
+				"devk.yaml:6: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode: it decides who may use the API server's API, which devk keeps to the cluster's own certificates and tokens (otherwise every user of this machine could take over the whole cluster",
+				"devk.yaml:7: apiServer.extraArgs.bind-address: devk sets --bind-address from the cluster's layout",
+				"devk.yaml:8: apiServer.extraArgs.insecure-port: devk owns --insecure-port: it opens the API server's insecure, unauthenticated port",
+				"devk.yaml:9: apiServer.extraArgs.token-auth-file: devk owns --token-auth-file"}},
+		{"the controllers' and kube-proxy's access", header + "controllerManager:\n  extraArgs:\n    bind-address: 0.0.0.0\nscheduler:\n  extraArgs:\n    authorization-always-allow-paths: /metrics\nkubeProxy:\n  extraArgs:\n    metrics-bind-address: 0.0.0.0:10249\n    conntrack-max-per-core: \"32768\"\n",
+			[]string{"devk.yaml:5: controllerManager.extraArgs.bind-address: devk sets --bind-address",
+				"devk.yaml:8: scheduler.extraArgs.authorization-always-allow-paths: devk owns --authorization-always-allow-paths",
+				"devk.yaml:11: kubeProxy.extraArgs.metrics-bind-address: devk owns --metrics-bind-address: it decides where the kube-proxy listens",
+				"devk.yaml:12: kubeProxy.extraArgs.conntrack-max-per-core: devk sets conntrack.maxPerCore in the kube-proxy's config file"}},
 		{"gates as a flag", header + "kubelet:\n  extraArgs:\n    feature-gates: A=true\n",
 			[]string{"kubelet.extraArgs.feature-gates: set feature gates with featureGates (every component) or kubelet.featureGates (this one)"}},
 		{"runtime config as a flag", header + "apiServer:\n  extraArgs:\n    runtime-config: api/all=true\n", []string{"apiServer.extraArgs.runtime-config: set the API server's runtime config with runtimeConfig"}},
@@ -301,8 +326,15 @@ func TestUserConfigAgainstTheMachine(t *testing.T) {
 	}{
 		{"another cluster's nodes", "", header + "name: dev\nnetworking:\n  nodeSubnet: 10.251.9.128/25\n",
 			nil, "devk.yaml:5: networking.nodeSubnet: 10.251.9.128/25 overlaps devk cluster other's nodes (10.251.9.0/24): choose another, or leave it out for a free one"},
-		// The host routes 127.0.0.0/8 to lo (table local) on every machine.
-		{"a host route", "", header + "name: dev\nnetworking:\n  nodeSubnet: 127.1.0.0/24\n", nil, "networking.nodeSubnet: 127.1.0.0/24 overlaps the host's route or address 127.0.0.0/8"},
+		// Loopback (which the host routes to lo on every machine) is not
+		// private; overlap with a host route: TestPlaceAtTaken.
+		{"loopback", "", header + "name: dev\nnetworking:\n  nodeSubnet: 127.1.0.0/24\n", nil, "networking.nodeSubnet: 127.1.0.0/24 is not in a private range"},
+		// Only private (RFC 1918) and CGNAT ranges: not multicast, reserved or public ones.
+		{"a multicast node subnet", "", header + "name: dev\nnetworking:\n  nodeSubnet: 224.1.0.0/24\n", nil,
+			"devk.yaml:5: networking.nodeSubnet: 224.1.0.0/24 is not in a private range: choose a subnet inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 (RFC 1918), or 100.64.0.0/10 (CGNAT)"},
+		{"a reserved node subnet", "", header + "name: dev\nnetworking:\n  nodeSubnet: 198.18.0.0/24\n", nil, "198.18.0.0/24 is not in a private range"},
+		{"a public node subnet", "", header + "name: dev\nnetworking:\n  nodeSubnet: 8.8.8.0/24\n", nil, "8.8.8.0/24 is not in a private range"},
+		{"wider than a private range", "", header + "name: dev\nnetworking:\n  nodeSubnet: 172.0.0.0/8\n", nil, "172.0.0.0/8 is not in a private range"},
 		{"the name and --name", "dev2", header + "name: dev\n", nil, `devk.yaml:3: name: is "dev", but --name is "dev2": leave one of them out`},
 		{"the taint and --keep-taint", "", header + "controlPlaneTaint: remove\n", &yes, "controlPlaneTaint: is remove, but --keep-taint=true says otherwise"},
 	} {
@@ -378,8 +410,13 @@ func TestUserConfigIsKept(t *testing.T) {
 	if err := os.WriteFile(c.ConfigFile(), []byte(tampered), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openWith(t, home, "dev", ""); err == nil || !strings.Contains(err.Error(), "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers") {
+	if _, err := openWith(t, home, "dev", ""); err == nil || !strings.Contains(err.Error(), "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers") ||
+		!strings.Contains(err.Error(), "apply a config file with `devk up --config`") {
 		t.Errorf("a cluster.json with devk's flags in its spec: %v", err)
+	}
+	// The way out it names: a config file replaces the spec.
+	if c, err := openWith(t, home, "", fullConfig); err != nil || c.Config.Spec.APIServer.ExtraArgs["etcd-servers"] != "" {
+		t.Errorf("a config file applied over a refused spec: %v", err)
 	}
 }
 

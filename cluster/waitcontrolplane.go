@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,7 +33,7 @@ type readiness struct {
 
 // healthURL is a health endpoint of the node's own components.
 func (c *Cluster) healthURL(scheme string, port int, path string) string {
-	return scheme + "://" + c.Config.AdvertiseIP + ":" + strconv.Itoa(port) + path
+	return scheme + "://" + net.JoinHostPort(c.Config.AdvertiseIP, strconv.Itoa(port)) + path
 }
 
 func checks() []readiness {
@@ -45,7 +46,11 @@ func checks() []readiness {
 		}
 	}
 	return []readiness{
-		{"etcd", podLog("etcd"), probe("http", func(c *Cluster) int { return c.Config.Ports.EtcdMetrics }, "/health")},
+		// etcd's health is on the node's loopback: asked from inside it.
+		{"etcd", podLog("etcd"), func(ctx context.Context, c *Cluster, _ kubernetes.Interface) error {
+			u := "http://" + net.JoinHostPort(etcdMetricsHost, strconv.Itoa(c.Config.Ports.EtcdMetrics)) + "/health"
+			return kube.ProbeIn(ctx, c.Config.NodeNetNS(c.Config.NodeName), u)
+		}},
 		// The node's own API server (with a load balancer, clients reach
 		// it through that; its checks ask the same /readyz).
 		{"kube-apiserver", podLog("kube-apiserver"), probe("https", func(c *Cluster) int { return c.Config.Ports.APIServer }, "/readyz")},

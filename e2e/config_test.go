@@ -144,6 +144,32 @@ func TestClusterConfigFile(t *testing.T) {
 		t.Errorf("a changed podSubnet on a running cluster: %v\n%s", r.Err, r.Stderr)
 	}
 
+	// Settings devk owns in extraArgs are refused at their line, and
+	// change nothing (issue 33): the host's containerd for the kubelet,
+	// an open kubelet API, an open API server.
+	stored, _ := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	pidBefore, _ := os.ReadFile(filepath.Join(dir, "run", "kubelet.pid"))
+	write(strings.Replace(configFile, "    v: \"2\"\n", "    v: \"2\"\n    container-runtime-endpoint: unix:///run/containerd/containerd.sock\n    anonymous-auth: \"true\"\napiServer:\n  extraArgs:\n    authorization-mode: AlwaysAllow\n", 1))
+	r = Devk(t, tree, env, "up", "--skip-phases", "addon", "--config", file)
+	for _, want := range []string{
+		file + ":7: kubelet.extraArgs.container-runtime-endpoint: devk sets containerRuntimeEndpoint in the kubelet's config file",
+		file + ":8: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth",
+		file + ":11: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode",
+	} {
+		if r.Err == nil || !strings.Contains(r.Stderr, want) {
+			t.Errorf("a file giving extraArgs what devk owns: %v, want %q in\n%s", r.Err, want, r.Stderr)
+		}
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, "cluster.json")); string(now) != string(stored) {
+		t.Error("a refused file changed cluster.json")
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, "run", "kubelet.pid")); string(now) != string(pidBefore) {
+		t.Errorf("a refused file restarted the kubelet: pid %s -> %s", pidBefore, now)
+	}
+	if cmd := commandLine(t, home, "kubelet"); strings.Contains(cmd, "container-runtime-endpoint") || strings.Contains(cmd, "anonymous-auth") {
+		t.Errorf("the kubelet runs with a flag devk owns: %s", cmd)
+	}
+
 	// up without --config keeps what the file applied: nothing changes.
 	again := up("--name", "cfg")
 	if !strings.Contains(again.Stdout, "nothing changed") {

@@ -117,6 +117,28 @@ func TestExportLogs(t *testing.T) {
 		return nil
 	})
 
+	// Another user of the machine makes the destination first, to plant
+	// links in it once the export starts (issue 33): refused, and
+	// nothing is written in it.
+	shared, err := os.MkdirTemp("", "devk-e2e-export-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(shared, "logs")
+	if out, err := exec.Command("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "mkdir", "-m", "0777", theirs).CombinedOutput(); err != nil {
+		t.Fatalf("mkdir as uid 65534: %v\n%s", err, out)
+	}
+	if r := Devk(t, c.Tree, c.Env, "export", "logs", theirs); r.Err == nil || !strings.Contains(r.Stderr, theirs+" belongs to uid 65534, not to devk's user (uid 0)") {
+		t.Errorf("export logs into uid 65534's directory: %v\n%s", r.Err, r.Stderr)
+	}
+	if ents, err := os.ReadDir(theirs); err != nil || len(ents) > 0 {
+		t.Errorf("the refused destination holds %v (%v)", ents, err)
+	}
+
 	// A tarball under the default name in the working directory.
 	cwd := t.TempDir()
 	r = MustDevkEnv(t, cwd, c.Env, "export", "logs", "--tar")

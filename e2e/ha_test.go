@@ -157,6 +157,10 @@ func TestHAControlPlane(t *testing.T) {
 	allUp := map[string]string{cps[0]: "UP", cps[1]: "UP", cps[2]: "UP"}
 	waitServers(allUp)
 
+	// A machine on the LAN that routes the node subnet to this one
+	// reaches none of the bridge's listeners; the host and nodes do.
+	t.Run("lan-neighbour", func(t *testing.T) { checkLANNeighbour(t, ctx, cfg) })
+
 	// One API server stopped: the cluster answers through HAProxy.
 	manifest := filepath.Join(paths.Manifests(), "kube-apiserver.yaml")
 	aside := filepath.Join(t.TempDir(), "kube-apiserver.yaml")

@@ -357,7 +357,7 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 		c.Close()
 		return nil, err
 	}
-	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, Client: c.Client, Runtime: c.Runtime,
+	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, NetNS: nd.NetNS, Client: c.Client, Runtime: c.Runtime,
 		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command, StopGrace: j.StopGrace}
 	j.node.Relist = j.Relist
 	closers := []func(){c.Close}

@@ -40,6 +40,9 @@ type Node struct {
 	// NodeName is the kubelet's node name: the static pod X runs as pod
 	// X-<NodeName>, in the runtime and as the mirror pod.
 	NodeName string
+	// NetNS is the node's network namespace (layout.Node.NetNS), where
+	// a probe on its loopback goes.
+	NetNS string
 	// Relist, when set, restarts the node's kubelet (one devk supervises)
 	// so that its pod watch lists at once; see settle.
 	Relist  func(context.Context) error
@@ -176,7 +179,7 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 	}
 	if health == "" {
 		s.healthy = s.containerID != ""
-	} else if err := kube.Probe(ctx, health); err != nil {
+	} else if err := kube.ProbeIn(ctx, n.NetNS, health); err != nil {
 		s.healthErr = err
 	} else {
 		s.healthy = s.containerID != ""

@@ -66,7 +66,39 @@ type Config struct {
 	StateFile string
 	// Balance is RoundRobin when empty.
 	Balance Balance
+
+	// Interface, when set, is the only network device the frontend takes
+	// connections from (`bind … interface`, SO_BINDTODEVICE). Linux
+	// accepts a packet for a local address on any interface, so without
+	// it a neighbour that routes the frontend's subnet to this machine
+	// reaches the frontend. The machine's own connections to the
+	// frontend's address (kubectl on the host, devk) arrive as from the
+	// device that has the address, so they still do (tried with HAProxy
+	// 2.6 on Linux 6.18).
+	Interface string
+	// Sources, when set, are the only client addresses served: a
+	// connection from any other is closed as soon as it is accepted.
+	Sources []netip.Prefix
+	// User and Group, when set, are who HAProxy's workers run as
+	// (HAProxy binds its sockets as root first); Chroot, when set, is the
+	// empty directory they are confined to.
+	User, Group string
+	Chroot      string
 }
+
+// Unprivileged is who a cluster's HAProxy workers run as: Debian's
+// nobody and nogroup, which own no files.
+const (
+	UnprivilegedUser  = "nobody"
+	UnprivilegedGroup = "nogroup"
+)
+
+// interfaceName is a Linux network device's name as HAProxy's config
+// can carry it (at most 15 bytes, no '/', space or quote).
+var interfaceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$`)
+
+// accountName is a user's or group's name as Debian's adduser allows.
+var accountName = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 
 // serverName is what HAProxy accepts as a proxy or server name (letters,
 // digits, '-', '_', '.', ':'); devk's node names are DNS labels, inside it.
@@ -97,6 +129,22 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := checkPath("state file", c.StateFile, false); err != nil {
+		return err
+	}
+	if c.Interface != "" && !interfaceName.MatchString(c.Interface) {
+		return fmt.Errorf("load balancer interface %q: not a network device's name (at most 15 letters, digits, '-', '_' or '.')", c.Interface)
+	}
+	for _, p := range c.Sources {
+		if !p.IsValid() || p != p.Masked() {
+			return fmt.Errorf("load balancer source %s: give a network's address and prefix length, such as 10.250.0.0/24", p)
+		}
+	}
+	for what, name := range map[string]string{"user": c.User, "group": c.Group} {
+		if name != "" && !accountName.MatchString(name) {
+			return fmt.Errorf("load balancer %s %q: not a user or group name", what, name)
+		}
+	}
+	if err := checkPath("chroot", c.Chroot, false); err != nil {
 		return err
 	}
 	switch c.Balance {
@@ -147,11 +195,22 @@ func (c Config) Render() ([]byte, error) {
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	line("# written by devk for HAProxy 2.6; rewritten whenever the control-plane nodes change")
 	line("global")
-	// No daemon, user or chroot: devk's supervisor runs it (-W -db) and
-	// keeps its stdout and stderr in its log file, where the logs go too.
-	// HAProxy also prints its warnings there itself, so a server going
-	// down shows twice.
+	// No daemon: devk's supervisor runs it (-W -db) and keeps its stdout
+	// and stderr in its log file, where the logs go too. HAProxy also
+	// prints its warnings there itself, so a server going down shows
+	// twice. The master stays root (it binds the sockets again on a
+	// reload and reads the state file); the workers, which talk to
+	// clients, drop to User and Group inside Chroot.
 	line("    log stderr format raw local0")
+	if c.User != "" {
+		line("    user %s", c.User)
+	}
+	if c.Group != "" {
+		line("    group %s", c.Group)
+	}
+	if c.Chroot != "" {
+		line("    chroot %s", c.Chroot)
+	}
 	line("    stats socket %s mode 600 level admin", c.StatsSocket)
 	line("    stats timeout %s", duration(statsTimeout))
 	if c.StateFile != "" {
@@ -175,7 +234,18 @@ func (c Config) Render() ([]byte, error) {
 	line("    timeout check %s", duration(CheckTimeout))
 	line("")
 	line("frontend %s", FrontendName)
-	line("    bind %s", frontend)
+	if c.Interface != "" {
+		line("    bind %s interface %s", frontend, c.Interface)
+	} else {
+		line("    bind %s", frontend)
+	}
+	if len(c.Sources) > 0 {
+		var srcs []string
+		for _, p := range c.Sources {
+			srcs = append(srcs, p.String())
+		}
+		line("    tcp-request connection reject unless { src %s }", strings.Join(srcs, " "))
+	}
 	line("    default_backend %s", BackendName)
 	line("")
 	line("backend %s", BackendName)

@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,6 +69,23 @@ func TestRender(t *testing.T) {
 		t.Errorf("reordered backends rendered differently:\n%s", again)
 	}
 
+	// The confinement adds its lines: the bind on the device, the
+	// sources, the workers' user, group and chroot.
+	c.Interface, c.User, c.Group, c.Chroot = "dkb-ha", "nobody", "nogroup", "/devk/clusters/ha/haproxy/empty"
+	c.Sources = []netip.Prefix{netip.MustParsePrefix("10.250.0.0/24")}
+	confined, err := c.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"\n    user nobody\n    group nogroup\n    chroot /devk/clusters/ha/haproxy/empty\n",
+		"\n    bind 10.250.0.1:6443 interface dkb-ha\n    tcp-request connection reject unless { src 10.250.0.0/24 }\n    default_backend apiservers\n",
+	} {
+		if !strings.Contains(string(confined), want) {
+			t.Errorf("rendered config lacks %q:\n%s", want, confined)
+		}
+	}
+
 	// The state file and leastconn add their lines.
 	c.StateFile = "/devk/clusters/ha/haproxy/servers.state"
 	c.Balance = LeastConn
@@ -93,6 +111,11 @@ func TestRenderedConfigIsValid(t *testing.T) {
 	dir := t.TempDir()
 	for name, c := range map[string]Config{
 		"ipv4": testConfig(),
+		"confined": {
+			Frontend: "127.0.0.1:6443", StatsSocket: filepath.Join(dir, "c.sock"), Backends: []Backend{{Name: "a", Address: "127.0.0.1:16443"}},
+			Interface: "lo", Sources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.250.0.0/24")},
+			User: UnprivilegedUser, Group: UnprivilegedGroup, Chroot: dir,
+		},
 		"ipv6 and state": {
 			Frontend: "[::1]:6443", StatsSocket: filepath.Join(dir, "s.sock"), StateFile: filepath.Join(dir, "state"),
 			Balance: LeastConn, Backends: []Backend{{Name: "a", Address: "[fd00::2]:6443"}},
@@ -137,6 +160,13 @@ func TestValidate(t *testing.T) {
 		{"socket with space", func(c *Config) { c.StatsSocket = "/my dir/haproxy.sock" }, "cannot go into haproxy.cfg"},
 		{"state file with #", func(c *Config) { c.StateFile = "/x#/state" }, "cannot go into haproxy.cfg"},
 		{"balance", func(c *Config) { c.Balance = "source" }, `balance "source": use "roundrobin" or "leastconn"`},
+		{"interface too long", func(c *Config) { c.Interface = "dkb-averylongname" }, `interface "dkb-averylongname": not a network device's name`},
+		{"interface with space", func(c *Config) { c.Interface = "eth0 tfo" }, "not a network device's name"},
+		{"source not a network", func(c *Config) { c.Sources = []netip.Prefix{netip.MustParsePrefix("10.250.0.1/24")} }, "source 10.250.0.1/24: give a network's address"},
+		{"source zero", func(c *Config) { c.Sources = []netip.Prefix{{}} }, "give a network's address"},
+		{"user", func(c *Config) { c.User = "root nobody" }, `user "root nobody": not a user or group name`},
+		{"group", func(c *Config) { c.Group = "Staff" }, `group "Staff": not a user or group name`},
+		{"relative chroot", func(c *Config) { c.Chroot = "empty" }, "load balancer chroot \"empty\": give an absolute path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testConfig()

@@ -11,9 +11,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,6 +109,13 @@ func newLB(t *testing.T, backends ...*backend) LB {
 			Frontend:    freeAddr(t),
 			StatsSocket: filepath.Join(dir, "haproxy.sock"),
 			StateFile:   filepath.Join(dir, "servers.state"),
+			// Confined as a cluster's is: only loopback's connections,
+			// only from 127.0.0.0/8, workers unprivileged and chrooted.
+			Interface: "lo",
+			Sources:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+			User:      UnprivilegedUser,
+			Group:     UnprivilegedGroup,
+			Chroot:    filepath.Join(dir, "empty"),
 		},
 		File: filepath.Join(dir, "haproxy.cfg"),
 		Procs: supervise.Dir{
@@ -231,6 +241,71 @@ func TestBalancesOverEveryBackend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkerConfined: the worker that talks to clients runs as nobody
+// inside the empty chroot, the master (which binds again on a reload)
+// stays root; a client from outside Sources is closed unserved, one
+// inside is served.
+func TestWorkerConfined(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("HAProxy drops to nobody only when started as root: run the tests as root, as CI does")
+	}
+	a := newBackend(t, "a")
+	l := newLB(t, a)
+	ctx := context.Background()
+	apply(t, l, Started)
+	master, _ := l.Procs.Running(ProcessName)
+	info, err := l.API().Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := info["Pid"]
+	nobody, err := user.Lookup(UnprivilegedUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		pid, uid, root string
+	}{{strconv.Itoa(master), "0", "/"}, {worker, nobody.Uid, l.Config.Chroot}} {
+		status, err := os.ReadFile(filepath.Join("/proc", p.pid, "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uids := uidLine(string(status)); uids != strings.Repeat(p.uid+"\t", 3)+p.uid {
+			t.Errorf("pid %s runs as uids %q; want %s", p.pid, uids, p.uid)
+		}
+		if root, err := os.Readlink(filepath.Join("/proc", p.pid, "root")); err != nil || root != p.root {
+			t.Errorf("pid %s has root %q (%v); want %s", p.pid, root, err, p.root)
+		}
+	}
+	if got, err := get(client(a, false), l); err != nil || got != "a" {
+		t.Fatalf("request from 127.0.0.1: %q, %v; want a's answer", got, err)
+	}
+
+	// Only 127.0.0.2 may: a request from 127.0.0.1 is cut.
+	l.Config.Sources = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
+	apply(t, l, Reloaded)
+	if got, err := get(client(a, false), l); err == nil {
+		t.Errorf("request from 127.0.0.1 outside the sources got %q; want it refused", got)
+	}
+	c := client(a, false)
+	c.Transport.(*http.Transport).DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext
+	if got, err := get(c, l); err != nil || got != "a" {
+		t.Errorf("request from 127.0.0.2: %q, %v; want a's answer", got, err)
+	}
+}
+
+// uidLine is the Uid line of /proc/<pid>/status: real, effective, saved
+// and filesystem uids, tab-separated.
+func uidLine(status string) string {
+	for l := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func TestFailingReadyzTakesServerOut(t *testing.T) {

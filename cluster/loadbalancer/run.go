@@ -205,6 +205,13 @@ func (l LB) Start(ctx context.Context) (pid int, started bool, err error) {
 			return 0, false, err
 		}
 	}
+	if c := l.Config.Chroot; c != "" {
+		// Root's and empty: the workers, confined to it as nobody, can
+		// neither read nor write anything there.
+		if err := os.MkdirAll(c, 0o755); err != nil {
+			return 0, false, err
+		}
+	}
 	if l.Config.StateFile != "" {
 		// A fresh HAProxy starts with every server as the file says: a
 		// state saved by an earlier one (a server left in maint by a swap

@@ -380,6 +380,13 @@ func TestBadInput(t *testing.T) {
 	climbingName := configFile("climbing.yaml", "name: ../x\n")
 	devkFlag := configFile("flag.yaml", "apiServer:\n  extraArgs:\n    etcd-servers: https://10.0.0.1:2379\n")
 	otherName := configFile("other.yaml", "name: dev\n")
+	multicastNodes := configFile("multicast.yaml", "networking:\n  nodeSubnet: 224.1.0.0/24\n")
+	// issue 33: what the kubelet's config file sets, and what keeps a
+	// component closed to the machine's other users
+	hostRuntime := configFile("host-runtime.yaml", "kubelet:\n  extraArgs:\n    max-pods: \"50\"\n    container-runtime-endpoint: unix:///run/containerd/containerd.sock\n")
+	openKubelet := configFile("open-kubelet.yaml", "kubelet:\n  extraArgs:\n    anonymous-auth: \"true\"\n    authorization-mode: AlwaysAllow\n")
+	openAPIServer := configFile("open-apiserver.yaml", "apiServer:\n  extraArgs:\n    authorization-mode: AlwaysAllow\n")
+	badToken := filepath.Join(fx.sandbox, "kubeconfig") // a file, but no token
 
 	// none of these endpoints is ever dialled, or only the closed
 	// loopback port 1
@@ -399,6 +406,10 @@ func TestBadInput(t *testing.T) {
 		{name: "up, config with an unknown key", args: []string{"up", "--tree", tree, "--config", unknownKey}, want: unknownKey + ":4: networking.podSubnt: unknown key"},
 		{name: "up, config with a climbing name", args: []string{"up", "--tree", tree, "--config", climbingName}, want: climbingName + `:3: name: cluster name "../x"`},
 		{name: "up, config setting devk's flag", args: []string{"up", "--tree", tree, "--config", devkFlag}, want: "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers"},
+		{name: "up, config with a multicast node subnet", args: []string{"up", "--tree", tree, "--config", multicastNodes}, want: multicastNodes + ":4: networking.nodeSubnet: 224.1.0.0/24 is not in a private range"},
+		{name: "up, config giving the kubelet the host's containerd", args: []string{"up", "--tree", tree, "--config", hostRuntime}, want: hostRuntime + ":6: kubelet.extraArgs.container-runtime-endpoint: devk sets containerRuntimeEndpoint in the kubelet's config file, and --container-runtime-endpoint would override it: leave it out of extraArgs"},
+		{name: "up, config opening the kubelet", args: []string{"up", "--tree", tree, "--config", openKubelet}, want: openKubelet + ":5: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth: it decides who may use the kubelet's API"},
+		{name: "up, config opening the API server", args: []string{"up", "--tree", tree, "--config", openAPIServer}, want: openAPIServer + ":5: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode"},
 		{name: "up, config name and --name", args: []string{"up", "--tree", tree, "--name", "devk", "--config", otherName}, want: `name: is "dev", but --name is "devk"`},
 		{name: "up, no config file", args: []string{"up", "--tree", tree, "--config", filepath.Join(configs, "none.yaml")}, want: "read the cluster config file"},
 		{name: "down, climbing name", args: []string{"down", "--name", "../../etc"}, want: `cluster name "../../etc"`},
@@ -522,6 +533,14 @@ func TestBadInput(t *testing.T) {
 		{name: "export logs, no cluster", args: []string{"export", "logs", filepath.Join(fx.sandbox, "export")}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: `no devk cluster "devk"`},
 		{name: "export logs into a directory in use", args: []string{"export", "logs", tree}, want: "is not empty: name a new directory"},
 		{name: "export logs over a file", args: []string{"export", "logs", "--tar", filepath.Join(fx.sandbox, "kubeconfig")}, want: "exists: name a new file"},
+		{name: "export logs into a directory of uid 65534", args: []string{"export", "logs", nobodyDir}, want: "belongs to uid 65534, not to devk's user", skip: notRoot},
+		{name: "export logs into a directory of mode 0777", args: []string{"export", "logs", openRoot}, want: "may be written by other users (mode -rwxrwxrwx)"},
+		{name: "export logs into a symlink", args: []string{"export", "logs", nobodyLink}, want: "exists and is not a directory (a symlink is not taken either)"},
+		{name: "node add, --token and --token-file", args: []string{"node", "add", "--token", "abcdef.0123456789abcdef", "--token-file", badToken}, want: "by --token or by --token-file, not both"},
+		{name: "node add, a bad --token", args: []string{"node", "add", "--token", "abcdef.x"}, want: "--token: bad bootstrap token"},
+		{name: "node add, no token file", args: []string{"node", "add", "--token-file", filepath.Join(fx.sandbox, "none")}, want: "--token-file: open " + filepath.Join(fx.sandbox, "none")},
+		{name: "node add, no token in the file", args: []string{"node", "add", "--token-file", badToken}, want: "--token-file: " + badToken + ": bad bootstrap token"},
+		{name: "node add, no token on stdin", args: []string{"node", "add", "--token-file", "-"}, want: "--token-file: stdin holds no bootstrap token"},
 		{name: "watch, unknown phase to skip", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--skip-phases", "swap/nope"}, want: `unknown phase "swap/nope"`, timeout: watchTimeout},
 	}
 	for _, tp := range tampers {

@@ -38,8 +38,11 @@ Secrets are redacted (their values read ` + cluster.Redacted + `); private keys,
 certificates and kubeconfigs are not exported; every file is 0600. README.txt
 in the export lists what is where.
 
-DIR is a new (or empty) directory; without it, ./devk-logs-NAME-TIME. With
---tar, or a DIR ending in ` + cluster.ExportTarSuffix + `, a gzipped tarball is written instead.
+DIR is a new directory, or an empty one of yours that no other user may
+write to (devk writes as root, and another user's directory, or a symlink,
+could lead its writes elsewhere); without it, ./devk-logs-NAME-TIME. Every
+file is written beneath it, through no link out. With --tar, or a DIR
+ending in ` + cluster.ExportTarSuffix + `, a gzipped tarball is written instead.
 
 A broken cluster is the usual reason to export: what cannot be read (the
 API server is down, containerd does not answer) is listed in errors.txt and

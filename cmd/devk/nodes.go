@@ -3,6 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,8 +53,9 @@ type nodeResult struct {
 
 func newNodeAddCmd(g *globalOptions) *cobra.Command {
 	var (
-		o     cluster.NodeOptions
-		flags phase.Flags
+		o         cluster.NodeOptions
+		flags     phase.Flags
+		tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "add [NAME]",
@@ -68,12 +72,18 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 		Example: `  devk node add
   devk node add --name dev2 dev2-worker2
   devk node add --dry-run
-  devk node add --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:…   # as kubeadm join is told`,
+  devk node add --token-file token.txt --discovery-token-ca-cert-hash sha256:…   # as kubeadm join is told
+  devk node add --token-file - < token.txt                                      # the token from stdin`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				o.Node = args[0]
 			}
+			tok, err := joinTokenFlags(o.Token, tokenFile, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			o.Token = tok
 			o.Reporter = g.Reporter()
 			popts := flags.Options()
 			popts.PlanOut = g.stderr
@@ -103,12 +113,57 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
 	f.DurationVar(&o.EtcdCommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each etcd member call of a control-plane node may take (with quorum lost it fails after this)")
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "join a control-plane node: the shared certificates by upload-certs, its own etcd member, API server, controller-manager and scheduler (a cluster made with --control-planes 2 or more: it has the load balancer)")
-	f.StringVar(&o.Token, "token", "", "bootstrap token to join with, <id>.<secret> (kubeadm's --token; default: the cluster's own, renewed when it expires within an hour)")
+	f.StringVar(&o.Token, "token", "", "bootstrap token to join with, <id>.<secret> (kubeadm's --token; default: the cluster's own, renewed when it expires within an hour); every user of the machine sees it in the process list while the node joins: prefer --token-file")
+	f.StringVar(&tokenFile, "token-file", "", "read the bootstrap token to join with from FILE, or from stdin with -, where other users cannot see it (as --token otherwise)")
 	f.StringSliceVar(&o.CAHashes, "discovery-token-ca-cert-hash", nil, "pin the cluster's CA by the SHA-256 of its public key, sha256:<hex> (kubeadm's flag; repeatable; default: the hash of the cluster's own CA)")
 	f.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", join.DefaultTimeout, "how long discovery waits for the API server and for cluster-info signed for the token")
 	phase.Bind(cmd, cluster.JoinPhases(), &flags)
 	resultHelp(cmd, nodeResult{}, false)
 	return cmd
+}
+
+// maxTokenFile bounds what --token-file reads: a token is 23 bytes.
+const maxTokenFile = 4096
+
+// joinTokenFlags is the bootstrap token node add was given: --token, or
+// what --token-file holds (from stdin for -), trimmed; "" for neither.
+// It is checked here, before anything is done, and never printed.
+func joinTokenFlags(token, file string, stdin io.Reader) (string, error) {
+	switch {
+	case token != "" && file != "":
+		return "", errors.New("give the bootstrap token by --token or by --token-file, not both (--token-file keeps it out of the process list)")
+	case file == "" && token == "":
+		return "", nil
+	case file == "":
+		if _, err := join.ParseToken(token); err != nil {
+			return "", fmt.Errorf("--token: %w", err)
+		}
+		return strings.TrimSpace(token), nil
+	}
+	from, in := file, stdin
+	if file == "-" {
+		from = "stdin"
+	} else {
+		f, err := os.Open(file)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	data, err := io.ReadAll(io.LimitReader(in, maxTokenFile+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--token-file: read %s: %w", from, err)
+	case len(data) > maxTokenFile:
+		return "", fmt.Errorf("--token-file: %s holds more than a bootstrap token (over %d bytes): give a file with the token alone", from, maxTokenFile)
+	case strings.TrimSpace(string(data)) == "":
+		return "", fmt.Errorf("--token-file: %s holds no bootstrap token: give one, <id>.<secret>", from)
+	}
+	if _, err := join.ParseToken(string(data)); err != nil {
+		return "", fmt.Errorf("--token-file: %s: %w", from, err)
+	}
+	return strings.TrimSpace(string(data)), nil
 }
 
 func newNodeRemoveCmd(g *globalOptions) *cobra.Command {

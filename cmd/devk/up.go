@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -124,6 +125,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	f.BoolVar(&o.RenewCerts, "renew-certs", false, "renew every certificate once the control plane runs, restart what uses them and verify (devk certs renew all); up warns when any expires within 30 days")
 	f.IntVar(&o.Nodes, "nodes", 0, "how many nodes the cluster has: node 0, then control-plane nodes up to --control-planes, then workers, joined as `devk node add` joins them (default: as many as it has; a new cluster: 1)")
 	f.IntVar(&o.ControlPlanes, "control-planes", 0, "how many of the nodes are control-plane nodes, each with its own etcd member and API server; 2 or more give a new cluster HAProxy in front of the API servers, the endpoint of every kubeconfig (default: as many as it has; a new cluster: 1)")
+	f.BoolVar(&o.AllowBridgeForward, strings.TrimPrefix(cluster.AllowBridgeForwardFlag, "--"), false, "add one rule to the host's iptables FORWARD chain accepting traffic between the cluster's nodes on its bridge, for hosts whose FORWARD policy drops it (Docker's); down removes it")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	resultHelp(cmd, upResult{}, false)

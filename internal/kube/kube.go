@@ -10,10 +10,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -87,6 +91,11 @@ func restConfig(kubeconfig string, opts []Option) (*rest.Config, error) {
 func withLimits(cfg *rest.Config, opts []Option) *rest.Config {
 	cfg.Timeout = RequestTimeout
 	cfg.QPS, cfg.Burst = QPS, Burst
+	// Only when a proxy is set: a Proxy function makes client-go's
+	// transport one per client instead of one shared.
+	if cfg.Proxy == nil && ProxySet(os.Environ()) {
+		cfg.Proxy = Proxy
+	}
 	for _, o := range opts {
 		o(cfg)
 	}
@@ -139,13 +148,78 @@ func Probe(ctx context.Context, url string) error {
 	return err
 }
 
+// ProbeIn is Probe from inside the network namespace at netns (a node's
+// bind mount under /run/netns: its loopback is the node's own, where
+// etcd's health endpoint is), or Probe itself when netns is empty.
+func ProbeIn(ctx context.Context, netns, url string) error {
+	if netns == "" {
+		return Probe(ctx, url)
+	}
+	c := &http.Client{
+		Timeout: ProbeTimeout,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return dialIn(ctx, netns, network, addr)
+			}},
+	}
+	_, err := probe(ctx, c, url)
+	return err
+}
+
+// dialIn connects to addr (an IP:port) from the network namespace at
+// netns. A socket belongs to the namespace of the thread that made it,
+// and keeps it: the dial runs on a thread of its own that enters netns
+// and leaves it again once the socket exists. A thread that cannot
+// leave stays locked, so that it ends with its goroutine.
+func dialIn(ctx context.Context, netns, network, addr string) (net.Conn, error) {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		conn, left, err := dialInLocked(ctx, netns, network, addr)
+		if left {
+			runtime.UnlockOSThread()
+		}
+		done <- result{conn, err}
+	}()
+	r := <-done
+	return r.conn, r.err
+}
+
+func dialInLocked(ctx context.Context, netns, network, addr string) (conn net.Conn, left bool, err error) {
+	own, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, true, err
+	}
+	defer own.Close()
+	target, err := os.Open(netns)
+	if err != nil {
+		return nil, true, fmt.Errorf("network namespace %s: %w", netns, err)
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		return nil, true, fmt.Errorf("enter network namespace %s: %w", netns, err)
+	}
+	var d net.Dialer
+	conn, err = d.DialContext(ctx, network, addr)
+	left = unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil
+	return conn, left, err
+}
+
 // ProbeBody is Probe that returns the start of the body on 200 OK.
 func ProbeBody(ctx context.Context, url string) ([]byte, error) {
+	return probe(ctx, insecureLoopback, url)
+}
+
+func probe(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := insecureLoopback.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,7 @@ func (p Paths) Node(c Config) Node {
 		CRISocket:      c.CRISocket,
 		KubeletRootDir: p.KubeletRoot(),
 		EtcdURL:        c.EtcdURL(),
+		NetNS:          c.NodeNetNS(c.NodeName),
 	}
 }
 

@@ -43,6 +43,11 @@ type Network struct {
 	HostIP     string `json:"hostIP"`
 	// Nodes are the cluster's nodes, the first the control plane.
 	Nodes []NodeNet `json:"nodes"`
+	// ForwardRule says up added the one rule to the host's FORWARD chain
+	// that accepts traffic between HostBridge's ports (up
+	// --allow-bridge-forward, on a host whose FORWARD policy drops it);
+	// down removes it.
+	ForwardRule bool `json:"forwardRule,omitempty"`
 }
 
 // Node roles.
@@ -216,6 +221,9 @@ func (n Network) validate(c Config, bad func(field, got, want string) error) err
 	if ones, _ := subnet.Mask.Size(); ones > 30 {
 		return bad("network.subnet", n.Subnet, "want room for the host and a node (/30 or larger)")
 	}
+	if err := CheckPrivate(subnet); err != nil {
+		return bad("network.subnet", n.Subnet, "want a private subnet ("+err.Error()+")")
+	}
 	if n.HostBridge != HostBridgeName(c.Name) {
 		return bad("network.hostBridge", n.HostBridge, "want "+HostBridgeName(c.Name))
 	}
@@ -300,6 +308,54 @@ func (c Config) ControlPlane() NodeNet {
 		return NodeNet{Name: c.NodeName, IP: c.AdvertiseIP, Role: RoleControlPlane, CgroupRoot: c.CgroupRoot}
 	}
 	return c.Network.Nodes[0]
+}
+
+// NodeNetNS is the network namespace of the node called name (its path,
+// for setns or `nsenter --net`), whose loopback is the node's own; ""
+// for a node without one (a cluster made before nodes had namespaces:
+// its loopback is the host's), or a name the cluster lacks.
+func (c Config) NodeNetNS(name string) string {
+	if n, _, err := c.FindNode(name); err == nil && n.NetNS != "" {
+		return n.NetNSPath()
+	}
+	return ""
+}
+
+// PrivateNodeSubnets are the ranges a node subnet must lie in: RFC
+// 1918's private networks and RFC 6598's shared address space (CGNAT),
+// which no public, multicast or reserved address is in.
+var PrivateNodeSubnets = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"}
+
+// CheckPrivate refuses a node subnet outside PrivateNodeSubnets.
+func CheckPrivate(subnet *net.IPNet) error {
+	for _, s := range PrivateNodeSubnets {
+		_, p, _ := net.ParseCIDR(s)
+		if pOnes, _ := p.Mask.Size(); p.Contains(subnet.IP) {
+			if ones, _ := subnet.Mask.Size(); ones >= pOnes {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%s is not in a private range: choose a subnet inside %s (RFC 1918), or %s (CGNAT)", subnet, strings.Join(PrivateNodeSubnets[:3], ", "), PrivateNodeSubnets[3])
+}
+
+// NoProxy is what must bypass an HTTP proxy for the cluster (NO_PROXY's
+// entries): its node subnet, pod and service CIDRs, and every node's
+// name and address, the load balancer's on the bridge included.
+func (c Config) NoProxy() []string {
+	var out []string
+	for _, s := range []string{c.Network.Subnet, c.PodCIDR, c.ServiceCIDR, c.Network.HostIP, c.AdvertiseIP} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	for _, n := range c.Network.Nodes {
+		out = append(out, n.Name, n.IP)
+	}
+	if !c.HasNodeNetwork() && c.NodeName != "" {
+		out = append(out, c.NodeName)
+	}
+	return out
 }
 
 // Overlaps says whether two IPv4 networks share an address.

@@ -76,6 +76,7 @@ func TestNetworkTampering(t *testing.T) {
 		{"subnet", func(c *Config) { c.Network.Subnet = "10.250.1.0/33" }, "network.subnet"},
 		{"node ip outside", func(c *Config) { c.Network.Nodes[0].IP = "192.0.2.2" }, "network.nodes[0].ip"},
 		{"advertise elsewhere", func(c *Config) { c.AdvertiseIP = "10.250.1.9" }, "network.nodes[0]"},
+		{"multicast subnet", func(c *Config) { c.Network.Subnet = "224.0.0.0/24" }, "want a private subnet"},
 	} {
 		c := NewConfig("devk")
 		if err := c.PlaceAmong(nil, nil); err != nil {
@@ -84,6 +85,65 @@ func TestNetworkTampering(t *testing.T) {
 		tc.change(&c)
 		if err := c.Validate("devk"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestCheckPrivate: a node subnet lies inside an RFC 1918 or the CGNAT
+// range, whole.
+func TestCheckPrivate(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"10.250.0.0/24": true, "10.0.0.0/8": true, "172.16.0.0/12": true, "172.31.255.0/24": true,
+		"192.168.0.0/16": true, "192.168.7.0/30": true, "100.64.0.0/10": true, "100.127.0.0/24": true,
+		"9.0.0.0/8": false, "10.0.0.0/7": false, "172.32.0.0/24": false, "172.0.0.0/8": false, "192.0.2.0/24": false,
+		"198.18.0.0/24": false, "224.0.0.0/24": false, "239.1.0.0/16": false, "240.0.0.0/24": false, "127.1.0.0/24": false,
+		"169.254.0.0/24": false, "0.0.0.0/24": false, "100.128.0.0/24": false, "8.8.8.0/24": false,
+	} {
+		err := CheckPrivate(cidr(t, s))
+		if (err == nil) != ok {
+			t.Errorf("CheckPrivate(%s) = %v; want ok=%v", s, err, ok)
+		}
+	}
+}
+
+// TestPlaceAtTaken: a chosen node subnet that a host route, a gateway
+// or another cluster's nodes overlap is refused, saying which.
+func TestPlaceAtTaken(t *testing.T) {
+	other := NewConfig("other")
+	if err := other.PlaceAt(cidr(t, "10.251.9.0/24"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		subnet string
+		taken  []*net.IPNet
+		want   string
+	}{
+		{"192.168.1.0/24", []*net.IPNet{cidr(t, "192.168.0.0/16")}, "192.168.1.0/24 overlaps the host's route or address 192.168.0.0/16"},
+		{"192.168.0.0/16", []*net.IPNet{cidr(t, "192.168.1.1/32")}, "overlaps the host's route or address 192.168.1.1/32"},
+		{"10.251.9.128/25", nil, "overlaps devk cluster other's nodes (10.251.9.0/24)"},
+	} {
+		c := NewConfig("devk")
+		err := c.PlaceAt(cidr(t, tc.subnet), []Config{other}, tc.taken)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("PlaceAt(%s) = %v; want %q", tc.subnet, err, tc.want)
+		}
+	}
+}
+
+// TestNoProxy: a cluster's NO_PROXY entries are its networks and its
+// nodes' names and addresses.
+func TestNoProxy(t *testing.T) {
+	c := NewConfig("devk")
+	if err := c.PlaceAt(cidr(t, "10.250.3.0/24"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddNode("devk-worker", RoleWorker, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.NoProxy(), ",")
+	for _, want := range []string{"10.250.3.0/24", c.PodCIDR, c.ServiceCIDR, "10.250.3.1", c.NodeName, "10.250.3.2", "devk-worker", "10.250.3.3"} {
+		if !strings.Contains(","+got+",", ","+want+",") {
+			t.Errorf("NoProxy = %s; want %s in it", got, want)
 		}
 	}
 }

@@ -44,6 +44,10 @@ type Node struct {
 	// EtcdURL is etcd's client URL when the API server's manifest does not
 	// name one.
 	EtcdURL string
+	// NetNS is the node's network namespace (a path), where its loopback
+	// health endpoints (etcd's) are; empty: this machine's (a kubeadm
+	// node's).
+	NetNS string
 }
 
 // Kubeadm is the layout of a kubeadm node whose files are in dir (empty:

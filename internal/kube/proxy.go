@@ -1,0 +1,96 @@
+package kube
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/net/http/httpproxy"
+)
+
+// With `sudo -E`, devk and the daemons it starts inherit the user's
+// HTTPS_PROXY and HTTP_PROXY; traffic to a cluster (its nodes, the load
+// balancer, the registry's forwarder on the bridge) must never go to
+// that proxy, which cannot reach this machine's bridges. Two ways, one
+// rule each: a daemon is told through NO_PROXY (NoProxyEnv, with the
+// cluster's networks and names, layout.Config.NoProxy); devk's own
+// clients (client-go's rest configs, the registry probe) go direct to
+// any address on a network this machine is on (Proxy).
+
+// proxyVars name a proxy, in the spellings Go's net/http reads.
+var proxyVars = []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"}
+
+// noProxyVars are the two spellings of NO_PROXY; Go reads the upper
+// case first, curl and others the lower.
+var noProxyVars = []string{"NO_PROXY", "no_proxy"}
+
+// lookup is environ's value of the first of names set there.
+func lookup(environ []string, names ...string) string {
+	for _, n := range names {
+		for i := len(environ) - 1; i >= 0; i-- { // the last one counts
+			if v, ok := strings.CutPrefix(environ[i], n+"="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// ProxySet says whether environ names a proxy.
+func ProxySet(environ []string) bool {
+	return slices.ContainsFunc(proxyVars, func(n string) bool { return lookup(environ, n) != "" })
+}
+
+// noProxy is environ's NO_PROXY (either spelling) followed by hosts,
+// each once.
+func noProxy(environ, hosts []string) string {
+	var out []string
+	for _, h := range slices.Concat(strings.Split(lookup(environ, noProxyVars...), ","), hosts) {
+		if h = strings.TrimSpace(h); h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// NoProxyEnv is what a daemon devk starts gets on top of environ so that
+// its traffic to hosts (CIDRs, names, addresses) goes direct: NO_PROXY
+// and no_proxy, each environ's own value followed by hosts. It is nil
+// when environ names no proxy: then there is nothing to go around.
+func NoProxyEnv(environ, hosts []string) []string {
+	if !ProxySet(environ) {
+		return nil
+	}
+	v := noProxy(environ, hosts)
+	return []string{noProxyVars[0] + "=" + v, noProxyVars[1] + "=" + v}
+}
+
+// Proxy is the proxy of devk's own HTTP clients: the environment's (as
+// http.ProxyFromEnvironment reads it), except that loopback and every
+// network this machine has an address on (a devk cluster's bridge, a
+// kubeadm node's own address) are reached directly. It reads the
+// environment and the addresses at each call: up makes a bridge as it
+// goes.
+func Proxy(req *http.Request) (*url.URL, error) {
+	cfg := httpproxy.FromEnvironment()
+	cfg.NoProxy = noProxy(os.Environ(), localNetworks())
+	return cfg.ProxyFunc()(req.URL)
+}
+
+// localNetworks are the networks of this machine's addresses, as CIDRs.
+func localNetworks() []string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			out = append(out, (&net.IPNet{IP: n.IP.Mask(n.Mask), Mask: n.Mask}).String())
+		}
+	}
+	return out
+}
