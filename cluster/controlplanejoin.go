@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -218,20 +219,22 @@ func (j *NodeJob) runNodeKubeconfigs(ctx context.Context) (phase.Outcome, error)
 }
 
 // etcdClient connects to the etcd members of the cluster's other
-// control-plane nodes with the joining node's own etcd client
-// certificate (as kubeadm's join talks to the existing members).
-func (j *NodeJob) etcdClient(ctx context.Context) (*etcdwatch.Client, error) {
+// control-plane nodes with the etcd client certificate in pkiDir: a
+// joining node's own (as kubeadm's join talks to the existing members),
+// or, for a removal, node 0's (the leaving node's files may be gone
+// already: a removal killed after its files phase).
+func (j *NodeJob) etcdClient(ctx context.Context, pkiDir string) (*etcdwatch.Client, error) {
 	var eps []string
 	for _, n := range j.Config.ControlPlanes() {
 		if n.Name != j.Node.Name() && !n.Joining && !n.Leaving {
 			eps = append(eps, url("https", n.IP, j.Config.Ports.EtcdClient))
 		}
 	}
-	dir := j.Node.PKI()
-	cli, err := etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(dir, layout.EtcdCAName),
-		Cert: pki.CertPath(dir, layout.APIServerEtcdClient), Key: pki.KeyPath(dir, layout.APIServerEtcdClient),
+	cli, err := etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(pkiDir, layout.EtcdCAName),
+		Cert: pki.CertPath(pkiDir, layout.APIServerEtcdClient), Key: pki.KeyPath(pkiDir, layout.APIServerEtcdClient),
 		CommandTimeout: j.EtcdCommandTimeout})
-	if err != nil && ctx.Err() == nil {
+	var pathErr *fs.PathError
+	if err != nil && ctx.Err() == nil && !errors.As(err, &pathErr) {
 		return nil, fmt.Errorf("%w; %s", err, etcdUnavailableAdvice)
 	}
 	return cli, err
@@ -334,7 +337,7 @@ func initialCluster(ms []*etcdMember, self *etcdMember, name string) string {
 // leader its promotion to a voting member. A join resumed after any step
 // finds its member by its peer URL and goes on from there.
 func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
-	cli, err := j.etcdClient(ctx)
+	cli, err := j.etcdClient(ctx, j.Node.PKI())
 	if err != nil {
 		return phase.Done, fmt.Errorf("the cluster's etcd: %w", err)
 	}
@@ -421,7 +424,7 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 // through the other control-plane nodes' members (node remove of a
 // control-plane node); it reports whether there was one.
 func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
-	cli, err := j.etcdClient(ctx)
+	cli, err := j.etcdClient(ctx, j.PKI())
 	if err != nil {
 		return false, fmt.Errorf("the cluster's etcd: %w", err)
 	}

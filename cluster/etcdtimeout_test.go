@@ -91,3 +91,19 @@ func TestEtcdMemberCallsTimeOut(t *testing.T) {
 		t.Errorf("member list of a healthy etcd: %v %v", ms, err)
 	}
 }
+
+// TestEtcdClientMissingFiles: certificate files that are not there are
+// named as such, not blamed on quorum (a removal resumed after its files
+// phase connects with node 0's certificates, which are there).
+func TestEtcdClientMissingFiles(t *testing.T) {
+	c := twoWorkers(t)
+	n, err := c.nodeNamed("devk-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &NodeJob{Cluster: c, Node: n}
+	_, err = j.etcdClient(context.Background(), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "no such file") || strings.Contains(err.Error(), "quorum") {
+		t.Errorf("missing certificates: %v", err)
+	}
+}
