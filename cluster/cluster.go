@@ -20,6 +20,7 @@ import (
 
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -77,6 +78,10 @@ type Options struct {
 	// cluster a load balancer in front of the API servers, the endpoint
 	// of every kubeconfig.
 	ControlPlanes int
+	// EtcdCommandTimeout bounds each etcd member call of a control-plane
+	// join or removal (list, add, promote, remove); zero means
+	// etcdwatch.DefaultCommandTimeout.
+	EtcdCommandTimeout time.Duration
 
 	Reporter progress.Reporter
 }
@@ -104,6 +109,9 @@ type Cluster struct {
 	// manifestsWritten are the static pods whose manifest this run
 	// wrote, and when: wait-control-plane waits for their new containers.
 	manifestsWritten map[string]time.Time
+	// locks are the cluster's and its nodes' locks while a job holds
+	// them (see lock).
+	locks *nodelock.Set
 }
 
 // Open resolves the cluster's directory and reads its config if it has

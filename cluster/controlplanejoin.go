@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
@@ -76,12 +78,12 @@ func isControlPlane(j *NodeJob) (bool, string) {
 	return true, ""
 }
 
-// ControlPlaneOnly says whether step (a path of JoinPhases, as
-// phase.Flatten gives it) runs only when a control-plane node joins: a
-// worker's join skips it.
+// ControlPlaneOnly says whether step (a path of JoinPhases or
+// RemovePhases, as phase.Flatten gives it) runs only when a control-plane
+// node joins or leaves: a worker's join or removal skips it.
 func ControlPlaneOnly(step string) bool {
 	top, _, _ := strings.Cut(step, "/")
-	for _, p := range JoinPhases() {
+	for _, p := range append(JoinPhases(), RemovePhases()...) {
 		if p.Name == top && p.If != nil {
 			ok, _ := p.If(&NodeJob{Cluster: &Cluster{}, Node: node{Net: layout.NodeNet{Role: layout.RoleWorker}}})
 			return !ok
@@ -217,18 +219,52 @@ func (j *NodeJob) runNodeKubeconfigs(ctx context.Context) (phase.Outcome, error)
 }
 
 // etcdClient connects to the etcd members of the cluster's other
-// control-plane nodes with the joining node's own etcd client
-// certificate (as kubeadm's join talks to the existing members).
-func (j *NodeJob) etcdClient(ctx context.Context) (*etcdwatch.Client, error) {
+// control-plane nodes with the etcd client certificate in pkiDir: a
+// joining node's own (as kubeadm's join talks to the existing members),
+// or, for a removal, node 0's (the leaving node's files may be gone
+// already: a removal killed after its files phase).
+func (j *NodeJob) etcdClient(ctx context.Context, pkiDir string) (*etcdwatch.Client, error) {
 	var eps []string
 	for _, n := range j.Config.ControlPlanes() {
-		if n.Name != j.Node.Name() && !n.Joining {
+		if n.Name != j.Node.Name() && !n.Joining && !n.Leaving {
 			eps = append(eps, url("https", n.IP, j.Config.Ports.EtcdClient))
 		}
 	}
-	dir := j.Node.PKI()
-	return etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(dir, layout.EtcdCAName),
-		Cert: pki.CertPath(dir, layout.APIServerEtcdClient), Key: pki.KeyPath(dir, layout.APIServerEtcdClient)})
+	cli, err := etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(pkiDir, layout.EtcdCAName),
+		Cert: pki.CertPath(pkiDir, layout.APIServerEtcdClient), Key: pki.KeyPath(pkiDir, layout.APIServerEtcdClient),
+		CommandTimeout: j.EtcdCommandTimeout})
+	var pathErr *fs.PathError
+	if err != nil && ctx.Err() == nil && !errors.As(err, &pathErr) {
+		return nil, fmt.Errorf("%w; %s", err, etcdUnavailableAdvice)
+	}
+	return cli, err
+}
+
+// etcdUnavailableAdvice says what to do when the cluster's etcd does not
+// answer a member call in time.
+const etcdUnavailableAdvice = "the cluster's etcd has lost quorum (more than half of its members are down) or its members are unreachable: " +
+	"check `devk status`, bring the stopped control-plane nodes back (`devk up`), then run this again"
+
+// etcdRequest runs one member call (list, add, promote, remove) within
+// the client's command timeout (etcdwatch.DefaultCommandTimeout, etcdctl's
+// --command-timeout), on a member that has a leader: with quorum lost a
+// membership change would otherwise wait for one forever. A timeout or
+// "no leader" says so, and what to do.
+func etcdRequest(ctx context.Context, cli *etcdwatch.Client, what string, call func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), cli.CommandTimeout)
+	defer cancel()
+	err := call(rctx)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	eps := strings.Join(cli.Endpoint.Endpoints, ",")
+	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("etcd %s: %s %s did not answer within %s: %s", what, eps, what, cli.CommandTimeout, etcdUnavailableAdvice)
+	}
+	if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) {
+		return fmt.Errorf("etcd %s: %s has no leader (%v): %s", what, eps, err, etcdUnavailableAdvice)
+	}
+	return fmt.Errorf("etcd %s: %w", what, err)
 }
 
 // peerURL is node n's etcd peer URL.
@@ -256,7 +292,11 @@ type etcdMember struct {
 
 // members is the cluster's member list.
 func members(ctx context.Context, cli *etcdwatch.Client) ([]*etcdMember, error) {
-	resp, err := cli.MemberList(ctx)
+	var resp *clientv3.MemberListResponse
+	err := etcdRequest(ctx, cli, "member list", func(ctx context.Context) (err error) {
+		resp, err = cli.MemberList(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +337,7 @@ func initialCluster(ms []*etcdMember, self *etcdMember, name string) string {
 // leader its promotion to a voting member. A join resumed after any step
 // finds its member by its peer URL and goes on from there.
 func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
-	cli, err := j.etcdClient(ctx)
+	cli, err := j.etcdClient(ctx, j.Node.PKI())
 	if err != nil {
 		return phase.Done, fmt.Errorf("the cluster's etcd: %w", err)
 	}
@@ -305,14 +345,18 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	peer := j.peerURL(j.Node)
 	ms, err := members(ctx, cli)
 	if err != nil {
-		return phase.Done, fmt.Errorf("etcd member list: %w", err)
+		return phase.Done, err
 	}
 	self := memberOf(ms, peer)
 	added := false
 	if self == nil {
-		resp, err := cli.MemberAddAsLearner(ctx, []string{peer})
+		var resp *clientv3.MemberAddResponse
+		err := etcdRequest(ctx, cli, "member add (learner) "+peer, func(ctx context.Context) (err error) {
+			resp, err = cli.MemberAddAsLearner(ctx, []string{peer})
+			return err
+		})
 		if err != nil {
-			return phase.Done, fmt.Errorf("etcd member add (learner) %s: %w", peer, err)
+			return phase.Done, err
 		}
 		added = true
 		ms = asMembers(resp.Members)
@@ -351,7 +395,10 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 			why = "the member has not started (see " + v.containerLog("etcd") + ")"
 			return false, nil
 		}
-		if _, err := cli.MemberPromote(ctx, m.ID); err != nil {
+		if err := etcdRequest(ctx, cli, "member promote", func(ctx context.Context) error {
+			_, err := cli.MemberPromote(ctx, m.ID)
+			return err
+		}); err != nil {
 			why = "promote: " + err.Error() // not in sync with the leader yet
 			return false, nil
 		}
@@ -377,7 +424,7 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 // through the other control-plane nodes' members (node remove of a
 // control-plane node); it reports whether there was one.
 func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
-	cli, err := j.etcdClient(ctx)
+	cli, err := j.etcdClient(ctx, j.PKI())
 	if err != nil {
 		return false, fmt.Errorf("the cluster's etcd: %w", err)
 	}
@@ -390,8 +437,12 @@ func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
 	if m == nil {
 		return false, nil
 	}
-	if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
-		return false, fmt.Errorf("etcd member remove %s: %w", j.peerURL(j.Node), err)
+	err = etcdRequest(ctx, cli, "member remove "+j.peerURL(j.Node), func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, m.ID)
+		return err
+	})
+	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) && !errors.Is(err, rpctypes.ErrGRPCMemberNotFound) {
+		return false, err
 	}
 	return true, nil
 }

@@ -368,6 +368,9 @@ func (c *Cluster) Kubelets() ([]NodeKubelet, error) {
 	ns, err := c.nodes()
 	var out []NodeKubelet
 	for _, n := range ns {
+		if n.Net.Leaving {
+			continue // being removed: its kubelet may be stopped for good
+		}
 		out = append(out, NodeKubelet{Node: n.Name(), Binary: n.KubeletBinary()})
 	}
 	return out, err
@@ -382,6 +385,9 @@ func (c *Cluster) OtherRuntimes() map[string]string {
 		return out // cluster.json was validated: every node's dir resolves
 	}
 	for _, n := range ns[1:] {
+		if n.Net.Leaving {
+			continue
+		}
 		out[n.Name()] = c.criSocket(n)
 	}
 	return out

@@ -28,6 +28,9 @@ func (c *Cluster) loadBalancer() loadbalancer.LB {
 	lp := c.Paths.LoadBalancer()
 	var backends []loadbalancer.Backend
 	for _, n := range c.Config.ControlPlanes() {
+		if n.Leaving {
+			continue // its API server may be gone: node remove took it out
+		}
 		backends = append(backends, loadbalancer.Backend{Name: n.Name, Address: net.JoinHostPort(n.IP, strconv.Itoa(c.Config.Ports.APIServer))})
 	}
 	return loadbalancer.LB{
@@ -67,16 +70,53 @@ func haIf(c *Cluster) (bool, string) {
 	return true, ""
 }
 
-// runLoadBalancer starts HAProxy, or reloads it when its servers changed.
+// runLoadBalancer starts HAProxy, or reloads it when its servers changed,
+// and puts back every API server a killed swap left out of it.
 func (c *Cluster) runLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	lb := c.loadBalancer()
 	act, err := lb.Apply(ctx)
 	if err != nil {
 		return phase.Done, err
 	}
+	back, err := putBackTakenOut(ctx, lb.API())
+	if err != nil {
+		return phase.Done, err
+	}
 	out := phase.Unchanged("%s on %s, %d API servers", act, lb.Config.Frontend, len(lb.Config.Backends))
-	out.Changed = act != loadbalancer.Unchanged
+	out.Changed = act != loadbalancer.Unchanged || len(back) > 0
+	if len(back) > 0 {
+		out.Detail += "; put back " + strings.Join(back, ", ")
+	}
 	return out, nil
+}
+
+// takenOut says whether HAProxy's status of a server is one devk set to
+// take it out of load balancing (drain, maint), not one its checks gave.
+func takenOut(status string) bool {
+	return strings.HasPrefix(status, "DRAIN") || strings.HasPrefix(status, "MAINT")
+}
+
+// putBackTakenOut sets every API server HAProxy holds in drain or maint
+// ready again: one a rolling swap or a node removal killed while it was
+// out left so (HAProxy keeps the state across reloads). Its checks then
+// decide whether it gets traffic, as after a swap's own put-back. It
+// returns "<node> (was <status>)" for each.
+func putBackTakenOut(ctx context.Context, api loadbalancer.API) ([]string, error) {
+	stats, err := api.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var back []string
+	for _, s := range stats {
+		if s.Proxy != loadbalancer.BackendName || s.Server == "BACKEND" || !takenOut(s.Status) {
+			continue
+		}
+		if err := api.SetState(ctx, loadbalancer.BackendName, s.Server, loadbalancer.Ready); err != nil {
+			return back, err
+		}
+		back = append(back, fmt.Sprintf("%s (was %s)", s.Server, strings.Fields(s.Status)[0]))
+	}
+	return back, nil
 }
 
 // downLoadBalancer stops HAProxy.
@@ -102,6 +142,9 @@ type ControlPlaneNode struct {
 func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
 	var out []ControlPlaneNode
 	for _, cp := range c.Config.ControlPlanes() {
+		if cp.Leaving {
+			continue // being removed: nothing to swap there
+		}
 		n, err := c.nodeNamed(cp.Name)
 		if err != nil {
 			return nil, err

@@ -145,7 +145,7 @@ func (c *Cluster) runNetwork(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, n := range c.Config.Network.Nodes {
+	for _, n := range c.Config.ActiveNodes() { // a leaving node's namespace may be gone already
 		ch, err := c.wireNode(ctx, n)
 		if err != nil {
 			return phase.Done, err

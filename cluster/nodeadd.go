@@ -277,6 +277,9 @@ func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 	if name == "" {
 		name = c.Config.NextNodeName(role)
 	}
+	if n, _, err := c.Config.FindNode(name); err == nil && n.Leaving {
+		return nil, fmt.Errorf("node %s of cluster %s was being removed: run `devk node remove%s %s` to finish, then add it again", name, c.Config.Name, c.nameFlag(), name)
+	}
 	if n, _, err := c.Config.FindNode(name); err == nil && !n.Joining {
 		return nil, fmt.Errorf("cluster %s has a node %s already: choose another name, or leave it out for the next free one (`devk status` lists the nodes; `devk node remove%s %s` removes it)", c.Config.Name, name, c.nameFlag(), name)
 	}
@@ -630,6 +633,9 @@ func (c *Cluster) nodesToJoin() []UserNode {
 func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]UserNode, error) {
 	var out []UserNode
 	for _, n := range cfg.Network.Nodes[min(1, len(cfg.Network.Nodes)):] {
+		if n.Leaving {
+			continue // node remove finishes it (runNodes says so)
+		}
 		out = append(out, UserNode{Role: n.Role, Name: n.Name})
 	}
 	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
@@ -705,16 +711,28 @@ func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
 		if err != nil {
 			return phase.Done, err
 		}
+		if err := c.lockNode(j.Node); err != nil {
+			return phase.Done, err
+		}
 		step := progress.StepOf(ctx) + "/" + name
 		if _, err := phase.Run(ctx, JoinPhases(), j, phase.Options{Reporter: progress.Under(c.Reporter, step), Job: "up/nodes"}); err != nil {
 			return phase.Done, fmt.Errorf("node %s: %w (`devk up` again resumes it; `devk node remove %s%s` removes it)", name, err, name, c.nameFlag())
 		}
 	}
+	var out phase.Outcome
 	switch {
 	case len(joined) == 0:
-		return phase.Unchanged("%d nodes; running: %s", len(c.Config.Network.Nodes), strings.Join(resumed, ", ")), nil
+		out = phase.Unchanged("%d nodes; running: %s", len(c.Config.Network.Nodes), strings.Join(resumed, ", "))
 	case len(resumed) == 0:
-		return phase.Changed("%d nodes; joined: %s", len(c.Config.Network.Nodes), strings.Join(joined, ", ")), nil
+		out = phase.Changed("%d nodes; joined: %s", len(c.Config.Network.Nodes), strings.Join(joined, ", "))
+	default:
+		out = phase.Changed("%d nodes; joined: %s; running: %s", len(c.Config.Network.Nodes), strings.Join(joined, ", "), strings.Join(resumed, ", "))
 	}
-	return phase.Changed("%d nodes; joined: %s; running: %s", len(c.Config.Network.Nodes), strings.Join(joined, ", "), strings.Join(resumed, ", ")), nil
+	// A node a killed `node remove` left is not started again (its etcd
+	// member may be gone); removing it is the user's command to finish.
+	if note := c.leavingNote(); note != "" {
+		out.Detail += "; " + note
+		c.Reporter.Infof("%s", note)
+	}
+	return out, nil
 }

@@ -28,6 +28,14 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 	}
 	return []*phase.Phase[*NodeJob]{
 		{
+			Name:  "leaving",
+			Short: "record the node in cluster.json as leaving: from here on up and node add leave it alone, and node remove again finishes it",
+			IO: func(j *NodeJob) ([]string, []string) {
+				return nil, []string{j.ConfigFile()}
+			},
+			Run: call((*NodeJob).runMarkLeaving),
+		},
+		{
 			Name:  "drain",
 			Short: "cordon the node and evict its pods (not DaemonSet pods) through the API, honouring PodDisruptionBudgets; wait for them to go",
 			IO: func(j *NodeJob) ([]string, []string) {
@@ -141,6 +149,44 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			},
 		},
 	}
+}
+
+// runMarkLeaving records, before anything is taken from the node, that
+// it is being removed: a removal killed after its etcd phase must not
+// have up join the node again (a new learner, and etcd restarted on the
+// removed member's data).
+func (j *NodeJob) runMarkLeaving(ctx context.Context) (phase.Outcome, error) {
+	if j.Node.Net.Leaving {
+		return phase.Unchanged("%s was being removed: finishing it", j.Node.Name()), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return phase.Done, err
+	}
+	j.setLeaving(j.Node.Name())
+	if err := j.SaveConfig(); err != nil {
+		return phase.Done, err
+	}
+	j.Node.Net.Leaving = true
+	return phase.Changed("%s leaving", j.Node.Name()), nil
+}
+
+// setLeaving marks node name as being removed.
+func (c *Cluster) setLeaving(name string) {
+	for i := range c.Config.Network.Nodes {
+		if c.Config.Network.Nodes[i].Name == name {
+			c.Config.Network.Nodes[i].Leaving = true
+		}
+	}
+}
+
+// leavingNote says which nodes a removal left half done, and what
+// finishes them ("" when none).
+func (c *Cluster) leavingNote() string {
+	var notes []string
+	for _, name := range c.Config.LeavingNodes() {
+		notes = append(notes, fmt.Sprintf("node %s was being removed: run `devk node remove%s %s` to finish", name, c.nameFlag(), name))
+	}
+	return strings.Join(notes, "; ")
 }
 
 func orNone(s string) string {

@@ -232,14 +232,49 @@ func DownPhases() []*phase.Phase[*Cluster] {
 	}
 }
 
-// lock takes the node's lock (see nodelock) for the whole of an up or a
-// down: no other up, down, swap or watch changes the node meanwhile.
+// lock takes the cluster's lock and every node's (nodelock.AcquireCluster)
+// for the whole of an up, a down, a node add or a node remove: each of
+// them changes the set of nodes or more than one node, so no other job
+// of the cluster (and no swap on any of its nodes) runs meanwhile.
 func (c *Cluster) lock() (func(), error) {
-	l, err := nodelock.Acquire(c.Manifests(), nodelock.Command())
+	s, err := nodelock.AcquireCluster(c.Dir, c.NodeManifests(), nodelock.Command())
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", c.Config.Name, err)
 	}
-	return l.Release, nil
+	c.locks = s
+	return func() {
+		c.locks = nil
+		s.Release()
+	}, nil
+}
+
+// Lock takes what lock takes, for a command that changes the cluster's
+// nodes outside up's and down's jobs (`devk certs renew`); the func it
+// returns lets go.
+func (c *Cluster) Lock() (func(), error) { return c.lock() }
+
+// NodeManifests are the manifests dirs (the nodes' lock keys) of every
+// node the cluster has, or is being given.
+func (c *Cluster) NodeManifests() []string {
+	out := []string{c.Manifests()}
+	for _, n := range c.Config.Network.Nodes {
+		if p, err := c.Paths.NodeDir(c.Config, n.Name); err == nil {
+			out = append(out, p.Manifests())
+		}
+	}
+	return out
+}
+
+// lockNode takes the lock of a node the job adds (up's nodes phase),
+// before it records it; the job holds the cluster's lock already.
+func (c *Cluster) lockNode(n node) error {
+	if c.locks == nil {
+		return nil // a phase run without the job's locks: a unit test
+	}
+	if err := c.locks.AddNode(n.Manifests()); err != nil {
+		return fmt.Errorf("cluster %s: node %s: %w", c.Config.Name, n.Name(), err)
+	}
+	return nil
 }
 
 // runJob runs a job's phases as up, down, node add and node remove do:

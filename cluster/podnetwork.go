@@ -126,7 +126,7 @@ func podRoutes(nodes []layout.NodeNet) []podRoute {
 // routePods makes every node's routes to the other nodes' pods
 // (`ip route replace`, so a re-run changes nothing).
 func (c *Cluster) routePods(ctx context.Context) (int, error) {
-	routes := podRoutes(c.Config.Network.Nodes)
+	routes := podRoutes(c.Config.ActiveNodes())
 	for _, r := range routes {
 		if err := ipCmd(ctx, "-n", r.In.NetNS, "route", "replace", r.To, "via", r.Via, "dev", layout.NodeInterface); err != nil {
 			return 0, fmt.Errorf("route node %s's traffic to %s through %s: %w", r.In.Name, r.To, r.Via, err)

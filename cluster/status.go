@@ -63,6 +63,9 @@ type LoadBalancerServer struct {
 	Status string `json:"status"`
 	// Sessions are the connections it carries now.
 	Sessions int64 `json:"sessions"`
+	// Message, for a server taken out (DRAIN, MAINT), says why it may be
+	// and what puts it back.
+	Message string `json:"message,omitempty"`
 }
 
 // NodeStatus is one node of the cluster.
@@ -73,6 +76,8 @@ type NodeStatus struct {
 	PodCIDR string `json:"podCIDR,omitempty"`
 	// Joining says a `devk node add` of it has not finished.
 	Joining bool `json:"joining,omitempty"`
+	// Leaving says a `devk node remove` of it has not finished.
+	Leaving bool `json:"leaving,omitempty"`
 	Ready   bool `json:"ready"`
 	// Kubelet is the version its kubelet reports.
 	Kubelet string `json:"kubeletVersion,omitempty"`
@@ -236,7 +241,7 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 	}
 	var out []NodeStatus
 	for _, n := range ns {
-		s := NodeStatus{Name: n.Name(), Role: n.Net.Role, IP: n.IP(), PodCIDR: n.Net.PodCIDR, Joining: n.Net.Joining}
+		s := NodeStatus{Name: n.Name(), Role: n.Net.Role, IP: n.IP(), PodCIDR: n.Net.PodCIDR, Joining: n.Net.Joining, Leaving: n.Net.Leaving}
 		_, s.Containerd = n.Procs().Running("containerd")
 		_, s.KubeletRunning = n.Procs().Running("kubelet")
 		switch obj, ok := objs[n.Name()]; {
@@ -462,8 +467,20 @@ func (c *Cluster) loadBalancerStatus(ctx context.Context) *LoadBalancerStatus {
 	}
 	for _, s := range stats {
 		if s.Proxy == loadbalancer.BackendName && s.Server != "BACKEND" {
-			out.Servers = append(out.Servers, LoadBalancerServer{Node: s.Server, Status: s.Status, Sessions: s.Sessions})
+			out.Servers = append(out.Servers, LoadBalancerServer{Node: s.Server, Status: s.Status, Sessions: s.Sessions, Message: c.takenOutMessage(s.Server, s.Status)})
 		}
 	}
 	return out
+}
+
+// takenOutMessage says, for an API server HAProxy gives no new
+// connections because devk took it out, why it may be and what to run.
+func (c *Cluster) takenOutMessage(node, status string) string {
+	if !takenOut(status) {
+		return ""
+	}
+	if n, _, err := c.Config.FindNode(node); err == nil && n.Leaving {
+		return fmt.Sprintf("out of load balancing: node %s is being removed; `devk node remove%s %s` finishes it", node, c.nameFlag(), node)
+	}
+	return fmt.Sprintf("out of load balancing: a swap or node removal stopped before it put the server back; `devk up%s` (or the next `devk swap`) puts it back", c.nameFlag())
 }

@@ -22,7 +22,7 @@ import (
 
 // runnablePaths are the phases of a job that do work (each has a
 // failpoint "<job>/<path>" in test builds).
-func runnablePaths(ps []*phase.Phase[*cluster.Cluster]) []string {
+func runnablePaths[S any](ps []*phase.Phase[S]) []string {
 	var out []string
 	for _, st := range phase.Flatten(ps) {
 		if st.Phase.Run != nil {
@@ -92,11 +92,11 @@ func TestUpDownKillPoints(t *testing.T) {
 		return nil
 	})
 	// An up held at its images phase refuses a second up and a swap.
-	holdAndRefuse(t, tree, env, "up/images", "up", []string{"up"}, []string{"swap", "scheduler"})
+	holdAndRefuse(t, tree, env, "up/images", []string{"up"}, false, []string{"up"}, []string{"swap", "scheduler"})
 
 	// A down held at its first phase refuses a second down (and then
 	// takes the cluster down: bring it up again for the kill points).
-	holdAndRefuse(t, tree, env, "down/kubelet", "down", []string{"down"}, []string{"swap", "scheduler"}, []string{"up"})
+	holdAndRefuse(t, tree, env, "down/kubelet", []string{"down"}, false, []string{"down"}, []string{"swap", "scheduler"}, []string{"up"})
 	must("up")
 
 	downPoints := runnablePaths(cluster.DownPhases())
@@ -110,11 +110,13 @@ func TestUpDownKillPoints(t *testing.T) {
 	t.Logf("up: %d kill points, down: %d, each hit by kill -9 and by Ctrl-C and resumed by the next run (%d runs); the cluster came up healthy and went away leaving nothing", len(upPoints), len(downPoints), 2*(len(upPoints)+len(downPoints)))
 }
 
-// holdAndRefuse runs `devk VERB` held at point, checks that each of others
-// is refused naming it, and lets it finish.
-func holdAndRefuse(t *testing.T, tree string, env []string, point, verb string, others ...[]string) {
+// holdAndRefuse runs `devk ARGS` held at point, checks that each of
+// others is refused naming it, and lets it finish (or, with kill, kills
+// it there: the next run resumes it).
+func holdAndRefuse(t *testing.T, tree string, env []string, point string, args []string, kill bool, others ...[]string) {
 	t.Helper()
-	cmd := exec.Command(failpointDevk(t), verb)
+	verb := strings.Join(args, " ")
+	cmd := exec.Command(failpointDevk(t), args...)
 	cmd.Dir = tree
 	cmd.Env = append(append(os.Environ(), env...), "DEVK_FAILPOINT="+point+"=hold")
 	var stderr syncbuf.Buffer
@@ -130,11 +132,16 @@ func holdAndRefuse(t *testing.T, tree string, env []string, point, verb string, 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, args := range others {
-		r := Devk(t, tree, env, args...)
+	for _, o := range others {
+		r := Devk(t, tree, env, o...)
 		if r.Err == nil || !strings.Contains(r.Stderr, "is busy") || !strings.Contains(r.Stderr, fmt.Sprintf("pid %d", cmd.Process.Pid)) {
-			t.Errorf("devk %s while a devk %s holds the node: %v\n%s", strings.Join(args, " "), verb, r.Err, r.Stderr)
+			t.Errorf("devk %s while a devk %s holds the node: %v\n%s", strings.Join(o, " "), verb, r.Err, r.Stderr)
 		}
+	}
+	if kill {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the held devk %s: %v\n%s", verb, err, stderr.String())

@@ -201,7 +201,41 @@ func TestHAControlPlane(t *testing.T) {
 		t.Errorf("etcd members after the join %v", got)
 	}
 	waitServers(map[string]string{cps[0]: "UP", cps[1]: "UP", cps[2]: "UP", fourth: "UP"})
+
+	// Its removal killed (kill -9) at every one of its phases, each
+	// `node remove` again resuming what the one before left. Killed once
+	// its etcd member is gone, up leaves the node alone and says what
+	// finishes it (no learner added again, no etcd restarted on the
+	// removed member's data), and HAProxy drops it. One more `node
+	// remove` finishes it.
+	removeArgs := []string{"node", "remove", fourth, "--name", name}
+	removePoints := runnablePaths(cluster.RemovePhases())
+	for _, p := range removePoints {
+		point := "node-remove/" + p
+		if r := atPoint(t, c.Tree, c.Env, point, "kill", removeArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+		}
+		if p != "kubelet" {
+			continue
+		}
+		// The etcd phase is done: the member is gone.
+		if got := etcdMembers(); !slices.Equal(got, cps) {
+			t.Errorf("etcd members after a removal killed past its etcd phase: %v, want %v", got, cps)
+		}
+		r := MustDevkEnv(t, c.Tree, c.Env, "up", "--name", name)
+		if want := "node " + fourth + " was being removed: run `devk node remove --name " + name + " " + fourth + "` to finish"; !strings.Contains(r.Stderr, want) {
+			t.Errorf("up after a killed control-plane removal does not say %q:\n%s", want, r.Stderr)
+		}
+		if r.Took > 2*time.Minute {
+			t.Errorf("up after a killed control-plane removal took %s", r.Took)
+		}
+		if got := etcdMembers(); !slices.Equal(got, cps) {
+			t.Errorf("etcd members after up: %v, want %v (up joined the leaving node again)", got, cps)
+		}
+		waitServers(allUp)
+	}
 	devk("node", "remove", fourth)
+	t.Logf("control-plane node remove: %d kill points, each resumed by node remove, one by up", len(removePoints))
 	if got := etcdMembers(); !slices.Equal(got, cps) {
 		t.Errorf("etcd members after node remove %v, want %v", got, cps)
 	}
@@ -291,6 +325,43 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	}
 
+	// While a rolling swap holds the cluster (between its nodes), a node
+	// removal, up, down, a node add, certs renew and a kubelet swap on
+	// another node are refused, naming it.
+	holdAndRefuse(t, c.Tree, c.Env, "swap/rolling/next", []string{"swap", "apiserver", "--name", name}, false,
+		[]string{"node", "remove", cps[2], "--name", name}, []string{"up", "--name", name}, []string{"down", "--name", name},
+		[]string{"node", "add", "--control-plane", "--name", name}, []string{"certs", "renew", "all", "--name", name},
+		[]string{"swap", "kubelet", "--node", cps[2], "--name", name})
+	waitServers(allUp)
+
+	// Killed inside a rolling swap (back to the tree's own API server):
+	// with node 0 out of HAProxy, status says so and what to run, and up
+	// puts it back, as a change; between two nodes, the next swap finishes
+	// the roll. Every server is UP after each.
+	restore()
+	MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	swapArgs := []string{"swap", "apiserver", "--name", name}
+	if r := atPoint(t, c.Tree, c.Env, "swap/rolling/drained", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+		t.Fatalf("not killed at swap/rolling/drained: %v\n%s", r.Err, r.Stderr)
+	}
+	if got := lbServers()[cps[0]]; got != "DRAIN" {
+		t.Errorf("HAProxy says %s for %s after a swap killed while it was out, want DRAIN", got, cps[0])
+	}
+	if st := devk("status"); !strings.Contains(st.Stdout, "`devk up --name "+name+"` (or the next `devk swap`) puts it back") {
+		t.Errorf("status does not say what puts the drained server back:\n%s", st.Stdout)
+	}
+	if r := devk("up"); !strings.Contains(r.Stderr, "put back "+cps[0]+" (was DRAIN)") {
+		t.Errorf("up does not report putting %s back:\n%s", cps[0], r.Stderr)
+	}
+	waitServers(allUp)
+	if r := atPoint(t, c.Tree, c.Env, "swap/rolling/next", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+		t.Fatalf("not killed at swap/rolling/next: %v\n%s", r.Err, r.Stderr)
+	}
+	waitServers(allUp)
+	devk("swap", "apiserver")
+	waitServers(allUp)
+	devk("digest", "verify", "apiserver")
+
 	// Every control-plane node's certificates checked and renewed,
 	// rolling, under load through HAProxy (renew_test.go).
 	t.Run("certs", func(t *testing.T) { haCerts(t, c, name, cps, admin) })
@@ -309,10 +380,8 @@ func TestHAControlPlane(t *testing.T) {
 		t.Errorf("the host's network changed:\nbefore %+v\nafter  %+v", hostBefore, hostAfter)
 	}
 
-	// The tree as it was, and the shared cluster running what it builds
-	// again, for the tests after this one.
-	restore()
-	MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	// The shared cluster running what the tree builds again (built
+	// above), for the tests after this one.
 	MustDevkEnv(t, c.Tree, c.Env, "swap")
 }
 

@@ -299,6 +299,12 @@ spec:
 			t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", exitCode(r.Err), point, r.Stderr)
 		}
 	}
+	// While a node add holds the cluster, an up, a down, another add, a
+	// removal and a kubelet swap on the joining node are refused, naming
+	// it; killed there, the next add resumes it.
+	holdAndRefuse(t, c.Tree, c.Env, "node-add/wait", []string{"node", "add", third, "--name", name}, true,
+		[]string{"up", "--name", name}, []string{"down", "--name", name}, []string{"node", "add", "--name", name},
+		[]string{"node", "remove", workers[1], "--name", name}, []string{"swap", "kubelet", "--node", third, "--name", name})
 	add := devk("node", "add", third, "-o", "json")
 	var added struct {
 		Node, IP, PodCIDR string
@@ -318,7 +324,32 @@ spec:
 		t.Fatalf("the third web replica is not on %s: %v %v", third, err, pods)
 	}
 	thirdDir := filepath.Join(paths.NodesDir(), third)
+	// Killed (kill -9) at every phase of a worker's removal, each `node
+	// remove` again resuming what the one before left; then one more
+	// finishes it.
+	var removePoints []string
+	for _, p := range runnablePaths(cluster.RemovePhases()) {
+		if cluster.ControlPlaneOnly(p) {
+			continue // TestHAControlPlane kills a control-plane removal there
+		}
+		removePoints = append(removePoints, p)
+		point := "node-remove/" + p
+		if r := atPoint(t, c.Tree, c.Env, point, "kill", "node", "remove", third, "--name", name); !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+		}
+		if p == "drain" {
+			// Marked leaving: status says so, and another add of it is
+			// refused with what finishes the removal.
+			if st := devk("status"); !strings.Contains(st.Stdout, "leaving (`devk node remove` did not finish") {
+				t.Errorf("status does not show %s leaving:\n%s", third, st.Stdout)
+			}
+			if r := Devk(t, c.Tree, c.Env, "node", "add", third, "--name", name); r.Err == nil || !strings.Contains(r.Stderr, "was being removed: run `devk node remove --name "+name+" "+third+"` to finish") {
+				t.Errorf("node add of a leaving node: %v\n%s", r.Err, r.Stderr)
+			}
+		}
+	}
 	devk("node", "remove", third)
+	t.Logf("worker node remove: %d kill points, each resumed by node remove", len(removePoints))
 	// The drained replica's successor has nowhere to go (one per
 	// worker, two workers): two ready, none on the removed node.
 	eventually(t, ctx, "web at 2 ready replicas off "+third, func() error {

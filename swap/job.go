@@ -75,9 +75,20 @@ type Options struct {
 	// nobody can be served meanwhile anyway).
 	StopGrace time.Duration
 
+	// ClusterDir and ClusterNodes, on a devk cluster, are its directory
+	// and its nodes' manifests dirs: a swap that changes more than one
+	// node (a rolling swap, a kubelet swap) takes the cluster's lock and
+	// every node's (nodelock.AcquireCluster) for its whole run. Empty (a
+	// kubeadm node), or a swap of one node: that node's lock.
+	ClusterDir   string
+	ClusterNodes []string
+
 	// fake, in a unit test only, is the node's connection (see
 	// ControlPlaneNode).
 	fake *Node
+	// held, on the rolling swap's job of one node, are the locks the
+	// rolling swap holds for its whole run (the node's among them).
+	held *nodelock.Set
 
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
@@ -140,6 +151,7 @@ type Job struct {
 	node      *Node
 	closeNode func()
 	lock      *nodelock.Lock
+	locks     *nodelock.Set // the cluster's and its nodes', when the job changes several
 	// current is the static pod whose phases ran last: Close finishes
 	// or undoes its swap if the run failed.
 	current *podSwap
@@ -248,6 +260,8 @@ func (j *Job) Close(ctx context.Context, err error) error {
 		j.lock.Release()
 		j.lock = nil
 	}
+	j.locks.Release()
+	j.locks = nil
 	return err
 }
 
@@ -279,9 +293,22 @@ func (j *Job) touchesNode() bool {
 
 // lockNode takes the node's lock, once: one change to a node at a time,
 // no two swaps sharing a backup and journal, no swap during `devk up` or
-// `devk down`.
+// `devk down`. A job that changes several nodes of a devk cluster (the
+// kubelets) takes the cluster's lock and every node's instead; the
+// rolling swap's job of one node has its node locked already.
 func (j *Job) lockNode() error {
-	if j.lock != nil || j.Node.ManifestsDir == "" {
+	if j.lock != nil || j.locks != nil || j.held.Holds(j.Node.ManifestsDir) {
+		return nil
+	}
+	if j.ClusterDir != "" && j.changesSeveralNodes() {
+		s, err := nodelock.AcquireCluster(j.ClusterDir, j.ClusterNodes, nodelock.Command())
+		if err != nil {
+			return err
+		}
+		j.locks = s
+		return nil
+	}
+	if j.Node.ManifestsDir == "" {
 		return nil
 	}
 	l, err := nodelock.Acquire(j.Node.ManifestsDir, nodelock.Command())
@@ -290,6 +317,13 @@ func (j *Job) lockNode() error {
 	}
 	j.lock = l
 	return nil
+}
+
+// changesSeveralNodes says whether the job may change a node besides its
+// own: a kubelet swap restarts the kubelet of each node it lists (or of
+// a node --node names, which need not be the job's).
+func (j *Job) changesSeveralNodes() bool {
+	return j.named("kubelet") && len(j.Kubelets) > 0
 }
 
 // errNoNode is what a swap that needs a node says when none was named.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/testtree"
 	"github.com/devk/devk/phase"
 )
@@ -312,5 +313,42 @@ func TestSwapPlan(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(fx.m.Path); !bytes.Equal(before, after) || len(fx.node.pulledRefs()) > 0 {
 		t.Fatal("a dry run changed something")
+	}
+}
+
+// TestLockScope: on a devk cluster a kubelet swap (it restarts the
+// kubelet of each node it lists) takes the cluster's lock and every
+// node's; a static pod's swap takes its node's only, so a swap on
+// another node still runs. Real flock.
+func TestLockScope(t *testing.T) {
+	cluster := t.TempDir()
+	n0, n1 := filepath.Join(cluster, "manifests"), filepath.Join(cluster, "nodes", "w", "manifests")
+	for _, tc := range []struct {
+		comp      string
+		otherFree bool
+	}{{"kubelet", false}, {"scheduler", true}} {
+		comps, _, err := selectComponents([]string{tc.comp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &Job{Options: Options{Node: layout.Node{ManifestsDir: n0}, ClusterDir: cluster, ClusterNodes: []string{n0, n1},
+			Kubelets: []KubeletNode{{Node: "c-control-plane"}, {Node: "w"}}}, comps: comps}
+		if err := j.lockNode(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nodelock.Acquire(n0, "devk swap"); !errors.Is(err, nodelock.ErrBusy) {
+			t.Errorf("swap %s: node 0 not locked: %v", tc.comp, err)
+		}
+		l, err := nodelock.Acquire(n1, "devk swap kubelet --node w")
+		if tc.otherFree != (err == nil) {
+			t.Errorf("swap %s: the other node's lock: %v, want free %v", tc.comp, err, tc.otherFree)
+		}
+		l.Release()
+		j.Close(context.Background(), nil)
+		if s, err := nodelock.AcquireCluster(cluster, []string{n0, n1}, "devk up"); err != nil {
+			t.Errorf("swap %s: after Close: %v", tc.comp, err)
+		} else {
+			s.Release()
+		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
@@ -58,6 +60,17 @@ type ControlPlaneNode struct {
 // roll: the nodes after it keep their pods.
 func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, error) {
 	rep := &Report{}
+	var held *nodelock.Set
+	if !popts.DryRun && o.ClusterDir != "" {
+		// The cluster's lock and every node's, for the whole roll: no
+		// node is removed, added or changed while its turn comes.
+		s, err := nodelock.AcquireCluster(o.ClusterDir, o.ClusterNodes, nodelock.Command())
+		if err != nil {
+			return rep, err
+		}
+		defer s.Release()
+		held = s
+	}
 	if !popts.DryRun {
 		for _, cp := range o.ControlPlanes {
 			if cp.PutBack == nil {
@@ -81,12 +94,13 @@ func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, e
 	}
 	for i, cp := range o.ControlPlanes {
 		oi := o
-		oi.Node, oi.NodeName, oi.Relist, oi.ControlPlanes, oi.fake = cp.Node, cp.Name, cp.Relist, nil, cp.fake
+		oi.Node, oi.NodeName, oi.Relist, oi.ControlPlanes, oi.fake, oi.held = cp.Node, cp.Name, cp.Relist, nil, cp.fake, held
 		if i > 0 {
 			if len(o.Components) > 0 && len(rest) == 0 {
 				break // nothing but addons and binaries was named
 			}
 			oi.Components, oi.Kubelets = rest, nil
+			failpoint.Hit("swap/rolling/next") // one node done, the next not begun
 		}
 		pi := popts
 		pi.Reporter = progress.Under(base, cp.Name)
@@ -98,6 +112,7 @@ func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, e
 			if err := cp.TakeOut(ctx); err != nil {
 				return nil, fmt.Errorf("take the API server out of the load balancer: %w", err)
 			}
+			failpoint.Hit("swap/rolling/drained") // the node out of HAProxy, its pods not swapped yet
 			return func(ctx context.Context) error {
 				if ctx.Err() != nil {
 					// Interrupted: put it back without waiting (the

@@ -2,6 +2,7 @@ package swap
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
 )
 
@@ -179,4 +181,42 @@ func TestRollingSwapOfOneNodeStillTakesItOut(t *testing.T) {
 	if got := fx.second.running("kube-apiserver"); got != fx.pushed {
 		t.Errorf("node2 runs %s, want %s", got, fx.pushed)
 	}
+}
+
+// TestRollingSwapHoldsTheClusterThroughout: on a devk cluster the rolling
+// swap holds the cluster's lock and every node's from before the first
+// node to after the last (real flock): a node removal, an up or a swap on
+// either node, tried while any node is out, is refused naming it; then
+// all are free.
+func TestRollingSwapHoldsTheClusterThroughout(t *testing.T) {
+	fx := newRollingFixture(t)
+	cluster := t.TempDir()
+	o := fx.options(t, Options{Components: []string{"apiserver"}, ClusterDir: cluster, ClusterNodes: []string{fx.node.dir, fx.second.dir}})
+	probes := 0
+	for i := range o.ControlPlanes {
+		takeOut := o.ControlPlanes[i].TakeOut
+		o.ControlPlanes[i].TakeOut = func(ctx context.Context) error {
+			probes++
+			if _, err := nodelock.AcquireCluster(cluster, nil, "devk node remove"); !errors.Is(err, nodelock.ErrBusy) || !strings.Contains(err.Error(), "(pid ") {
+				t.Errorf("a cluster job during the roll: %v, want it refused naming the swap", err)
+			}
+			for _, dir := range []string{fx.node.dir, fx.second.dir} {
+				if _, err := nodelock.Acquire(dir, "devk swap"); !errors.Is(err, nodelock.ErrBusy) {
+					t.Errorf("a swap on %s during the roll: %v", dir, err)
+				}
+			}
+			return takeOut(ctx)
+		}
+	}
+	if _, err := Run(context.Background(), o, phase.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if probes != 2 {
+		t.Errorf("%d nodes taken out, want 2", probes)
+	}
+	s, err := nodelock.AcquireCluster(cluster, []string{fx.node.dir, fx.second.dir}, "devk up")
+	if err != nil {
+		t.Fatalf("after the roll: %v", err)
+	}
+	s.Release()
 }

@@ -163,9 +163,13 @@ func pickControlPlanes(cfg layout.Config, named []string) ([]string, error) {
 	return out, nil
 }
 
-// lockCertNodes takes the node lock of each node renew changes, in the
-// order given (node 0 first), for the whole renewal; release frees them.
-func lockCertNodes(nodes []certs.RenewNode) (release func(), err error) {
+// lockCertNodes takes, for the whole renewal, a devk cluster's lock and
+// every node's (renew restarts the control planes' pods), or on a node
+// devk did not make, that node's lock; release frees them.
+func lockCertNodes(c *cluster.Cluster, nodes []certs.RenewNode) (release func(), err error) {
+	if c != nil {
+		return c.Lock()
+	}
 	var held []*nodelock.Lock
 	release = func() {
 		for _, l := range slices.Backward(held) {
@@ -412,7 +416,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 			popts.Reporter = g.Reporter()
 			popts.PlanOut = g.stderr
 			if !flags.DryRun {
-				release, err := lockCertNodes(nodes)
+				release, err := lockCertNodes(c, nodes)
 				if err != nil {
 					return err
 				}

@@ -182,6 +182,7 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 	}
 	o.OtherRuntimes = r.otherRuntimes()
 	if c := r.Cluster; c != nil && c.Exists() && r.ManifestsDir == c.Manifests() {
+		o.ClusterDir, o.ClusterNodes = c.Dir, c.NodeManifests()
 		if !n.NoKubeletRestart {
 			o.Relist = c.RelistKubelet
 		}

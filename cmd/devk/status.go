@@ -84,7 +84,11 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 	if lb := st.LoadBalancer; lb != nil {
 		var servers []string
 		for _, s := range lb.Servers {
-			servers = append(servers, fmt.Sprintf("%s %s (%d connections)", s.Node, s.Status, s.Sessions))
+			server := fmt.Sprintf("%s %s (%d connections)", s.Node, s.Status, s.Sessions)
+			if s.Message != "" {
+				server += ": " + s.Message
+			}
+			servers = append(servers, server)
 		}
 		if lb.Message != "" {
 			servers = append(servers, lb.Message)
@@ -100,6 +104,8 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 			switch {
 			case n.Joining:
 				status = "joining (`devk node add` did not finish)"
+			case n.Leaving:
+				status = "leaving (`devk node remove` did not finish: run it again)"
 			case !n.Ready:
 				status = n.Message
 			}

@@ -85,6 +85,10 @@ type NodeNet struct {
 	// finished: another add resumes it, and `devk node remove` or `devk
 	// down` removes what it made.
 	Joining bool `json:"joining,omitempty"`
+	// Leaving says `devk node remove` has begun to remove the node and
+	// not finished (its etcd member may be gone, its kubelet stopped):
+	// up and node add leave it alone, and node remove again finishes it.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // IsControlPlane says whether the node runs the control plane.
@@ -478,6 +482,29 @@ func (c *Config) AddNode(name, role string, others []Config) (NodeNet, error) {
 		Role: role, CgroupRoot: NodeCgroupRoot(c.Name, name)}
 	c.Network.Nodes = append(c.Network.Nodes, n)
 	return n, nil
+}
+
+// ActiveNodes are the cluster's nodes but those being removed (Leaving):
+// the ones up starts, routes to and puts behind the load balancer.
+func (c Config) ActiveNodes() []NodeNet {
+	var out []NodeNet
+	for _, n := range c.Network.Nodes {
+		if !n.Leaving {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// LeavingNodes are the names of the nodes being removed.
+func (c Config) LeavingNodes() []string {
+	var out []string
+	for _, n := range c.Network.Nodes {
+		if n.Leaving {
+			out = append(out, n.Name)
+		}
+	}
+	return out
 }
 
 // RemoveNode takes the node called name out of the cluster's network;

@@ -1,15 +1,33 @@
-// Package nodelock is the one lock a node has: up, down, swap, watch and
-// anything else that changes what a node runs take it for the whole
-// change, so two of them never interleave (two swaps sharing one backup
-// and journal, a kubelet restarted in the middle of a teardown).
+// Package nodelock is the locks of nodes and clusters: whatever changes
+// what a node runs holds its node's lock for the whole change, so two
+// changes never interleave (two swaps sharing one backup and journal, a
+// kubelet restarted in the middle of a teardown, a node removed while a
+// swap replaces its API server).
 //
 // A node is named by its kubelet's manifests directory (a devk cluster's
-// <dir>/manifests, or /etc/kubernetes/manifests on a kubeadm node). The
-// lock is flock(2) on a file in a machine-wide directory (/run/devk/locks
-// for root), so it is released by the kernel when its holder dies, even by
-// kill -9, and holds across DEVK_HOMEs. Lock files are never removed: a
-// removed lock file could be held by one process while another creates
-// and locks a new one at the same path.
+// <dir>/manifests or <dir>/nodes/<node>/manifests, or
+// /etc/kubernetes/manifests on a kubeadm node). A devk cluster has a lock
+// of its own, named by its directory. There are two kinds of holder:
+//
+//   - a job that changes one node (a swap on one node, a kubelet swap
+//     with --node) takes that node's lock (Acquire);
+//   - a job that changes the set of nodes or more than one node (up,
+//     down, node add and remove, a rolling swap, certs renew of a cluster
+//     with several nodes) takes the cluster's lock and then every node's,
+//     in one order: the cluster first, then the nodes sorted by their
+//     key (AcquireCluster); a node it adds meanwhile it locks before it
+//     records it (Set.AddNode).
+//
+// So a one-node job and a cluster job exclude each other on the node's
+// lock, two cluster jobs on the cluster's, and two one-node jobs on
+// different nodes run side by side. Every lock is taken without waiting:
+// the refusal names the holder.
+//
+// A lock is flock(2) on a file in a machine-wide directory
+// (/run/devk/locks for root), so it is released by the kernel when its
+// holder dies, even by kill -9, and holds across DEVK_HOMEs. Lock files
+// are never removed: a removed lock file could be held by one process
+// while another creates and locks a new one at the same path.
 package nodelock
 
 import (
@@ -21,6 +39,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,7 +62,9 @@ type Holder struct {
 	Command string    `json:"command"`
 	PID     int       `json:"pid"`
 	Since   time.Time `json:"since"`
-	Node    string    `json:"node"`
+	// Node is the lock's key: a node's manifests dir, or "cluster "
+	// and a cluster's directory.
+	Node string `json:"node"`
 }
 
 func (h Holder) String() string {
@@ -73,6 +94,20 @@ func (e *BusyError) Unwrap() error { return ErrBusy }
 type Lock struct {
 	f    *os.File
 	Path string
+}
+
+// clusterPrefix marks a cluster's key, so that no manifests dir shares
+// its lock file.
+const clusterPrefix = "cluster "
+
+// ClusterKey is the key of the cluster whose directory is clusterDir
+// ("cluster /root/.devk/clusters/devk").
+func ClusterKey(clusterDir string) (string, error) {
+	k, err := Key(clusterDir)
+	if err != nil {
+		return "", err
+	}
+	return clusterPrefix + k, nil
 }
 
 // Key is the node a manifests directory names: its absolute path with
@@ -117,6 +152,11 @@ func AcquireIn(dir, manifestsDir, command string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	return acquireKey(dir, key, command)
+}
+
+// acquireKey takes the lock of key in dir, without waiting.
+func acquireKey(dir, key, command string) (*Lock, error) {
 	if err := ensureDir(dir); err != nil {
 		return nil, err
 	}
@@ -192,4 +232,90 @@ func Command() string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// Set is the locks a cluster job holds: its cluster's, then its nodes'.
+type Set struct {
+	dir, command string
+	locks        []*Lock
+	keys         map[string]bool
+}
+
+// AcquireCluster takes, without waiting, the lock of the cluster whose
+// directory is clusterDir and then the lock of each of its nodes (their
+// manifests dirs), sorted by key: the one order every cluster job takes
+// them in. On a refusal it lets go of what it took and returns the
+// *BusyError that names the holder.
+func AcquireCluster(clusterDir string, nodes []string, command string) (*Set, error) {
+	return AcquireClusterIn(Dir(), clusterDir, nodes, command)
+}
+
+// AcquireClusterIn is AcquireCluster with the lock directory given.
+func AcquireClusterIn(dir, clusterDir string, nodes []string, command string) (*Set, error) {
+	ck, err := ClusterKey(clusterDir)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, n := range nodes {
+		k, err := Key(n)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	s := &Set{dir: dir, command: command, keys: map[string]bool{}}
+	for _, k := range append([]string{ck}, slices.Compact(keys)...) {
+		if err := s.add(k); err != nil {
+			s.Release()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Set) add(key string) error {
+	if s.keys[key] {
+		return nil
+	}
+	l, err := acquireKey(s.dir, key, s.command)
+	if err != nil {
+		return err
+	}
+	s.locks = append(s.locks, l)
+	s.keys[key] = true
+	return nil
+}
+
+// AddNode takes the lock of a node the job adds to its cluster (before
+// it records the node, so that no one-node job can start on it
+// meanwhile); a node the set holds already is a no-op.
+func (s *Set) AddNode(manifestsDir string) error {
+	k, err := Key(manifestsDir)
+	if err != nil {
+		return err
+	}
+	return s.add(k)
+}
+
+// Holds says whether the set holds the lock of the node whose manifests
+// dir is manifestsDir.
+func (s *Set) Holds(manifestsDir string) bool {
+	if s == nil {
+		return false
+	}
+	k, err := Key(manifestsDir)
+	return err == nil && s.keys[k]
+}
+
+// Release lets go of every lock of the set, the nodes' first.
+func (s *Set) Release() {
+	if s == nil {
+		return
+	}
+	for i := len(s.locks) - 1; i >= 0; i-- {
+		s.locks[i].Release()
+	}
+	s.locks, s.keys = nil, map[string]bool{}
 }
