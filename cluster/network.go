@@ -26,15 +26,6 @@ import (
 // node's iptables, where kube-proxy's rules are.
 var nodeSysctls = []string{"net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"}
 
-// inNetNS is argv run inside the node's network namespace, and only
-// that: nsenter keeps the host's mount namespace (so the kubelet's and
-// containerd's mounts stay visible to down) and execs argv (so the pid
-// devk supervises is the program's own). `ip netns exec` would also
-// unshare the mount namespace.
-func inNetNS(n layout.NodeNet, argv ...string) []string {
-	return append([]string{"nsenter", "--net=" + n.NetNSPath(), "--"}, argv...)
-}
-
 func ipCmd(ctx context.Context, args ...string) error {
 	return execx.Run(ctx, execx.Cmd{Name: "ip", Args: args})
 }
