@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,9 @@ type Spec struct {
 	// Binds are the node's directories, in order.
 	Binds []Bind
 }
+
+// source names the namespace's own tmpfs and overlays in mountinfo.
+const source = "devk-mntns"
 
 func (s Spec) dir() string { return filepath.Dir(s.File) }
 
@@ -305,11 +309,11 @@ func (s Spec) make(ctx context.Context) error {
 	if len(nsfs) > 0 {
 		steps = append(steps, append([]string{"umount", "-l"}, nsfs...))
 	}
-	steps = append(steps, []string{"mount", "-t", "tmpfs", "-o", "mode=0700", "devk-mntns", s.upper()})
+	steps = append(steps, []string{"mount", "-t", "tmpfs", "-o", "mode=0700", source, s.upper()})
 	for i, c := range s.Covers {
 		u, w := filepath.Join(s.upper(), strconv.Itoa(i), "upper"), filepath.Join(s.upper(), strconv.Itoa(i), "work")
 		steps = append(steps, []string{"mkdir", "-p", u, w},
-			[]string{"mount", "-t", "overlay", "-o", "lowerdir=" + c + ",upperdir=" + u + ",workdir=" + w, "devk-mntns", c})
+			[]string{"mount", "-t", "overlay", "-o", "lowerdir=" + c + ",upperdir=" + u + ",workdir=" + w, source, c})
 	}
 	for _, b := range s.Binds {
 		steps = append(steps, []string{"mkdir", "-p", b.Path}, []string{"mount", "--bind", b.Dir, b.Path})
@@ -336,21 +340,13 @@ func privateMount(dir string) error {
 			return fmt.Errorf("bind-mount %s onto itself: %w", dir, err)
 		}
 	}
-	if !ok || m.Shared() || slicesHasPrefix(m.Optional, "master:") {
+	slave := slices.ContainsFunc(m.Optional, func(f string) bool { return strings.HasPrefix(f, "master:") })
+	if !ok || m.Shared() || slave {
 		if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("make %s a private mount: %w", dir, err)
 		}
 	}
 	return nil
-}
-
-func slicesHasPrefix(fields []string, prefix string) bool {
-	for _, f := range fields {
-		if strings.HasPrefix(f, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // Remove ends the namespace: it stops whatever still runs in it (after
