@@ -305,16 +305,14 @@ const hostFSDepth = 3
 const hostDevicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
 
 // hostFSIgnored says whether a path changes for reasons other than a
-// node writing to the host: devk's named network namespaces, which are
-// the host's by design (`ip netns add` makes /run/netns, and
-// devk-<node> is there while the node is); devk's lock files
-// (nodelock.RootDir, on tmpfs); the package manager's state and logs,
-// which another user of the machine may change meanwhile.
+// node writing to the host: named network namespaces, which are the
+// host's by design (`ip netns add` makes /run/netns, devk-<node> is
+// there while the node is, and other programs on the machine make their
+// own; containerd's pods' are in the node's state dir); devk's lock
+// files (nodelock.RootDir, on tmpfs); the package manager's state and
+// logs, which another user of the machine may change meanwhile.
 func hostFSIgnored(path string) bool {
-	if path == "/run/netns" || strings.HasPrefix(path, "/run/netns/devk-") {
-		return true
-	}
-	for _, d := range []string{"/run/devk", "/var/lib/dpkg", "/var/lib/apt", "/var/log/apt"} {
+	for _, d := range []string{"/run/netns", "/run/devk", "/var/lib/dpkg", "/var/lib/apt", "/var/log/apt"} {
 		if path == d || strings.HasPrefix(path, d+"/") {
 			return true
 		}
