@@ -147,7 +147,7 @@ func TestManifests(t *testing.T) {
 func TestContainerdTOML(t *testing.T) {
 	for _, restrict := range []bool{true, false} {
 		cc := ContainerdConfig{Root: "/c/root", State: "/c/state", Socket: "/c/run/containerd.sock", OptDir: "/c/opt",
-			SandboxImage: "127.0.0.1:5000/pause:devk", RestrictOOMScoreAdj: restrict, CNIBinDir: "/usr/lib/cni", CNIConfDir: "/c/net.d", CertsDir: "/c/certs.d"}
+			SandboxImage: "127.0.0.1:5000/pause:devk", RestrictOOMScoreAdj: restrict, CNIBinDir: "/usr/lib/cni", CNIConfDir: "/c/net.d", CertsDir: "/c/certs.d", RuncRoot: "/c/state/runc"}
 		data, err := ContainerdTOML(cc)
 		if err != nil {
 			t.Fatal(err)
@@ -181,6 +181,9 @@ func TestContainerdTOML(t *testing.T) {
 			{append(cri, "restrict_oom_score_adj"), restrict},
 			{append(cri, "stream_server_address"), "127.0.0.1"},
 			{append(cri, "containerd", "runtimes", "runc", "options", "SystemdCgroup"), false},
+			// Nothing of runc's or the pods' network namespaces on the host's /run.
+			{append(cri, "containerd", "runtimes", "runc", "options", "Root"), "/c/state/runc"},
+			{append(cri, "netns_mounts_under_state_dir"), true},
 			{append(cri, "cni", "conf_dir"), "/c/net.d"},
 			{append(cri, "cni", "bin_dir"), "/usr/lib/cni"},
 			{append(cri, "registry", "config_path"), "/c/certs.d"},
@@ -305,8 +308,8 @@ func TestKubeletConfig(t *testing.T) {
 	}
 	c := &Cluster{Paths: p, Config: cfg}
 	argv := c.kubeletArgv(c.firstNode())
-	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--", p.KubeletBinary()}; !slices.Equal(argv[:4], want) {
-		t.Errorf("the kubelet does not run in the node's namespace: %v", argv)
+	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--mount=/home/u/.devk/clusters/devk/mntns/mnt", "--", p.KubeletBinary()}; !slices.Equal(argv[:5], want) {
+		t.Errorf("the kubelet does not run in the node's network and mount namespaces: %v", argv)
 	}
 	for _, f := range []string{"--node-ip=10.250.0.2", "--hostname-override=devk-control-plane", "--root-dir=/home/u/.devk/clusters/devk/kubelet"} {
 		if !slices.Contains(argv, f) {
@@ -425,7 +428,10 @@ func TestMountsUnder(t *testing.T) {
 102 22 0:52 / /root/.devk/clusters/devk2/kubelet rw - tmpfs tmpfs rw
 103 22 0:53 / /root/.devk/clusters/devk/with\040space rw - tmpfs tmpfs rw
 `
-	got := mountsUnder(info, "/root/.devk/clusters/devk")
+	got, err := mountsUnder(info, "/root/.devk/clusters/devk")
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []string{
 		"/root/.devk/clusters/devk/containerd/state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs",
 		"/root/.devk/clusters/devk/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access",

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
@@ -184,49 +184,21 @@ func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
 
 // mountsUnder lists mount points at or below dir in mountinfo content,
 // deepest first.
-func mountsUnder(mountinfo, dir string) []string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(mountinfo))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
+func mountsUnder(mountinfo, dir string) ([]string, error) {
+	mounts, err := mountns.Parse(mountinfo)
+	if err != nil {
+		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
-	return slices.Compact(out)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return mountns.Under(mounts, dir), nil
 }
 
 func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {
-	return unmountUnder(c.Dir)
+	return c.eachNode(ctx, removeNodeMounts)
 }
 
-// unmountUnder unmounts everything at or below dir (a node's kubelet
-// leaves its pods' volumes mounted).
+// unmountUnder unmounts everything at or below dir in the host's mount
+// namespace (a node's pods' volumes are in the node's own, which
+// removeNodeMounts ends).
 func unmountUnder(dir string) (phase.Outcome, error) {
 	n := 0
 	// A mount can hide another at the same point: go round until none is left.
@@ -235,7 +207,10 @@ func unmountUnder(dir string) (phase.Outcome, error) {
 		if err != nil {
 			return phase.Done, err
 		}
-		mps := mountsUnder(string(data), dir)
+		mps, err := mountsUnder(string(data), dir)
+		if err != nil {
+			return phase.Done, err
+		}
 		if len(mps) == 0 {
 			break
 		}
@@ -440,7 +415,11 @@ func removableDir(dir string, nodes []node, what string) (exists bool, err error
 	if err != nil {
 		return true, err
 	}
-	if mps := mountsUnder(string(data), dir); len(mps) > 0 {
+	mps, err := mountsUnder(string(data), dir)
+	if err != nil {
+		return true, err
+	}
+	if len(mps) > 0 {
 		return true, fmt.Errorf("refusing to remove %s: %d mounts beneath it, e.g. %s: %s", dir, len(mps), mps[0], what)
 	}
 	return true, nil

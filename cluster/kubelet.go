@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"maps"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
@@ -177,12 +177,9 @@ func (c *Cluster) kubeletArgs(n node) []string {
 }
 
 // kubeletArgv is the command devk runs: node n's kubelet in the node's
-// network namespace.
+// network and mount namespaces.
 func (c *Cluster) kubeletArgv(n node) []string {
-	if !n.hasNetNS() {
-		return c.kubeletArgs(n)
-	}
-	return inNetNS(n.Net, c.kubeletArgs(n)...)
+	return n.enter(c.kubeletArgs(n)...)
 }
 
 // kubeletArgsDiffer says whether node n's running kubelet (pid) was
@@ -260,12 +257,18 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 	if err := ensureCgroupRoot(n.Net.CgroupRoot); err != nil {
 		return phase.Done, err
 	}
-	if err := shareKubeletRoot(n.KubeletRoot()); err != nil {
+	if _, err := ensureMountNS(ctx, n); err != nil {
+		return phase.Done, err
+	}
+	if err := shareKubeletRoot(ctx, n); err != nil {
 		return phase.Done, err
 	}
 	procs := n.Procs()
 	argsChanged := false
 	if pid, ok := procs.Running("kubelet"); ok {
+		if !inNodeMountNS(n, pid) {
+			return phase.Done, outsideMountNS(c, n, "kubelet", pid)
+		}
 		argsChanged = c.kubeletArgsDiffer(n, pid)
 	}
 	if binChanged || cfgChanged || argsChanged {
@@ -452,27 +455,20 @@ func logContains(mark *supervise.LogMark, s string) bool {
 	return err == nil && bytes.Contains(data, []byte(s))
 }
 
-// shareKubeletRoot makes the kubelet's root dir a shared bind mount of
-// itself, as the kubelet does at start (hostutil.MakeRShared), unless it
-// is one already. The kubelet does it in one goroutine while another
-// makes its pod-resources socket in that dir by a rename, and a mount
-// that lands between the socket's temp file and the rename fails it
-// ("invalid cross-device link": the kubelet exits); seen when a joining
-// node's kubelet first starts. Done first, the kubelet finds the mount
-// and leaves it. Down's mounts phase unmounts it with the rest.
-func shareKubeletRoot(dir string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	if slices.Contains(mountsUnder(string(data), dir), dir) {
-		return nil
-	}
-	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind-mount the kubelet's root dir %s onto itself: %w", dir, err)
-	}
-	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("make the kubelet's root dir %s a shared mount: %w", dir, err)
+// shareKubeletRoot makes the kubelet's root dir, inside node n's mount
+// namespace, a shared bind mount of itself, as the kubelet does at start
+// (hostutil.MakeRShared), unless it is one already. The kubelet does it
+// in one goroutine while another makes its pod-resources socket in that
+// dir by a rename, and a mount that lands between the socket's temp file
+// and the rename fails it ("invalid cross-device link": the kubelet
+// exits); seen when a joining node's kubelet first starts. Done first,
+// the kubelet finds the mount and leaves it. The propagation is read
+// from the namespace's mountinfo (its shared:N field), so a bind left
+// private by a run killed between the bind and MS_SHARED is mended, not
+// taken for done. It goes with the node's mount namespace.
+func shareKubeletRoot(ctx context.Context, n node) error {
+	if _, err := mountns.EnsureShared(ctx, n.MountNS(), n.KubeletRoot()); err != nil {
+		return fmt.Errorf("node %s: the kubelet's root dir: %w", n.Name(), err)
 	}
 	return nil
 }

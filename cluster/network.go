@@ -28,15 +28,6 @@ import (
 // node's iptables, where kube-proxy's rules are.
 var nodeSysctls = []string{"net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"}
 
-// inNetNS is argv run inside the node's network namespace, and only
-// that: nsenter keeps the host's mount namespace (so the kubelet's and
-// containerd's mounts stay visible to down) and execs argv (so the pid
-// devk supervises is the program's own). `ip netns exec` would also
-// unshare the mount namespace.
-func inNetNS(n layout.NodeNet, argv ...string) []string {
-	return append([]string{"nsenter", "--net=" + n.NetNSPath(), "--"}, argv...)
-}
-
 // daemonEnv is what the daemons devk runs for the cluster's nodes
 // (containerd, the kubelet) get on top of devk's own environment: when
 // a proxy is set (`sudo -E` keeps HTTPS_PROXY), NO_PROXY with the

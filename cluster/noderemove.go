@@ -76,8 +76,8 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 		{Name: "runtime", Short: "stop the node's containerd and any shim left behind", Run: on(stopRuntime)},
 		{
 			Name:  "mounts",
-			Short: "unmount everything under the node's directory",
-			Run:   on(func(ctx context.Context, n node) (phase.Outcome, error) { return unmountUnder(n.Dir) }),
+			Short: "end the node's mount namespace (the pods' volumes go with it) and unmount everything under the node's directory",
+			Run:   on(removeNodeMounts),
 		},
 		{
 			Name:  "cgroups",

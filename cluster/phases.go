@@ -61,9 +61,9 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "runtime",
-			Short: "start the node's containerd in its network namespace (own config, root, state and socket)",
+			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
+				return nil, []string{c.MountNS(), filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
 			},
 			Run: call((*Cluster).runRuntime),
 		},
@@ -224,7 +224,7 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		p("runtime", "stop the private containerd and any shim left behind", (*Cluster).downRuntime),
 		p("load-balancer", "stop HAProxy (a cluster with more than one control-plane node)", (*Cluster).downLoadBalancer),
 		p("registry", "stop the cluster's registry forwarders, and the embedded registry if devk started it and no other cluster uses it", (*Cluster).downRegistry),
-		p("mounts", "unmount everything under the cluster directory", (*Cluster).downMounts),
+		p("mounts", "end each node's mount namespace (its pods' volumes go with it) and unmount everything under the cluster directory", (*Cluster).downMounts),
 		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),
 		p("network", "stop anything left in the node's network namespace, delete it (its veth goes with it), devk's FORWARD rule (up --allow-bridge-forward) and devk's bridge on the host", (*Cluster).downNetwork),
 		p("kubeconfig", "remove context devk-NAME from your kubeconfig", (*Cluster).downKubeconfig),

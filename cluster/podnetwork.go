@@ -72,10 +72,10 @@ func (c *Cluster) writeConflist(n node, subnet string) (bool, error) {
 	return writeIfChanged(filepath.Join(n.CNIConfDir(), conflistName), append(conf, '\n'), 0o644, "")
 }
 
-// nodeIptables runs iptables inside node n's network namespace (its own
-// tables; the host's are never touched).
+// nodeIptables runs iptables in node n (its own tables, and its own
+// /run/xtables.lock: the host's are never touched).
 func nodeIptables(ctx context.Context, n node, args ...string) error {
-	argv := inNetNS(n.Net, append([]string{"iptables", "-w"}, args...)...)
+	argv := n.enter(append([]string{"iptables", "-w"}, args...)...)
 	return execx.Run(ctx, execx.Cmd{Name: argv[0], Args: argv[1:]})
 }
 

@@ -33,6 +33,9 @@ type ContainerdConfig struct {
 	CNIBinDir, CNIConfDir string
 	// CertsDir holds <host>/hosts.toml per registry.
 	CertsDir string
+	// RuncRoot is runc's state root (runc's default is the host's
+	// /run/containerd/runc).
+	RuncRoot string
 }
 
 // containerdFile is containerd 1.6/1.7's config.toml (version 2), as
@@ -66,7 +69,10 @@ type criPlugin struct {
 	StreamServerAddress string `toml:"stream_server_address"`
 	StreamServerPort    string `toml:"stream_server_port"`
 	EnableSELinux       bool   `toml:"enable_selinux"`
-	Containerd          struct {
+	// NetNSMountsUnderStateDir keeps the pods' network namespaces in
+	// containerd's state dir, not the host's /run/netns.
+	NetNSMountsUnderStateDir bool `toml:"netns_mounts_under_state_dir"`
+	Containerd               struct {
 		Snapshotter        string                `toml:"snapshotter"`
 		DefaultRuntimeName string                `toml:"default_runtime_name"`
 		Runtimes           map[string]criRuntime `toml:"runtimes"`
@@ -83,14 +89,16 @@ type criPlugin struct {
 type criRuntime struct {
 	RuntimeType string `toml:"runtime_type"`
 	Options     struct {
-		SystemdCgroup bool `toml:"SystemdCgroup"`
+		SystemdCgroup bool   `toml:"SystemdCgroup"`
+		Root          string `toml:"Root,omitempty"`
 	} `toml:"options"`
 }
 
 // containerdFileOf is the config file of c: own root, state and sockets,
-// cgroupfs (SystemdCgroup=false), CNI from CNIConfDir, registry hosts
-// from CertsDir, and no fixed ports (the CRI stream server picks a free
-// loopback one).
+// cgroupfs (SystemdCgroup=false), runc's state in RuncRoot, the pods'
+// network namespaces in its state dir, CNI from CNIConfDir, registry
+// hosts from CertsDir, and no fixed ports (the CRI stream server picks a
+// free loopback one).
 func containerdFileOf(c ContainerdConfig) containerdFile {
 	f := containerdFile{
 		Version: 2,
@@ -105,11 +113,13 @@ func containerdFileOf(c ContainerdConfig) containerdFile {
 	cri := &f.Plugins.CRI
 	cri.SandboxImage = c.SandboxImage
 	cri.RestrictOOMScoreAdj = c.RestrictOOMScoreAdj
+	cri.NetNSMountsUnderStateDir = true
 	cri.StreamServerAddress, cri.StreamServerPort = "127.0.0.1", "0"
 	cri.Containerd.Snapshotter = "overlayfs"
 	cri.Containerd.DefaultRuntimeName = "runc"
 	runc := criRuntime{RuntimeType: "io.containerd.runc.v2"}
 	runc.Options.SystemdCgroup = false
+	runc.Options.Root = c.RuncRoot
 	cri.Containerd.Runtimes = map[string]criRuntime{"runc": runc}
 	cri.CNI.BinDir, cri.CNI.ConfDir = c.CNIBinDir, c.CNIConfDir
 	cri.Registry.ConfigPath = c.CertsDir
@@ -237,6 +247,7 @@ func (c *Cluster) containerdConfig(ctx context.Context, n node) (ContainerdConfi
 		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
 		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
 		CNIBinDir:           CNIBinDir(), CNIConfDir: n.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
+		RuncRoot: runcRoot(filepath.Join(d, "state")),
 	}, nil
 }
 
@@ -315,9 +326,10 @@ func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 	return out, nil
 }
 
-// startRuntime writes node n's runtime files and starts (or, when they
-// changed, restarts) its containerd in the node's network namespace, then
-// waits until it answers on its socket.
+// startRuntime writes node n's runtime files, makes the node's mount
+// namespace, and starts (or, when they changed, restarts) its containerd
+// in the node's network and mount namespaces, then waits until it
+// answers on its socket.
 func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, error) {
 	changed, err := c.writeRuntimeFiles(ctx, n)
 	if err != nil {
@@ -328,7 +340,13 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 			return phase.Done, err
 		}
 	}
+	if _, err := ensureMountNS(ctx, n); err != nil {
+		return phase.Done, err
+	}
 	procs := n.Procs()
+	if pid, ok := procs.Running("containerd"); ok && !inNodeMountNS(n, pid) {
+		return phase.Done, outsideMountNS(c, n, "containerd", pid)
+	}
 	if changed {
 		if stopped, err := procs.Stop(ctx, "containerd", restartGrace); err != nil {
 			return phase.Done, err
@@ -336,7 +354,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 			c.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
 		}
 	}
-	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: inNetNS(n.Net, containerdBinary(), "--config", filepath.Join(n.Containerd(), "config.toml")), Env: c.daemonEnv()})
+	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerdBinary(), "--config", filepath.Join(n.Containerd(), "config.toml")), Env: c.daemonEnv()})
 	if err != nil {
 		return phase.Done, err
 	}

@@ -66,6 +66,7 @@ func TestClusterUpDown(t *testing.T) {
 	}
 	dir := filepath.Join(home, "clusters", "devk")
 	hostBefore := hostNetState(t)
+	fsBefore := hostFSState(t)
 	downed := false
 	t.Cleanup(func() {
 		if !downed {
@@ -176,6 +177,20 @@ func TestClusterUpDown(t *testing.T) {
 	if during := hostNetState(t); during.iptables != hostBefore.iptables || during.sysctls != hostBefore.sysctls {
 		t.Errorf("the host's iptables or sysctls changed while the cluster runs:\nbefore:\n%s\n%s\nduring:\n%s\n%s", hostBefore.iptables, hostBefore.sysctls, during.iptables, during.sysctls)
 	}
+	// The node writes its kubelet's device-plugin socket, container-log
+	// links, CNI cache, runc state and shim sockets in its own mount
+	// namespace, to its own directories: the host's are as they were.
+	t.Run("host filesystem untouched while pods run", func(t *testing.T) {
+		fsBefore.check(t, "while the cluster runs pods", hostFSState(t))
+		for _, p := range []string{"fs/var/lib/kubelet/device-plugins/kubelet.sock", "fs/run/containerd/s", "fs/var/lib/cni"} {
+			if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+				t.Errorf("the node's own %s: %v", p, err)
+			}
+		}
+		if links, _ := filepath.Glob(filepath.Join(dir, "fs/var/log/containers/*.log")); len(links) == 0 {
+			t.Errorf("no container-log links in the node's own %s", filepath.Join(dir, "fs/var/log/containers"))
+		}
+	})
 
 	// status agrees: every component healthy, running what its manifest names.
 	st := devk("status", "-o", "json")
@@ -221,6 +236,9 @@ func TestClusterUpDown(t *testing.T) {
 	if after := hostNetState(t); after != hostBefore {
 		t.Errorf("the host's network differs after down:\nbefore: %+v\nafter:  %+v", hostBefore, after)
 	}
+	t.Run("host filesystem untouched after down", func(t *testing.T) {
+		fsBefore.check(t, "after down", hostFSState(t))
+	})
 	if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
 		t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
@@ -319,6 +337,108 @@ func hostNetState(t *testing.T) hostNet {
 	}
 	st.routes = string(routes)
 	return st
+}
+
+// hostFS is what of the host's filesystem a node must leave as it found
+// it: the names under /var/lib, /var/log, /run and /etc, three levels
+// deep, and the mtime of a kubelet's device-plugin socket if the host
+// has one (a real kubelet's, or one an older devk left).
+type hostFS struct {
+	names        []string
+	deviceSocket string
+}
+
+// hostFSRoots are the host directories whose names hostFSState lists.
+var hostFSRoots = []string{"/var/lib", "/var/log", "/run", "/etc"}
+
+// hostFSDepth is how deep below each root hostFSState lists.
+const hostFSDepth = 3
+
+// hostDevicePluginSocket is the kubelet's fixed device-plugin socket.
+const hostDevicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+// hostFSIgnored says whether a path changes for reasons other than a
+// node writing to the host: named network namespaces, which are the
+// host's by design (`ip netns add` makes /run/netns, devk-<node> is
+// there while the node is, and other programs on the machine make their
+// own; containerd's pods' are in the node's state dir); devk's lock
+// files (nodelock.RootDir, on tmpfs); the package manager's state and
+// logs, which another user of the machine may change meanwhile.
+func hostFSIgnored(path string) bool {
+	for _, d := range []string{"/run/netns", "/run/devk", "/var/lib/dpkg", "/var/lib/apt", "/var/log/apt"} {
+		if path == d || strings.HasPrefix(path, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// hostFSState lists the host's hostFSRoots (symlinks are not followed)
+// and reads the device-plugin socket's mtime.
+func hostFSState(t *testing.T) hostFS {
+	t.Helper()
+	var st hostFS
+	for _, root := range hostFSRoots {
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				if os.IsNotExist(err) {
+					return nil // gone between the listing and the look
+				}
+				return err
+			}
+			if p == root {
+				return nil
+			}
+			if hostFSIgnored(p) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			rel, _ := filepath.Rel(root, p)
+			depth := strings.Count(rel, "/") + 1
+			name := p
+			if d.IsDir() {
+				name += "/"
+			}
+			st.names = append(st.names, name)
+			if d.IsDir() && depth >= hostFSDepth {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("list %s: %v", root, err)
+		}
+	}
+	slices.Sort(st.names)
+	st.deviceSocket = "absent"
+	if fi, err := os.Lstat(hostDevicePluginSocket); err == nil {
+		st.deviceSocket = fi.ModTime().UTC().Format(time.RFC3339Nano)
+	}
+	return st
+}
+
+// check fails the test for any difference between before and now.
+func (before hostFS) check(t *testing.T, when string, now hostFS) {
+	t.Helper()
+	var added, removed []string
+	for _, n := range now.names {
+		if _, found := slices.BinarySearch(before.names, n); !found {
+			added = append(added, n)
+		}
+	}
+	for _, n := range before.names {
+		if _, found := slices.BinarySearch(now.names, n); !found {
+			removed = append(removed, n)
+		}
+	}
+	if len(added) > 0 || len(removed) > 0 {
+		t.Errorf("the host's filesystem changed %s (%d names listed before):\nadded:   %v\nremoved: %v", when, len(before.names), added, removed)
+	}
+	if now.deviceSocket != before.deviceSocket {
+		t.Errorf("%s changed %s: mtime %s, was %s", hostDevicePluginSocket, when, now.deviceSocket, before.deviceSocket)
+	}
 }
 
 // checkNothingLeft is the issue's nothing-left-behind list: no cluster

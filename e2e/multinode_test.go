@@ -40,6 +40,7 @@ func TestMultiNode(t *testing.T) {
 	defer cancel()
 	devk, downed := besideShared(t, c, name)
 	hostBefore := hostNetState(t)
+	fsBefore := hostFSState(t)
 
 	up := devk("up", "--nodes", "3", "-o", "json")
 	var upRes struct{ Kubeconfig string }
@@ -79,6 +80,27 @@ func TestMultiNode(t *testing.T) {
 	if len(nodes.Items) != 3 || len(ips) != 3 || len(cidrs) != 3 {
 		t.Fatalf("want 3 nodes with their own addresses and pod subnets: %v %v", ips, cidrs)
 	}
+	// Each node's kubelet runs in a mount namespace of the node's own
+	// (not the host's, not another node's), where the device-plugin
+	// socket the kubelet hard-codes is the node's own file.
+	t.Run("a mount namespace per node", func(t *testing.T) {
+		seen := map[string]string{nsOf(t, os.Getpid()): "the host"}
+		for _, n := range cfg.NodeNames() {
+			p, err := paths.NodeDir(cfg, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns := nsOf(t, pidFromFile(t, p.PIDFile("kubelet")))
+			if other, ok := seen[ns]; ok {
+				t.Errorf("node %s's kubelet shares its mount namespace with %s", n, other)
+			}
+			seen[ns] = n
+			if _, err := os.Stat(filepath.Join(p.Dir, "fs/var/lib/kubelet/device-plugins/kubelet.sock")); err != nil {
+				t.Errorf("node %s's own device-plugin socket: %v", n, err)
+			}
+		}
+	})
+
 	// The workers' kubelets got their client certificates by TLS
 	// bootstrap: an approved, issued CSR each, from the bootstrap token.
 	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
@@ -324,6 +346,7 @@ spec:
 		t.Fatalf("the third web replica is not on %s: %v %v", third, err, pods)
 	}
 	thirdDir := filepath.Join(paths.NodesDir(), third)
+	thirdNS := nsOf(t, pidFromFile(t, filepath.Join(thirdDir, "run", "kubelet.pid")))
 	// Killed (kill -9) at every phase of a worker's removal, each `node
 	// remove` again resuming what the one before left; then one more
 	// finishes it.
@@ -350,6 +373,11 @@ spec:
 	}
 	devk("node", "remove", third)
 	t.Logf("worker node remove: %d kill points, each resumed by node remove", len(removePoints))
+	// Nothing runs in the removed node's mount namespace (its pods'
+	// volumes went with it).
+	for _, pid := range procsInMountNS(thirdNS) {
+		t.Errorf("process %d still runs in %s's mount namespace after node remove", pid, third)
+	}
 	// The drained replica's successor has nowhere to go (one per
 	// worker, two workers): two ready, none on the removed node.
 	eventually(t, ctx, "web at 2 ready replicas off "+third, func() error {
@@ -391,9 +419,50 @@ spec:
 	if hostAfter := hostNetState(t); hostAfter != hostBefore {
 		t.Errorf("the host's network changed:\nbefore %+v\nafter  %+v", hostBefore, hostAfter)
 	}
+	fsBefore.check(t, "after a node add, a node remove and down of a 3-node cluster", hostFSState(t))
 	// up's images phase pushed what the tree builds: the shared cluster
 	// runs it again, for the tests after this one (digest verify).
 	MustDevkEnv(t, c.Tree, c.Env, "swap")
+}
+
+// nsOf is the mount namespace of process pid (the ns/mnt link's target).
+func nsOf(t *testing.T, pid int) string {
+	t.Helper()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// pidFromFile is the pid a supervised process's pid file names.
+func pidFromFile(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(data), &pid); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pid
+}
+
+// procsInMountNS are the processes in mount namespace ns (as nsOf names it).
+func procsInMountNS(ns string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && got == ns {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // nodeLeftovers fails the test for anything left of node: its network

@@ -431,3 +431,20 @@ func (p Paths) CNINetworks() string { return p.join("cni", "networks") }
 // LoadBalancer is where an HA cluster keeps its HAProxy: haproxy.cfg,
 // run/ (pid file, stats socket, saved server states) and logs/.
 func (p Paths) LoadBalancer() Paths { return Paths{Dir: p.join("haproxy")} }
+
+// MountNSDir is the node's mount namespace's own directory: a private
+// mount on the host (a mount namespace can be bound only onto a mount
+// that does not propagate), holding MountNS, and the mount point of the
+// tmpfs inside the namespace that its overlays' upper dirs are on.
+func (p Paths) MountNSDir() string { return p.join("mntns") }
+
+// MountNS is where the node's mount namespace is kept (a bind mount of
+// its /proc/<pid>/ns/mnt, as `ip netns` keeps network namespaces): what
+// `nsenter --mount=` enters.
+func (p Paths) MountNS() string { return p.join("mntns", "mnt") }
+
+// NodeFS is the node's own directory for a path the components hard-code
+// (/var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni,
+// /run/containerd, /run/netns): inside the node's mount namespace that
+// path is this directory, so the host's is never written.
+func (p Paths) NodeFS(path string) string { return p.join("fs", path) }
