@@ -39,6 +39,11 @@ type ServeOptions struct {
 	Root string
 	// AllowDelete lets clients delete manifests and blobs.
 	AllowDelete bool
+	// CredentialFile is the secret writes need (Options.CredentialFile);
+	// empty means image.DefaultCredentialFile().
+	CredentialFile string
+	// MaxBlobSize and MaxStorage are Options'.
+	MaxBlobSize, MaxStorage int64
 	// Log receives one line per request when set.
 	Log io.Writer
 	// Ready is called with the address actually listened on (useful with
@@ -58,6 +63,12 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	if o.Addr == "" {
 		o.Addr = image.DefaultRegistryAddr
+	}
+	if o.CredentialFile == "" {
+		var err error
+		if o.CredentialFile, err = image.DefaultCredentialFile(); err != nil {
+			return err
+		}
 	}
 	logger := log.New(io.Discard, "", 0)
 	if o.Log != nil {
@@ -86,7 +97,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer unlock()
-	h, err := newRegistry(root, &Options{Log: logger, AllowDelete: o.AllowDelete})
+	h, err := newRegistry(root, &Options{Log: logger, AllowDelete: o.AllowDelete, CredentialFile: o.CredentialFile, MaxBlobSize: o.MaxBlobSize, MaxStorage: o.MaxStorage})
 	if err != nil {
 		return err
 	}
