@@ -199,6 +199,7 @@ type imagesJob struct {
 	ImagesOptions
 	tree   *source.Tree
 	cfg    layout.Config
+	paths  layout.Paths
 	remote *image.Remote
 	list   []TestImage
 	build  *build.Job
@@ -233,11 +234,11 @@ func BuildImages(ctx context.Context, o ImagesOptions) (*ImagesResult, error) {
 }
 
 func readImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
-	cfg, _, err := layout.Open(j.Home, j.Name)
+	cfg, paths, err := layout.Open(j.Home, j.Name)
 	if err != nil {
 		return phase.Done, err
 	}
-	j.cfg = cfg
+	j.cfg, j.paths = cfg, paths
 	if j.tree, err = source.Open(j.TreeDir); err != nil {
 		return phase.Done, err
 	}
@@ -346,6 +347,7 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	}
 	j.built = map[string]madeImage{}
 	pushed := 0
+	record := PushedImages{Registry: j.cfg.Registry, Images: map[string]string{}}
 	for _, t := range j.list {
 		repoPath := path.Join(Registries[t.Registry], t.Name)
 		row := ImageRow{TestImage: t, Ref: MirrorOf(j.cfg.Registry, repoPath) + ":" + t.Tag}
@@ -377,9 +379,13 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 		row.BuiltFrom, row.Digest = from, d.String()
+		record.Images[row.Ref] = row.Digest
 		j.res.Images = append(j.res.Images, row)
 		pushed++
 		j.Reporter.Debugf("pushed %s@%s (%s)", row.Ref, d, from)
+	}
+	if err := record.write(j.paths.E2EImages()); err != nil {
+		return phase.Done, err
 	}
 	return phase.Changed("%d of %d images pushed", pushed, len(j.list)), nil
 }

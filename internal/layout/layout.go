@@ -382,6 +382,11 @@ func (p Paths) Etcd() string { return p.join("etcd") }
 // the cluster with.
 func (p Paths) BootstrapToken() string { return p.join("bootstrap-token") }
 
+// E2EImages records the test images `devk e2e images` pushed to the
+// cluster's registry, by reference, with their digests: `devk e2e`
+// pins the nodes to them.
+func (p Paths) E2EImages() string { return p.join("e2e-images.json") }
+
 // Containerd is the private containerd's directory.
 func (p Paths) Containerd() string { return p.join("containerd") }
 
