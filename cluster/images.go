@@ -505,24 +505,34 @@ func (c *Cluster) hostRegistry(ctx context.Context) (phase.Outcome, error) {
 	}
 	c.Config.OwnRegistry = true
 	root := filepath.Join(c.Home, "registry")
+	exe, err := os.Executable()
+	if err != nil {
+		return phase.Done, fmt.Errorf("find devk's own binary to run the registry: %w", err)
+	}
+	argv := []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root, "--credential", layout.HomePaths(c.Home).RegistryCredential()}
 	if pid, ok := rp.Procs().Running("registry"); ok {
 		// The pid file names the process devk started; it must still
 		// serve this address from this DEVK_HOME's store.
-		if argv := supervise.Argv(pid); !slices.Contains(argv, root) || !slices.Contains(argv, c.Config.Registry) {
-			return phase.Done, fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(argv, " "))
+		running := supervise.Argv(pid)
+		if !slices.Contains(running, root) || !slices.Contains(running, c.Config.Registry) {
+			return phase.Done, fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(running, " "))
 		}
-		return phase.Unchanged("running on %s (pid %d)", c.Config.Registry, pid), c.SaveConfig()
+		if len(running) == 0 || !slices.Equal(running[1:], argv[1:]) {
+			// Started by an older devk (one that took writes without
+			// a credential): serve on with this one's arguments.
+			if _, err := rp.Procs().Stop(ctx, "registry", downGrace); err != nil {
+				return phase.Done, err
+			}
+		} else {
+			return phase.Unchanged("running on %s (pid %d)", c.Config.Registry, pid), c.SaveConfig()
+		}
 	}
 	if registryAnswers(ctx, c.Config.Registry) {
 		// Not devk's (no live pid file here): any local user could serve
 		// the images every pod runs. Only the user can say it is trusted.
 		return phase.Done, fmt.Errorf("a registry that devk did not start answers on %s: stop it, or pass --registry %s to use it (devk starts its own there otherwise)", c.Config.Registry, c.Config.Registry)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return phase.Done, fmt.Errorf("find devk's own binary to run the registry: %w", err)
-	}
-	pid, _, err := rp.Procs().Start(supervise.Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root}})
+	pid, _, err := rp.Procs().Start(supervise.Process{Name: "registry", Argv: argv})
 	if err != nil {
 		return phase.Done, err
 	}
