@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -85,6 +86,11 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
+	// A credential file that cannot be used leaves the storage untouched
+	// too (a missing one is made once the root checked out).
+	if _, err := image.LoadCredential(o.CredentialFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	root, err := openRoot(o.Root)
 	if err != nil {
 		return err
