@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/registry"
 )
 
@@ -92,19 +93,10 @@ stdout gets the address once it accepts requests (handy with --addr
 	cmd.Flags().StringVar(&o.Addr, "addr", image.DefaultRegistryAddr, "address to listen on")
 	cmd.Flags().StringVar(&o.Root, "root", "", "where to keep blobs and manifests (default $DEVK_HOME/registry, DEVK_HOME defaulting to ~/.devk)")
 	cmd.Flags().BoolVar(&o.AllowDelete, "allow-delete", false, "let clients delete manifests and blobs (refused by default)")
-	cmd.Flags().StringVar(&o.CredentialFile, "credential", defaultCredentialFile(), "the file holding the secret writes need (made, mode 0600, when missing)")
+	cmd.Flags().StringVar(&o.CredentialFile, "credential", "", "the file holding the secret writes need, made (mode 0600) when missing (default $DEVK_HOME/"+layout.RegistryCredentialFile+")")
 	cmd.Flags().Var(maxBlob, "max-blob-size", "the largest blob a push may store (a Kubernetes quantity: 512Mi, 4Gi)")
 	cmd.Flags().Var(maxStorage, "max-storage", "the most all blobs and manifests under --root may take (a Kubernetes quantity: 64Gi)")
 	return cmd
-}
-
-// defaultCredentialFile is the credential flags' default, as help shows it.
-func defaultCredentialFile() string {
-	f, err := image.DefaultCredentialFile()
-	if err != nil {
-		return ""
-	}
-	return f
 }
 
 // humanSize is n bytes as a Kubernetes quantity (4Gi).
@@ -129,7 +121,7 @@ func (s *sizeFlag) Set(v string) error {
 }
 
 func newRegistryCredentialCmd(g *globalOptions) *cobra.Command {
-	file := defaultCredentialFile()
+	var file string
 	cmd := &cobra.Command{
 		Use:   "credential",
 		Short: "Print the secret writes to devk's registry need (made when missing)",
@@ -141,6 +133,12 @@ never printed otherwise.`,
 		Example: `  devk registry credential | crane auth login 127.0.0.1:5000 -u devk --password-stdin`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				var err error
+				if file, err = image.DefaultCredentialFile(); err != nil {
+					return err
+				}
+			}
 			secret, err := image.EnsureCredential(file)
 			if err != nil {
 				return err
@@ -149,7 +147,7 @@ never printed otherwise.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&file, "credential", file, "the credential file")
+	cmd.Flags().StringVar(&file, "credential", "", "the credential file (default $DEVK_HOME/"+layout.RegistryCredentialFile+")")
 	return cmd
 }
 

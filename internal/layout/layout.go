@@ -369,10 +369,14 @@ func (p Paths) KubeletBinary() string { return p.join("bin", "kubelet") }
 // bin dir (HomePaths): built from the cluster's tree.
 func (p Paths) Kubectl() string { return p.join("bin", "kubectl") }
 
+// RegistryCredentialFile is the name of the embedded registry's write
+// credential in the home.
+const RegistryCredentialFile = "registry-credential"
+
 // RegistryCredential is the embedded registry's write credential, in the
 // home (HomePaths): a secret only root (the running user) may read, which
 // `devk registry serve` requires of every push and devk's own clients send.
-func (p Paths) RegistryCredential() string { return p.join("registry-credential") }
+func (p Paths) RegistryCredential() string { return p.join(RegistryCredentialFile) }
 
 // Etcd is etcd's data dir.
 func (p Paths) Etcd() string { return p.join("etcd") }
