@@ -54,13 +54,7 @@ func TestBlobSizeLimit(t *testing.T) {
 			t.Errorf("the refused blob %s is stored", h)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for tmp, _ := os.ReadDir(filepath.Join(root, tmpDir)); len(tmp) != 0; tmp, _ = os.ReadDir(filepath.Join(root, tmpDir)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("uploads left after the refusals: %v", tmp)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNoUploads(t, root)
 	// Below the limit, pushes go through.
 	push(t, addr+"/lim/x:small", randomImageOf(t, 16<<10))
 }
@@ -78,9 +72,7 @@ func TestStorageLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--max-storage") || !strings.Contains(err.Error(), "of its limit of 200.0 KiB") {
 		t.Fatalf("a push past the storage limit: %v, want a refusal naming --max-storage", err)
 	}
-	if tmp, _ := os.ReadDir(filepath.Join(root, tmpDir)); len(tmp) != 0 {
-		t.Fatalf("uploads left: %v", tmp)
-	}
+	waitNoUploads(t, root)
 	// A restart counts what is stored.
 	addr2 := serveWith(t, root, o)
 	ref, _ = name.ParseReference(addr2 + "/lim/x:3")
@@ -119,4 +111,17 @@ func randomImageOf(t *testing.T, size int64) v1.Image {
 		t.Fatal(err)
 	}
 	return img
+}
+
+// waitNoUploads waits for the uploads under root to end: those still in
+// flight when the client gave up finish (and are removed) within moments.
+func waitNoUploads(t *testing.T, root string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for tmp, _ := os.ReadDir(filepath.Join(root, tmpDir)); len(tmp) != 0; tmp, _ = os.ReadDir(filepath.Join(root, tmpDir)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("uploads left after the refusals: %v", tmp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
