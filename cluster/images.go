@@ -85,7 +85,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	ij, err := image.PushBuilt(ctx, bj, imageComponents, image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache()}, phase.Options{Reporter: sub})
+	ij, err := image.PushBuilt(ctx, bj, imageComponents, image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache(), Remote: c.remoteOptions()}, phase.Options{Reporter: sub})
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
@@ -106,6 +106,12 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 			progress.Round(built), len(ij.Images)+1, progress.Round(time.Since(t1))),
 		Changed: changed,
 	}, nil
+}
+
+// remoteOptions reach registries with this home's registry credential
+// (for devk's own registry; docker's credentials for others).
+func (c *Cluster) remoteOptions() image.RemoteOptions {
+	return image.RemoteOptions{Keychain: image.KeychainFor(c.Home)}
 }
 
 // baseCache is where the Debian packages and layers of image bases
@@ -131,7 +137,7 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	src, err := image.NewRemote(c.ImagesFrom, image.RemoteOptions{})
+	src, err := image.NewRemote(c.ImagesFrom, c.remoteOptions())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -303,7 +309,7 @@ func (c *Cluster) pushPause(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := image.NewRemote(c.Config.Registry, image.RemoteOptions{})
+	r, err := image.NewRemote(c.Config.Registry, c.remoteOptions())
 	if err != nil {
 		return "", err
 	}

@@ -245,7 +245,11 @@ func readImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	if j.list, err = ReadManifest(j.tree.Root); err != nil {
 		return phase.Done, err
 	}
-	if j.remote, err = image.NewRemote(cfg.Registry, image.RemoteOptions{}); err != nil {
+	home, err := layout.HomeDir(j.Home)
+	if err != nil {
+		return phase.Done, err
+	}
+	if j.remote, err = image.NewRemote(cfg.Registry, image.RemoteOptions{Keychain: image.KeychainFor(home)}); err != nil {
 		return phase.Done, err
 	}
 	j.res = ImagesResult{Cluster: cfg.Name, Registry: cfg.Registry}

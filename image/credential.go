@@ -142,14 +142,20 @@ func (k credentialKeychain) Resolve(res authn.Resource) (authn.Authenticator, er
 	return &authn.Basic{Username: RegistryUser, Password: secret}, nil
 }
 
-// defaultKeychain is docker's credentials first (what a user configured
-// for a registry wins), then devk's registry credential.
+// KeychainFor is docker's credentials first (what a user configured for
+// a registry wins), then the registry credential of devk's home (a
+// resolved $DEVK_HOME): what devk's clients push with.
+func KeychainFor(home string) authn.Keychain {
+	return authn.NewMultiKeychain(authn.DefaultKeychain, CredentialKeychain(layout.HomePaths(home).RegistryCredential()))
+}
+
+// defaultKeychain is KeychainFor $DEVK_HOME (else ~/.devk).
 func defaultKeychain() authn.Keychain {
-	path, err := DefaultCredentialFile()
+	home, err := layout.HomeDir("")
 	if err != nil {
 		return authn.DefaultKeychain
 	}
-	return authn.NewMultiKeychain(authn.DefaultKeychain, CredentialKeychain(path))
+	return KeychainFor(home)
 }
 
 // listenerIsOurs reports whether every TCP socket listening on a
