@@ -69,7 +69,7 @@ func TestStorageLimit(t *testing.T) {
 	push(t, addr+"/lim/x:1", randomImageOf(t, 120<<10))
 	ref, _ := name.ParseReference(addr + "/lim/x:2")
 	err := remote.Write(ref, randomImageOf(t, 120<<10), testAuth(), remote.WithRetryBackoff(remote.Backoff{Steps: 1}))
-	if err == nil || !strings.Contains(err.Error(), "--max-storage") || !strings.Contains(err.Error(), "of its limit of 200.0 KiB") {
+	if err == nil || !strings.Contains(err.Error(), "--max-storage") || !strings.Contains(err.Error(), "past its limit of 200.0 KiB") {
 		t.Fatalf("a push past the storage limit: %v, want a refusal naming --max-storage", err)
 	}
 	waitNoUploads(t, root)

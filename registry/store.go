@@ -352,8 +352,8 @@ func (q *quota) take(n int64) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.used+n > q.maxTotal {
-		return &tooLargeError{fmt.Sprintf("the registry's storage %s holds %s of its limit of %s: raise it with `devk registry serve --max-storage SIZE`, or start afresh (stop the registry, remove %s; `devk up` and `devk push` fill it again)",
-			q.root.Name(), humanBytes(q.used), humanBytes(q.maxTotal), q.root.Name())}
+		return &tooLargeError{fmt.Sprintf("this push would take the registry's storage %s past its limit of %s (%s stored or being written): raise it with `devk registry serve --max-storage SIZE`, or start afresh (stop the registry, remove %s; `devk up` and `devk push` fill it again)",
+			q.root.Name(), humanBytes(q.maxTotal), humanBytes(q.used), q.root.Name())}
 	}
 	var st syscall.Statfs_t
 	if err := statfsRoot(q.root, &st); err == nil {
