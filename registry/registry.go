@@ -368,7 +368,9 @@ func (r *Registry) limitedBlobWrite(w http.ResponseWriter, req *http.Request) {
 	copyResponse(w, rec)
 }
 
-// limitedBody ends a chunk's body with errTooLarge past left bytes.
+// limitedBody ends a chunk's body with the per-blob limit's error past left
+// bytes. (pkg/registry keeps what it read of a refused chunk in memory
+// under its upload, at most the limit, until the registry stops.)
 type limitedBody struct {
 	rc   io.ReadCloser
 	left int64
