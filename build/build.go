@@ -379,7 +379,7 @@ func checkGo(ctx context.Context, t *source.Tree) (string, error) {
 	if tc := os.Getenv("GOTOOLCHAIN"); tc != "" && tc != "local" && tc != "auto" {
 		return "", nil // the user chose a toolchain; go will use it
 	}
-	out, err := execx.Output(ctx, execx.Cmd{Name: "go", Args: []string{"env", "GOVERSION"}, Dir: os.TempDir(), Env: []string{"GOTOOLCHAIN=local", "GOWORK=off"}})
+	out, err := execx.Output(ctx, source.SelfGo("env", "GOVERSION"))
 	if err != nil {
 		return "", fmt.Errorf("no usable go command: %w (install Go %s or newer)", err, minimum)
 	}

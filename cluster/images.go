@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -18,7 +20,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/build"
@@ -28,7 +29,9 @@ import (
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/source"
 )
 
 //go:embed pause/main.go
@@ -82,7 +85,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	ij, err := image.PushBuilt(ctx, bj, imageComponents, image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache()}, phase.Options{Reporter: sub})
+	ij, err := image.PushBuilt(ctx, bj, imageComponents, image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache(), Remote: c.remoteOptions()}, phase.Options{Reporter: sub})
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
@@ -105,6 +108,12 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	}, nil
 }
 
+// remoteOptions reach registries with this home's registry credential
+// (for devk's own registry; docker's credentials for others).
+func (c *Cluster) remoteOptions() image.RemoteOptions {
+	return image.RemoteOptions{Keychain: image.KeychainFor(c.Home)}
+}
+
 // baseCache is where the Debian packages and layers of image bases
 // (kube-proxy's iptables base) are kept, for every cluster of the home.
 func (c *Cluster) baseCache() string { return filepath.Join(c.Home, "cache", "debian") }
@@ -121,29 +130,29 @@ func (c *Cluster) recordImage(component, ref string) bool {
 }
 
 // imagesFrom takes the images from a registry that holds them already:
-// <registry>/<binary>:<tag> for the tag of the tree's version, resolved
-// to digests now.
+// <registry>/<binary>:<tag> (or @<digest>) for the tags --images-tag
+// names, resolved to digests now.
 func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
-	src, err := image.NewRemote(c.ImagesFrom, image.RemoteOptions{})
+	tags, err := ParseImagesTag(c.ImagesTag)
 	if err != nil {
 		return phase.Done, err
 	}
-	tag := c.ImagesTag
+	src, err := image.NewRemote(c.ImagesFrom, c.remoteOptions())
+	if err != nil {
+		return phase.Done, err
+	}
 	changed := false
 	for _, comp := range imageComponents {
 		bc, err := build.Lookup(comp)
 		if err != nil {
 			return phase.Done, err
 		}
-		t := tag
-		if comp == "etcd" || t == "" {
-			// etcd has its own versions (and with no --images-tag every
-			// component): take the newest version tag there is.
-			if t, err = newestTag(ctx, src, bc.Image()); err != nil {
-				return phase.Done, err
-			}
+		t := tags.of(comp)
+		sep := ":"
+		if strings.HasPrefix(t, "sha256:") {
+			sep = "@"
 		}
-		ref, err := src.ParseReference(strings.TrimSuffix(c.ImagesFrom, "/") + "/" + bc.Image() + ":" + t)
+		ref, err := src.ParseReference(strings.TrimSuffix(c.ImagesFrom, "/") + "/" + bc.Image() + sep + t)
 		if err != nil {
 			return phase.Done, err
 		}
@@ -167,39 +176,72 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	return phase.Outcome{Detail: fmt.Sprintf("from %s: %s", c.ImagesFrom, c.imagesSummary()), Changed: changed}, nil
 }
 
-// newestTag is the highest version tag of repo in the registry.
-func newestTag(ctx context.Context, r *image.Remote, name string) (string, error) {
-	repo, err := r.Repository(name)
-	if err != nil {
-		return "", err
-	}
-	tags, err := r.Tags(ctx, repo)
-	if err != nil {
-		return "", fmt.Errorf("--images-from: list the tags of %s: %w", repo, err)
-	}
-	best := newestVersion(tags)
-	if best == "" {
-		return "", fmt.Errorf("--images-from: %s has no version tag (tags: %v): push etcd there (`devk push etcd --registry %s`)", repo, tags, r.Addr)
-	}
-	return best, nil
+// ImagesTag is --images-tag: the tag (or digest) of each component's
+// image in --images-from.
+type ImagesTag struct {
+	// Default is the Kubernetes images' tag (the tree's version).
+	Default string
+	// Of are the components' own (etcd always has one).
+	Of map[string]string
 }
 
-// newestVersion is the highest of the tags that are versions (v1.34.4,
-// 3.6.5-0), by semantic versioning where they follow it: a release is
-// newer than its pre-releases, -rc.1 than -beta.2 than -alpha.3. Empty
-// when none is a version.
-func newestVersion(tags []string) string {
-	best, bestV := "", (*version.Version)(nil)
-	for _, t := range tags {
-		v, err := version.Parse(t)
-		if err != nil {
-			continue
+func (t ImagesTag) of(component string) string {
+	if v, ok := t.Of[component]; ok {
+		return v
+	}
+	return t.Default
+}
+
+// imagesTagExample is how --images-tag reads.
+const imagesTagExample = "--images-tag v1.34.4,etcd=3.6.5-0 (a component's own with COMPONENT=TAG, or a digest: etcd=sha256:…)"
+
+// ParseImagesTag reads --images-tag: TAG[,COMPONENT=TAG|DIGEST…]. Every
+// image --images-from gives must be named: devk never takes "the
+// newest" tag, which whoever could push there would choose.
+func ParseImagesTag(s string) (ImagesTag, error) {
+	if strings.TrimSpace(s) == "" {
+		return ImagesTag{}, fmt.Errorf("--images-from needs --images-tag: name the images' tag and etcd's, e.g. %s; devk never takes the newest tag it finds", imagesTagExample)
+	}
+	t := ImagesTag{Of: map[string]string{}}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		comp, v, isComp := strings.Cut(part, "=")
+		if !isComp {
+			comp, v = "", part
 		}
-		if bestV == nil || bestV.LessThan(v) {
-			best, bestV = t, v
+		if isComp && !slices.Contains(imageComponents, comp) {
+			return ImagesTag{}, fmt.Errorf("--images-tag %q: %q is not a component with an image (%s)", s, comp, strings.Join(imageComponents, ", "))
+		}
+		if err := checkTagOrDigest(v); err != nil {
+			return ImagesTag{}, fmt.Errorf("--images-tag %q: %w", s, err)
+		}
+		if _, dup := t.Of[comp]; (isComp && dup) || (!isComp && t.Default != "") {
+			return ImagesTag{}, fmt.Errorf("--images-tag %q: %s given twice", s, cmp.Or(comp, "the default tag"))
+		}
+		if isComp {
+			t.Of[comp] = v
+		} else {
+			t.Default = v
 		}
 	}
-	return best
+	for _, comp := range imageComponents {
+		if t.of(comp) == "" || (comp == "etcd" && t.Of[comp] == "") {
+			return ImagesTag{}, fmt.Errorf("--images-tag %q names no tag for %s (etcd has versions of its own): e.g. %s", s, comp, imagesTagExample)
+		}
+	}
+	return t, nil
+}
+
+var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+
+func checkTagOrDigest(v string) error {
+	if strings.HasPrefix(v, "sha256:") {
+		if !digestRE.MatchString(v) {
+			return fmt.Errorf("%q is not a digest (sha256: and 64 hex digits)", v)
+		}
+		return nil
+	}
+	return validname.ImageTag(v)
 }
 
 // pauseImage builds the pause program from its embedded source (cached
@@ -208,7 +250,7 @@ func newestVersion(tags []string) string {
 // <registry>/pause@sha256:… (the registry --registry names, if given).
 func (c *Cluster) pauseImage(ctx context.Context) (v1.Image, string, error) {
 	goVersion := runtime.Version()
-	if out, err := execx.Output(ctx, execx.Cmd{Name: "go", Args: []string{"env", "GOVERSION"}, Dir: os.TempDir(), Env: []string{"GOWORK=off"}}); err == nil {
+	if out, err := execx.Output(ctx, source.SelfGo("env", "GOVERSION")); err == nil {
 		goVersion = strings.TrimSpace(string(out))
 	}
 	sum := sha256.Sum256(append(append([]byte{}, pauseSource...), goVersion+runtime.GOARCH...))
@@ -267,7 +309,7 @@ func (c *Cluster) pushPause(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := image.NewRemote(c.Config.Registry, image.RemoteOptions{})
+	r, err := image.NewRemote(c.Config.Registry, c.remoteOptions())
 	if err != nil {
 		return "", err
 	}
@@ -387,7 +429,8 @@ func (c *Cluster) startForwarders(ctx context.Context) (phase.Outcome, error) {
 	var started []string
 	for _, reg := range c.loopbackRegistries() {
 		name, mirror := forwarderName(reg), c.mirrorOf(reg)
-		argv := []string{exe, "registry", "forward", "--addr", mirror, "--to", reg}
+		nw := c.Config.Network
+		argv := []string{exe, "registry", "forward", "--addr", mirror, "--to", reg, "--device", nw.HostBridge, "--allow", nw.Subnet}
 		if pid, ok := c.Procs().Running(name); ok && !slices.Equal(supervise.Argv(pid), argv) {
 			// Another registry or address than this run's: restart it.
 			if _, err := c.Procs().Stop(ctx, name, downGrace); err != nil {
@@ -405,6 +448,9 @@ func (c *Cluster) startForwarders(ctx context.Context) (phase.Outcome, error) {
 			if _, ok := c.Procs().Running(name); !ok {
 				return false, fmt.Errorf("the registry forwarder on %s exited; its log ends:\n%s", mirror, supervise.Tail(c.LogFile(name), 15))
 			}
+			// Bound to the bridge, the forwarder still takes the
+			// host's own connections (tested in registry's
+			// TestForwardOnlyFromTheBridge).
 			return registryAnswers(ctx, mirror), nil
 		})
 		if poll.TimedOut(ctx, err) {
@@ -465,24 +511,34 @@ func (c *Cluster) hostRegistry(ctx context.Context) (phase.Outcome, error) {
 	}
 	c.Config.OwnRegistry = true
 	root := filepath.Join(c.Home, "registry")
+	exe, err := os.Executable()
+	if err != nil {
+		return phase.Done, fmt.Errorf("find devk's own binary to run the registry: %w", err)
+	}
+	argv := []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root, "--credential", layout.HomePaths(c.Home).RegistryCredential()}
 	if pid, ok := rp.Procs().Running("registry"); ok {
 		// The pid file names the process devk started; it must still
 		// serve this address from this DEVK_HOME's store.
-		if argv := supervise.Argv(pid); !slices.Contains(argv, root) || !slices.Contains(argv, c.Config.Registry) {
-			return phase.Done, fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(argv, " "))
+		running := supervise.Argv(pid)
+		if !slices.Contains(running, root) || !slices.Contains(running, c.Config.Registry) {
+			return phase.Done, fmt.Errorf("the registry process %d named by %s does not serve %s from %s (its command line: %q): stop it and run up again", pid, rp.PIDFile("registry"), c.Config.Registry, root, strings.Join(running, " "))
 		}
-		return phase.Unchanged("running on %s (pid %d)", c.Config.Registry, pid), c.SaveConfig()
+		if len(running) == 0 || !slices.Equal(running[1:], argv[1:]) {
+			// Started by an older devk (one that took writes without
+			// a credential): serve on with this one's arguments.
+			if _, err := rp.Procs().Stop(ctx, "registry", downGrace); err != nil {
+				return phase.Done, err
+			}
+		} else {
+			return phase.Unchanged("running on %s (pid %d)", c.Config.Registry, pid), c.SaveConfig()
+		}
 	}
 	if registryAnswers(ctx, c.Config.Registry) {
 		// Not devk's (no live pid file here): any local user could serve
 		// the images every pod runs. Only the user can say it is trusted.
 		return phase.Done, fmt.Errorf("a registry that devk did not start answers on %s: stop it, or pass --registry %s to use it (devk starts its own there otherwise)", c.Config.Registry, c.Config.Registry)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return phase.Done, fmt.Errorf("find devk's own binary to run the registry: %w", err)
-	}
-	pid, _, err := rp.Procs().Start(supervise.Process{Name: "registry", Argv: []string{exe, "registry", "serve", "--addr", c.Config.Registry, "--root", root}})
+	pid, _, err := rp.Procs().Start(supervise.Process{Name: "registry", Argv: argv})
 	if err != nil {
 		return phase.Done, err
 	}

@@ -199,6 +199,7 @@ type imagesJob struct {
 	ImagesOptions
 	tree   *source.Tree
 	cfg    layout.Config
+	paths  layout.Paths
 	remote *image.Remote
 	list   []TestImage
 	build  *build.Job
@@ -233,18 +234,22 @@ func BuildImages(ctx context.Context, o ImagesOptions) (*ImagesResult, error) {
 }
 
 func readImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
-	cfg, _, err := layout.Open(j.Home, j.Name)
+	cfg, paths, err := layout.Open(j.Home, j.Name)
 	if err != nil {
 		return phase.Done, err
 	}
-	j.cfg = cfg
+	j.cfg, j.paths = cfg, paths
 	if j.tree, err = source.Open(j.TreeDir); err != nil {
 		return phase.Done, err
 	}
 	if j.list, err = ReadManifest(j.tree.Root); err != nil {
 		return phase.Done, err
 	}
-	if j.remote, err = image.NewRemote(cfg.Registry, image.RemoteOptions{}); err != nil {
+	home, err := layout.HomeDir(j.Home)
+	if err != nil {
+		return phase.Done, err
+	}
+	if j.remote, err = image.NewRemote(cfg.Registry, image.RemoteOptions{Keychain: image.KeychainFor(home)}); err != nil {
 		return phase.Done, err
 	}
 	j.res = ImagesResult{Cluster: cfg.Name, Registry: cfg.Registry}
@@ -346,6 +351,7 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	}
 	j.built = map[string]madeImage{}
 	pushed := 0
+	record := PushedImages{Registry: j.cfg.Registry, Images: map[string]string{}}
 	for _, t := range j.list {
 		repoPath := path.Join(Registries[t.Registry], t.Name)
 		row := ImageRow{TestImage: t, Ref: MirrorOf(j.cfg.Registry, repoPath) + ":" + t.Tag}
@@ -377,9 +383,13 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 		row.BuiltFrom, row.Digest = from, d.String()
+		record.Images[row.Ref] = row.Digest
 		j.res.Images = append(j.res.Images, row)
 		pushed++
 		j.Reporter.Debugf("pushed %s@%s (%s)", row.Ref, d, from)
+	}
+	if err := record.write(j.paths.E2EImages()); err != nil {
+		return phase.Done, err
 	}
 	return phase.Changed("%d of %d images pushed", pushed, len(j.list)), nil
 }

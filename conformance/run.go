@@ -135,13 +135,14 @@ type Job struct {
 	t0         time.Time
 }
 
-// Phases are a run: preflight, repo-list, plan, run, report.
+// Phases are a run: preflight, plan, repo-list, pin-images, run, report.
 func Phases() []*phase.Phase[*Job] {
 	notDry := func(j *Job) (bool, string) { return !j.DryRun, "--dry-run" }
 	return []*phase.Phase[*Job]{
 		{Name: "preflight", Short: "the cluster, its addons and node count; e2e.test built, of the cluster's version", Run: preflight},
 		{Name: "plan", Short: "ginkgo dry run: the specs --focus, --skip and --conformance select", Run: plan},
 		{Name: "repo-list", Short: "the run's directory and KUBE_TEST_REPO_LIST: every registry of the framework is the cluster's", If: notDry, Run: writeRepoList},
+		{Name: "pin-images", Short: "every test image the registry holds is one `devk e2e images` pushed, and each node holds it by that digest (pulled through CRI)", If: notDry, Run: pinImages},
 		{Name: "run", Short: "run the specs (e2e.test, or ginkgo with --parallel), one line per finished spec", If: notDry, Run: runSuite},
 		{Name: "report", Short: "read ginkgo's JSON report: passed, failed, skipped and why, slowest", If: notDry, Run: report},
 	}

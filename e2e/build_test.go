@@ -126,7 +126,10 @@ func TestSourceAndBuild(t *testing.T) {
 // the same digest.
 func TestBuildPushPackageAndCoreDNS(t *testing.T) {
 	tree := Tree(t)
-	h, err := registry.New(t.TempDir(), nil)
+	// The registry's credential where devk, run with this DEVK_HOME,
+	// finds it.
+	home := t.TempDir()
+	h, err := registry.New(t.TempDir(), &registry.Options{CredentialFile: filepath.Join(home, "registry-credential")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +152,7 @@ func TestBuildPushPackageAndCoreDNS(t *testing.T) {
 	}
 	for _, im := range images {
 		t.Run(im.repo, func(t *testing.T) {
-			r := MustDevk(t, tree, "build", im.arg, "--push", "--registry", reg)
+			r := MustDevkEnv(t, tree, []string{"DEVK_HOME=" + home}, "build", im.arg, "--push", "--registry", reg)
 			ref := strings.TrimSpace(r.Stdout)
 			if !strings.HasPrefix(ref, reg+"/"+im.repo+"@sha256:") || strings.Contains(ref, "\n") {
 				t.Fatalf("devk build %s --push printed %q, want one %s/%s@sha256:… line", im.arg, r.Stdout, reg, im.repo)
@@ -183,7 +186,7 @@ func TestBuildPushPackageAndCoreDNS(t *testing.T) {
 				t.Errorf("%s is not stamped with %s (%v)", im.path, im.stamped, err)
 			}
 			// Built and pushed already: the same image again.
-			r = MustDevk(t, tree, "push", im.arg, "--registry", reg)
+			r = MustDevkEnv(t, tree, []string{"DEVK_HOME=" + home}, "push", im.arg, "--registry", reg)
 			if strings.TrimSpace(r.Stdout) != ref {
 				t.Fatalf("devk push %s gave %q, devk build --push %q", im.arg, r.Stdout, ref)
 			}

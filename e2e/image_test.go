@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -256,5 +257,113 @@ func unmountUnder(dir string) {
 	}
 	for i := len(points) - 1; i >= 0; i-- {
 		syscall.Unmount(points[i], syscall.MNT_DETACH)
+	}
+}
+
+// TestRegistryRefusesOtherUsers: on the shared cluster, an unprivileged
+// local user (nobody, through setpriv) tries every write on devk's
+// registry on 127.0.0.1 and through the cluster's forwarder on the bridge
+// (from the host and from inside the node's network namespace): the
+// registry answers 401 UNAUTHORIZED, the forwarder 405 UNSUPPORTED, and
+// afterwards every tag the registry holds, and so what a node pulls, is
+// as before. devk's own push (with the credential it keeps 0600) still
+// goes through, and the nodes still pull through the forwarder.
+func TestRegistryRefusesOtherUsers(t *testing.T) {
+	c := Cluster(t)
+	for _, bin := range []string{"setpriv", "curl", "nsenter"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed", bin)
+		}
+	}
+	var cfg struct {
+		Registry string
+		Images   map[string]string
+		Network  struct {
+			HostIP string
+			Nodes  []struct{ NetNS string }
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(c.Home, "clusters", "devk", "cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil || len(cfg.Network.Nodes) == 0 {
+		t.Fatalf("cluster.json: %v %+v", err, cfg)
+	}
+	cred := filepath.Join(c.Home, "registry-credential")
+	if fi, err := os.Stat(cred); err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("the registry credential %s: %v %v, want root's, mode 0600", cred, fi, err)
+	}
+	listing := func() string {
+		t.Helper()
+		return MustDevkEnv(t, c.Tree, c.Env, "registry", "ls", "--registry", cfg.Registry, "-o", "json").Stdout
+	}
+	before := listing()
+	_, port, _ := net.SplitHostPort(cfg.Registry)
+	forwarder := net.JoinHostPort(cfg.Network.HostIP, port)
+
+	// A manifest that would be a valid push: the pause image's, under
+	// the tag the framework pulls agnhost by, and under kube-apiserver's.
+	repo, digest, _ := strings.Cut(strings.TrimPrefix(cfg.Images["pause"], cfg.Registry+"/"), "@")
+	req, _ := http.NewRequest(http.MethodGet, "http://"+cfg.Registry+"/v2/"+repo+"/manifests/"+digest, nil)
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET the pause manifest %s: %s", cfg.Images["pause"], resp.Status)
+	}
+	manifest := string(body)
+	nobody := []string{"setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"}
+	// curl as nobody: the HTTP status, 000 when no answer.
+	curl := func(netns, method, url, body string) string {
+		args := append([]string{}, nobody...)
+		if netns != "" {
+			args = append([]string{"nsenter", "--net=/run/netns/" + netns, "--"}, args...)
+		}
+		args = append(args, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-X", method,
+			"-H", "Content-Type: application/vnd.oci.image.manifest.v1+json")
+		if body != "" {
+			args = append(args, "--data-binary", body)
+		}
+		out, _ := exec.Command(args[0], append(args[1:], url)...).Output()
+		return string(out)
+	}
+	mirror := "registry.k8s.io/e2e-test-images/agnhost"
+	writes := []struct{ method, path, body string }{
+		{"PUT", "/v2/" + mirror + "/manifests/2.56", manifest},
+		{"PUT", "/v2/kube-apiserver/manifests/evil", manifest},
+		{"POST", "/v2/" + mirror + "/blobs/uploads/", ""},
+		{"PATCH", "/v2/" + mirror + "/blobs/uploads/1", "x"},
+		{"PUT", "/v2/" + mirror + "/blobs/uploads/1?digest=sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", "x"},
+		{"DELETE", "/v2/pause/manifests/devk", ""},
+	}
+	for _, w := range writes {
+		if got := curl("", w.method, "http://"+cfg.Registry+w.path, w.body); got != "401" {
+			t.Errorf("nobody's %s %s on %s: %s, want 401", w.method, w.path, cfg.Registry, got)
+		}
+		if got := curl("", w.method, "http://"+forwarder+w.path, w.body); got != "405" {
+			t.Errorf("nobody's %s %s through the forwarder %s, from the host: %s, want 405", w.method, w.path, forwarder, got)
+		}
+		if got := curl(cfg.Network.Nodes[0].NetNS, w.method, "http://"+forwarder+w.path, w.body); got != "405" {
+			t.Errorf("nobody's %s %s through the forwarder %s, from the node: %s, want 405", w.method, w.path, forwarder, got)
+		}
+	}
+	// Reads stay open: the node pulls as nobody would.
+	if got := curl(cfg.Network.Nodes[0].NetNS, "GET", "http://"+forwarder+"/v2/pause/manifests/devk", ""); got != "200" {
+		t.Errorf("a pull through the forwarder from the node: %s, want 200", got)
+	}
+	if after := listing(); after != before {
+		t.Fatalf("the registry changed after nobody's writes:\nbefore %s\nafter  %s", before, after)
+	}
+	// devk's own push still goes through: root's, with the credential,
+	// under a prefix of its own (a new repository: every blob and the
+	// manifest are written).
+	r := MustDevkEnv(t, c.Tree, c.Env, "push", "scheduler", "--registry", cfg.Registry+"/devk-e2e-auth")
+	if !strings.HasPrefix(r.Stdout, cfg.Registry+"/devk-e2e-auth/kube-scheduler@sha256:") {
+		t.Fatalf("devk push with the credential: %q", r.Stdout)
 	}
 }

@@ -33,7 +33,7 @@ type result struct {
 }
 
 func run(t *testing.T, devk string, env []string, args ...string) result {
-	home := filepath.Join(filepath.Dir(devk), "devk-home")
+	home := testHome(devk)
 	t.Helper()
 	cmd := exec.Command(devk, args...)
 	// A devk home of its own: no cluster of this machine joins the
@@ -53,10 +53,14 @@ func run(t *testing.T, devk string, env []string, args ...string) result {
 	return r
 }
 
-// startRegistry serves devk's registry with content in dir.
-func startRegistry(t *testing.T, dir string) (addr string, stop func()) {
+// testHome is the DEVK_HOME of the devk binary run runs.
+func testHome(devk string) string { return filepath.Join(filepath.Dir(devk), "devk-home") }
+
+// startRegistry serves devk's registry with content in dir, its
+// credential where the devk binary run by run finds it.
+func startRegistry(t *testing.T, devk, dir string) (addr string, stop func()) {
 	t.Helper()
-	h, err := registry.New(dir, nil)
+	h, err := registry.New(dir, &registry.Options{CredentialFile: filepath.Join(testHome(devk), "registry-credential")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +76,7 @@ var refLine = regexp.MustCompile(`^127\.0\.0\.1:\d+/kube-apiserver@sha256:[0-9a-
 func TestCLI(t *testing.T) {
 	devk := buildDevk(t)
 	root := testtree.New(t)
-	addr, stop := startRegistry(t, t.TempDir())
+	addr, stop := startRegistry(t, devk, t.TempDir())
 	tree := []string{"--tree", root, "--registry", addr}
 
 	r := run(t, devk, nil, append([]string{"push", "apiserver"}, tree...)...)
@@ -98,7 +102,7 @@ func TestCLI(t *testing.T) {
 
 	// The registry goes away: digest cannot look, which is not a mismatch.
 	stop()
-	addr2, _ := startRegistry(t, t.TempDir())
+	addr2, _ := startRegistry(t, devk, t.TempDir())
 	tree2 := []string{"--tree", root, "--registry", addr2}
 	r = run(t, devk, nil, append([]string{"digest", "apiserver"}, tree...)...)
 	if r.code != 1 || !strings.Contains(r.stderr, addr) || !strings.Contains(r.stderr, "devk registry serve") {

@@ -50,8 +50,10 @@ type RemoteOptions struct {
 	// (loopback registries get it without asking). HTTPS certificates are
 	// verified either way.
 	Insecure bool
-	// Keychain finds credentials; nil means authn.DefaultKeychain
-	// (docker's config.json and credential helpers).
+	// Keychain finds credentials; nil means docker's (config.json and
+	// credential helpers), then devk's registry credential
+	// ($DEVK_HOME/registry-credential) for a registry on loopback that the
+	// running user serves (see CredentialKeychain).
 	Keychain authn.Keychain
 	// Transport, when set, replaces the default HTTP transport (tests);
 	// Timeout then bounds only the calls as a whole, not each request.
@@ -99,7 +101,7 @@ func NewRemote(addr string, o RemoteOptions) (*Remote, error) {
 		return nil, fmt.Errorf("--registry %q: %w (use HOST[:PORT][/PREFIX], e.g. 127.0.0.1:5000)", addr, err)
 	}
 	if o.Keychain == nil {
-		o.Keychain = authn.DefaultKeychain
+		o.Keychain = defaultKeychain()
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -301,6 +303,9 @@ func (r *Remote) explainFor(ctx context.Context, addr string, err error) error {
 		return fmt.Errorf("registry %s: %w", host, err)
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("registry %s speaks plain HTTP: pass --insecure to allow it: %w", host, err)
+	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) && IsLoopback(host):
+		// devk's own registry says what to do in its message.
+		return fmt.Errorf("registry %s refused the request (HTTP %d): %w", host, te.StatusCode, err)
 	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
 		return fmt.Errorf("registry %s refused the credentials (HTTP %d): log in (docker login / crane auth login %s): %w", host, te.StatusCode, host, err)
 	}

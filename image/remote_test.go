@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,10 +20,12 @@ import (
 	"github.com/devk/devk/registry"
 )
 
-// serveRegistry runs devk's registry in-process on loopback, plain HTTP.
-func serveRegistry(t *testing.T) string {
+// serveRegistry runs devk's registry in-process on loopback, plain HTTP,
+// and returns its address and its credential file.
+func serveRegistry(t *testing.T) (addr, credential string) {
 	t.Helper()
-	r, err := registry.New(t.TempDir(), nil)
+	credential = filepath.Join(t.TempDir(), "registry-credential")
+	r, err := registry.New(t.TempDir(), &registry.Options{CredentialFile: credential})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func serveRegistry(t *testing.T) string {
 		srv.Close()
 		r.Close()
 	})
-	return strings.TrimPrefix(srv.URL, "http://")
+	return strings.TrimPrefix(srv.URL, "http://"), credential
 }
 
 // pushAndHead pushes an image through r and reads its digest back.
@@ -61,7 +64,7 @@ func pushAndHead(t *testing.T, r *image.Remote) {
 // TestPlainHTTPNeedsInsecure: --registry http://HOST (or DEVK_REGISTRY)
 // gets plain HTTP without --insecure only when HOST is on loopback.
 func TestPlainHTTPNeedsInsecure(t *testing.T) {
-	loopback := serveRegistry(t)
+	loopback, credential := serveRegistry(t)
 	tests := []struct {
 		name     string
 		addr     string
@@ -92,7 +95,9 @@ func TestPlainHTTPNeedsInsecure(t *testing.T) {
 				t.Setenv("DEVK_REGISTRY", tc.addr)
 				addr = image.DefaultRegistry()
 			}
-			r, err := image.NewRemote(addr, image.RemoteOptions{Insecure: tc.insecure, Keychain: authn.NewMultiKeychain()})
+			// devk's credential alone, found for the registry we serve:
+			// no docker config of the machine applies.
+			r, err := image.NewRemote(addr, image.RemoteOptions{Insecure: tc.insecure, Keychain: image.CredentialKeychain(credential)})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want it to say %q", err, tc.wantErr)

@@ -2,12 +2,17 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
-	"sync"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // forwardDialTimeout bounds the connection to the registry behind a
@@ -20,16 +25,30 @@ type ForwardOptions struct {
 	Addr string
 	// To is the registry relayed to; it must be on loopback.
 	To string
+	// Device, when set, is the only network device connections are
+	// taken from (SO_BINDTODEVICE): the cluster's bridge. Linux takes a
+	// packet for any of the host's addresses on any interface, so
+	// without it a LAN neighbour routing the bridge's subnet via this
+	// host reaches the forwarder.
+	Device string
+	// Allow is the network clients may come from (the cluster's node
+	// subnet); the host's own addresses are always allowed. A connection
+	// from anywhere else is closed unanswered.
+	Allow *net.IPNet
+	// Log receives a line per refused connection or request when set.
+	Log *log.Logger
 	// Ready is called with the address listened on once connections
 	// are accepted.
 	Ready func(addr string)
 }
 
-// Forward relays every TCP connection accepted on o.Addr to the registry
-// at o.To until ctx ends. A devk node is a network namespace, which
-// cannot reach the host's loopback; the cluster's forwarder on its
-// bridge address lets the node's containerd pull from the registry on
-// 127.0.0.1 by the same image names and digests.
+// Forward serves pulls (GET and HEAD) on o.Addr from the registry at
+// o.To until ctx ends, and answers anything else 405 UNSUPPORTED: a
+// devk node is a network namespace, which cannot reach the host's
+// loopback; the cluster's forwarder on its bridge address lets the
+// node's containerd pull from the registry on 127.0.0.1 by the same
+// image names and digests, and nothing on the bridge can push through
+// it.
 func Forward(ctx context.Context, o ForwardOptions) error {
 	host, _, err := net.SplitHostPort(o.To)
 	if err != nil {
@@ -38,56 +57,135 @@ func Forward(ctx context.Context, o ForwardOptions) error {
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("--to %q: a forwarder relays to a registry on loopback only (127.0.0.1, ::1, localhost)", o.To)
 	}
-	var lc net.ListenConfig
+	logger := o.Log
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	lc := net.ListenConfig{Control: bindToDevice(o.Device)}
 	ln, err := lc.Listen(ctx, "tcp", o.Addr)
 	if err != nil {
+		if o.Device != "" {
+			return fmt.Errorf("listen on %s, device %s: %w", o.Addr, o.Device, err)
+		}
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
+	ln = &sourceFilter{Listener: ln, allow: o.Allow, log: logger}
+	srv := &http.Server{
+		Handler:           pullOnly(o.To),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          logger,
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
 	if o.Ready != nil {
 		o.Ready(ln.Addr().String())
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
+	select {
+	case err := <-done:
+		return fmt.Errorf("registry forwarder on %s stopped: %w", o.Addr, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// bindToDevice is a ListenConfig.Control binding the socket to device
+// (none when empty).
+func bindToDevice(device string) func(network, address string, c syscall.RawConn) error {
+	if device == "" {
+		return nil
+	}
+	return func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.SOL_SOCKET, unix.SO_BINDTODEVICE, device)
+		}); err != nil {
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			relay(ctx, conn, o.To)
-		}()
+		if serr != nil {
+			return fmt.Errorf("bind to device %s: %w", device, serr)
+		}
+		return nil
 	}
 }
 
-// relay copies both ways between a client and the registry, each
-// direction's end passed on as a half-close.
-func relay(ctx context.Context, client net.Conn, to string) {
-	defer client.Close()
-	d := net.Dialer{Timeout: forwardDialTimeout}
-	up, err := d.DialContext(ctx, "tcp", to)
-	if err != nil {
-		return
+// pullOnly relays GET and HEAD to the registry at to, with no
+// credentials, and refuses every other method.
+func pullOnly(to string) http.Handler {
+	target := &url.URL{Scheme: "http", Host: to}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Header.Del("Authorization")
+		},
+		Transport: &http.Transport{
+			Proxy:                 nil, // the registry is on loopback: never through a proxy
+			DialContext:           (&net.Dialer{Timeout: forwardDialTimeout}).DialContext,
+			ResponseHeaderTimeout: readHeaderTimeout,
+			MaxIdleConnsPerHost:   16,
+		},
 	}
-	defer up.Close()
-	stop := context.AfterFunc(ctx, func() { client.Close(); up.Close() })
-	defer stop()
-	var wg sync.WaitGroup
-	pipe := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "UNSUPPORTED",
+				fmt.Sprintf("the registry forwarder on a devk cluster's bridge serves pulls only (GET, HEAD), not %s: push to the registry on %s with devk", req.Method, to))
+			return
+		}
+		proxy.ServeHTTP(w, req)
+	})
+}
+
+// sourceFilter closes, unanswered, connections from outside allow and
+// the host's own addresses.
+type sourceFilter struct {
+	net.Listener
+	allow *net.IPNet
+	log   *log.Logger
+}
+
+func (l *sourceFilter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if ip := remoteIP(c); ip != nil && ((l.allow != nil && l.allow.Contains(ip)) || isLocalAddress(ip)) {
+			return c, nil
+		}
+		l.log.Printf("refused a connection from %s: outside the cluster's node subnet %v and the host's addresses", c.RemoteAddr(), l.allow)
+		c.Close()
+	}
+}
+
+func remoteIP(c net.Conn) net.IP {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		if v4 := a.IP.To4(); v4 != nil {
+			return v4
+		}
+		return a.IP
+	}
+	return nil
+}
+
+// isLocalAddress reports whether ip is one of this host's addresses (in
+// this network namespace), loopback included.
+func isLocalAddress(ip net.IP) bool {
+	if ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
 		}
 	}
-	wg.Add(2)
-	go pipe(up, client)
-	go pipe(client, up)
-	wg.Wait()
+	return false
 }

@@ -61,7 +61,7 @@ func FuzzManifestPut(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		r, err := New(root, nil)
+		r, err := New(root, opts(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,6 +71,7 @@ func FuzzManifestPut(f *testing.F) {
 		put := httptest.NewRequest(http.MethodPut, "/", bytes.NewReader(body))
 		put.URL.Path = target // as sent, dots and all
 		put.Header.Set("Content-Type", contentType)
+		withCredential(put)
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, put)
 
@@ -102,7 +103,7 @@ func FuzzManifestPut(f *testing.F) {
 		if code, got := get(r); code != http.StatusOK || !bytes.Equal(got, body) {
 			t.Fatalf("GET %q after a 201: %d, %q; pushed %q", target, code, got, body)
 		}
-		restarted, err := New(root, nil)
+		restarted, err := New(root, opts(nil))
 		if err != nil {
 			t.Fatalf("restart after PUT %q: %v", target, err)
 		}

@@ -26,7 +26,7 @@ func do(t *testing.T, method, url, contentType string, body []byte) (*http.Respo
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(withCredential(req))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ package registry
 
 import (
 	"bytes"
+	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +26,8 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/devk/devk/image"
 )
 
 // Options configure a Registry.
@@ -33,14 +37,38 @@ type Options struct {
 	// AllowDelete lets clients delete manifests and blobs; without it
 	// a DELETE is answered 405 UNSUPPORTED.
 	AllowDelete bool
+	// CredentialFile holds the secret every write (PUT, POST, PATCH,
+	// DELETE) must carry, as the password of user image.RegistryUser in
+	// basic auth; made when missing (image.EnsureCredential). Required:
+	// reads are open to anyone who reaches the registry, writes only to
+	// whoever can read this file.
+	CredentialFile string
+	// MaxBlobSize bounds one blob; zero means DefaultMaxBlobSize.
+	MaxBlobSize int64
+	// MaxStorage bounds what blobs and manifests take under the root
+	// together; zero means DefaultMaxStorage.
+	MaxStorage int64
 }
+
+// How much a push may store: refused beyond these (413 DENIED, saying
+// how to raise them: `devk registry serve --max-blob-size/--max-storage`),
+// and whenever a write would leave less than MinFreeSpace free on the
+// root's file system.
+const (
+	DefaultMaxBlobSize = 4 << 30
+	DefaultMaxStorage  = 64 << 30
+	MinFreeSpace       = 2 << 30
+)
 
 // Registry is the registry's HTTP handler and its storage.
 type Registry struct {
-	inner       http.Handler
-	root        *os.Root
-	allowDelete bool
-	log         *log.Logger
+	inner          http.Handler
+	root           *os.Root
+	allowDelete    bool
+	log            *log.Logger
+	secret         string
+	credentialFile string
+	quota          *quota
 	// mu orders manifest changes, so memory and disk agree on which of
 	// two concurrent pushes of one tag came last.
 	mu sync.Mutex
@@ -66,8 +94,12 @@ func New(root string, o *Options) (*Registry, error) {
 
 // newRegistry serves the content under root, which it takes over.
 func newRegistry(root *os.Root, o *Options) (*Registry, error) {
-	if o == nil {
-		o = &Options{}
+	if o == nil || o.CredentialFile == "" {
+		return nil, errors.New("the registry needs a credential file for writes (Options.CredentialFile)")
+	}
+	secret, err := image.EnsureCredential(o.CredentialFile)
+	if err != nil {
+		return nil, err
 	}
 	for _, d := range []string{blobsDir, manifestsDir, tmpDir} {
 		if err := root.MkdirAll(d, 0o755); err != nil {
@@ -81,11 +113,18 @@ func newRegistry(root *os.Root, o *Options) (*Registry, error) {
 	if logger == nil {
 		logger = log.New(io.Discard, "", 0)
 	}
+	q, err := newQuota(root, o.MaxBlobSize, o.MaxStorage)
+	if err != nil {
+		return nil, fmt.Errorf("registry storage %s: %w", root.Name(), err)
+	}
 	r := &Registry{
-		inner:       ggcr.New(ggcr.WithBlobHandler(&diskBlobs{root: root}), ggcr.Logger(logger)),
-		root:        root,
-		allowDelete: o.AllowDelete,
-		log:         logger,
+		inner:          ggcr.New(ggcr.WithBlobHandler(&diskBlobs{root: root, quota: q}), ggcr.Logger(logger)),
+		root:           root,
+		allowDelete:    o.AllowDelete,
+		log:            logger,
+		secret:         secret,
+		credentialFile: o.CredentialFile,
+		quota:          q,
 	}
 	if err := r.replay(); err != nil {
 		return nil, err
@@ -168,12 +207,24 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "not a registry API path: they begin /v2/")
 		return
 	}
+	if req.Method != http.MethodGet && req.Method != http.MethodHead && !r.authorized(req) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="devk registry"`)
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", fmt.Sprintf(
+			"pushing to (or deleting from) devk's registry needs devk's credential: push with devk run by the user that runs this registry "+
+				"(`devk push`, `devk build --push`, `devk up`), which sends it; another client logs in as user %q with the secret in %s "+
+				"(`devk registry credential` prints it); reads need none", image.RegistryUser, r.credentialFile))
+		return
+	}
 	if req.Method == http.MethodDelete && !r.allowDelete {
 		writeError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "this registry does not delete: start it with --allow-delete to allow it")
 		return
 	}
 	repo, ref, isManifest := manifestTarget(req.URL.Path)
 	if !isManifest || (req.Method != http.MethodPut && req.Method != http.MethodDelete) {
+		if isBlobWrite(req) {
+			r.limitedBlobWrite(w, req)
+			return
+		}
 		r.inner.ServeHTTP(w, req)
 		return
 	}
@@ -224,6 +275,12 @@ func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, repo, r
 		r.log.Printf("persist manifest %s:%s: %v", repo, ref, err)
 		writeError(w, http.StatusInternalServerError, "UNKNOWN", "storing the manifest failed: "+err.Error())
 	}
+	if err := r.quota.take(int64(len(data) * len(names))); err != nil {
+		writeLimit(w, err)
+		return
+	}
+	taken := int64(len(data) * len(names))
+	defer func() { r.quota.release(taken) }() // what was not placed
 	if err := r.root.MkdirAll(path.Join(manifestsDir, repo), 0o755); err != nil {
 		fail(err)
 		return
@@ -245,13 +302,101 @@ func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, repo, r
 	r.inner.ServeHTTP(rec, req)
 	if rec.Code == http.StatusCreated {
 		for i, name := range names {
+			replaced := r.sizeOf(name)
 			if err := place(r.root, staged[i], name); err != nil {
 				fail(err)
 				return
 			}
+			taken -= int64(len(data))
+			r.quota.release(replaced)
 		}
 	}
 	copyResponse(w, rec)
+}
+
+// sizeOf is the size of the regular file name beneath the root, 0 when
+// there is none.
+func (r *Registry) sizeOf(name string) int64 {
+	if fi, err := r.root.Lstat(name); err == nil && fi.Mode().IsRegular() {
+		return fi.Size()
+	}
+	return 0
+}
+
+// authorized reports whether a request carries the registry's credential.
+func (r *Registry) authorized(req *http.Request) bool {
+	user, pass, ok := req.BasicAuth()
+	return ok && user == image.RegistryUser && subtle.ConstantTimeCompare([]byte(pass), []byte(r.secret)) == 1
+}
+
+// isBlobWrite is a request that sends blob data: POST, PATCH or PUT
+// under /v2/<repo>/blobs/uploads/.
+func isBlobWrite(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut:
+		return strings.Contains(req.URL.Path, "/blobs/uploads")
+	}
+	return false
+}
+
+// limitKey carries, in a blob write's context, where diskBlobs.Put puts
+// the limit a write ran into.
+type limitKey struct{}
+
+// limitedBlobWrite serves a blob upload within the size limits: a blob
+// stored on disk (POST with the data, PUT) is counted as it is written;
+// a chunk (PATCH), which pkg/registry keeps in memory until the PUT, is
+// cut off at the per-blob limit. Either is answered 413 DENIED, saying
+// how to raise the limit.
+func (r *Registry) limitedBlobWrite(w http.ResponseWriter, req *http.Request) {
+	var hit error
+	ctx := context.WithValue(req.Context(), limitKey{}, &hit)
+	req = req.WithContext(ctx)
+	if req.Method == http.MethodPatch {
+		var start int64
+		if cr := req.Header.Get("Content-Range"); cr != "" {
+			fmt.Sscanf(cr, "%d-", &start)
+		}
+		req.Body = &limitedBody{rc: req.Body, left: r.quota.maxBlob - start, hit: &hit, q: r.quota}
+	}
+	rec := httptest.NewRecorder()
+	r.inner.ServeHTTP(rec, req)
+	if hit != nil {
+		writeLimit(w, hit)
+		return
+	}
+	copyResponse(w, rec)
+}
+
+// limitedBody ends a chunk's body with the per-blob limit's error past left
+// bytes. (pkg/registry keeps what it read of a refused chunk in memory
+// under its upload, at most the limit, until the registry stops.)
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+	hit  *error
+	q    *quota
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		*b.hit = b.q.blobTooLarge()
+		return 0, *b.hit
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// writeLimit answers a write refused by a size limit, or failed.
+func writeLimit(w http.ResponseWriter, err error) {
+	var tl *tooLargeError
+	if errors.As(err, &tl) {
+		writeError(w, http.StatusRequestEntityTooLarge, "DENIED", tl.Error())
+		return
+	}
+	writeError(w, http.StatusInternalServerError, "UNKNOWN", err.Error())
 }
 
 func (r *Registry) deleteManifest(w http.ResponseWriter, req *http.Request, repo, ref string) {
@@ -261,7 +406,11 @@ func (r *Registry) deleteManifest(w http.ResponseWriter, req *http.Request, repo
 	r.inner.ServeHTTP(rec, req)
 	if rec.Code == http.StatusAccepted {
 		name := manifestName(repo, ref)
+		size := r.sizeOf(name)
 		err := r.root.Remove(name)
+		if err == nil {
+			r.quota.release(size)
+		}
 		if err == nil {
 			err = syncDir(r.root, path.Dir(name))
 		}

@@ -31,7 +31,7 @@ func serve(t *testing.T, root string) string {
 // test ends, and returns its host:port.
 func serveWith(t *testing.T, root string, o *Options) string {
 	t.Helper()
-	r, err := New(root, o)
+	r, err := New(root, opts(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func push(t *testing.T, ref string, img v1.Image) v1.Hash {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.Write(r, img, testAuth()); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
@@ -76,11 +76,11 @@ func TestContentSurvivesRestart(t *testing.T) {
 	other := push(t, addr+"/kubectl:v1", randomImage(t))
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), mutate.IndexAddendum{Add: img})
 	idxRef, _ := name.ParseReference(addr + "/team/kube-apiserver:multi")
-	if err := remote.WriteIndex(idxRef, idx); err != nil {
+	if err := remote.WriteIndex(idxRef, idx, testAuth()); err != nil {
 		t.Fatal(err)
 	}
 	gone, _ := name.ParseReference(addr + "/kubectl:v1")
-	if err := remote.Delete(gone); err != nil {
+	if err := remote.Delete(gone, testAuth()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -117,7 +117,7 @@ func TestContentSurvivesRestart(t *testing.T) {
 
 func TestRejectsUnsafeNames(t *testing.T) {
 	root := t.TempDir()
-	h, err := New(root, nil)
+	h, err := New(root, opts(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestRejectsUnsafeNames(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPut, "http://x/", strings.NewReader(manifest))
 		req.URL.Path = path // keep the dots as a raw client would send them
 		req.Header.Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
-		h.ServeHTTP(rec, req)
+		h.ServeHTTP(rec, withCredential(req))
 		if rec.Code != want {
 			t.Errorf("PUT %s: %d, want %d", path, rec.Code, want)
 		}
@@ -164,7 +164,8 @@ func TestCorruptBlobUploadLeavesNothing(t *testing.T) {
 	addr := serve(t, root)
 	// A monolithic upload whose body does not match its digest.
 	bad := "sha256:" + strings.Repeat("a", 64)
-	resp, err := http.Post("http://"+addr+"/v2/x/blobs/uploads/?digest="+bad, "application/octet-stream", strings.NewReader("not that"))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v2/x/blobs/uploads/?digest="+bad, strings.NewReader("not that"))
+	resp, err := http.DefaultClient.Do(withCredential(req))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,4 +210,33 @@ func TestList(t *testing.T) {
 	if err != nil || len(repos) != 1 || repos[0].Name != "team/kubectl" {
 		t.Fatalf("prefixed list %+v, %v", repos, err)
 	}
+}
+
+// opts is o (nil: none) with the tests' credential file.
+func opts(o *Options) *Options {
+	c := Options{}
+	if o != nil {
+		c = *o
+	}
+	c.CredentialFile = testCredential
+	return &c
+}
+
+func testSecret() string {
+	s, err := image.LoadCredential(testCredential)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// testAuth has go-containerregistry's clients send the tests' credential.
+func testAuth() remote.Option {
+	return remote.WithAuth(&authn.Basic{Username: image.RegistryUser, Password: testSecret()})
+}
+
+// withCredential adds the tests' credential to a raw request.
+func withCredential(req *http.Request) *http.Request {
+	req.SetBasicAuth(image.RegistryUser, testSecret())
+	return req
 }

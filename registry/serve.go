@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -39,6 +40,11 @@ type ServeOptions struct {
 	Root string
 	// AllowDelete lets clients delete manifests and blobs.
 	AllowDelete bool
+	// CredentialFile is the secret writes need (Options.CredentialFile);
+	// empty means image.DefaultCredentialFile().
+	CredentialFile string
+	// MaxBlobSize and MaxStorage are Options'.
+	MaxBlobSize, MaxStorage int64
 	// Log receives one line per request when set.
 	Log io.Writer
 	// Ready is called with the address actually listened on (useful with
@@ -59,6 +65,12 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Addr == "" {
 		o.Addr = image.DefaultRegistryAddr
 	}
+	if o.CredentialFile == "" {
+		var err error
+		if o.CredentialFile, err = image.DefaultCredentialFile(); err != nil {
+			return err
+		}
+	}
 	logger := log.New(io.Discard, "", 0)
 	if o.Log != nil {
 		logger = log.New(o.Log, "registry ", log.LstdFlags)
@@ -74,6 +86,11 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close()
+	// A credential file that cannot be used leaves the storage untouched
+	// too (a missing one is made once the root checked out).
+	if _, err := image.LoadCredential(o.CredentialFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	root, err := openRoot(o.Root)
 	if err != nil {
 		return err
@@ -86,7 +103,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer unlock()
-	h, err := newRegistry(root, &Options{Log: logger, AllowDelete: o.AllowDelete})
+	h, err := newRegistry(root, &Options{Log: logger, AllowDelete: o.AllowDelete, CredentialFile: o.CredentialFile, MaxBlobSize: o.MaxBlobSize, MaxStorage: o.MaxStorage})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
+
+	"github.com/devk/devk/image"
 )
 
 // The devk binary of the process-level tests, built once, when the
@@ -51,8 +53,21 @@ func devkBin(t *testing.T) string {
 	return b.bin
 }
 
+// testCredential is the credential file of the registries the tests
+// serve in-process.
+var testCredential string
+
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "devk-registry-credential-")
+	if err != nil {
+		panic(err)
+	}
+	testCredential = filepath.Join(dir, "credential")
+	if _, err := image.EnsureCredential(testCredential); err != nil {
+		panic(err)
+	}
 	code := m.Run()
+	os.RemoveAll(dir)
 	if devkBuild.dir != "" {
 		os.RemoveAll(devkBuild.dir)
 	}
@@ -68,7 +83,7 @@ type served struct {
 
 func startServe(t *testing.T, root, addr string) *served {
 	t.Helper()
-	cmd := exec.Command(devkBin(t), "registry", "serve", "--addr", addr, "--root", root)
+	cmd := exec.Command(devkBin(t), "registry", "serve", "--addr", addr, "--root", root, "--credential", testCredential)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +195,7 @@ func TestServeAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, stderr, err := devk(t, "registry", "serve", "--addr", ln.Addr().String(), "--root", t.TempDir())
+	_, stderr, err := devk(t, "registry", "serve", "--addr", ln.Addr().String(), "--root", t.TempDir(), "--credential", testCredential)
 	if err == nil || !strings.Contains(stderr, "already in use") || !strings.Contains(stderr, "--addr") {
 		t.Fatalf("err %v, stderr %s", err, stderr)
 	}
@@ -199,7 +214,16 @@ func TestServeDefaultRoot(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ServeOptions{Addr: "127.0.0.1:0", Ready: func(a string) { ready <- a }}) }()
 	addr := <-ready
-	push(t, addr+"/x/y:z", randomImage(t))
+	// The credential is made there too, for no one else to read; devk's
+	// keychain finds it for this registry, which we run.
+	cred := filepath.Join(home, "registry-credential")
+	if fi, err := os.Stat(cred); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credential %s: %v, %v; want mode 0600", cred, fi, err)
+	}
+	ref, _ := name.ParseReference(addr + "/x/y:z")
+	if err := remote.Write(ref, randomImage(t), remote.WithAuthFromKeychain(image.CredentialKeychain(cred))); err != nil {
+		t.Fatal(err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -215,10 +239,10 @@ func TestServeOneServerPerRoot(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, ServeOptions{Addr: "127.0.0.1:0", Root: root, Ready: func(a string) { ready <- a }})
+		done <- Serve(ctx, ServeOptions{Addr: "127.0.0.1:0", Root: root, CredentialFile: testCredential, Ready: func(a string) { ready <- a }})
 	}()
 	<-ready
-	err := Serve(context.Background(), ServeOptions{Addr: "127.0.0.1:0", Root: root})
+	err := Serve(context.Background(), ServeOptions{Addr: "127.0.0.1:0", Root: root, CredentialFile: testCredential})
 	if err == nil || !strings.Contains(err.Error(), "another `devk registry serve` is using "+root) {
 		t.Fatalf("second server on the same root: %v", err)
 	}
@@ -229,7 +253,7 @@ func TestServeOneServerPerRoot(t *testing.T) {
 	// Once the first is gone, the storage is free again.
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	go func() {
-		done <- Serve(ctx2, ServeOptions{Addr: "127.0.0.1:0", Root: root, Ready: func(a string) { ready <- a }})
+		done <- Serve(ctx2, ServeOptions{Addr: "127.0.0.1:0", Root: root, CredentialFile: testCredential, Ready: func(a string) { ready <- a }})
 	}()
 	<-ready
 	cancel2()
@@ -247,7 +271,7 @@ func TestServeRefusesUnsafeStorage(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(root, 0o777)
-		_, stderr, err := devk(t, "registry", "serve", "--addr", "127.0.0.1:0", "--root", root)
+		_, stderr, err := devk(t, "registry", "serve", "--addr", "127.0.0.1:0", "--root", root, "--credential", testCredential)
 		if err == nil || !strings.Contains(stderr, "run `chmod 0755 "+root+"`") {
 			t.Fatalf("err %v, stderr %s", err, stderr)
 		}
@@ -258,7 +282,7 @@ func TestServeRefusesUnsafeStorage(t *testing.T) {
 		os.Mkdir(root, 0o755)
 		os.Mkdir(outside, 0o755)
 		mustSymlink(t, filepath.Join(outside, "authorized_keys"), filepath.Join(root, ".lock"))
-		err := Serve(context.Background(), ServeOptions{Addr: "127.0.0.1:0", Root: root})
+		err := Serve(context.Background(), ServeOptions{Addr: "127.0.0.1:0", Root: root, CredentialFile: testCredential})
 		if err == nil || !strings.Contains(err.Error(), "registry storage") {
 			t.Fatalf("err %v", err)
 		}

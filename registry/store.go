@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
@@ -204,7 +205,10 @@ var errBlobUnknown = func() error {
 // diskBlobs stores blobs by digest under blobs/. A blob is written to
 // tmp/, synced, and renamed into place only once its digest checked out,
 // so a crash or a bad upload never leaves a partial blob under a digest.
-type diskBlobs struct{ root *os.Root }
+type diskBlobs struct {
+	root  *os.Root
+	quota *quota
+}
 
 // blobName is safe as a path: pkg/registry hands over only hashes that
 // parsed (sha256 and 64 hex digits).
@@ -237,10 +241,28 @@ func (d *diskBlobs) Get(_ context.Context, _ string, h v1.Hash) (io.ReadCloser, 
 }
 
 func (d *diskBlobs) Delete(_ context.Context, _ string, h v1.Hash) error {
-	return notFound(d.root.Remove(blobName(h)))
+	size, _ := d.Stat(context.Background(), "", h)
+	if err := d.root.Remove(blobName(h)); err != nil {
+		return notFound(err)
+	}
+	d.quota.release(size)
+	return nil
 }
 
-func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser) error {
+// Put stores a blob within the registry's limits; a write past one
+// fails, and the limit is handed to the request's limitedBlobWrite.
+func (d *diskBlobs) Put(ctx context.Context, repo string, h v1.Hash, rc io.ReadCloser) error {
+	err := d.put(h, rc)
+	var tl *tooLargeError
+	if errors.As(err, &tl) {
+		if hit, ok := ctx.Value(limitKey{}).(*error); ok {
+			*hit = tl
+		}
+	}
+	return err
+}
+
+func (d *diskBlobs) put(h v1.Hash, rc io.ReadCloser) error {
 	defer rc.Close()
 	dir := path.Join(blobsDir, h.Algorithm)
 	if err := d.root.MkdirAll(dir, 0o755); err != nil {
@@ -251,8 +273,15 @@ func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser
 		return err
 	}
 	defer d.root.Remove(tmp) // a no-op once renamed
+	qw := &quotaWriter{w: f, q: d.quota}
+	kept := false
+	defer func() {
+		if !kept {
+			d.quota.release(qw.written)
+		}
+	}()
 	// rc verifies the digest as it is read: a mismatch fails the copy.
-	if _, err := io.Copy(f, rc); err != nil {
+	if _, err := io.Copy(qw, rc); err != nil {
 		f.Close()
 		return err
 	}
@@ -263,5 +292,125 @@ func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return place(d.root, tmp, blobName(h))
+	replaced, _ := d.Stat(context.Background(), "", h)
+	if err := place(d.root, tmp, blobName(h)); err != nil {
+		return err
+	}
+	kept = true
+	d.quota.release(replaced)
+	return nil
+}
+
+// quota keeps what blobs and manifests take under the root within the
+// registry's limits.
+type quota struct {
+	root              *os.Root
+	maxBlob, maxTotal int64
+	mu                sync.Mutex
+	used              int64 // stored, plus taken by writes in progress
+}
+
+// newQuota counts what the root holds already.
+func newQuota(root *os.Root, maxBlob, maxTotal int64) (*quota, error) {
+	if maxBlob <= 0 {
+		maxBlob = DefaultMaxBlobSize
+	}
+	if maxTotal <= 0 {
+		maxTotal = DefaultMaxStorage
+	}
+	q := &quota{root: root, maxBlob: maxBlob, maxTotal: maxTotal}
+	for _, dir := range []string{blobsDir, manifestsDir} {
+		err := fs.WalkDir(root.FS(), dir, func(_ string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			fi, err := d.Info()
+			if err == nil {
+				q.used += fi.Size()
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// tooLargeError is a write refused by a limit: what, how much, and how
+// to raise it.
+type tooLargeError struct{ msg string }
+
+func (e *tooLargeError) Error() string { return e.msg }
+
+func (q *quota) blobTooLarge() error {
+	return &tooLargeError{fmt.Sprintf("a blob larger than this registry's limit of %s per blob: raise it with `devk registry serve --max-blob-size SIZE`", humanBytes(q.maxBlob))}
+}
+
+// take counts n more bytes stored, or refuses them.
+func (q *quota) take(n int64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.used+n > q.maxTotal {
+		return &tooLargeError{fmt.Sprintf("this push would take the registry's storage %s past its limit of %s (%s stored or being written): raise it with `devk registry serve --max-storage SIZE`, or start afresh (stop the registry, remove %s; `devk up` and `devk push` fill it again)",
+			q.root.Name(), humanBytes(q.maxTotal), humanBytes(q.used), q.root.Name())}
+	}
+	var st syscall.Statfs_t
+	if err := statfsRoot(q.root, &st); err == nil {
+		if free := int64(st.Bavail) * int64(st.Bsize); free-n < MinFreeSpace {
+			return &tooLargeError{fmt.Sprintf("the file system of %s has %s free and this registry keeps at least %s free: free some space",
+				q.root.Name(), humanBytes(free), humanBytes(MinFreeSpace))}
+		}
+	}
+	q.used += n
+	return nil
+}
+
+// release counts n bytes no longer stored (or no longer being written).
+func (q *quota) release(n int64) {
+	q.mu.Lock()
+	q.used -= n
+	q.mu.Unlock()
+}
+
+func statfsRoot(root *os.Root, st *syscall.Statfs_t) error {
+	d, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return syscall.Fstatfs(int(d.Fd()), st)
+}
+
+// quotaWriter writes one blob, counting it against the limits.
+type quotaWriter struct {
+	w       io.Writer
+	q       *quota
+	written int64
+}
+
+func (qw *quotaWriter) Write(p []byte) (int, error) {
+	if qw.written+int64(len(p)) > qw.q.maxBlob {
+		return 0, qw.q.blobTooLarge()
+	}
+	if err := qw.q.take(int64(len(p))); err != nil {
+		return 0, err
+	}
+	n, err := qw.w.Write(p)
+	qw.written += int64(len(p))
+	return n, err
+}
+
+// humanBytes is n in binary units, as people read sizes.
+func humanBytes(n int64) string {
+	const unit = 1 << 10
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -175,7 +175,7 @@ func TestSymlinksLeadNowhere(t *testing.T) {
 			if tc.beforeStart {
 				tc.plant(t, root, outside)
 			}
-			r, err := New(root, nil)
+			r, err := New(root, opts(nil))
 			if err != nil {
 				if !tc.beforeStart {
 					t.Fatal(err)
@@ -193,7 +193,7 @@ func TestSymlinksLeadNowhere(t *testing.T) {
 			addr := serveHandler(t, r)
 			req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/v2/keys/manifests/authorized_keys", strings.NewReader("ssh-ed25519 AAAA attacker\n"))
 			req.Header.Set("Content-Type", "ssh-ed25519 AAAA attacker")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := http.DefaultClient.Do(withCredential(req))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +206,7 @@ func TestSymlinksLeadNowhere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = remote.Write(ref, img, remote.WithRetryBackoff(remote.Backoff{Steps: 1})) // fail at once
+			err = remote.Write(ref, img, testAuth(), remote.WithRetryBackoff(remote.Backoff{Steps: 1})) // fail at once
 			if tc.wantPushed && err != nil {
 				t.Errorf("push: %v", err)
 			}
@@ -328,7 +328,7 @@ func TestUnsafeRootRefused(t *testing.T) {
 				t.Skip("making a directory another user's takes os.Chown, which needs root")
 			}
 			root := tc.make(t, t.TempDir())
-			r, err := New(root, nil)
+			r, err := New(root, opts(nil))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -207,7 +207,7 @@ func goModDownload(ctx context.Context, rep progress.Reporter, mods ...string) (
 		Name: "go",
 		Args: append([]string{"mod", "download", "-json"}, mods...),
 		Dir:  tmp,
-		Env:  []string{"GOWORK=off", "GOFLAGS=-mod=mod", "GO111MODULE=on"},
+		Env:  []string{"GOWORK=off", "GOFLAGS=-mod=mod", "GO111MODULE=on", "GOTOOLCHAIN=local"},
 	})
 	res := map[string]modDownload{}
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -242,8 +242,17 @@ func download(ctx context.Context, j *getJob) error {
 	return nil
 }
 
+// SelfGo is the go command devk runs for itself (go env, its own
+// programs), not for a tree: in "/", which only root can write, so no
+// go.mod or go.work someone else planted above the working directory (a
+// /tmp/go.mod with a toolchain line) applies, and with GOTOOLCHAIN=local,
+// so go never downloads and runs another toolchain.
+func SelfGo(args ...string) execx.Cmd {
+	return execx.Cmd{Name: "go", Args: args, Dir: "/", Env: []string{"GOTOOLCHAIN=local", "GOWORK=off"}}
+}
+
 func goEnv(ctx context.Context, name string) string {
-	out, err := execx.Output(ctx, execx.Cmd{Name: "go", Args: []string{"env", name}})
+	out, err := execx.Output(ctx, SelfGo("env", name))
 	if err != nil {
 		return "?"
 	}

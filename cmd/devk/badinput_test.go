@@ -355,6 +355,10 @@ func TestBadInput(t *testing.T) {
 	if err := os.WriteFile(fileRoot, []byte("not a directory\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	openCredential := filepath.Join(reg, "credential") // mode 0644
+	if err := os.WriteFile(openCredential, []byte(strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(nobodyDir, nobodyLink); err != nil {
 		t.Fatal(err)
 	}
@@ -411,6 +415,9 @@ func TestBadInput(t *testing.T) {
 		{name: "up, config opening the kubelet", args: []string{"up", "--tree", tree, "--config", openKubelet}, want: openKubelet + ":5: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth: it decides who may use the kubelet's API"},
 		{name: "up, config opening the API server", args: []string{"up", "--tree", tree, "--config", openAPIServer}, want: openAPIServer + ":5: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode"},
 		{name: "up, config name and --name", args: []string{"up", "--tree", tree, "--name", "devk", "--config", otherName}, want: `name: is "dev", but --name is "devk"`},
+		{name: "up, --images-from without --images-tag", args: []string{"up", "--tree", tree, "--images-from", "127.0.0.1:5000"}, want: "--images-from needs --images-tag: name the images' tag and etcd's"},
+		{name: "up, --images-tag without etcd's", args: []string{"up", "--tree", tree, "--images-from", "127.0.0.1:5000", "--images-tag", "v1.34.4"}, want: "names no tag for etcd"},
+		{name: "up, --images-tag with a bad digest", args: []string{"up", "--tree", tree, "--images-from", "127.0.0.1:5000", "--images-tag", "v1.34.4,etcd=sha256:abc"}, want: `"sha256:abc" is not a digest`},
 		{name: "up, no config file", args: []string{"up", "--tree", tree, "--config", filepath.Join(configs, "none.yaml")}, want: "read the cluster config file"},
 		{name: "down, climbing name", args: []string{"down", "--name", "../../etc"}, want: `cluster name "../../etc"`},
 		{name: "down, empty name", args: []string{"down", "--name", ""}, want: `cluster name ""`},
@@ -454,6 +461,9 @@ func TestBadInput(t *testing.T) {
 		{name: "registry serve, root is a file", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", fileRoot}, want: "not a directory", timeout: 5 * time.Second},
 		{name: "registry serve, symlink to a dir of uid 65534", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", nobodyLink}, want: "belongs to uid 65534", timeout: 5 * time.Second, skip: notRoot},
 		{name: "registry serve, root under a dir of uid 65534", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", filepath.Join(nobodyDir, "store")}, want: "which belongs to uid 65534", timeout: 5 * time.Second, skip: notRoot},
+		{name: "registry serve, no storage limit", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", goodRoot, "--max-storage", "0"}, want: "want a size above 0 such as 512Mi or 64Gi", timeout: 5 * time.Second},
+		{name: "registry serve, credential readable by others", args: []string{"registry", "serve", "--addr", "127.0.0.1:0", "--root", goodRoot, "--credential", openCredential}, want: "may be read by others (mode 0644): run `chmod 0600 " + openCredential + "`", timeout: 5 * time.Second},
+		{name: "registry forward, allow not a subnet", args: []string{"registry", "forward", "--addr", "127.0.0.1:0", "--allow", "10.250.0.1"}, want: `--allow "10.250.0.1": want the node subnet as a CIDR`, timeout: 5 * time.Second},
 		{name: "registry serve, address not on loopback", args: []string{"registry", "serve", "--addr", "10.255.255.1:0", "--root", goodRoot}, want: "listen on 10.255.255.1:0", timeout: 5 * time.Second},
 		{name: "push, plain HTTP off loopback", args: []string{"push", "apiserver", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
 		{name: "push, plain HTTP off loopback from DEVK_REGISTRY", args: []string{"push", "apiserver", "--tree", tree}, env: map[string]string{"DEVK_REGISTRY": noRoute}, want: "pass --insecure", within: 5 * time.Second},

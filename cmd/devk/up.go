@@ -80,6 +80,11 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Reporter = g.Reporter()
+			if o.ImagesFrom != "" {
+				if _, err := cluster.ParseImagesTag(o.ImagesTag); err != nil {
+					return err
+				}
+			}
 			if !cmd.Flags().Changed("name") {
 				o.Name = "" // the config file's, else the default
 			}
@@ -113,8 +118,8 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	f.StringVar(&o.UserConfigFile, "config", "", "cluster config file (apiVersion devk.dev/v1alpha1, kind Cluster): make the cluster by it, or apply it to the running one")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree to build from (default: the one around the working directory)")
 	f.StringVar(&o.Registry, "registry", "", "push to and pull from this running registry (HOST:PORT) instead of starting the embedded one")
-	f.StringVar(&o.ImagesFrom, "images-from", "", "take the control-plane images from this registry instead of building them (needs a kubelet already installed in the cluster)")
-	f.StringVar(&o.ImagesTag, "images-tag", "", "tag of the Kubernetes images in --images-from, e.g. v1.34.4 (default: the newest version tag; etcd always takes its newest)")
+	f.StringVar(&o.ImagesFrom, "images-from", "", "take the control-plane images from this registry instead of building them, at the tags --images-tag names (needs a kubelet already installed in the cluster)")
+	f.StringVar(&o.ImagesTag, "images-tag", "", "with --images-from (required): the tag of the Kubernetes images and etcd's, TAG,etcd=TAG, e.g. v1.34.4,etcd=3.6.5-0; COMPONENT=TAG or COMPONENT=sha256:… names one component's tag or digest. devk never takes the newest tag it finds")
 	f.StringVar(&o.UserKubeconfig, "write-kubeconfig", "", "kubeconfig to add context devk-NAME to (default $KUBECONFIG, else ~/.kube/config)")
 	// --kubeconfig meant this before it meant, everywhere, the credentials
 	// devk talks to an API server with (as kubectl's).

@@ -369,6 +369,15 @@ func (p Paths) KubeletBinary() string { return p.join("bin", "kubelet") }
 // bin dir (HomePaths): built from the cluster's tree.
 func (p Paths) Kubectl() string { return p.join("bin", "kubectl") }
 
+// RegistryCredentialFile is the name of the embedded registry's write
+// credential in the home.
+const RegistryCredentialFile = "registry-credential"
+
+// RegistryCredential is the embedded registry's write credential, in the
+// home (HomePaths): a secret only root (the running user) may read, which
+// `devk registry serve` requires of every push and devk's own clients send.
+func (p Paths) RegistryCredential() string { return p.join(RegistryCredentialFile) }
+
 // Etcd is etcd's data dir.
 func (p Paths) Etcd() string { return p.join("etcd") }
 
@@ -376,6 +385,11 @@ func (p Paths) Etcd() string { return p.join("etcd") }
 // ("<id>.<secret>", 0600) that joining nodes authenticate and discover
 // the cluster with.
 func (p Paths) BootstrapToken() string { return p.join("bootstrap-token") }
+
+// E2EImages records the test images `devk e2e images` pushed to the
+// cluster's registry, by reference, with their digests: `devk e2e`
+// pins the nodes to them.
+func (p Paths) E2EImages() string { return p.join("e2e-images.json") }
 
 // Containerd is the private containerd's directory.
 func (p Paths) Containerd() string { return p.join("containerd") }

@@ -1,0 +1,95 @@
+package conformance
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/random"
+
+	"github.com/devk/devk/image"
+	"github.com/devk/devk/registry"
+)
+
+// TestPinnedTags: against devk's own registry (in-process), only tags
+// `devk e2e images` recorded, at the digest it recorded, are taken; a
+// tag it did not push, or that moved, fails the run before any spec.
+func TestPinnedTags(t *testing.T) {
+	cred := filepath.Join(t.TempDir(), "registry-credential")
+	h, err := registry.New(t.TempDir(), &registry.Options{CredentialFile: cred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	r, err := image.NewRemote(addr, image.RemoteOptions{Keychain: image.CredentialKeychain(cred)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pushAs := func(upstreamPath, tag string) string {
+		t.Helper()
+		img, err := random.Image(512, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo, err := r.Repository(upstreamPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Push(ctx, repo.Tag(tag), img); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := img.Digest()
+		return d.String()
+	}
+	list := []TestImage{
+		{ID: "Agnhost", Registry: "promoterE2eRegistry", Name: "agnhost", Tag: "2.56"},
+		{ID: "Nfs", Registry: "promoterE2eRegistry", Name: "volume/nfs", Tag: "1.4"},
+		{ID: "InvalidRegistryImage", Registry: "invalidRegistry", Name: "alpine", Tag: "3.1"},
+	}
+	agnhost := MirrorOf(addr, "registry.k8s.io/e2e-test-images/agnhost") + ":2.56"
+	nfs := MirrorOf(addr, "registry.k8s.io/e2e-test-images/volume/nfs") + ":1.4"
+	d := pushAs("registry.k8s.io/e2e-test-images/agnhost", "2.56")
+	rec := PushedImages{Registry: addr, Images: map[string]string{agnhost: d}}
+
+	got, err := pinnedTags(ctx, r, addr, list, rec, "/home")
+	if err != nil || len(got) != 1 || got[agnhost] != d {
+		t.Fatalf("pinned %v, %v; want agnhost at %s alone (nfs is not in the registry)", got, err, d)
+	}
+	// The record survives a write and a read.
+	file := filepath.Join(t.TempDir(), "e2e-images.json")
+	if err := rec.write(file); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := readPushed(file); err != nil || back.Images[agnhost] != d {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+	if none, err := readPushed(filepath.Join(t.TempDir(), "none.json")); err != nil || len(none.Images) != 0 {
+		t.Fatalf("no record: %+v, %v", none, err)
+	}
+
+	// A tag devk has no recipe for, in the registry: refused.
+	nfsDigest := pushAs("registry.k8s.io/e2e-test-images/volume/nfs", "1.4")
+	_, err = pinnedTags(ctx, r, addr, list, rec, "/home")
+	if err == nil || !strings.Contains(err.Error(), nfs) || !strings.Contains(err.Error(), "did not push") || !strings.Contains(err.Error(), nfsDigest) ||
+		!strings.Contains(err.Error(), "/home/registry/manifests/registry.k8s.io/e2e-test-images/volume/nfs/1.4") {
+		t.Fatalf("a tag devk did not push: %v", err)
+	}
+	// A recorded tag that moved: refused.
+	list = list[:1]
+	moved := pushAs("registry.k8s.io/e2e-test-images/agnhost", "2.56")
+	_, err = pinnedTags(ctx, r, addr, list, rec, "/home")
+	if err == nil || !strings.Contains(err.Error(), moved) || !strings.Contains(err.Error(), "run `devk e2e images` again") {
+		t.Fatalf("a tag that moved: %v", err)
+	}
+	// A recorded tag that is gone.
+	rec.Images[MirrorOf(addr, "registry.k8s.io/e2e-test-images/busybox")+":1.37.0-1"] = d
+	list = []TestImage{{ID: "BusyBox", Registry: "promoterE2eRegistry", Name: "busybox", Tag: "1.37.0-1"}}
+	if _, err := pinnedTags(ctx, r, addr, list, rec, "/home"); err == nil || !strings.Contains(err.Error(), "is gone from the registry") {
+		t.Fatalf("a recorded tag that is gone: %v", err)
+	}
+}
