@@ -7,12 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/devk/devk/internal/kube"
 )
 
 // TestForwardDrops: what the host's sysctl and FORWARD chain say about
@@ -146,31 +145,10 @@ func TestForwardRuleInNetNS(t *testing.T) {
 	}
 }
 
-// inNetNSThread runs fn on a thread inside the network namespace at ns;
-// the thread is never unlocked, so it ends with its goroutine.
-func inNetNSThread(ns string, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(ns)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- err
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
-}
-
 func listenInNetNS(t *testing.T, ns, addr string) net.Listener {
 	t.Helper()
 	var l net.Listener
-	if err := inNetNSThread(ns, func() (err error) { l, err = net.Listen("tcp", addr); return err }); err != nil {
+	if err := kube.InNetNS(ns, func() (err error) { l, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
@@ -181,7 +159,7 @@ func listenInNetNS(t *testing.T, ns, addr string) net.Listener {
 const forwardDialTimeout = time.Second
 
 func dialFromNetNS(ns, addr string) error {
-	return inNetNSThread(ns, func() error {
+	return kube.InNetNS(ns, func() error {
 		c, err := net.DialTimeout("tcp", addr, forwardDialTimeout)
 		if err == nil {
 			c.Close()

@@ -9,13 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -135,29 +132,13 @@ func checkLANNeighbour(t *testing.T, ctx context.Context, cfg layout.Config) {
 }
 
 // dialIn connects to addr from the network namespace at ns (this
-// process's own when ns is empty) and closes the connection. The dial
-// runs on a thread of its own that enters ns and ends with it.
+// process's own when ns is empty) and closes the connection.
 func dialIn(ns, addr string) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if ns != "" {
-			f, err := os.Open(ns)
-			if err != nil {
-				done <- err
-				return
-			}
-			defer f.Close()
-			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-				done <- err
-				return
-			}
-		}
+	return kube.InNetNS(ns, func() error {
 		c, err := net.DialTimeout("tcp", addr, neighbourDialTimeout)
 		if err == nil {
 			c.Close()
 		}
-		done <- err
-	}()
-	return <-done
+		return err
+	})
 }

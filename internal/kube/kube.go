@@ -167,46 +167,55 @@ func ProbeIn(ctx context.Context, netns, url string) error {
 }
 
 // dialIn connects to addr (an IP:port) from the network namespace at
-// netns. A socket belongs to the namespace of the thread that made it,
-// and keeps it: the dial runs on a thread of its own that enters netns
-// and leaves it again once the socket exists. A thread that cannot
-// leave stays locked, so that it ends with its goroutine.
-func dialIn(ctx context.Context, netns, network, addr string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
+// netns: a socket belongs to the namespace of the thread that made it,
+// and keeps it.
+func dialIn(ctx context.Context, netns, network, addr string) (conn net.Conn, err error) {
+	err = InNetNS(netns, func() error {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
+}
+
+// InNetNS runs fn on a thread of its own inside the network namespace at
+// netns (this process's own when netns is empty); what fn opens there
+// (a socket, a listener) stays in that namespace. The thread goes back
+// to its own namespace afterwards; one that cannot is never unlocked,
+// so it ends with its goroutine.
+func InNetNS(netns string, fn func() error) error {
+	if netns == "" {
+		return fn()
 	}
-	done := make(chan result, 1)
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		conn, left, err := dialInLocked(ctx, netns, network, addr)
+		left, err := inNetNSLocked(netns, fn)
 		if left {
 			runtime.UnlockOSThread()
 		}
-		done <- result{conn, err}
+		done <- err
 	}()
-	r := <-done
-	return r.conn, r.err
+	return <-done
 }
 
-func dialInLocked(ctx context.Context, netns, network, addr string) (conn net.Conn, left bool, err error) {
+func inNetNSLocked(netns string, fn func() error) (left bool, err error) {
 	own, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
 	defer own.Close()
 	target, err := os.Open(netns)
 	if err != nil {
-		return nil, true, fmt.Errorf("network namespace %s: %w", netns, err)
+		return true, fmt.Errorf("network namespace %s: %w", netns, err)
 	}
 	defer target.Close()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		return nil, true, fmt.Errorf("enter network namespace %s: %w", netns, err)
+		return true, fmt.Errorf("enter network namespace %s: %w", netns, err)
 	}
-	var d net.Dialer
-	conn, err = d.DialContext(ctx, network, addr)
+	err = fn()
 	left = unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil
-	return conn, left, err
+	return left, err
 }
 
 // ProbeBody is Probe that returns the start of the body on 200 OK.
