@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/devk/devk/internal/mountns"
 
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/kube"
@@ -274,28 +274,6 @@ func hasAddress(ctx context.Context, netns, dev, ip string) (bool, error) {
 	return false, nil
 }
 
-// netnsProcesses are the processes in the network namespace bound at
-// path.
-func netnsProcesses(path string) []int {
-	var want unix.Stat_t
-	if err := unix.Stat(path, &want); err != nil {
-		return nil
-	}
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) == nil && st.Ino == want.Ino && st.Dev == want.Dev {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // allowBridgeForward adds the FORWARD rule that --allow-bridge-forward
 // asks for, or that cluster.json records (put back if it went): recorded
 // first, so that a down after a kill between the two removes it.
@@ -368,7 +346,7 @@ func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 func deleteNodeNetwork(ctx context.Context, n layout.NodeNet) ([]string, error) {
 	var did []string
 	killed := 0
-	for _, pid := range netnsProcesses(n.NetNSPath()) {
+	for _, pid := range mountns.ProcessesIn(n.NetNSPath(), "net") {
 		if err := supervise.KillWait(ctx, pid, leftoverGrace); err != nil {
 			return did, fmt.Errorf("stop process %d in netns %s: %w", pid, n.NetNS, err)
 		}

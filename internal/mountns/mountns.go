@@ -175,8 +175,14 @@ func Mounts(ctx context.Context, file string) ([]Mount, error) {
 	return Parse(string(out))
 }
 
-// Processes are the processes in the namespace kept in file.
-func Processes(file string) []int {
+// Processes are the processes in the mount namespace kept in file.
+func Processes(file string) []int { return ProcessesIn(file, "mnt") }
+
+// ProcessesIn are the processes in the namespace of the kind ("mnt",
+// "net", as named under /proc/PID/ns) kept in file: the one scan of
+// /proc that down and node remove use to find what still runs in a
+// node's namespaces.
+func ProcessesIn(file, kind string) []int {
 	dev, ino, ok := ID(file)
 	if !ok {
 		return nil
@@ -188,7 +194,8 @@ func Processes(file string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if In(pid, dev, ino) {
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", kind), &st) == nil && st.Dev == dev && st.Ino == ino {
 			out = append(out, pid)
 		}
 	}
