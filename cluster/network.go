@@ -13,11 +13,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/devk/devk/internal/mountns"
-
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
