@@ -4,7 +4,7 @@ BIN       ?= bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 E2E_TIMEOUT ?= 80m
 
-.PHONY: build test fuzz e2e bench lint clean demo
+.PHONY: build test fuzz e2e bench lint clean demo docs
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/devk ./cmd/devk
@@ -35,6 +35,11 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'run gofmt -w on the files above'; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
+
+# The command reference in docs/commands, generated from the cobra tree
+# (`make test` fails when it is out of date).
+docs:
+	DEVK_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestCommandDocs$$' ./cmd/devk/
 
 clean:
 	rm -rf $(BIN)

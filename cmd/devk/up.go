@@ -28,8 +28,9 @@ func newUpCmd(g *globalOptions) *cobra.Command {
 		Short: "Bring up a throwaway cluster from the tree's components",
 		Long: `Bring up a Kubernetes cluster whose control plane runs as static
 pods from images built from the tree around you, pushed by digest to the
-embedded registry. It is kubeadm's init made for a laptop: a private
-containerd, a supervised kubelet (no systemd), loopback only. Then the
+embedded registry. It is kubeadm's init made for a laptop: each node its
+own network and mount namespace with a private containerd and a
+supervised kubelet (no systemd), on a bridge only this machine reaches. Then the
 addons: kube-proxy and CoreDNS (which answers for the cluster domain only
 and forwards no other name: devk's clusters contact nothing beyond the
 machine). The node is labelled control-plane but not tainted, so pods
@@ -54,7 +55,7 @@ Running it again on a healthy cluster changes nothing; on a half-made one it
 resumes. ` + "`devk down`" + ` removes everything. Needs root.
 
 --config FILE describes the cluster (apiVersion devk.dev/v1alpha1, kind
-Cluster; see the README): feature gates, the API server's runtime config,
+Cluster; docs/cluster.md has every key): feature gates, the API server's runtime config,
 extra flags per component, the pod, Service and node subnets, which addons
 to apply, the control-plane taint. It is checked in full before anything
 is made (an unknown key is an error) and remembered in cluster.json, so a
