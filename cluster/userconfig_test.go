@@ -598,26 +598,27 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	}
 }
 
-// TestREADMEConfigExample: the README's example file is valid and says
-// what its comments say.
-func TestREADMEConfigExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// TestDocsConfigExample: docs/cluster.md's example file is valid and
+// says what its comments say.
+func TestDocsConfigExample(t *testing.T) {
+	const page = "../docs/cluster.md"
+	text, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "#### `devk up --config FILE`")
+	_, rest, ok := strings.Cut(string(text), "### `devk up --config FILE`")
 	if !ok {
-		t.Fatal("README has no devk up --config section")
+		t.Fatalf("%s has no devk up --config section", page)
 	}
 	_, rest, _ = strings.Cut(rest, "```yaml\n")
 	example, _, _ := strings.Cut(rest, "```")
-	u, err := DecodeUserConfig([]byte(example), "README.md")
+	u, err := DecodeUserConfig([]byte(example), "docs/cluster.md")
 	if err != nil {
-		t.Fatalf("the README's example: %v", err)
+		t.Fatalf("the example in %s: %v", page, err)
 	}
 	if u.Name != "dev" || u.Networking.PodSubnet != layout.DefaultPodCIDR || u.Networking.ServiceSubnet != layout.DefaultServiceCIDR ||
 		u.ControlPlaneTaint != DefaultControlPlaneTaint || !layout.On(u.Addons.KubeProxy) || !layout.On(u.Addons.CoreDNS) {
-		t.Errorf("the README's example does not show the defaults it says: %+v", u)
+		t.Errorf("the example in %s does not show the defaults it says: %+v", page, u)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // TestExitStatus runs devk as main does and checks the status scripts
-// see, as `devk --help` and the README document them.
+// see, as `devk --help` and docs/usage.md document them.
 func TestExitStatus(t *testing.T) {
 	pkiDir, confDir := t.TempDir(), t.TempDir()
 	cfg := pki.Config{NodeName: "node-1", ServiceIP: net.ParseIP("10.96.0.1"), AdvertiseIP: net.ParseIP("10.250.0.2"), DNSDomain: "cluster.local"}
