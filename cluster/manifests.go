@@ -327,16 +327,14 @@ var podSpecs = map[string]func(ManifestInput) podSpec{
 }
 
 // podComponents are the static pods a config file sets flags of, with
-// the spec's part for each.
-var podComponents = map[string]func(*layout.Spec) *layout.Component{
-	"kube-apiserver":          func(s *layout.Spec) *layout.Component { return &s.APIServer },
-	"kube-controller-manager": func(s *layout.Spec) *layout.Component { return &s.ControllerManager },
-	"kube-scheduler":          func(s *layout.Spec) *layout.Component { return &s.Scheduler },
-}
-
-// podComponentKeys are their keys in the config file.
-var podComponentKeys = map[string]string{
-	"kube-apiserver": "apiServer", "kube-controller-manager": "controllerManager", "kube-scheduler": "scheduler",
+// the key of each in the config file and the spec's part for it.
+var podComponents = map[string]struct {
+	key  string
+	spec func(*layout.Spec) *layout.Component
+}{
+	"kube-apiserver":          {"apiServer", func(s *layout.Spec) *layout.Component { return &s.APIServer }},
+	"kube-controller-manager": {"controllerManager", func(s *layout.Spec) *layout.Component { return &s.ControllerManager }},
+	"kube-scheduler":          {"scheduler", func(s *layout.Spec) *layout.Component { return &s.Scheduler }},
 }
 
 // Flags devk sets from the spec's own keys (featureGates, runtimeConfig)
@@ -354,7 +352,7 @@ func withSpec(name string, spec layout.Spec, s podSpec) podSpec {
 	if !ok {
 		return s
 	}
-	c := *comp(&spec)
+	c := *comp.spec(&spec)
 	s.args = maps.Clone(s.args)
 	s.defaults = maps.Clone(s.defaults)
 	if s.defaults == nil {
@@ -366,7 +364,7 @@ func withSpec(name string, spec layout.Spec, s podSpec) podSpec {
 	if name == "kube-apiserver" && len(spec.RuntimeConfig) > 0 {
 		s.args[runtimeConfigFlag] = pairsFlag(spec.RuntimeConfig)
 	}
-	maps.Copy(s.defaults, withoutOwned(podComponentKeys[name], c.ExtraArgs))
+	maps.Copy(s.defaults, withoutOwned(comp.key, c.ExtraArgs))
 	return s
 }
 

@@ -195,21 +195,18 @@ var ownFlags = sync.OnceValue(func() map[string]map[string]string {
 			add(comp, flag, fmt.Sprintf(layoutWhy, flag))
 		}
 	}
-	for comp, fields := range map[string]map[string]configFlag{"kubelet": kubeletConfigFlags, "kubeProxy": kubeProxyConfigFlags} {
-		for path, f := range fields {
+	for _, file := range []struct {
+		comp, name string
+		fields     map[string]configFlag
+	}{{"kubelet", "kubelet", kubeletConfigFlags}, {"kubeProxy", "kube-proxy", kubeProxyConfigFlags}} {
+		for path, f := range file.fields {
 			if f.flag != "" && !f.tunable {
-				add(comp, f.flag, fmt.Sprintf("devk sets %s in the %s's config file, and --%s would override it", path, componentNames[comp], f.flag))
+				add(file.comp, f.flag, fmt.Sprintf("devk sets %s in the %s's config file, and --%s would override it", path, file.name, f.flag))
 			}
 		}
 	}
 	return out
 })
-
-// componentNames name the spec's components in messages.
-var componentNames = map[string]string{
-	"apiServer": "API server", "controllerManager": "controller-manager", "scheduler": "scheduler",
-	"kubelet": "kubelet", "kubeProxy": "kube-proxy",
-}
 
 // withoutOwned is extraArgs of the spec's component comp without the
 // flags devk owns: what rendering passes on (validation has refused

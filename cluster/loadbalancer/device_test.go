@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/devk/devk/internal/kube"
 )
 
 // deviceDialTimeout bounds one connection attempt in TestOnlyItsDevice
@@ -70,7 +72,7 @@ func TestOnlyItsDevice(t *testing.T) {
 
 	// The API server's stand-in, in the node.
 	var l net.Listener
-	if err := onThreadIn(nsPath(node), func() (err error) { l, err = net.Listen("tcp", "10.99.7.2:0"); return err }); err != nil {
+	if err := kube.InNetNS(nsPath(node), func() (err error) { l, err = net.Listen("tcp", "10.99.7.2:0"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
@@ -116,7 +118,7 @@ func TestOnlyItsDevice(t *testing.T) {
 		if ns == "" {
 			return connected, dial()
 		}
-		return connected, onThreadIn(nsPath(ns), dial)
+		return connected, kube.InNetNS(nsPath(ns), dial)
 	}
 	for _, step := range []struct {
 		name                     string
@@ -155,19 +157,4 @@ func setns(path string) error {
 	}
 	defer f.Close()
 	return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-}
-
-// onThreadIn runs fn on a thread of its own inside the network
-// namespace at ns; the thread ends with it.
-func onThreadIn(ns string, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := setns(ns); err != nil {
-			done <- err
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
 }

@@ -4,9 +4,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/http/httpproxy"
 )
@@ -69,27 +69,63 @@ func NoProxyEnv(environ, hosts []string) []string {
 }
 
 // Proxy is the proxy of devk's own HTTP clients: the environment's (as
-// http.ProxyFromEnvironment reads it), except that loopback and every
-// network this machine has an address on (a devk cluster's bridge, a
-// kubeadm node's own address) are reached directly. It reads the
-// environment and the addresses at each call: up makes a bridge as it
-// goes.
+// http.ProxyFromEnvironment reads it, once a process), except that
+// loopback and every network this machine has an address on (a devk
+// cluster's bridge, a kubeadm node's own address) are reached directly.
+// A transport asks at each request, so the machine's networks are not
+// read at each: only when a request would go to the proxy are they read
+// again (up makes a bridge as it goes).
 func Proxy(req *http.Request) (*url.URL, error) {
-	cfg := httpproxy.FromEnvironment()
-	cfg.NoProxy = noProxy(os.Environ(), localNetworks())
-	return cfg.ProxyFunc()(req.URL)
+	return envProxy().proxyFor(req.URL)
 }
 
-// localNetworks are the networks of this machine's addresses, as CIDRs.
-func localNetworks() []string {
+var envProxy = sync.OnceValue(func() *localDirect {
+	return &localDirect{proxy: httpproxy.FromEnvironment().ProxyFunc()}
+})
+
+// localDirect is proxy but for this machine's networks.
+type localDirect struct {
+	proxy func(*url.URL) (*url.URL, error)
+	mu    sync.Mutex
+	// nets are this machine's networks as last read.
+	nets []*net.IPNet
+}
+
+func (d *localDirect) proxyFor(u *url.URL) (*url.URL, error) {
+	proxy, err := d.proxy(u)
+	if proxy == nil || err != nil {
+		return proxy, err
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && d.local(ip) {
+		return nil, nil
+	}
+	return proxy, nil
+}
+
+// local says whether ip is on one of this machine's networks, reading
+// them again when the last read had none that holds it.
+func (d *localDirect) local(ip net.IP) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	holds := func() bool { return slices.ContainsFunc(d.nets, func(n *net.IPNet) bool { return n.Contains(ip) }) }
+	if holds() {
+		return true
+	}
+	d.nets = localNetworks()
+	return holds()
+}
+
+// localNetworks are the networks of this machine's addresses (of the
+// calling thread's network namespace).
+func localNetworks() []*net.IPNet {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []*net.IPNet
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
-			out = append(out, (&net.IPNet{IP: n.IP.Mask(n.Mask), Mask: n.Mask}).String())
+			out = append(out, n)
 		}
 	}
 	return out

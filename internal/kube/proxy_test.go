@@ -1,12 +1,17 @@
 package kube
 
 import (
+	"fmt"
 	"net"
-	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpproxy"
 )
 
 func TestNoProxyEnv(t *testing.T) {
@@ -35,22 +40,34 @@ func TestNoProxyEnv(t *testing.T) {
 	}
 }
 
+// testProxy is a proxy the tests' requests are never sent to.
+const testProxy = "http://proxy.invalid:3128"
+
+// decide is d's answer for rawURL as a string ("" for direct).
+func decide(t *testing.T, d *localDirect, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.proxyFor(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == nil {
+		return ""
+	}
+	return got.String()
+}
+
 // TestProxy: with a proxy set, devk's clients go direct to loopback and
 // to every network this machine has an address on, and through the
 // proxy elsewhere. Only the decision is tested: nothing is dialled.
 func TestProxy(t *testing.T) {
-	const proxy = "http://proxy.invalid:3128"
-	t.Setenv("HTTPS_PROXY", proxy)
-	t.Setenv("HTTP_PROXY", proxy)
-	t.Setenv("NO_PROXY", "")
-	t.Setenv("no_proxy", "")
+	d := &localDirect{proxy: (&httpproxy.Config{HTTPSProxy: testProxy, HTTPProxy: testProxy}).ProxyFunc()}
 	var local net.IP
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+	for _, n := range localNetworks() {
+		if !n.IP.IsLoopback() && n.IP.To4() != nil {
 			local = n.IP
 		}
 	}
@@ -66,29 +83,58 @@ func TestProxy(t *testing.T) {
 	// The documentation networks: one this machine is not on goes
 	// through the proxy, one it is on (a test machine may be) does not.
 	for _, ip := range []string{"192.0.2.77", "198.51.100.7", "203.0.113.7"} {
-		want := proxy
+		want := testProxy
 		for _, n := range localNetworks() {
-			if _, ipn, _ := net.ParseCIDR(n); ipn.Contains(net.ParseIP(ip)) {
+			if n.Contains(net.ParseIP(ip)) {
 				want = ""
 			}
 		}
 		cases["https://"+ip+":6443/"] = want
 	}
 	for u, want := range cases {
-		req, _ := http.NewRequest(http.MethodGet, u, nil)
-		got, err := Proxy(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if gotS := ""; got != nil {
-			gotS = got.String()
-			if gotS != want {
-				t.Errorf("Proxy(%s) = %s; want %q", u, gotS, want)
-			}
-		} else if want != "" {
-			t.Errorf("Proxy(%s) = direct; want %s", u, want)
+		if got := decide(t, d, u); got != want {
+			t.Errorf("proxy for %s = %q; want %q (\"\" is direct)", u, got, want)
 		}
 	}
+}
+
+// TestProxyNewNetwork: a network that appears after the first request
+// (the bridge up makes as it goes) is reached directly from then on;
+// one already known is not read again at each request. In a network
+// namespace of the test's own, whose addresses are the machine's to
+// localNetworks there.
+func TestProxyNewNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("making a network namespace needs root: run the tests as root, as CI does")
+	}
+	name := fmt.Sprintf("devk-proxytest-%d", os.Getpid())
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	d := &localDirect{proxy: (&httpproxy.Config{HTTPSProxy: testProxy}).ProxyFunc()}
+	const node = "https://192.0.2.2:6443/"
+	in := func(want string) {
+		t.Helper()
+		var got string
+		if err := InNetNS(filepath.Join("/run/netns", name), func() error { got = decide(t, d, node); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("proxy for %s = %q; want %q (\"\" is direct)", node, got, want)
+		}
+	}
+	in(testProxy)
+	ip("-n", name, "link", "add", "br0", "type", "bridge")
+	ip("-n", name, "addr", "add", "192.0.2.1/24", "dev", "br0")
+	in("")
+	// Known now: no read, so its going away is not seen either.
+	ip("-n", name, "link", "del", "br0")
+	in("")
 }
 
 // TestClientProxy: a client gets Proxy only when the environment names

@@ -321,14 +321,14 @@ func (c Config) NodeNetNS(name string) string {
 	return ""
 }
 
-// PrivateNodeSubnets are the ranges a node subnet must lie in: RFC
+// privateNodeSubnets are the ranges a node subnet must lie in: RFC
 // 1918's private networks and RFC 6598's shared address space (CGNAT),
 // which no public, multicast or reserved address is in.
-var PrivateNodeSubnets = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"}
+var privateNodeSubnets = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"}
 
-// CheckPrivate refuses a node subnet outside PrivateNodeSubnets.
+// CheckPrivate refuses a node subnet outside privateNodeSubnets.
 func CheckPrivate(subnet *net.IPNet) error {
-	for _, s := range PrivateNodeSubnets {
+	for _, s := range privateNodeSubnets {
 		_, p, _ := net.ParseCIDR(s)
 		if pOnes, _ := p.Mask.Size(); p.Contains(subnet.IP) {
 			if ones, _ := subnet.Mask.Size(); ones >= pOnes {
@@ -336,7 +336,7 @@ func CheckPrivate(subnet *net.IPNet) error {
 			}
 		}
 	}
-	return fmt.Errorf("%s is not in a private range: choose a subnet inside %s (RFC 1918), or %s (CGNAT)", subnet, strings.Join(PrivateNodeSubnets[:3], ", "), PrivateNodeSubnets[3])
+	return fmt.Errorf("%s is not in a private range: choose a subnet inside %s (RFC 1918), or %s (CGNAT)", subnet, strings.Join(privateNodeSubnets[:3], ", "), privateNodeSubnets[3])
 }
 
 // NoProxy is what must bypass an HTTP proxy for the cluster (NO_PROXY's
