@@ -182,10 +182,10 @@ func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
 	return phase.Changed("stopped"), nil
 }
 
-// mountsUnder lists mount points at or below dir in mountinfo content,
+// hostMountsUnder lists the host's mount points at or below dir,
 // deepest first.
-func mountsUnder(mountinfo, dir string) ([]string, error) {
-	mounts, err := mountns.Parse(mountinfo)
+func hostMountsUnder(dir string) ([]string, error) {
+	mounts, err := mountns.Host()
 	if err != nil {
 		return nil, err
 	}
@@ -203,11 +203,7 @@ func unmountUnder(dir string) (phase.Outcome, error) {
 	n := 0
 	// A mount can hide another at the same point: go round until none is left.
 	for range 10 {
-		data, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			return phase.Done, err
-		}
-		mps, err := mountsUnder(string(data), dir)
+		mps, err := hostMountsUnder(dir)
 		if err != nil {
 			return phase.Done, err
 		}
@@ -411,11 +407,7 @@ func removableDir(dir string, nodes []node, what string) (exists bool, err error
 			}
 		}
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return true, err
-	}
-	mps, err := mountsUnder(string(data), dir)
+	mps, err := hostMountsUnder(dir)
 	if err != nil {
 		return true, err
 	}
