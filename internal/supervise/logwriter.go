@@ -300,7 +300,7 @@ func (p Dir) startLogWriter(name string) (*os.File, error) {
 		w.Close()
 		return nil, fmt.Errorf("start %s's log writer: %w", name, err)
 	}
-	start, err := procStart(cmd.Process.Pid)
+	start, _, err := procStat(cmd.Process.Pid)
 	if err == nil {
 		err = atomicfile.Write(p.PIDFile(logWriterName(name)), fmt.Appendf(nil, "%d %d\n", cmd.Process.Pid, start), 0o644, "")
 	}
