@@ -25,12 +25,7 @@ func TestParseStat(t *testing.T) {
 }
 
 func TestProcessSupervision(t *testing.T) {
-	dir := t.TempDir()
-	p := Dir{
-		PIDFile: func(name string) string { return filepath.Join(dir, "run", name+".pid") },
-		LogFile: func(name string) string { return filepath.Join(dir, "logs", name+".log") },
-		Work:    dir,
-	}
+	p := testDir(t, 0)
 	ctx := context.Background()
 	proc := Process{Name: "sleeper", Argv: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; echo hello; while :; do sleep 0.05; done"}}
 	pid, started, err := p.Start(proc)
