@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/mountns"
@@ -105,7 +104,3 @@ func removeNodeMounts(ctx context.Context, n node) (phase.Outcome, error) {
 	}
 	return out, err
 }
-
-// runcRoot is runc's state root for node n's containerd (runc's
-// default, /run/containerd/runc, is the host's).
-func runcRoot(containerdState string) string { return filepath.Join(containerdState, "runc") }
