@@ -337,16 +337,32 @@ func Remove(ctx context.Context, s Spec, grace time.Duration) (bool, error) {
 	if err := os.Remove(s.marker()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return had, err
 	}
-	mounts, err := Host()
-	if err != nil {
-		return had, err
-	}
-	for _, mp := range Under(mounts, s.dir()) {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return had, fmt.Errorf("unmount %s: %w", mp, err)
+	_, err := UnmountUnder(s.dir())
+	return had, err
+}
+
+// UnmountUnder detaches every mount of the host's at or below dir,
+// deepest first, and reports how many. A mount can hide another at the
+// same point: it goes round until none is left (at most ten rounds).
+func UnmountUnder(dir string) (int, error) {
+	n := 0
+	for range 10 {
+		mounts, err := Host()
+		if err != nil {
+			return n, err
+		}
+		mps := Under(mounts, dir)
+		if len(mps) == 0 {
+			break
+		}
+		for _, mp := range mps {
+			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return n, fmt.Errorf("unmount %s: %w", mp, err)
+			}
+			n++
 		}
 	}
-	return had, nil
+	return n, nil
 }
 
 // EnsureShared makes dir, inside the namespace kept in file, a mount
