@@ -95,7 +95,7 @@ func Unescape(s string) string {
 func Under(mounts []Mount, dir string) []string {
 	var out []string
 	for _, m := range mounts {
-		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+		if under(m.Point, dir) {
 			out = append(out, m.Point)
 		}
 	}
