@@ -172,7 +172,7 @@ func Mounts(ctx context.Context, file string) ([]Mount, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(string(out))
+	return parse(string(out))
 }
 
 // Processes are the processes in the mount namespace kept in file.
