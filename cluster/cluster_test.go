@@ -421,27 +421,6 @@ func TestPreflightPieces(t *testing.T) {
 	}
 }
 
-func TestMountsUnder(t *testing.T) {
-	const info = `22 1 0:21 / / rw - ext4 /dev/vda rw
-100 22 0:50 / /root/.devk/clusters/devk/containerd/state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs rw - overlay overlay rw
-101 22 0:51 / /root/.devk/clusters/devk/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access rw - tmpfs tmpfs rw
-102 22 0:52 / /root/.devk/clusters/devk2/kubelet rw - tmpfs tmpfs rw
-103 22 0:53 / /root/.devk/clusters/devk/with\040space rw - tmpfs tmpfs rw
-`
-	got, err := mountsUnder(info, "/root/.devk/clusters/devk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"/root/.devk/clusters/devk/containerd/state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs",
-		"/root/.devk/clusters/devk/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access",
-		"/root/.devk/clusters/devk/with space",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("mountsUnder =\n%q\nwant\n%q", got, want)
-	}
-}
-
 func TestIsShimOf(t *testing.T) {
 	sock := "/root/.devk/clusters/devk/run/containerd.sock"
 	if !isShimOf([]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "abc", "-address", sock}, sock) {

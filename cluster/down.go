@@ -182,46 +182,8 @@ func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
 	return phase.Changed("stopped"), nil
 }
 
-// mountsUnder lists mount points at or below dir in mountinfo content,
-// deepest first.
-func mountsUnder(mountinfo, dir string) ([]string, error) {
-	mounts, err := mountns.Parse(mountinfo)
-	if err != nil {
-		return nil, err
-	}
-	return mountns.Under(mounts, dir), nil
-}
-
 func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {
 	return c.eachNode(ctx, removeNodeMounts)
-}
-
-// unmountUnder unmounts everything at or below dir in the host's mount
-// namespace (a node's pods' volumes are in the node's own, which
-// removeNodeMounts ends).
-func unmountUnder(dir string) (phase.Outcome, error) {
-	n := 0
-	// A mount can hide another at the same point: go round until none is left.
-	for range 10 {
-		data, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			return phase.Done, err
-		}
-		mps, err := mountsUnder(string(data), dir)
-		if err != nil {
-			return phase.Done, err
-		}
-		if len(mps) == 0 {
-			break
-		}
-		for _, mp := range mps {
-			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-				return phase.Done, fmt.Errorf("unmount %s: %w", mp, err)
-			}
-			n++
-		}
-	}
-	return phase.Outcome{Detail: fmt.Sprintf("%d unmounted", n), Changed: n > 0}, nil
 }
 
 // cgroupRoots are the cgroup hierarchies: each v1 controller mount, or
@@ -411,15 +373,11 @@ func removableDir(dir string, nodes []node, what string) (exists bool, err error
 			}
 		}
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountns.Host()
 	if err != nil {
 		return true, err
 	}
-	mps, err := mountsUnder(string(data), dir)
-	if err != nil {
-		return true, err
-	}
-	if len(mps) > 0 {
+	if mps := mountns.Under(mounts, dir); len(mps) > 0 {
 		return true, fmt.Errorf("refusing to remove %s: %d mounts beneath it, e.g. %s: %s", dir, len(mps), mps[0], what)
 	}
 	return true, nil

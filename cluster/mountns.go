@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/mountns"
@@ -92,20 +91,20 @@ func outsideMountNS(c *Cluster, n node, what string, pid int) error {
 // removeNodeMounts ends node n's mount namespace (stopping what is
 // left in it; the kernel then unmounts the pods' volumes and everything
 // else inside) and unmounts whatever is left under the node's dir on
-// the host.
+// the host (what a devk from before mount namespaces mounted there: the
+// kubelet's root, the pods' volumes).
 func removeNodeMounts(ctx context.Context, n node) (phase.Outcome, error) {
 	had, err := mountns.Remove(ctx, nodeMountNS(n.Paths), leftoverGrace)
 	if err != nil {
 		return phase.Done, err
 	}
-	out, err := unmountUnder(n.Dir)
+	unmounted, err := mountns.UnmountUnder(n.Dir)
+	if err != nil {
+		return phase.Done, err
+	}
+	out := phase.Outcome{Detail: fmt.Sprintf("%d unmounted", unmounted), Changed: had || unmounted > 0}
 	if had {
-		out.Changed = true
 		out.Detail = "mount namespace ended; " + out.Detail
 	}
-	return out, err
+	return out, nil
 }
-
-// runcRoot is runc's state root for node n's containerd (runc's
-// default, /run/containerd/runc, is the host's).
-func runcRoot(containerdState string) string { return filepath.Join(containerdState, "runc") }

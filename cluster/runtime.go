@@ -238,16 +238,18 @@ func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
 
 func (c *Cluster) containerdConfig(ctx context.Context, n node) (ContainerdConfig, error) {
 	d := n.Containerd()
+	state := filepath.Join(d, "state")
 	sandbox, err := c.sandboxImage(ctx)
 	if err != nil {
 		return ContainerdConfig{}, err
 	}
 	return ContainerdConfig{
-		Root: filepath.Join(d, "root"), State: filepath.Join(d, "state"), Socket: n.ContainerdSocket(),
+		Root: filepath.Join(d, "root"), State: state, Socket: n.ContainerdSocket(),
 		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
 		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
 		CNIBinDir:           CNIBinDir(), CNIConfDir: n.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
-		RuncRoot: runcRoot(filepath.Join(d, "state")),
+		// runc's default, /run/containerd/runc, is the host's.
+		RuncRoot: filepath.Join(state, "runc"),
 	}, nil
 }
 

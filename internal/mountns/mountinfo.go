@@ -32,9 +32,9 @@ func (m Mount) Shared() bool {
 	return slices.ContainsFunc(m.Optional, func(f string) bool { return strings.HasPrefix(f, "shared:") })
 }
 
-// Parse reads mountinfo's lines, in their order (a later mount at a point
+// parse reads mountinfo's lines, in their order (a later mount at a point
 // is on top of an earlier one). A malformed line is an error naming it.
-func Parse(mountinfo string) ([]Mount, error) {
+func parse(mountinfo string) ([]Mount, error) {
 	var out []Mount
 	sc := bufio.NewScanner(strings.NewReader(mountinfo))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -64,16 +64,16 @@ func parseLine(line string) (Mount, error) {
 	if err1 != nil || err2 != nil {
 		return Mount{}, fmt.Errorf("malformed mountinfo line %q", line)
 	}
-	m := Mount{ID: id, Parent: parent, Root: Unescape(f[3]), Point: Unescape(f[4]), Options: f[5],
-		Optional: f[6:sep], FSType: f[sep+1], Source: Unescape(f[sep+2])}
+	m := Mount{ID: id, Parent: parent, Root: unescape(f[3]), Point: unescape(f[4]), Options: f[5],
+		Optional: f[6:sep], FSType: f[sep+1], Source: unescape(f[sep+2])}
 	if len(f) > sep+3 {
 		m.SuperOptions = f[sep+3]
 	}
 	return m, nil
 }
 
-// Unescape undoes mountinfo's octal escapes (\040 for a space).
-func Unescape(s string) string {
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
@@ -95,7 +95,7 @@ func Unescape(s string) string {
 func Under(mounts []Mount, dir string) []string {
 	var out []string
 	for _, m := range mounts {
-		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+		if under(m.Point, dir) {
 			out = append(out, m.Point)
 		}
 	}
@@ -119,5 +119,5 @@ func Host() ([]Mount, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(string(data))
+	return parse(string(data))
 }

@@ -26,25 +26,25 @@ func TestParse(t *testing.T) {
 		{"103 22 0:53 / /root/with\\040space rw - tmpfs tmpfs rw", "/root/with space", "tmpfs", []string{}, false, "tmpfs", "rw"},
 		{"4026 27 0:4 net:[4026532301] /run/netns/devk-devk rw shared:5 - nsfs nsfs rw", "/run/netns/devk-devk", "nsfs", []string{"shared:5"}, true, "nsfs", "rw"},
 	} {
-		ms, err := Parse(tc.line + "\n")
+		ms, err := parse(tc.line + "\n")
 		if err != nil || len(ms) != 1 {
-			t.Errorf("Parse(%q) = %v, %v", tc.line, ms, err)
+			t.Errorf("parse(%q) = %v, %v", tc.line, ms, err)
 			continue
 		}
 		m := ms[0]
 		if m.Point != tc.point || m.FSType != tc.fstype || !slices.Equal(m.Optional, tc.optional) || m.Shared() != tc.shared || m.Source != tc.source || m.SuperOptions != tc.superO {
-			t.Errorf("Parse(%q) = %+v (shared %v)", tc.line, m, m.Shared())
+			t.Errorf("parse(%q) = %+v (shared %v)", tc.line, m, m.Shared())
 		}
 	}
 	for _, bad := range []string{"27 1 254:0 / / rw,relatime ext4 /dev/vda rw", "x 1 254:0 / / rw - ext4 /dev/vda rw", "27 1 254:0 / /"} {
-		if _, err := Parse(bad); err == nil {
-			t.Errorf("Parse(%q) took a malformed line", bad)
+		if _, err := parse(bad); err == nil {
+			t.Errorf("parse(%q) took a malformed line", bad)
 		}
 	}
 }
 
 func TestUnderAndAt(t *testing.T) {
-	ms, err := Parse(`22 1 0:21 / / rw - ext4 /dev/vda rw
+	ms, err := parse(`22 1 0:21 / / rw - ext4 /dev/vda rw
 100 22 0:50 / /root/.devk/clusters/devk/containerd/state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs rw - overlay overlay rw
 101 22 0:51 / /root/.devk/clusters/devk/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access rw - tmpfs tmpfs rw
 102 22 0:52 / /root/.devk/clusters/devk2/kubelet rw - tmpfs tmpfs rw

@@ -172,7 +172,7 @@ func Mounts(ctx context.Context, file string) ([]Mount, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(string(out))
+	return parse(string(out))
 }
 
 // Processes are the processes in the mount namespace kept in file.
@@ -208,67 +208,28 @@ func In(pid int, dev, ino uint64) bool {
 	return unix.Stat(filepath.Join("/proc", strconv.Itoa(pid), "ns", "mnt"), &st) == nil && st.Dev == dev && st.Ino == ino
 }
 
-// Ensure makes the namespace unless it is there and complete (its
-// marker names it, every cover and bind is in place), and reports
-// whether it made it. One left incomplete (a run killed while making it)
-// is thrown away and made again, unless something runs in it.
+// Ensure makes the namespace unless it is there and complete, and
+// reports whether it made it. Complete is what the marker says: make
+// writes it last, naming the namespace's inode and the Spec, so one cut
+// short, one of another Spec (a devk that binds other paths) and one
+// dropped since (a reboot) are told apart without entering it. One not
+// complete is thrown away and made again, unless something runs in it.
 func Ensure(ctx context.Context, s Spec) (bool, error) {
 	if err := s.Validate(); err != nil {
 		return false, err
 	}
 	if _, ino, ok := ID(s.File); ok {
-		problem := s.check(ctx, ino)
-		if problem == nil {
+		if m, err := os.ReadFile(s.marker()); err == nil && string(m) == s.stamp(ino) {
 			return false, nil
 		}
 		if pids := Processes(s.File); len(pids) > 0 {
-			return false, fmt.Errorf("the mount namespace %s is not complete (%v) and processes %v run in it: stop them (`devk down`), then up again", s.File, problem, pids)
+			return false, fmt.Errorf("the mount namespace %s was made by an interrupted run, or for other mounts, and processes %v run in it: stop them (`devk down`), then up again", s.File, pids)
 		}
 		if err := unix.Unmount(s.File, unix.MNT_DETACH); err != nil {
 			return false, fmt.Errorf("drop the incomplete mount namespace %s: %w", s.File, err)
 		}
 	}
 	return true, s.make(ctx)
-}
-
-// check says what is wrong with the namespace kept in s.File (inode
-// ino), nil when nothing is.
-func (s Spec) check(ctx context.Context, ino uint64) error {
-	if m, err := os.ReadFile(s.marker()); err != nil || string(m) != s.stamp(ino) {
-		return errors.New("made by an interrupted run, or for other mounts")
-	}
-	mounts, err := Mounts(ctx, s.File)
-	if err != nil {
-		return err
-	}
-	for _, c := range s.Covers {
-		if m, ok := At(mounts, c); !ok || m.FSType != "overlay" {
-			return fmt.Errorf("%s is not overlaid", c)
-		}
-	}
-	// Each bind's path inside is its directory on the host.
-	args := []string{"stat", "-c", "%d %i"}
-	var want []string
-	for _, b := range s.Binds {
-		var st unix.Stat_t
-		if err := unix.Stat(b.Dir, &st); err != nil {
-			return err
-		}
-		args = append(args, b.Path)
-		want = append(want, fmt.Sprintf("%d %d", st.Dev, st.Ino))
-	}
-	a := Enter(s.File, "", args...)
-	out, err := execx.Output(ctx, execx.Cmd{Name: a[0], Args: a[1:]})
-	if err != nil {
-		return err
-	}
-	got := strings.Split(strings.TrimSpace(string(out)), "\n")
-	for i, b := range s.Binds {
-		if i >= len(got) || got[i] != want[i] {
-			return fmt.Errorf("%s is not %s", b.Path, b.Dir)
-		}
-	}
-	return nil
 }
 
 // make makes the namespace: a private mount on the host for its files,
@@ -376,16 +337,32 @@ func Remove(ctx context.Context, s Spec, grace time.Duration) (bool, error) {
 	if err := os.Remove(s.marker()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return had, err
 	}
-	mounts, err := Host()
-	if err != nil {
-		return had, err
-	}
-	for _, mp := range Under(mounts, s.dir()) {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return had, fmt.Errorf("unmount %s: %w", mp, err)
+	_, err := UnmountUnder(s.dir())
+	return had, err
+}
+
+// UnmountUnder detaches every mount of the host's at or below dir,
+// deepest first, and reports how many. A mount can hide another at the
+// same point: it goes round until none is left (at most ten rounds).
+func UnmountUnder(dir string) (int, error) {
+	n := 0
+	for range 10 {
+		mounts, err := Host()
+		if err != nil {
+			return n, err
+		}
+		mps := Under(mounts, dir)
+		if len(mps) == 0 {
+			break
+		}
+		for _, mp := range mps {
+			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return n, fmt.Errorf("unmount %s: %w", mp, err)
+			}
+			n++
 		}
 	}
-	return had, nil
+	return n, nil
 }
 
 // EnsureShared makes dir, inside the namespace kept in file, a mount

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,6 +65,21 @@ func TestNamespace(t *testing.T) {
 	}
 	if changed, err := Ensure(ctx, s); err != nil || changed {
 		t.Errorf("Ensure after making it again = %v, %v; want nothing to do", changed, err)
+	}
+	// Made for another Spec (a devk that binds one path more): made again,
+	// with that path bound.
+	more := s
+	more.Binds = append(slices.Clip(s.Binds), Bind{Path: "/run/" + tag + "-more", Dir: filepath.Join(home, "fs", "more")})
+	if changed, err := Ensure(ctx, more); err != nil || !changed {
+		t.Errorf("Ensure for another Spec = %v, %v; want a new namespace", changed, err)
+	}
+	if err := Run(ctx, s.File, "touch", "/run/"+tag+"-more/m"); err != nil {
+		t.Error(err)
+	} else if _, err := os.Stat(filepath.Join(home, "fs", "more", "m")); err != nil {
+		t.Errorf("the other Spec's bind is not in place: %v", err)
+	}
+	if changed, err := Ensure(ctx, s); err != nil || !changed {
+		t.Errorf("Ensure for the first Spec again = %v, %v; want a new namespace", changed, err)
 	}
 
 	// The kubelet's root: bound onto itself but left private, as a kill

@@ -76,7 +76,7 @@ const (
 // a writer would run its tests again instead.
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == logWriterArg {
-		if err := RunLogWriter(os.Stdin, os.Args[2:]); err != nil {
+		if err := runLogWriter(os.Stdin, os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "devk log writer:", err)
 			os.Exit(1)
 		}
@@ -89,10 +89,10 @@ func logWriterArgv(exe, path string, maxBytes int64, generations int) []string {
 	return []string{exe, logWriterArg, path, strconv.FormatInt(maxBytes, 10), strconv.Itoa(generations)}
 }
 
-// RunLogWriter appends what it reads from in to a rotating log until in
+// runLogWriter appends what it reads from in to a rotating log until in
 // ends; args are the log's path, its size cap in bytes and the number of
 // generations to keep. It is what the log writer process runs.
-func RunLogWriter(in io.Reader, args []string) error {
+func runLogWriter(in io.Reader, args []string) error {
 	if len(args) != 3 {
 		return fmt.Errorf("want LOG MAX-BYTES GENERATIONS, got %q", args)
 	}
@@ -300,7 +300,7 @@ func (p Dir) startLogWriter(name string) (*os.File, error) {
 		w.Close()
 		return nil, fmt.Errorf("start %s's log writer: %w", name, err)
 	}
-	start, err := procStart(cmd.Process.Pid)
+	start, _, err := procStat(cmd.Process.Pid)
 	if err == nil {
 		err = atomicfile.Write(p.PIDFile(logWriterName(name)), fmt.Appendf(nil, "%d %d\n", cmd.Process.Pid, start), 0o644, "")
 	}

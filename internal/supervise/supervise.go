@@ -51,43 +51,31 @@ type Dir struct {
 	LogGenerations int
 }
 
-// procStart is the process's start time in clock ticks since boot
-// (field 22 of /proc/<pid>/stat); with the pid it names the process
-// unambiguously, even after the pid is reused.
-func procStart(pid int) (uint64, error) {
+// procStat is the process's start time in clock ticks since boot
+// (field 22 of /proc/<pid>/stat), which with the pid names the process
+// unambiguously even after the pid is reused, and whether it is a
+// zombie (state Z: gone, not yet reaped).
+func procStat(pid int) (start uint64, zombie bool, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return parseStatStart(string(data))
+	return parseStat(string(data))
 }
 
-func parseStatStart(stat string) (uint64, error) {
+func parseStat(stat string) (start uint64, zombie bool, err error) {
 	// comm may hold spaces and parentheses: fields start after the last ')'.
 	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("malformed stat %q", stat)
+		return 0, false, fmt.Errorf("malformed stat %q", stat)
 	}
 	f := strings.Fields(stat[i+1:])
 	// f[0] is field 3 (state); start time is field 22.
 	if len(f) < 20 {
-		return 0, fmt.Errorf("malformed stat %q", stat)
+		return 0, false, fmt.Errorf("malformed stat %q", stat)
 	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// procState is the state letter of a process (Z for a zombie).
-func procState(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return start, f[0] == "Z", err
 }
 
 // Running returns the pid of the named process if its pid file names a
@@ -106,8 +94,8 @@ func (p Dir) Running(name string) (int, bool) {
 	if err1 != nil || err2 != nil || pid <= 0 {
 		return 0, false
 	}
-	now, err := procStart(pid)
-	if err != nil || now != start || procState(pid) == "Z" {
+	now, zombie, err := procStat(pid)
+	if err != nil || now != start || zombie {
 		return 0, false
 	}
 	return pid, true
@@ -146,7 +134,7 @@ func (p Dir) Start(proc Process) (pid int, started bool, err error) {
 		return 0, false, fmt.Errorf("start %s: %w", proc.Name, err)
 	}
 	pid = cmd.Process.Pid
-	start, err := procStart(pid)
+	start, _, err := procStat(pid)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		return 0, false, fmt.Errorf("start %s: it exited at once; see %s", proc.Name, p.LogFile(proc.Name))
@@ -218,13 +206,13 @@ func KillWait(ctx context.Context, pid int, grace time.Duration) error {
 // goneCheck is a poll condition that is done once the process that is
 // pid now is gone (a zombie is gone); an error if it is gone already.
 func goneCheck(pid int) (wait.ConditionWithContextFunc, error) {
-	start, err := procStart(pid)
+	start, _, err := procStat(pid)
 	if err != nil {
 		return nil, err
 	}
 	return func(context.Context) (bool, error) {
-		s, err := procStart(pid)
-		return err != nil || s != start || procState(pid) == "Z", nil
+		s, zombie, err := procStat(pid)
+		return err != nil || s != start || zombie, nil
 	}, nil
 }
 

@@ -14,20 +14,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestParseStatStart(t *testing.T) {
+func TestParseStat(t *testing.T) {
 	stat := "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615"
-	if got, err := parseStatStart(stat); err != nil || got != 987654 {
-		t.Errorf("parseStatStart = %d, %v; want 987654", got, err)
+	if got, zombie, err := parseStat(stat); err != nil || got != 987654 || zombie {
+		t.Errorf("parseStat = %d, %v, %v; want 987654, not a zombie", got, zombie, err)
+	}
+	if _, zombie, err := parseStat("1234 (sh) Z 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 0 0 0"); err != nil || !zombie {
+		t.Errorf("parseStat of a zombie = %v, %v", zombie, err)
 	}
 }
 
 func TestProcessSupervision(t *testing.T) {
-	dir := t.TempDir()
-	p := Dir{
-		PIDFile: func(name string) string { return filepath.Join(dir, "run", name+".pid") },
-		LogFile: func(name string) string { return filepath.Join(dir, "logs", name+".log") },
-		Work:    dir,
-	}
+	p := testDir(t, 0)
 	ctx := context.Background()
 	proc := Process{Name: "sleeper", Argv: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; echo hello; while :; do sleep 0.05; done"}}
 	pid, started, err := p.Start(proc)
