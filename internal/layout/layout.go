@@ -446,15 +446,11 @@ func (p Paths) CNINetworks() string { return p.join("cni", "networks") }
 // run/ (pid file, stats socket, saved server states) and logs/.
 func (p Paths) LoadBalancer() Paths { return Paths{Dir: p.join("haproxy")} }
 
-// MountNSDir is the node's mount namespace's own directory: a private
-// mount on the host (a mount namespace can be bound only onto a mount
-// that does not propagate), holding MountNS, and the mount point of the
-// tmpfs inside the namespace that its overlays' upper dirs are on.
-func (p Paths) MountNSDir() string { return p.join("mntns") }
-
 // MountNS is where the node's mount namespace is kept (a bind mount of
 // its /proc/<pid>/ns/mnt, as `ip netns` keeps network namespaces): what
-// `nsenter --mount=` enters.
+// `nsenter --mount=` enters. Its directory, mntns/, is a private mount on
+// the host (a mount namespace can be bound only onto a mount that does
+// not propagate) and holds the namespace's own tmpfs.
 func (p Paths) MountNS() string { return p.join("mntns", "mnt") }
 
 // NodeFS is the node's own directory for a path the components hard-code
