@@ -415,9 +415,6 @@ func formatTimings(cfg layout.Config) string {
 	return b.String()
 }
 
-// node writes the node's directory: the supervised processes' logs, the
-// kubelet's config and manifests, the container logs and the runtime's
-// list of containers.
 // node exports node n's logs, kubelet config, manifests, container
 // logs and the runtime's container list under <node>/.
 func (e *exporter) node(ctx context.Context, n node) {
