@@ -226,13 +226,9 @@ func (n *nodeFlags) controlPlanes(c *cluster.Cluster) ([]swap.ControlPlaneNode, 
 		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, cp.Name) {
 			continue
 		}
-		e := swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node}
+		e := swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node, TakeOut: cp.TakeOut, PutBack: cp.PutBack}
 		if !n.NoKubeletRestart {
 			e.Relist = func(ctx context.Context) error { return c.RelistNodeKubelet(ctx, cp.Name) }
-		}
-		if c.Config.HA() {
-			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, cp.Name) }
-			e.PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, cp.Name, untilUp) }
 		}
 		out = append(out, e)
 	}
