@@ -16,8 +16,8 @@ import (
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
-	"github.com/devk/devk/swap"
 )
 
 // ExitExpiring is check-expiration's status when --fail-within finds a
@@ -407,7 +407,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 					}
 				}
 				if c.Config.HA() {
-					o.StopGrace = swap.HAStopGrace
+					o.StopGrace = staticpod.HAStopGrace
 				}
 				defer g.followLogs(cmd.Context(), c.Config.Name)()
 			}

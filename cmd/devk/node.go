@@ -13,6 +13,7 @@ import (
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/swap"
 )
 
@@ -207,7 +208,7 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 			o.ControlPlanes = cps
 		}
 		if c.Config.HA() {
-			o.StopGrace = swap.HAStopGrace
+			o.StopGrace = staticpod.HAStopGrace
 		}
 	}
 	return r, nil
