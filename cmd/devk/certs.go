@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
-	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 )
 
@@ -111,18 +109,8 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 	if err != nil {
 		return nil, nil, err
 	}
-	cps, err := c.ControlPlaneNodes()
-	if err != nil {
+	if out, err = c.CertNodes(picked); err != nil {
 		return nil, nil, err
-	}
-	for _, cp := range cps {
-		if !slices.Contains(picked, cp.Name) {
-			continue
-		}
-		out = append(out, certs.RenewNode{
-			Node:      certs.Node{Name: cp.Name, Files: certs.Files{PKIDir: cp.Node.PKIDir, KubeconfigDir: filepath.Dir(cp.Node.Kubeconfig), ManifestsDir: cp.Node.ManifestsDir}},
-			CRISocket: cp.Node.CRISocket,
-		})
 	}
 	return c, out, nil
 }
@@ -392,23 +380,11 @@ Unattended, as kubespray's timer does it (cron, as root):
 				return err
 			}
 			if c != nil {
-				// A devk cluster: node 0's renewed admin.conf goes into
-				// the user's context as up merges it; behind HAProxy each
-				// node's API server is taken out around its restart.
-				o.UserKubeconfig = c.UserKubeconfigFile()
-				for i := range nodes {
-					name := nodes[i].Name
-					if name == c.Config.NodeName {
-						nodes[i].MergeAdmin = c.MergeUserKubeconfig
-					}
-					if c.Config.HA() {
-						nodes[i].TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, name) }
-						nodes[i].PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, name, untilUp) }
-					}
-				}
-				if c.Config.HA() {
-					o.StopGrace = staticpod.HAStopGrace
-				}
+				// A devk cluster (CertNodes): node 0's renewed admin.conf
+				// goes into the user's context as up merges it; behind
+				// HAProxy each node's API server is taken out around its
+				// restart and stops gracefully.
+				o.UserKubeconfig, o.StopGrace = c.UserKubeconfigFile(), c.StaticPodStopGrace()
 				defer g.followLogs(cmd.Context(), c.Config.Name)()
 			}
 			o.Nodes, o.Names = nodes, args

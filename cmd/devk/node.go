@@ -13,7 +13,6 @@ import (
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
-	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/swap"
 )
 
@@ -207,9 +206,7 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 			o.Node, o.NodeName, o.Relist = cps[0].Node, cps[0].Name, cps[0].Relist
 			o.ControlPlanes = cps
 		}
-		if c.Config.HA() {
-			o.StopGrace = staticpod.HAStopGrace
-		}
+		o.StopGrace = c.StaticPodStopGrace()
 	}
 	return r, nil
 }
