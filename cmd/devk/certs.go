@@ -153,26 +153,17 @@ func pickControlPlanes(cfg layout.Config, named []string) ([]string, error) {
 
 // lockCertNodes takes, for the whole renewal, a devk cluster's lock and
 // every node's (renew restarts the control planes' pods), or on a node
-// devk did not make, that node's lock; release frees them.
+// devk did not make (the one --pki-dir names) that node's lock; release
+// frees them.
 func lockCertNodes(c *cluster.Cluster, nodes []certs.RenewNode) (release func(), err error) {
 	if c != nil {
 		return c.Lock()
 	}
-	var held []*nodelock.Lock
-	release = func() {
-		for _, l := range slices.Backward(held) {
-			l.Release()
-		}
+	l, err := nodelock.Acquire(nodes[0].Files.ManifestsDir, nodelock.Command())
+	if err != nil {
+		return nil, err
 	}
-	for _, n := range nodes {
-		l, err := nodelock.Acquire(n.Files.ManifestsDir, nodelock.Command())
-		if err != nil {
-			release()
-			return nil, err
-		}
-		held = append(held, l)
-	}
-	return release, nil
+	return l.Release, nil
 }
 
 func newCertsCmd(g *globalOptions) *cobra.Command {
