@@ -396,7 +396,9 @@ Unattended, as kubespray's timer does it (cron, as root):
 			if g.Structured() {
 				return g.Result(j)
 			}
-			printRenewed(g, j)
+			if err := printRenewed(g, j); err != nil {
+				return err
+			}
 			if j.KubeconfigMerged != "" {
 				fmt.Fprintf(g.stdout, "\nyour kubeconfig: %s\n", j.KubeconfigMerged)
 			}
@@ -416,7 +418,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 }
 
 // printRenewed is renew's table: NODE first on a devk cluster.
-func printRenewed(g *globalOptions, j *certs.RenewJob) {
+func printRenewed(g *globalOptions, j *certs.RenewJob) error {
 	named := slices.ContainsFunc(j.Nodes, func(n certs.RenewNode) bool { return n.Name != "" })
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
 	if named {
@@ -429,5 +431,5 @@ func printRenewed(g *globalOptions, j *certs.RenewJob) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Serial, r.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"), r.Verified)
 	}
-	tw.Flush()
+	return tw.Flush()
 }
