@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -378,19 +379,29 @@ func TestRenewRollsNodeByNode(t *testing.T) {
 				slices.Sort(done)
 				return strings.Join(done, ",")
 			}
+			// The clock moves on an hour with each node's turn (its
+			// take-out): a node renewed after others signs from the
+			// time its turn comes.
+			var turns atomic.Int64
+			t0 := time.Now()
+			clock := func() time.Time { return t0.Add(time.Duration(turns.Load()) * time.Hour) }
 			var rns []RenewNode
 			for i, n := range nodes {
 				rt, sock := startFakeRuntime(t, n.Name, log, "kube-apiserver")
 				rt.noRecreate = failSecond && i == 1
 				name := n.Name
 				rns = append(rns, RenewNode{Node: n, CRISocket: sock,
-					TakeOut: func(context.Context) error { log.add("%s take-out (renewed: %s)", name, renewedYet()); return nil },
+					TakeOut: func(context.Context) error {
+						log.add("%s take-out (renewed: %s)", name, renewedYet())
+						turns.Add(1)
+						return nil
+					},
 					PutBack: func(_ context.Context, untilUp bool) error {
 						log.add("%s put-back until up %v", name, untilUp)
 						return nil
 					}})
 			}
-			j, err := Renew(context.Background(), RenewOptions{Nodes: rns, Names: []string{"front-proxy-client"}, Timeout: time.Second, StopGrace: 2 * time.Second}, phase.Options{})
+			j, err := Renew(context.Background(), RenewOptions{Nodes: rns, Names: []string{"front-proxy-client"}, Timeout: time.Second, StopGrace: 2 * time.Second, Now: clock}, phase.Options{})
 			want := []string{"cp1 put-back until up false", "cp2 put-back until up false", "cp3 put-back until up false",
 				"cp1 take-out (renewed: cp1)", "cp1 stop kube-apiserver-cp1 grace 2s", "cp1 remove kube-apiserver-cp1", "cp1 put-back until up true",
 				"cp2 take-out (renewed: cp1,cp2)", "cp2 stop kube-apiserver-cp2 grace 2s", "cp2 remove kube-apiserver-cp2"}
@@ -412,6 +423,12 @@ func TestRenewRollsNodeByNode(t *testing.T) {
 					"cp3 take-out (renewed: cp1,cp2,cp3)", "cp3 stop kube-apiserver-cp3 grace 2s", "cp3 remove kube-apiserver-cp3", "cp3 put-back until up true")
 				if err != nil {
 					t.Fatal(err)
+				}
+				for i, r := range j.Renewed {
+					// x509 keeps whole seconds
+					if want := t0.Add(time.Duration(i)*time.Hour + pki.CertValidity).Truncate(time.Second); !r.NotAfter.Equal(want) {
+						t.Errorf("%s's %s valid until %s, want %s: signed from its own turn's time", r.Node, r.Name, r.NotAfter, want)
+					}
 				}
 			}
 			if got := log.all(); !slices.Equal(got, want) {

@@ -138,8 +138,9 @@ type RenewJob struct {
 // nodeRenewal is one node's part of a renewal.
 type nodeRenewal struct {
 	RenewNode
-	// now, names, validity, timeout and stopGrace are the job's.
-	now       time.Time
+	// now, names, validity, timeout and stopGrace are the job's: a node
+	// renewed after others signs from the time its turn comes.
+	now       func() time.Time
 	names     []string
 	validity  time.Duration
 	timeout   time.Duration
@@ -336,7 +337,7 @@ func (j *RenewJob) plan() ([]*nodeRenewal, error) {
 	var out []*nodeRenewal
 	found := false
 	for _, rn := range j.Nodes {
-		n := &nodeRenewal{RenewNode: rn, now: j.Now(), names: j.Names, validity: j.Validity, timeout: j.Timeout, stopGrace: j.StopGrace, removed: map[string]bool{}}
+		n := &nodeRenewal{RenewNode: rn, now: j.Now, names: j.Names, validity: j.Validity, timeout: j.Timeout, stopGrace: j.StopGrace, removed: map[string]bool{}}
 		if err := n.choose(); err != nil {
 			if n.Name != "" {
 				err = fmt.Errorf("node %s: %w", n.Name, err)
@@ -439,7 +440,7 @@ func (n *nodeRenewal) pods() []string {
 // choose reads the node's certificates and picks the named ones (or,
 // for AllNames, every one devk can renew). It reads files only.
 func (n *nodeRenewal) choose() error {
-	r, err := Inspect(n.Files, n.now)
+	r, err := Inspect(n.Files, n.now())
 	if err != nil {
 		return err
 	}
@@ -570,6 +571,7 @@ func (n *nodeRenewal) sandboxes(ctx context.Context, pod string) ([]cri.Sandbox,
 }
 
 func (n *nodeRenewal) renew(ctx context.Context) (phase.Outcome, error) {
+	now := n.now()
 	for _, c := range n.selected {
 		if err := ctx.Err(); err != nil {
 			return phase.Done, err
@@ -578,9 +580,9 @@ func (n *nodeRenewal) renew(ctx context.Context) (phase.Outcome, error) {
 		var old, renewed *x509.Certificate
 		var err error
 		if c.spec != "" {
-			old, renewed, err = pki.Renew(n.Files.PKIDir, c.spec, c.caSpec, n.now, n.validity)
+			old, renewed, err = pki.Renew(n.Files.PKIDir, c.spec, c.caSpec, now, n.validity)
 		} else {
-			old, renewed, err = pki.RenewKubeconfig(n.Files.PKIDir, c.caSpec, c.Path, n.now, n.validity)
+			old, renewed, err = pki.RenewKubeconfig(n.Files.PKIDir, c.caSpec, c.Path, now, n.validity)
 		}
 		if err != nil {
 			return phase.Done, fmt.Errorf("renew %s: %w", c.Name, err)

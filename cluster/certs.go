@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 )
 
@@ -236,18 +238,61 @@ func (c *Cluster) certFiles() certs.Files {
 	return certs.Files{PKIDir: c.PKI(), KubeconfigDir: filepath.Dir(c.Kubeconfig("admin")), ManifestsDir: c.Manifests()}
 }
 
+// CertNodes are the control-plane nodes called names as devk certs
+// check-expiration and renew go through them, in the cluster's order
+// (node 0 first): each node's own files and runtime, behind HAProxy how
+// to take its API server out and put it back, and on node 0 the merge of
+// its renewed admin.conf into the user's kubeconfig, as up merges it.
+func (c *Cluster) CertNodes(names []string) ([]certs.RenewNode, error) {
+	cps, err := c.ControlPlaneNodes()
+	if err != nil {
+		return nil, err
+	}
+	var out []certs.RenewNode
+	for _, cp := range cps {
+		if !slices.Contains(names, cp.Name) {
+			continue
+		}
+		files := certs.Files{PKIDir: cp.Node.PKIDir, KubeconfigDir: filepath.Dir(cp.Node.Kubeconfig), ManifestsDir: cp.Node.ManifestsDir}
+		n := certs.RenewNode{Node: certs.Node{Name: cp.Name, Files: files}, CRISocket: cp.Node.CRISocket, TakeOut: cp.TakeOut, PutBack: cp.PutBack}
+		if cp.Name == c.Config.NodeName {
+			n.MergeAdmin = c.MergeUserKubeconfig
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// StaticPodStopGrace is how long a static pod's container gets after
+// SIGTERM when a swap or a certificate renewal restarts it on a node
+// taken out of HAProxy (swap.Options.StopGrace,
+// certs.RenewOptions.StopGrace): staticpod.HAStopGrace behind HAProxy,
+// none without.
+func (c *Cluster) StaticPodStopGrace() time.Duration {
+	if c.Config.HA() {
+		return staticpod.HAStopGrace
+	}
+	return 0
+}
+
 // runCertsExpiry warns about what expires within CertsWarnWithin, or with
-// RenewCerts renews everything devk can (the pipeline of devk certs
-// renew, its steps reported under this phase).
+// RenewCerts renews everything devk can on node 0 (the pipeline of devk
+// certs renew, its steps reported under this phase; behind HAProxy its
+// API server taken out around its restart). The other control-plane
+// nodes are left to `devk certs renew`: up starts them in its later
+// nodes phase, and renew needs a node's pods running.
 func (c *Cluster) runCertsExpiry(ctx context.Context) (phase.Outcome, error) {
 	if c.RenewCerts {
 		validity := c.Config.Spec.LeafValidity()
 		if validity == 0 {
 			validity = pki.CertValidity
 		}
-		node := certs.RenewNode{Node: certs.Node{Name: c.Config.NodeName, Files: c.certFiles()}, CRISocket: c.ContainerdSocket(), MergeAdmin: c.MergeUserKubeconfig}
-		j, err := certs.Renew(ctx, certs.RenewOptions{Nodes: []certs.RenewNode{node}, Names: []string{certs.AllNames},
-			Validity: validity, UserKubeconfig: c.UserKubeconfigFile()},
+		nodes, err := c.CertNodes([]string{c.Config.NodeName})
+		if err != nil {
+			return phase.Done, err
+		}
+		j, err := certs.Renew(ctx, certs.RenewOptions{Nodes: nodes, Names: []string{certs.AllNames},
+			Validity: validity, StopGrace: c.StaticPodStopGrace(), UserKubeconfig: c.UserKubeconfigFile()},
 			phase.Options{Reporter: progress.Under(c.Reporter, "certs-expiry")})
 		if err != nil {
 			return phase.Done, err

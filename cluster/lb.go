@@ -131,11 +131,16 @@ func (c *Cluster) downLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	return phase.Changed("stopped"), nil
 }
 
-// ControlPlaneNode is a control-plane node as a swap sees it.
+// ControlPlaneNode is a control-plane node as a job that goes through
+// them in turn (a rolling swap, certs renew) sees it.
 type ControlPlaneNode struct {
 	Name string
 	// Node is where its static pods, CRI socket and kubelet are.
 	Node layout.Node
+	// TakeOut and PutBack, behind HAProxy, are TakeOutAPIServer and
+	// PutBackAPIServer of the node; nil on a cluster without it.
+	TakeOut func(ctx context.Context) error
+	PutBack func(ctx context.Context, untilUp bool) error
 }
 
 // ControlPlaneNodes are the cluster's control-plane nodes, node 0 first.
@@ -149,7 +154,13 @@ func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ControlPlaneNode{Name: n.Name(), Node: n.Paths.Node(c.asNode(n).Config)})
+		name := n.Name()
+		e := ControlPlaneNode{Name: name, Node: n.Paths.Node(c.asNode(n).Config)}
+		if c.Config.HA() {
+			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, name) }
+			e.PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, name, untilUp) }
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -125,10 +125,14 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "certs-expiry",
-			Short: "warn about certificates and kubeconfigs that expire within 30 days; with --renew-certs renew them all, restart what uses them and verify (devk certs renew all)",
+			Short: "warn about node 0's certificates and kubeconfigs that expire within 30 days; with --renew-certs renew them all, restart what uses them and verify (devk certs renew all --node NODE0; behind HAProxy its API server is out of it meanwhile)",
 			IO: func(c *Cluster) ([]string, []string) {
 				if c.RenewCerts {
-					return []string{c.PKI()}, []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)", "the control-plane pod sandboxes"}
+					w := []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)", "the control-plane pod sandboxes"}
+					if c.Config.HA() {
+						w = append(w, "the load balancer's server "+c.Config.NodeName+" (drained)")
+					}
+					return []string{c.PKI()}, w
 				}
 				return []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)"}, nil
 			},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/layout"
@@ -12,16 +11,6 @@ import (
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
-
-// HAStopGrace is how long an old static pod container gets after SIGTERM
-// in a swap behind a load balancer. An API server begins its graceful
-// shutdown at once: it stops listening, tells its HTTP/2 clients to go
-// away (they connect again, through the load balancer, to another) and
-// finishes its requests in flight, which take milliseconds; what it
-// still holds after that are watches, which it may keep for its whole
-// grace period (30 s were seen: a swap of three nodes then took 84 s),
-// and whose clients watch again elsewhere when they end.
-const HAStopGrace = 5 * time.Second
 
 // ControlPlaneNode is one control-plane node of a cluster with several:
 // where its static pods are, and, behind a load balancer, how to take its

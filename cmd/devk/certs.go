@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
-	"github.com/devk/devk/swap"
 )
 
 // ExitExpiring is check-expiration's status when --fail-within finds a
@@ -111,18 +109,8 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 	if err != nil {
 		return nil, nil, err
 	}
-	cps, err := c.ControlPlaneNodes()
-	if err != nil {
+	if out, err = c.CertNodes(picked); err != nil {
 		return nil, nil, err
-	}
-	for _, cp := range cps {
-		if !slices.Contains(picked, cp.Name) {
-			continue
-		}
-		out = append(out, certs.RenewNode{
-			Node:      certs.Node{Name: cp.Name, Files: certs.Files{PKIDir: cp.Node.PKIDir, KubeconfigDir: filepath.Dir(cp.Node.Kubeconfig), ManifestsDir: cp.Node.ManifestsDir}},
-			CRISocket: cp.Node.CRISocket,
-		})
 	}
 	return c, out, nil
 }
@@ -165,26 +153,17 @@ func pickControlPlanes(cfg layout.Config, named []string) ([]string, error) {
 
 // lockCertNodes takes, for the whole renewal, a devk cluster's lock and
 // every node's (renew restarts the control planes' pods), or on a node
-// devk did not make, that node's lock; release frees them.
+// devk did not make (the one --pki-dir names) that node's lock; release
+// frees them.
 func lockCertNodes(c *cluster.Cluster, nodes []certs.RenewNode) (release func(), err error) {
 	if c != nil {
 		return c.Lock()
 	}
-	var held []*nodelock.Lock
-	release = func() {
-		for _, l := range slices.Backward(held) {
-			l.Release()
-		}
+	l, err := nodelock.Acquire(nodes[0].Files.ManifestsDir, nodelock.Command())
+	if err != nil {
+		return nil, err
 	}
-	for _, n := range nodes {
-		l, err := nodelock.Acquire(n.Files.ManifestsDir, nodelock.Command())
-		if err != nil {
-			release()
-			return nil, err
-		}
-		held = append(held, l)
-	}
-	return release, nil
+	return l.Release, nil
 }
 
 func newCertsCmd(g *globalOptions) *cobra.Command {
@@ -392,23 +371,11 @@ Unattended, as kubespray's timer does it (cron, as root):
 				return err
 			}
 			if c != nil {
-				// A devk cluster: node 0's renewed admin.conf goes into
-				// the user's context as up merges it; behind HAProxy each
-				// node's API server is taken out around its restart.
-				o.UserKubeconfig = c.UserKubeconfigFile()
-				for i := range nodes {
-					name := nodes[i].Name
-					if name == c.Config.NodeName {
-						nodes[i].MergeAdmin = c.MergeUserKubeconfig
-					}
-					if c.Config.HA() {
-						nodes[i].TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, name) }
-						nodes[i].PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, name, untilUp) }
-					}
-				}
-				if c.Config.HA() {
-					o.StopGrace = swap.HAStopGrace
-				}
+				// A devk cluster (CertNodes): node 0's renewed admin.conf
+				// goes into the user's context as up merges it; behind
+				// HAProxy each node's API server is taken out around its
+				// restart and stops gracefully.
+				o.UserKubeconfig, o.StopGrace = c.UserKubeconfigFile(), c.StaticPodStopGrace()
 				defer g.followLogs(cmd.Context(), c.Config.Name)()
 			}
 			o.Nodes, o.Names = nodes, args
@@ -429,7 +396,9 @@ Unattended, as kubespray's timer does it (cron, as root):
 			if g.Structured() {
 				return g.Result(j)
 			}
-			printRenewed(g, j)
+			if err := printRenewed(g, j); err != nil {
+				return err
+			}
 			if j.KubeconfigMerged != "" {
 				fmt.Fprintf(g.stdout, "\nyour kubeconfig: %s\n", j.KubeconfigMerged)
 			}
@@ -449,7 +418,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 }
 
 // printRenewed is renew's table: NODE first on a devk cluster.
-func printRenewed(g *globalOptions, j *certs.RenewJob) {
+func printRenewed(g *globalOptions, j *certs.RenewJob) error {
 	named := slices.ContainsFunc(j.Nodes, func(n certs.RenewNode) bool { return n.Name != "" })
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
 	if named {
@@ -462,5 +431,5 @@ func printRenewed(g *globalOptions, j *certs.RenewJob) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Serial, r.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"), r.Verified)
 	}
-	tw.Flush()
+	return tw.Flush()
 }

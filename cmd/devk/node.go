@@ -206,9 +206,7 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 			o.Node, o.NodeName, o.Relist = cps[0].Node, cps[0].Name, cps[0].Relist
 			o.ControlPlanes = cps
 		}
-		if c.Config.HA() {
-			o.StopGrace = swap.HAStopGrace
-		}
+		o.StopGrace = c.StaticPodStopGrace()
 	}
 	return r, nil
 }
@@ -226,13 +224,9 @@ func (n *nodeFlags) controlPlanes(c *cluster.Cluster) ([]swap.ControlPlaneNode, 
 		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, cp.Name) {
 			continue
 		}
-		e := swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node}
+		e := swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node, TakeOut: cp.TakeOut, PutBack: cp.PutBack}
 		if !n.NoKubeletRestart {
 			e.Relist = func(ctx context.Context) error { return c.RelistNodeKubelet(ctx, cp.Name) }
-		}
-		if c.Config.HA() {
-			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, cp.Name) }
-			e.PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, cp.Name, untilUp) }
 		}
 		out = append(out, e)
 	}

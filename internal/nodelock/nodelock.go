@@ -9,14 +9,15 @@
 // /etc/kubernetes/manifests on a kubeadm node). A devk cluster has a lock
 // of its own, named by its directory. There are two kinds of holder:
 //
-//   - a job that changes one node (a swap on one node, a kubelet swap
-//     with --node) takes that node's lock (Acquire);
-//   - a job that changes the set of nodes or more than one node (up,
-//     down, node add and remove, a rolling swap, certs renew of a cluster
-//     with several nodes) takes the cluster's lock and then every node's,
-//     in one order: the cluster first, then the nodes sorted by their
-//     key (AcquireCluster); a node it adds meanwhile it locks before it
-//     records it (Set.AddNode).
+//   - a job that changes one node (a static pod's swap on a cluster with
+//     one control-plane node, a swap or certs renew on a kubeadm node)
+//     takes that node's lock (Acquire);
+//   - a job that changes the set of nodes or may change more than one
+//     node (up, down, node add and remove, a rolling swap, a kubelet swap
+//     even with --node, certs renew on a devk cluster) takes the
+//     cluster's lock and then every node's, in one order: the cluster
+//     first, then the nodes sorted by their key (AcquireCluster); a node
+//     it adds meanwhile it locks before it records it (Set.AddNode).
 //
 // So a one-node job and a cluster job exclude each other on the node's
 // lock, two cluster jobs on the cluster's, and two one-node jobs on
@@ -100,9 +101,9 @@ type Lock struct {
 // its lock file.
 const clusterPrefix = "cluster "
 
-// ClusterKey is the key of the cluster whose directory is clusterDir
+// clusterKey is the key of the cluster whose directory is clusterDir
 // ("cluster /root/.devk/clusters/devk").
-func ClusterKey(clusterDir string) (string, error) {
+func clusterKey(clusterDir string) (string, error) {
 	k, err := Key(clusterDir)
 	if err != nil {
 		return "", err
@@ -252,7 +253,7 @@ func AcquireCluster(clusterDir string, nodes []string, command string) (*Set, er
 
 // AcquireClusterIn is AcquireCluster with the lock directory given.
 func AcquireClusterIn(dir, clusterDir string, nodes []string, command string) (*Set, error) {
-	ck, err := ClusterKey(clusterDir)
+	ck, err := clusterKey(clusterDir)
 	if err != nil {
 		return nil, err
 	}

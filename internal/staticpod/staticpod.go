@@ -1,5 +1,6 @@
 // Package staticpod holds what the packages that write static pod
-// manifests (cluster's up, swap) must agree on.
+// manifests or restart static pods (cluster's up, swap, certs renew)
+// must agree on.
 package staticpod
 
 import (
@@ -7,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -20,6 +22,17 @@ import (
 // status, so the mirror pod would not show the new pod for minutes. It
 // also tells `devk up` that the image in the manifest was swapped in.
 const WrittenAnnotation = "devk.dev/written"
+
+// HAStopGrace is how long an old static pod container gets after SIGTERM
+// on a node whose API server a swap or a certificate renewal took out of
+// the load balancer. An API server begins its graceful shutdown at once:
+// it stops listening, tells its HTTP/2 clients to go away (they connect
+// again, through the load balancer, to another) and finishes its
+// requests in flight, which take milliseconds; what it still holds after
+// that are watches, which it may keep for its whole grace period (30 s
+// were seen: a swap of three nodes then took 84 s), and whose clients
+// watch again elsewhere when they end.
+const HAStopGrace = 5 * time.Second
 
 // Parse reads a manifest into a Pod.
 func Parse(data []byte) (*corev1.Pod, error) {
