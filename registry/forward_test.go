@@ -212,6 +212,13 @@ func TestForwardOnlyFromTheBridge(t *testing.T) {
 	if got := curl(node, "GET", outside, url); got != "000" {
 		t.Errorf("from %s, outside the node subnet %s: %s, want the connection closed", outside, subnet, got)
 	}
+	// The control: with its subnet allowed, that address gets in, so it
+	// was the source check that closed the connection.
+	_, wide, _ := net.ParseCIDR(hostIP + "/23")
+	widened := startForward(t, ForwardOptions{Addr: hostIP + ":0", To: addr, Device: nodeVeth, Allow: wide})
+	if got := curl(node, "GET", outside, "http://"+widened+"/v2/fwd/img/manifests/1"); got != "200" {
+		t.Errorf("the control: from %s to a forwarder allowing %s: %s, want 200: the test does not show what the source check stops", outside, wide, got)
+	}
 	if got := curl(lan, "GET", "", url); got != "000" {
 		t.Errorf("the LAN neighbour: %s, want no connection", got)
 	}
