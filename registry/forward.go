@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/devk/devk/image"
 )
 
 // forwardDialTimeout bounds the connection to the registry behind a
@@ -54,7 +56,7 @@ func Forward(ctx context.Context, o ForwardOptions) error {
 	if err != nil {
 		return fmt.Errorf("--to %q: want HOST:PORT: %w", o.To, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !image.IsLoopback(host) {
 		return fmt.Errorf("--to %q: a forwarder relays to a registry on loopback only (127.0.0.1, ::1, localhost)", o.To)
 	}
 	logger := o.Log
