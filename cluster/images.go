@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -232,11 +231,9 @@ func ParseImagesTag(s string) (ImagesTag, error) {
 	return t, nil
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
-
 func checkTagOrDigest(v string) error {
 	if strings.HasPrefix(v, "sha256:") {
-		if !digestRE.MatchString(v) {
+		if _, err := v1.NewHash(v); err != nil {
 			return fmt.Errorf("%q is not a digest (sha256: and 64 hex digits)", v)
 		}
 		return nil

@@ -53,12 +53,15 @@ func LoadCredential(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("registry credential: %w", err)
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
+	uid := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid = int(st.Uid)
+	}
 	switch {
 	case !fi.Mode().IsRegular():
 		return "", fmt.Errorf("registry credential %s is not a regular file: remove it (devk makes a new one)", path)
-	case st == nil || int(st.Uid) != os.Geteuid():
-		return "", fmt.Errorf("registry credential %s does not belong to you (uid %d): remove it (devk makes a new one)", path, os.Geteuid())
+	case uid != os.Geteuid():
+		return "", fmt.Errorf("registry credential %s belongs to uid %d, not to you (uid %d): remove it (devk makes a new one)", path, uid, os.Geteuid())
 	case fi.Mode().Perm()&0o077 != 0:
 		return "", fmt.Errorf("registry credential %s may be read by others (mode %04o): run `chmod 0600 %s`, or remove it and let devk make a new one", path, fi.Mode().Perm(), path)
 	}

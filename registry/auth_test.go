@@ -181,6 +181,14 @@ func TestCredentialFile(t *testing.T) {
 	if _, err := New(t.TempDir(), &Options{}); err == nil {
 		t.Fatal("a registry started without a credential file")
 	}
+	if os.Geteuid() != 0 {
+		return // giving the file to another user takes os.Chown, which needs root
+	}
+	os.Chmod(path, 0o600)
+	os.Chown(path, 65534, 65534)
+	if _, err := image.LoadCredential(path); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534, not to you") {
+		t.Fatalf("a credential of uid 65534: %v", err)
+	}
 }
 
 // TestKeychainOnlyForOurListener: devk's keychain offers the credential

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/devk/devk/image"
 )
 
 // forwardDialTimeout bounds the connection to the registry behind a
@@ -54,7 +56,7 @@ func Forward(ctx context.Context, o ForwardOptions) error {
 	if err != nil {
 		return fmt.Errorf("--to %q: want HOST:PORT: %w", o.To, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !image.IsLoopback(host) {
 		return fmt.Errorf("--to %q: a forwarder relays to a registry on loopback only (127.0.0.1, ::1, localhost)", o.To)
 	}
 	logger := o.Log
@@ -71,7 +73,7 @@ func Forward(ctx context.Context, o ForwardOptions) error {
 	}
 	ln = &sourceFilter{Listener: ln, allow: o.Allow, log: logger}
 	srv := &http.Server{
-		Handler:           pullOnly(o.To),
+		Handler:           pullOnly(o.To, logger),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          logger,
 	}
@@ -114,8 +116,8 @@ func bindToDevice(device string) func(network, address string, c syscall.RawConn
 }
 
 // pullOnly relays GET and HEAD to the registry at to, with no
-// credentials, and refuses every other method.
-func pullOnly(to string) http.Handler {
+// credentials, and refuses (and logs) every other method.
+func pullOnly(to string, logger *log.Logger) http.Handler {
 	target := &url.URL{Scheme: "http", Host: to}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -131,6 +133,7 @@ func pullOnly(to string) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			logger.Printf("refused %s %s from %s: the forwarder serves pulls only", req.Method, req.URL.Path, req.RemoteAddr)
 			w.Header().Set("Allow", "GET, HEAD")
 			writeError(w, http.StatusMethodNotAllowed, "UNSUPPORTED",
 				fmt.Sprintf("the registry forwarder on a devk cluster's bridge serves pulls only (GET, HEAD), not %s: push to the registry on %s with devk", req.Method, to))

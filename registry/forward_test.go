@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/devk/devk/internal/syncbuf"
 )
 
 // TestForward pulls an image through a forwarder, as a node's containerd
@@ -93,7 +96,8 @@ func TestForwardPullsOnly(t *testing.T) {
 	addr := serve(t, t.TempDir())
 	img := randomImage(t)
 	want := push(t, addr+"/fwd/img:1", img)
-	fwd := startForward(t, ForwardOptions{Addr: "127.0.0.1:0", To: addr})
+	var logged syncbuf.Buffer
+	fwd := startForward(t, ForwardOptions{Addr: "127.0.0.1:0", To: addr, Log: log.New(&logged, "", 0)})
 	manifest, _ := img.RawManifest()
 	mt, _ := img.MediaType()
 	for _, w := range []struct{ method, path, body string }{
@@ -114,6 +118,9 @@ func TestForwardPullsOnly(t *testing.T) {
 				t.Errorf("%s %s through the forwarder (credential %v): %d %+v, want 405 UNSUPPORTED", w.method, w.path, auth != nil, code, e)
 			}
 		}
+	}
+	if !strings.Contains(logged.String(), "refused PUT /v2/fwd/img/manifests/1 from 127.0.0.1:") {
+		t.Errorf("the forwarder's log does not name the refused PUT:\n%s", logged.String())
 	}
 	// A go-containerregistry push through it, with the credential: refused.
 	ref, _ := name.ParseReference(fwd+"/fwd/img:1", name.Insecure)
@@ -211,6 +218,13 @@ func TestForwardOnlyFromTheBridge(t *testing.T) {
 	}
 	if got := curl(node, "GET", outside, url); got != "000" {
 		t.Errorf("from %s, outside the node subnet %s: %s, want the connection closed", outside, subnet, got)
+	}
+	// The control: with its subnet allowed, that address gets in, so it
+	// was the source check that closed the connection.
+	_, wide, _ := net.ParseCIDR(hostIP + "/23")
+	widened := startForward(t, ForwardOptions{Addr: hostIP + ":0", To: addr, Device: nodeVeth, Allow: wide})
+	if got := curl(node, "GET", outside, "http://"+widened+"/v2/fwd/img/manifests/1"); got != "200" {
+		t.Errorf("the control: from %s to a forwarder allowing %s: %s, want 200: the test does not show what the source check stops", outside, wide, got)
 	}
 	if got := curl(lan, "GET", "", url); got != "000" {
 		t.Errorf("the LAN neighbour: %s, want no connection", got)

@@ -275,11 +275,11 @@ func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, repo, r
 		r.log.Printf("persist manifest %s:%s: %v", repo, ref, err)
 		writeError(w, http.StatusInternalServerError, "UNKNOWN", "storing the manifest failed: "+err.Error())
 	}
-	if err := r.quota.take(int64(len(data) * len(names))); err != nil {
+	taken := int64(len(data) * len(names))
+	if err := r.quota.take(taken); err != nil {
 		writeLimit(w, err)
 		return
 	}
-	taken := int64(len(data) * len(names))
 	defer func() { r.quota.release(taken) }() // what was not placed
 	if err := r.root.MkdirAll(path.Join(manifestsDir, repo), 0o755); err != nil {
 		fail(err)

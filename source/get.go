@@ -196,19 +196,13 @@ type modDownload struct {
 // goModDownload downloads mods (path@version) into the module cache,
 // reporting the bytes downloaded for the step ctx runs under.
 func goModDownload(ctx context.Context, rep progress.Reporter, mods ...string) (map[string]modDownload, error) {
-	tmp, err := os.MkdirTemp("", "devk-download-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
 	stop := watchDownload(ctx, rep, mods)
 	defer stop()
-	out, runErr := execx.Output(ctx, execx.Cmd{
-		Name: "go",
-		Args: append([]string{"mod", "download", "-json"}, mods...),
-		Dir:  tmp,
-		Env:  []string{"GOWORK=off", "GOFLAGS=-mod=mod", "GO111MODULE=on", "GOTOOLCHAIN=local"},
-	})
+	// Outside any module (SelfGo's "/"): a go.mod planted in /tmp would
+	// apply to a temporary directory beneath it.
+	cmd := SelfGo(append([]string{"mod", "download", "-json"}, mods...)...)
+	cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod", "GO111MODULE=on")
+	out, runErr := execx.Output(ctx, cmd)
 	res := map[string]modDownload{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log"
+	"math"
 	"net"
 	"strings"
 	"text/tabwriter"
@@ -25,8 +26,7 @@ func newRegistryCmd(g *globalOptions) *cobra.Command {
 }
 
 func newRegistryServeCmd(g *globalOptions) *cobra.Command {
-	o := registry.ServeOptions{}
-	maxBlob, maxStorage := newSizeFlag(registry.DefaultMaxBlobSize), newSizeFlag(registry.DefaultMaxStorage)
+	o := registry.ServeOptions{MaxBlobSize: registry.DefaultMaxBlobSize, MaxStorage: registry.DefaultMaxStorage}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve an image registry on loopback, content kept on disk",
@@ -76,10 +76,6 @@ stdout gets the address once it accepts requests (handy with --addr
 					fmt.Fprintf(g.stderr, "registry serving on http://%s, content in %s\n", addr, o.Root)
 				}
 			}
-			o.MaxBlobSize, o.MaxStorage = maxBlob.Value(), maxStorage.Value()
-			if o.MaxBlobSize <= 0 || o.MaxStorage <= 0 {
-				return fmt.Errorf("--max-blob-size and --max-storage must be more than 0 (e.g. 4Gi, 64Gi)")
-			}
 			if o.Root == "" {
 				root, err := registry.DefaultRoot()
 				if err != nil {
@@ -94,29 +90,27 @@ stdout gets the address once it accepts requests (handy with --addr
 	cmd.Flags().StringVar(&o.Root, "root", "", "where to keep blobs and manifests (default $DEVK_HOME/registry, DEVK_HOME defaulting to ~/.devk)")
 	cmd.Flags().BoolVar(&o.AllowDelete, "allow-delete", false, "let clients delete manifests and blobs (refused by default)")
 	cmd.Flags().StringVar(&o.CredentialFile, "credential", "", "the file holding the secret writes need, made (mode 0600) when missing (default $DEVK_HOME/"+layout.RegistryCredentialFile+")")
-	cmd.Flags().Var(maxBlob, "max-blob-size", "the largest blob a push may store (a Kubernetes quantity: 512Mi, 4Gi)")
-	cmd.Flags().Var(maxStorage, "max-storage", "the most all blobs and manifests under --root may take (a Kubernetes quantity: 64Gi)")
+	cmd.Flags().Var((*sizeFlag)(&o.MaxBlobSize), "max-blob-size", "the largest blob a push may store (a Kubernetes quantity: 512Mi, 4Gi)")
+	cmd.Flags().Var((*sizeFlag)(&o.MaxStorage), "max-storage", "the most all blobs and manifests under --root may take (a Kubernetes quantity: 64Gi)")
 	return cmd
 }
 
 // humanSize is n bytes as a Kubernetes quantity (4Gi).
 func humanSize(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
 
-// sizeFlag is a size in bytes given as a Kubernetes quantity.
-type sizeFlag struct{ q resource.Quantity }
+// sizeFlag is a size in bytes, given as a Kubernetes quantity.
+type sizeFlag int64
 
-func newSizeFlag(n int64) *sizeFlag { return &sizeFlag{q: *resource.NewQuantity(n, resource.BinarySI)} }
-
-func (s *sizeFlag) String() string { return s.q.String() }
+func (s *sizeFlag) String() string { return humanSize(int64(*s)) }
 func (s *sizeFlag) Type() string   { return "size" }
-func (s *sizeFlag) Value() int64   { return s.q.Value() }
 
 func (s *sizeFlag) Set(v string) error {
 	q, err := resource.ParseQuantity(v)
-	if err != nil || q.Sign() <= 0 {
-		return fmt.Errorf("want a size above 0 such as 512Mi or 64Gi")
+	// Past int64, Value wraps around (2^64+5 bytes would be 5).
+	if err != nil || q.Sign() <= 0 || q.CmpInt64(math.MaxInt64) > 0 {
+		return fmt.Errorf("want a size above 0 such as 512Mi or 64Gi (at most 8Ei)")
 	}
-	s.q = q
+	*s = sizeFlag(q.Value())
 	return nil
 }
 
