@@ -1,19 +1,22 @@
-// Package addon holds what the packages that install, swap and verify a
-// cluster's addon workloads (cluster's addon phase, swap, digest) must
-// agree on: which workloads the addons are, how to read one and tell
-// that its rollout is complete, and the annotations a swap leaves on it.
-// It is to addons what internal/staticpod is to static pods.
+// Package addon is devk's one model of a cluster's addon workloads,
+// which the packages that install, swap and verify them (cluster's addon
+// phases, swap, digest, conformance's preflight) share: which workloads
+// the addons are, how to read one, when its rollout is complete, why one
+// of its pods is not ready, and the annotations a swap leaves on it. It
+// is to addons what internal/staticpod is to static pods.
 package addon
 
 import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // Kind is the workload's API kind.
@@ -106,28 +109,19 @@ type State struct {
 // Get reads the addon's workload; nil (and no error) when the cluster
 // has none.
 func Get(ctx context.Context, cs kubernetes.Interface, w Workload) (*State, error) {
-	s := &State{Workload: w}
+	var s *State
 	var sel *metav1.LabelSelector
 	var err error
 	switch w.Kind {
 	case DaemonSet:
-		ds, gerr := cs.AppsV1().DaemonSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-		if err = gerr; err == nil {
-			s.Annotations, s.Template, sel = ds.Annotations, ds.Spec.Template, ds.Spec.Selector
-			s.Generation, s.ObservedGeneration = ds.Generation, ds.Status.ObservedGeneration
-			st := ds.Status
-			s.Desired, s.Updated, s.Available, s.Total = st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberAvailable, st.CurrentNumberScheduled
+		var ds *appsv1.DaemonSet
+		if ds, err = cs.AppsV1().DaemonSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
+			s, sel = daemonSetState(w, ds)
 		}
 	case Deployment:
-		d, gerr := cs.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-		if err = gerr; err == nil {
-			s.Annotations, s.Template, sel = d.Annotations, d.Spec.Template, d.Spec.Selector
-			s.Generation, s.ObservedGeneration = d.Generation, d.Status.ObservedGeneration
-			s.Desired = 1
-			if d.Spec.Replicas != nil {
-				s.Desired = *d.Spec.Replicas
-			}
-			s.Updated, s.Available, s.Total = d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Status.Replicas
+		var d *appsv1.Deployment
+		if d, err = cs.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
+			s, sel = deploymentState(w, d)
 		}
 	default:
 		return nil, fmt.Errorf("addon %s: unknown kind %q", w.Component, w.Kind)
@@ -142,6 +136,24 @@ func Get(ctx context.Context, cs kubernetes.Interface, w Workload) (*State, erro
 		return nil, fmt.Errorf("%s: selector: %w", w, err)
 	}
 	return s, nil
+}
+
+// daemonSetState is what ds says of w, and the selector of its pods.
+func daemonSetState(w Workload, ds *appsv1.DaemonSet) (*State, *metav1.LabelSelector) {
+	st := ds.Status
+	return &State{Workload: w, Annotations: ds.Annotations, Template: ds.Spec.Template,
+		Generation: ds.Generation, ObservedGeneration: st.ObservedGeneration,
+		Desired: st.DesiredNumberScheduled, Updated: st.UpdatedNumberScheduled, Available: st.NumberAvailable, Total: st.CurrentNumberScheduled,
+	}, ds.Spec.Selector
+}
+
+// deploymentState is what d says of w, and the selector of its pods.
+func deploymentState(w Workload, d *appsv1.Deployment) (*State, *metav1.LabelSelector) {
+	st := d.Status
+	return &State{Workload: w, Annotations: d.Annotations, Template: d.Spec.Template,
+		Generation: d.Generation, ObservedGeneration: st.ObservedGeneration,
+		Desired: ptr.Deref(d.Spec.Replicas, 1), Updated: st.UpdatedReplicas, Available: st.AvailableReplicas, Total: st.Replicas,
+	}, d.Spec.Selector
 }
 
 // Image is the image the workload's pod template names for its
@@ -161,24 +173,6 @@ func (s *State) Container() *corev1.Container {
 		}
 	}
 	return nil
-}
-
-// RolledOut reports whether the controller has rolled out the current
-// spec to every pod: it saw the spec's generation, every desired pod is
-// of the current template and available, and no pod of an older template
-// is left. Else it says what is missing.
-func (s *State) RolledOut() (bool, string) {
-	switch {
-	case s.ObservedGeneration < s.Generation:
-		return false, fmt.Sprintf("the controller to observe generation %d (it has seen %d)", s.Generation, s.ObservedGeneration)
-	case s.Updated != s.Desired:
-		return false, fmt.Sprintf("%d of %d pods to be updated", s.Desired-s.Updated, s.Desired)
-	case s.Available != s.Desired:
-		return false, fmt.Sprintf("%d of %d pods to be available", s.Desired-s.Available, s.Desired)
-	case s.Total != s.Desired:
-		return false, fmt.Sprintf("%d old pods to go", s.Total-s.Desired)
-	}
-	return true, ""
 }
 
 // Pods are the workload's pods (by its selector) that are not being

@@ -1,7 +1,6 @@
 package addon
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,27 +32,6 @@ func TestKeptImage(t *testing.T) {
 			got, sw := KeptImage(up, tc.live)
 			if got != tc.want || sw != tc.wantSwap {
 				t.Fatalf("KeptImage = %s, %v; want %s, %v", got, sw, tc.want, tc.wantSwap)
-			}
-		})
-	}
-}
-
-func TestRolledOut(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		s    State
-		want string // "" means rolled out
-	}{
-		{"done", State{Generation: 2, ObservedGeneration: 2, Desired: 2, Updated: 2, Available: 2, Total: 2}, ""},
-		{"spec not observed", State{Generation: 3, ObservedGeneration: 2, Desired: 2, Updated: 2, Available: 2, Total: 2}, "observe generation 3"},
-		{"updating", State{Generation: 2, ObservedGeneration: 2, Desired: 2, Updated: 1, Available: 2, Total: 2}, "1 of 2 pods to be updated"},
-		{"old pods left", State{Generation: 2, ObservedGeneration: 2, Desired: 2, Updated: 2, Available: 2, Total: 3}, "1 old pods"},
-		{"not available", State{Generation: 2, ObservedGeneration: 2, Desired: 2, Updated: 2, Available: 1, Total: 2}, "1 of 2 pods to be available"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ok, why := tc.s.RolledOut()
-			if ok != (tc.want == "") || !strings.Contains(why, tc.want) {
-				t.Fatalf("RolledOut = %v, %q; want %q", ok, why, tc.want)
 			}
 		})
 	}
