@@ -19,7 +19,8 @@ type AddonPod struct {
 	// Image is what the pod's spec names; ImageID what the kubelet
 	// reports the container runs.
 	Image, ImageID string
-	Ready          bool
+	// Ready says the addon's container runs and is ready.
+	Ready bool
 	// Local says the pod runs on the node whose runtime was asked;
 	// CRIImageRef is then its running container's imageRef.
 	Local       bool
@@ -53,9 +54,9 @@ func ObserveAddon(ctx context.Context, cs kubernetes.Interface, runtimes NodeRun
 	}
 	for i := range pods {
 		p := &pods[i]
-		ap := AddonPod{Name: p.Name, Node: p.Spec.NodeName, Image: w.PodImage(p)}
+		ap := AddonPod{Name: p.Name, Node: p.Spec.NodeName, Image: w.PodImage(p), Ready: w.ContainerReady(p)}
 		if st := w.ContainerStatus(p); st != nil {
-			ap.ImageID, ap.Ready = st.ImageID, st.Ready && st.State.Running != nil
+			ap.ImageID = st.ImageID
 		}
 		if rt := runtimes[p.Spec.NodeName]; rt != nil && p.Spec.NodeName != "" {
 			ap.Local = true

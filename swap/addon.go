@@ -57,13 +57,6 @@ type AddonResult struct {
 	Log []string `json:"log,omitempty"`
 }
 
-// addonFailures are the waiting reasons of a container that will not
-// run: a crash loop, an image the kubelet cannot pull or use.
-var addonFailures = map[string]bool{
-	"CrashLoopBackOff": true, "ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
-	"ErrImageNeverPull": true, "CreateContainerError": true, "CreateContainerConfigError": true, "RunContainerError": true,
-}
-
 // addonSwap is one addon's swap (or rollback) as its phases run it.
 type addonSwap struct {
 	job    *Job
@@ -343,12 +336,16 @@ func (n *Node) awaitRollout(ctx context.Context, w addon.Workload, image string,
 		}
 		pending = ""
 		for i := range pods {
-			if why := failing(w, &pods[i], image); why != "" {
-				res.Pod = pods[i].Name
-				return false, fmt.Errorf("the rollout of %s failed: pod %s: %s", shortRef(image), pods[i].Name, why)
+			p := &pods[i]
+			if w.PodImage(p) != image {
+				continue
 			}
-			if why := notReady(w, &pods[i], image); why != "" && pending == "" {
-				pending = "; pod " + pods[i].Name + " " + why
+			if why := w.Failing(p); why != "" {
+				res.Pod = p.Name
+				return false, fmt.Errorf("the rollout of %s failed: pod %s: %s", shortRef(image), p.Name, why)
+			}
+			if why := w.NotReady(p); why != "" && pending == "" {
+				pending = "; pod " + p.Name + ": " + why
 			}
 		}
 		done, why := s.RolledOut()
@@ -378,54 +375,6 @@ func (n *Node) awaitRollout(ctx context.Context, w addon.Workload, image string,
 	return err
 }
 
-// failing says why the addon's container in pod, a pod of image, will
-// not run; empty when it runs or may still start.
-func failing(w addon.Workload, pod *corev1.Pod, image string) string {
-	if w.PodImage(pod) != image {
-		return ""
-	}
-	st := w.ContainerStatus(pod)
-	if st == nil {
-		return ""
-	}
-	if wt := st.State.Waiting; wt != nil && addonFailures[wt.Reason] {
-		s := "container " + w.Container + " " + wt.Reason
-		if wt.Message != "" {
-			s += ": " + wt.Message
-		}
-		if t := st.LastTerminationState.Terminated; t != nil {
-			s += fmt.Sprintf(" (last exit code %d, %s, %d restarts)", t.ExitCode, t.Reason, st.RestartCount)
-		}
-		return s
-	}
-	for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
-		if t != nil && t.ExitCode != 0 {
-			return fmt.Sprintf("container %s exited with code %d (%s)", w.Container, t.ExitCode, t.Reason)
-		}
-	}
-	return ""
-}
-
-// notReady says how the addon's container in pod, a pod of image, is
-// not ready yet; empty when it is (or the pod is of another image).
-func notReady(w addon.Workload, pod *corev1.Pod, image string) string {
-	if w.PodImage(pod) != image {
-		return ""
-	}
-	st := w.ContainerStatus(pod)
-	switch {
-	case st == nil:
-		return "has no status for container " + w.Container + " yet"
-	case st.Ready:
-		return ""
-	case st.State.Waiting != nil:
-		return "is waiting: " + strings.TrimSuffix(st.State.Waiting.Reason+": "+st.State.Waiting.Message, ": ")
-	case st.State.Running != nil:
-		return "runs, not ready"
-	}
-	return "is not ready"
-}
-
 // failingPod is the pod of image whose container failed, with the last
 // lines of its log through the API (the previous container's when the
 // kubelet restarted it); empty when no pod of image fails.
@@ -443,11 +392,14 @@ func (n *Node) failingPod(ctx context.Context, w addon.Workload, image string) (
 	// probe), and verify, not the rollout, is what caught it.
 	pick := -1
 	for i := range pods {
-		if failing(w, &pods[i], image) != "" {
+		if w.PodImage(&pods[i]) != image {
+			continue
+		}
+		if w.Failing(&pods[i]) != "" {
 			pick = i
 			break
 		}
-		if pick < 0 && w.PodImage(&pods[i]) == image {
+		if pick < 0 {
 			pick = i
 		}
 	}

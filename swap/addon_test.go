@@ -277,7 +277,7 @@ func TestAddonSwapUndoesAFailedRollout(t *testing.T) {
 	fx.node.broken[digest.Of(fx.pushed["kube-proxy"])] = true
 	fx.node.mu.Unlock()
 	rep, err := fx.run(t, Options{Components: []string{"kube-proxy"}}, phase.Options{})
-	if !errors.Is(err, ErrRolledBack) || !strings.Contains(err.Error(), "CrashLoopBackOff") || !strings.Contains(err.Error(), "last exit code 1") {
+	if !errors.Is(err, ErrRolledBack) || !strings.Contains(err.Error(), "CrashLoopBackOff") || !strings.Contains(err.Error(), "last terminated Error (exit 1)") {
 		t.Fatalf("err = %v, want ErrRolledBack saying the container crash-loops", err)
 	}
 	r := rep.Addons[0]
@@ -304,7 +304,7 @@ func TestAddonSwapUndoesARolloutThatTimesOut(t *testing.T) {
 	fx.ctl.stuck[digest.Of(fx.pushed["coredns"])] = true
 	fx.ctl.mu.Unlock()
 	_, err := fx.run(t, Options{Components: []string{"coredns"}, Timeout: time.Second}, phase.Options{})
-	if !errors.Is(err, ErrRolledBack) || !strings.Contains(err.Error(), "timed out after 1s") || !strings.Contains(err.Error(), "is waiting: ContainerCreating") {
+	if !errors.Is(err, ErrRolledBack) || !strings.Contains(err.Error(), "timed out after 1s") || !strings.Contains(err.Error(), "container coredns: waiting ContainerCreating") {
 		t.Fatalf("err = %v, want ErrRolledBack saying what the rollout waited for", err)
 	}
 	if s := fx.state(t, "coredns"); s.Image() != upCoreDNS {

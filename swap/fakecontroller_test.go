@@ -196,7 +196,7 @@ func (fc *fakeController) sync(ctx context.Context) {
 func ready(w addon.Workload, pods []corev1.Pod) int32 {
 	n := int32(0)
 	for _, p := range pods {
-		if st := w.ContainerStatus(&p); st != nil && st.Ready {
+		if w.ContainerReady(&p) {
 			n++
 		}
 	}
