@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	neturl "net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	addonpkg "github.com/devk/devk/internal/addon"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -89,9 +89,9 @@ const (
 	coreDNSReadyPort = 8181
 )
 
-// addon is one of up's addons: what it applies and the workload
+// upAddon is one of up's addons: what it applies and the workload
 // addon/wait waits for.
-type addon struct {
+type upAddon struct {
 	// Name is the phase's and the component's (Config.Images key).
 	Name  string
 	Short string
@@ -99,19 +99,9 @@ type addon struct {
 	Writes []string
 	// objects apply the addon's objects, the workload last.
 	objects func(ctx context.Context, c *Cluster, cs kubernetes.Interface, image string, count *applyCount) error
-	workload
+	// workload is the addon's DaemonSet or Deployment.
+	workload addon.Workload
 }
-
-// workload is an addon's DaemonSet or Deployment.
-type workload struct {
-	Kind, Name string
-	// App is the k8s-app label of its pods.
-	App string
-	// check says why the workload is not ready yet, nil when it is.
-	check func(ctx context.Context, cs kubernetes.Interface) error
-}
-
-func (w workload) String() string { return strings.ToLower(w.Kind) + " kube-system/" + w.Name }
 
 // applyCount counts the objects an addon phase applied and how many of
 // them changed.
@@ -143,22 +133,16 @@ func KubeProxyRuns(cfg layout.Config) (bool, string) {
 	return true, ""
 }
 
-func addons() []addon {
-	return []addon{
+func addons() []upAddon {
+	return []upAddon{
 		{
 			Name: kubeProxyName,
 			Short: "kube-proxy (iptables mode) as kubeadm's DaemonSet: ServiceAccount, node-proxier binding, ConfigMap (config.conf, " +
 				"kubeconfig.conf), its Role and RoleBinding; conntrack limits left alone",
 			Writes: []string{"serviceaccount kube-system/kube-proxy", "clusterrolebinding " + nodeProxierBinding,
 				"configmap kube-system/kube-proxy", "role,rolebinding kube-system/kube-proxy", "daemonset kube-system/kube-proxy"},
-			objects: applyKubeProxy,
-			workload: workload{Kind: "DaemonSet", Name: kubeProxyName, App: kubeProxyName, check: func(ctx context.Context, cs kubernetes.Interface) error {
-				ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, kubeProxyName, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				return daemonSetReady(ds)
-			}},
+			objects:  applyKubeProxy,
+			workload: addonWorkload(kubeProxyName),
 		},
 		{
 			Name: coreDNSName,
@@ -166,16 +150,17 @@ func addons() []addon {
 				"cluster domain only: other names are not forwarded (devk's clusters contact nothing beyond the machine)",
 			Writes: []string{"serviceaccount kube-system/coredns", "clusterrole,clusterrolebinding " + coreDNSRole,
 				"configmap kube-system/coredns", "service kube-system/kube-dns", "deployment kube-system/coredns"},
-			objects: applyCoreDNS,
-			workload: workload{Kind: "Deployment", Name: coreDNSName, App: kubeDNSName, check: func(ctx context.Context, cs kubernetes.Interface) error {
-				d, err := cs.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, coreDNSName, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				return deploymentReady(d)
-			}},
+			objects:  applyCoreDNS,
+			workload: addonWorkload(coreDNSName),
 		},
 	}
+}
+
+// addonWorkload is the workload of the addon component (internal/addon's
+// Workloads; TestAddonWorkloads checks that each of up's addons has one).
+func addonWorkload(component string) addon.Workload {
+	w, _ := addon.Lookup(component)
+	return w
 }
 
 // addonPhases are up's addon/… phases: one per addon, then the one wait.
@@ -226,7 +211,7 @@ func addonOn(a layout.Addons, name string) (bool, string) {
 // applyAddon applies a's objects. Its work was done already when no
 // object changed and the workload is ready; otherwise addon/wait waits
 // for the workload.
-func (c *Cluster) applyAddon(ctx context.Context, a addon) (phase.Outcome, error) {
+func (c *Cluster) applyAddon(ctx context.Context, a upAddon) (phase.Outcome, error) {
 	image := c.Config.Images[a.Name]
 	if image == "" {
 		return phase.Done, fmt.Errorf("cluster.json records no %s image (images.%s): the images phase pushes it, so run `devk up` again (or `devk up phase images`), or leave the addon out with --skip-phases addon/%s",
@@ -238,17 +223,15 @@ func (c *Cluster) applyAddon(ctx context.Context, a addon) (phase.Outcome, error
 	}
 	// An image `devk swap` put there stays, as a swapped static pod's
 	// does.
-	if w, ok := addonpkg.Lookup(a.Name); ok {
-		live, err := addonpkg.Get(ctx, cs, w)
-		if err != nil {
-			return phase.Done, err
-		}
-		image, _ = addonpkg.KeptImage(image, live)
+	live, err := addon.Get(ctx, cs, a.workload)
+	if err != nil {
+		return phase.Done, err
 	}
+	image, _ = addon.KeptImage(image, live)
 	return c.applyAddonWith(ctx, cs, a, image)
 }
 
-func (c *Cluster) applyAddonWith(ctx context.Context, cs kubernetes.Interface, a addon, image string) (phase.Outcome, error) {
+func (c *Cluster) applyAddonWith(ctx context.Context, cs kubernetes.Interface, a upAddon, image string) (phase.Outcome, error) {
 	var n applyCount
 	if err := a.objects(ctx, c, cs, image, &n); err != nil {
 		return phase.Done, fmt.Errorf("apply %s's objects (%d applied): %w", a.Name, n.applied, err)
@@ -276,8 +259,8 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	t0 := time.Now()
-	took, pending, err := waitEach(ctx, c, addonPollInterval, addonWaitTimeout, pending, func(ctx context.Context, w workload) (string, error) {
-		return w.Name, c.ready(ctx, cs, w)
+	took, pending, err := waitEach(ctx, c, addonPollInterval, addonWaitTimeout, pending, func(ctx context.Context, w addon.Workload) (string, error) {
+		return w.Component, c.ready(ctx, cs, w)
 	})
 	if poll.TimedOut(ctx, err) {
 		// A last look, under the phase's context: the poll's last checks
@@ -289,12 +272,17 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 				continue
 			}
 			fmt.Fprintf(&b, "\n%s: %v", w, why)
-			pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: labelApp + "=" + w.App})
-			if err != nil {
-				fmt.Fprintf(&b, "\n  (its pods could not be listed: %v)", err)
-				continue
+			s, err := addon.Get(ctx, cs, w)
+			var pods []corev1.Pod
+			if err == nil && s != nil {
+				pods, err = s.Pods(ctx, cs)
 			}
-			b.WriteString(describeNotReady(pods.Items, w, c.kubectlCommand()))
+			switch {
+			case err != nil:
+				fmt.Fprintf(&b, "\n  (its pods could not be listed: %v)", err)
+			case s != nil: // else gone, as why says
+				b.WriteString(s.DescribeNotReady(pods, c.kubectlCommand()))
+			}
 		}
 		if b.Len() == 0 {
 			return phase.Unchanged("ready after %s", progress.Round(time.Since(t0))), nil
@@ -312,14 +300,21 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 // predecessors' ready statuses (after `devk down --keep-data`, or a
 // reboot): then w is ready only once every container its pods report
 // runs in the node's runtime.
-func (c *Cluster) ready(ctx context.Context, cs kubernetes.Interface, w workload) error {
-	if err := w.check(ctx, cs); err != nil {
+func (c *Cluster) ready(ctx context.Context, cs kubernetes.Interface, w addon.Workload) error {
+	s, err := addon.Get(ctx, cs, w)
+	if err != nil {
 		return err
+	}
+	if s == nil {
+		return fmt.Errorf("the cluster has no %s", w)
+	}
+	if done, why := s.RolledOut(); !done {
+		return errors.New(why)
 	}
 	if c.kubeletStarted.IsZero() {
 		return nil
 	}
-	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: labelApp + "=" + w.App})
+	pods, err := s.Pods(ctx, cs)
 	if err != nil {
 		return err
 	}
@@ -336,7 +331,7 @@ func (c *Cluster) ready(ctx context.Context, cs kubernetes.Interface, w workload
 		}
 		running = append(running, cs...)
 	}
-	return statusesCurrent(pods.Items, running)
+	return statusesCurrent(pods, running)
 }
 
 // statusesCurrent says which of a ready workload's pods is not ready
@@ -352,7 +347,7 @@ func statusesCurrent(pods []corev1.Pod, running []cri.Container) error {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if !podReady(&p) {
+		if !addon.PodReady(&p) {
 			return fmt.Errorf("pod %s is not ready (its workload's status is older)", p.Name)
 		}
 		for _, st := range p.Status.ContainerStatuses {
@@ -365,36 +360,6 @@ func statusesCurrent(pods []corev1.Pod, running []cri.Container) error {
 	return nil
 }
 
-// daemonSetReady says why ds is not ready, nil when its controller has
-// seen the current spec and every pod it wants is updated and ready.
-func daemonSetReady(ds *appsv1.DaemonSet) error {
-	s := ds.Status
-	switch {
-	case s.ObservedGeneration < ds.Generation:
-		return fmt.Errorf("its controller has not seen generation %d yet", ds.Generation)
-	case s.DesiredNumberScheduled == 0:
-		return fmt.Errorf("no node to run on")
-	case s.UpdatedNumberScheduled < s.DesiredNumberScheduled || s.NumberReady < s.DesiredNumberScheduled:
-		return fmt.Errorf("%d of %d pods ready, %d updated", s.NumberReady, s.DesiredNumberScheduled, s.UpdatedNumberScheduled)
-	}
-	return nil
-}
-
-// deploymentReady says why d is not ready, nil when its controller has
-// seen the current spec and all its replicas are updated and available,
-// with no old one left.
-func deploymentReady(d *appsv1.Deployment) error {
-	want := ptr.Deref(d.Spec.Replicas, 1)
-	s := d.Status
-	switch {
-	case s.ObservedGeneration < d.Generation:
-		return fmt.Errorf("its controller has not seen generation %d yet", d.Generation)
-	case s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > want:
-		return fmt.Errorf("%d of %d replicas available, %d updated, %d in all", s.AvailableReplicas, want, s.UpdatedReplicas, s.Replicas)
-	}
-	return nil
-}
-
 // kubectlCommand is a kubectl command line for kube-system of this
 // cluster that works without the user's kubeconfig or a kubectl on PATH.
 func (c *Cluster) kubectlCommand() string {
@@ -403,63 +368,6 @@ func (c *Cluster) kubectlCommand() string {
 		kubectl = c.KubectlPath()
 	}
 	return kubectl + " --kubeconfig " + c.Kubeconfig("admin") + " -n kube-system"
-}
-
-// describeNotReady says, for each of w's pods that is not ready, where it
-// is stuck: unscheduled, a container waiting (and why) or restarting; and
-// what to run next (kubectl is the command line for kube-system).
-func describeNotReady(pods []corev1.Pod, w workload, kubectl string) string {
-	if len(pods) == 0 {
-		return fmt.Sprintf("\n  no pod has label %s=%s yet: see `%s describe %s %s`", labelApp, w.App, kubectl, strings.ToLower(w.Kind), w.Name)
-	}
-	var b strings.Builder
-	for _, p := range pods {
-		if podReady(&p) {
-			continue
-		}
-		node := p.Spec.NodeName
-		if node == "" {
-			node = "no node"
-		}
-		fmt.Fprintf(&b, "\n  pod %s: %s on %s", p.Name, p.Status.Phase, node)
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodScheduled && cond.Status != corev1.ConditionTrue {
-				fmt.Fprintf(&b, "\n    not scheduled: %s %s", cond.Reason, cond.Message)
-			}
-		}
-		for _, cst := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
-			if cst.Ready {
-				continue
-			}
-			fmt.Fprintf(&b, "\n    container %s: %s", cst.Name, containerState(cst.State))
-			if cst.RestartCount > 0 {
-				fmt.Fprintf(&b, "; restarted %d times, last %s", cst.RestartCount, containerState(cst.LastTerminationState))
-			}
-		}
-		fmt.Fprintf(&b, "\n    see `%s describe pod %s` and `%s logs %s`", kubectl, p.Name, kubectl, p.Name)
-	}
-	return b.String()
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func containerState(s corev1.ContainerState) string {
-	switch {
-	case s.Waiting != nil:
-		return strings.TrimSpace("waiting " + s.Waiting.Reason + " " + s.Waiting.Message)
-	case s.Terminated != nil:
-		return strings.TrimSpace(fmt.Sprintf("terminated %s (exit %d) %s", s.Terminated.Reason, s.Terminated.ExitCode, s.Terminated.Message))
-	case s.Running != nil:
-		return "running, not ready (its readiness probe fails)"
-	}
-	return "not started"
 }
 
 func serviceAccount(name string) *rbacv1ac.SubjectApplyConfiguration {

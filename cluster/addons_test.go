@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -293,37 +293,35 @@ func checkBinding(t *testing.T, cs kubernetes.Interface, name, role, sa string) 
 }
 
 // TestApplyAddonOutcome: a phase is Unchanged only when nothing it
-// applied changed and its workload is ready; otherwise addon/wait waits
-// for the workload.
+// applied changed and its workload is rolled out; otherwise addon/wait
+// waits for the workload.
 func TestApplyAddonOutcome(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		changed   int
-		notReady  error
+		available int32
 		unchanged bool
 	}{
 		{name: "objects written", changed: 2},
-		{name: "objects written, the old pods ready", changed: 1},
-		{name: "nothing written, not ready", notReady: errors.New("0 of 1 pods ready")},
-		{name: "nothing written, ready", unchanged: true},
+		{name: "objects written, the old pods ready", changed: 1, available: 1},
+		{name: "nothing written, not ready"},
+		{name: "nothing written, ready", available: 1, unchanged: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			checked := false
-			a := addon{
-				Name: "x",
+			a := upAddon{
+				Name: kubeProxyName,
 				objects: func(_ context.Context, _ *Cluster, _ kubernetes.Interface, _ string, n *applyCount) error {
 					for i := range 3 {
 						_ = n.add(i < tt.changed, nil)
 					}
 					return nil
 				},
-				workload: workload{Kind: "DaemonSet", Name: "x", App: "x", check: func(context.Context, kubernetes.Interface) error {
-					checked = true
-					return tt.notReady
-				}},
+				workload: addonWorkload(kubeProxyName),
 			}
+			cs := fake.NewClientset(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: kubeProxyName, Namespace: metav1.NamespaceSystem, Generation: 1},
+				Status: appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 1, CurrentNumberScheduled: 1, UpdatedNumberScheduled: 1, NumberAvailable: tt.available}})
 			c := addonCluster(t)
-			out, err := c.applyAddonWith(context.Background(), fake.NewClientset(), a, "img")
+			out, err := c.applyAddonWith(context.Background(), cs, a, "img")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,10 +331,20 @@ func TestApplyAddonOutcome(t *testing.T) {
 			if waits := len(c.addonsApplied) == 1; waits == tt.unchanged {
 				t.Errorf("addon/wait waits for %v", c.addonsApplied)
 			}
-			if tt.changed > 0 && checked {
+			if checked := slices.ContainsFunc(cs.Actions(), func(a clienttesting.Action) bool { return a.Matches("get", "daemonsets") }); tt.changed > 0 && checked {
 				t.Error("checked readiness right after a change, when the status is stale anyway")
 			}
 		})
+	}
+}
+
+// TestAddonWorkloads: each of up's addons waits for its workload as
+// internal/addon knows it.
+func TestAddonWorkloads(t *testing.T) {
+	for _, a := range addons() {
+		if a.workload.Component != a.Name || a.workload.Kind == "" {
+			t.Errorf("addon %s: workload %+v", a.Name, a.workload)
+		}
 	}
 }
 
@@ -350,82 +358,6 @@ func TestApplyAddonNeedsImage(t *testing.T) {
 		_, err := c.applyAddon(context.Background(), a)
 		if err == nil || !strings.Contains(err.Error(), "--skip-phases addon/coredns") || !strings.Contains(err.Error(), "images.coredns") {
 			t.Errorf("applying coredns without an image: %v", err)
-		}
-	}
-}
-
-func TestWorkloadReady(t *testing.T) {
-	ds := func(gen, observed int64, desired, updated, ready int32) *appsv1.DaemonSet {
-		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Status: appsv1.DaemonSetStatus{
-			ObservedGeneration: observed, DesiredNumberScheduled: desired, UpdatedNumberScheduled: updated, NumberReady: ready}}
-	}
-	for _, tt := range []struct {
-		name  string
-		ds    *appsv1.DaemonSet
-		ready bool
-	}{
-		{"ready", ds(2, 2, 1, 1, 1), true},
-		{"new spec not seen yet", ds(3, 2, 1, 1, 1), false},
-		{"no node", ds(1, 1, 0, 0, 0), false},
-		{"pod not ready", ds(1, 1, 1, 1, 0), false},
-		{"old pod ready, new not started", ds(2, 2, 1, 0, 1), false},
-	} {
-		t.Run("daemonset "+tt.name, func(t *testing.T) {
-			if err := daemonSetReady(tt.ds); (err == nil) != tt.ready {
-				t.Errorf("daemonSetReady = %v, want ready %v", err, tt.ready)
-			}
-		})
-	}
-	dep := func(gen, observed int64, want, replicas, updated, available int32) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(want)},
-			Status: appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, AvailableReplicas: available}}
-	}
-	for _, tt := range []struct {
-		name  string
-		d     *appsv1.Deployment
-		ready bool
-	}{
-		{"available", dep(1, 1, 2, 2, 2, 2), true},
-		{"new spec not seen yet", dep(2, 1, 2, 2, 2, 2), false},
-		{"one available", dep(1, 1, 2, 2, 2, 1), false},
-		{"rolling: an old pod left", dep(2, 2, 2, 3, 2, 2), false},
-		{"old pods available, new not", dep(2, 2, 2, 2, 0, 2), false},
-	} {
-		t.Run("deployment "+tt.name, func(t *testing.T) {
-			if err := deploymentReady(tt.d); (err == nil) != tt.ready {
-				t.Errorf("deploymentReady = %v, want ready %v", err, tt.ready)
-			}
-		})
-	}
-}
-
-func TestDescribeNotReady(t *testing.T) {
-	w := workload{Kind: "Deployment", Name: coreDNSName, App: kubeDNSName}
-	if got := describeNotReady(nil, w, "kubectl -n kube-system"); !strings.Contains(got, "k8s-app=kube-dns") || !strings.Contains(got, "`kubectl -n kube-system describe deployment coredns`") {
-		t.Errorf("no pods: %s", got)
-	}
-	ready := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-ready"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	unscheduled := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-unscheduled"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 node(s) had untolerated taint"}}}}
-	pulling := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-pull"}, Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "coredns", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}}}
-	crashing := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-crash"}, Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "coredns", RestartCount: 4,
-			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}}}}
-	got := describeNotReady([]corev1.Pod{ready, unscheduled, pulling, crashing}, w, "kubectl -n kube-system")
-	if strings.Contains(got, "coredns-ready") {
-		t.Errorf("describes a ready pod:\n%s", got)
-	}
-	for _, want := range []string{
-		"pod coredns-unscheduled: Pending on no node", "not scheduled: Unschedulable 0/1 nodes are available",
-		"pod coredns-pull: Pending on n", "container coredns: waiting ImagePullBackOff Back-off pulling image",
-		"waiting CrashLoopBackOff; restarted 4 times, last terminated Error (exit 1)",
-		"`kubectl -n kube-system describe pod coredns-crash` and `kubectl -n kube-system logs coredns-crash`",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("description lacks %q:\n%s", want, got)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
@@ -102,7 +103,7 @@ type Cluster struct {
 	// found it running).
 	kubeletStarted time.Time
 	// addonsApplied are the addon workloads addon/wait waits for.
-	addonsApplied []workload
+	addonsApplied []addon.Workload
 	// fileNodes are the nodes the config file lists after the first, in
 	// the order up joins them (UserConfig.joinNodes).
 	fileNodes []UserNode

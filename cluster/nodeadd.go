@@ -15,10 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
@@ -539,11 +539,8 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	// kube-proxy runs on the node once its DaemonSet is there (a node
-	// that up joins comes before the addons).
-	proxy := false
-	if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, kubeProxyName, metav1.GetOptions{}); err == nil {
-		proxy = true
-	}
+	// that up joins comes before the addons); nil: not waited for.
+	proxy, _ := addon.Get(ctx, cs, addonWorkload(kubeProxyName))
 	var why string
 	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{})
@@ -552,8 +549,8 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 			return false, nil
 		}
 		why = nodeNotReady(n, j.kubeletStarted)
-		if why == "" && proxy {
-			why = podOnNodeNotReady(ctx, cs, j.Node.Name(), kubeProxyName)
+		if why == "" && proxy != nil {
+			why = proxy.PodNotReadyOn(ctx, cs, j.Node.Name())
 		}
 		if why == "" {
 			return true, nil
@@ -567,7 +564,7 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	if proxy {
+	if proxy != nil {
 		return phase.Unchanged("node Ready, kube-proxy running"), nil
 	}
 	return phase.Unchanged("node Ready"), nil
@@ -589,24 +586,6 @@ func nodeNotReady(n *corev1.Node, started time.Time) string {
 		return ""
 	}
 	return "no Ready condition yet"
-}
-
-// podOnNodeNotReady says why the pod of addon app on node name is not
-// Ready ("" when it is).
-func podOnNodeNotReady(ctx context.Context, cs kubernetes.Interface, name, app string) string {
-	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: labelApp + "=" + app, FieldSelector: "spec.nodeName=" + name})
-	if err != nil {
-		return err.Error()
-	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && podReady(&p) {
-			return ""
-		}
-	}
-	if len(pods.Items) == 0 {
-		return "no " + app + " pod on the node yet"
-	}
-	return app + " pod " + pods.Items[0].Name + " not Ready (" + string(pods.Items[0].Status.Phase) + ")"
 }
 
 // nodesPhaseIf says whether up's nodes phase has work: nodes besides

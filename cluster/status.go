@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster/loadbalancer"
-	addonpkg "github.com/devk/devk/internal/addon"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -393,7 +393,7 @@ func nodeComponents(n node, cts []cri.Container, problem func(pod string) error)
 // workload names and the pod's readiness as the API server has it.
 func nodeAddons(cts []cri.Container, api statusAPI) []AddonStatus {
 	var out []AddonStatus
-	for _, w := range addonpkg.Workloads {
+	for _, w := range addon.Workloads {
 		first := len(out)
 		for i, ct := range cts {
 			if ct.PodNamespace != w.Namespace || ct.Name != w.Container || !strings.HasPrefix(ct.PodName, w.Name+"-") {
@@ -429,8 +429,8 @@ func readStatusAPI(ctx context.Context, cs kubernetes.Interface) statusAPI {
 	for i := range list.Items {
 		api.pods[list.Items[i].Name] = &list.Items[i]
 	}
-	for _, w := range addonpkg.Workloads {
-		if s, err := addonpkg.Get(ctx, cs, w); err == nil && s != nil {
+	for _, w := range addon.Workloads {
+		if s, err := addon.Get(ctx, cs, w); err == nil && s != nil {
 			api.images[w.Component] = s.Image()
 		}
 	}
@@ -447,7 +447,7 @@ func (a statusAPI) ready(pod string) error {
 	switch {
 	case !ok:
 		return fmt.Errorf("the API server has no pod %s", pod)
-	case !podReady(p):
+	case !addon.PodReady(p):
 		return fmt.Errorf("pod %s is not Ready", pod)
 	}
 	return nil
