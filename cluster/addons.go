@@ -188,7 +188,7 @@ func addonPhases() []*phase.Phase[*Cluster] {
 	}
 	return append(out, &phase.Phase[*Cluster]{
 		Name:  "wait",
-		Short: "wait until the addons applied in this run are ready (DaemonSet pods ready, Deployment available), both at once",
+		Short: "wait until the addons applied in this run are rolled out (as kubectl rollout status decides: every pod updated and available), both at once",
 		IO: func(c *Cluster) ([]string, []string) {
 			return []string{"daemonset kube-system/kube-proxy", "deployment kube-system/coredns"}, nil
 		},
