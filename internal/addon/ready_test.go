@@ -1,6 +1,7 @@
 package addon
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 )
 
@@ -166,5 +168,35 @@ func TestContainerNotReady(t *testing.T) {
 				t.Errorf("ContainerReady = %v, NotReady %q", ready, notReady)
 			}
 		})
+	}
+}
+
+// TestPodNotReadyOn: a join waits for kube-proxy's pod on the new node,
+// not for any pod of the DaemonSet.
+func TestPodNotReadyOn(t *testing.T) {
+	w, _ := Lookup("kube-proxy")
+	sel := map[string]string{"k8s-app": "kube-proxy"}
+	pod := func(name, node string, ready corev1.ConditionStatus, st ...corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.Namespace, Labels: sel}, Spec: corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}, ContainerStatuses: st}}
+	}
+	ctx := context.Background()
+	cs := fake.NewClientset(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}}},
+		pod("kube-proxy-a", "node-a", corev1.ConditionTrue),
+		pod("kube-proxy-b", "node-b", corev1.ConditionFalse, corev1.ContainerStatus{Name: "kube-proxy",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull"}}}))
+	s, err := Get(ctx, cs, w)
+	if err != nil || s == nil {
+		t.Fatalf("Get = %v, %v", s, err)
+	}
+	for node, want := range map[string]string{
+		"node-a": "",
+		"node-b": "kube-proxy pod kube-proxy-b not Ready (container kube-proxy: waiting ErrImagePull)",
+		"node-c": "no kube-proxy pod on the node yet",
+	} {
+		if got := s.PodNotReadyOn(ctx, cs, node); got != want {
+			t.Errorf("PodNotReadyOn(%s) = %q, want %q", node, got, want)
+		}
 	}
 }
