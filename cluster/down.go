@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/internal/cri"
-	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
@@ -156,30 +155,6 @@ func stopRuntime(ctx context.Context, n node) (phase.Outcome, error) {
 		state = "stopped"
 	}
 	return phase.Outcome{Detail: fmt.Sprintf("containerd %s, %d shims stopped", state, len(shims)), Changed: stopped || len(shims) > 0}, nil
-}
-
-func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
-	fwd, err := c.stopForwarders(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	rp := c.registryPaths()
-	if _, ok := rp.Procs().Running("registry"); !ok {
-		return phase.Outcome{Detail: fmt.Sprintf("%d forwarders stopped; devk's registry is not running", fwd), Changed: fwd > 0}, nil
-	}
-	// The registry serves every cluster under DEVK_HOME: the last one
-	// down stops it.
-	for _, o := range layout.Configs(c.Home, c.Config.Name) {
-		if o.OwnRegistry {
-			return phase.Outcome{Detail: fmt.Sprintf("%d forwarders stopped; the registry is kept: cluster %s uses it", fwd, o.Name), Changed: fwd > 0}, nil
-		}
-	}
-	if _, err := rp.Procs().Stop(ctx, "registry", downGrace); err != nil {
-		return phase.Done, err
-	}
-	os.Remove(rp.Run())
-	os.RemoveAll(rp.Logs())
-	return phase.Changed("stopped"), nil
 }
 
 func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {

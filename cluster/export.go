@@ -30,6 +30,7 @@ import (
 	"github.com/devk/devk/internal/supervise"
 
 	"github.com/devk/devk/cluster/loadbalancer"
+	"github.com/devk/devk/registry"
 )
 
 // What `devk export logs` writes, in the spirit of `kind export logs`
@@ -397,7 +398,7 @@ func (e *exporter) devkView(ctx context.Context, devkVersion string) {
 		e.write("status.json", append(data, '\n'))
 	}
 	if c.Config.OwnRegistry {
-		e.copyLog("registry.log", c.registryPaths().LogFile("registry"))
+		e.copyLog("registry.log", c.registryPaths().LogFile(registry.ProcessName))
 	}
 	if c.Config.HA() {
 		e.copyLog("haproxy.log", c.loadBalancer().Procs.LogFile(loadbalancer.ProcessName))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,11 +38,6 @@ func (c *Cluster) daemonEnv() []string {
 	}
 	return env
 }
-
-// registryProbeClient asks a registry whether it answers as devk's
-// other clients ask: never through the environment's proxy to this
-// machine's own networks (kube.Proxy).
-var registryProbeClient = &http.Client{Transport: &http.Transport{Proxy: kube.Proxy}}
 
 func ipCmd(ctx context.Context, args ...string) error {
 	return execx.Run(ctx, execx.Cmd{Name: "ip", Args: args})

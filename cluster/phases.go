@@ -10,6 +10,7 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/registry"
 )
 
 // call makes a method of a job's state (Cluster, NodeJob) a phase's Run.
@@ -71,7 +72,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "registry",
 			Short: "start the embedded registry (devk registry serve) or use --registry; relay it to the bridge for the node (devk registry forward)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, append([]string{c.Config.Registry, filepath.Join(c.Home, "registry"), c.registryPaths().PIDFile("registry")}, c.mirrors()...)
+				return nil, append([]string{c.Config.Registry, c.registryPaths().RegistryRoot(), c.registryPaths().PIDFile(registry.ProcessName)}, c.forwarders().Mirrors()...)
 			},
 			Run: call((*Cluster).runRegistry),
 		},

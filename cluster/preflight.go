@@ -19,6 +19,7 @@ import (
 
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/registry"
 	"github.com/devk/devk/source"
 )
 
@@ -264,10 +265,10 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	}
 	// The cluster's own ports are in its node's network namespace: only
 	// the registry's is on the host.
-	if _, ours := c.Procs().Running("registry"); !ours && c.Registry == "" && c.Config.OwnRegistry {
+	if _, ours := c.registryPaths().Procs().Running(registry.ProcessName); !ours && c.Registry == "" && c.Config.OwnRegistry {
 		if _, portStr, err := splitHostPort(c.Config.Registry); err == nil {
 			p, _ := strconv.Atoi(portStr)
-			if l, busy := listenerOn(p, nil); busy && !registryAnswers(ctx, c.Config.Registry) {
+			if l, busy := listenerOn(p, nil); busy && !registry.Answers(ctx, c.Config.Registry) {
 				probs = append(probs, portProblem(l, "the registry"))
 			}
 		}

@@ -282,7 +282,7 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
 			if err != nil {
 				return changed, fmt.Errorf("registry %q: %w", reg, err)
 			}
-			hosts, err := HostsTOML(h, c.mirrorOf(reg))
+			hosts, err := HostsTOML(h, c.forwarders().Mirror(reg))
 			if err != nil {
 				return changed, err
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/registry"
 )
 
 // Status is what `devk status` shows of a cluster.
@@ -143,9 +144,9 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	if !c.Config.HasNodeNetwork() {
 		st.NetNS = ""
 	}
-	procs := []string{"containerd", "kubelet", "registry"}
+	procs := []string{"containerd", "kubelet", registry.ProcessName}
 	for _, reg := range c.loopbackRegistries() {
-		procs = append(procs, forwarderName(reg))
+		procs = append(procs, registry.ForwarderName(reg))
 	}
 	if c.Config.HA() {
 		procs = append(procs, loadbalancer.ProcessName)
@@ -154,7 +155,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	for _, name := range procs {
 		pp := c.Paths
 		switch name {
-		case "registry":
+		case registry.ProcessName:
 			pp = c.registryPaths()
 		case loadbalancer.ProcessName:
 			pp = c.Paths.LoadBalancer()
@@ -169,9 +170,9 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 				rt.Close()
 			}
 		}
-		if name == "registry" && !c.Config.OwnRegistry {
+		if name == registry.ProcessName && !c.Config.OwnRegistry {
 			ps.Log = "not devk's: " + c.Config.Registry
-			ps.Running = registryAnswers(ctx, c.Config.Registry)
+			ps.Running = registry.Answers(ctx, c.Config.Registry)
 		}
 		st.Processes = append(st.Processes, ps)
 	}

@@ -17,13 +17,6 @@ const (
 	containerdStartTimeout = 30 * time.Second
 	containerdPollInterval = 100 * time.Millisecond
 
-	// registryStartTimeout bounds the wait for the embedded registry to
-	// answer after devk started it.
-	registryStartTimeout = 15 * time.Second
-	registryPollInterval = 50 * time.Millisecond
-	// registryProbeTimeout bounds one look at a registry's /v2/.
-	registryProbeTimeout = time.Second
-
 	// kubeletFailFastWindow is how long kubelet-start watches a kubelet it
 	// started: one with a bad config exits within it.
 	kubeletFailFastWindow = 1500 * time.Millisecond
@@ -36,8 +29,8 @@ const (
 	// restartGrace is how long a kubelet or containerd whose binary or
 	// config changed gets to stop before it is killed.
 	restartGrace = 10 * time.Second
-	// downGrace is the same for the kubelet, containerd and the registry
-	// in down, which then removes what they leave anyway.
+	// downGrace is the same for the kubelet and containerd in down,
+	// which then removes what they leave anyway.
 	downGrace = 5 * time.Second
 	// shimGrace is a containerd shim's, once its containerd is gone.
 	shimGrace = 2 * time.Second

@@ -15,19 +15,16 @@ import (
 	"time"
 
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/layout"
 )
 
 // DefaultRoot is $DEVK_HOME/registry, DEVK_HOME defaulting to ~/.devk.
 func DefaultRoot() (string, error) {
-	home := os.Getenv("DEVK_HOME")
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no home directory to keep the registry in: set DEVK_HOME or pass --root: %w", err)
-		}
-		home = filepath.Join(h, ".devk")
+	home, err := layout.HomeDir("")
+	if err != nil {
+		return "", fmt.Errorf("keep the registry in a home directory (or pass --root): %w", err)
 	}
-	return filepath.Join(home, "registry"), nil
+	return layout.HomePaths(home).RegistryRoot(), nil
 }
 
 // ServeOptions configure Serve.

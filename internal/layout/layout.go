@@ -378,6 +378,10 @@ const RegistryCredentialFile = "registry-credential"
 // `devk registry serve` requires of every push and devk's own clients send.
 func (p Paths) RegistryCredential() string { return p.join(RegistryCredentialFile) }
 
+// RegistryRoot is the embedded registry's storage (blobs and manifests),
+// in the home (HomePaths): shared by every cluster there.
+func (p Paths) RegistryRoot() string { return p.join("registry") }
+
 // Etcd is etcd's data dir.
 func (p Paths) Etcd() string { return p.join("etcd") }
 
