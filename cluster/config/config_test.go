@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -254,4 +255,42 @@ func typeKeys(t reflect.Type, prefix string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestDocsOwnedFlags: the flags docs/config.md says devk owns are owned
+// by a component in Owned, and the defaults it says extraArgs may
+// change are owned by none (a trailing * stands for any ending).
+func TestDocsOwnedFlags(t *testing.T) {
+	text, err := os.ReadFile(docsPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(text), "devk owns every flag")
+	owned, rest, ok2 := strings.Cut(rest, "The other flags devk sets are defaults")
+	defaults, _, ok3 := strings.Cut(rest, "any flag devk does not set")
+	if !ok || !ok2 || !ok3 {
+		t.Fatalf("%s no longer says which flags devk owns and which are defaults", docsPage)
+	}
+	isOwned := func(pattern string) bool {
+		prefix, wild := strings.CutSuffix(pattern, "*")
+		for _, flags := range ownFlags() {
+			for flag := range flags {
+				if flag == prefix || wild && strings.HasPrefix(flag, prefix) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	flag := regexp.MustCompile("`--([a-z0-9-]+\\*?)`")
+	for _, m := range flag.FindAllStringSubmatch(owned, -1) {
+		if !isOwned(m[1]) {
+			t.Errorf("%s says devk owns --%s; config.Owned does not", docsPage, m[1])
+		}
+	}
+	for _, m := range flag.FindAllStringSubmatch(defaults, -1) {
+		if isOwned(m[1]) {
+			t.Errorf("%s says --%s is a default extraArgs may change; config.Owned owns it", docsPage, m[1])
+		}
+	}
 }
