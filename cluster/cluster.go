@@ -125,7 +125,9 @@ func Open(o Options) (*Cluster, error) {
 		if uc, err = config.Read(o.UserConfigFile); err != nil {
 			return nil, err
 		}
-		if err := uc.Agrees(config.Flags{Name: o.Name, CertValidity: o.CertValidity, Nodes: o.Nodes, ControlPlanes: o.ControlPlanes, KeepTaint: o.KeepTaint}); err != nil {
+		flags := config.Flags{Name: o.Name, CertValidity: o.CertValidity, Nodes: o.Nodes,
+			ControlPlanes: o.ControlPlanes, KeepTaint: o.KeepTaint}
+		if err := uc.Agrees(flags); err != nil {
 			return nil, err
 		}
 		if o.Name == "" {

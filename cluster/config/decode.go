@@ -17,6 +17,66 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
+// Read reads and checks the config file at path: strict decoding (an
+// unknown or repeated key is an error naming it and its line), then
+// every value on its own and against the others (see validate).
+func Read(path string) (*Cluster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster config file: %w", err)
+	}
+	return Decode(data, path)
+}
+
+// Decode is Read of data read from file.
+func Decode(data []byte, file string) (*Cluster, error) {
+	var root yaml3.Node
+	if err := yaml3.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%s: not YAML: %w", file, err)
+	}
+	j, err := sigsyaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	p := &problems{file: file, root: &root}
+	var c Cluster
+	strict, err := strictjson.UnmarshalStrict(j, &c)
+	var typeErr *gojson.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr):
+		p.add(splitPath(typeErr.Field), "is %s, want %s", typeErr.Value, typeWord(typeErr.Type))
+		return nil, p.err()
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	for _, e := range strict {
+		var fe interface{ FieldPath() string }
+		if !errors.As(e, &fe) {
+			p.add(nil, "%v", e)
+			continue
+		}
+		path := splitPath(fe.FieldPath())
+		if !strings.HasPrefix(e.Error(), "unknown field") {
+			p.add(path, "%v", e)
+			continue
+		}
+		if len(path) == 0 { // the key is the empty string
+			path = []string{""}
+		}
+		p.add(path, "unknown key%s", knownKeysHint(path))
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	c.validate(p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	c.normalize()
+	c.file, c.root = file, &root
+	return &c, nil
+}
+
 // Error lists what is wrong with a config file, one problem a line:
 // FILE:LINE: KEY: what is wrong.
 type Error struct {
@@ -130,66 +190,6 @@ func keyLine(root *yaml3.Node, path []string) int {
 		}
 	}
 	return line
-}
-
-// Read reads and checks the config file at path: strict decoding (an
-// unknown or repeated key is an error naming it and its line), then
-// every value on its own and against the others (see validate).
-func Read(path string) (*Cluster, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read the cluster config file: %w", err)
-	}
-	return Decode(data, path)
-}
-
-// Decode is Read of data read from file.
-func Decode(data []byte, file string) (*Cluster, error) {
-	var root yaml3.Node
-	if err := yaml3.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%s: not YAML: %w", file, err)
-	}
-	j, err := sigsyaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	p := &problems{file: file, root: &root}
-	var c Cluster
-	strict, err := strictjson.UnmarshalStrict(j, &c)
-	var typeErr *gojson.UnmarshalTypeError
-	switch {
-	case errors.As(err, &typeErr):
-		p.add(splitPath(typeErr.Field), "is %s, want %s", typeErr.Value, typeWord(typeErr.Type))
-		return nil, p.err()
-	case err != nil:
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	for _, e := range strict {
-		var fe interface{ FieldPath() string }
-		if !errors.As(e, &fe) {
-			p.add(nil, "%v", e)
-			continue
-		}
-		path := splitPath(fe.FieldPath())
-		if !strings.HasPrefix(e.Error(), "unknown field") {
-			p.add(path, "%v", e)
-			continue
-		}
-		if len(path) == 0 { // the key is the empty string
-			path = []string{""}
-		}
-		p.add(path, "unknown key%s", knownKeysHint(path))
-	}
-	if err := p.err(); err != nil {
-		return nil, err
-	}
-	c.validate(p)
-	if err := p.err(); err != nil {
-		return nil, err
-	}
-	c.normalize()
-	c.file, c.root = file, &root
-	return &c, nil
 }
 
 func splitPath(s string) []string {
