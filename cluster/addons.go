@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
@@ -476,7 +477,7 @@ func kubeProxyDaemonSet(image string, extraArgs map[string]string) *appsv1ac.Dae
 	labels := map[string]string{labelApp: kubeProxyName}
 	own := kubeProxyFlags()
 	command := append([]string{kubeProxyBinary}, flagList(own)...)
-	command = append(command, flagList(withoutOwned("kubeProxy", extraArgs))...)
+	command = append(command, flagList(config.WithoutOwned(config.KubeProxy, extraArgs))...)
 	return appsv1ac.DaemonSet(kubeProxyName, metav1.NamespaceSystem).
 		WithLabels(labels).
 		WithSpec(appsv1ac.DaemonSetSpec().

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
@@ -31,9 +32,9 @@ type Options struct {
 	// Name names the cluster (and its directory); empty means the config
 	// file's name, else "devk".
 	Name string
-	// ConfigFile, for up, is a cluster config file (UserConfig) to make
-	// the cluster by, or to apply to it; empty keeps what cluster.json
-	// says (a new cluster: the defaults).
+	// UserConfigFile, for up, is a cluster config file (package config)
+	// to make the cluster by, or to apply to it; empty keeps what
+	// cluster.json says (a new cluster: the defaults).
 	UserConfigFile string
 	// Home is $DEVK_HOME; empty means $DEVK_HOME, else ~/.devk.
 	Home string
@@ -105,8 +106,8 @@ type Cluster struct {
 	// addonsApplied are the addon workloads addon/wait waits for.
 	addonsApplied []addon.Workload
 	// fileNodes are the nodes the config file lists after the first, in
-	// the order up joins them (UserConfig.joinNodes).
-	fileNodes []UserNode
+	// the order up joins them (config.Cluster.JoinNodes).
+	fileNodes []config.Node
 	// manifestsWritten are the static pods whose manifest this run
 	// wrote, and when: wait-control-plane waits for their new containers.
 	manifestsWritten map[string]time.Time
@@ -119,13 +120,15 @@ type Cluster struct {
 // one, and the config file if given; it checks the file against the
 // machine and the cluster as it is. Nothing is created.
 func Open(o Options) (*Cluster, error) {
-	var uc *UserConfig
+	var uc *config.Cluster
 	if o.UserConfigFile != "" {
 		var err error
-		if uc, err = ReadUserConfig(o.UserConfigFile); err != nil {
+		if uc, err = config.Read(o.UserConfigFile); err != nil {
 			return nil, err
 		}
-		if err := uc.agrees(o); err != nil {
+		flags := config.Flags{Name: o.Name, CertValidity: o.CertValidity, Nodes: o.Nodes,
+			ControlPlanes: o.ControlPlanes, KeepTaint: o.KeepTaint}
+		if err := uc.Agrees(flags); err != nil {
 			return nil, err
 		}
 		if o.Name == "" {
@@ -157,12 +160,11 @@ func Open(o Options) (*Cluster, error) {
 		// A config file given replaces the stored spec (it is checked
 		// itself): the way out of a spec refused here, which a hand edit
 		// or an older devk (that took more in extraArgs) wrote.
-		p := &problems{file: c.ConfigFile() + " (spec)"}
-		if validateSpec(cfg.Spec, p); p.err() != nil && uc == nil {
-			return nil, fmt.Errorf("%w\nthe file was changed by hand, or by an older devk: fix it, or apply a config file with `devk up --config`", p.err())
+		if err := config.ValidateSpec(cfg.Spec, c.ConfigFile()+" (spec)"); err != nil && uc == nil {
+			return nil, fmt.Errorf("%w\nthe file was changed by hand, or by an older devk: fix it, or apply a config file with `devk up --config`", err)
 		}
 		if uc != nil {
-			if err := uc.unchangeable(cfg); err != nil {
+			if err := uc.Unchangeable(cfg); err != nil {
 				return nil, err
 			}
 		}
@@ -176,9 +178,9 @@ func Open(o Options) (*Cluster, error) {
 	}
 	if uc != nil {
 		c.Config.Spec = uc.Spec
-		c.Config.KeepTaint = uc.keepTaint()
+		c.Config.KeepTaint = uc.KeepTaint()
 		if len(uc.Nodes) > 0 {
-			c.Nodes, c.ControlPlanes, c.fileNodes = len(uc.Nodes), uc.controlPlanes(), uc.joinNodes()
+			c.Nodes, c.ControlPlanes, c.fileNodes = len(uc.Nodes), uc.ControlPlanes(), uc.JoinNodes()
 		}
 	}
 	if o.KeepTaint != nil {
@@ -192,9 +194,8 @@ func Open(o Options) (*Cluster, error) {
 	}
 	if o.CertValidity != nil {
 		c.Config.Spec.CertValidity = &metav1.Duration{Duration: *o.CertValidity}
-		p := &problems{file: "--cert-validity"}
-		if validateSpec(c.Config.Spec, p); p.err() != nil {
-			return nil, p.err()
+		if err := config.ValidateSpec(c.Config.Spec, "--cert-validity"); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
@@ -202,7 +203,7 @@ func Open(o Options) (*Cluster, error) {
 
 // place gives a new cluster its networks: the config file's, else the
 // defaults and a free node subnet.
-func (c *Cluster) place(uc *UserConfig) error {
+func (c *Cluster) place(uc *config.Cluster) error {
 	taken, err := hostNetworks(context.Background(), "")
 	if err != nil {
 		return fmt.Errorf("find a free subnet for the cluster's nodes: %w", err)
@@ -211,7 +212,7 @@ func (c *Cluster) place(uc *UserConfig) error {
 	if uc == nil {
 		return c.Config.PlaceAmong(others, taken)
 	}
-	c.Config.PodCIDR, c.Config.ServiceCIDR = uc.podSubnet(), uc.serviceSubnet()
+	c.Config.PodCIDR, c.Config.ServiceCIDR = uc.PodSubnet(), uc.ServiceSubnet()
 	if uc.Networking.NodeSubnet == "" {
 		// A free subnet that overlaps neither of the file's.
 		for _, s := range []string{c.Config.PodCIDR, c.Config.ServiceCIDR} {
@@ -222,9 +223,7 @@ func (c *Cluster) place(uc *UserConfig) error {
 	}
 	_, n, _ := net.ParseCIDR(uc.Networking.NodeSubnet)
 	if err := c.Config.PlaceAt(n, others, taken); err != nil {
-		p := uc.problemsAt()
-		p.add([]string{"networking", "nodeSubnet"}, "%v: choose another, or leave it out for a free one", err)
-		return p.err()
+		return uc.ErrorAt([]string{"networking", "nodeSubnet"}, "%v: choose another, or leave it out for a free one", err)
 	}
 	return nil
 }

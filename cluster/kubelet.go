@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
@@ -144,8 +145,8 @@ func ensureCgroupRoot(root string) error {
 const bootstrapKubeconfig = "bootstrap-kubelet"
 
 // kubeletFlags are the kubelet's flags as podSpec's are: devk's own
-// (files, names, addresses) and the defaults a config file's
-// kubelet.extraArgs may change. Its feature gates are in its config file.
+// (files, names, addresses; config.Owned lists them) and the defaults a
+// config file's kubelet.extraArgs may change. Its feature gates are in its config file.
 // n is the node it runs, p its files; a node that joined (any but node 0,
 // whose credential devk issues) gets its client certificate by TLS
 // bootstrap.
@@ -171,7 +172,7 @@ func kubeletFlags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, def
 // its flags sorted, the config file's extra args over the defaults.
 func (c *Cluster) kubeletArgs(n node) []string {
 	own, flags := kubeletFlags(c.Config, n.Paths, n.Net)
-	maps.Copy(flags, withoutOwned("kubelet", c.Config.Spec.Kubelet.ExtraArgs))
+	maps.Copy(flags, config.WithoutOwned(config.Kubelet, c.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
 	return append([]string{n.KubeletBinary()}, flagList(flags)...)
 }

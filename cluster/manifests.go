@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
@@ -94,8 +95,10 @@ func readinessProbe(host string, port int, path string, scheme corev1.URIScheme,
 // Its flags are in two maps. args are devk's own: every flag whose value
 // comes from the cluster's layout (addresses, ports, names, files and
 // networks), which a config file's extraArgs may not change (up
-// refuses). defaults are the other flags devk sets, which extraArgs may
-// change. A flag devk does not set at all, extraArgs may add.
+// refuses); config.Owned lists them, and TestOwnedFlagsAreRendered keeps
+// the two the same. defaults are the other flags devk sets, which
+// extraArgs may change. A flag devk does not set at all, extraArgs may
+// add.
 type podSpec struct {
 	args      map[string]string
 	defaults  map[string]string
@@ -327,44 +330,34 @@ var podSpecs = map[string]func(ManifestInput) podSpec{
 }
 
 // podComponents are the static pods a config file sets flags of, with
-// the key of each in the config file and the spec's part for it.
-var podComponents = map[string]struct {
-	key  string
-	spec func(*layout.Spec) *layout.Component
-}{
-	"kube-apiserver":          {"apiServer", func(s *layout.Spec) *layout.Component { return &s.APIServer }},
-	"kube-controller-manager": {"controllerManager", func(s *layout.Spec) *layout.Component { return &s.ControllerManager }},
-	"kube-scheduler":          {"scheduler", func(s *layout.Spec) *layout.Component { return &s.Scheduler }},
+// the key of each in the config file.
+var podComponents = map[string]string{
+	"kube-apiserver":          config.APIServer,
+	"kube-controller-manager": config.ControllerManager,
+	"kube-scheduler":          config.Scheduler,
 }
-
-// Flags devk sets from the spec's own keys (featureGates, runtimeConfig)
-// and nowhere else.
-const (
-	featureGatesFlag  = "feature-gates"
-	runtimeConfigFlag = "runtime-config"
-)
 
 // withSpec adds what the cluster's spec sets for pod name: its feature
 // gates and, for the API server, the runtime config as devk's own flags;
 // its extra args over the defaults.
 func withSpec(name string, spec layout.Spec, s podSpec) podSpec {
-	comp, ok := podComponents[name]
+	key, ok := podComponents[name]
 	if !ok {
 		return s
 	}
-	c := *comp.spec(&spec)
+	c := *config.SpecComponents(&spec)[key]
 	s.args = maps.Clone(s.args)
 	s.defaults = maps.Clone(s.defaults)
 	if s.defaults == nil {
 		s.defaults = map[string]string{}
 	}
 	if g := spec.Gates(c); len(g) > 0 {
-		s.args[featureGatesFlag] = gatesFlag(g)
+		s.args[config.FeatureGatesFlag] = gatesFlag(g)
 	}
 	if name == "kube-apiserver" && len(spec.RuntimeConfig) > 0 {
-		s.args[runtimeConfigFlag] = pairsFlag(spec.RuntimeConfig)
+		s.args[config.RuntimeConfigFlag] = pairsFlag(spec.RuntimeConfig)
 	}
-	maps.Copy(s.defaults, withoutOwned(comp.key, c.ExtraArgs))
+	maps.Copy(s.defaults, config.WithoutOwned(key, c.ExtraArgs))
 	return s
 }
 

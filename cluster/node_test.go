@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -219,7 +220,7 @@ func TestDrainStep(t *testing.T) {
 func TestNodesToJoin(t *testing.T) {
 	c := twoWorkers(t)
 	c.Nodes = 5
-	names := func(ns []UserNode) (out []string) {
+	names := func(ns []config.Node) (out []string) {
 		for _, n := range ns {
 			out = append(out, n.Role+":"+n.Name)
 		}
@@ -231,7 +232,7 @@ func TestNodesToJoin(t *testing.T) {
 	}
 	// Control planes join before workers; the file's names are used.
 	c.Nodes, c.ControlPlanes = 6, 3
-	c.fileNodes = []UserNode{{Role: layout.RoleControlPlane, Name: "cp-b"}, {Role: layout.RoleControlPlane}, {Role: layout.RoleWorker, Name: "w-x"}}
+	c.fileNodes = []config.Node{{Role: layout.RoleControlPlane, Name: "cp-b"}, {Role: layout.RoleControlPlane}, {Role: layout.RoleWorker, Name: "w-x"}}
 	got = names(c.nodesToJoin())
 	if want := []string{"worker:devk-worker", "worker:devk-worker2", "control-plane:cp-b", "control-plane:devk-control-plane2", "worker:w-x"}; !slices.Equal(got, want) {
 		t.Errorf("nodesToJoin %v, want %v", got, want)
@@ -239,7 +240,7 @@ func TestNodesToJoin(t *testing.T) {
 	// Up again with the file once some of its nodes joined: the names
 	// the cluster has are not joined twice.
 	c.Nodes, c.ControlPlanes = 4, 0
-	c.fileNodes = []UserNode{{Role: layout.RoleWorker}, {Role: layout.RoleWorker, Name: "devk-worker2"}, {Role: layout.RoleWorker, Name: "small"}}
+	c.fileNodes = []config.Node{{Role: layout.RoleWorker}, {Role: layout.RoleWorker, Name: "devk-worker2"}, {Role: layout.RoleWorker, Name: "small"}}
 	got = names(c.nodesToJoin())
 	if want := []string{"worker:devk-worker", "worker:devk-worker2", "worker:small"}; !slices.Equal(got, want) {
 		t.Errorf("nodesToJoin again %v, want %v", got, want)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
@@ -602,20 +603,20 @@ func nodesPhaseIf(c *Cluster) (bool, string) {
 // are started again if they are not running), then new control-plane
 // nodes until it has c.ControlPlanes, then new workers until it has
 // c.Nodes, named as the config file names them, else kind's way.
-func (c *Cluster) nodesToJoin() []UserNode {
+func (c *Cluster) nodesToJoin() []config.Node {
 	out, _ := c.nodesToJoinIn(c.Config) // Open checked (checkNodeCount)
 	return out
 }
 
 // nodesToJoinIn is nodesToJoin for cfg, and why it falls short of
 // c.Nodes, if it does.
-func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]UserNode, error) {
-	var out []UserNode
+func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]config.Node, error) {
+	var out []config.Node
 	for _, n := range cfg.Network.Nodes[min(1, len(cfg.Network.Nodes)):] {
 		if n.Leaving {
 			continue // node remove finishes it (runNodes says so)
 		}
-		out = append(out, UserNode{Role: n.Role, Name: n.Name})
+		out = append(out, config.Node{Role: n.Role, Name: n.Name})
 	}
 	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
 	cps, total := len(cfg.ControlPlanes()), max(1, len(cfg.Network.Nodes))
@@ -633,7 +634,7 @@ func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]UserNode, error) {
 			addErr = err
 			return false
 		}
-		out = append(out, UserNode{Role: role, Name: name})
+		out = append(out, config.Node{Role: role, Name: name})
 		total++
 		return true
 	}

@@ -3,44 +3,87 @@ package cluster
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	strictjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/layout"
 )
 
-// renderedFields are the JSON paths of the leaves of doc, a component's
-// config file rendered as JSON, as its Go type t has them: a struct is
-// walked into (a metav1.Duration is a leaf), anything else, maps
-// included, is a leaf. A key t lacks is an error.
-func renderedFields(t *testing.T, typ reflect.Type, doc map[string]any, prefix string) map[string]any {
-	t.Helper()
+// The table of what devk owns (config.Owned) is data that validation
+// reads; these tests keep it the same as what rendering sets.
+
+// TestOwnedFlagsAreRendered: config.Owned lists, for each component,
+// exactly the flags rendering passes from the cluster's layout (a
+// podSpec's args, kubeletFlags' own for node 0 and a joined node,
+// kubeProxyFlags), with every spec key set; feature-gates and
+// runtime-config come from the spec's own keys. No default is owned
+// (extraArgs could never change it).
+func TestOwnedFlagsAreRendered(t *testing.T) {
+	cfg := layout.NewConfig(layout.DefaultName)
+	cfg.Spec.FeatureGates = map[string]bool{"ComponentFlagz": true}
+	cfg.Spec.RuntimeConfig = map[string]string{"api/alpha": "true"}
+	in := ManifestInput{Config: cfg, Paths: layout.ClusterPaths("/", cfg.Name)}
+	pod := func(name string) (own, defaults map[string]string) {
+		s := withSpec(name, cfg.Spec, podSpecs[name](in))
+		return s.args, s.defaults
+	}
+	kubelet := func() (own, defaults map[string]string) {
+		own, defaults = kubeletFlags(cfg, in.Paths, layout.NodeNet{})
+		joined, _ := kubeletFlags(cfg, in.Paths, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})
+		maps.Copy(own, joined)
+		return own, defaults
+	}
+	rendered := map[string]func() (own, defaults map[string]string){
+		config.APIServer:         func() (map[string]string, map[string]string) { return pod("kube-apiserver") },
+		config.ControllerManager: func() (map[string]string, map[string]string) { return pod("kube-controller-manager") },
+		config.Scheduler:         func() (map[string]string, map[string]string) { return pod("kube-scheduler") },
+		config.Kubelet:           kubelet,
+		config.KubeProxy:         func() (map[string]string, map[string]string) { return kubeProxyFlags(), nil },
+	}
+	if got, want := slices.Sorted(maps.Keys(rendered)), slices.Sorted(maps.Keys(config.Owned)); !slices.Equal(got, want) {
+		t.Fatalf("rendered components %v, config.Owned has %v", got, want)
+	}
+	for comp, render := range rendered {
+		own, defaults := render()
+		maps.DeleteFunc(own, func(flag, _ string) bool {
+			return flag == config.FeatureGatesFlag || flag == config.RuntimeConfigFlag
+		})
+		got, want := slices.Sorted(maps.Keys(own)), slices.Sorted(slices.Values(config.Owned[comp].Flags))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: rendering sets %v from the layout, config.Owned[%s].Flags lists %v", comp, got, comp, want)
+		}
+		for flag := range defaults {
+			if w := config.WithoutOwned(comp, map[string]string{flag: "x"}); len(w) == 0 {
+				t.Errorf("%s: --%s is a default extraArgs may change, but devk owns it", comp, flag)
+			}
+		}
+	}
+}
+
+// configLeaves are the leaves of doc, a component's config file rendered
+// as JSON, by JSON path: a path the table lists is a leaf, and so is
+// any value that is not a mapping; other mappings are walked into.
+func configLeaves(doc map[string]any, table map[string]config.ConfigField, prefix string) map[string]any {
 	out := map[string]any{}
-	fields := jsonFields(typ)
 	for k, v := range doc {
 		if prefix == "" && (k == "apiVersion" || k == "kind") {
 			continue
 		}
-		ft, ok := fields[k]
-		if !ok {
-			t.Errorf("the rendered config has %s%s, which %s lacks", prefix, k, typ)
-			continue
+		path := prefix + k
+		if sub, isMap := v.(map[string]any); isMap {
+			if _, listed := table[path]; !listed {
+				maps.Copy(out, configLeaves(sub, table, path+"."))
+				continue
+			}
 		}
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		sub, isMap := v.(map[string]any)
-		if ft.Kind() == reflect.Struct && ft != reflect.TypeFor[metav1.Duration]() && isMap {
-			maps.Copy(out, renderedFields(t, ft, sub, prefix+k+"."))
-			continue
-		}
-		out[prefix+k] = v
+		out[path] = v
 	}
 	return out
 }
@@ -61,11 +104,11 @@ func decodeJSONMap(t *testing.T, data []byte, strictInto any) map[string]any {
 	return doc
 }
 
-// TestOwnedKubeletConfigFields: kubeletConfigFlags lists every field
-// KubeletConfigYAML writes (with each conditional field set), by the
-// JSON names of k8s.io/kubelet's KubeletConfiguration, and no other.
-// A field added to the rendering without saying which flag overrides
-// it, and whether extraArgs may, fails here.
+// TestOwnedKubeletConfigFields: config.Owned's kubelet ConfigFile lists
+// every field KubeletConfigYAML writes (with each conditional field set),
+// by the JSON names of k8s.io/kubelet's KubeletConfiguration, and no
+// other. A field added to the rendering without saying which flag
+// overrides it, and whether extraArgs may, fails here.
 func TestOwnedKubeletConfigFields(t *testing.T) {
 	cfg := layout.NewConfig(layout.DefaultName)
 	cfg.Spec.Kubelet.FeatureGates = map[string]bool{"KubeletTracing": true}
@@ -75,23 +118,23 @@ func TestOwnedKubeletConfigFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := decodeJSONMap(t, data, &kubeletconfig.KubeletConfiguration{})
-	got := renderedFields(t, reflect.TypeFor[kubeletconfig.KubeletConfiguration](), doc, "")
+	table := config.Owned[config.Kubelet].ConfigFile
+	got := configLeaves(decodeJSONMap(t, data, &kubeletconfig.KubeletConfiguration{}), table, "")
 	for path := range got {
-		if _, ok := kubeletConfigFlags[path]; !ok {
-			t.Errorf("KubeletConfigYAML writes %s, which kubeletConfigFlags lacks: add it with the flag that overrides it (AddKubeletConfigFlags), owned unless it is a tuning default", path)
+		if _, ok := table[path]; !ok {
+			t.Errorf("KubeletConfigYAML writes %s, which config.Owned lacks: add it with the flag that overrides it (AddKubeletConfigFlags), owned unless it is a tuning default", path)
 		}
 	}
-	for path := range kubeletConfigFlags {
+	for path := range table {
 		if _, ok := got[path]; !ok {
-			t.Errorf("kubeletConfigFlags lists %s, which KubeletConfigYAML does not write", path)
+			t.Errorf("config.Owned lists %s, which KubeletConfigYAML does not write", path)
 		}
 	}
 }
 
-// TestOwnedKubeProxyConfigFields: kubeProxyConfigFlags lists every field
-// kubeProxyConfigYAML sets (differs from an empty configuration's), and
-// no other.
+// TestOwnedKubeProxyConfigFields: config.Owned's kube-proxy ConfigFile
+// lists every field kubeProxyConfigYAML sets (differs from an empty
+// configuration's), and no other.
 func TestOwnedKubeProxyConfigFields(t *testing.T) {
 	cfg := layout.NewConfig(layout.DefaultName)
 	cfg.Spec.KubeProxy.FeatureGates = map[string]bool{"ComponentFlagz": true}
@@ -103,49 +146,28 @@ func TestOwnedKubeProxyConfigFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	typ := reflect.TypeFor[kubeproxyconfig.KubeProxyConfiguration]()
-	set := renderedFields(t, typ, decodeJSONMap(t, data, &kubeproxyconfig.KubeProxyConfiguration{}), "")
-	zero := renderedFields(t, typ, decodeJSONMap(t, empty, &kubeproxyconfig.KubeProxyConfiguration{}), "")
+	table := config.Owned[config.KubeProxy].ConfigFile
+	set := configLeaves(decodeJSONMap(t, data, &kubeproxyconfig.KubeProxyConfiguration{}), table, "")
+	zero := configLeaves(decodeJSONMap(t, empty, &kubeproxyconfig.KubeProxyConfiguration{}), table, "")
 	for path, v := range set {
-		_, listed := kubeProxyConfigFlags[path]
+		_, listed := table[path]
 		switch changed := !reflect.DeepEqual(v, zero[path]); {
 		case changed && !listed:
-			t.Errorf("kubeProxyConfigYAML sets %s, which kubeProxyConfigFlags lacks: add it with kube-proxy's flag for it", path)
+			t.Errorf("kubeProxyConfigYAML sets %s, which config.Owned lacks: add it with kube-proxy's flag for it", path)
 		case !changed && listed:
-			t.Errorf("kubeProxyConfigFlags lists %s, which kubeProxyConfigYAML does not set", path)
+			t.Errorf("config.Owned lists %s, which kubeProxyConfigYAML does not set", path)
+		}
+	}
+	for path := range table {
+		if _, ok := set[path]; !ok {
+			t.Errorf("config.Owned lists %s, which kubeProxyConfigYAML does not write", path)
 		}
 	}
 }
 
-// TestOwnedFlagsRefusedAndDropped: every flag devk owns, of every
-// component, is refused in extraArgs at its line with the reason, and
-// dropped by rendering from a spec that got past validation (a
-// cluster.json edited by hand); the tuning defaults stay the user's.
-func TestOwnedFlagsRefusedAndDropped(t *testing.T) {
-	for comp, flags := range ownFlags() {
-		for flag, why := range flags {
-			if flag == featureGatesFlag {
-				continue // refused with its own message
-			}
-			body := header + comp + ":\n  extraArgs:\n    " + flag + ": x\n"
-			_, err := DecodeUserConfig([]byte(body), "devk.yaml")
-			if want := "devk.yaml:5: " + comp + ".extraArgs." + flag + ": " + why + ": leave it out of extraArgs"; err == nil || err.Error() != want {
-				t.Errorf("%s.extraArgs.%s: %v, want %s", comp, flag, err, want)
-			}
-			if w := withoutOwned(comp, map[string]string{flag: "x", "v": "3"}); !maps.Equal(w, map[string]string{"v": "3"}) {
-				t.Errorf("rendering passes %s.extraArgs %v", comp, w)
-			}
-		}
-	}
-	for path, f := range kubeletConfigFlags {
-		if f.tunable && f.flag != "" {
-			if _, err := DecodeUserConfig([]byte(header+"kubelet:\n  extraArgs:\n    "+f.flag+": x\n"), "devk.yaml"); err != nil {
-				t.Errorf("%s (%s) is a tuning default extraArgs may change: %v", f.flag, path, err)
-			}
-		}
-	}
-
-	// Rendering, from a spec validation never saw.
+// TestOwnedFlagsDropped: rendering drops the flags devk owns from a
+// spec that got past no validation (a cluster.json edited by hand).
+func TestOwnedFlagsDropped(t *testing.T) {
 	c := mustOpenWith(t, t.TempDir(), "", "")
 	c.Config.Spec.Kubelet.ExtraArgs = map[string]string{"container-runtime-endpoint": "unix:///run/containerd/containerd.sock", "max-pods": "50"}
 	c.Config.Spec.APIServer.ExtraArgs = map[string]string{"anonymous-auth": "true", "authorization-mode": "AlwaysAllow", "audit-log-maxage": "3"}

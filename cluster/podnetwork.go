@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -21,7 +22,7 @@ import (
 // The pod network of a multi-node cluster, as kindnet makes it but set
 // from outside the nodes: each node's pods are on a CNI bridge in the
 // node's namespace, with addresses from the node's Node.spec.podCIDR (the
-// controller-manager allocates a /nodeCIDRMaskSize of the cluster's pod
+// controller-manager allocates a /config.NodeCIDRMaskSize of the cluster's pod
 // CIDR to each node, in order); every node has a route to every other
 // node's pod subnet through that node's address on devk's bridge; and a
 // node masquerades only what its pods send beyond the cluster's pod CIDR
@@ -35,17 +36,17 @@ const conflistName = "10-devk.conflist"
 const masqueradeComment = "devk: pod traffic leaving the cluster's pod network"
 
 // podSubnet is the first node's slice of the pod CIDR: the first
-// /nodeCIDRMaskSize, which the controller-manager gives the first node
+// /config.NodeCIDRMaskSize, which the controller-manager gives the first node
 // that registers (node 0).
 func podSubnet(podCIDR string) (string, error) {
 	_, n, err := net.ParseCIDR(podCIDR)
 	if err != nil || n.IP.To4() == nil {
 		return "", fmt.Errorf("pod CIDR %q: want an IPv4 CIDR such as 10.244.0.0/16", podCIDR)
 	}
-	if ones, _ := n.Mask.Size(); ones > nodeCIDRMaskSize {
+	if ones, _ := n.Mask.Size(); ones > config.NodeCIDRMaskSize {
 		return n.String(), nil
 	}
-	return (&net.IPNet{IP: n.IP.To4(), Mask: net.CIDRMask(nodeCIDRMaskSize, 32)}).String(), nil
+	return (&net.IPNet{IP: n.IP.To4(), Mask: net.CIDRMask(config.NodeCIDRMaskSize, 32)}).String(), nil
 }
 
 // podSubnetOf is node n's pod subnet: the Node's spec.podCIDR once

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,53 +13,23 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 )
 
-const header = "apiVersion: devk.dev/v1alpha1\nkind: Cluster\n"
+const header = "apiVersion: " + config.APIVersion + "\nkind: " + config.Kind + "\n"
 
-// fullConfig sets every key.
-const fullConfig = header + `name: dev
-certValidity: 10m
-featureGates:
-  ComponentFlagz: true
-  ComponentStatusz: false
-runtimeConfig:
-  api/alpha: "false"
-apiServer:
-  featureGates:
-    ComponentStatusz: true
-  extraArgs:
-    enable-admission-plugins: NodeRestriction,AlwaysPullImages
-    audit-log-maxage: "3"
-controllerManager:
-  extraArgs:
-    controllers: "*"
-scheduler:
-  extraArgs:
-    v: "4"
-kubelet:
-  featureGates:
-    KubeletTracing: false
-  extraArgs:
-    v: "3"
-    max-pods: "50"
-kubeProxy:
-  featureGates:
-    ComponentFlagz: false
-  extraArgs:
-    v: "2"
-networking:
-  podSubnet: 10.200.0.0/16
-  serviceSubnet: 10.100.0.0/16
-  nodeSubnet: 10.251.7.0/24
-addons:
-  coreDNS: false
-controlPlaneTaint: keep
-`
+// fullConfig sets every key but nodes (cluster/config's tests use it too).
+var fullConfig = func() string {
+	data, err := os.ReadFile("config/testdata/full.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
@@ -211,102 +180,6 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 				t.Errorf("addon/kube-proxy with addons.kubeProxy left out: run %v (%s), want KubeProxyRuns' %v", run, why, ok)
 			}
 		}
-	}
-}
-
-// TestUserConfigProblems: every problem names its key and line, and
-// says what is wanted.
-func TestUserConfigProblems(t *testing.T) {
-	for _, tc := range []struct {
-		name, body string
-		want       []string
-	}{
-		{"unknown key", header + "networking:\n  podSubnt: 10.0.0.0/16\n",
-			[]string{"devk.yaml:4: networking.podSubnt: unknown key (known here: nodeSubnet, podSubnet, serviceSubnet)"}},
-		{"unknown top-level key", header + "addon:\n  coreDNS: false\n", []string{"devk.yaml:3: addon: unknown key (known here: addons, apiServer,"}},
-		{"an empty key", header + "\"\": 1\n", []string{`devk.yaml:3: [""]: unknown key (known here: addons,`}},
-		{"a key's case", header + "FeatureGates: {}\n", []string{"devk.yaml:3: FeatureGates: unknown key (did you mean featureGates?)"}},
-		{"a repeated key", header + "addons:\n  coreDNS: false\n  coreDNS: true\n", []string{`line 5: key "coreDNS" already set`}},
-		{"a too short certificate life", header + "certValidity: 30s\n", []string{"devk.yaml:3: certValidity: is 30s: give a lifetime from 2m0s to"}},
-		{"a certificate life beyond the CAs'", header + "certValidity: 100000h\n", []string{"devk.yaml:3: certValidity: is 100000h0m0s"}},
-		{"a string for a bool", header + "addons:\n  kubeProxy: maybe\n", []string{"devk.yaml:4: addons.kubeProxy: is string, want true or false"}},
-		{"a bool for a string", header + "runtimeConfig:\n  api/all: true\n", []string{`devk.yaml:3: runtimeConfig: is bool, want a string (quote it`}},
-		{"not YAML", header + "networking: [\n", []string{"devk.yaml: not YAML"}},
-		{"no apiVersion", "kind: Cluster\n", []string{"devk.yaml: apiVersion: missing: the file starts with apiVersion: devk.dev/v1alpha1"}},
-		{"another kind", "apiVersion: devk.dev/v1alpha1\nkind: Config\n", []string{`devk.yaml:2: kind: is "Config", want Cluster`}},
-		{"another apiVersion", "apiVersion: kind.x-k8s.io/v1alpha4\nkind: Cluster\n", []string{`devk.yaml:1: apiVersion: is "kind.x-k8s.io/v1alpha4", want devk.dev/v1alpha1`}},
-		{"a bad name", header + "name: Dev_1\n", []string{"devk.yaml:3: name: "}},
-		{"not a CIDR", header + "networking:\n  podSubnet: 10.0.0.0/33\n", []string{`devk.yaml:4: networking.podSubnet: "10.0.0.0/33" is not a CIDR`}},
-		{"IPv6", header + "networking:\n  serviceSubnet: fd00::/108\n", []string{`devk.yaml:4: networking.serviceSubnet: "fd00::/108" is not IPv4`}},
-		{"not a network's address", header + "networking:\n  nodeSubnet: 10.251.3.1/24\n", []string{`devk.yaml:4: networking.nodeSubnet: "10.251.3.1/24" is not a network's address: did you mean 10.251.3.0/24?`}},
-		{"pods too small", header + "networking:\n  podSubnet: 10.200.0.0/25\n", []string{"networking.podSubnet: 10.200.0.0/25 is smaller than the /24 the controller-manager gives each node"}},
-		{"services too large", header + "networking:\n  serviceSubnet: 10.0.0.0/8\n", []string{"networking.serviceSubnet: 10.0.0.0/8 is larger than the API server takes: want /12 or smaller"}},
-		{"services too small", header + "networking:\n  serviceSubnet: 10.96.0.0/29\n", []string{"networking.serviceSubnet: 10.96.0.0/29 has no room for CoreDNS's Service"}},
-		{"nodes too small", header + "networking:\n  nodeSubnet: 10.251.0.0/31\n", []string{"networking.nodeSubnet: 10.251.0.0/31 has no room for the host's address and the node's: want /30 or larger"}},
-		{"pods overlap nodes", header + "networking:\n  podSubnet: 10.251.0.0/16\n  nodeSubnet: 10.251.3.0/24\n",
-			[]string{"devk.yaml:4: networking.podSubnet: networking.podSubnet 10.251.0.0/16 overlaps networking.nodeSubnet 10.251.3.0/24"}},
-		{"the default pods overlap nodes", header + "networking:\n  nodeSubnet: 10.244.3.0/24\n",
-			[]string{"devk.yaml:4: networking.nodeSubnet: the default podSubnet 10.244.0.0/16 overlaps networking.nodeSubnet 10.244.3.0/24"}},
-		{"services overlap nodes", header + "networking:\n  serviceSubnet: 10.251.0.0/16\n  nodeSubnet: 10.251.3.0/24\n",
-			[]string{"devk.yaml:4: networking.serviceSubnet: networking.serviceSubnet 10.251.0.0/16 overlaps networking.nodeSubnet"}},
-		{"services overlap pods", header + "networking:\n  serviceSubnet: 10.244.128.0/20\n",
-			[]string{"networking.serviceSubnet: 10.244.128.0/20 overlaps the default podSubnet 10.244.0.0/16"}},
-		{"devk's flags", header + "apiServer:\n  extraArgs:\n    etcd-servers: https://10.0.0.1:2379\n    advertise-address: 10.0.0.1\n    secure-port: \"443\"\n",
-			[]string{"devk.yaml:5: apiServer.extraArgs.etcd-servers: devk sets --etcd-servers from the cluster's layout, and a config file may not change it",
-				"devk.yaml:6: apiServer.extraArgs.advertise-address: devk sets --advertise-address", "devk.yaml:7: apiServer.extraArgs.secure-port: devk sets --secure-port"}},
-		{"devk's flags elsewhere", header + "kubelet:\n  extraArgs:\n    node-ip: 10.0.0.1\nkubeProxy:\n  extraArgs:\n    config: /x\nscheduler:\n  extraArgs:\n    bind-address: 0.0.0.0\ncontrollerManager:\n  extraArgs:\n    cluster-cidr: 10.0.0.0/8\n",
-			[]string{"kubelet.extraArgs.node-ip: devk sets --node-ip", "kubeProxy.extraArgs.config: devk sets --config", "scheduler.extraArgs.bind-address: devk sets", "controllerManager.extraArgs.cluster-cidr: devk sets"}},
-		// issue 33: what the kubelet's config file sets, and what keeps
-		// the components closed, is devk's too.
-		{"the kubelet's config file", header + "kubelet:\n  extraArgs:\n    container-runtime-endpoint: unix:///run/containerd/containerd.sock\n    pod-manifest-path: /etc/kubernetes/manifests\n    cgroup-root: /\n    address: 0.0.0.0\n    read-only-port: \"10255\"\n    anonymous-auth: \"true\"\n    authorization-mode: AlwaysAllow\n",
-			[]string{"devk.yaml:5: kubelet.extraArgs.container-runtime-endpoint: devk sets containerRuntimeEndpoint in the kubelet's config file, and --container-runtime-endpoint would override it: leave it out of extraArgs",
-				"devk.yaml:6: kubelet.extraArgs.pod-manifest-path: devk sets staticPodPath in the kubelet's config file",
-				"devk.yaml:7: kubelet.extraArgs.cgroup-root: devk sets cgroupRoot in the kubelet's config file",
-				"devk.yaml:8: kubelet.extraArgs.address: devk owns --address: it decides where the kubelet listens, which devk keeps to the node's own address",
-				"devk.yaml:9: kubelet.extraArgs.read-only-port: devk owns --read-only-port: it opens the kubelet's insecure, unauthenticated port",
-				"devk.yaml:10: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth: it decides who may use the kubelet's API",
-				"devk.yaml:11: kubelet.extraArgs.authorization-mode: devk owns --authorization-mode: it decides who may use the kubelet's API, which devk keeps to the cluster's own certificates and tokens (otherwise every user of this machine could run commands in any of the node's pods): leave it out of extraArgs"}},
-		{"the kubelet's defaults devk relies on", header + "kubelet:\n  extraArgs:\n    config-dir: /etc/kubelet.d\n    system-cgroups: /system\n    tls-cert-file: /x.crt\n",
-			[]string{"devk.yaml:5: kubelet.extraArgs.config-dir: devk owns --config-dir: its drop-in files would override",
-				"devk.yaml:6: kubelet.extraArgs.system-cgroups: devk owns --system-cgroups: it would put the kubelet's state, pods or cgroups outside the node's own",
-				"devk.yaml:7: kubelet.extraArgs.tls-cert-file: devk owns --tls-cert-file"}},
-		{"the API server's access", header + "apiServer:\n  extraArgs:\n    anonymous-auth: \"true\"\n    authorization-mode: AlwaysAllow\n    bind-address: 0.0.0.0\n    insecure-port: \"8080\"\n    token-auth-file: /tokens.csv\n",
-			[]string{"devk.yaml:5: apiServer.extraArgs.anonymous-auth: devk owns --anonymous-auth: it decides who may use the API server's API",
-				"devk.yaml:6: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode: it decides who may use the API server's API, which devk keeps to the cluster's own certificates and tokens (otherwise every user of this machine could take over the whole cluster",
-				"devk.yaml:7: apiServer.extraArgs.bind-address: devk sets --bind-address from the cluster's layout",
-				"devk.yaml:8: apiServer.extraArgs.insecure-port: devk owns --insecure-port: it opens the API server's insecure, unauthenticated port",
-				"devk.yaml:9: apiServer.extraArgs.token-auth-file: devk owns --token-auth-file"}},
-		{"the controllers' and kube-proxy's access", header + "controllerManager:\n  extraArgs:\n    bind-address: 0.0.0.0\nscheduler:\n  extraArgs:\n    authorization-always-allow-paths: /metrics\nkubeProxy:\n  extraArgs:\n    metrics-bind-address: 0.0.0.0:10249\n    conntrack-max-per-core: \"32768\"\n",
-			[]string{"devk.yaml:5: controllerManager.extraArgs.bind-address: devk sets --bind-address",
-				"devk.yaml:8: scheduler.extraArgs.authorization-always-allow-paths: devk owns --authorization-always-allow-paths",
-				"devk.yaml:11: kubeProxy.extraArgs.metrics-bind-address: devk owns --metrics-bind-address: it decides where the kube-proxy listens",
-				"devk.yaml:12: kubeProxy.extraArgs.conntrack-max-per-core: devk sets conntrack.maxPerCore in the kube-proxy's config file"}},
-		{"gates as a flag", header + "kubelet:\n  extraArgs:\n    feature-gates: A=true\n",
-			[]string{"kubelet.extraArgs.feature-gates: set feature gates with featureGates (every component) or kubelet.featureGates (this one)"}},
-		{"runtime config as a flag", header + "apiServer:\n  extraArgs:\n    runtime-config: api/all=true\n", []string{"apiServer.extraArgs.runtime-config: set the API server's runtime config with runtimeConfig"}},
-		{"dashes", header + "scheduler:\n  extraArgs:\n    --v: \"4\"\n", []string{"devk.yaml:5: scheduler.extraArgs.--v: write the flag's name without dashes: v"}},
-		{"a flag name", header + "scheduler:\n  extraArgs:\n    V Level: \"4\"\n", []string{`scheduler.extraArgs["V Level"]: is not a flag name`}},
-		{"a gate name", header + "featureGates:\n  component-flagz: true\n", []string{"devk.yaml:4: featureGates.component-flagz: is not a feature gate name"}},
-		{"a runtime config", header + "runtimeConfig:\n  \"api/all,api/beta\": \"true\"\n", []string{`runtimeConfig["api/all,api/beta"]: "api/all,api/beta=true": want an API group/version`}},
-		{"the taint", header + "controlPlaneTaint: NoSchedule\n", []string{`devk.yaml:3: controlPlaneTaint: is "NoSchedule", want keep or remove`}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeUserConfig([]byte(tc.body), "devk.yaml")
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not say %q:\n%v", w, err)
-				}
-			}
-		})
-	}
-	// Several problems are all reported, in the file's order.
-	_, err := DecodeUserConfig([]byte(header+"controlPlaneTaint: x\nnetworking:\n  podSubnet: x\n"), "devk.yaml")
-	var ue *UserConfigError
-	if !errors.As(err, &ue) || len(ue.Problems) != 2 || !strings.HasPrefix(ue.Problems[0], "devk.yaml:3:") || !strings.HasPrefix(ue.Problems[1], "devk.yaml:5:") {
-		t.Errorf("two problems: %v", err)
 	}
 }
 
@@ -598,50 +471,9 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	}
 }
 
-// TestDocsConfigExample: docs/cluster.md's example file is valid and
-// says what its comments say.
-func TestDocsConfigExample(t *testing.T) {
-	const page = "../docs/cluster.md"
-	text, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(text), "### `devk up --config FILE`")
-	if !ok {
-		t.Fatalf("%s has no devk up --config section", page)
-	}
-	_, rest, _ = strings.Cut(rest, "```yaml\n")
-	example, _, _ := strings.Cut(rest, "```")
-	u, err := DecodeUserConfig([]byte(example), "docs/cluster.md")
-	if err != nil {
-		t.Fatalf("the example in %s: %v", page, err)
-	}
-	if u.Name != "dev" || u.Networking.PodSubnet != layout.DefaultPodCIDR || u.Networking.ServiceSubnet != layout.DefaultServiceCIDR ||
-		u.ControlPlaneTaint != DefaultControlPlaneTaint || !layout.On(u.Addons.KubeProxy) || !layout.On(u.Addons.CoreDNS) {
-		t.Errorf("the example in %s does not show the defaults it says: %+v", page, u)
-	}
-}
-
+// TestUserConfigNodes: the file's nodes and --nodes/--control-planes
+// must agree; the file's nodes join in its order, control planes first.
 func TestUserConfigNodes(t *testing.T) {
-	u, err := DecodeUserConfig([]byte(header+"nodes:\n- role: control-plane\n- role: worker\n- role: worker\n  name: big\n- role: control-plane\n"), "devk.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []UserNode{{Role: layout.RoleControlPlane}, {Role: layout.RoleWorker}, {Role: layout.RoleWorker, Name: "big"}}; len(u.Nodes) != 4 || !slices.Equal(u.joinNodes(), want) || u.controlPlanes() != 2 {
-		t.Errorf("nodes %+v, join %+v, control planes %d", u.Nodes, u.joinNodes(), u.controlPlanes())
-	}
-	for _, tc := range []struct{ name, body, want string }{
-		{"worker first", "nodes:\n- role: worker\n", "devk.yaml:4: nodes[0].role: is \"worker\": the first node is the control plane"},
-		{"bad role", "nodes:\n- role: control-plane\n- role: boss\n", "nodes[1].role: is \"boss\", want control-plane or worker"},
-		{"bad name", "nodes:\n- role: control-plane\n- role: worker\n  name: Big_One\n", "nodes[1].name: node name \"Big_One\""},
-		{"same name", "nodes:\n- role: control-plane\n- {role: worker, name: w}\n- {role: worker, name: w}\n", "nodes[2].name: w is nodes[1]'s name too"},
-		{"control plane named", "nodes:\n- {role: control-plane, name: cp}\n", "nodes[0].name: the control-plane node is named by the cluster"},
-	} {
-		_, err := DecodeUserConfig([]byte(header+tc.body), "devk.yaml")
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
-	}
 	// --nodes and the file must agree.
 	home := t.TempDir()
 	file := writeConfig(t, header+"nodes:\n- role: control-plane\n- role: worker\n")
@@ -652,7 +484,7 @@ func TestUserConfigNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.nodesToJoin(); !slices.Equal(got, []UserNode{{layout.RoleWorker, "devk-worker"}, {layout.RoleWorker, "big"}}) {
+	if got := c.nodesToJoin(); !slices.Equal(got, []config.Node{{Role: layout.RoleWorker, Name: "devk-worker"}, {Role: layout.RoleWorker, Name: "big"}}) {
 		t.Errorf("the file's nodes join as %v", got)
 	}
 	if c.Config.HA() {
@@ -665,7 +497,7 @@ func TestUserConfigNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.nodesToJoin(); !slices.Equal(got, []UserNode{{layout.RoleControlPlane, "cp2"}, {layout.RoleWorker, "devk-worker"}}) {
+	if got := c.nodesToJoin(); !slices.Equal(got, []config.Node{{Role: layout.RoleControlPlane, Name: "cp2"}, {Role: layout.RoleWorker, Name: "devk-worker"}}) {
 		t.Errorf("the file's nodes join as %v", got)
 	}
 	if c.Config.ControlPlaneEndpoint != c.Config.Network.HostIP+":6443" {

@@ -55,7 +55,7 @@ Running it again on a healthy cluster changes nothing; on a half-made one it
 resumes. ` + "`devk down`" + ` removes everything. Needs root.
 
 --config FILE describes the cluster (apiVersion devk.dev/v1alpha1, kind
-Cluster; docs/cluster.md has every key): feature gates, the API server's runtime config,
+Cluster; docs/config.md has every key): feature gates, the API server's runtime config,
 extra flags per component, the pod, Service and node subnets, which addons
 to apply, the control-plane taint. It is checked in full before anything
 is made (an unknown key is an error) and remembered in cluster.json, so a

@@ -1,4 +1,4 @@
-package cluster
+package config
 
 import (
 	"reflect"
@@ -9,11 +9,11 @@ import (
 	"github.com/devk/devk/internal/layout"
 )
 
-// FuzzUserConfig: whatever the bytes, decoding a config file never
+// FuzzConfigFile: whatever the bytes, decoding a config file never
 // panics; a file it accepts names a valid cluster (or none), hands no
 // flag devk owns (a layout flag, a config-file field's, a security
-// setting: ownFlags) to extraArgs, and survives a write and a read unchanged.
-func FuzzUserConfig(f *testing.F) {
+// setting: Owned) to extraArgs, and survives a write and a read unchanged.
+func FuzzConfigFile(f *testing.F) {
 	f.Add([]byte(fullConfig))
 	f.Add([]byte(header))
 	f.Add([]byte(header + "networking:\n  podSubnet: 10.0.0.0/33\n"))
@@ -25,18 +25,16 @@ func FuzzUserConfig(f *testing.F) {
 	f.Add([]byte(`"":`))
 	own := ownFlags()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		u, err := DecodeUserConfig(data, "f.yaml")
+		u, err := Decode(data, "f.yaml")
 		if err != nil {
 			return
 		}
 		if u.Name != "" && layout.ValidateName(u.Name) != nil {
 			t.Fatalf("accepted name %q", u.Name)
 		}
-		comps := map[string]layout.Component{"apiServer": u.APIServer, "controllerManager": u.ControllerManager,
-			"scheduler": u.Scheduler, "kubelet": u.Kubelet, "kubeProxy": u.KubeProxy}
-		for name, c := range comps {
+		for name, c := range SpecComponents(&u.Spec) {
 			for flag := range c.ExtraArgs {
-				if _, ok := own[name][flag]; ok || flag == featureGatesFlag {
+				if _, ok := own[name][flag]; ok || flag == FeatureGatesFlag || flag == RuntimeConfigFlag {
 					t.Fatalf("accepted %s.extraArgs.%s, devk's flag", name, flag)
 				}
 			}
@@ -45,7 +43,7 @@ func FuzzUserConfig(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := DecodeUserConfig(again, "f.yaml")
+		back, err := Decode(again, "f.yaml")
 		if err != nil {
 			t.Fatalf("an accepted file does not read back: %v\n%s", err, again)
 		}
