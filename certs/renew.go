@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/failpoint"
@@ -30,6 +29,7 @@ import (
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // Renewal timing: every default once, here.

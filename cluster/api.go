@@ -24,9 +24,9 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	bootstrapsecrets "k8s.io/cluster-bootstrap/util/secrets"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // Client is a clientset with the super-admin credential (system:masters),

@@ -17,7 +17,6 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/devk/devk/cluster/loadbalancer"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -25,6 +24,7 @@ import (
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/join/certshare"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // How long a control-plane join waits, and how often it looks.

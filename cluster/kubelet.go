@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -26,6 +25,7 @@ import (
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // KubeletConfigInput is what the kubelet's config depends on.

@@ -18,13 +18,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/join"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // NodeOptions are what `devk node add` and `devk node remove` are told.

@@ -20,9 +20,9 @@ import (
 	strictjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/validname"
+	"github.com/devk/devk/pki"
 )
 
 // A cluster's config file, `devk up --config FILE`, in the spirit of
