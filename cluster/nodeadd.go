@@ -77,7 +77,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Config.APIServerURL() + "/readyz", "PATH"}, nil
 			},
-			Run: call((*NodeJob).runJoinPreflight),
+			Run: phase.Method((*NodeJob).runJoinPreflight),
 		},
 		{
 			Name:  "discovery",
@@ -86,7 +86,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
 					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(bootstrapKubeconfig)}
 			},
-			Run: call((*NodeJob).runDiscovery),
+			Run: phase.Method((*NodeJob).runDiscovery),
 		},
 		{
 			Name:  "register",
@@ -146,7 +146,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return []string{j.KubeletBinary(), j.Node.Kubeconfig(bootstrapKubeconfig)},
 					[]string{j.Node.KubeletBinary(), j.Node.KubeletConfig(), j.Node.Kubeconfig("kubelet"), j.Node.PIDFile("kubelet"), "node " + j.Node.Name()}
 			},
-			Run: call((*NodeJob).runJoinKubelet),
+			Run: phase.Method((*NodeJob).runJoinKubelet),
 		},
 		{
 			Name:  "etcd",
@@ -155,7 +155,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.peerURL(j.Node), j.Node.ManifestPath("etcd")}
 			},
-			Run: call((*NodeJob).runEtcdJoin),
+			Run: phase.Method((*NodeJob).runEtcdJoin),
 		},
 		{
 			Name:  "control-plane",
@@ -168,7 +168,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				}
 				return []string{j.ConfigFile() + " (images)", j.Node.PKI()}, outs
 			},
-			Run: call((*NodeJob).runNodeControlPlane),
+			Run: phase.Method((*NodeJob).runNodeControlPlane),
 		},
 		{
 			Name:  "pod-network",
@@ -176,7 +176,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{filepath.Join(j.Node.CNIConfDir(), conflistName), "routes in every node's netns"}
 			},
-			Run: call((*NodeJob).runJoinPodNetwork),
+			Run: phase.Method((*NodeJob).runJoinPodNetwork),
 		},
 		{
 			Name:  "load-balancer",
@@ -185,7 +185,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Config.NodeAPIServerURL(j.Node.IP()) + "/readyz"}, []string{j.loadBalancer().File}
 			},
-			Run: call((*NodeJob).runJoinLoadBalancer),
+			Run: phase.Method((*NodeJob).runJoinLoadBalancer),
 		},
 		{
 			Name:  "mark-control-plane",
@@ -202,7 +202,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"node " + j.Node.Name(), "daemonset kube-system/kube-proxy"}, nil
 			},
-			Run: call((*NodeJob).runJoinWait),
+			Run: phase.Method((*NodeJob).runJoinWait),
 		},
 		{
 			Name:  "record",

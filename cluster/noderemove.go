@@ -33,7 +33,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{j.ConfigFile()}
 			},
-			Run: call((*NodeJob).runMarkLeaving),
+			Run: phase.Method((*NodeJob).runMarkLeaving),
 		},
 		{
 			Name:  "drain",
@@ -41,13 +41,13 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"pods on node " + j.Node.Name()}, []string{"node " + j.Node.Name() + " (unschedulable)", "evictions"}
 			},
-			Run: call((*NodeJob).runDrain),
+			Run: phase.Method((*NodeJob).runDrain),
 		},
 		{
 			Name:  "load-balancer",
 			Short: "a control-plane node: take its API server out of HAProxy (no new connections), wait for those it has to end",
 			If:    behindLoadBalancer,
-			Run:   call((*NodeJob).runLeaveLoadBalancer),
+			Run:   phase.Method((*NodeJob).runLeaveLoadBalancer),
 		},
 		{
 			Name:  "etcd",
@@ -109,7 +109,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "node-object",
 			Short: "delete the Node object and the pods still bound to it (its DaemonSets')",
-			Run:   call((*NodeJob).runDeleteNode),
+			Run:   phase.Method((*NodeJob).runDeleteNode),
 		},
 		{
 			Name:  "files",
@@ -117,7 +117,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{j.Node.Dir}
 			},
-			Run: call((*NodeJob).runRemoveNodeFiles),
+			Run: phase.Method((*NodeJob).runRemoveNodeFiles),
 			// Needs are paths from the root of this job.
 			Needs: []string{"kubelet", "runtime", "mounts"},
 		},
