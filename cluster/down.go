@@ -112,7 +112,7 @@ func (c *Cluster) removePods(ctx context.Context, n node) (phase.Outcome, error)
 	if err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("%d pod sandboxes removed", removed), Changed: removed > 0}, nil
+	return phase.ChangedIf(removed > 0, "%d pod sandboxes removed", removed), nil
 }
 
 // isShimOf reports whether argv is a containerd shim serving the
@@ -155,7 +155,7 @@ func stopRuntime(ctx context.Context, n node) (phase.Outcome, error) {
 	if stopped {
 		state = "stopped"
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("containerd %s, %d shims stopped", state, len(shims)), Changed: stopped || len(shims) > 0}, nil
+	return phase.ChangedIf(stopped || len(shims) > 0, "containerd %s, %d shims stopped", state, len(shims)), nil
 }
 
 func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
@@ -165,13 +165,13 @@ func (c *Cluster) downRegistry(ctx context.Context) (phase.Outcome, error) {
 	}
 	rp := c.registryPaths()
 	if _, ok := rp.Procs().Running("registry"); !ok {
-		return phase.Outcome{Detail: fmt.Sprintf("%d forwarders stopped; devk's registry is not running", fwd), Changed: fwd > 0}, nil
+		return phase.ChangedIf(fwd > 0, "%d forwarders stopped; devk's registry is not running", fwd), nil
 	}
 	// The registry serves every cluster under DEVK_HOME: the last one
 	// down stops it.
 	for _, o := range layout.Configs(c.Home, c.Config.Name) {
 		if o.OwnRegistry {
-			return phase.Outcome{Detail: fmt.Sprintf("%d forwarders stopped; the registry is kept: cluster %s uses it", fwd, o.Name), Changed: fwd > 0}, nil
+			return phase.ChangedIf(fwd > 0, "%d forwarders stopped; the registry is kept: cluster %s uses it", fwd, o.Name), nil
 		}
 	}
 	if _, err := rp.Procs().Stop(ctx, "registry", downGrace); err != nil {
@@ -268,7 +268,7 @@ func (c *Cluster) downCgroups(ctx context.Context) (phase.Outcome, error) {
 			removed++
 		}
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("%d removed, %d leftover processes killed", removed, killed), Changed: removed > 0}, nil
+	return phase.ChangedIf(removed > 0, "%d removed, %d leftover processes killed", removed, killed), nil
 }
 
 // removeCgroupRoot removes a node's kubelet cgroup root in every

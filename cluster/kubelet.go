@@ -284,9 +284,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 		return phase.Done, err
 	}
 	if !started {
-		out := phase.Unchanged("kubelet running (pid %d)", pid)
-		out.Changed = binChanged || cfgChanged || argsChanged
-		return out, nil
+		return phase.ChangedIf(binChanged || cfgChanged || argsChanged, "kubelet running (pid %d)", pid), nil
 	}
 	if n.Name() == c.Config.NodeName {
 		c.kubeletStarted = t0

@@ -120,9 +120,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 					return phase.Done, err
 				}
 				made, err := j.wireNode(ctx, j.Node.Net)
-				out := phase.Unchanged("node %s at %s in netns %s", j.Node.Name(), j.Node.IP(), j.Node.Net.NetNS)
-				out.Changed = ch || made
-				return out, err
+				return phase.ChangedIf(ch || made, "node %s at %s in netns %s", j.Node.Name(), j.Node.IP(), j.Node.Net.NetNS), err
 			},
 		},
 		{
@@ -420,9 +418,7 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 		}
 		changed = changed || w
 	}
-	out := phase.Unchanged("%s, CA %s", d.Server, join.CAPin(cas[0]))
-	out.Changed = changed
-	return out, nil
+	return phase.ChangedIf(changed, "%s, CA %s", d.Server, join.CAPin(cas[0])), nil
 }
 
 // joinToken is the token the node joins with: --token, else the
@@ -528,9 +524,7 @@ func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) 
 	if err != nil {
 		return phase.Done, err
 	}
-	out := phase.Unchanged("pods %s; %d routes between nodes", cidr, routes)
-	out.Changed = changed || w
-	return out, nil
+	return phase.ChangedIf(changed || w, "pods %s; %d routes between nodes", cidr, routes), nil
 }
 
 func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {

@@ -87,7 +87,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			},
 			Run: on(func(ctx context.Context, n node) (phase.Outcome, error) {
 				removed, killed, err := removeCgroupRoot(ctx, n.Net.CgroupRoot)
-				return phase.Outcome{Detail: fmt.Sprintf("%d removed, %d leftover processes killed", removed, killed), Changed: removed > 0}, err
+				return phase.ChangedIf(removed > 0, "%d removed, %d leftover processes killed", removed, killed), err
 			}),
 		},
 		{
@@ -103,7 +103,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 					return phase.Done, err
 				}
 				did = append(did, fmt.Sprintf("%d routes", routes))
-				return phase.Outcome{Detail: "deleted " + strings.Join(did, ", "), Changed: len(did) > 1 || routes > 0}, nil
+				return phase.ChangedIf(len(did) > 1 || routes > 0, "deleted %s", strings.Join(did, ", ")), nil
 			},
 		},
 		{
@@ -284,7 +284,7 @@ func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("cordoned, %d pods evicted", len(evicted)), Changed: cordoned || len(evicted) > 0}, nil
+	return phase.ChangedIf(cordoned || len(evicted) > 0, "cordoned, %d pods evicted", len(evicted)), nil
 }
 
 // drainStep is one look of drain at the pods on the node: those to
@@ -337,7 +337,7 @@ func (j *NodeJob) runDeleteNode(ctx context.Context) (phase.Outcome, error) {
 		gone++
 	}
 	if !deleted {
-		return phase.Outcome{Detail: fmt.Sprintf("no Node %s; %d pods of it deleted", name, gone), Changed: gone > 0}, nil
+		return phase.ChangedIf(gone > 0, "no Node %s; %d pods of it deleted", name, gone), nil
 	}
 	return phase.Changed("deleted, and %d pods bound to it", gone), nil
 }
