@@ -318,7 +318,7 @@ func Phases() []*phase.Phase[*Job] {
 					changed++
 				}
 			}
-			return phase.Outcome{Detail: fmt.Sprintf("%d changed, %d unchanged", changed, len(j.Binaries)-changed), Changed: changed > 0}, nil
+			return phase.ChangedIf(changed > 0, "%d changed, %d unchanged", changed, len(j.Binaries)-changed), nil
 		},
 	})
 }

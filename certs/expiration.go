@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/pki"
 )
 
 // Files is where a node keeps what check-expiration reads: the PKI

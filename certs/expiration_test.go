@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // fixturePKI writes kubeadm's layout under a temporary directory: the

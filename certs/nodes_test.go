@@ -17,10 +17,10 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // sharedCAs are the CA files a joining control-plane node downloads

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/failpoint"
@@ -30,6 +29,7 @@ import (
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // Renewal timing: every default once, here.
@@ -163,78 +163,85 @@ type nodeRenewal struct {
 // RenewPhases are `devk certs renew` on one node: select, renew,
 // restart, verify, and on a devk cluster's first node kubeconfig-merge.
 func RenewPhases() []*phase.Phase[*RenewJob] {
+	node := func(j *RenewJob) *nodeRenewal { return j.node }
+	return append(phase.Map(nodeRenewalPhases(), node), mergeAdminPhase())
+}
+
+// nodeRenewalPhases are the node's own phases of RenewPhases, on the
+// node the job is at.
+func nodeRenewalPhases() []*phase.Phase[*nodeRenewal] {
 	needs := []string{"select"}
-	return []*phase.Phase[*RenewJob]{
+	return []*phase.Phase[*nodeRenewal]{
 		{
 			Name:  "select",
 			Short: "read the node's certificates and kubeconfigs, check each named one can be renewed (its CA's key is here) and that the node's runtime runs the static pods that use them",
-			IO: func(j *RenewJob) ([]string, []string) {
-				n := j.node
+			IO: func(n *nodeRenewal) ([]string, []string) {
 				return []string{n.Files.PKIDir, n.Files.KubeconfigDir, n.Files.ManifestsDir, n.CRISocket}, nil
 			},
-			Run: onNode((*nodeRenewal).sel),
+			Run: phase.Method((*nodeRenewal).sel),
 		},
 		{
 			Name:  "renew",
 			Short: "sign each anew from its CA (the node's copy of the shared CA): same subject, SANs, usages and key, new serial; each file written atomically after a copy (.devk-prev)",
 			Needs: needs,
-			IO: func(j *RenewJob) ([]string, []string) {
+			IO: func(n *nodeRenewal) ([]string, []string) {
 				var w []string
-				for _, c := range j.node.selected {
+				for _, c := range n.selected {
 					w = append(w, c.Path)
 				}
-				return []string{j.node.Files.PKIDir + " (CAs)"}, w
+				return []string{n.Files.PKIDir + " (CAs)"}, w
 			},
-			Run: onNode((*nodeRenewal).renew),
+			Run: phase.Method((*nodeRenewal).renew),
 		},
 		{
 			Name:  "restart",
 			Short: "behind a load balancer, take the node's API server out of it when its API server or etcd restarts (and stop those gracefully); remove the pod sandboxes of the static pods that use a renewed file, through CRI, so the kubelet recreates them from their unchanged manifests",
 			Needs: needs,
-			IO: func(j *RenewJob) ([]string, []string) {
-				w := []string{j.node.CRISocket + " (pod sandboxes of " + strings.Join(j.node.pods(), ", ") + ")"}
-				if j.node.TakeOut != nil {
-					w = append(w, "the load balancer's server "+j.node.Name+" (drained)")
+			IO: func(n *nodeRenewal) ([]string, []string) {
+				w := []string{n.CRISocket + " (pod sandboxes of " + strings.Join(n.pods(), ", ") + ")"}
+				if n.TakeOut != nil {
+					w = append(w, "the load balancer's server "+n.Name+" (drained)")
 				}
 				return nil, w
 			},
-			Run: onNode((*nodeRenewal).restart),
+			Run: phase.Method((*nodeRenewal).restart),
 		},
 		{
 			Name:  "verify",
 			Short: "wait until the node's API server, etcd, controller-manager and scheduler present the new serials on their ports (each that has its serving certificate as a file), its API server's /readyz is ok and every renewed kubeconfig authenticates as its subject (behind a load balancer, the node's API server is put back once its phases are done, and the next node waits until the load balancer's checks pass on it)",
 			Needs: needs,
-			IO: func(j *RenewJob) ([]string, []string) {
+			IO: func(*nodeRenewal) ([]string, []string) {
 				return []string{"the TLS ports of the API server, etcd, the controller-manager and the scheduler", "SelfSubjectReview"}, nil
 			},
-			Run: onNode((*nodeRenewal).verify),
-		},
-		{
-			Name:  mergePhase,
-			Short: "a devk cluster's first node's, when its admin.conf was renewed: put its new credentials into your kubeconfig's context devk-NAME, as devk up does",
-			Needs: []string{"select", "renew"},
-			If: func(j *RenewJob) (bool, string) {
-				switch {
-				case j.node.MergeAdmin == nil:
-					return false, "no context of yours has this node's admin.conf (devk up merges a devk cluster's first node's)"
-				case !slices.ContainsFunc(j.node.renewed, func(r *Renewed) bool { return r.Name == AdminConf }):
-					return false, AdminConf + " was not renewed"
-				}
-				return true, ""
-			},
-			IO: func(j *RenewJob) ([]string, []string) {
-				if j.node.MergeAdmin == nil {
-					return nil, nil
-				}
-				return []string{filepath.Join(j.node.Files.KubeconfigDir, AdminConf)}, []string{j.UserKubeconfig}
-			},
-			Run: func(ctx context.Context, j *RenewJob) (phase.Outcome, error) { return j.mergeAdmin(ctx) },
+			Run: phase.Method((*nodeRenewal).verify),
 		},
 	}
 }
 
-func onNode(f func(*nodeRenewal, context.Context) (phase.Outcome, error)) func(context.Context, *RenewJob) (phase.Outcome, error) {
-	return func(ctx context.Context, j *RenewJob) (phase.Outcome, error) { return f(j.node, ctx) }
+// mergeAdminPhase, RenewPhases' last, puts a devk cluster's first
+// node's renewed admin credentials into the user's kubeconfig.
+func mergeAdminPhase() *phase.Phase[*RenewJob] {
+	return &phase.Phase[*RenewJob]{
+		Name:  mergePhase,
+		Short: "a devk cluster's first node's, when its admin.conf was renewed: put its new credentials into your kubeconfig's context devk-NAME, as devk up does",
+		Needs: []string{"select", "renew"},
+		If: func(j *RenewJob) (bool, string) {
+			switch {
+			case j.node.MergeAdmin == nil:
+				return false, "no context of yours has this node's admin.conf (devk up merges a devk cluster's first node's)"
+			case !slices.ContainsFunc(j.node.renewed, func(r *Renewed) bool { return r.Name == AdminConf }):
+				return false, AdminConf + " was not renewed"
+			}
+			return true, ""
+		},
+		IO: func(j *RenewJob) ([]string, []string) {
+			if j.node.MergeAdmin == nil {
+				return nil, nil
+			}
+			return []string{filepath.Join(j.node.Files.KubeconfigDir, AdminConf)}, []string{j.UserKubeconfig}
+		},
+		Run: phase.Method((*RenewJob).mergeAdmin),
+	}
 }
 
 // Renew runs the pipeline on each node in turn. Every node's selection

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // TestRenewRefusesBeforeWriting: names renew cannot take, a CA without

@@ -193,7 +193,7 @@ func addonPhases() []*phase.Phase[*Cluster] {
 		IO: func(c *Cluster) ([]string, []string) {
 			return []string{"daemonset kube-system/kube-proxy", "deployment kube-system/coredns"}, nil
 		},
-		Run: call((*Cluster).runAddonWait),
+		Run: phase.Method((*Cluster).runAddonWait),
 	})
 }
 

@@ -24,9 +24,9 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	bootstrapsecrets "k8s.io/cluster-bootstrap/util/secrets"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // Client is a clientset with the super-admin credential (system:masters),
@@ -98,7 +98,7 @@ func (c *Cluster) runUploadConfig(ctx context.Context) (phase.Outcome, error) {
 	if changed {
 		n++
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("%d objects written", n), Changed: n > 0}, nil
+	return phase.ChangedIf(n > 0, "%d objects written", n), nil
 }
 
 const (
@@ -322,7 +322,7 @@ func (c *Cluster) runBootstrapToken(ctx context.Context) (phase.Outcome, error) 
 	if _, err := writeIfChanged(c.BootstrapToken(), []byte(token+"\n"), 0o600, ""); err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("token %s.… (%d objects written)", tok.ID, n), Changed: n > 0}, nil
+	return phase.ChangedIf(n > 0, "token %s.… (%d objects written)", tok.ID, n), nil
 }
 
 // clusterInfo is the kubeconfig of cluster-info: the API server's URL and

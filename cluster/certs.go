@@ -17,10 +17,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/devk/devk/certs"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // PKIConfig is what the certificate set depends on.

@@ -17,7 +17,6 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/devk/devk/cluster/loadbalancer"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -25,6 +24,7 @@ import (
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/join/certshare"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // How long a control-plane join waits, and how often it looks.
@@ -103,7 +103,7 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.PKI() + " (ca, front-proxy-ca, etcd/ca, sa)"}, []string{"secret kube-system/" + certshare.SecretName, j.Node.PKI()}
 			},
-			Run: call((*NodeJob).runDownloadCerts),
+			Run: phase.Method((*NodeJob).runDownloadCerts),
 		},
 		{
 			Name:  "certs",
@@ -111,7 +111,7 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Node.PKI() + " (the CAs)"}, []string{j.Node.PKI()}
 			},
-			Run: call((*NodeJob).runNodeCerts),
+			Run: phase.Method((*NodeJob).runNodeCerts),
 		},
 		{
 			Name:  "kubeconfig",
@@ -123,7 +123,7 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 				}
 				return []string{j.Node.PKI() + "/ca.key"}, outs
 			},
-			Run: call((*NodeJob).runNodeKubeconfigs),
+			Run: phase.Method((*NodeJob).runNodeKubeconfigs),
 		},
 	}
 }

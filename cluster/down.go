@@ -111,7 +111,7 @@ func (c *Cluster) removePods(ctx context.Context, n node) (phase.Outcome, error)
 	if err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("%d pod sandboxes removed", removed), Changed: removed > 0}, nil
+	return phase.ChangedIf(removed > 0, "%d pod sandboxes removed", removed), nil
 }
 
 // isShimOf reports whether argv is a containerd shim serving the
@@ -154,7 +154,7 @@ func stopRuntime(ctx context.Context, n node) (phase.Outcome, error) {
 	if stopped {
 		state = "stopped"
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("containerd %s, %d shims stopped", state, len(shims)), Changed: stopped || len(shims) > 0}, nil
+	return phase.ChangedIf(stopped || len(shims) > 0, "containerd %s, %d shims stopped", state, len(shims)), nil
 }
 
 func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {
@@ -243,7 +243,7 @@ func (c *Cluster) downCgroups(ctx context.Context) (phase.Outcome, error) {
 			removed++
 		}
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("%d removed, %d leftover processes killed", removed, killed), Changed: removed > 0}, nil
+	return phase.ChangedIf(removed > 0, "%d removed, %d leftover processes killed", removed, killed), nil
 }
 
 // removeCgroupRoot removes a node's kubelet cgroup root in every

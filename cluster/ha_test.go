@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // threeControlPlanes is a cluster made with --control-planes 3.

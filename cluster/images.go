@@ -95,11 +95,8 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	if err := c.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{
-		Detail: fmt.Sprintf("%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
-			progress.Round(built), len(ij.Images)+1, progress.Round(time.Since(t1))),
-		Changed: changed,
-	}, nil
+	return phase.ChangedIf(changed, "%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
+		progress.Round(built), len(ij.Images)+1, progress.Round(time.Since(t1))), nil
 }
 
 // remoteOptions reach registries with this home's registry credential
@@ -167,7 +164,7 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	if err := c.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("from %s: %s", c.ImagesFrom, c.imagesSummary()), Changed: changed}, nil
+	return phase.ChangedIf(changed, "from %s: %s", c.ImagesFrom, c.imagesSummary()), nil
 }
 
 // ImagesTag is --images-tag: the tag (or digest) of each component's

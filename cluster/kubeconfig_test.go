@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // newTestCluster is a cluster in a temp dir with its CA made.

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -27,6 +26,7 @@ import (
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // KubeletConfigInput is what the kubelet's config depends on.
@@ -285,9 +285,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 		return phase.Done, err
 	}
 	if !started {
-		out := phase.Unchanged("kubelet running (pid %d)", pid)
-		out.Changed = binChanged || cfgChanged || argsChanged
-		return out, nil
+		return phase.ChangedIf(binChanged || cfgChanged || argsChanged, "kubelet running (pid %d)", pid), nil
 	}
 	if n.Name() == c.Config.NodeName {
 		c.kubeletStarted = t0

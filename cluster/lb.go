@@ -82,8 +82,7 @@ func (c *Cluster) runLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	out := phase.Unchanged("%s on %s, %d API servers", act, lb.Config.Frontend, len(lb.Config.Backends))
-	out.Changed = act != loadbalancer.Unchanged || len(back) > 0
+	out := phase.ChangedIf(act != loadbalancer.Unchanged || len(back) > 0, "%s on %s, %d API servers", act, lb.Config.Frontend, len(lb.Config.Backends))
 	if len(back) > 0 {
 		out.Detail += "; put back " + strings.Join(back, ", ")
 	}

@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // imageBinDir is where the component images keep their binary.

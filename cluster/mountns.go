@@ -102,7 +102,7 @@ func removeNodeMounts(ctx context.Context, n node) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	out := phase.Outcome{Detail: fmt.Sprintf("%d unmounted", unmounted), Changed: had || unmounted > 0}
+	out := phase.ChangedIf(had || unmounted > 0, "%d unmounted", unmounted)
 	if had {
 		out.Detail = "mount namespace ended; " + out.Detail
 	}

@@ -138,12 +138,10 @@ func (c *Cluster) runNetwork(ctx context.Context) (phase.Outcome, error) {
 	}
 	cp := c.Config.ControlPlane()
 	nw := c.Config.Network
-	out := phase.Unchanged("node %s at %s in netns %s; host %s on %s", cp.Name, cp.IP, cp.NetNS, nw.HostIP, nw.HostBridge)
 	if len(nw.Nodes) > 1 {
-		out = phase.Unchanged("%d nodes at %s…; host %s on %s", len(nw.Nodes), cp.IP, nw.HostIP, nw.HostBridge)
+		return phase.ChangedIf(changed, "%d nodes at %s…; host %s on %s", len(nw.Nodes), cp.IP, nw.HostIP, nw.HostBridge), nil
 	}
-	out.Changed = changed
-	return out, nil
+	return phase.ChangedIf(changed, "node %s at %s in netns %s; host %s on %s", cp.Name, cp.IP, cp.NetNS, nw.HostIP, nw.HostBridge), nil
 }
 
 // wireBridge makes devk's bridge on the host, with the host's address on

@@ -18,7 +18,6 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/devk/devk/cluster/config"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -26,6 +25,7 @@ import (
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/join"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // NodeOptions are what `devk node add` and `devk node remove` are told.
@@ -78,7 +78,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Config.APIServerURL() + "/readyz", "PATH"}, nil
 			},
-			Run: call((*NodeJob).runJoinPreflight),
+			Run: phase.Method((*NodeJob).runJoinPreflight),
 		},
 		{
 			Name:  "discovery",
@@ -87,7 +87,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
 					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(bootstrapKubeconfig)}
 			},
-			Run: call((*NodeJob).runDiscovery),
+			Run: phase.Method((*NodeJob).runDiscovery),
 		},
 		{
 			Name:  "register",
@@ -121,9 +121,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 					return phase.Done, err
 				}
 				made, err := j.wireNode(ctx, j.Node.Net)
-				out := phase.Unchanged("node %s at %s in netns %s", j.Node.Name(), j.Node.IP(), j.Node.Net.NetNS)
-				out.Changed = ch || made
-				return out, err
+				return phase.ChangedIf(ch || made, "node %s at %s in netns %s", j.Node.Name(), j.Node.IP(), j.Node.Net.NetNS), err
 			},
 		},
 		{
@@ -147,7 +145,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return []string{j.KubeletBinary(), j.Node.Kubeconfig(bootstrapKubeconfig)},
 					[]string{j.Node.KubeletBinary(), j.Node.KubeletConfig(), j.Node.Kubeconfig("kubelet"), j.Node.PIDFile("kubelet"), "node " + j.Node.Name()}
 			},
-			Run: call((*NodeJob).runJoinKubelet),
+			Run: phase.Method((*NodeJob).runJoinKubelet),
 		},
 		{
 			Name:  "etcd",
@@ -156,7 +154,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.peerURL(j.Node), j.Node.ManifestPath("etcd")}
 			},
-			Run: call((*NodeJob).runEtcdJoin),
+			Run: phase.Method((*NodeJob).runEtcdJoin),
 		},
 		{
 			Name:  "control-plane",
@@ -169,7 +167,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				}
 				return []string{j.ConfigFile() + " (images)", j.Node.PKI()}, outs
 			},
-			Run: call((*NodeJob).runNodeControlPlane),
+			Run: phase.Method((*NodeJob).runNodeControlPlane),
 		},
 		{
 			Name:  "pod-network",
@@ -177,7 +175,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{filepath.Join(j.Node.CNIConfDir(), conflistName), "routes in every node's netns"}
 			},
-			Run: call((*NodeJob).runJoinPodNetwork),
+			Run: phase.Method((*NodeJob).runJoinPodNetwork),
 		},
 		{
 			Name:  "load-balancer",
@@ -186,7 +184,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Config.NodeAPIServerURL(j.Node.IP()) + "/readyz"}, []string{j.loadBalancer().File}
 			},
-			Run: call((*NodeJob).runJoinLoadBalancer),
+			Run: phase.Method((*NodeJob).runJoinLoadBalancer),
 		},
 		{
 			Name:  "mark-control-plane",
@@ -203,7 +201,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"node " + j.Node.Name(), "daemonset kube-system/kube-proxy"}, nil
 			},
-			Run: call((*NodeJob).runJoinWait),
+			Run: phase.Method((*NodeJob).runJoinWait),
 		},
 		{
 			Name:  "record",
@@ -421,9 +419,7 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 		}
 		changed = changed || w
 	}
-	out := phase.Unchanged("%s, CA %s", d.Server, join.CAPin(cas[0]))
-	out.Changed = changed
-	return out, nil
+	return phase.ChangedIf(changed, "%s, CA %s", d.Server, join.CAPin(cas[0])), nil
 }
 
 // joinToken is the token the node joins with: --token, else the
@@ -529,9 +525,7 @@ func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) 
 	if err != nil {
 		return phase.Done, err
 	}
-	out := phase.Unchanged("pods %s; %d routes between nodes", cidr, routes)
-	out.Changed = changed || w
-	return out, nil
+	return phase.ChangedIf(changed || w, "pods %s; %d routes between nodes", cidr, routes), nil
 }
 
 func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {

@@ -33,7 +33,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{j.ConfigFile()}
 			},
-			Run: call((*NodeJob).runMarkLeaving),
+			Run: phase.Method((*NodeJob).runMarkLeaving),
 		},
 		{
 			Name:  "drain",
@@ -41,13 +41,13 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"pods on node " + j.Node.Name()}, []string{"node " + j.Node.Name() + " (unschedulable)", "evictions"}
 			},
-			Run: call((*NodeJob).runDrain),
+			Run: phase.Method((*NodeJob).runDrain),
 		},
 		{
 			Name:  "load-balancer",
 			Short: "a control-plane node: take its API server out of HAProxy (no new connections), wait for those it has to end",
 			If:    behindLoadBalancer,
-			Run:   call((*NodeJob).runLeaveLoadBalancer),
+			Run:   phase.Method((*NodeJob).runLeaveLoadBalancer),
 		},
 		{
 			Name:  "etcd",
@@ -87,7 +87,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			},
 			Run: on(func(ctx context.Context, n node) (phase.Outcome, error) {
 				removed, killed, err := removeCgroupRoot(ctx, n.Net.CgroupRoot)
-				return phase.Outcome{Detail: fmt.Sprintf("%d removed, %d leftover processes killed", removed, killed), Changed: removed > 0}, err
+				return phase.ChangedIf(removed > 0, "%d removed, %d leftover processes killed", removed, killed), err
 			}),
 		},
 		{
@@ -103,13 +103,13 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 					return phase.Done, err
 				}
 				did = append(did, fmt.Sprintf("%d routes", routes))
-				return phase.Outcome{Detail: "deleted " + strings.Join(did, ", "), Changed: len(did) > 1 || routes > 0}, nil
+				return phase.ChangedIf(len(did) > 1 || routes > 0, "deleted %s", strings.Join(did, ", ")), nil
 			},
 		},
 		{
 			Name:  "node-object",
 			Short: "delete the Node object and the pods still bound to it (its DaemonSets')",
-			Run:   call((*NodeJob).runDeleteNode),
+			Run:   phase.Method((*NodeJob).runDeleteNode),
 		},
 		{
 			Name:  "files",
@@ -117,7 +117,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{j.Node.Dir}
 			},
-			Run: call((*NodeJob).runRemoveNodeFiles),
+			Run: phase.Method((*NodeJob).runRemoveNodeFiles),
 			// Needs are paths from the root of this job.
 			Needs: []string{"kubelet", "runtime", "mounts"},
 		},
@@ -284,7 +284,7 @@ func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	return phase.Outcome{Detail: fmt.Sprintf("cordoned, %d pods evicted", len(evicted)), Changed: cordoned || len(evicted) > 0}, nil
+	return phase.ChangedIf(cordoned || len(evicted) > 0, "cordoned, %d pods evicted", len(evicted)), nil
 }
 
 // drainStep is one look of drain at the pods on the node: those to
@@ -337,7 +337,7 @@ func (j *NodeJob) runDeleteNode(ctx context.Context) (phase.Outcome, error) {
 		gone++
 	}
 	if !deleted {
-		return phase.Outcome{Detail: fmt.Sprintf("no Node %s; %d pods of it deleted", name, gone), Changed: gone > 0}, nil
+		return phase.ChangedIf(gone > 0, "no Node %s; %d pods of it deleted", name, gone), nil
 	}
 	return phase.Changed("deleted, and %d pods bound to it", gone), nil
 }

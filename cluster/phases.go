@@ -13,11 +13,6 @@ import (
 	"github.com/devk/devk/registry"
 )
 
-// call makes a method of a job's state (Cluster, NodeJob) a phase's Run.
-func call[S any](m func(S, context.Context) (phase.Outcome, error)) func(context.Context, S) (phase.Outcome, error) {
-	return func(ctx context.Context, s S) (phase.Outcome, error) { return m(s, ctx) }
-}
-
 // UpPhases are `devk up`, kubeadm's init phases made for a laptop.
 func UpPhases() []*phase.Phase[*Cluster] {
 	var controlPlane []*phase.Phase[*Cluster]
@@ -31,7 +26,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH", bridgeNFCallIPTables, "iptables -S FORWARD"}, []string{c.ConfigFile()}
 			},
-			Run: call((*Cluster).runPreflight),
+			Run: phase.Method((*Cluster).runPreflight),
 		},
 		{
 			Name:  "network",
@@ -48,7 +43,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				}
 				return []string{"ip route (the host's, to keep clear of)"}, outs
 			},
-			Run: call((*Cluster).runNetwork),
+			Run: phase.Method((*Cluster).runNetwork),
 		},
 		{
 			Name:  "load-balancer",
@@ -58,7 +53,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				lb := c.loadBalancer()
 				return nil, []string{lb.File, lb.Config.Frontend, lb.Procs.PIDFile(loadbalancer.ProcessName)}
 			},
-			Run: call((*Cluster).runLoadBalancer),
+			Run: phase.Method((*Cluster).runLoadBalancer),
 		},
 		{
 			Name:  "runtime",
@@ -66,7 +61,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{c.MountNS(), filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
 			},
-			Run: call((*Cluster).runRuntime),
+			Run: phase.Method((*Cluster).runRuntime),
 		},
 		{
 			Name:  "registry",
@@ -74,7 +69,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, append([]string{c.Config.Registry, c.registryPaths().RegistryRoot(), c.registryPaths().PIDFile(registry.ProcessName)}, c.forwarders().Mirrors()...)
 			},
-			Run: call((*Cluster).runRegistry),
+			Run: phase.Method((*Cluster).runRegistry),
 		},
 		{
 			Name:  "images",
@@ -86,7 +81,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				}
 				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,devk-iptables-base,coredns,pause}", c.ConfigFile(), c.KubectlPath()}
 			},
-			Run: call((*Cluster).runImages),
+			Run: phase.Method((*Cluster).runImages),
 		},
 		{Name: "certs", Short: "kubeadm's certificate set (reused while valid)", Children: certPhases()},
 		{Name: "kubeconfig", Short: "kubeconfigs for admin, super-admin, controller-manager, scheduler, kubelet", Children: kubeconfigPhases()},
@@ -98,7 +93,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("kubelet")}, []string{c.KubeletBinary(), c.KubeletConfig(), c.PIDFile("kubelet"), c.LogFile("kubelet")}
 			},
-			Run: call((*Cluster).runKubeletStart),
+			Run: phase.Method((*Cluster).runKubeletStart),
 		},
 		{
 			Name:  "pull",
@@ -106,7 +101,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.ConfigFile() + " (images)"}, []string{c.ContainerdSocket() + " (images)"}
 			},
-			Run: call((*Cluster).runPull),
+			Run: phase.Method((*Cluster).runPull),
 		},
 		{
 			Name:  "wait-control-plane",
@@ -114,7 +109,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Config.APIServerURL() + "/readyz", c.Logs()}, nil
 			},
-			Run: call((*Cluster).runWait),
+			Run: phase.Method((*Cluster).runWait),
 		},
 		{
 			Name:  "pod-network",
@@ -122,7 +117,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{"node " + c.Config.NodeName + " spec.podCIDR"}, []string{c.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
 			},
-			Run: call((*Cluster).runPodNetwork),
+			Run: phase.Method((*Cluster).runPodNetwork),
 		},
 		{
 			Name:  "certs-expiry",
@@ -137,7 +132,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				}
 				return []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)"}, nil
 			},
-			Run: call((*Cluster).runCertsExpiry),
+			Run: phase.Method((*Cluster).runCertsExpiry),
 		},
 		{
 			Name:  "upload-config",
@@ -145,7 +140,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.ConfigFile()}, []string{"configmap kube-system/" + ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
 			},
-			Run: call((*Cluster).runUploadConfig),
+			Run: phase.Method((*Cluster).runUploadConfig),
 		},
 		{
 			Name:  "mark-control-plane",
@@ -153,7 +148,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"node " + c.Config.NodeName}
 			},
-			Run: call((*Cluster).runMarkControlPlane),
+			Run: phase.Method((*Cluster).runMarkControlPlane),
 		},
 		{
 			Name:  "bootstrap-token",
@@ -161,7 +156,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", c.BootstrapToken()}
 			},
-			Run: call((*Cluster).runBootstrapToken),
+			Run: phase.Method((*Cluster).runBootstrapToken),
 		},
 		{
 			Name:  "kubelet-finalize",
@@ -169,7 +164,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("kubelet")}, []string{filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem"), c.Kubeconfig("kubelet")}
 			},
-			Run: call((*Cluster).runKubeletFinalize),
+			Run: phase.Method((*Cluster).runKubeletFinalize),
 		},
 		{
 			Name:  "kubeconfig-merge",
@@ -177,7 +172,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
-			Run: call((*Cluster).MergeUserKubeconfig),
+			Run: phase.Method((*Cluster).MergeUserKubeconfig),
 		},
 		{
 			Name:  "nodes",
@@ -190,7 +185,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				}
 				return []string{c.BootstrapToken(), c.KubeletBinary()}, append(outs, c.ConfigFile())
 			},
-			Run: call((*Cluster).runNodes),
+			Run: phase.Method((*Cluster).runNodes),
 		},
 		// Last: the addons are what a cluster needs to run pods, not to
 		// be used, so a failure here leaves the user's context in place.
@@ -213,15 +208,10 @@ func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
 	}
 }
 
-func needs[S any](p *phase.Phase[S], paths ...string) *phase.Phase[S] {
-	p.Needs = paths
-	return p
-}
-
 // DownPhases are `devk down`: stop what up started, remove what it made.
 func DownPhases() []*phase.Phase[*Cluster] {
 	p := func(name, short string, f func(*Cluster, context.Context) (phase.Outcome, error)) *phase.Phase[*Cluster] {
-		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: call(f)}
+		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: phase.Method(f)}
 	}
 	return []*phase.Phase[*Cluster]{
 		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),
@@ -233,7 +223,7 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		p("cgroups", "remove the kubepods and k8s.io cgroups (killing anything left in them)", (*Cluster).downCgroups),
 		p("network", "stop anything left in the node's network namespace, delete it (its veth goes with it), devk's FORWARD rule (up --allow-bridge-forward) and devk's bridge on the host", (*Cluster).downNetwork),
 		p("kubeconfig", "remove context devk-NAME from your kubeconfig", (*Cluster).downKubeconfig),
-		needs(p("files", "remove the cluster directory (--keep-data keeps pki, etcd and cluster.json); refuses while anything is mounted beneath it or the kubelet or containerd runs", (*Cluster).downFiles), "mounts", "kubelet", "runtime"),
+		phase.Needs(p("files", "remove the cluster directory (--keep-data keeps pki, etcd and cluster.json); refuses while anything is mounted beneath it or the kubelet or containerd runs", (*Cluster).downFiles), "mounts", "kubelet", "runtime"),
 	}
 }
 

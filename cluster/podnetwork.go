@@ -230,9 +230,7 @@ func (c *Cluster) runPodNetwork(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	out := phase.Unchanged("%s has pods %s; %d routes between nodes", n.Name(), cidr, routes)
-	out.Changed = changed
-	return out, nil
+	return phase.ChangedIf(changed, "%s has pods %s; %d routes between nodes", n.Name(), cidr, routes), nil
 }
 
 // describeRoutes is podRoutes for a plan.

@@ -382,9 +382,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 	if started {
 		return phase.Changed("containerd started (pid %d)", pid), nil
 	}
-	out := phase.Unchanged("containerd running (pid %d)", pid)
-	out.Changed = changed
-	return out, nil
+	return phase.ChangedIf(changed, "containerd running (pid %d)", pid), nil
 }
 
 func containerdBinary() string {

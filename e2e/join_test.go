@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/join"
+	"github.com/devk/devk/pki"
 )
 
 // TestJoinDiscovery runs a joining node's discovery against the shared

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/etcdwatch/etcdtest"
+	"github.com/devk/devk/pki"
 )
 
 // ensure writes each spec under dir with the PKI code `devk up` uses.

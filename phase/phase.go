@@ -55,12 +55,18 @@ type Outcome struct {
 
 // Changed is the outcome of a phase that changed something.
 func Changed(format string, args ...any) Outcome {
-	return Outcome{Detail: fmt.Sprintf(format, args...), Changed: true}
+	return ChangedIf(true, format, args...)
 }
 
 // Unchanged is the outcome of a phase that found its work done.
 func Unchanged(format string, args ...any) Outcome {
-	return Outcome{Detail: fmt.Sprintf(format, args...)}
+	return ChangedIf(false, format, args...)
+}
+
+// ChangedIf is the outcome of a phase whose detail reads the same either
+// way and that changed something exactly when changed is true.
+func ChangedIf(changed bool, format string, args ...any) Outcome {
+	return Outcome{Detail: fmt.Sprintf(format, args...), Changed: changed}
 }
 
 // Done is the outcome of a phase with nothing to report.

@@ -266,3 +266,23 @@ func TestOutcome(t *testing.T) {
 		t.Fatalf("wait outcome %+v, run changed %v", out, res.Changed())
 	}
 }
+
+func TestOutcomeHelpers(t *testing.T) {
+	tests := []struct {
+		name string
+		got  Outcome
+		want Outcome
+	}{
+		{name: "changed", got: Changed("%d written", 2), want: Outcome{Detail: "2 written", Changed: true}},
+		{name: "unchanged", got: Unchanged("%d written", 0), want: Outcome{Detail: "0 written"}},
+		{name: "changed if true", got: ChangedIf(true, "pid %d", 7), want: Outcome{Detail: "pid 7", Changed: true}},
+		{name: "changed if false", got: ChangedIf(false, "pid %d", 7), want: Outcome{Detail: "pid 7"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Fatalf("got %+v, want %+v", tc.got, tc.want)
+			}
+		})
+	}
+}

@@ -36,7 +36,7 @@ func Phases() []*phase.Phase[*Job] {
 				return []string{filepath.Join(work, "*.swap.json"), filepath.Join(work, "*.yaml.swapping")},
 					[]string{filepath.Join(j.Node.ManifestsDir, "*.yaml") + " (only of interrupted swaps)"}
 			},
-			Run: run((*Job).resume),
+			Run: phase.Method((*Job).resume),
 		},
 		{
 			Name:  "select",
@@ -48,7 +48,7 @@ func Phases() []*phase.Phase[*Job] {
 				}
 				return []string{j.statePath(), filepath.Join(j.Node.ManifestsDir, "*.yaml"), workloads}, nil
 			},
-			Run: run((*Job).runSelect),
+			Run: phase.Method((*Job).runSelect),
 		},
 		{
 			Name:  "registry",
@@ -77,7 +77,7 @@ func Phases() []*phase.Phase[*Job] {
 				}
 				return refs, nil
 			},
-			Run: run((*Job).checkRegistry),
+			Run: phase.Method((*Job).checkRegistry),
 		},
 		kubectlPhase(),
 		kubeletPhase(),
@@ -91,11 +91,6 @@ func Phases() []*phase.Phase[*Job] {
 		ps = append(ps, addonPhases(w))
 	}
 	return ps
-}
-
-// run adapts a method of Job to a phase's Run.
-func run(f func(*Job, context.Context) (phase.Outcome, error)) func(context.Context, *Job) (phase.Outcome, error) {
-	return func(ctx context.Context, j *Job) (phase.Outcome, error) { return f(j, ctx) }
 }
 
 // podPhases swap one static pod.

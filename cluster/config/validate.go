@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/validname"
+	"github.com/devk/devk/pki"
 )
 
 const (

@@ -12,10 +12,10 @@ import (
 
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 // ExitExpiring is check-expiration's status when --fail-within finds a

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/devk/devk/certs"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/pki"
 )
 
 // TestPickControlPlanes: which nodes of a devk cluster the certs

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/devk/devk/cluster"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/interrupt"
+	"github.com/devk/devk/pki"
 )
 
 // TestExitStatus runs devk as main does and checks the status scripts

@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
 )
 
 func newUpCmd(g *globalOptions) *cobra.Command {

@@ -33,10 +33,10 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	bootstrapsecrets "k8s.io/cluster-bootstrap/util/secrets"
 
-	"github.com/devk/devk/cluster/pki"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/pki"
 )
 
 // kubeadm's names, which both sides of a join must agree on.

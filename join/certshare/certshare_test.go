@@ -27,7 +27,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 
-	"github.com/devk/devk/cluster/pki"
+	"github.com/devk/devk/pki"
 )
 
 // kubeadm's files and their Secret keys (copycerts.go certsToTransfer and
@@ -52,7 +52,7 @@ const (
 )
 
 // testPKI is a control-plane node's shared files: the three CAs and the
-// service-account key pair, made by cluster/pki as `devk up` makes them.
+// service-account key pair, made by pki as `devk up` makes them.
 func testPKI(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
