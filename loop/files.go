@@ -84,13 +84,3 @@ func Ignored(root, path string) bool {
 	}
 	return false
 }
-
-// ModuleFile reports whether path is a file that changes the dependency
-// set itself (go.mod, go.work): then the watched dirs are recomputed.
-func ModuleFile(path string) bool {
-	switch filepath.Base(path) {
-	case "go.mod", "go.work":
-		return true
-	}
-	return false
-}
