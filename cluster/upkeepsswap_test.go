@@ -24,7 +24,10 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 		t.Fatalf("first write: %v, %+v; want a change", err, out)
 	}
 	m := swap.ManifestFor(c.Manifests(), sp.Name)
-	if _, err := m.SetImage(ctx, sp.Name, swapped, nil); err != nil {
+	if _, err := m.Begin(sp.Name, swapped); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WriteImage(sp.Name, swapped); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Finish(); err != nil {

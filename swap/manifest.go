@@ -5,7 +5,6 @@
 package swap
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -226,33 +225,6 @@ func (m Manifest) WriteImage(container, image string) error {
 		return fmt.Errorf("%w (is %s on the same filesystem as %s?)", err, m.WorkDir, m.Path)
 	}
 	return nil
-}
-
-// SetImage is a swap's manifest steps in one call, for those who change
-// a manifest as a swap does without running the swap (tests of what
-// reads it): Begin, then handover (when not nil; see Vacate), then
-// WriteImage. If ctx is canceled during the hand-over, or the new
-// manifest cannot be written, the old one is put back at once and the
-// error wraps ErrPutBack. It returns the image it replaced.
-func (m Manifest) SetImage(ctx context.Context, container, image string, handover func()) (string, error) {
-	old, err := m.Begin(container, image)
-	if err != nil {
-		return "", err
-	}
-	if ctx.Err() != nil {
-		// Interrupted before the node was touched: nothing to undo.
-		return old, errors.Join(context.Cause(ctx), m.Discard())
-	}
-	if handover != nil {
-		handover()
-	}
-	if ctx.Err() != nil {
-		return old, m.putBack(container, fmt.Errorf("interrupted during the hand-over: %w", context.Cause(ctx)))
-	}
-	if err := m.WriteImage(container, image); err != nil {
-		return old, m.putBack(container, err)
-	}
-	return old, nil
 }
 
 // putBack restores the backup after a hand-over that went no further.

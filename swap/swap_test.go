@@ -3,6 +3,7 @@ package swap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,7 @@ const newImage = "localhost:5000/kube-apiserver@sha256:2222222222222222222222222
 
 func TestSetImageAndRestore(t *testing.T) {
 	m := writeManifest(t)
-	old, err := m.SetImage(context.Background(), "kube-apiserver", newImage, nil)
+	old, err := setImage(context.Background(), m, "kube-apiserver", newImage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestInterruptedSwapKeepsHistory(t *testing.T) {
 	ctx := context.Background()
 	m := writeManifest(t)
 	first := imageOf(t, m.Path)
-	if _, err := m.SetImage(ctx, "kube-apiserver", newImage, nil); err != nil {
+	if _, err := setImage(ctx, m, "kube-apiserver", newImage, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Finish(); err != nil {
@@ -136,7 +137,7 @@ func TestInterruptedSwapKeepsHistory(t *testing.T) {
 		t.Fatalf("pending backup left after Finish: %v", err)
 	}
 	// A second swap, "killed" after its new manifest was written.
-	if _, err := m.SetImage(ctx, "kube-apiserver", thirdImage, nil); err != nil {
+	if _, err := setImage(ctx, m, "kube-apiserver", thirdImage, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := imageOf(t, m.BackupPath()); got != first {
@@ -158,7 +159,7 @@ func TestInterruptedSwapKeepsHistory(t *testing.T) {
 	}
 	// A kill between Finish's two steps: .prev is new, the journal still
 	// there; a restore then uses .prev.
-	if _, err := m.SetImage(ctx, "kube-apiserver", thirdImage, nil); err != nil {
+	if _, err := setImage(ctx, m, "kube-apiserver", thirdImage, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(m.PendingPath(), m.BackupPath()); err != nil {
@@ -176,7 +177,7 @@ func TestCanceledHandoverPutsTheOldManifestBack(t *testing.T) {
 	m := writeManifest(t)
 	old := imageOf(t, m.Path)
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err := m.SetImage(ctx, "kube-apiserver", newImage, func() {
+	_, err := setImage(ctx, m, "kube-apiserver", newImage, func() {
 		if err := m.Vacate(); err != nil {
 			t.Fatal(err)
 		}
@@ -195,16 +196,16 @@ func TestCanceledHandoverPutsTheOldManifestBack(t *testing.T) {
 
 func TestSetImageErrors(t *testing.T) {
 	m := writeManifest(t)
-	if _, err := m.SetImage(context.Background(), "etcd", newImage, nil); err != nil {
+	if _, err := setImage(context.Background(), m, "etcd", newImage, nil); err != nil {
 		t.Fatalf("the only container should be chosen: %v", err)
 	}
 	missing := ManifestFor(t.TempDir(), "kube-scheduler")
-	if _, err := missing.SetImage(context.Background(), "kube-scheduler", newImage, nil); err == nil || !strings.Contains(err.Error(), "devk up") {
+	if _, err := setImage(context.Background(), missing, "kube-scheduler", newImage, nil); err == nil || !strings.Contains(err.Error(), "devk up") {
 		t.Fatalf("missing manifest: %v", err)
 	}
 	bad := writeManifest(t)
 	os.WriteFile(bad.Path, []byte("kind: ConfigMap\n"), 0o600)
-	if _, err := bad.SetImage(context.Background(), "x", newImage, nil); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
+	if _, err := setImage(context.Background(), bad, "x", newImage, nil); err == nil || !strings.Contains(err.Error(), "not a static Pod") {
 		t.Fatalf("configmap: %v", err)
 	}
 	if data, _ := os.ReadFile(bad.Path); string(data) != "kind: ConfigMap\n" {
@@ -275,4 +276,30 @@ func TestInstallBinary(t *testing.T) {
 	if _, err := InstallBinary(ctx, filepath.Join(dir, "missing"), dest, nil); err == nil || !strings.Contains(err.Error(), "build it first") {
 		t.Fatalf("missing source: %v", err)
 	}
+}
+
+// setImage is a swap's manifest steps on m in one call, for the tests of
+// the manifest steps: Begin, then handover (when not nil; see Vacate),
+// then WriteImage. If ctx is canceled during the hand-over, or the new
+// manifest cannot be written, the old one is put back at once and the
+// error wraps ErrPutBack. It returns the image it replaced.
+func setImage(ctx context.Context, m Manifest, container, image string, handover func()) (string, error) {
+	old, err := m.Begin(container, image)
+	if err != nil {
+		return "", err
+	}
+	if ctx.Err() != nil {
+		// Interrupted before the node was touched: nothing to undo.
+		return old, errors.Join(context.Cause(ctx), m.Discard())
+	}
+	if handover != nil {
+		handover()
+	}
+	if ctx.Err() != nil {
+		return old, m.putBack(container, fmt.Errorf("interrupted during the hand-over: %w", context.Cause(ctx)))
+	}
+	if err := m.WriteImage(container, image); err != nil {
+		return old, m.putBack(container, err)
+	}
+	return old, nil
 }
