@@ -210,21 +210,13 @@ func (a API) Info(ctx context.Context) (map[string]string, error) {
 	return info, nil
 }
 
-// WaitIdle waits, up to DrainTimeout, until server in backend has no
+// WaitIdleWithin waits, up to timeout, until server in backend has no
 // session left; it must be taken out first (Drain or Maint), or new
-// sessions would keep coming.
-func (a API) WaitIdle(ctx context.Context, backend, server string) error {
-	return a.waitIdle(ctx, backend, server, DrainTimeout)
-}
-
-// WaitIdleWithin is WaitIdle bounded by timeout instead: for a caller
-// that stops the server gracefully next, whose long-lived connections
-// (watches) end only then.
+// sessions would keep coming. A watch through the server ends only when
+// its API server shuts down, so a caller that stops the server next
+// bounds this wait by what it can spare and leaves the rest to the
+// graceful shutdown.
 func (a API) WaitIdleWithin(ctx context.Context, backend, server string, timeout time.Duration) error {
-	return a.waitIdle(ctx, backend, server, timeout)
-}
-
-func (a API) waitIdle(ctx context.Context, backend, server string, timeout time.Duration) error {
 	var last Stat
 	err := wait.PollUntilContextTimeout(ctx, drainPollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		s, err := a.Server(ctx, backend, server)

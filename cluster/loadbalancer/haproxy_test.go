@@ -44,6 +44,9 @@ const (
 
 // requireHAProxy fails, never skips, without the binary: CI installs it,
 // and a skipped test would hide that it does not.
+// idleWithin bounds the tests' waits for a drained server to be idle.
+const idleWithin = 30 * time.Second
+
 func requireHAProxy(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(DefaultBinary); err != nil {
@@ -380,12 +383,12 @@ func TestDrainMaintReady(t *testing.T) {
 	if name, err := get(held, l); err != nil || name != "a" {
 		t.Errorf("the held connection to a answered %q, %v while a drains; want a", name, err)
 	}
-	if err := api.waitIdle(ctx, BackendName, "a", 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "still has 1 sessions") {
-		t.Errorf("waitIdle with a session held = %v; want it to time out naming 1 session", err)
+	if err := api.WaitIdleWithin(ctx, BackendName, "a", 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "still has 1 sessions") {
+		t.Errorf("WaitIdleWithin with a session held = %v; want it to time out naming 1 session", err)
 	}
 	held.CloseIdleConnections()
 	start := time.Now()
-	if err := api.WaitIdle(ctx, BackendName, "a"); err != nil {
+	if err := api.WaitIdleWithin(ctx, BackendName, "a", idleWithin); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("a idle %s after the held connection closed", time.Since(start).Round(time.Millisecond))
@@ -416,7 +419,7 @@ func TestDrainMaintReady(t *testing.T) {
 		{"unknown state", func() error { return api.SetState(ctx, BackendName, "a", "off") }, `use "ready", "drain" or "maint"`},
 		{"not a server name", func() error { return api.SetState(ctx, BackendName, "a b", Drain) }, "not a proxy or server name"},
 		{"stat of an unknown server", func() error { _, err := api.Server(ctx, BackendName, "zz"); return err }, "no server apiservers/zz (its servers there: a, b)"},
-		{"wait for a server in use", func() error { return api.WaitIdle(ctx, BackendName, "b") }, "and takes new connections: set its state to drain first"},
+		{"wait for a server in use", func() error { return api.WaitIdleWithin(ctx, BackendName, "b", idleWithin) }, "and takes new connections: set its state to drain first"},
 		{"two lines", func() error { _, err := api.Command(ctx, "show info\nshow stat"); return err }, "one line only"},
 		{"no socket", func() error { _, err := API{Socket: l.Config.StatsSocket + ".none"}.Stats(ctx); return err }, "is haproxy running? start the load balancer first"},
 	} {

@@ -49,10 +49,7 @@ const (
 
 	// commandTimeout bounds one runtime API command on the stats socket.
 	commandTimeout = 5 * time.Second
-	// DrainTimeout bounds WaitIdle, the wait for a drained server's last
-	// sessions to end. A watch through it ends when its API server shuts
-	// down, not before: a caller that gets this timeout stops the server
-	// anyway and its clients watch again through another.
-	DrainTimeout      = 30 * time.Second
+	// drainPollInterval is how often WaitIdleWithin asks for a drained
+	// server's sessions.
 	drainPollInterval = 100 * time.Millisecond
 )
