@@ -2,14 +2,12 @@ package debbase
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/execx"
 )
 
@@ -30,7 +28,7 @@ func Fetch(ctx context.Context, dir string, pkgs []Package) ([]string, error) {
 			return nil, fmt.Errorf("apt's index names the file %q for %s: refusing it as a cache file name", p.Filename, p.Name)
 		}
 		paths[i] = filepath.Join(dir, name)
-		if sum, err := fileSHA256(paths[i]); err == nil && sum == p.SHA256 {
+		if sum, err := build.FileSHA256(paths[i]); err == nil && sum == p.SHA256 {
 			continue
 		}
 		missing = append(missing, p)
@@ -64,7 +62,7 @@ func Fetch(ctx context.Context, dir string, pkgs []Package) ([]string, error) {
 	}
 	for _, e := range entries {
 		f := filepath.Join(tmp, e.Name())
-		if sum, err := fileSHA256(f); err == nil {
+		if sum, err := build.FileSHA256(f); err == nil {
 			got[sum] = f
 		}
 	}
@@ -90,17 +88,4 @@ func containsPackage(ps []Package, p Package) bool {
 		}
 	}
 	return false
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
