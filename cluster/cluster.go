@@ -49,8 +49,8 @@ type Options struct {
 	ImagesFrom string
 	// ImagesTag is the tag of the images in ImagesFrom (e.g. v1.34.4).
 	ImagesTag string
-	// Kubeconfig is the user's kubeconfig that gets context devk-<name>;
-	// empty means $KUBECONFIG, else ~/.kube/config.
+	// UserKubeconfig is the user's kubeconfig that gets context
+	// devk-<name>; empty means $KUBECONFIG, else ~/.kube/config.
 	UserKubeconfig string
 	// WaitTimeout bounds wait-control-plane; zero means
 	// DefaultWaitTimeout.

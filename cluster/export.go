@@ -329,6 +329,7 @@ func (e *exporter) fill(rel string, fill func(io.Writer) error) error {
 	return ferr
 }
 
+// write writes data to rel.
 func (e *exporter) write(rel string, data []byte) {
 	_ = e.fill(rel, func(w io.Writer) error {
 		_, err := w.Write(data)
@@ -347,6 +348,8 @@ func (e *exporter) copyLog(rel, src string) bool {
 	return e.copyFrom(rel, src, supervise.OpenLog)
 }
 
+// copyFrom copies what open gives for src to rel; a src that cannot be
+// opened or read is missed.
 func (e *exporter) copyFrom(rel, src string, open func(string) (io.ReadCloser, error)) bool {
 	in, err := open(src)
 	if err != nil {
