@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/etcdwatch"
@@ -110,8 +111,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
-	f.DurationVar(&o.EtcdCommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each etcd member call of a control-plane node may take (with quorum lost it fails after this)")
+	addNodeOptionsFlags(f, &o)
 	f.BoolVar(&o.ControlPlane, "control-plane", false, "join a control-plane node: the shared certificates by upload-certs, its own etcd member, API server, controller-manager and scheduler (a cluster made with --control-planes 2 or more: it has the load balancer)")
 	f.StringVar(&o.Token, "token", "", "bootstrap token to join with, <id>.<secret> (kubeadm's --token; default: the cluster's own, renewed when it expires within an hour); every user of the machine sees it in the process list while the node joins: prefer --token-file")
 	f.StringVar(&tokenFile, "token-file", "", "read the bootstrap token to join with from FILE, or from stdin with -, where other users cannot see it (as --token otherwise)")
@@ -120,6 +120,12 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 	phase.Bind(cmd, cluster.JoinPhases(), &flags)
 	resultHelp(cmd, nodeResult{}, false)
 	return cmd
+}
+
+// addNodeOptionsFlags adds the flags node add and node remove share.
+func addNodeOptionsFlags(f *pflag.FlagSet, o *cluster.NodeOptions) {
+	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
+	f.DurationVar(&o.EtcdCommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each etcd member call of a control-plane node may take (with quorum lost it fails after this)")
 }
 
 // maxTokenFile bounds what --token-file reads: a token is 23 bytes.
@@ -205,8 +211,7 @@ cluster (` + "`devk down`" + `). Needs root.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
-	f.DurationVar(&o.EtcdCommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each etcd member call of a control-plane node may take (with quorum lost it fails after this)")
+	addNodeOptionsFlags(f, &o)
 	phase.Bind(cmd, cluster.RemovePhases(), &flags)
 	resultHelp(cmd, nodeResult{}, false)
 	return cmd
