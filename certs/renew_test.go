@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
@@ -23,18 +24,7 @@ func TestRenewRefusesBeforeWriting(t *testing.T) {
 	if err := os.Remove(pki.KeyPath(f.PKIDir, "front-proxy-ca")); err != nil {
 		t.Fatal(err)
 	}
-	snapshot := func() map[string]string {
-		out := map[string]string{}
-		filepath.WalkDir(filepath.Dir(f.PKIDir), func(p string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				data, _ := os.ReadFile(p)
-				out[p] = string(data)
-			}
-			return nil
-		})
-		return out
-	}
-	before := snapshot()
+	before := testutil.DirSnapshot(t, filepath.Dir(f.PKIDir))
 	socket := filepath.Join(t.TempDir(), "none.sock")
 	for _, tc := range []struct {
 		names []string
@@ -52,7 +42,7 @@ func TestRenewRefusesBeforeWriting(t *testing.T) {
 			t.Errorf("renew %v: %v, want %q", tc.names, err, tc.want)
 		}
 	}
-	after := snapshot()
+	after := testutil.DirSnapshot(t, filepath.Dir(f.PKIDir))
 	if len(after) != len(before) {
 		t.Fatalf("files: %d before, %d after", len(before), len(after))
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/devk/devk/internal/testutil"
 )
 
 // TestImagePushPullRun builds the real kube-apiserver, pushes it with
@@ -95,7 +97,7 @@ func TestImagePushPullRun(t *testing.T) {
 // port with its storage in dir, and returns host:port.
 func startDockerRegistry(t *testing.T, dir string) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	cfg := filepath.Join(dir, "registry.yml")
 	err := os.WriteFile(cfg, []byte(fmt.Sprintf(`version: 0.1
 log:
@@ -204,16 +206,6 @@ func (c *containerd) must(t *testing.T, args ...string) string {
 		t.Fatalf("ctr %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitFor(t *testing.T, what string, logs *bytes.Buffer, ok func() bool) {

@@ -22,6 +22,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image/debbase"
 	"github.com/devk/devk/internal/testtree"
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/phase"
 )
 
@@ -53,15 +54,6 @@ func main() {
 }
 `
 
-func needDebian(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"apt-cache", "apt-get", "dpkg-deb", "dpkg"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("not a Debian machine (%s: %v): the iptables base is made with apt and dpkg-deb", tool, err)
-		}
-	}
-}
-
 // kubeProxyTree is the fixture tree with a cmd/kube-proxy.
 func kubeProxyTree(t *testing.T) string {
 	t.Helper()
@@ -85,7 +77,7 @@ func kubeProxyTree(t *testing.T) string {
 // image, it finds and runs iptables and conntrack. A second push changes
 // nothing and uploads nothing; a fresh cache gives the same digests.
 func TestKubeProxyOnIptablesBase(t *testing.T) {
-	needDebian(t)
+	testutil.NeedDebian(t)
 	t.Setenv("SOURCE_DATE_EPOCH", "")
 	ctx := context.Background()
 	reg, addr := newTestRegistry(t)

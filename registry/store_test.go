@@ -1,9 +1,6 @@
 package registry
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,42 +10,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-)
 
-// snapshot is every name under dir with its type, mode and content (or
-// link target): equal snapshots mean nothing under dir changed.
-func snapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			v += " -> " + target
-		case fi.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(data)
-			v += " " + hex.EncodeToString(sum[:])
-		}
-		out[p] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+	"github.com/devk/devk/internal/testutil"
+)
 
 func sameSnapshot(t *testing.T, before, after map[string]string) {
 	t.Helper()
@@ -170,7 +134,7 @@ func TestSymlinksLeadNowhere(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(outside, uploadPrefix+"1"), []byte("not an upload"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			before := snapshot(t, outside)
+			before := testutil.DirSnapshot(t, outside)
 
 			if tc.beforeStart {
 				tc.plant(t, root, outside)
@@ -181,7 +145,7 @@ func TestSymlinksLeadNowhere(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("refused to start: %v", err)
-				sameSnapshot(t, before, snapshot(t, outside))
+				sameSnapshot(t, before, testutil.DirSnapshot(t, outside))
 				return
 			}
 			t.Cleanup(func() { r.Close() })
@@ -213,7 +177,7 @@ func TestSymlinksLeadNowhere(t *testing.T) {
 			if !tc.wantPushed && err == nil {
 				t.Error("the push succeeded through a link out of the root")
 			}
-			sameSnapshot(t, before, snapshot(t, outside))
+			sameSnapshot(t, before, testutil.DirSnapshot(t, outside))
 		})
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/internal/testutil"
 )
 
 // These tests run the real HAProxy (Debian's 2.6) in front of TLS servers
@@ -92,16 +93,6 @@ func (b *backend) server() Backend {
 	return Backend{Name: b.name, Address: b.srv.Listener.Addr().String()}
 }
 
-// freeAddr is a 127.0.0.1 port nothing listens on.
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // newLB is a load balancer over backends with its state in a temp dir,
 // stopped at the end of the test (its log shown if the test failed).
 func newLB(t *testing.T, backends ...*backend) LB {
@@ -109,7 +100,7 @@ func newLB(t *testing.T, backends ...*backend) LB {
 	dir := t.TempDir()
 	l := LB{
 		Config: Config{
-			Frontend:    freeAddr(t),
+			Frontend:    testutil.FreeAddr(t),
 			StatsSocket: filepath.Join(dir, "haproxy.sock"),
 			StateFile:   filepath.Join(dir, "servers.state"),
 			// Confined as a cluster's is: only loopback's connections,

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/devk/devk/internal/testutil"
 )
 
 // testDebDir keeps the downloaded packages between test runs, so that
@@ -21,23 +23,12 @@ import (
 // use the same directory (as <BaseCache>/debs).
 var testDebDir = filepath.Join(os.TempDir(), "devk-debian-test", "debs")
 
-// needDebian skips when the machine has no apt or dpkg-deb: the base is
-// made from the machine's Debian packages, so there is nothing to test.
-func needDebian(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"apt-cache", "apt-get", "dpkg-deb", "dpkg"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("not a Debian machine (%s: %v): the base is made with apt and dpkg-deb", tool, err)
-		}
-	}
-}
-
 // TestIptablesBase makes the real iptables base from Debian's packages
 // twice (same bytes), unpacks it, and runs the commands kube-proxy runs
 // inside it with chroot: the loader, the libraries, the xtables modules
 // and the alternatives' symlinks all have to be there.
 func TestIptablesBase(t *testing.T) {
-	needDebian(t)
+	testutil.NeedDebian(t)
 	ctx := context.Background()
 	pkgs, err := Resolve(ctx, Iptables)
 	if err != nil {
@@ -148,7 +139,7 @@ func extract(t *testing.T, r io.Reader, dir string) {
 // applets through /bin (merged into /usr/bin), and OpenBSD's nc with the
 // -v the Services specs pass.
 func TestBusyboxBases(t *testing.T) {
-	needDebian(t)
+	testutil.NeedDebian(t)
 	ctx := context.Background()
 	for name, spec := range map[string]Spec{"busybox": Busybox, "busybox-net": BusyboxNet, "dnsutils": DNSUtils} {
 		t.Run(name, func(t *testing.T) {

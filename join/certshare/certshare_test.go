@@ -27,6 +27,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/pki"
 )
 
@@ -163,31 +164,6 @@ func kubeadmEncrypt(t *testing.T, data []byte, key Key) []byte {
 		t.Fatal(err)
 	}
 	return gcm.Seal(nonce, nonce, data, nil)
-}
-
-// snapshot is every file under dir: its bytes and mode.
-func snapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		out[path] = fi.Mode().String() + " " + string(b)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -554,7 +530,7 @@ func TestDownloadFailuresWriteNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := snapshot(t, dst)
+			before := testutil.DirSnapshot(t, dst)
 			written, err := Download(ctx, cs, cmpOr(tc.key, key), dst)
 			if err == nil || (tc.wantIs != nil && !errors.Is(err, tc.wantIs)) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("Download: %v; want an error saying %q", err, tc.wantMsg)
@@ -562,7 +538,7 @@ func TestDownloadFailuresWriteNothing(t *testing.T) {
 			if tc.wantIs != ErrWrongKey && errors.Is(err, ErrWrongKey) {
 				t.Errorf("%v is ErrWrongKey, though the key is the upload's", err)
 			}
-			if len(written) != 0 || !maps.Equal(before, snapshot(t, dst)) {
+			if len(written) != 0 || !maps.Equal(before, testutil.DirSnapshot(t, dst)) {
 				t.Errorf("a failed download changed the pki dir (wrote %v)", written)
 			}
 		})

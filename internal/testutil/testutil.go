@@ -1,0 +1,77 @@
+// Package testutil holds what tests of several packages share: a
+// directory's snapshot, a free loopback address, the skip of a test that
+// needs a Debian machine. Only tests import it.
+package testutil
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// DirSnapshot is every name under dir (dir too) with its type, mode and
+// content's sha256 (or link target): equal snapshots mean nothing under
+// dir changed.
+func DirSnapshot(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			v += " -> " + target
+		case fi.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(data)
+			v += " " + hex.EncodeToString(sum[:])
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// FreeAddr is a 127.0.0.1 address (host:port) nothing listens on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// NeedDebian skips the test when the machine has no apt or dpkg-deb:
+// devk makes its Debian bases from the machine's Debian packages, so
+// there is nothing to test.
+func NeedDebian(t testing.TB) {
+	t.Helper()
+	for _, tool := range []string{"apt-cache", "apt-get", "dpkg-deb", "dpkg"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("not a Debian machine (%s: %v): the base is made with apt and dpkg-deb", tool, err)
+		}
+	}
+}
