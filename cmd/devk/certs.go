@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -56,13 +57,12 @@ type certsFlags struct {
 }
 
 func (f *certsFlags) add(cmd *cobra.Command) {
-	kubeadm := layout.Kubeadm("")
 	fl := cmd.Flags()
 	fl.StringVar(&f.Name, "name", layout.DefaultName, "the devk cluster")
 	fl.StringSliceVar(&f.Nodes, "node", nil, "only these control-plane nodes of the devk cluster (repeatable; default: every one)")
-	fl.StringVar(&f.PKIDir, "pki-dir", "", "the certificates' directory, for a node devk did not make (kubeadm: "+kubeadm.PKIDir+")")
-	fl.StringVar(&f.KubeconfigDir, "kubeconfig-dir", "", "the directory of admin.conf and the other kubeconfigs (kubeadm: "+filepath.Dir(kubeadm.Kubeconfig)+")")
-	fl.StringVar(&f.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, to tell which components use each file (kubeadm: "+kubeadm.ManifestsDir+")")
+	fl.StringVar(&f.PKIDir, "pki-dir", "", "the certificates' directory, for a node devk did not make (kubeadm: "+kubeadmNode.PKIDir+")")
+	fl.StringVar(&f.KubeconfigDir, "kubeconfig-dir", "", "the directory of admin.conf and the other kubeconfigs (kubeadm: "+filepath.Dir(kubeadmNode.Kubeconfig)+")")
+	fl.StringVar(&f.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, to tell which components use each file (kubeadm: "+kubeadmNode.ManifestsDir+")")
 }
 
 // nodes resolves the flags: the directories given (--pki-dir names a node
@@ -76,21 +76,14 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 		if len(f.Nodes) > 0 {
 			return nil, nil, fmt.Errorf("--node names control-plane nodes of a devk cluster; a node devk did not make is the one --pki-dir names (its kubelet's name: --node-name)")
 		}
-		files := certs.Files{PKIDir: f.PKIDir, KubeconfigDir: f.KubeconfigDir, ManifestsDir: f.ManifestsDir}
-		if files.KubeconfigDir == "" {
-			files.KubeconfigDir = filepath.Dir(filepath.Clean(f.PKIDir))
-		}
-		if files.ManifestsDir == "" {
-			files.ManifestsDir = filepath.Join(files.KubeconfigDir, "manifests")
-		}
-		socket := f.CRISocket
-		if socket == "" {
-			socket = layout.KubeadmCRISocket
-		}
-		return nil, []certs.RenewNode{{Node: certs.Node{Name: f.NodeName, Files: files}, CRISocket: socket}}, nil
+		// kubeadm's layout around the directory of the kubeconfigs.
+		dir := cmp.Or(f.KubeconfigDir, filepath.Dir(filepath.Clean(f.PKIDir)))
+		kn := layout.Kubeadm(dir)
+		files := certs.Files{PKIDir: f.PKIDir, KubeconfigDir: dir, ManifestsDir: cmp.Or(f.ManifestsDir, kn.ManifestsDir)}
+		return nil, []certs.RenewNode{{Node: certs.Node{Name: f.NodeName, Files: files}, CRISocket: cmp.Or(f.CRISocket, kn.CRISocket)}}, nil
 	}
 	if f.KubeconfigDir != "" || f.ManifestsDir != "" {
-		return nil, nil, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", layout.Kubeadm("").PKIDir)
+		return nil, nil, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", kubeadmNode.PKIDir)
 	}
 	if f.CRISocket != "" || f.NodeName != "" {
 		return nil, nil, fmt.Errorf("--cri-socket and --node-name are for a node devk did not make (with --pki-dir): a devk cluster's nodes are known by name, pick them with --node")
@@ -100,7 +93,7 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 		return nil, nil, err
 	}
 	if _, _, err := layout.Open(home, f.Name); err != nil {
-		return nil, nil, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, layout.Kubeadm("").PKIDir)
+		return nil, nil, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, kubeadmNode.PKIDir)
 	}
 	if c, err = cluster.Open(cluster.Options{Name: f.Name, UserKubeconfig: f.UserKubeconfig, Reporter: g.Reporter()}); err != nil {
 		return nil, nil, err
