@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -144,7 +145,7 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 		}
 	}
 	for _, r := range rep.StaticPods {
-		status := "swapped"
+		status := swapStatus(r.RolledBack, r.Restored, r.Unchanged)
 		switch {
 		case r.Resumed && r.RolledBack:
 			status = "ROLLED BACK the interrupted swap:"
@@ -154,50 +155,47 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 			status = "dropped the journal of the interrupted swap (its manifest was rewritten since):"
 		case r.Resumed:
 			status = "finished the interrupted swap:"
-		case r.RolledBack:
-			status = "ROLLED BACK"
-		case r.Restored && r.Unchanged:
-			status = "already restored"
-		case r.Restored:
-			status = "restored"
-		case r.Unchanged:
-			status = "already running"
 		}
-		fmt.Fprintf(w, "%s: %s %s", r.Pod, status, r.NewImage)
-		if r.OldImage != "" && r.OldImage != r.NewImage {
-			fmt.Fprintf(w, " (was %s)", r.OldImage)
-		}
-		if r.Ready > 0 {
-			fmt.Fprintf(w, " ready in %s, verified in %s\n", progress.Round(r.Ready), progress.Round(r.Took))
-		} else {
-			fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
-		}
+		printSwapped(w, r.Pod, status, r.NewImage, r.OldImage, "ready", r.Ready, r.Took)
 		printChecks(w, r.Checks)
 		printLog(g.stderr, "the new "+r.Pod+" container", r.Log)
 	}
 	for _, r := range rep.Addons {
-		status := "swapped"
-		switch {
-		case r.RolledBack:
-			status = "ROLLED BACK"
-		case r.Restored && r.Unchanged:
-			status = "already restored"
-		case r.Restored:
-			status = "restored"
-		case r.Unchanged:
-			status = "already running"
-		}
-		fmt.Fprintf(w, "%s (%s): %s %s", r.Component, r.Workload, status, r.NewImage)
-		if r.OldImage != "" && r.OldImage != r.NewImage {
-			fmt.Fprintf(w, " (was %s)", r.OldImage)
-		}
-		if r.RolledOut > 0 {
-			fmt.Fprintf(w, " rolled out in %s, verified in %s\n", progress.Round(r.RolledOut), progress.Round(r.Took))
-		} else {
-			fmt.Fprintf(w, " in %s\n", progress.Round(r.Took))
-		}
+		status := swapStatus(r.RolledBack, r.Restored, r.Unchanged)
+		printSwapped(w, r.Component+" ("+r.Workload+")", status, r.NewImage, r.OldImage, "rolled out", r.RolledOut, r.Took)
 		printChecks(w, r.Checks)
 		printLog(g.stderr, "pod "+r.Pod+" (container "+r.Component+")", r.Log)
+	}
+}
+
+// swapStatus is what a swap of a static pod or an addon did, as
+// printSwap says it.
+func swapStatus(rolledBack, restored, unchanged bool) string {
+	switch {
+	case rolledBack:
+		return "ROLLED BACK"
+	case restored && unchanged:
+		return "already restored"
+	case restored:
+		return "restored"
+	case unchanged:
+		return "already running"
+	}
+	return "swapped"
+}
+
+// printSwapped prints what a static pod or an addon runs now, what it
+// ran before, and how long the swap took: until it was settled (ready,
+// rolled out) when it waited for that, and in all.
+func printSwapped(w io.Writer, what, status, newImage, oldImage, settledAs string, settled, took time.Duration) {
+	fmt.Fprintf(w, "%s: %s %s", what, status, newImage)
+	if oldImage != "" && oldImage != newImage {
+		fmt.Fprintf(w, " (was %s)", oldImage)
+	}
+	if settled > 0 {
+		fmt.Fprintf(w, " %s in %s, verified in %s\n", settledAs, progress.Round(settled), progress.Round(took))
+	} else {
+		fmt.Fprintf(w, " in %s\n", progress.Round(took))
 	}
 }
 
