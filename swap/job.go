@@ -83,9 +83,10 @@ type Options struct {
 	ClusterDir   string
 	ClusterNodes []string
 
-	// fake, in a unit test only, is the node's connection (see
-	// ControlPlaneNode).
-	fake *Node
+	// dial, set by unit tests only, connects a job to its node (by
+	// its layout) in place of the node's API server and runtime: a fake
+	// kubelet and runtime, because the real ones cannot run there.
+	dial func(layout.Node) *Node
 	// held, on the rolling swap's job of one node, are the locks the
 	// rolling swap holds for its whole run (the node's among them).
 	held *nodelock.Set
@@ -219,10 +220,6 @@ func runOne(ctx context.Context, o Options, popts phase.Options, around func(con
 		_ = j.selectPods()
 		_ = j.selectAddons(ctx)
 	}
-	if o.fake != nil {
-		j.node = o.fake
-		j.node.StopGrace = o.StopGrace
-	}
 	var after func(context.Context) error
 	if around != nil && !popts.DryRun {
 		if after, err = around(ctx, j); err != nil {
@@ -345,6 +342,11 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 	nd := j.Options.Node
 	if j.NoNode != nil || nd.ManifestsDir == "" || nd.Kubeconfig == "" || nd.CRISocket == "" {
 		return nil, j.noNode()
+	}
+	if j.dial != nil {
+		j.node = j.dial(nd)
+		j.node.StopGrace = j.StopGrace
+		return j.node, nil
 	}
 	if err := j.lockNode(); err != nil {
 		return nil, err

@@ -29,10 +29,6 @@ type ControlPlaneNode struct {
 	// balancer's checks pass on it again. PutBack of a node that is in
 	// already does nothing.
 	PutBack func(ctx context.Context, untilUp bool) error
-
-	// fake, in a unit test only, is the node's connection (a fake
-	// kubelet and runtime, which cannot run there).
-	fake *Node
 }
 
 // runRolling swaps the static pods on each control-plane node in turn,
@@ -83,7 +79,7 @@ func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, e
 	}
 	for i, cp := range o.ControlPlanes {
 		oi := o
-		oi.Node, oi.NodeName, oi.Relist, oi.ControlPlanes, oi.fake, oi.held = cp.Node, cp.Name, cp.Relist, nil, cp.fake, held
+		oi.Node, oi.NodeName, oi.Relist, oi.ControlPlanes, oi.held = cp.Node, cp.Name, cp.Relist, nil, held
 		if i > 0 {
 			if len(o.Components) > 0 && len(rest) == 0 {
 				break // nothing but addons and binaries was named
