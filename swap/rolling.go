@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/layout"
@@ -159,4 +161,66 @@ func (j *Job) swapsStaticPods() bool {
 		}
 	}
 	return false
+}
+
+// Cluster is a devk cluster as a swap of its static pods sees it; cmd/devk
+// fills it from package cluster, which swap does not import.
+type Cluster struct {
+	// Dir is the cluster's directory and NodeManifests its nodes'
+	// manifests dirs (Options.ClusterDir, ClusterNodes).
+	Dir           string
+	NodeManifests []string
+	// NodeName is node 0's name.
+	NodeName string
+	// ControlPlaneNames are the cluster's control-plane nodes, node 0
+	// first, those being removed too.
+	ControlPlaneNames []string
+	// ControlPlanes are those a swap may go through (not those being
+	// removed), node 0 first; their Relist is set from Relist.
+	ControlPlanes []ControlPlaneNode
+	// Relist restarts node's kubelet so that it lists pods afresh (see
+	// Options.Relist); nil: a swap never does.
+	Relist func(ctx context.Context, node string) error
+	// StopGrace is Options.StopGrace on this cluster: a grace behind a
+	// load balancer, none without.
+	StopGrace time.Duration
+}
+
+// OnCluster points o, whose Node is node 0 of the devk cluster c, at c's
+// control-plane nodes named in picked (none: every one): one control
+// plane is the plain swap of one node; several are a rolling swap
+// (Options.ControlPlanes) of those picked, in c's order. Picking none of
+// them leaves o's node for the kubelets' waits and says, in NoNode, what
+// to add for the static pods and addons.
+func (o *Options) OnCluster(c Cluster, picked []string) {
+	o.ClusterDir, o.ClusterNodes = c.Dir, c.NodeManifests
+	if c.Relist != nil {
+		o.Relist = func(ctx context.Context) error { return c.Relist(ctx, c.NodeName) }
+	}
+	var cps []ControlPlaneNode
+	for _, cp := range c.ControlPlanes {
+		if len(picked) > 0 && !slices.Contains(picked, cp.Name) {
+			continue
+		}
+		if c.Relist != nil {
+			cp.Relist = func(ctx context.Context) error { return c.Relist(ctx, cp.Name) }
+		}
+		cps = append(cps, cp)
+	}
+	switch {
+	case len(cps) == 0:
+		// The node stays for the kubelets' waits; a swap of what runs
+		// on a control-plane node says this.
+		if o.NoNode == nil {
+			o.NoNode = fmt.Errorf("the static pods and the addons' swap run on the control-plane nodes (%s), which --node leaves out: add --node %s", strings.Join(c.ControlPlaneNames, ", "), c.NodeName)
+		}
+	case len(c.ControlPlaneNames) == 1:
+		// One control plane: the plain swap of one node.
+	default:
+		// Several (picked may name one): each in turn, taken out of the
+		// load balancer around its own swap.
+		o.Node, o.NodeName, o.Relist = cps[0].Node, cps[0].Name, cps[0].Relist
+		o.ControlPlanes = cps
+	}
+	o.StopGrace = c.StopGrace
 }

@@ -222,3 +222,60 @@ func TestRollingSwapHoldsTheClusterThroughout(t *testing.T) {
 	}
 	s.Release()
 }
+
+// TestOnCluster: one control plane is the plain swap of one node, several
+// a rolling swap of those picked (node 0's first), none picked a NoNode
+// that says what to add; the stop grace and relists are the cluster's.
+func TestOnCluster(t *testing.T) {
+	node0 := layout.Node{ManifestsDir: "/c/manifests"}
+	cp := func(name string) ControlPlaneNode {
+		return ControlPlaneNode{Name: name, Node: layout.Node{ManifestsDir: "/c/nodes/" + name + "/manifests"}}
+	}
+	three := []ControlPlaneNode{{Name: "c-control-plane", Node: node0}, cp("c-control-plane2"), cp("c-control-plane3")}
+	for _, tc := range []struct {
+		name     string
+		cps      []ControlPlaneNode
+		picked   []string
+		rolling  []string // the rolling swap's nodes; none: one node's swap
+		node     string   // o.NodeName after
+		noNode   string   // in o.NoNode
+		relisted string   // the node o.Relist restarts
+	}{
+		{name: "one control plane", cps: three[:1], node: "c-control-plane", relisted: "c-control-plane"},
+		{name: "one control plane, a worker picked", cps: three[:1], picked: []string{"c-worker"}, node: "c-control-plane",
+			noNode: "which --node leaves out: add --node c-control-plane", relisted: "c-control-plane"},
+		{name: "three", cps: three, rolling: []string{"c-control-plane", "c-control-plane2", "c-control-plane3"}, node: "c-control-plane", relisted: "c-control-plane"},
+		{name: "three, two picked", cps: three, picked: []string{"c-control-plane3", "c-control-plane2"},
+			rolling: []string{"c-control-plane2", "c-control-plane3"}, node: "c-control-plane2", relisted: "c-control-plane2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var relisted []string
+			c := Cluster{Dir: "/c", NodeManifests: []string{"/c/manifests"}, NodeName: "c-control-plane", ControlPlanes: tc.cps, StopGrace: 7 * time.Second,
+				Relist: func(ctx context.Context, node string) error { relisted = append(relisted, node); return nil }}
+			for _, cp := range tc.cps {
+				c.ControlPlaneNames = append(c.ControlPlaneNames, cp.Name)
+			}
+			o := Options{Node: node0, NodeName: "c-control-plane"}
+			o.OnCluster(c, tc.picked)
+			var rolling []string
+			for _, cp := range o.ControlPlanes {
+				rolling = append(rolling, cp.Name)
+				_ = cp.Relist(context.Background())
+			}
+			if !slices.Equal(rolling, tc.rolling) || o.NodeName != tc.node || o.StopGrace != c.StopGrace || o.ClusterDir != c.Dir {
+				t.Errorf("rolling %v on %s (grace %s, dir %q); want rolling %v on %s", rolling, o.NodeName, o.StopGrace, o.ClusterDir, tc.rolling, tc.node)
+			}
+			if !slices.Equal(relisted, tc.rolling) {
+				t.Errorf("the control planes' relists restarted %v, want %v", relisted, tc.rolling)
+			}
+			relisted = nil
+			_ = o.Relist(context.Background())
+			if !slices.Equal(relisted, []string{tc.relisted}) {
+				t.Errorf("Relist restarted %v, want %s's", relisted, tc.relisted)
+			}
+			if (o.NoNode == nil) != (tc.noNode == "") || (o.NoNode != nil && !strings.Contains(o.NoNode.Error(), tc.noNode)) {
+				t.Errorf("NoNode = %v, want %q", o.NoNode, tc.noNode)
+			}
+		})
+	}
+}

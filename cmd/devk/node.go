@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -182,55 +181,31 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 	}
 	o.OtherRuntimes = r.otherRuntimes()
 	if c := r.Cluster; c != nil && c.Exists() && r.ManifestsDir == c.Manifests() {
-		o.ClusterDir, o.ClusterNodes = c.Dir, c.NodeManifests()
-		if !n.NoKubeletRestart {
-			o.Relist = c.RelistKubelet
-		}
-		cps, err := n.controlPlanes(c)
+		sc, err := swapCluster(c, n.NoKubeletRestart)
 		if err != nil {
 			return r, err
 		}
-		switch {
-		case len(cps) == 0:
-			// The node stays for the kubelets' waits; a swap of what
-			// runs on a control-plane node says this.
-			if o.NoNode != nil {
-				break
-			}
-			o.NoNode = fmt.Errorf("the static pods and the addons' swap run on the control-plane nodes (%s), which --node leaves out: add --node %s", strings.Join(c.Config.ControlPlaneNames(), ", "), c.Config.NodeName)
-		case len(c.Config.ControlPlanes()) == 1:
-			// One control plane: the plain swap of one node.
-		default:
-			// Several (--node may pick one): each in turn, taken out of
-			// the load balancer around its own swap.
-			o.Node, o.NodeName, o.Relist = cps[0].Node, cps[0].Name, cps[0].Relist
-			o.ControlPlanes = cps
-		}
-		o.StopGrace = c.StaticPodStopGrace()
+		o.OnCluster(sc, n.Nodes)
 	}
 	return r, nil
 }
 
-// controlPlanes are the devk cluster's control-plane nodes a swap goes
-// through (those --node names, or all), each with its kubelet's relist
-// and, behind the load balancer, how to take it out and put it back.
-func (n *nodeFlags) controlPlanes(c *cluster.Cluster) ([]swap.ControlPlaneNode, error) {
+// swapCluster is the devk cluster c as a swap sees it; noRelist: the
+// swap never restarts a kubelet for a lagging mirror pod.
+func swapCluster(c *cluster.Cluster, noRelist bool) (swap.Cluster, error) {
 	all, err := c.ControlPlaneNodes()
 	if err != nil {
-		return nil, err
+		return swap.Cluster{}, err
 	}
-	var out []swap.ControlPlaneNode
+	sc := swap.Cluster{Dir: c.Dir, NodeManifests: c.NodeManifests(), NodeName: c.Config.NodeName,
+		ControlPlaneNames: c.Config.ControlPlaneNames(), StopGrace: c.StaticPodStopGrace()}
 	for _, cp := range all {
-		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, cp.Name) {
-			continue
-		}
-		e := swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node, TakeOut: cp.TakeOut, PutBack: cp.PutBack}
-		if !n.NoKubeletRestart {
-			e.Relist = func(ctx context.Context) error { return c.RelistNodeKubelet(ctx, cp.Name) }
-		}
-		out = append(out, e)
+		sc.ControlPlanes = append(sc.ControlPlanes, swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node, TakeOut: cp.TakeOut, PutBack: cp.PutBack})
 	}
-	return out, nil
+	if !noRelist {
+		sc.Relist = c.RelistNodeKubelet
+	}
+	return sc, nil
 }
 
 // kubelets are the kubelets a swap may replace and restart: those of a
