@@ -28,6 +28,7 @@ import (
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/phase"
 
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/registry"
@@ -113,8 +114,9 @@ func ExportDest(dest string, tar bool, name string, now time.Time) (string, bool
 // cluster. What cannot be read (the API server is down, containerd does
 // not answer) is listed in Missing and errors.txt, and the rest is
 // written anyway; an error means the export itself could not be written.
-// Private keys, certificates and kubeconfigs are never exported.
-func ExportLogs(ctx context.Context, o ExportOptions) (*Exported, error) {
+// Private keys, certificates and kubeconfigs are never exported. It runs
+// exportPhases; popts report and may ask for a plan.
+func ExportLogs(ctx context.Context, o ExportOptions, popts phase.Options) (*Exported, error) {
 	c, err := Open(o.Options)
 	if err != nil {
 		return nil, err
@@ -127,7 +129,15 @@ func ExportLogs(ctx context.Context, o ExportOptions) (*Exported, error) {
 		return nil, err
 	}
 	res := &Exported{Path: dest, Tar: tar}
-	root := dest
+	e := &exporter{c: c, res: res, root: dest, devkVersion: o.DevkVersion}
+	if popts.Reporter == nil {
+		popts.Reporter = c.Reporter
+	}
+	popts.Job = "export"
+	if popts.DryRun {
+		_, err := phase.Run(ctx, exportPhases(tar), e, popts)
+		return res, err
+	}
 	if tar {
 		if _, err := os.Lstat(dest); err == nil {
 			return nil, fmt.Errorf("%s exists: name a new file, or remove it", dest)
@@ -142,60 +152,79 @@ func ExportLogs(ctx context.Context, o ExportOptions) (*Exported, error) {
 			return nil, fmt.Errorf("make a staging directory for %s: %w", dest, err)
 		}
 		defer os.RemoveAll(staging)
-		root = filepath.Join(staging, tarTopDir(dest))
+		e.root = filepath.Join(staging, tarTopDir(dest))
 	}
-	dir, err := openExportDir(root)
-	if err != nil {
+	if e.dir, err = openExportDir(e.root); err != nil {
 		return nil, err
 	}
-	defer dir.Close()
-	e := &exporter{c: c, dir: dir, res: res}
-	rep := c.Reporter
-
-	rep.Start("logs")
-	t0 := time.Now()
-	e.devkView(ctx, o.DevkVersion)
-	if ns, err := c.nodes(); err != nil {
-		e.miss("nodes", err)
-	} else {
-		for _, n := range ns {
-			e.node(ctx, n)
+	defer e.dir.Close()
+	if _, err := phase.Run(ctx, exportPhases(tar), e, popts); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("export logs of %s interrupted; %s holds what was written: %w", c.Config.Name, e.root, err)
 		}
-	}
-	rep.Done("logs", time.Since(t0), fmt.Sprintf("%d container logs", res.ContainerLogs))
-
-	rep.Start("objects")
-	t0 = time.Now()
-	if err := e.objects(ctx); err != nil {
-		e.miss(ExportObjectsDir, err)
-		rep.Skip("objects", err.Error())
-	} else {
-		rep.Done("objects", time.Since(t0), fmt.Sprintf("%d objects of %d resources", res.Objects, res.Resources))
-	}
-
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("export logs of %s interrupted; %s holds what was written: %w", c.Config.Name, root, err)
-	}
-	e.write("README.txt", []byte(exportReadme(c.Config.Name, c.Config.NodeName)))
-	if len(res.Missing) > 0 {
-		e.write(ExportErrorsFile, []byte(strings.Join(res.Missing, "\n")+"\n"))
-	}
-	if e.err != nil {
-		return nil, e.err
-	}
-	if tar {
-		rep.Start("tarball")
-		t0 = time.Now()
-		if err := writeTarball(dest, root); err != nil {
-			return nil, err
-		}
-		fi, err := os.Stat(dest)
-		if err != nil {
-			return nil, err
-		}
-		rep.Done("tarball", time.Since(t0), fmt.Sprintf("%d files, %d bytes compressed", res.Files, fi.Size()))
+		return nil, err
 	}
 	return res, nil
+}
+
+// exportPhases are export logs' steps; a tarball's end with the tarball.
+func exportPhases(tar bool) []*phase.Phase[*exporter] {
+	ps := []*phase.Phase[*exporter]{
+		{Name: "logs", Short: "copy devk's view (cluster.json, phase times, status) and each node's logs, manifests, kubelet config and container logs",
+			IO: func(e *exporter) ([]string, []string) {
+				return []string{e.c.ConfigFile(), e.c.Dir}, []string{e.root}
+			},
+			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
+				e.devkView(ctx, e.devkVersion)
+				if ns, err := e.c.nodes(); err != nil {
+					e.miss("nodes", err)
+				} else {
+					for _, n := range ns {
+						e.node(ctx, n)
+					}
+				}
+				return phase.Changed("%d container logs", e.res.ContainerLogs), e.err
+			}},
+		{Name: "objects", Short: "write every listable resource's objects in all namespaces, Secrets redacted",
+			IO: func(e *exporter) ([]string, []string) {
+				return []string{e.c.Config.APIServerURL()}, []string{filepath.Join(e.root, ExportObjectsDir)}
+			},
+			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
+				if err := e.objects(ctx); err != nil {
+					e.miss(ExportObjectsDir, err)
+					return phase.Unchanged("none: %v", err), e.err
+				}
+				return phase.Changed("%d objects of %d resources", e.res.Objects, e.res.Resources), e.err
+			}},
+		{Name: "readme", Short: "write README.txt (what is where) and errors.txt (what could not be collected)",
+			IO: func(e *exporter) ([]string, []string) {
+				return nil, []string{filepath.Join(e.root, "README.txt"), filepath.Join(e.root, ExportErrorsFile)}
+			},
+			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
+				e.write("README.txt", []byte(exportReadme(e.c.Config.Name, e.c.Config.NodeName)))
+				if len(e.res.Missing) > 0 {
+					e.write(ExportErrorsFile, []byte(strings.Join(e.res.Missing, "\n")+"\n"))
+				}
+				return phase.Changed("%d files, %d missing", e.res.Files, len(e.res.Missing)), e.err
+			}},
+	}
+	if tar {
+		ps = append(ps, &phase.Phase[*exporter]{Name: "tarball", Short: "write the export as a gzipped tarball",
+			IO: func(e *exporter) ([]string, []string) {
+				return []string{e.root}, []string{e.res.Path}
+			},
+			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
+				if err := writeTarball(e.res.Path, e.root); err != nil {
+					return phase.Done, err
+				}
+				fi, err := os.Stat(e.res.Path)
+				if err != nil {
+					return phase.Done, err
+				}
+				return phase.Changed("%d files, %d bytes compressed", e.res.Files, fi.Size()), nil
+			}})
+	}
+	return ps
 }
 
 // openExportDir makes dir (0700) and opens it as the root every file
@@ -281,11 +310,16 @@ func tarTopDir(tarball string) string {
 	return base
 }
 
-// exporter writes one export beneath dir.
+// exporter writes one export beneath dir: export logs' job, which its
+// phases share.
 type exporter struct {
 	c   *Cluster
 	dir *os.Root
 	res *Exported
+	// root is dir's path: the destination, or for a tarball the staging
+	// directory the tarball is made from.
+	root        string
+	devkVersion string
 	// err is the first failure to write the export itself; once set,
 	// nothing more is written.
 	err error

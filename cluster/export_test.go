@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/phase"
 )
 
 // Fixture secrets that must never reach an export.
@@ -209,7 +210,7 @@ func TestExportLogsFixture(t *testing.T) {
 		{"tarball by name", filepath.Join(out, "logs"+ExportTarSuffix), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: tc.dest, Tar: tc.tar, DevkVersion: "devk test"})
+			res, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: tc.dest, Tar: tc.tar, DevkVersion: "devk test"}, phase.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +299,7 @@ func TestExportLogsFixture(t *testing.T) {
 		tarball := filepath.Join(out, "used.tar.gz")
 		os.WriteFile(tarball, []byte("old"), 0o644)
 		for dest, want := range map[string]string{used: "is not empty: name a new directory", tarball: "exists: name a new file"} {
-			if _, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}); err == nil || !strings.Contains(err.Error(), want) {
+			if _, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("export to %s: %v, want %q", dest, err, want)
 			}
 		}
@@ -308,7 +309,7 @@ func TestExportLogsFixture(t *testing.T) {
 	})
 
 	t.Run("no such cluster", func(t *testing.T) {
-		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "other", Home: home}, Dest: filepath.Join(out, "x")})
+		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "other", Home: home}, Dest: filepath.Join(out, "x")}, phase.Options{})
 		if !errors.Is(err, layout.ErrNoCluster) {
 			t.Fatalf("err = %v, want ErrNoCluster", err)
 		}
@@ -333,7 +334,7 @@ func TestExportLogsNodeNetworkGone(t *testing.T) {
 	if err := os.WriteFile(p.ConfigFile(), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: filepath.Join(t.TempDir(), "out")})
+	res, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: filepath.Join(t.TempDir(), "out")}, phase.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +450,7 @@ func TestExportDestinationAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	export := func(dest string) error {
-		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest})
+		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{})
 		return err
 	}
 	checkOutside := func(t *testing.T) {
@@ -543,4 +544,24 @@ func TestExportDestinationAttack(t *testing.T) {
 			t.Error(err)
 		}
 	})
+}
+
+// TestExportLogsPlan: a dry run of a tarball export plans its phases and
+// writes nothing, neither the tarball nor its staging directory.
+func TestExportLogsPlan(t *testing.T) {
+	home, _, _ := exportFixture(t)
+	out := t.TempDir()
+	var plan strings.Builder
+	dest := filepath.Join(out, "logs.tar.gz")
+	if _, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{DryRun: true, PlanOut: &plan}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"logs", "objects", "readme", "tarball", dest} {
+		if !strings.Contains(plan.String(), want) {
+			t.Errorf("the plan does not name %s:\n%s", want, plan.String())
+		}
+	}
+	if left, _ := os.ReadDir(out); len(left) > 0 {
+		t.Errorf("a dry run wrote %v", left)
+	}
 }

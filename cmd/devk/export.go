@@ -9,6 +9,7 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/phase"
 )
 
 func newExportCmd(g *globalOptions) *cobra.Command {
@@ -59,7 +60,7 @@ status means the export itself could not be written.`,
 			}
 			o.Reporter = g.Reporter()
 			o.DevkVersion = devkVersionLine()
-			res, err := cluster.ExportLogs(cmd.Context(), o)
+			res, err := cluster.ExportLogs(cmd.Context(), o, phase.Options{Reporter: o.Reporter, PlanOut: g.stderr, Summary: g.Debug()})
 			if err != nil {
 				return err
 			}
