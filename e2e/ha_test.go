@@ -51,17 +51,19 @@ func TestHAControlPlane(t *testing.T) {
 
 	// Asking the shared cluster (one control plane, no load balancer)
 	// for another is refused, and changes nothing.
-	sharedCfg := filepath.Join(c.Home, "clusters", "devk", "cluster.json")
-	before, _ := os.ReadFile(sharedCfg)
-	for _, args := range [][]string{{"node", "add", "--control-plane"}, {"up", "--control-planes", "2"}} {
-		r := Devk(t, c.Tree, c.Env, args...)
-		if r.Err == nil || !strings.Contains(r.Stderr, "no load balancer") {
-			t.Errorf("devk %s on a one-control-plane cluster: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
+	step(t, "the shared cluster refuses another control plane", func(t *testing.T) {
+		sharedCfg := filepath.Join(c.Home, "clusters", "devk", "cluster.json")
+		before, _ := os.ReadFile(sharedCfg)
+		for _, args := range [][]string{{"node", "add", "--control-plane"}, {"up", "--control-planes", "2"}} {
+			r := Devk(t, c.Tree, c.Env, args...)
+			if r.Err == nil || !strings.Contains(r.Stderr, "no load balancer") {
+				t.Errorf("devk %s on a one-control-plane cluster: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
+			}
 		}
-	}
-	if after, _ := os.ReadFile(sharedCfg); string(after) != string(before) {
-		t.Error("a refused control-plane join changed the shared cluster's cluster.json")
-	}
+		if after, _ := os.ReadFile(sharedCfg); string(after) != string(before) {
+			t.Error("a refused control-plane join changed the shared cluster's cluster.json")
+		}
+	})
 
 	// Killed and interrupted where one control plane skips: starting
 	// HAProxy; the next up resumes.
@@ -72,7 +74,7 @@ func TestHAControlPlane(t *testing.T) {
 	if r := atPoint(t, c.Tree, c.Env, "up/load-balancer", "int", upArgs...); exitCode(r.Err) != 130 {
 		t.Fatalf("exit %d after Ctrl-C at up/load-balancer, want 130:\n%s", exitCode(r.Err), r.Stderr)
 	}
-	up := devk("up", "--control-planes", "3", "-o", "json")
+	up := devk(t, "up", "--control-planes", "3", "-o", "json")
 	t.Logf("devk up --control-planes 3 took %s", up.Took.Round(time.Millisecond))
 	cfg, paths, err := layout.Open(c.Home, name)
 	if err != nil {
@@ -87,53 +89,57 @@ func TestHAControlPlane(t *testing.T) {
 		t.Fatalf("clients talk to %s, want HAProxy at %s", cfg.APIServerURL(), endpoint)
 	}
 	// Every kubeconfig of every node names the load balancer.
-	kcs, _ := filepath.Glob(filepath.Join(paths.Dir, "*.conf"))
-	more, _ := filepath.Glob(filepath.Join(paths.NodesDir(), "*", "*.conf"))
-	for _, f := range append(kcs, more...) {
-		kc, err := clientcmd.LoadFromFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, cl := range kc.Clusters {
-			if cl.Server != endpoint {
-				t.Errorf("%s names %s, not the load balancer %s", f, cl.Server, endpoint)
+	step(t, "every kubeconfig names the load balancer", func(t *testing.T) {
+		kcs, _ := filepath.Glob(filepath.Join(paths.Dir, "*.conf"))
+		more, _ := filepath.Glob(filepath.Join(paths.NodesDir(), "*", "*.conf"))
+		for _, f := range append(kcs, more...) {
+			kc, err := clientcmd.LoadFromFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cl := range kc.Clusters {
+				if cl.Server != endpoint {
+					t.Errorf("%s names %s, not the load balancer %s", f, cl.Server, endpoint)
+				}
 			}
 		}
-	}
+	})
 	admin := filepath.Join(paths.Dir, "admin.conf")
 	cs := clientFor(t, admin)
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes.Items {
-		if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; !nodeReady(&n) || !cp {
-			t.Errorf("node %s: Ready %v, labels %v", n.Name, nodeReady(&n), n.Labels)
-		}
-	}
-	if len(nodes.Items) != 3 {
-		t.Fatalf("%d nodes, want 3", len(nodes.Items))
-	}
-	etcdMembers := func() []string {
+	etcdMembers := func(t *testing.T) []string {
 		t.Helper()
 		return etcdMemberNames(t, ctx, cfg, paths)
 	}
-	if got := etcdMembers(); !slices.Equal(got, cps) {
-		t.Fatalf("etcd members %v, want one per control-plane node %v", got, cps)
-	}
-	// The shared certificates went through kubeadm's Secret, owned by a
-	// token that expires.
-	if sec, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "kubeadm-certs", metav1.GetOptions{}); err != nil || len(sec.OwnerReferences) != 1 || len(sec.Data) != 8 {
-		t.Errorf("Secret kubeadm-certs: %v %+v", err, sec)
-	}
-	lbServers := func() map[string]string {
+	step(t, "three control planes, three etcd members", func(t *testing.T) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes.Items {
+			if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; !nodeReady(&n) || !cp {
+				t.Errorf("node %s: Ready %v, labels %v", n.Name, nodeReady(&n), n.Labels)
+			}
+		}
+		if len(nodes.Items) != 3 {
+			t.Fatalf("%d nodes, want 3", len(nodes.Items))
+		}
+		if got := etcdMembers(t); !slices.Equal(got, cps) {
+			t.Fatalf("etcd members %v, want one per control-plane node %v", got, cps)
+		}
+		// The shared certificates went through kubeadm's Secret, owned by a
+		// token that expires.
+		if sec, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "kubeadm-certs", metav1.GetOptions{}); err != nil || len(sec.OwnerReferences) != 1 || len(sec.Data) != 8 {
+			t.Errorf("Secret kubeadm-certs: %v %+v", err, sec)
+		}
+	})
+	lbServers := func(t *testing.T) map[string]string {
 		t.Helper()
 		var st struct {
 			LoadBalancer struct {
 				Servers []struct{ Node, Status string }
 			}
 		}
-		r := devk("status", "-o", "json")
+		r := devk(t, "status", "-o", "json")
 		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
 			t.Fatalf("devk status -o json: %v\n%s", err, r.Stdout)
 		}
@@ -143,11 +149,11 @@ func TestHAControlPlane(t *testing.T) {
 		}
 		return out
 	}
-	waitServers := func(want map[string]string) {
+	waitServers := func(t *testing.T, want map[string]string) {
 		t.Helper()
 		var got map[string]string
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-			got = lbServers()
+			got = lbServers(t)
 			return fmt.Sprint(got) == fmt.Sprint(want), nil
 		})
 		if err != nil {
@@ -155,52 +161,56 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	}
 	allUp := map[string]string{cps[0]: "UP", cps[1]: "UP", cps[2]: "UP"}
-	waitServers(allUp)
+	waitServers(t, allUp)
 
 	// A machine on the LAN that routes the node subnet to this one
 	// reaches none of the bridge's listeners; the host and nodes do.
-	t.Run("lan-neighbour", func(t *testing.T) { checkLANNeighbour(t, ctx, cfg) })
+	step(t, "lan-neighbour", func(t *testing.T) { checkLANNeighbour(t, ctx, cfg) })
 
 	// One API server stopped: the cluster answers through HAProxy.
-	manifest := filepath.Join(paths.Manifests(), "kube-apiserver.yaml")
-	aside := filepath.Join(t.TempDir(), "kube-apiserver.yaml")
-	if err := os.Rename(manifest, aside); err != nil {
-		t.Fatal(err)
-	}
-	waitServers(map[string]string{cps[0]: "DOWN", cps[1]: "UP", cps[2]: "UP"})
-	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ha-one-down"}}, metav1.CreateOptions{}); err != nil {
-		t.Errorf("a write with %s's API server stopped: %v", cps[0], err)
-	}
-	if n, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil || len(n.Items) != 3 {
-		t.Errorf("a read with %s's API server stopped: %v", cps[0], err)
-	}
-	if err := os.Rename(aside, manifest); err != nil {
-		t.Fatal(err)
-	}
-	waitServers(allUp)
+	step(t, "one API server stopped", func(t *testing.T) {
+		manifest := filepath.Join(paths.Manifests(), "kube-apiserver.yaml")
+		aside := filepath.Join(t.TempDir(), "kube-apiserver.yaml")
+		if err := os.Rename(manifest, aside); err != nil {
+			t.Fatal(err)
+		}
+		waitServers(t, map[string]string{cps[0]: "DOWN", cps[1]: "UP", cps[2]: "UP"})
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ha-one-down"}}, metav1.CreateOptions{}); err != nil {
+			t.Errorf("a write with %s's API server stopped: %v", cps[0], err)
+		}
+		if n, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil || len(n.Items) != 3 {
+			t.Errorf("a read with %s's API server stopped: %v", cps[0], err)
+		}
+		if err := os.Rename(aside, manifest); err != nil {
+			t.Fatal(err)
+		}
+		waitServers(t, allUp)
+	})
 
 	// A fourth control plane joins, killed and interrupted at each of
 	// its control-plane phases first, then leaves.
 	fourth := name + "-control-plane4"
-	for _, st := range phase.Flatten(cluster.JoinPhases()) {
-		if !cluster.ControlPlaneOnly(st.Path) || len(st.Phase.Children) > 0 {
-			continue // TestMultiNode kills a join at the others; a parent runs only its children
+	step(t, "a fourth control plane joins, killed and interrupted at each phase", func(t *testing.T) {
+		for _, st := range phase.Flatten(cluster.JoinPhases()) {
+			if !cluster.ControlPlaneOnly(st.Path) || len(st.Phase.Children) > 0 {
+				continue // TestMultiNode kills a join at the others; a parent runs only its children
+			}
+			point := "node-add/" + st.Path
+			args := []string{"node", "add", fourth, "--control-plane", "--name", name}
+			if r := atPoint(t, c.Tree, c.Env, point, "kill", args...); !killedBySignal(r.Err, syscall.SIGKILL) {
+				t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+			}
+			if r := atPoint(t, c.Tree, c.Env, point, "int", args...); exitCode(r.Err) != 130 {
+				t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", exitCode(r.Err), point, r.Stderr)
+			}
 		}
-		point := "node-add/" + st.Path
-		args := []string{"node", "add", fourth, "--control-plane", "--name", name}
-		if r := atPoint(t, c.Tree, c.Env, point, "kill", args...); !killedBySignal(r.Err, syscall.SIGKILL) {
-			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+		add := devk(t, "node", "add", fourth, "--control-plane")
+		t.Logf("devk node add --control-plane took %s", add.Took.Round(time.Millisecond))
+		if got := etcdMembers(t); !slices.Equal(got, append(slices.Clone(cps), fourth)) {
+			t.Errorf("etcd members after the join %v", got)
 		}
-		if r := atPoint(t, c.Tree, c.Env, point, "int", args...); exitCode(r.Err) != 130 {
-			t.Fatalf("exit %d after Ctrl-C at %s, want 130:\n%s", exitCode(r.Err), point, r.Stderr)
-		}
-	}
-	add := devk("node", "add", fourth, "--control-plane")
-	t.Logf("devk node add --control-plane took %s", add.Took.Round(time.Millisecond))
-	if got := etcdMembers(); !slices.Equal(got, append(slices.Clone(cps), fourth)) {
-		t.Errorf("etcd members after the join %v", got)
-	}
-	waitServers(map[string]string{cps[0]: "UP", cps[1]: "UP", cps[2]: "UP", fourth: "UP"})
+		waitServers(t, map[string]string{cps[0]: "UP", cps[1]: "UP", cps[2]: "UP", fourth: "UP"})
+	})
 
 	// Its removal killed (kill -9) at every one of its phases, each
 	// `node remove` again resuming what the one before left. Killed once
@@ -208,71 +218,75 @@ func TestHAControlPlane(t *testing.T) {
 	// finishes it (no learner added again, no etcd restarted on the
 	// removed member's data), and HAProxy drops it. One more `node
 	// remove` finishes it.
-	removeArgs := []string{"node", "remove", fourth, "--name", name}
-	removePoints := runnablePaths(cluster.RemovePhases())
-	for _, p := range removePoints {
-		point := "node-remove/" + p
-		if r := atPoint(t, c.Tree, c.Env, point, "kill", removeArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
-			t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+	step(t, "its removal, killed at each phase", func(t *testing.T) {
+		removeArgs := []string{"node", "remove", fourth, "--name", name}
+		removePoints := runnablePaths(cluster.RemovePhases())
+		for _, p := range removePoints {
+			point := "node-remove/" + p
+			if r := atPoint(t, c.Tree, c.Env, point, "kill", removeArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+				t.Fatalf("not killed at %s: %v\n%s", point, r.Err, r.Stderr)
+			}
+			if p != "kubelet" {
+				continue
+			}
+			// The etcd phase is done: the member is gone.
+			if got := etcdMembers(t); !slices.Equal(got, cps) {
+				t.Errorf("etcd members after a removal killed past its etcd phase: %v, want %v", got, cps)
+			}
+			r := MustDevkEnv(t, c.Tree, c.Env, "up", "--name", name)
+			if want := "node " + fourth + " was being removed: run `devk node remove --name " + name + " " + fourth + "` to finish"; !strings.Contains(r.Stderr, want) {
+				t.Errorf("up after a killed control-plane removal does not say %q:\n%s", want, r.Stderr)
+			}
+			if r.Took > 2*time.Minute {
+				t.Errorf("up after a killed control-plane removal took %s", r.Took)
+			}
+			if got := etcdMembers(t); !slices.Equal(got, cps) {
+				t.Errorf("etcd members after up: %v, want %v (up joined the leaving node again)", got, cps)
+			}
+			waitServers(t, allUp)
 		}
-		if p != "kubelet" {
-			continue
+		devk(t, "node", "remove", fourth)
+		t.Logf("control-plane node remove: %d kill points, each resumed by node remove, one by up", len(removePoints))
+		if got := etcdMembers(t); !slices.Equal(got, cps) {
+			t.Errorf("etcd members after node remove %v, want %v", got, cps)
 		}
-		// The etcd phase is done: the member is gone.
-		if got := etcdMembers(); !slices.Equal(got, cps) {
-			t.Errorf("etcd members after a removal killed past its etcd phase: %v, want %v", got, cps)
-		}
-		r := MustDevkEnv(t, c.Tree, c.Env, "up", "--name", name)
-		if want := "node " + fourth + " was being removed: run `devk node remove --name " + name + " " + fourth + "` to finish"; !strings.Contains(r.Stderr, want) {
-			t.Errorf("up after a killed control-plane removal does not say %q:\n%s", want, r.Stderr)
-		}
-		if r.Took > 2*time.Minute {
-			t.Errorf("up after a killed control-plane removal took %s", r.Took)
-		}
-		if got := etcdMembers(); !slices.Equal(got, cps) {
-			t.Errorf("etcd members after up: %v, want %v (up joined the leaving node again)", got, cps)
-		}
-		waitServers(allUp)
-	}
-	devk("node", "remove", fourth)
-	t.Logf("control-plane node remove: %d kill points, each resumed by node remove, one by up", len(removePoints))
-	if got := etcdMembers(); !slices.Equal(got, cps) {
-		t.Errorf("etcd members after node remove %v, want %v", got, cps)
-	}
-	waitServers(allUp)
-	nodeLeftovers(t, fourth, filepath.Join(paths.NodesDir(), fourth), layout.NodeCgroupRoot(name, fourth))
+		waitServers(t, allUp)
+		nodeLeftovers(t, fourth, filepath.Join(paths.NodesDir(), fourth), layout.NodeCgroupRoot(name, fourth))
+	})
 
 	// up again on the running cluster: every node's join is resumed,
 	// and nothing changes (no manifest rewritten, the same members).
-	staticPods := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
-	manifestsOf := func() map[string]string {
-		out := map[string]string{}
-		for _, n := range cps {
-			dir := paths.Manifests()
-			if n != cfg.NodeName {
-				dir = filepath.Join(paths.NodesDir(), n, "manifests")
-			}
-			for _, pod := range staticPods {
-				data, err := os.ReadFile(filepath.Join(dir, pod+".yaml"))
-				if err != nil {
-					t.Fatal(err)
+	step(t, "up again changes nothing", func(t *testing.T) {
+		staticPods := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+		manifestsOf := func() map[string]string {
+			out := map[string]string{}
+			for _, n := range cps {
+				dir := paths.Manifests()
+				if n != cfg.NodeName {
+					dir = filepath.Join(paths.NodesDir(), n, "manifests")
 				}
-				out[n+"/"+pod] = string(data)
+				for _, pod := range staticPods {
+					data, err := os.ReadFile(filepath.Join(dir, pod+".yaml"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[n+"/"+pod] = string(data)
+				}
+			}
+			return out
+		}
+		beforeUp := manifestsOf()
+		devk(t, "up")
+		for k, v := range manifestsOf() {
+			if beforeUp[k] != v {
+				t.Errorf("up again rewrote the manifest %s", k)
 			}
 		}
-		return out
-	}
-	beforeUp := manifestsOf()
-	devk("up")
-	for k, v := range manifestsOf() {
-		if beforeUp[k] != v {
-			t.Errorf("up again rewrote the manifest %s", k)
+		if got := etcdMembers(t); !slices.Equal(got, cps) {
+			t.Errorf("etcd members after up again %v", got)
 		}
-	}
-	if got := etcdMembers(); !slices.Equal(got, cps) {
-		t.Errorf("etcd members after up again %v", got)
-	}
-	waitServers(allUp)
+		waitServers(t, allUp)
+	})
 
 	// A patched API server swapped on every control-plane node, one at a
 	// time, under load through HAProxy.
@@ -289,96 +303,104 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	}
 	t.Cleanup(restore)
-	if err := os.WriteFile(configGo, append(append([]byte{}, orig...), "\nfunc DevkE2EHA() string { return \"ha\" }\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
-	load := startLoad(t, admin)
-	sw := devk("swap", "apiserver", "-o", "json")
-	sent, failures := load.stop()
-	var swapped haSwapReport
-	if err := json.Unmarshal([]byte(sw.Stdout), &swapped); err != nil || len(swapped.StaticPods) != 3 {
-		t.Fatalf("swap apiserver on 3 control planes: %v\n%s", err, sw.Stdout)
-	}
-	for i, p := range swapped.StaticPods {
-		bad := 0
-		for _, ch := range p.Checks {
-			if !ch.OK {
-				bad++
+	step(t, "a rolling swap under load", func(t *testing.T) {
+		if err := os.WriteFile(configGo, append(append([]byte{}, orig...), "\nfunc DevkE2EHA() string { return \"ha\" }\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+		load := startLoad(t, admin)
+		sw := devk(t, "swap", "apiserver", "-o", "json")
+		sent, failures := load.stop()
+		var swapped haSwapReport
+		if err := json.Unmarshal([]byte(sw.Stdout), &swapped); err != nil || len(swapped.StaticPods) != 3 {
+			t.Fatalf("swap apiserver on 3 control planes: %v\n%s", err, sw.Stdout)
+		}
+		for i, p := range swapped.StaticPods {
+			bad := 0
+			for _, ch := range p.Checks {
+				if !ch.OK {
+					bad++
+				}
+			}
+			if bad > 0 || p.Unchanged || p.RolledBack || p.Node != cps[i] {
+				t.Errorf("swap %d (want on %s, in that order): %+v", i, cps[i], p)
 			}
 		}
-		if bad > 0 || p.Unchanged || p.RolledBack || p.Node != cps[i] {
-			t.Errorf("swap %d (want on %s, in that order): %+v", i, cps[i], p)
+		t.Logf("rolling swap of 3 API servers took %s; %d requests through HAProxy meanwhile, %d failed", sw.Took.Round(time.Millisecond), sent, len(failures))
+		if sent < 100 {
+			t.Errorf("the load sent only %d requests: it did not run", sent)
 		}
-	}
-	t.Logf("rolling swap of 3 API servers took %s; %d requests through HAProxy meanwhile, %d failed", sw.Took.Round(time.Millisecond), sent, len(failures))
-	if sent < 100 {
-		t.Errorf("the load sent only %d requests: it did not run", sent)
-	}
-	if len(failures) > 0 {
-		t.Errorf("%d of %d requests through HAProxy failed during the rolling swap, e.g. %s", len(failures), sent, failures[0])
-	}
-	v := devk("digest", "verify", "apiserver")
-	for _, n := range cps[1:] {
-		if !strings.Contains(v.Stdout, "cri@"+n) || !strings.Contains(v.Stdout, "mirror-pod@"+n) {
-			t.Errorf("digest verify does not look at %s:\n%s", n, v.Stdout)
+		if len(failures) > 0 {
+			t.Errorf("%d of %d requests through HAProxy failed during the rolling swap, e.g. %s", len(failures), sent, failures[0])
 		}
-	}
+		v := devk(t, "digest", "verify", "apiserver")
+		for _, n := range cps[1:] {
+			if !strings.Contains(v.Stdout, "cri@"+n) || !strings.Contains(v.Stdout, "mirror-pod@"+n) {
+				t.Errorf("digest verify does not look at %s:\n%s", n, v.Stdout)
+			}
+		}
+	})
 
 	// While a rolling swap holds the cluster (between its nodes), a node
 	// removal, up, down, a node add, certs renew and a kubelet swap on
 	// another node are refused, naming it.
-	holdAndRefuse(t, c.Tree, c.Env, "swap/rolling/next", []string{"swap", "apiserver", "--name", name}, false,
-		[]string{"node", "remove", cps[2], "--name", name}, []string{"up", "--name", name}, []string{"down", "--name", name},
-		[]string{"node", "add", "--control-plane", "--name", name}, []string{"certs", "renew", "all", "--name", name},
-		[]string{"swap", "kubelet", "--node", cps[2], "--name", name})
-	waitServers(allUp)
+	step(t, "refused while a rolling swap holds the cluster", func(t *testing.T) {
+		holdAndRefuse(t, c.Tree, c.Env, "swap/rolling/next", []string{"swap", "apiserver", "--name", name}, false,
+			[]string{"node", "remove", cps[2], "--name", name}, []string{"up", "--name", name}, []string{"down", "--name", name},
+			[]string{"node", "add", "--control-plane", "--name", name}, []string{"certs", "renew", "all", "--name", name},
+			[]string{"swap", "kubelet", "--node", cps[2], "--name", name})
+		waitServers(t, allUp)
+	})
 
 	// Killed inside a rolling swap (back to the tree's own API server):
 	// with node 0 out of HAProxy, status says so and what to run, and up
 	// puts it back, as a change; between two nodes, the next swap finishes
 	// the roll. Every server is UP after each.
-	restore()
-	MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
-	swapArgs := []string{"swap", "apiserver", "--name", name}
-	if r := atPoint(t, c.Tree, c.Env, "swap/rolling/drained", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
-		t.Fatalf("not killed at swap/rolling/drained: %v\n%s", r.Err, r.Stderr)
-	}
-	if got := lbServers()[cps[0]]; got != "DRAIN" {
-		t.Errorf("HAProxy says %s for %s after a swap killed while it was out, want DRAIN", got, cps[0])
-	}
-	if st := devk("status"); !strings.Contains(st.Stdout, "`devk up --name "+name+"` (or the next `devk swap`) puts it back") {
-		t.Errorf("status does not say what puts the drained server back:\n%s", st.Stdout)
-	}
-	if r := devk("up"); !strings.Contains(r.Stderr, "put back "+cps[0]+" (was DRAIN)") {
-		t.Errorf("up does not report putting %s back:\n%s", cps[0], r.Stderr)
-	}
-	waitServers(allUp)
-	if r := atPoint(t, c.Tree, c.Env, "swap/rolling/next", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
-		t.Fatalf("not killed at swap/rolling/next: %v\n%s", r.Err, r.Stderr)
-	}
-	waitServers(allUp)
-	devk("swap", "apiserver")
-	waitServers(allUp)
-	devk("digest", "verify", "apiserver")
+	step(t, "killed inside a rolling swap", func(t *testing.T) {
+		restore()
+		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+		swapArgs := []string{"swap", "apiserver", "--name", name}
+		if r := atPoint(t, c.Tree, c.Env, "swap/rolling/drained", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at swap/rolling/drained: %v\n%s", r.Err, r.Stderr)
+		}
+		if got := lbServers(t)[cps[0]]; got != "DRAIN" {
+			t.Errorf("HAProxy says %s for %s after a swap killed while it was out, want DRAIN", got, cps[0])
+		}
+		if st := devk(t, "status"); !strings.Contains(st.Stdout, "`devk up --name "+name+"` (or the next `devk swap`) puts it back") {
+			t.Errorf("status does not say what puts the drained server back:\n%s", st.Stdout)
+		}
+		if r := devk(t, "up"); !strings.Contains(r.Stderr, "put back "+cps[0]+" (was DRAIN)") {
+			t.Errorf("up does not report putting %s back:\n%s", cps[0], r.Stderr)
+		}
+		waitServers(t, allUp)
+		if r := atPoint(t, c.Tree, c.Env, "swap/rolling/next", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at swap/rolling/next: %v\n%s", r.Err, r.Stderr)
+		}
+		waitServers(t, allUp)
+		devk(t, "swap", "apiserver")
+		waitServers(t, allUp)
+		devk(t, "digest", "verify", "apiserver")
+	})
 
 	// Every control-plane node's certificates checked and renewed,
 	// rolling, under load through HAProxy (renew_test.go).
-	t.Run("certs", func(t *testing.T) { haCerts(t, c, name, cps, admin) })
+	step(t, "certs", func(t *testing.T) { haCerts(t, c, name, cps, admin) })
 
 	// down: nothing of any node, nor HAProxy.
-	devk("down")
-	downed()
-	for _, n := range cfg.NodeNames() {
-		dir, root := filepath.Join(paths.NodesDir(), n), layout.NodeCgroupRoot(name, n)
-		if n == cfg.NodeName {
-			dir, root = paths.Dir, layout.CgroupRoot(name)
+	step(t, "down", func(t *testing.T) {
+		devk(t, "down")
+		downed()
+		for _, n := range cfg.NodeNames() {
+			dir, root := filepath.Join(paths.NodesDir(), n), layout.NodeCgroupRoot(name, n)
+			if n == cfg.NodeName {
+				dir, root = paths.Dir, layout.CgroupRoot(name)
+			}
+			nodeLeftovers(t, n, dir, root)
 		}
-		nodeLeftovers(t, n, dir, root)
-	}
-	if hostAfter := hostNetState(t); hostAfter != hostBefore {
-		t.Errorf("the host's network changed:\nbefore %+v\nafter  %+v", hostBefore, hostAfter)
-	}
+		if hostAfter := hostNetState(t); hostAfter != hostBefore {
+			t.Errorf("the host's network changed:\nbefore %+v\nafter  %+v", hostBefore, hostAfter)
+		}
+	})
 
 	// The shared cluster running what the tree builds again (built
 	// above), for the tests after this one.
