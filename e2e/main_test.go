@@ -181,3 +181,12 @@ func (c *SharedCluster) Kubectl(t testing.TB, args ...string) Result {
 func (c *SharedCluster) KubectlPath() string {
 	return filepath.Join(c.Home, "bin", "kubectl")
 }
+
+// step runs f as t's subtest name. The steps of a scenario share its
+// cluster, each building on the ones before: a failed step stops t.
+func step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		t.FailNow()
+	}
+}

@@ -524,12 +524,3 @@ func besideShared(t *testing.T, c *SharedCluster, name string) (devk func(t *tes
 		return MustDevkEnv(t, c.Tree, c.Env, append(args, "--name", name)...)
 	}, func() { gone = true }
 }
-
-// step runs f as t's subtest name. The steps of a scenario share its
-// cluster, each building on the ones before: a failed step stops t.
-func step(t *testing.T, name string, f func(t *testing.T)) {
-	t.Helper()
-	if !t.Run(name, f) {
-		t.FailNow()
-	}
-}

@@ -118,12 +118,6 @@ func TestSwap(t *testing.T) {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, args...)
 	}
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
 	clusterDir := filepath.Join(home, "clusters", "devk")
 	manifests := filepath.Join(clusterDir, "manifests")
 	apiManifest := filepath.Join(manifests, "kube-apiserver.yaml")
@@ -133,7 +127,7 @@ func TestSwap(t *testing.T) {
 	apiserverMain := filepath.Join(tree, "cmd", "kube-apiserver", "apiserver.go")
 	var good string // the patched apiserver's image, once swapped in
 
-	step("plan", func(t *testing.T) {
+	step(t, "plan", func(t *testing.T) {
 		// --dry-run names each phase and what it touches, and touches nothing.
 		before, _ := os.ReadFile(apiManifest)
 		r := devk(t, "swap", "--dry-run", "apiserver")
@@ -147,7 +141,7 @@ func TestSwap(t *testing.T) {
 		}
 	})
 
-	step("patched apiserver", func(t *testing.T) {
+	step(t, "patched apiserver", func(t *testing.T) {
 		// The tree turns dirty, so the build is stamped vX-dirty and
 		// /version must say so after the swap.
 		appendTo(top, configGo, "\n// DevkE2ESwap proves the swapped apiserver is this build.\nfunc DevkE2ESwap() string { return \"swapped\" }\n")
@@ -183,7 +177,7 @@ func TestSwap(t *testing.T) {
 		devk(t, "digest", "verify", "apiserver")
 	})
 
-	step("kubeadm node paths", func(t *testing.T) {
+	step(t, "kubeadm node paths", func(t *testing.T) {
 		// The same node addressed as a kubeadm-layout node, by its paths
 		// alone, from a DEVK_HOME that knows no cluster: the paths `devk
 		// swap --manifests-dir … --kubeconfig … --cri-socket …` take on a
@@ -202,7 +196,7 @@ func TestSwap(t *testing.T) {
 		}
 	})
 
-	step("nothing new pushed", func(t *testing.T) {
+	step(t, "nothing new pushed", func(t *testing.T) {
 		// Other tests pushed from this tree too (a second cluster's up
 		// pushes every image it builds, recorded as the last push): one
 		// swap brings every component to its last push first.
@@ -212,7 +206,7 @@ func TestSwap(t *testing.T) {
 		}
 	})
 
-	step("apiserver that exits is rolled back", func(t *testing.T) {
+	step(t, "apiserver that exits is rolled back", func(t *testing.T) {
 		src, err := os.ReadFile(apiserverMain)
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +236,7 @@ func TestSwap(t *testing.T) {
 		})
 	})
 
-	step("killed swap is finished, then rolled back", func(t *testing.T) {
+	step(t, "killed swap is finished, then rolled back", func(t *testing.T) {
 		// devk killed in the middle of a swap: the manifest is always
 		// whole, the next swap finishes it, and --rollback goes back.
 		appendTo(top, configGo, "\nfunc DevkE2ESwapAgain() string { return \"again\" }\n")
@@ -286,7 +280,7 @@ func TestSwap(t *testing.T) {
 		}
 	})
 
-	step("kubectl binary", func(t *testing.T) {
+	step(t, "kubectl binary", func(t *testing.T) {
 		// Install, no-op, new build, rollback.
 		dest := filepath.Join(home, "bin", "kubectl")
 		devk(t, "build", "kubectl")
@@ -313,7 +307,7 @@ func TestSwap(t *testing.T) {
 		}
 	})
 
-	step("kubelet binary", func(t *testing.T) {
+	step(t, "kubelet binary", func(t *testing.T) {
 		// A new binary, restarted, node Ready; then rolled back.
 		devk(t, "build", "kubelet")
 		var rep swapReport
@@ -331,7 +325,7 @@ func TestSwap(t *testing.T) {
 		})
 	})
 
-	step("watch", func(t *testing.T) {
+	step(t, "watch", func(t *testing.T) {
 		// A save is built, pushed, swapped and verified; a compile error
 		// is reported and the loop recovers on the next save.
 		var wout, werr syncbuf.Buffer
@@ -406,12 +400,6 @@ func TestSwapAddon(t *testing.T) {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, args...)
 	}
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
 	proxyImage := func(t *testing.T) (image string, annotations map[string]string) {
 		t.Helper()
 		ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
@@ -430,7 +418,7 @@ func TestSwapAddon(t *testing.T) {
 	proxyMain := filepath.Join(tree, "cmd", "kube-proxy", "proxy.go")
 	var good string
 
-	step("rebuilt kube-proxy", func(t *testing.T) {
+	step(t, "rebuilt kube-proxy", func(t *testing.T) {
 		appendTo(top, proxyMain, "\n// devkE2ESwapProxy proves the swapped kube-proxy is this build.\nfunc devkE2ESwapProxy() string { return \"swapped\" }\n")
 		devk(t, "build", "kube-proxy", "--push")
 		var rep swapReport
@@ -461,7 +449,7 @@ func TestSwapAddon(t *testing.T) {
 		}
 	})
 
-	step("kube-proxy that cannot start is rolled back", func(t *testing.T) {
+	step(t, "kube-proxy that cannot start is rolled back", func(t *testing.T) {
 		src, err := os.ReadFile(proxyMain)
 		if err != nil {
 			t.Fatal(err)
@@ -487,7 +475,7 @@ func TestSwapAddon(t *testing.T) {
 		}
 	})
 
-	step("rollback", func(t *testing.T) {
+	step(t, "rollback", func(t *testing.T) {
 		devk(t, "swap", "--rollback", "kube-proxy", "-v")
 		if img, _ := proxyImage(t); img != installed {
 			t.Fatalf("after --rollback the DaemonSet names %s, want %s", img, installed)
