@@ -60,7 +60,7 @@ func TestClusterUpDown(t *testing.T) {
 	home := t.TempDir()
 	kubeconfig := filepath.Join(home, "user-kubeconfig")
 	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
-	devk := func(args ...string) Result {
+	devk := func(t *testing.T, args ...string) Result {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, args...)
 	}
@@ -77,7 +77,7 @@ func TestClusterUpDown(t *testing.T) {
 	})
 
 	// up, as a user would, from inside the tree.
-	up := devk("up", "-o", "json")
+	up := devk(t, "up", "-o", "json")
 	var res struct {
 		Context, Kubeconfig, Node string
 		Images                    map[string]string
@@ -91,96 +91,106 @@ func TestClusterUpDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	node, err := cs.CoreV1().Nodes().Get(ctx, res.Node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !nodeReady(node) {
-		t.Fatalf("node %s is not Ready after devk up: %+v", node.Name, node.Status.Conditions)
-	}
+	step(t, "node Ready", func(t *testing.T) {
+		node, err := cs.CoreV1().Nodes().Get(ctx, res.Node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !nodeReady(node) {
+			t.Fatalf("node %s is not Ready after devk up: %+v", node.Name, node.Status.Conditions)
+		}
+	})
 
 	// up applies its objects server-side as "devk"; cluster-info keeps the
 	// signature the bootstrapsigner adds beside devk's kubeconfig key.
-	eventually(t, ctx, "cluster-info applied by devk and signed", func() error {
-		cm, err := cs.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !slices.ContainsFunc(cm.ManagedFields, func(m metav1.ManagedFieldsEntry) bool {
-			return m.Manager == "devk" && m.Operation == metav1.ManagedFieldsOperationApply
-		}) {
-			return fmt.Errorf("cluster-info was not applied by devk: %+v", cm.ManagedFields)
-		}
-		for k := range cm.Data {
-			if strings.HasPrefix(k, "jws-kubeconfig-") {
-				return nil
-			}
-		}
-		return fmt.Errorf("cluster-info is not signed yet: %v", slices.Collect(maps.Keys(cm.Data)))
-	})
-
-	// The four control-plane pods run the digests devk pushed.
-	pushed := pushedDigests(t, tree)
-	wantPods := map[string]string{"etcd": "etcd", "kube-apiserver": "apiserver", "kube-controller-manager": "controller-manager", "kube-scheduler": "scheduler"}
-	eventually(t, ctx, "control-plane pods Running with the pushed digests", func() error {
-		for pod, comp := range wantPods {
-			p, err := cs.CoreV1().Pods("kube-system").Get(ctx, pod+"-"+res.Node, metav1.GetOptions{})
+	step(t, "cluster-info applied by devk and signed", func(t *testing.T) {
+		eventually(t, ctx, "cluster-info applied by devk and signed", func() error {
+			cm, err := cs.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
-				return fmt.Errorf("%s is %s", p.Name, p.Status.Phase)
+			if !slices.ContainsFunc(cm.ManagedFields, func(m metav1.ManagedFieldsEntry) bool {
+				return m.Manager == "devk" && m.Operation == metav1.ManagedFieldsOperationApply
+			}) {
+				return fmt.Errorf("cluster-info was not applied by devk: %+v", cm.ManagedFields)
 			}
-			id := p.Status.ContainerStatuses[0].ImageID
-			if !strings.HasSuffix(id, "@"+pushed[comp]) || pushed[comp] == "" {
-				return fmt.Errorf("%s runs %s, devk pushed %s", p.Name, id, pushed[comp])
+			for k := range cm.Data {
+				if strings.HasPrefix(k, "jws-kubeconfig-") {
+					return nil
+				}
 			}
-			if img := p.Spec.Containers[0].Image; !strings.Contains(img, "@sha256:") {
-				return fmt.Errorf("%s's manifest names %s, not a digest", p.Name, img)
+			return fmt.Errorf("cluster-info is not signed yet: %v", slices.Collect(maps.Keys(cm.Data)))
+		})
+	})
+
+	// The four control-plane pods run the digests devk pushed.
+	step(t, "control-plane pods run the pushed digests", func(t *testing.T) {
+		pushed := pushedDigests(t, tree)
+		wantPods := map[string]string{"etcd": "etcd", "kube-apiserver": "apiserver", "kube-controller-manager": "controller-manager", "kube-scheduler": "scheduler"}
+		eventually(t, ctx, "control-plane pods Running with the pushed digests", func() error {
+			for pod, comp := range wantPods {
+				p, err := cs.CoreV1().Pods("kube-system").Get(ctx, pod+"-"+res.Node, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+					return fmt.Errorf("%s is %s", p.Name, p.Status.Phase)
+				}
+				id := p.Status.ContainerStatuses[0].ImageID
+				if !strings.HasSuffix(id, "@"+pushed[comp]) || pushed[comp] == "" {
+					return fmt.Errorf("%s runs %s, devk pushed %s", p.Name, id, pushed[comp])
+				}
+				if img := p.Spec.Containers[0].Image; !strings.Contains(img, "@sha256:") {
+					return fmt.Errorf("%s's manifest names %s, not a digest", p.Name, img)
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 
 	// Scheduler + kubelet + runtime: a host-network pod tolerating the
 	// control-plane taint is scheduled and runs.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-hostnet", Namespace: "default"},
-		Spec: corev1.PodSpec{
-			HostNetwork: true,
-			Tolerations: []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Containers:  []corev1.Container{{Name: "pause", Image: res.Images["pause"]}},
-		},
-	}
-	eventually(t, ctx, "the default service account", func() error {
-		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err
-	})
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, ctx, "the host-network pod to run", func() error {
-		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
+	step(t, "pods run", func(t *testing.T) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-hostnet", Namespace: "default"},
+			Spec: corev1.PodSpec{
+				HostNetwork: true,
+				Tolerations: []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+				Containers:  []corev1.Container{{Name: "pause", Image: res.Images["pause"]}},
+			},
+		}
+		eventually(t, ctx, "the default service account", func() error {
+			_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 			return err
+		})
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		if p.Spec.NodeName != res.Node || p.Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("pod on %q is %s", p.Spec.NodeName, p.Status.Phase)
-		}
-		return nil
+		eventually(t, ctx, "the host-network pod to run", func() error {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Spec.NodeName != res.Node || p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pod on %q is %s", p.Spec.NodeName, p.Status.Phase)
+			}
+			return nil
+		})
+		checkWorkloads(t, ctx, cs, dir, res.Node, res.Images["pause"])
 	})
-	checkWorkloads(t, ctx, cs, dir, res.Node, res.Images["pause"])
 
 	// The node's rules, sysctls and interfaces are the node's: the host's
 	// iptables and sysctls are as they were (its links gained only devk's
 	// bridge and veth, checked after down).
-	if during := hostNetState(t); during.iptables != hostBefore.iptables || during.sysctls != hostBefore.sysctls {
-		t.Errorf("the host's iptables or sysctls changed while the cluster runs:\nbefore:\n%s\n%s\nduring:\n%s\n%s", hostBefore.iptables, hostBefore.sysctls, during.iptables, during.sysctls)
-	}
+	step(t, "host network untouched while pods run", func(t *testing.T) {
+		if during := hostNetState(t); during.iptables != hostBefore.iptables || during.sysctls != hostBefore.sysctls {
+			t.Errorf("the host's iptables or sysctls changed while the cluster runs:\nbefore:\n%s\n%s\nduring:\n%s\n%s", hostBefore.iptables, hostBefore.sysctls, during.iptables, during.sysctls)
+		}
+	})
 	// The node writes its kubelet's device-plugin socket, container-log
 	// links, CNI cache, runc state and shim sockets in its own mount
 	// namespace, to its own directories: the host's are as they were.
-	t.Run("host filesystem untouched while pods run", func(t *testing.T) {
+	step(t, "host filesystem untouched while pods run", func(t *testing.T) {
 		fsBefore.check(t, "while the cluster runs pods", hostFSState(t))
 		for _, p := range []string{"fs/var/lib/kubelet/device-plugins/kubelet.sock", "fs/run/containerd/s", "fs/var/lib/cni"} {
 			if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
@@ -193,55 +203,62 @@ func TestClusterUpDown(t *testing.T) {
 	})
 
 	// status agrees: every component healthy, running what its manifest names.
-	st := devk("status", "-o", "json")
-	var status struct {
-		NodeReady  bool
-		Components []struct {
-			Name, ManifestImage, RunningImage string
-			Healthy                           bool
+	step(t, "status", func(t *testing.T) {
+		st := devk(t, "status", "-o", "json")
+		var status struct {
+			NodeReady  bool
+			Components []struct {
+				Name, ManifestImage, RunningImage string
+				Healthy                           bool
+			}
 		}
-	}
-	if err := json.Unmarshal([]byte(st.Stdout), &status); err != nil {
-		t.Fatalf("devk status -o json printed %q: %v", st.Stdout, err)
-	}
-	if !status.NodeReady || len(status.Components) != 4 {
-		t.Errorf("devk status: node ready %v, %d components", status.NodeReady, len(status.Components))
-	}
-	for _, c := range status.Components {
-		if !c.Healthy || c.ManifestImage == "" || c.RunningImage != c.ManifestImage {
-			t.Errorf("devk status: %s healthy=%v manifest %s running %s", c.Name, c.Healthy, c.ManifestImage, c.RunningImage)
+		if err := json.Unmarshal([]byte(st.Stdout), &status); err != nil {
+			t.Fatalf("devk status -o json printed %q: %v", st.Stdout, err)
 		}
-	}
+		if !status.NodeReady || len(status.Components) != 4 {
+			t.Errorf("devk status: node ready %v, %d components", status.NodeReady, len(status.Components))
+		}
+		for _, c := range status.Components {
+			if !c.Healthy || c.ManifestImage == "" || c.RunningImage != c.ManifestImage {
+				t.Errorf("devk status: %s healthy=%v manifest %s running %s", c.Name, c.Healthy, c.ManifestImage, c.RunningImage)
+			}
+		}
 
-	checkDaemonLogs(t, home, "devk")
+	})
+
+	step(t, "daemon logs", func(t *testing.T) { checkDaemonLogs(t, home, "devk") })
 
 	// up again: nothing changes.
-	before := snapshot(t, ctx, cs, dir)
-	again := devk("up")
-	after := snapshot(t, ctx, cs, dir)
-	for k, v := range before {
-		if after[k] != v {
-			t.Errorf("devk up on a healthy cluster changed %s: %s -> %s", k, v, after[k])
+	step(t, "up again changes nothing", func(t *testing.T) {
+		before := snapshot(t, ctx, cs, dir)
+		again := devk(t, "up")
+		after := snapshot(t, ctx, cs, dir)
+		for k, v := range before {
+			if after[k] != v {
+				t.Errorf("devk up on a healthy cluster changed %s: %s -> %s", k, v, after[k])
+			}
 		}
-	}
-	if !strings.Contains(again.Stdout, "nothing changed") || !strings.Contains(again.Stderr, "reused") {
-		t.Errorf("second devk up did not report that nothing changed:\n%s%s", again.Stdout, again.Stderr)
-	}
+		if !strings.Contains(again.Stdout, "nothing changed") || !strings.Contains(again.Stderr, "reused") {
+			t.Errorf("second devk up did not report that nothing changed:\n%s%s", again.Stdout, again.Stderr)
+		}
+	})
 
 	// down: nothing left.
-	down := devk("down")
-	downed = true
-	t.Logf("devk down: %s", strings.TrimSpace(down.Stdout))
-	checkNothingLeft(t, home, kubeconfig, res.Context)
-	if after := hostNetState(t); after != hostBefore {
-		t.Errorf("the host's network differs after down:\nbefore: %+v\nafter:  %+v", hostBefore, after)
-	}
-	t.Run("host filesystem untouched after down", func(t *testing.T) {
-		fsBefore.check(t, "after down", hostFSState(t))
+	step(t, "down leaves nothing", func(t *testing.T) {
+		down := devk(t, "down")
+		downed = true
+		t.Logf("devk down: %s", strings.TrimSpace(down.Stdout))
+		checkNothingLeft(t, home, kubeconfig, res.Context)
+		if after := hostNetState(t); after != hostBefore {
+			t.Errorf("the host's network differs after down:\nbefore: %+v\nafter:  %+v", hostBefore, after)
+		}
+		t.Run("host filesystem untouched after down", func(t *testing.T) {
+			fsBefore.check(t, "after down", hostFSState(t))
+		})
+		if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
+			t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+		}
 	})
-	if r := Devk(t, tree, env, "down"); r.Err != nil || !strings.Contains(r.Stdout, "nothing to do") {
-		t.Errorf("a second devk down should say there is nothing to do: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
-	}
 }
 
 // checkDaemonLogs: every daemon devk runs for cluster name (node 0's
