@@ -223,7 +223,6 @@ func TestClusterUpDown(t *testing.T) {
 				t.Errorf("devk status: %s healthy=%v manifest %s running %s", c.Name, c.Healthy, c.ManifestImage, c.RunningImage)
 			}
 		}
-
 	})
 
 	step(t, "daemon logs", func(t *testing.T) { checkDaemonLogs(t, home, "devk") })

@@ -34,7 +34,7 @@ func TestServicesDNSAndStreams(t *testing.T) {
 	c := Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	k := func(args ...string) string {
+	k := func(t *testing.T, args ...string) string {
 		t.Helper()
 		r := c.Kubectl(t, args...)
 		if r.Err != nil {
@@ -70,39 +70,47 @@ metadata: {name: client, namespace: default}
 spec:
   containers: [{name: client, image: %[1]q, args: [netexec, --http-port=8080]}]
 `, img)
-	r := run(t, c.Tree, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s apply -f - <<'EOF'\n%sEOF", c.KubectlPath(), c.Kubeconfig, manifests))
-	if r.Err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
-	}
-	k("rollout", "status", "deployment/web", "--timeout=120s")
-	k("wait", "--for=condition=Ready", "pod/client", "--timeout=120s")
+	step(t, "workloads", func(t *testing.T) {
+		r := run(t, c.Tree, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s apply -f - <<'EOF'\n%sEOF", c.KubectlPath(), c.Kubeconfig, manifests))
+		if r.Err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
+		}
+		k(t, "rollout", "status", "deployment/web", "--timeout=120s")
+		k(t, "wait", "--for=condition=Ready", "pod/client", "--timeout=120s")
+	})
 
 	// From another pod: the Service by its short and full names, and the
 	// API server's Service by its cluster domain name.
 	// kube-proxy programs a new Service's endpoints within its sync
 	// period (it rejects connections until then): the first may be
 	// refused.
-	for _, target := range []string{"web:80", "web.default.svc.cluster.local:80", "kubernetes.default.svc.cluster.local:443"} {
-		eventually(t, ctx, "a connection from pod client to "+target, func() error {
-			if r := c.Kubectl(t, "exec", "client", "--", "/agnhost", "connect", target, "--timeout=5s"); r.Err != nil {
-				return fmt.Errorf("%v: %s%s", r.Err, r.Stdout, r.Stderr)
-			}
-			return nil
-		})
-	}
+	step(t, "Services by name from a pod", func(t *testing.T) {
+		for _, target := range []string{"web:80", "web.default.svc.cluster.local:80", "kubernetes.default.svc.cluster.local:443"} {
+			eventually(t, ctx, "a connection from pod client to "+target, func() error {
+				if r := c.Kubectl(t, "exec", "client", "--", "/agnhost", "connect", target, "--timeout=5s"); r.Err != nil {
+					return fmt.Errorf("%v: %s%s", r.Err, r.Stdout, r.Stderr)
+				}
+				return nil
+			})
+		}
+	})
 
 	// kubectl logs: netexec's start line.
-	if logs := k("logs", "deployment/web"); !strings.Contains(logs, "Started HTTP server on port 8080") {
-		t.Errorf("kubectl logs deployment/web:\n%s", logs)
-	}
+	step(t, "kubectl logs", func(t *testing.T) {
+		if logs := k(t, "logs", "deployment/web"); !strings.Contains(logs, "Started HTTP server on port 8080") {
+			t.Errorf("kubectl logs deployment/web:\n%s", logs)
+		}
+	})
 
 	// port-forward to the client; its netexec dials the Service by name,
 	// which answers with a web pod's hostname.
-	port := portForward(t, ctx, c.KubectlPath(), c.Kubeconfig, "pod/client", 8080)
-	dial := httpGet(t, "http://127.0.0.1:"+port+"/dial?request=hostname&host=web&port=80&protocol=http&tries=1")
-	if !strings.Contains(dial, `"web-`) {
-		t.Errorf("through port-forward, the client's dial of Service web answered %q", dial)
-	}
+	step(t, "port-forward", func(t *testing.T) {
+		port := portForward(t, ctx, c.KubectlPath(), c.Kubeconfig, "pod/client", 8080)
+		dial := httpGet(t, "http://127.0.0.1:"+port+"/dial?request=hostname&host=web&port=80&protocol=http&tries=1")
+		if !strings.Contains(dial, `"web-`) {
+			t.Errorf("through port-forward, the client's dial of Service web answered %q", dial)
+		}
+	})
 
 	// The NodePort from the host, at the node's address on devk's bridge
 	// (never a pod address: the host has no route to those).
@@ -110,46 +118,51 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	route, err := exec.Command("ip", "route", "get", cfg.AdvertiseIP).Output()
-	if err != nil || !strings.Contains(string(route), "dev "+cfg.Network.HostBridge) {
-		t.Fatalf("the host's route to the node %s is not devk's bridge: %s (%v)", cfg.AdvertiseIP, route, err)
-	}
 	cs := clientFor(t, c.Kubeconfig)
-	svc, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodePort := svc.Spec.Ports[0].NodePort
-	if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, nodePort)); !strings.HasPrefix(got, "web-") {
-		t.Errorf("NodePort %d at the node answered %q", nodePort, got)
-	}
+	var nodePort, newPort int32
+	step(t, "NodePort from the host", func(t *testing.T) {
+		route, err := exec.Command("ip", "route", "get", cfg.AdvertiseIP).Output()
+		if err != nil || !strings.Contains(string(route), "dev "+cfg.Network.HostBridge) {
+			t.Fatalf("the host's route to the node %s is not devk's bridge: %s (%v)", cfg.AdvertiseIP, route, err)
+		}
+		svc, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodePort = svc.Spec.Ports[0].NodePort
+		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, nodePort)); !strings.HasPrefix(got, "web-") {
+			t.Errorf("NodePort %d at the node answered %q", nodePort, got)
+		}
+	})
 
 	// devk etcd diff of a nodePort change: the Service and the node-port
 	// allocation, nothing else.
-	newPort := nodePort + 1
-	if newPort > 32767 {
-		newPort = 30000
-	}
-	patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/ports/0/nodePort","value":%d}]`, newPort)
-	d := MustDevkEnv(t, c.Tree, c.Env, "etcd", "diff", "--", c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "patch", "svc", "web", "--type=json", "-p", patch)
-	changed := regexp.MustCompile(`(?m)^--- (/registry/\S+) @`).FindAllStringSubmatch(d.Stdout, -1)
-	var keys []string
-	for _, ch := range changed {
-		keys = append(keys, ch[1])
-	}
-	if strings.Join(keys, " ") != "/registry/ranges/servicenodeports /registry/services/specs/default/web" {
-		t.Errorf("devk etcd diff of a nodePort patch changed %v, want the node-port allocation and the Service:\n%s", keys, d.Stdout)
-	}
-	if !strings.Contains(d.Stdout, "+  - nodePort: "+strconv.Itoa(int(newPort))) {
-		t.Errorf("the diff does not show the new nodePort %d:\n%s", newPort, d.Stdout)
-	}
-	if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, newPort)); !strings.HasPrefix(got, "web-") {
-		t.Errorf("the new NodePort %d answered %q", newPort, got)
-	}
+	step(t, "etcd diff of a nodePort change", func(t *testing.T) {
+		newPort = nodePort + 1
+		if newPort > 32767 {
+			newPort = 30000
+		}
+		patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/ports/0/nodePort","value":%d}]`, newPort)
+		d := MustDevkEnv(t, c.Tree, c.Env, "etcd", "diff", "--", c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "patch", "svc", "web", "--type=json", "-p", patch)
+		changed := regexp.MustCompile(`(?m)^--- (/registry/\S+) @`).FindAllStringSubmatch(d.Stdout, -1)
+		var keys []string
+		for _, ch := range changed {
+			keys = append(keys, ch[1])
+		}
+		if strings.Join(keys, " ") != "/registry/ranges/servicenodeports /registry/services/specs/default/web" {
+			t.Errorf("devk etcd diff of a nodePort patch changed %v, want the node-port allocation and the Service:\n%s", keys, d.Stdout)
+		}
+		if !strings.Contains(d.Stdout, "+  - nodePort: "+strconv.Itoa(int(newPort))) {
+			t.Errorf("the diff does not show the new nodePort %d:\n%s", newPort, d.Stdout)
+		}
+		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, newPort)); !strings.HasPrefix(got, "web-") {
+			t.Errorf("the new NodePort %d answered %q", newPort, got)
+		}
+	})
 
 	// A second cluster beside the first, with a workload; down it, and
 	// the first still serves.
-	t.Run("second cluster", func(t *testing.T) {
+	step(t, "second cluster", func(t *testing.T) {
 		downed := false
 		t.Cleanup(func() {
 			if !downed {
@@ -178,7 +191,7 @@ spec:
 		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, newPort)); !strings.HasPrefix(got, "web-") {
 			t.Errorf("after the second cluster went, the first's NodePort answered %q", got)
 		}
-		k("get", "nodes")
+		k(t, "get", "nodes")
 	})
 }
 
