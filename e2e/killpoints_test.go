@@ -95,7 +95,7 @@ func TestSwapKillPoints(t *testing.T) {
 	manifests := filepath.Join(clusterDir, "manifests")
 	manifest := filepath.Join(manifests, "kube-scheduler.yaml")
 	work := filepath.Join(clusterDir, ".devk-swap")
-	must := func(args ...string) Result {
+	must := func(t *testing.T, args ...string) Result {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, args...)
 	}
@@ -104,7 +104,7 @@ func TestSwapKillPoints(t *testing.T) {
 	// without a compile.
 	known := map[string]bool{manifestImage(t, manifest): true}
 	epoch := 1_000_000
-	push := func() string {
+	push := func(t *testing.T) string {
 		t.Helper()
 		epoch++
 		r := Devk(t, tree, append(append([]string{}, env...), "SOURCE_DATE_EPOCH="+strconv.Itoa(epoch)), "push", "scheduler")
@@ -170,7 +170,7 @@ func TestSwapKillPoints(t *testing.T) {
 		for _, action := range []string{"kill", "int"} {
 			t.Run(point+"="+action, func(t *testing.T) {
 				cases++
-				push()
+				push(t)
 				r := atPoint(t, tree, env, point, action, "swap", "scheduler", "-v")
 				switch action {
 				case "kill":
@@ -180,14 +180,14 @@ func TestSwapKillPoints(t *testing.T) {
 					how := recoveries[i%len(recoveries)]
 					switch how {
 					case "swap":
-						must("swap", "scheduler")
+						must(t, "swap", "scheduler")
 					case "rollback":
 						// With a journal: back to what the swap replaced;
 						// without one (killed before it): the last backup.
-						must("swap", "--rollback", "scheduler")
+						must(t, "swap", "--rollback", "scheduler")
 					case "up":
-						must("up")
-						must("swap", "scheduler") // finishes or discards the journal
+						must(t, "up")
+						must(t, "swap", "scheduler") // finishes or discards the journal
 					}
 					healthy(t, "after kill -9 at "+point+" and devk "+how)
 				case "int":
@@ -206,12 +206,12 @@ func TestSwapKillPoints(t *testing.T) {
 		// A second Ctrl-C stops waiting for the old pod: the journal stays,
 		// and the next swap finishes the job.
 		cases++
-		push()
+		push(t)
 		r := atPoint(t, tree, env, "swap/handover", "int2", "swap", "scheduler", "-v")
 		if code := exitCode(r.Err); code != 130 {
 			t.Fatalf("exit %d after two Ctrl-C, want 130:\n%s", code, r.Stderr)
 		}
-		must("swap", "scheduler")
+		must(t, "swap", "scheduler")
 		healthy(t, "after two Ctrl-C in the hand-over and devk swap")
 		recovered++
 	})
@@ -220,7 +220,7 @@ func TestSwapKillPoints(t *testing.T) {
 	// While a swap holds the node, another swap, an up and a down are
 	// refused, naming it.
 	t.Run("concurrent", func(t *testing.T) {
-		push()
+		push(t)
 		cmd := exec.Command(failpointDevk(t), "swap", "scheduler")
 		cmd.Dir = tree
 		cmd.Env = append(append(os.Environ(), env...), "DEVK_FAILPOINT=swap/after-pull=hold")
