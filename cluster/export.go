@@ -171,60 +171,70 @@ func ExportLogs(ctx context.Context, o ExportOptions, popts phase.Options) (*Exp
 func exportPhases(tar bool) []*phase.Phase[*exporter] {
 	ps := []*phase.Phase[*exporter]{
 		{Name: "logs", Short: "copy devk's view (cluster.json, phase times, status) and each node's logs, manifests, kubelet config and container logs",
-			IO: func(e *exporter) ([]string, []string) {
-				return []string{e.c.ConfigFile(), e.c.Dir}, []string{e.root}
-			},
-			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
-				e.devkView(ctx, e.devkVersion)
-				if ns, err := e.c.nodes(); err != nil {
-					e.miss("nodes", err)
-				} else {
-					for _, n := range ns {
-						e.node(ctx, n)
-					}
-				}
-				return phase.Changed("%d container logs", e.res.ContainerLogs), e.err
-			}},
+			IO:  func(e *exporter) ([]string, []string) { return []string{e.c.ConfigFile(), e.c.Dir}, []string{e.root} },
+			Run: phase.Method((*exporter).runLogs)},
 		{Name: "objects", Short: "write every listable resource's objects in all namespaces, Secrets redacted",
 			IO: func(e *exporter) ([]string, []string) {
 				return []string{e.c.Config.APIServerURL()}, []string{filepath.Join(e.root, ExportObjectsDir)}
 			},
-			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
-				if err := e.objects(ctx); err != nil {
-					e.miss(ExportObjectsDir, err)
-					return phase.Unchanged("none: %v", err), e.err
-				}
-				return phase.Changed("%d objects of %d resources", e.res.Objects, e.res.Resources), e.err
-			}},
+			Run: phase.Method((*exporter).runObjects)},
 		{Name: "readme", Short: "write README.txt (what is where) and errors.txt (what could not be collected)",
 			IO: func(e *exporter) ([]string, []string) {
 				return nil, []string{filepath.Join(e.root, "README.txt"), filepath.Join(e.root, ExportErrorsFile)}
 			},
-			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
-				e.write("README.txt", []byte(exportReadme(e.c.Config.Name, e.c.Config.NodeName)))
-				if len(e.res.Missing) > 0 {
-					e.write(ExportErrorsFile, []byte(strings.Join(e.res.Missing, "\n")+"\n"))
-				}
-				return phase.Changed("%d files, %d missing", e.res.Files, len(e.res.Missing)), e.err
-			}},
+			Run: phase.Method((*exporter).runReadme)},
 	}
 	if tar {
 		ps = append(ps, &phase.Phase[*exporter]{Name: "tarball", Short: "write the export as a gzipped tarball",
-			IO: func(e *exporter) ([]string, []string) {
-				return []string{e.root}, []string{e.res.Path}
-			},
-			Run: func(ctx context.Context, e *exporter) (phase.Outcome, error) {
-				if err := writeTarball(e.res.Path, e.root); err != nil {
-					return phase.Done, err
-				}
-				fi, err := os.Stat(e.res.Path)
-				if err != nil {
-					return phase.Done, err
-				}
-				return phase.Changed("%d files, %d bytes compressed", e.res.Files, fi.Size()), nil
-			}})
+			IO:  func(e *exporter) ([]string, []string) { return []string{e.root}, []string{e.res.Path} },
+			Run: phase.Method((*exporter).runTarball)})
 	}
 	return ps
+}
+
+// runLogs is the logs phase: devk's view, then every node's.
+func (e *exporter) runLogs(ctx context.Context) (phase.Outcome, error) {
+	e.devkView(ctx, e.devkVersion)
+	if ns, err := e.c.nodes(); err != nil {
+		e.miss("nodes", err)
+	} else {
+		for _, n := range ns {
+			e.node(ctx, n)
+		}
+	}
+	return phase.Changed("%d container logs", e.res.ContainerLogs), e.err
+}
+
+// runObjects is the objects phase; an API server that answers nothing is
+// missed, not an error.
+func (e *exporter) runObjects(ctx context.Context) (phase.Outcome, error) {
+	if err := e.objects(ctx); err != nil {
+		e.miss(ExportObjectsDir, err)
+		return phase.Unchanged("none: %v", err), e.err
+	}
+	return phase.Changed("%d objects of %d resources", e.res.Objects, e.res.Resources), e.err
+}
+
+// runReadme is the readme phase, once everything else was collected.
+func (e *exporter) runReadme(context.Context) (phase.Outcome, error) {
+	e.write("README.txt", []byte(exportReadme(e.c.Config.Name, e.c.Config.NodeName)))
+	if len(e.res.Missing) > 0 {
+		e.write(ExportErrorsFile, []byte(strings.Join(e.res.Missing, "\n")+"\n"))
+	}
+	return phase.Changed("%d files, %d missing", e.res.Files, len(e.res.Missing)), e.err
+}
+
+// runTarball is the tarball phase: the staging directory as the
+// destination's gzipped tarball.
+func (e *exporter) runTarball(context.Context) (phase.Outcome, error) {
+	if err := writeTarball(e.res.Path, e.root); err != nil {
+		return phase.Done, err
+	}
+	fi, err := os.Stat(e.res.Path)
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.Changed("%d files, %d bytes compressed", e.res.Files, fi.Size()), nil
 }
 
 // openExportDir makes dir (0700) and opens it as the root every file
