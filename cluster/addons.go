@@ -122,13 +122,11 @@ func (n *applyCount) add(changed bool, err error) error {
 // KubeProxyRuns says whether up may run kube-proxy on the cluster cfg
 // describes, and why not. kube-proxy runs privileged on the host network
 // of its node and rewrites that network namespace's iptables: it may run
-// only where the node has a network namespace of its own, never where the
-// node's host-network pods share the machine's.
+// only where the node's host-network pods are in the node's own network
+// namespace (devk's containerd there), never where they share the
+// machine's.
 func KubeProxyRuns(cfg layout.Config) (bool, string) {
-	switch {
-	case !cfg.HasNodeNetwork():
-		return false, "the node shares the machine's network namespace, whose iptables kube-proxy would rewrite"
-	case !cfg.OwnRuntime:
+	if !cfg.OwnRuntime {
 		return false, "the runtime is not devk's containerd in the node's network namespace: host-network pods may share the machine's, whose iptables kube-proxy would rewrite"
 	}
 	return true, ""

@@ -9,7 +9,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -237,11 +236,11 @@ func (c *Cluster) SaveConfig() error {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return fmt.Errorf("make the cluster directory: %w", err)
 	}
-	data, err := json.MarshalIndent(c.Config, "", "  ")
+	data, err := layout.EncodeConfig(c.Config)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(c.ConfigFile(), append(data, '\n'), 0o644, ""); err != nil {
+	if err := atomicfile.Write(c.ConfigFile(), data, 0o644, ""); err != nil {
 		return err
 	}
 	c.existed = true

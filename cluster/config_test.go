@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,11 +53,11 @@ func TestTamperedConfigIsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()
-			cfg := layout.NewConfig(layout.DefaultName)
+			cfg, _ := testCluster()
 			tc.tamper(&cfg)
 			dir := filepath.Join(home, "clusters", layout.DefaultName)
 			os.MkdirAll(dir, 0o755)
-			data, _ := json.Marshal(cfg)
+			data, _ := layout.EncodeConfig(cfg)
 			os.WriteFile(filepath.Join(dir, "cluster.json"), data, 0o644)
 			_, err := Open(Options{Home: home})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -68,12 +67,12 @@ func TestTamperedConfigIsRefused(t *testing.T) {
 	}
 	// The untampered config opens.
 	home := t.TempDir()
-	cfg := layout.NewConfig(layout.DefaultName)
+	cfg, _ := testCluster()
 	cfg.CRISocket = "/run/containerd/containerd.sock"
 	cfg.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver@sha256:" + strings.Repeat("ab", 32)
 	dir := filepath.Join(home, "clusters", layout.DefaultName)
 	os.MkdirAll(dir, 0o755)
-	data, _ := json.Marshal(cfg)
+	data, _ := layout.EncodeConfig(cfg)
 	os.WriteFile(filepath.Join(dir, "cluster.json"), data, 0o644)
 	if _, err := Open(Options{Home: home}); err != nil {
 		t.Fatalf("a good config: %v", err)

@@ -588,9 +588,6 @@ func (e *exporter) containers(ctx context.Context, rel, socket string) {
 // without the cluster's bridge, the node's address would be routed out
 // of the machine.
 func (c *Cluster) nodeReachable() error {
-	if !c.Config.HasNodeNetwork() {
-		return nil
-	}
 	if _, err := net.InterfaceByName(c.Config.Network.HostBridge); err != nil {
 		return fmt.Errorf("the cluster's bridge %s is gone, so its node %s is not reachable: `devk up` makes it again", c.Config.Network.HostBridge, c.Config.AdvertiseIP)
 	}

@@ -50,14 +50,9 @@ func nodeMountNS(p layout.Paths) mountns.Spec {
 	return s
 }
 
-// enter is argv run in node n: in its mount namespace and, when it has
-// one (every node made since nodes had them), its network namespace.
+// enter is argv run in node n: in its mount and network namespaces.
 func (n node) enter(argv ...string) []string {
-	netns := ""
-	if n.hasNetNS() {
-		netns = n.Net.NetNSPath()
-	}
-	return mountns.Enter(n.MountNS(), netns, argv...)
+	return mountns.Enter(n.MountNS(), n.Net.NetNSPath(), argv...)
 }
 
 // ensureMountNS makes node n's mount namespace unless it is there and

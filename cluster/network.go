@@ -148,9 +148,6 @@ func (c *Cluster) runNetwork(ctx context.Context) (phase.Outcome, error) {
 // it, after checking that no host route overlaps the cluster's subnet.
 func (c *Cluster) wireBridge(ctx context.Context) (bool, error) {
 	nw := c.Config.Network
-	if !c.Config.HasNodeNetwork() {
-		return false, fmt.Errorf("cluster %s was made by an older devk, whose node shares the host's network: `devk down --name %s`, then `devk up` again", c.Config.Name, c.Config.Name)
-	}
 	_, subnet, err := net.ParseCIDR(nw.Subnet)
 	if err != nil {
 		return false, err
@@ -298,8 +295,7 @@ func (c *Cluster) removeBridgeForward(ctx context.Context) (bool, error) {
 // downNetwork kills whatever still runs in each node's namespace (a
 // process there keeps it, and its veth, alive), deletes the namespace
 // (its veth goes with it), removes the FORWARD rule up added, and
-// deletes the host's bridge; for a cluster made before nodes had
-// namespaces, the pods' bridge on the host.
+// deletes the host's bridge.
 func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 	var did []string
 	for _, n := range c.Config.Network.Nodes {
@@ -314,12 +310,8 @@ func (c *Cluster) downNetwork(ctx context.Context) (phase.Outcome, error) {
 	} else if removed {
 		did = append(did, "the FORWARD rule for "+c.Config.Network.HostBridge)
 	}
-	// The pods' bridge is in the node's namespace; a cluster made before
-	// that had it on the host.
-	for _, br := range []string{c.Config.Network.HostBridge, c.Config.Bridge} {
-		if br == "" || !linkExists(br) {
-			continue
-		}
+	// The pods' bridge is in the node's namespace: it went with it.
+	if br := c.Config.Network.HostBridge; linkExists(br) {
 		if err := ipCmd(ctx, "link", "del", br); err != nil {
 			return phase.Done, fmt.Errorf("%w (delete it with `ip link del %s`)", err, br)
 		}

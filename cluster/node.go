@@ -53,7 +53,7 @@ func (c *Cluster) nodeNamed(name string) (node, error) {
 // nodes are every node of the cluster, node 0 first.
 func (c *Cluster) nodes() ([]node, error) {
 	out := []node{c.firstNode()}
-	for _, n := range c.Config.Network.Nodes[min(1, len(c.Config.Network.Nodes)):] {
+	for _, n := range c.Config.Network.Nodes[1:] {
 		nd, err := c.nodeNamed(n.Name)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", c.Config.Name, err)

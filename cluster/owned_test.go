@@ -26,7 +26,7 @@ import (
 // runtime-config come from the spec's own keys. No default is owned
 // (extraArgs could never change it).
 func TestOwnedFlagsAreRendered(t *testing.T) {
-	cfg := layout.NewConfig(layout.DefaultName)
+	cfg, _ := testCluster()
 	cfg.Spec.FeatureGates = map[string]bool{"ComponentFlagz": true}
 	cfg.Spec.RuntimeConfig = map[string]string{"api/alpha": "true"}
 	in := ManifestInput{Config: cfg, Paths: layout.ClusterPaths("/", cfg.Name)}
@@ -110,10 +110,9 @@ func decodeJSONMap(t *testing.T, data []byte, strictInto any) map[string]any {
 // other. A field added to the rendering without saying which flag
 // overrides it, and whether extraArgs may, fails here.
 func TestOwnedKubeletConfigFields(t *testing.T) {
-	cfg := layout.NewConfig(layout.DefaultName)
+	cfg, _ := testCluster()
 	cfg.Spec.Kubelet.FeatureGates = map[string]bool{"KubeletTracing": true}
 	n := cfg.ControlPlane()
-	n.CgroupRoot = "/devk-" + cfg.Name
 	data, err := KubeletConfigYAML(KubeletConfigInput{Config: cfg, Paths: layout.ClusterPaths(t.TempDir(), cfg.Name), Node: n, CRISocket: "/x.sock"})
 	if err != nil {
 		t.Fatal(err)

@@ -86,9 +86,6 @@ func nodeIptables(ctx context.Context, n node, args ...string) error {
 // pods on other nodes keeps its source. The rule is added once (checked
 // with -C first).
 func ensurePodMasquerade(ctx context.Context, n node, subnet, clusterPods string) error {
-	if !n.hasNetNS() {
-		return nil // a cluster made before nodes had namespaces: the bridge plugin's own rules
-	}
 	rule := []string{"POSTROUTING", "-s", subnet, "!", "-d", clusterPods, "-m", "comment", "--comment", masqueradeComment, "-j", "MASQUERADE"}
 	if nodeIptables(ctx, n, append([]string{"-t", "nat", "-C"}, rule...)...) == nil {
 		return nil
@@ -98,9 +95,6 @@ func ensurePodMasquerade(ctx context.Context, n node, subnet, clusterPods string
 	}
 	return nil
 }
-
-// hasNetNS says whether the node is a network namespace of its own.
-func (n node) hasNetNS() bool { return n.Net.NetNS != "" }
 
 // podRoute is a route in one node's namespace to another node's pods.
 type podRoute struct {
@@ -200,9 +194,6 @@ func (c *Cluster) setPodCIDR(name, cidr string) {
 // subnet, checks that it is the one node 0's pods have had their
 // addresses from, and routes every node to every other node's pods.
 func (c *Cluster) runPodNetwork(ctx context.Context) (phase.Outcome, error) {
-	if !c.Config.HasNodeNetwork() {
-		return phase.Unchanged("the node shares the host's network"), nil
-	}
 	cs, err := c.Client()
 	if err != nil {
 		return phase.Done, err

@@ -362,9 +362,6 @@ func cgroupExists(root string) bool {
 // cluster's nodes and up is to have more than one node without
 // --allow-bridge-forward, a note otherwise. It changes nothing.
 func (c *Cluster) forwardProblem(ctx context.Context) (*Problem, string) {
-	if !c.Config.HasNodeNetwork() {
-		return nil, ""
-	}
 	nfCall, rules, err := readForward(ctx, hostIPTables)
 	if err != nil {
 		return nil, fmt.Sprintf("could not read the host's FORWARD chain (%v): if it drops forwarded traffic, nodes cannot reach each other; see %s", err, AllowBridgeForwardFlag)

@@ -31,7 +31,7 @@ type Status struct {
 	Node      string `json:"node"`
 	NodeReady bool   `json:"nodeReady"`
 	// NodeIP is the node's address on devk's bridge, NetNS its network
-	// namespace (empty for a cluster made before nodes had one).
+	// namespace.
 	NodeIP    string          `json:"nodeIP"`
 	NetNS     string          `json:"netns,omitempty"`
 	Processes []ProcessStatus `json:"processes"`
@@ -141,9 +141,6 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	}
 	st := &Status{Name: c.Config.Name, Dir: c.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun,
 		NodeIP: c.Config.AdvertiseIP, NetNS: c.Config.ControlPlane().NetNSPath()}
-	if !c.Config.HasNodeNetwork() {
-		st.NetNS = ""
-	}
 	procs := []string{"containerd", "kubelet", registry.ProcessName}
 	for _, reg := range c.loopbackRegistries() {
 		procs = append(procs, registry.ForwarderName(reg))

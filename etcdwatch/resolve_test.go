@@ -1,8 +1,8 @@
 package etcdwatch
 
 import (
-	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +22,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // fakeCluster lays out a devk cluster directory as `devk up` does: its
-// cluster.json (NewConfig, changed by edit), the etcd PKI and, when
+// cluster.json (NewConfig placed, changed by edit), the etcd PKI and, when
 // given, the API server's manifest.
 func fakeCluster(t *testing.T, home, name, manifest string, edit func(*layout.Config)) string {
 	t.Helper()
@@ -36,16 +36,20 @@ func fakeCluster(t *testing.T, home, name, manifest string, edit func(*layout.Co
 	return p.Dir
 }
 
-// writeClusterJSON writes the cluster.json of a new cluster (NewConfig,
-// changed by edit) as `devk up` does.
+// writeClusterJSON writes the cluster.json of a new cluster (NewConfig
+// placed on the first node subnet, 10.250.0.0/24, changed by edit) as
+// `devk up` does.
 func writeClusterJSON(t *testing.T, home, name string, edit func(*layout.Config)) layout.Paths {
 	t.Helper()
 	p := layout.ClusterPaths(home, name)
 	cfg := layout.NewConfig(name)
+	if err := cfg.PlaceAmong(nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	if edit != nil {
 		edit(&cfg)
 	}
-	data, err := json.Marshal(cfg)
+	data, err := layout.EncodeConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,13 @@ func TestResolve(t *testing.T) {
 	home := t.TempDir()
 	devkDir := fakeCluster(t, home, "devk", "", nil)
 	otherDir := fakeCluster(t, home, "other", apiserverManifest, nil)
-	jsonDir := fakeCluster(t, home, "ports", "", func(c *layout.Config) { c.AdvertiseIP, c.Ports.EtcdClient = "127.0.0.2", 12379 })
+	jsonDir := fakeCluster(t, home, "ports", "", func(c *layout.Config) {
+		_, subnet, _ := net.ParseCIDR("10.250.9.0/24")
+		if err := c.PlaceAt(subnet, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.Ports.EtcdClient = 12379
+	})
 	brokenDir := filepath.Join(home, "clusters", "broken")
 	writeFile(t, filepath.Join(brokenDir, "cluster.json"), `{"name":"broken"}`)
 	kubeadm := t.TempDir()
@@ -103,14 +113,14 @@ func TestResolve(t *testing.T) {
 		{
 			name:   "default devk cluster",
 			o:      ConnOptions{Home: home, KubeadmDir: kubeadm},
-			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: devkCA, Cert: devkCert, Key: devkKey, Prefix: "/registry"},
+			want:   Endpoint{Endpoints: []string{"https://10.250.0.2:2379"}, CACert: devkCA, Cert: devkCert, Key: devkKey, Prefix: "/registry"},
 			source: `devk cluster "devk"`,
 		},
 		{
 			name:   "DEVK_HOME from the environment",
 			o:      ConnOptions{KubeadmDir: kubeadm},
 			home:   home,
-			want:   Endpoint{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: devkCA, Cert: devkCert, Key: devkKey, Prefix: "/registry"},
+			want:   Endpoint{Endpoints: []string{"https://10.250.0.2:2379"}, CACert: devkCA, Cert: devkCert, Key: devkKey, Prefix: "/registry"},
 			source: `devk cluster "devk"`,
 		},
 		{
@@ -122,7 +132,7 @@ func TestResolve(t *testing.T) {
 		{
 			name:   "cluster.json ports",
 			o:      ConnOptions{Home: home, Cluster: "ports", ClusterSet: true},
-			want:   Endpoint{Endpoints: []string{"https://127.0.0.2:12379"}, CACert: jsonCA, Cert: jsonCert, Key: jsonKey, Prefix: "/registry"},
+			want:   Endpoint{Endpoints: []string{"https://10.250.9.2:12379"}, CACert: jsonCA, Cert: jsonCert, Key: jsonKey, Prefix: "/registry"},
 			source: `devk cluster "ports"`,
 		},
 		{

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -90,11 +89,22 @@ func (fx badInputFixture) writeClusterHome(t *testing.T, home string, config []b
 
 func clusterJSON(t *testing.T, c layout.Config) []byte {
 	t.Helper()
-	data, err := json.MarshalIndent(c, "", "  ")
+	data, err := layout.EncodeConfig(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(data, '\n')
+	return data
+}
+
+// placedConfig is a new cluster called name as up records it: placed on
+// the first node subnet.
+func placedConfig(t *testing.T, name string) layout.Config {
+	t.Helper()
+	c := layout.NewConfig(name)
+	if err := c.PlaceAmong(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func newBadInputFixture(t *testing.T) badInputFixture {
@@ -106,7 +116,7 @@ func newBadInputFixture(t *testing.T) badInputFixture {
 	}
 	fx := badInputFixture{sandbox: t.TempDir(), tree: testtree.New(t), manifest: manifest}
 	fx.home = filepath.Join(fx.sandbox, "home")
-	fx.writeClusterHome(t, fx.home, clusterJSON(t, layout.NewConfig(layout.DefaultName)))
+	fx.writeClusterHome(t, fx.home, clusterJSON(t, placedConfig(t, layout.DefaultName)))
 	fx.node = filepath.Join(fx.sandbox, "node")
 	if err := os.MkdirAll(filepath.Join(fx.node, "manifests"), 0o755); err != nil {
 		t.Fatal(err)
@@ -290,30 +300,30 @@ func TestBadInput(t *testing.T) {
 		want   string
 	}{
 		{"cgroupRoot of the host's kubepods", func() []byte {
-			c := layout.NewConfig(layout.DefaultName)
+			c := placedConfig(t, layout.DefaultName)
 			c.CgroupRoot = "/kubepods"
 			return clusterJSON(t, c)
 		}, `cluster.json: cgroupRoot is "/kubepods"`},
 		{"bridge eth0", func() []byte {
-			c := layout.NewConfig(layout.DefaultName)
+			c := placedConfig(t, layout.DefaultName)
 			c.Bridge = "eth0"
 			return clusterJSON(t, c)
 		}, `cluster.json: bridge is "eth0"`},
 		{"another cluster's name", func() []byte {
-			return clusterJSON(t, layout.NewConfig("other"))
+			return clusterJSON(t, placedConfig(t, "other"))
 		}, `cluster.json: name is "other"`},
 		{"image by tag", func() []byte {
-			c := layout.NewConfig(layout.DefaultName)
+			c := placedConfig(t, layout.DefaultName)
 			c.Images["apiserver"] = "127.0.0.1:5000/kube-apiserver:v1.34.0"
 			return clusterJSON(t, c)
 		}, `cluster.json: images.apiserver is "127.0.0.1:5000/kube-apiserver:v1.34.0"`},
 		{"relative criSocket", func() []byte {
-			c := layout.NewConfig(layout.DefaultName)
+			c := placedConfig(t, layout.DefaultName)
 			c.CRISocket = "run/containerd.sock"
 			return clusterJSON(t, c)
 		}, `cluster.json: criSocket is "run/containerd.sock"`},
 		{"registry without a port", func() []byte {
-			c := layout.NewConfig(layout.DefaultName)
+			c := placedConfig(t, layout.DefaultName)
 			c.Registry = "127.0.0.1"
 			return clusterJSON(t, c)
 		}, `cluster.json: registry is "127.0.0.1"`},

@@ -122,9 +122,6 @@ func pickControlPlanes(cfg layout.Config, named []string) ([]string, error) {
 		return joined, nil
 	}
 	for _, name := range named {
-		if name == cfg.NodeName {
-			continue // node 0: a cluster made before nodes had namespaces has no NodeNet for it
-		}
 		n, _, err := cfg.FindNode(name)
 		switch {
 		case err != nil:

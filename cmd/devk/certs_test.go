@@ -22,7 +22,6 @@ import (
 // joining and a node the cluster lacks are errors that say what to do.
 func TestPickControlPlanes(t *testing.T) {
 	cfg := layout.NewConfig("ha")
-	cfg.Network.Subnet = "10.250.0.0/24"
 	cfg.Network.Nodes = []layout.NodeNet{
 		{Name: "ha-control-plane", Role: layout.RoleControlPlane},
 		{Name: "ha-worker", Role: layout.RoleWorker},
@@ -111,7 +110,7 @@ func TestCertsReadEveryNode(t *testing.T) {
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(cfg)
+	data, err := layout.EncodeConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,10 +63,7 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 	if !st.NodeReady {
 		ready = "not Ready: " + st.NodeMessage
 	}
-	fmt.Fprintf(w, "cluster %s (%s) in %s\nnode %s at %s: %s\n", st.Name, st.Version, st.Dir, st.Node, st.NodeIP, ready)
-	if st.NetNS != "" {
-		fmt.Fprintf(w, "network namespace %s\n", st.NetNS)
-	}
+	fmt.Fprintf(w, "cluster %s (%s) in %s\nnode %s at %s: %s\nnetwork namespace %s\n", st.Name, st.Version, st.Dir, st.Node, st.NodeIP, ready, st.NetNS)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tSTATE\tPID\tLOG")

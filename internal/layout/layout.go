@@ -10,7 +10,6 @@ package layout
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -59,7 +58,8 @@ func HomeDir(home string) (string, error) {
 }
 
 // Config is a cluster's persistent description, written to cluster.json
-// on first `up` and read by every later command.
+// on first `up` (EncodeConfig) and read by every later command
+// (ParseConfig).
 type Config struct {
 	Name     string `json:"name"`
 	NodeName string `json:"nodeName"`
@@ -67,8 +67,7 @@ type Config struct {
 	// node's address (Network.Nodes[0].IP).
 	AdvertiseIP string `json:"advertiseIP"`
 	// Network wires the nodes: their namespaces, addresses and the
-	// host's bridge. Empty in a cluster made before nodes had their own
-	// network namespace.
+	// host's bridge.
 	Network Network `json:"network"`
 	// ControlPlaneEndpoint, when set, is the load balancer in front of
 	// the control-plane nodes' API servers (HAProxy on the host's bridge
@@ -207,12 +206,10 @@ func (c Config) Validate(dirName string) error {
 			return bad(field, cidr, "want an IPv4 CIDR")
 		}
 	}
-	if c.HasNodeNetwork() {
-		if err := c.Network.validate(c, bad); err != nil {
-			return err
-		}
+	if err := c.Network.validate(c, bad); err != nil {
+		return err
 	}
-	if c.ControlPlaneEndpoint != "" && (!c.HasNodeNetwork() || c.ControlPlaneEndpoint != c.LoadBalancerEndpoint()) {
+	if c.ControlPlaneEndpoint != "" && c.ControlPlaneEndpoint != c.LoadBalancerEndpoint() {
 		return bad("controlPlaneEndpoint", c.ControlPlaneEndpoint, "want the host's bridge address and the API server's port, "+c.LoadBalancerEndpoint())
 	}
 	if errs := validation.IsDNS1123Subdomain(c.DNSDomain); len(errs) > 0 {
@@ -305,9 +302,6 @@ func (c Config) ControlPlanes() []NodeNet {
 		if n.IsControlPlane() {
 			out = append(out, n)
 		}
-	}
-	if len(out) == 0 {
-		out = []NodeNet{c.ControlPlane()}
 	}
 	return out
 }
@@ -426,14 +420,14 @@ func ReadConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig reads cluster.json of the cluster directory dirName and
-// validates every field before anything acts on it.
+// ParseConfig reads cluster.json of the cluster directory dirName, of
+// any version this devk knows (decodeConfig), and validates every field
+// before anything acts on it.
 func ParseConfig(data []byte, dirName string) (Config, error) {
-	var cfg Config
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return cfg, fmt.Errorf("not a devk cluster config (%v): restore it, or remove the cluster by hand", err)
+	cfg, err := decodeConfig(data)
+	if err != nil {
+		return cfg, err
 	}
-	cfg.readLegacyNodes()
 	if err := cfg.Validate(dirName); err != nil {
 		return cfg, err
 	}

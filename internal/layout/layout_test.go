@@ -16,7 +16,7 @@ func TestOpenNoCluster(t *testing.T) {
 	if !errors.Is(err, ErrNoCluster) || !errors.As(err, &nc) || !strings.Contains(err.Error(), "there are none") {
 		t.Fatalf("Open of a missing cluster: %v", err)
 	}
-	cfg := NewConfig("devk")
+	cfg := placed(t, "devk")
 	p := ClusterPaths(home, "devk")
 	os.MkdirAll(p.Dir, 0o755)
 	os.WriteFile(p.ConfigFile(), []byte(`{"name":"devk"}`), 0o644)
@@ -38,10 +38,10 @@ func TestOpenNoCluster(t *testing.T) {
 
 func writeConfig(t *testing.T, p Paths, cfg Config) {
 	t.Helper()
-	data := []byte(`{"name":"` + cfg.Name + `","nodeName":"` + cfg.NodeName + `","advertiseIP":"127.0.0.1","serviceCIDR":"10.96.0.0/16",
-"podCIDR":"10.244.0.0/24","dnsDomain":"cluster.local","ports":{"apiserver":6443,"etcdClient":2379,"etcdPeer":2380,"etcdMetrics":2381,
-"kubelet":10250,"kubeletHealthz":10248,"controllerManager":10257,"scheduler":10259},"registry":"127.0.0.1:5000",
-"bridge":"` + cfg.Bridge + `","cgroupRoot":"` + cfg.CgroupRoot + `"}`)
+	data, err := EncodeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(p.ConfigFile(), data, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,7 @@ type NodeNet struct {
 	NetNS    string `json:"netns"`
 	IP       string `json:"ip"`
 	HostVeth string `json:"hostVeth"`
-	// Role is RoleControlPlane or RoleWorker. A cluster.json written
-	// before nodes had roles has none: its one node reads as the
-	// control plane.
+	// Role is RoleControlPlane or RoleWorker.
 	Role string `json:"role"`
 	// CgroupRoot is the node's kubelet cgroupRoot: Config.CgroupRoot
 	// for node 0 (so an existing cluster keeps its pods where they
@@ -294,28 +292,14 @@ func (n Network) validate(c Config, bad func(field, got, want string) error) err
 	return nil
 }
 
-// HasNodeNetwork says the cluster's nodes are network namespaces (a
-// cluster made before devk did that has none: its node shares the
-// host's network).
-func (c Config) HasNodeNetwork() bool { return c.Network.Subnet != "" }
-
-// ControlPlane is node 0, the control-plane node `devk up` made. A
-// cluster made before nodes had network namespaces has no NodeNet: its
-// node is named and addressed by the config's top-level fields, with no
-// namespace.
-func (c Config) ControlPlane() NodeNet {
-	if len(c.Network.Nodes) == 0 {
-		return NodeNet{Name: c.NodeName, IP: c.AdvertiseIP, Role: RoleControlPlane, CgroupRoot: c.CgroupRoot}
-	}
-	return c.Network.Nodes[0]
-}
+// ControlPlane is node 0, the control-plane node `devk up` made.
+func (c Config) ControlPlane() NodeNet { return c.Network.Nodes[0] }
 
 // NodeNetNS is the network namespace of the node called name (its path,
-// for setns or `nsenter --net`), whose loopback is the node's own; ""
-// for a node without one (a cluster made before nodes had namespaces:
-// its loopback is the host's), or a name the cluster lacks.
+// for setns or `nsenter --net`), whose loopback is the node's own; "" for
+// a name the cluster lacks.
 func (c Config) NodeNetNS(name string) string {
-	if n, _, err := c.FindNode(name); err == nil && n.NetNS != "" {
+	if n, _, err := c.FindNode(name); err == nil {
 		return n.NetNSPath()
 	}
 	return ""
@@ -352,9 +336,6 @@ func (c Config) NoProxy() []string {
 	for _, n := range c.Network.Nodes {
 		out = append(out, n.Name, n.IP)
 	}
-	if !c.HasNodeNetwork() && c.NodeName != "" {
-		out = append(out, c.NodeName)
-	}
 	return out
 }
 
@@ -389,27 +370,8 @@ func (c *Config) PlaceAmong(others []Config, taken []*net.IPNet) error {
 	return fmt.Errorf("no free /%d left in %s for cluster %s's nodes: remove a cluster (`devk down --name …`)", NodeSubnetBits, DefaultNodeSubnets, c.Name)
 }
 
-// readLegacyNodes fills what a cluster.json written before nodes had
-// roles and cgroup roots lacks: its one node is the control plane, in
-// the cluster's cgroup root. Other nodes must say both.
-func (c *Config) readLegacyNodes() {
-	if len(c.Network.Nodes) == 0 {
-		return
-	}
-	n0 := &c.Network.Nodes[0]
-	if n0.Role == "" {
-		n0.Role = RoleControlPlane
-	}
-	if n0.CgroupRoot == "" {
-		n0.CgroupRoot = c.CgroupRoot
-	}
-}
-
 // NodeNames are the cluster's nodes' names, node 0 first.
 func (c Config) NodeNames() []string {
-	if !c.HasNodeNetwork() {
-		return []string{c.NodeName}
-	}
 	var out []string
 	for _, n := range c.Network.Nodes {
 		out = append(out, n.Name)
@@ -454,9 +416,6 @@ func (c Config) NextNodeName(role string) string {
 // node alone (NetNSName), so a name one of them uses is refused. It
 // changes only c; the caller saves it once the node exists.
 func (c *Config) AddNode(name, role string, others []Config) (NodeNet, error) {
-	if !c.HasNodeNetwork() {
-		return NodeNet{}, fmt.Errorf("cluster %s was made before each node had its own network namespace and cannot take more nodes: recreate it (`devk down --name %s`, then `devk up`)", c.Name, c.Name)
-	}
 	if err := validname.Node(name); err != nil {
 		return NodeNet{}, err
 	}

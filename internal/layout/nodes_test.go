@@ -1,7 +1,6 @@
 package layout
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,13 +10,14 @@ import (
 	"github.com/devk/devk/internal/validname"
 )
 
-// TestExistingClusterJSONKeepsPaths: testdata/cluster-one-node.json is a
-// cluster.json exactly as devk wrote it before nodes had roles (commit
-// b31c417, `devk up` of the conformance bench). It loads, node 0 reads as
-// the control plane in the cluster's cgroup root, and every path of its
-// node is where devk put it then: node 0's directory is the cluster's.
+// TestExistingClusterJSONKeepsPaths:
+// testdata/clusterjson/unversioned-before-roles.json is a cluster.json
+// exactly as devk wrote it before nodes had roles (commit b31c417, `devk
+// up` of the conformance bench). It loads, node 0 reads as the control
+// plane in the cluster's cgroup root, and every path of its node is where
+// devk put it then: node 0's directory is the cluster's.
 func TestExistingClusterJSONKeepsPaths(t *testing.T) {
-	data, err := os.ReadFile("testdata/cluster-one-node.json")
+	data, err := os.ReadFile("testdata/clusterjson/unversioned-before-roles.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 
 	// Saved again (as SaveConfig writes it) it says the role and cgroup
 	// root, and reads back the same.
-	out, err := json.MarshalIndent(cfg, "", "  ")
+	out, err := EncodeConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,28 +102,6 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 	again, err := ParseConfig(out, "devk")
 	if err != nil || !reflect.DeepEqual(again, cfg) {
 		t.Errorf("saved config reads back as %+v, %v; want %+v", again.Network, err, cfg.Network)
-	}
-}
-
-// TestNodeDirBeforeNodeNetwork: a cluster made before nodes had network
-// namespaces has no Network.Nodes; its one node is still at the top.
-func TestNodeDirBeforeNodeNetwork(t *testing.T) {
-	home := t.TempDir()
-	p := ClusterPaths(home, "devk")
-	os.MkdirAll(p.Dir, 0o755)
-	writeConfig(t, p, NewConfig("devk"))
-	cfg, p, err := Open(home, "devk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if nd, err := p.NodeDir(cfg, "devk-control-plane"); err != nil || nd != p {
-		t.Fatalf("NodeDir = %+v, %v; want %s", nd, err, p.Dir)
-	}
-	if _, err := p.NodeDir(cfg, "devk-worker"); err == nil || !strings.Contains(err.Error(), "its nodes: devk-control-plane") {
-		t.Fatalf("NodeDir of a node the cluster lacks: %v", err)
-	}
-	if _, err := cfg.AddNode("devk-worker", RoleWorker, nil); err == nil || !strings.Contains(err.Error(), "recreate it") {
-		t.Fatalf("AddNode on a cluster without node network: %v", err)
 	}
 }
 
@@ -358,18 +336,6 @@ func TestNodeValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
 		}
-	}
-}
-
-// TestLegacyDefaultsOnlyNode0: a cluster.json without roles is read as
-// one control-plane node; a second node must say its own role.
-func TestLegacyDefaultsOnlyNode0(t *testing.T) {
-	c := placed(t, "devk")
-	addNode(t, &c, "devk-worker", RoleWorker)
-	c.Network.Nodes[1].Role = ""
-	data, _ := json.Marshal(c)
-	if _, err := ParseConfig(data, "devk"); err == nil || !strings.Contains(err.Error(), "network.nodes[1].role") {
-		t.Fatalf("a worker without a role: %v", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package layout
 
 import (
-	"encoding/json"
 	"net"
 	"reflect"
 	"strings"
@@ -32,13 +31,13 @@ func TestSpecInClusterJSON(t *testing.T) {
 	if err := c.PlaceAt(n, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.Marshal(c)
+	data, _ := EncodeConfig(c)
 	if strings.Contains(string(data), `"spec"`) {
 		t.Errorf("an empty spec is written: %s", data)
 	}
 	no := false
 	c.Spec = Spec{Kubelet: Component{ExtraArgs: map[string]string{"v": "3"}}, Addons: Addons{CoreDNS: &no}}
-	data, _ = json.Marshal(c)
+	data, _ = EncodeConfig(c)
 	back, err := ParseConfig(data, DefaultName)
 	if err != nil {
 		t.Fatal(err)
