@@ -24,7 +24,7 @@ import (
 
 const (
 	// APIVersion and Kind head every config file.
-	APIVersion = "devk.dev/v1alpha1"
+	APIVersion = layout.ConfigGroup + "/v1alpha1"
 	Kind       = "Cluster"
 
 	// TaintKeep and TaintRemove are controlPlaneTaint's values.
