@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/devk/devk/cluster/config"
@@ -247,24 +246,9 @@ func (c *Cluster) SaveConfig() error {
 	return nil
 }
 
-// writeIfChanged writes data to path atomically unless it already holds
-// exactly that; it reports whether it wrote.
-func writeIfChanged(path string, data []byte, perm os.FileMode, tmpDir string) (bool, error) {
-	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
-		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() == perm {
-			return false, nil
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return false, err
-	}
-	if tmpDir != "" {
-		if err := os.MkdirAll(tmpDir, 0o755); err != nil {
-			return false, err
-		}
-	}
-	return true, atomicfile.Write(path, data, perm, tmpDir)
-}
+// writeIfChanged is atomicfile.WriteIfChanged, for the callers not yet
+// moved into a package of their own.
+var writeIfChanged = atomicfile.WriteIfChanged
 
 // timeNow is time.Now, truncated to seconds for cluster.json.
 func timeNow() time.Time { return time.Now().UTC().Truncate(time.Second) }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -431,25 +430,6 @@ func TestIsShimOf(t *testing.T) {
 	}
 	if isShimOf([]string{"/bin/sleep", "-address", sock}, sock) {
 		t.Error("a non-shim taken for a shim")
-	}
-}
-
-func TestWriteIfChanged(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "manifests", "x.yaml")
-	tmp := filepath.Join(dir, "tmp")
-	if w, err := writeIfChanged(path, []byte("a"), 0o600, tmp); err != nil || !w {
-		t.Fatalf("first write = %v, %v", w, err)
-	}
-	if w, err := writeIfChanged(path, []byte("a"), 0o600, tmp); err != nil || w {
-		t.Errorf("same bytes written again: %v, %v", w, err)
-	}
-	if w, err := writeIfChanged(path, []byte("b"), 0o600, tmp); err != nil || !w {
-		t.Errorf("changed bytes not written: %v, %v", w, err)
-	}
-	ents, _ := os.ReadDir(filepath.Dir(path))
-	if len(ents) != 1 {
-		t.Errorf("the manifests dir holds %d entries; temp files must live outside it", len(ents))
 	}
 }
 
