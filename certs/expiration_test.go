@@ -61,8 +61,8 @@ spec:
 
 // writeKubeconfig writes k's kubeconfig into f.KubeconfigDir, its
 // client certificate signed by f's cluster CA at issued, in kubeadm's
-// shape (cluster.KubeconfigBytes writes the same; the cluster package
-// imports this one).
+// shape (cluster/internal/kubeconfig.Bytes writes the same; the cluster
+// package imports this one).
 func writeKubeconfig(t *testing.T, f Files, k pki.KubeconfigSpec, issued time.Time) {
 	t.Helper()
 	caPEM, err := os.ReadFile(pki.CertPath(f.PKIDir, pki.CAName))

@@ -1,22 +1,17 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/cluster/internal/kubeconfig"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
@@ -146,6 +141,7 @@ func kubeconfigPhases() []*phase.Phase[*Cluster] {
 	return out
 }
 
+// ensureKubeconfig is kubeconfig/<name> on this node.
 func (c *Cluster) ensureKubeconfig(name string) (phase.Outcome, error) {
 	var spec pki.KubeconfigSpec
 	for _, s := range pki.KubeconfigSpecs(c.Config.NodeName) {
@@ -153,80 +149,45 @@ func (c *Cluster) ensureKubeconfig(name string) (phase.Outcome, error) {
 			spec = s
 		}
 	}
-	caPEM, err := os.ReadFile(pki.CertPath(c.PKI(), "ca"))
-	if err != nil {
-		return phase.Done, fmt.Errorf("read the cluster CA: %w (run `devk up phase certs/ca`)", err)
-	}
-	path := c.Kubeconfig(name)
-	// kubelet-finalize points kubelet.conf at the kubelet's rotating
-	// client certificate file; that one is kept as it is.
-	err = checkKubeconfig(path, c.Config.APIServerURL(), caPEM, func(certPEM []byte) error {
-		return pki.CheckClientCert(c.PKI(), "ca", certPEM, spec.CommonName, spec.Organization, time.Now(), c.Config.Spec.LeafValidity())
-	})
-	if err == nil {
-		return phase.Unchanged("reused"), nil
-	}
-	if errors.Is(err, pki.ErrExpiring) && c.apiserverRunning() {
-		return phase.Unchanged("expiring; left to certs-expiry"), nil
-	}
-	certPEM, keyPEM, err := pki.ClientCert(c.PKI(), "ca", spec.CommonName, spec.Organization, time.Now(), c.Config.Spec.LeafValidity())
-	if err != nil {
-		return phase.Done, err
-	}
-	data, err := KubeconfigBytes(c.Config.Name, c.Config.APIServerURL(), caPEM, spec.CommonName, certPEM, keyPEM)
-	if err != nil {
-		return phase.Done, err
-	}
-	if _, err := writeIfChanged(path, data, 0o600, ""); err != nil {
-		return phase.Done, err
-	}
-	return phase.Changed("written"), nil
+	return kubeconfig.Ensure(kubeconfig.Component{Path: c.Kubeconfig(name), ClusterName: c.Config.Name, Server: c.Config.APIServerURL(),
+		PKIDir: c.PKI(), Spec: spec, Validity: c.Config.Spec.LeafValidity()}, c.apiserverRunning())
 }
 
-// KubeconfigBytes is a kubeconfig with one cluster, user and context.
+// KubeconfigBytes is a kubeconfig with one cluster, user and context
+// (kubeconfig.Bytes), for packages outside cluster/.
 func KubeconfigBytes(clusterName, server string, caPEM []byte, user string, certPEM, keyPEM []byte) ([]byte, error) {
-	ctxName := user + "@" + clusterName
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[clusterName] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	cfg.Contexts[ctxName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: user}
-	cfg.CurrentContext = ctxName
-	return clientcmd.Write(*cfg)
+	return kubeconfig.Bytes(clusterName, server, caPEM, user, certPEM, keyPEM)
 }
 
-// checkKubeconfig reports whether path is a kubeconfig for server, trusting
-// caPEM, whose client certificate passes checkCert and matches its key.
-func checkKubeconfig(path, server string, caPEM []byte, checkCert func([]byte) error) error {
-	cfg, err := clientcmd.LoadFromFile(path)
-	if err != nil {
-		return err
+// UserKubeconfigFile is the file context devk-<name> goes into:
+// --kubeconfig, else the first file of $KUBECONFIG, else ~/.kube/config.
+func (c *Cluster) UserKubeconfigFile() string {
+	if c.UserKubeconfig != "" {
+		return c.UserKubeconfig
 	}
-	kctx := cfg.Contexts[cfg.CurrentContext]
-	if kctx == nil {
-		return errors.New("no current context")
-	}
-	cl, ai := cfg.Clusters[kctx.Cluster], cfg.AuthInfos[kctx.AuthInfo]
-	if cl == nil || ai == nil {
-		return errors.New("incomplete context")
-	}
-	if cl.Server != server || !bytes.Equal(cl.CertificateAuthorityData, caPEM) {
-		return errors.New("other server or CA")
-	}
-	certPEM, keyPEM := ai.ClientCertificateData, ai.ClientKeyData
-	if ai.ClientCertificate != "" {
-		if certPEM, err = os.ReadFile(ai.ClientCertificate); err != nil {
-			return err
-		}
-	}
-	if ai.ClientKey != "" {
-		if keyPEM, err = os.ReadFile(ai.ClientKey); err != nil {
-			return err
-		}
-	}
-	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		return err
-	}
-	return checkCert(certPEM)
+	return kubeconfig.DefaultUserPath()
+}
+
+// userKubeconfig is the user's kubeconfig, whose changes besides devk's
+// context go to c's reporter.
+func (c *Cluster) userKubeconfig() kubeconfig.User {
+	return kubeconfig.User{Path: c.UserKubeconfigFile(), Reporter: c.Reporter}
+}
+
+// ContextName is the user's kubeconfig context for a cluster.
+func ContextName(name string) string { return kubeconfig.ContextName(name) }
+
+// MergeUserKubeconfig adds cluster, user and context devk-<name>, from
+// admin.conf, to the user's kubeconfig and makes it the current context
+// when it was added or changed: up's kubeconfig-merge phase, and what
+// `devk certs renew` runs after renewing admin.conf.
+func (c *Cluster) MergeUserKubeconfig(ctx context.Context) (phase.Outcome, error) {
+	return c.userKubeconfig().MergeAdmin(ctx, c.Config.Name, c.Kubeconfig("admin"))
+}
+
+// removeUserContext takes devk-<name> out of the user's kubeconfig.
+func (c *Cluster) removeUserContext(ctx context.Context) (bool, error) {
+	return c.userKubeconfig().RemoveContext(ctx, c.Config.Name)
 }
 
 // CertsWarnWithin is how close to expiry a certificate makes up warn.

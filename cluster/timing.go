@@ -65,13 +65,6 @@ const (
 	bootstrapTokenTTL     = 24 * time.Hour
 	bootstrapTokenMinLeft = time.Hour
 
-	// staleKubeconfigLock is how old client-go's <file>.lock must be
-	// before devk takes it for one a killed process left: client-go holds
-	// it only while it writes the file, milliseconds. devk waits no
-	// longer than that for it either.
-	staleKubeconfigLock        = 5 * time.Second
-	kubeconfigLockPollInterval = 100 * time.Millisecond
-
 	// podCIDRTimeout bounds the wait for the controller-manager to give a
 	// registered Node its pod subnet (it does within a second).
 	podCIDRTimeout      = time.Minute

@@ -1,4 +1,4 @@
-package cluster
+package kubeconfig
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
 
@@ -26,34 +27,47 @@ import (
 // cluster-admin key), gives it back to the user who ran sudo, and takes
 // client-go's lock file so that a concurrent `kubectl config` is not lost.
 
-// UserKubeconfigFile is the file context devk-<name> goes into:
-// --kubeconfig, else the first file of $KUBECONFIG, else ~/.kube/config.
-func (c *Cluster) UserKubeconfigFile() string {
-	if c.UserKubeconfig != "" {
-		return c.UserKubeconfig
-	}
-	return clientcmd.NewDefaultPathOptions().GetDefaultFilename()
+const (
+	// staleLock is how old client-go's <file>.lock must be before devk
+	// takes it for one a killed process left: client-go holds it only
+	// while it writes the file, milliseconds. devk waits no longer than
+	// that for it either.
+	staleLock        = 5 * time.Second
+	lockPollInterval = 100 * time.Millisecond
+)
+
+// User is the user's kubeconfig file.
+type User struct {
+	// Path is the file (DefaultUserPath unless --kubeconfig names one).
+	Path string
+	// Reporter hears what devk does to the file besides the edit: a
+	// chmod, a stale lock removed, a failed chown.
+	Reporter progress.Reporter
 }
 
-// BackupPath of a user kubeconfig is the version before devk's last write.
-func userKubeconfigBackup(path string) string { return path + ".devk-prev" }
+// DefaultUserPath is the file context devk-<name> goes into without
+// --kubeconfig: the first file of $KUBECONFIG, else ~/.kube/config.
+func DefaultUserPath() string { return clientcmd.NewDefaultPathOptions().GetDefaultFilename() }
 
-// editUserKubeconfig loads the user's kubeconfig file (empty if there is
-// none), lets edit change it, and writes it back if edit reports a change.
-func (c *Cluster) editUserKubeconfig(ctx context.Context, edit func(cfg *clientcmdapi.Config) bool) (bool, error) {
-	path := c.UserKubeconfigFile()
+// BackupPath of a user kubeconfig is the version before devk's last write.
+func BackupPath(path string) string { return path + ".devk-prev" }
+
+// edit loads the user's kubeconfig file (empty if there is none), lets
+// change change it, and writes it back if change reports a change.
+func (u User) edit(ctx context.Context, change func(cfg *clientcmdapi.Config) bool) (bool, error) {
+	path := u.Path
 	if _, err := os.Stat(filepath.Dir(path)); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return false, err
 		}
-		c.giveBackToSudoUser(filepath.Dir(path))
+		u.giveBackToSudoUser(filepath.Dir(path))
 	}
-	unlock, err := c.lockUserKubeconfig(ctx, path)
+	unlock, err := u.lock(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	if err := c.tightenUserKubeconfig(path); err != nil {
+	if err := u.tighten(); err != nil {
 		return false, err
 	}
 	cfg := clientcmdapi.NewConfig()
@@ -66,7 +80,7 @@ func (c *Cluster) editUserKubeconfig(ctx context.Context, edit func(cfg *clientc
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("read your kubeconfig: %w", err)
 	}
-	if !edit(cfg) {
+	if !change(cfg) {
 		return false, nil
 	}
 	data, err := clientcmd.Write(*cfg)
@@ -74,21 +88,22 @@ func (c *Cluster) editUserKubeconfig(ctx context.Context, edit func(cfg *clientc
 		return false, err
 	}
 	if old != nil {
-		if err := atomicfile.Write(userKubeconfigBackup(path), old, 0o600, ""); err != nil {
+		if err := atomicfile.Write(BackupPath(path), old, 0o600, ""); err != nil {
 			return false, fmt.Errorf("keep a copy of your kubeconfig: %w", err)
 		}
-		c.giveBackToSudoUser(userKubeconfigBackup(path))
+		u.giveBackToSudoUser(BackupPath(path))
 	}
 	if err := atomicfile.Write(path, data, 0o600, ""); err != nil {
 		return false, err
 	}
-	c.giveBackToSudoUser(path)
+	u.giveBackToSudoUser(path)
 	return true, nil
 }
 
-// tightenUserKubeconfig makes an existing kubeconfig holding devk's
-// credentials 0600, saying so.
-func (c *Cluster) tightenUserKubeconfig(path string) error {
+// tighten makes an existing kubeconfig holding devk's credentials 0600,
+// saying so.
+func (u User) tighten() error {
+	path := u.Path
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm()&0o077 == 0 {
 		return nil
@@ -96,14 +111,14 @@ func (c *Cluster) tightenUserKubeconfig(path string) error {
 	if err := os.Chmod(path, 0o600); err != nil {
 		return fmt.Errorf("your kubeconfig %s is readable by others (%v) and holds a cluster-admin key: %w (chmod 600 it)", path, fi.Mode().Perm(), err)
 	}
-	c.Reporter.Infof("made %s 0600 (was %v): it holds a cluster-admin key", path, fi.Mode().Perm())
+	u.Reporter.Infof("made %s 0600 (was %v): it holds a cluster-admin key", path, fi.Mode().Perm())
 	return nil
 }
 
 // giveBackToSudoUser chowns path to the user who ran `sudo devk`, when
 // it lies in that user's home (sudo -E keeps $HOME): otherwise their own
 // ~/.kube/config would end up belonging to root.
-func (c *Cluster) giveBackToSudoUser(path string) {
+func (u User) giveBackToSudoUser(path string) {
 	uid, err1 := strconv.Atoi(os.Getenv("SUDO_UID"))
 	gid, err2 := strconv.Atoi(os.Getenv("SUDO_GID"))
 	if err1 != nil || err2 != nil || os.Geteuid() != 0 || uid == 0 {
@@ -117,7 +132,7 @@ func (c *Cluster) giveBackToSudoUser(path string) {
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid {
 			if err := os.Lchown(path, uid, gid); err != nil {
-				c.Reporter.Infof("give %s back to uid %d: %v", path, uid, err)
+				u.Reporter.Infof("give %s back to uid %d: %v", path, uid, err)
 			}
 			return
 		}
@@ -127,12 +142,12 @@ func (c *Cluster) giveBackToSudoUser(path string) {
 	}
 }
 
-// lockUserKubeconfig takes client-go's lock on path (<path>.lock, made
-// with O_EXCL), waiting for its holder at most staleKubeconfigLock; a
-// lock older than that, or still held after it, was left by a killed
-// process and is removed, with a message.
-func (c *Cluster) lockUserKubeconfig(ctx context.Context, path string) (func(), error) {
-	lock := path + ".lock"
+// lock takes client-go's lock on the file (<path>.lock, made with
+// O_EXCL), waiting for its holder at most staleLock; a lock older than
+// that, or still held after it, was left by a killed process and is
+// removed, with a message.
+func (u User) lock(ctx context.Context) (func(), error) {
+	lock := u.Path + ".lock"
 	take := func() (bool, error) {
 		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 		if err == nil {
@@ -152,15 +167,15 @@ func (c *Cluster) lockUserKubeconfig(ctx context.Context, path string) (func(), 
 		if err := os.Remove(lock); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove the stale lock %s: %w", lock, err)
 		}
-		c.Reporter.Infof("removed %s, a lock on your kubeconfig that a killed kubectl or devk left (%s old)", lock, time.Since(fi.ModTime()).Round(time.Second))
+		u.Reporter.Infof("removed %s, a lock on your kubeconfig that a killed kubectl or devk left (%s old)", lock, time.Since(fi.ModTime()).Round(time.Second))
 		return nil
 	}
 	unlock := func() { os.Remove(lock) }
-	err := wait.PollUntilContextTimeout(ctx, kubeconfigLockPollInterval, staleKubeconfigLock, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, lockPollInterval, staleLock, true, func(context.Context) (bool, error) {
 		if ok, err := take(); ok || err != nil {
 			return ok, err
 		}
-		if fi, err := os.Lstat(lock); err == nil && time.Since(fi.ModTime()) > staleKubeconfigLock {
+		if fi, err := os.Lstat(lock); err == nil && time.Since(fi.ModTime()) > staleLock {
 			if err := removeStale(); err != nil {
 				return false, err
 			}
@@ -187,27 +202,22 @@ func (c *Cluster) lockUserKubeconfig(ctx context.Context, path string) (func(), 
 	return unlock, nil
 }
 
-// ContextName is the user's kubeconfig context for a cluster.
-func ContextName(name string) string { return "devk-" + name }
-
-// MergeUserKubeconfig adds cluster, user and context devk-<name>, from
-// admin.conf, to the user's kubeconfig (see userkubeconfig.go) and makes
-// it the current context when it was added or changed: up's
-// kubeconfig-merge phase, and what `devk certs renew` runs after renewing
-// admin.conf.
-func (c *Cluster) MergeUserKubeconfig(ctx context.Context) (phase.Outcome, error) {
-	admin, err := clientcmd.LoadFromFile(c.Kubeconfig("admin"))
+// MergeAdmin adds cluster, user and context ContextName(clusterName), from
+// the kubeconfig admin (admin.conf), to the user's kubeconfig and makes it
+// the current context when it was added or changed.
+func (u User) MergeAdmin(ctx context.Context, clusterName, admin string) (phase.Outcome, error) {
+	cfg, err := clientcmd.LoadFromFile(admin)
 	if err != nil {
-		return phase.Done, fmt.Errorf("read %s: %w (run `devk up phase kubeconfig/admin`)", c.Kubeconfig("admin"), err)
+		return phase.Done, fmt.Errorf("read %s: %w (run `devk up phase kubeconfig/admin`)", admin, err)
 	}
-	actx := admin.Contexts[admin.CurrentContext]
-	if actx == nil || admin.Clusters[actx.Cluster] == nil || admin.AuthInfos[actx.AuthInfo] == nil {
-		return phase.Done, fmt.Errorf("%s has no current context: run `devk up phase kubeconfig/admin`", c.Kubeconfig("admin"))
+	actx := cfg.Contexts[cfg.CurrentContext]
+	if actx == nil || cfg.Clusters[actx.Cluster] == nil || cfg.AuthInfos[actx.AuthInfo] == nil {
+		return phase.Done, fmt.Errorf("%s has no current context: run `devk up phase kubeconfig/admin`", admin)
 	}
-	name := ContextName(c.Config.Name)
-	cl, ai := admin.Clusters[actx.Cluster].DeepCopy(), admin.AuthInfos[actx.AuthInfo].DeepCopy()
+	name := ContextName(clusterName)
+	cl, ai := cfg.Clusters[actx.Cluster].DeepCopy(), cfg.AuthInfos[actx.AuthInfo].DeepCopy()
 	cl.LocationOfOrigin, ai.LocationOfOrigin = "", ""
-	changed, err := c.editUserKubeconfig(ctx, func(cfg *clientcmdapi.Config) bool {
+	changed, err := u.edit(ctx, func(cfg *clientcmdapi.Config) bool {
 		same := cfg.Clusters[name] != nil && cfg.AuthInfos[name] != nil && cfg.Contexts[name] != nil &&
 			cfg.Clusters[name].Server == cl.Server && string(cfg.Clusters[name].CertificateAuthorityData) == string(cl.CertificateAuthorityData) &&
 			string(cfg.AuthInfos[name].ClientCertificateData) == string(ai.ClientCertificateData) &&
@@ -221,23 +231,23 @@ func (c *Cluster) MergeUserKubeconfig(ctx context.Context) (phase.Outcome, error
 		cfg.CurrentContext = name
 		return true
 	})
-	file := c.UserKubeconfigFile()
 	if err != nil {
-		return phase.Done, fmt.Errorf("write context %s to %s: %w", name, file, err)
+		return phase.Done, fmt.Errorf("write context %s to %s: %w", name, u.Path, err)
 	}
 	if !changed {
-		return phase.Unchanged("context %s in %s unchanged", name, file), nil
+		return phase.Unchanged("context %s in %s unchanged", name, u.Path), nil
 	}
-	return phase.Changed("context %s in %s (current; the previous file is %s)", name, file, userKubeconfigBackup(file)), nil
+	return phase.Changed("context %s in %s (current; the previous file is %s)", name, u.Path, BackupPath(u.Path)), nil
 }
 
-// removeUserContext takes devk-<name> out of the user's kubeconfig.
-func (c *Cluster) removeUserContext(ctx context.Context) (bool, error) {
-	name := ContextName(c.Config.Name)
-	if _, err := os.Stat(c.UserKubeconfigFile()); errors.Is(err, fs.ErrNotExist) {
+// RemoveContext takes ContextName(clusterName) out of the user's
+// kubeconfig, with its cluster and user; it reports whether it was there.
+func (u User) RemoveContext(ctx context.Context, clusterName string) (bool, error) {
+	name := ContextName(clusterName)
+	if _, err := os.Stat(u.Path); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	removed, err := c.editUserKubeconfig(ctx, func(cfg *clientcmdapi.Config) bool {
+	removed, err := u.edit(ctx, func(cfg *clientcmdapi.Config) bool {
 		if cfg.Contexts[name] == nil && cfg.Clusters[name] == nil && cfg.AuthInfos[name] == nil {
 			return false
 		}
@@ -250,7 +260,10 @@ func (c *Cluster) removeUserContext(ctx context.Context) (bool, error) {
 		return true
 	})
 	if err != nil {
-		return false, fmt.Errorf("remove context %s from %s: %w", name, c.UserKubeconfigFile(), err)
+		return false, fmt.Errorf("remove context %s from %s: %w", name, u.Path, err)
 	}
 	return removed, nil
 }
+
+// ContextName is the user's kubeconfig context for a cluster.
+func ContextName(name string) string { return "devk-" + name }

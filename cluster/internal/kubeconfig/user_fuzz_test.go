@@ -1,4 +1,4 @@
-package cluster
+package kubeconfig
 
 import (
 	"bytes"
@@ -10,8 +10,6 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/devk/devk/internal/progress"
 )
 
 // FuzzKubeconfigMerge: `devk up` adds its context to the user's
@@ -36,16 +34,16 @@ func FuzzKubeconfigMerge(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	c := fuzzCluster(f)
-	path := c.UserKubeconfig
-	name := ContextName(c.Config.Name)
+	u, admin := fuzzUser(f)
+	path := u.Path
+	name := ContextName(testCluster)
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		before, loadErr := clientcmd.Load(data)
-		_, err := c.MergeUserKubeconfig(ctx)
+		_, err := u.MergeAdmin(ctx, testCluster, admin)
 		after := readFile(t, path)
 		if loadErr != nil && err == nil {
 			t.Fatalf("client-go cannot read the file (%v), yet the merge succeeded and wrote:\n%s", loadErr, after)
@@ -68,14 +66,14 @@ func FuzzKubeconfigMerge(f *testing.F) {
 			t.Fatalf("the merge changed the user's %s:\n%s\nbecame\n%s", diff, data, after)
 		}
 
-		if _, err := c.MergeUserKubeconfig(ctx); err != nil {
+		if _, err := u.MergeAdmin(ctx, testCluster, admin); err != nil {
 			t.Fatalf("a second merge fails: %v", err)
 		}
 		if again := readFile(t, path); !bytes.Equal(again, after) {
 			t.Fatalf("a second merge rewrote the file:\n%s\nto\n%s", after, again)
 		}
 
-		if _, err := c.removeUserContext(ctx); err != nil {
+		if _, err := u.RemoveContext(ctx, testCluster); err != nil {
 			t.Fatalf("removing context %s fails: %v", name, err)
 		}
 		removed, err := clientcmd.Load(readFile(t, path))
@@ -127,29 +125,20 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// fuzzCluster is a cluster with its CA and admin.conf, for every input of
-// a fuzz run: under /dev/shm when there is one, since each input writes
-// (and fsyncs) the user's kubeconfig.
-func fuzzCluster(f *testing.F) *Cluster {
+// fuzzUser is a user's kubeconfig and an admin.conf to merge into it,
+// for every input of a fuzz run: under /dev/shm when there is one, since
+// each input writes (and fsyncs) the user's kubeconfig.
+func fuzzUser(f *testing.F) (User, string) {
 	f.Helper()
-	home, err := os.MkdirTemp("/dev/shm", "devk-fuzz-")
+	dir, err := os.MkdirTemp("/dev/shm", "devk-fuzz-")
 	if err != nil {
-		home = f.TempDir()
+		dir = f.TempDir()
 	} else {
-		f.Cleanup(func() { os.RemoveAll(home) })
+		f.Cleanup(func() { os.RemoveAll(dir) })
 	}
-	c, err := Open(Options{Name: "devk", Home: home, Reporter: progress.Discard(), UserKubeconfig: filepath.Join(home, ".kube", "config")})
-	if err != nil {
+	u, admin := user(f, dir)
+	if err := os.MkdirAll(filepath.Dir(u.Path), 0o700); err != nil {
 		f.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Dir(c.UserKubeconfig), 0o700); err != nil {
-		f.Fatal(err)
-	}
-	if _, err := c.ensureCert("ca"); err != nil {
-		f.Fatal(err)
-	}
-	if _, err := c.ensureKubeconfig("admin"); err != nil {
-		f.Fatal(err)
-	}
-	return c
+	return u, admin
 }
