@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
@@ -380,7 +381,7 @@ func applyKubeProxy(ctx context.Context, c *Cluster, cs kubernetes.Interface, im
 	if err := n.add(kube.Apply(ctx, cs.CoreV1().ServiceAccounts(ns), kubeProxyName, corev1ac.ServiceAccount(kubeProxyName, ns))); err != nil {
 		return err
 	}
-	if err := n.add(applyClusterRoleBinding(ctx, cs, nodeProxierBinding, nodeProxierRole, serviceAccount(kubeProxyName))); err != nil {
+	if err := n.add(kube.ApplyClusterRoleBinding(ctx, cs, nodeProxierBinding, nodeProxierRole, serviceAccount(kubeProxyName))); err != nil {
 		return err
 	}
 	cm, err := kubeProxyConfigMap(c.Config)
@@ -399,7 +400,7 @@ func applyKubeProxy(ctx context.Context, c *Cluster, cs kubernetes.Interface, im
 	}
 	binding := rbacv1ac.RoleBinding(kubeProxyName, ns).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(kubeProxyName)).
-		WithSubjects(group(bootstrapGroup))
+		WithSubjects(kube.Group(bootstrap.NodeBootstrappersGroup))
 	if err := n.add(kube.Apply(ctx, cs.RbacV1().RoleBindings(ns), kubeProxyName, binding)); err != nil {
 		return err
 	}
@@ -526,7 +527,7 @@ func applyCoreDNS(ctx context.Context, c *Cluster, cs kubernetes.Interface, imag
 	if err := n.add(kube.Apply(ctx, cs.RbacV1().ClusterRoles(), coreDNSRole, role)); err != nil {
 		return err
 	}
-	if err := n.add(applyClusterRoleBinding(ctx, cs, coreDNSRole, coreDNSRole, serviceAccount(coreDNSName))); err != nil {
+	if err := n.add(kube.ApplyClusterRoleBinding(ctx, cs, coreDNSRole, coreDNSRole, serviceAccount(coreDNSName))); err != nil {
 		return err
 	}
 	cm := corev1ac.ConfigMap(coreDNSName, ns).WithData(map[string]string{"Corefile": corefile(c.Config.DNSDomain)})
@@ -628,7 +629,7 @@ func coreDNSDeployment(cfg layout.Config, image string) (*appsv1ac.DeploymentApp
 								WithKey(labelApp).WithOperator(metav1.LabelSelectorOpIn).WithValues(kubeDNSName))))))).
 				WithTolerations(
 					corev1ac.Toleration().WithKey("CriticalAddonsOnly").WithOperator(corev1.TolerationOpExists),
-					corev1ac.Toleration().WithKey(labelControlPlane).WithEffect(corev1.TaintEffectNoSchedule)).
+					corev1ac.Toleration().WithKey(bootstrap.LabelControlPlane).WithEffect(corev1.TaintEffectNoSchedule)).
 				WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"}).
 				WithDNSPolicy(corev1.DNSDefault).
 				WithContainers(corev1ac.Container().

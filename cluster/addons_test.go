@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
@@ -154,7 +155,7 @@ func TestCoreDNSObjects(t *testing.T) {
 	if pod.DNSPolicy != corev1.DNSDefault || pod.PriorityClassName != "system-cluster-critical" || pod.ServiceAccountName != coreDNSName {
 		t.Errorf("coredns pod: dnsPolicy %s, priority class %s, service account %s", pod.DNSPolicy, pod.PriorityClassName, pod.ServiceAccountName)
 	}
-	cpTaint := corev1.Taint{Key: labelControlPlane, Effect: corev1.TaintEffectNoSchedule}
+	cpTaint := corev1.Taint{Key: bootstrap.LabelControlPlane, Effect: corev1.TaintEffectNoSchedule}
 	if !slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(&cpTaint) }) {
 		t.Errorf("coredns does not tolerate %v (--keep-taint): %v", cpTaint, pod.Tolerations)
 	}
@@ -249,7 +250,7 @@ func TestKubeProxyObjects(t *testing.T) {
 		t.Errorf("kube-proxy: priority class %s, service account %s", pod.PriorityClassName, pod.ServiceAccountName)
 	}
 	for _, taint := range []corev1.Taint{
-		{Key: labelControlPlane, Effect: corev1.TaintEffectNoSchedule},
+		{Key: bootstrap.LabelControlPlane, Effect: corev1.TaintEffectNoSchedule},
 		{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoExecute},
 		{Key: "anything", Value: "at-all", Effect: corev1.TaintEffectNoSchedule},
 	} {

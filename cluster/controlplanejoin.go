@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
+	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/kube"
@@ -146,14 +147,14 @@ func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	tok, err := newBootstrapToken(time.Now())
+	tok, err := bootstrap.NewToken(time.Now())
 	if err != nil {
 		return phase.Done, err
 	}
 	tok.Expires = time.Now().Add(certshare.TokenTTL)
 	// No usages: it only owns the Secret, so that tokencleaner deletes
 	// both when it expires, as kubeadm's does.
-	owner := tok.secretFor(certKeyTokenDescription, nil)
+	owner := tok.SecretFor(certKeyTokenDescription, nil)
 	if _, err := kube.Apply(ctx, cs.CoreV1().Secrets(metav1.NamespaceSystem), bootstraputil.BootstrapTokenSecretName(tok.ID), owner); err != nil {
 		return phase.Done, fmt.Errorf("the token that owns the uploaded certificates: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -39,7 +40,7 @@ type NodeOptions struct {
 	ControlPlane bool
 	// Token, for add, is the bootstrap token to join with (kubeadm's
 	// --token); empty means the cluster's own, renewed first when it
-	// expires within bootstrapTokenMinLeft.
+	// expires within bootstrap.TokenMinLeft.
 	Token string
 	// CAHashes, for add, pin the cluster's CA (kubeadm's
 	// --discovery-token-ca-cert-hash, sha256:<hex>); empty means the hash
@@ -207,7 +208,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "record",
 			Short: "mark the node joined in cluster.json and ConfigMap kube-system/devk-config",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.ConfigFile(), "configmap kube-system/" + ConfigMapName}
+				return nil, []string{j.ConfigFile(), "configmap kube-system/" + bootstrap.ConfigMapName}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
 				if err := ctx.Err(); err != nil {

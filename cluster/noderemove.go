@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -125,7 +126,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Name:  "record",
 			Short: "take the node out of cluster.json and ConfigMap kube-system/devk-config",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.ConfigFile(), "configmap kube-system/" + ConfigMapName}
+				return nil, []string{j.ConfigFile(), "configmap kube-system/" + bootstrap.ConfigMapName}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
 				if err := ctx.Err(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
@@ -138,7 +139,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "upload-config",
 			Short: "store cluster.json in ConfigMap kube-system/devk-config; bind admin.conf's group to cluster-admin",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.ConfigFile()}, []string{"configmap kube-system/" + ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
+				return []string{c.ConfigFile()}, []string{"configmap kube-system/" + bootstrap.ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
 			},
 			Run: phase.Method((*Cluster).runUploadConfig),
 		},

@@ -60,11 +60,6 @@ const (
 	// CoreDNS is (the kubelet's default, 10 s, would be most of up).
 	coreDNSReadinessPeriod = time.Second
 
-	// bootstrapTokenTTL is a new bootstrap token's life; one with less
-	// than bootstrapTokenMinLeft left is replaced.
-	bootstrapTokenTTL     = 24 * time.Hour
-	bootstrapTokenMinLeft = time.Hour
-
 	// podCIDRTimeout bounds the wait for the controller-manager to give a
 	// registered Node its pod subnet (it does within a second).
 	podCIDRTimeout      = time.Minute

@@ -1,7 +1,6 @@
-package cluster
+package bootstrap
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -10,15 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes/fake"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 )
 
 func TestControlPlanePatch(t *testing.T) {
 	notReady := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
-	cpTaint := corev1.Taint{Key: labelControlPlane, Effect: corev1.TaintEffectNoSchedule}
-	marked := map[string]string{labelControlPlane: "", labelExcludeLB: ""}
+	cpTaint := corev1.Taint{Key: LabelControlPlane, Effect: corev1.TaintEffectNoSchedule}
+	marked := map[string]string{LabelControlPlane: "", labelExcludeLB: ""}
 	for _, tt := range []struct {
 		name   string
 		labels map[string]string
@@ -94,35 +92,35 @@ func TestControlPlanePatch(t *testing.T) {
 
 func TestBootstrapTokens(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tok, err := newBootstrapToken(now)
+	tok, err := NewToken(now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bootstraputil.IsValidBootstrapToken(bootstraputil.TokenFromIDAndSecret(tok.ID, tok.Secret)) || !tok.Expires.Equal(now.Add(bootstrapTokenTTL)) {
+	if !bootstraputil.IsValidBootstrapToken(bootstraputil.TokenFromIDAndSecret(tok.ID, tok.Secret)) || !tok.Expires.Equal(now.Add(TokenTTL)) {
 		t.Fatalf("new token %+v", tok)
 	}
-	secretOf := func(tok bootstrapToken, description string) corev1.Secret {
+	secretOf := func(tok Token, description string) corev1.Secret {
 		ac := tok.secret()
 		s := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: *ac.Namespace}, Type: *ac.Type, Data: ac.Data}
 		s.Data[bootstrapapi.BootstrapTokenDescriptionKey] = []byte(description)
 		return s
 	}
-	s := secretOf(tok, bootstrapDescription)
-	if s.Name != "bootstrap-token-"+tok.ID || s.Type != bootstrapapi.SecretTypeBootstrapToken || string(s.Data["auth-extra-groups"]) != bootstrapGroup ||
+	s := secretOf(tok, tokenDescription)
+	if s.Name != "bootstrap-token-"+tok.ID || s.Type != bootstrapapi.SecretTypeBootstrapToken || string(s.Data["auth-extra-groups"]) != NodeBootstrappersGroup ||
 		string(s.Data["usage-bootstrap-authentication"]) != "true" || string(s.Data["usage-bootstrap-signing"]) != "true" {
 		t.Errorf("secret %s (%s): %q", s.Name, s.Type, s.Data)
 	}
-	someoneElses, _ := newBootstrapToken(now)
+	someoneElses, _ := NewToken(now)
 	for _, tt := range []struct {
 		name    string
 		secrets []corev1.Secret
 		at      time.Time
 		reuse   bool
 	}{
-		{"devk's, fresh", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now, true},
-		{"devk's, with two hours left", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now.Add(bootstrapTokenTTL - 2*time.Hour), true},
-		{"devk's, with half an hour left", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now.Add(bootstrapTokenTTL - 30*time.Minute), false},
-		{"devk's, expired", []corev1.Secret{secretOf(tok, bootstrapDescription)}, now.Add(bootstrapTokenTTL + time.Hour), false},
+		{"devk's, fresh", []corev1.Secret{secretOf(tok, tokenDescription)}, now, true},
+		{"devk's, with two hours left", []corev1.Secret{secretOf(tok, tokenDescription)}, now.Add(TokenTTL - 2*time.Hour), true},
+		{"devk's, with half an hour left", []corev1.Secret{secretOf(tok, tokenDescription)}, now.Add(TokenTTL - 30*time.Minute), false},
+		{"devk's, expired", []corev1.Secret{secretOf(tok, tokenDescription)}, now.Add(TokenTTL + time.Hour), false},
 		{"not devk's", []corev1.Secret{secretOf(someoneElses, "kubeadm's")}, now, false},
 		{"none", nil, now, false},
 	} {
@@ -132,23 +130,5 @@ func TestBootstrapTokens(t *testing.T) {
 				t.Errorf("reusableToken = %+v, %v; want reuse %v of %+v", got, ok, tt.reuse, tok)
 			}
 		})
-	}
-}
-
-// TestClusterRoleBindingRoleRef: roleRef is immutable, so a binding of
-// devk's name to another role is replaced, not left.
-func TestClusterRoleBindingRoleRef(t *testing.T) {
-	ctx := context.Background()
-	cs := fake.NewClientset()
-	if _, err := applyClusterRoleBinding(ctx, cs, "b", "view", group("g")); err != nil {
-		t.Fatal(err)
-	}
-	changed, err := applyClusterRoleBinding(ctx, cs, "b", "cluster-admin", group("g"))
-	if err != nil || !changed {
-		t.Fatalf("rebinding to another role: changed %v, %v", changed, err)
-	}
-	got, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "b", metav1.GetOptions{})
-	if err != nil || got.RoleRef.Name != "cluster-admin" || len(got.Subjects) != 1 || got.Subjects[0].Name != "g" {
-		t.Fatalf("binding after the change: %+v, %v", got, err)
 	}
 }
