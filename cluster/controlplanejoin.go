@@ -2,21 +2,16 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"slices"
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/etcdmember"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/kube"
@@ -231,105 +226,11 @@ func (j *NodeJob) etcdClient(ctx context.Context, pkiDir string) (*etcdwatch.Cli
 			eps = append(eps, url("https", n.IP, j.Config.Ports.EtcdClient))
 		}
 	}
-	cli, err := etcdwatch.Connect(ctx, etcdwatch.ConnOptions{Endpoints: eps, CACert: pki.CertPath(pkiDir, layout.EtcdCAName),
-		Cert: pki.CertPath(pkiDir, layout.APIServerEtcdClient), Key: pki.KeyPath(pkiDir, layout.APIServerEtcdClient),
-		CommandTimeout: j.EtcdCommandTimeout})
-	var pathErr *fs.PathError
-	if err != nil && ctx.Err() == nil && !errors.As(err, &pathErr) {
-		return nil, fmt.Errorf("%w; %s", err, etcdUnavailableAdvice)
-	}
-	return cli, err
-}
-
-// etcdUnavailableAdvice says what to do when the cluster's etcd does not
-// answer a member call in time.
-const etcdUnavailableAdvice = "the cluster's etcd has lost quorum (more than half of its members are down) or its members are unreachable: " +
-	"check `devk status`, bring the stopped control-plane nodes back (`devk up`), then run this again"
-
-// etcdRequest runs one member call (list, add, promote, remove) within
-// the client's command timeout (etcdwatch.DefaultCommandTimeout, etcdctl's
-// --command-timeout), on a member that has a leader: with quorum lost a
-// membership change would otherwise wait for one forever. A timeout or
-// "no leader" says so, and what to do.
-func etcdRequest(ctx context.Context, cli *etcdwatch.Client, what string, call func(context.Context) error) error {
-	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), cli.CommandTimeout)
-	defer cancel()
-	err := call(rctx)
-	if err == nil || ctx.Err() != nil {
-		return err
-	}
-	eps := strings.Join(cli.Endpoint.Endpoints, ",")
-	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("etcd %s: %s %s did not answer within %s: %s", what, eps, what, cli.CommandTimeout, etcdUnavailableAdvice)
-	}
-	if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) {
-		return fmt.Errorf("etcd %s: %s has no leader (%v): %s", what, eps, err, etcdUnavailableAdvice)
-	}
-	return fmt.Errorf("etcd %s: %w", what, err)
+	return etcdmember.Connect(ctx, eps, pkiDir, j.EtcdCommandTimeout)
 }
 
 // peerURL is node n's etcd peer URL.
 func (c *Cluster) peerURL(n node) string { return url("https", n.IP(), c.Config.Ports.EtcdPeer) }
-
-// memberOf is the member of members whose peer URL is peer.
-func memberOf(members []*etcdMember, peer string) *etcdMember {
-	for _, m := range members {
-		if slices.Contains(m.PeerURLs, peer) {
-			return m
-		}
-	}
-	return nil
-}
-
-// etcdMember is a member as the join reads it.
-type etcdMember struct {
-	ID        uint64
-	Name      string
-	PeerURLs  []string
-	IsLearner bool
-	// Started says the member's etcd ran and published its name.
-	Started bool
-}
-
-// members is the cluster's member list.
-func members(ctx context.Context, cli *etcdwatch.Client) ([]*etcdMember, error) {
-	var resp *clientv3.MemberListResponse
-	err := etcdRequest(ctx, cli, "member list", func(ctx context.Context) (err error) {
-		resp, err = cli.MemberList(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return asMembers(resp.Members), nil
-}
-
-// asMembers are etcd's members as the join reads them.
-func asMembers(pbs []*etcdserverpb.Member) []*etcdMember {
-	var out []*etcdMember
-	for _, m := range pbs {
-		out = append(out, &etcdMember{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner, Started: m.Name != ""})
-	}
-	return out
-}
-
-// initialCluster is etcd's --initial-cluster for a member joining
-// members: every member by name (the new one, not started yet, by the
-// node's) and peer URL.
-func initialCluster(ms []*etcdMember, self *etcdMember, name string) string {
-	var parts []string
-	for _, m := range ms {
-		n := m.Name
-		if m.ID == self.ID {
-			n = name
-		}
-		for _, u := range m.PeerURLs {
-			parts = append(parts, n+"="+u)
-		}
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ",")
-}
 
 // runEtcdJoin is kubeadm's etcd join: the node's member added to the
 // cluster as a learner (it does not count for quorum, so a member that
@@ -344,30 +245,24 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	}
 	defer cli.Close()
 	peer := j.peerURL(j.Node)
-	ms, err := members(ctx, cli)
+	ms, err := etcdmember.List(ctx, cli)
 	if err != nil {
 		return phase.Done, err
 	}
-	self := memberOf(ms, peer)
+	self := etcdmember.Find(ms, peer)
 	added := false
 	if self == nil {
-		var resp *clientv3.MemberAddResponse
-		err := etcdRequest(ctx, cli, "member add (learner) "+peer, func(ctx context.Context) (err error) {
-			resp, err = cli.MemberAddAsLearner(ctx, []string{peer})
-			return err
-		})
-		if err != nil {
+		if ms, err = etcdmember.AddLearner(ctx, cli, peer); err != nil {
 			return phase.Done, err
 		}
 		added = true
-		ms = asMembers(resp.Members)
-		self = memberOf(ms, peer)
+		self = etcdmember.Find(ms, peer)
 		if self == nil {
 			return phase.Done, fmt.Errorf("etcd member add %s: the member list it returned lacks it", peer)
 		}
 	}
 	v := j.asNode(j.Node)
-	in := ManifestInput{EtcdInitialCluster: initialCluster(ms, self, j.Node.Name())}
+	in := ManifestInput{EtcdInitialCluster: etcdmember.InitialCluster(ms, self, j.Node.Name())}
 	if old := installedPod(v.ManifestPath("etcd")); old != nil {
 		// etcd reads --initial-cluster once, on its first start: keep
 		// what it started with, so that a later run rewrites nothing.
@@ -381,12 +276,12 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	}
 	var why string
 	err = wait.PollUntilContextTimeout(ctx, etcdPollInterval, etcdJoinTimeout, true, func(ctx context.Context) (bool, error) {
-		ms, err := members(ctx, cli)
+		ms, err := etcdmember.List(ctx, cli)
 		if err != nil {
 			why = err.Error()
 			return false, nil
 		}
-		m := memberOf(ms, peer)
+		m := etcdmember.Find(ms, peer)
 		switch {
 		case m == nil:
 			return false, fmt.Errorf("etcd member %s was removed while it joined", peer)
@@ -396,10 +291,7 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 			why = "the member has not started (see " + v.containerLog("etcd") + ")"
 			return false, nil
 		}
-		if err := etcdRequest(ctx, cli, "member promote", func(ctx context.Context) error {
-			_, err := cli.MemberPromote(ctx, m.ID)
-			return err
-		}); err != nil {
+		if err := etcdmember.Promote(ctx, cli, m); err != nil {
 			why = "promote: " + err.Error() // not in sync with the leader yet
 			return false, nil
 		}
@@ -430,22 +322,7 @@ func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("the cluster's etcd: %w", err)
 	}
 	defer cli.Close()
-	ms, err := members(ctx, cli)
-	if err != nil {
-		return false, err
-	}
-	m := memberOf(ms, j.peerURL(j.Node))
-	if m == nil {
-		return false, nil
-	}
-	err = etcdRequest(ctx, cli, "member remove "+j.peerURL(j.Node), func(ctx context.Context) error {
-		_, err := cli.MemberRemove(ctx, m.ID)
-		return err
-	})
-	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) && !errors.Is(err, rpctypes.ErrGRPCMemberNotFound) {
-		return false, err
-	}
-	return true, nil
+	return etcdmember.Remove(ctx, cli, j.peerURL(j.Node))
 }
 
 // runNodeControlPlane writes the node's API server, controller-manager

@@ -143,24 +143,6 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 	}
 }
 
-func TestInitialCluster(t *testing.T) {
-	ms := []*etcdMember{
-		{ID: 1, Name: "b", PeerURLs: []string{"https://10.250.0.3:2380"}},
-		{ID: 2, Name: "a", PeerURLs: []string{"https://10.250.0.2:2380"}},
-		{ID: 3, PeerURLs: []string{"https://10.250.0.4:2380"}, IsLearner: true},
-	}
-	self := memberOf(ms, "https://10.250.0.4:2380")
-	if self == nil || self.ID != 3 {
-		t.Fatalf("memberOf: %+v", self)
-	}
-	if got, want := initialCluster(ms, self, "c"), "a=https://10.250.0.2:2380,b=https://10.250.0.3:2380,c=https://10.250.0.4:2380"; got != want {
-		t.Errorf("initial cluster %s, want %s", got, want)
-	}
-	if memberOf(ms, "https://10.250.0.9:2380") != nil {
-		t.Error("a peer URL no member has was found")
-	}
-}
-
 func TestControlPlaneCounts(t *testing.T) {
 	c := twoWorkers(t)
 	c.existed, c.ControlPlanes = true, 2

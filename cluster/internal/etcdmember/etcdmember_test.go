@@ -1,4 +1,4 @@
-package cluster
+package etcdmember
 
 import (
 	"context"
@@ -20,17 +20,15 @@ func TestEtcdMemberCallsTimeOut(t *testing.T) {
 	const timeout = 700 * time.Millisecond
 	calls := map[string]func(context.Context, *etcdwatch.Client) error{
 		"member list": func(ctx context.Context, cli *etcdwatch.Client) error {
-			_, err := members(ctx, cli)
+			_, err := List(ctx, cli)
 			return err
 		},
 		"member add (learner)": func(ctx context.Context, cli *etcdwatch.Client) error {
-			return etcdRequest(ctx, cli, "member add (learner)", func(ctx context.Context) error {
-				_, err := cli.MemberAddAsLearner(ctx, []string{"https://10.250.0.9:2380"})
-				return err
-			})
+			_, err := AddLearner(ctx, cli, "https://10.250.0.9:2380")
+			return err
 		},
 		"member remove": func(ctx context.Context, cli *etcdwatch.Client) error {
-			return etcdRequest(ctx, cli, "member remove", func(ctx context.Context) error {
+			return request(ctx, cli, "member remove", func(ctx context.Context) error {
 				_, err := cli.MemberRemove(ctx, 42)
 				return err
 			})
@@ -87,23 +85,35 @@ func TestEtcdMemberCallsTimeOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if ms, err := members(context.Background(), cli); err != nil || len(ms) != 1 {
+	if ms, err := List(context.Background(), cli); err != nil || len(ms) != 1 {
 		t.Errorf("member list of a healthy etcd: %v %v", ms, err)
 	}
 }
 
-// TestEtcdClientMissingFiles: certificate files that are not there are
+// TestConnectMissingFiles: certificate files that are not there are
 // named as such, not blamed on quorum (a removal resumed after its files
 // phase connects with node 0's certificates, which are there).
-func TestEtcdClientMissingFiles(t *testing.T) {
-	c := twoWorkers(t)
-	n, err := c.nodeNamed("devk-worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := &NodeJob{Cluster: c, Node: n}
-	_, err = j.etcdClient(context.Background(), t.TempDir())
+func TestConnectMissingFiles(t *testing.T) {
+	_, err := Connect(context.Background(), []string{"https://10.250.0.3:2379"}, t.TempDir(), 0)
 	if err == nil || !strings.Contains(err.Error(), "no such file") || strings.Contains(err.Error(), "quorum") {
 		t.Errorf("missing certificates: %v", err)
+	}
+}
+
+func TestInitialCluster(t *testing.T) {
+	ms := []*Member{
+		{ID: 1, Name: "b", PeerURLs: []string{"https://10.250.0.3:2380"}},
+		{ID: 2, Name: "a", PeerURLs: []string{"https://10.250.0.2:2380"}},
+		{ID: 3, PeerURLs: []string{"https://10.250.0.4:2380"}, IsLearner: true},
+	}
+	self := Find(ms, "https://10.250.0.4:2380")
+	if self == nil || self.ID != 3 {
+		t.Fatalf("Find: %+v", self)
+	}
+	if got, want := InitialCluster(ms, self, "c"), "a=https://10.250.0.2:2380,b=https://10.250.0.3:2380,c=https://10.250.0.4:2380"; got != want {
+		t.Errorf("initial cluster %s, want %s", got, want)
+	}
+	if Find(ms, "https://10.250.0.9:2380") != nil {
+		t.Error("a peer URL no member has was found")
 	}
 }
