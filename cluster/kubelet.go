@@ -158,7 +158,7 @@ func kubeletFlags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, def
 		"config":            p.KubeletConfig(),
 		"kubeconfig":        p.Kubeconfig("kubelet"),
 		"root-dir":          p.KubeletRoot(),
-		"cert-dir":          filepath.Join(p.KubeletRoot(), "pki"),
+		"cert-dir":          p.KubeletPKI(),
 		"hostname-override": n.Name,
 		"node-ip":           n.IP,
 	}
@@ -318,8 +318,7 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 		return phase.Done, fmt.Errorf("%s has no current user: run `devk up phase kubeconfig/kubelet`", path)
 	}
 	ai := cfg.AuthInfos[kctx.AuthInfo]
-	store := filepath.Join(c.KubeletRoot(), "pki")
-	current := filepath.Join(store, "kubelet-client-current.pem")
+	store, current := c.KubeletPKI(), c.KubeletClientCurrent()
 	if ai.ClientCertificate == current && ai.ClientKey == current {
 		if _, err := os.Stat(current); err == nil {
 			return phase.Unchanged("kubelet.conf uses %s already", current), nil

@@ -128,7 +128,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "runtime",
 			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket; its CNI network comes once the node has a pod subnet)",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.Node.MountNS(), filepath.Join(j.Node.Containerd(), "config.toml"), j.Node.ContainerdSocket(), j.Node.PIDFile("containerd")}
+				return nil, []string{j.Node.MountNS(), j.Node.ContainerdConfig(), j.Node.ContainerdSocket(), j.Node.PIDFile("containerd")}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.startRuntime(ctx, j.Node) },
 		},

@@ -237,14 +237,13 @@ func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
 }
 
 func (c *Cluster) containerdConfig(ctx context.Context, n node) (ContainerdConfig, error) {
-	d := n.Containerd()
-	state := filepath.Join(d, "state")
+	d, state := n.Containerd(), n.ContainerdState()
 	sandbox, err := c.sandboxImage(ctx)
 	if err != nil {
 		return ContainerdConfig{}, err
 	}
 	return ContainerdConfig{
-		Root: filepath.Join(d, "root"), State: state, Socket: n.ContainerdSocket(),
+		Root: n.ContainerdRoot(), State: state, Socket: n.ContainerdSocket(),
 		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
 		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
 		CNIBinDir:           CNIBinDir(), CNIConfDir: n.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
@@ -271,7 +270,7 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
-	if err := write(filepath.Join(n.Containerd(), "config.toml"), config); err != nil {
+	if err := write(n.ContainerdConfig(), config); err != nil {
 		return changed, err
 	}
 	// Loopback registries speak plain HTTP, through their forwarder;
@@ -337,7 +336,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, d := range []string{filepath.Join(n.Containerd(), "root"), filepath.Join(n.Containerd(), "state"), n.Run()} {
+	for _, d := range []string{n.ContainerdRoot(), n.ContainerdState(), n.Run()} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return phase.Done, err
 		}
@@ -356,7 +355,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 			c.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
 		}
 	}
-	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerdBinary(), "--config", filepath.Join(n.Containerd(), "config.toml")), Env: c.daemonEnv()})
+	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerdBinary(), "--config", n.ContainerdConfig()), Env: c.daemonEnv()})
 	if err != nil {
 		return phase.Done, err
 	}
