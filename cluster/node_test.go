@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -131,32 +130,6 @@ func TestPodRoutes(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("routes\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-func TestConflistRoutesThePodNetwork(t *testing.T) {
-	data, err := CNIConflist("devk-devk", "devk0", "10.244.1.0/24", "/c/cni/networks", "10.250.0.0/24", "10.96.0.0/16", "10.244.0.0/16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conf struct {
-		Plugins []struct {
-			IPMasq bool `json:"ipMasq"`
-			IPAM   struct {
-				Ranges [][]map[string]string `json:"ranges"`
-				Routes []map[string]string   `json:"routes"`
-			} `json:"ipam"`
-		} `json:"plugins"`
-	}
-	if err := json.Unmarshal(data, &conf); err != nil {
-		t.Fatal(err)
-	}
-	br := conf.Plugins[0]
-	if br.IPMasq {
-		t.Error("the bridge plugin masquerades pod-to-pod traffic between nodes")
-	}
-	if br.IPAM.Ranges[0][0]["subnet"] != "10.244.1.0/24" || len(br.IPAM.Routes) != 3 || br.IPAM.Routes[2]["dst"] != "10.244.0.0/16" {
-		t.Errorf("ipam %+v", br.IPAM)
 	}
 }
 

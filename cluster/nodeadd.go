@@ -18,6 +18,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -323,7 +324,7 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 	if os.Geteuid() != 0 {
 		probs = append(probs, Problem{"root", "a node runs containerd and the kubelet, which need root", "run it as root: sudo -E devk node add"})
 	}
-	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
+	probs = append(probs, binaryProblems(exec.LookPath, containerd.CNIBinDir())...)
 	if _, err := os.Stat(j.KubeletBinary()); err != nil {
 		probs = append(probs, Problem{"kubelet", "no kubelet at " + j.KubeletBinary() + " to give the node", "run `devk up` (it builds and installs the kubelet)"})
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -66,7 +67,7 @@ func (c *Cluster) podSubnetOf(n node) (string, error) {
 
 // writeConflist writes node n's CNI network for its pod subnet.
 func (c *Cluster) writeConflist(n node, subnet string) (bool, error) {
-	conf, err := CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, n.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR, c.Config.PodCIDR)
+	conf, err := containerd.CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, n.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR, c.Config.PodCIDR)
 	if err != nil {
 		return false, err
 	}
