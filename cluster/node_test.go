@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/layout"
@@ -73,26 +72,6 @@ func TestJoinedKubelet(t *testing.T) {
 	}
 	if slices.ContainsFunc(c.kubeletArgv(c.firstNode()), func(a string) bool { return strings.HasPrefix(a, "--bootstrap-kubeconfig") }) {
 		t.Error("node 0's kubelet has a credential devk issued: no TLS bootstrap")
-	}
-	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: w.Paths, Node: w.Net, CRISocket: w.ContainerdSocket()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]any{
-		"address": "10.250.0.3", "healthzBindAddress": "10.250.0.3", "cgroupRoot": "/devk-devk_devk-worker",
-		"staticPodPath": w.Dir + "/manifests", "containerRuntimeEndpoint": "unix://" + w.Dir + "/run/containerd.sock",
-	} {
-		if m[k] != v {
-			t.Errorf("worker kubelet config %s = %v, want %v", k, m[k], v)
-		}
-	}
-	ca := m["authentication"].(map[string]any)["x509"].(map[string]any)["clientCAFile"]
-	if ca != w.Dir+"/pki/ca.crt" {
-		t.Errorf("the worker's kubelet trusts %v, not the CA discovery wrote", ca)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -86,7 +87,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
-					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(bootstrapKubeconfig)}
+					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig)}
 			},
 			Run: phase.Method((*NodeJob).runDiscovery),
 		},
@@ -143,7 +144,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "kubelet-start",
 			Short: "start the node's kubelet with the bootstrap kubeconfig; wait for its CSR to be approved and signed and for its Node to register",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.KubeletBinary(), j.Node.Kubeconfig(bootstrapKubeconfig)},
+				return []string{j.KubeletBinary(), j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig)},
 					[]string{j.Node.KubeletBinary(), j.Node.KubeletConfig(), j.Node.Kubeconfig("kubelet"), j.Node.PIDFile("kubelet"), "node " + j.Node.Name()}
 			},
 			Run: phase.Method((*NodeJob).runJoinKubelet),
@@ -412,7 +413,7 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 		perm os.FileMode
 	}{
 		{pki.CertPath(j.Node.PKI(), pki.CAName), d.CAPEM, 0o644},
-		{j.Node.Kubeconfig(bootstrapKubeconfig), kc, 0o600},
+		{j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kc, 0o600},
 	} {
 		w, err := writeIfChanged(f.path, f.data, f.perm, "")
 		if err != nil {
