@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
@@ -141,7 +142,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 		if _, ok := procs.Running("containerd"); !ok {
 			return false, fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(n.LogFile("containerd"), 15))
 		}
-		if _, err := containerd.Version(ctx, n.ContainerdSocket()); err != nil {
+		if err := cri.Answers(ctx, n.ContainerdSocket()); err != nil {
 			if ctx.Err() == nil {
 				lastErr = err
 			}

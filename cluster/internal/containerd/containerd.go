@@ -7,7 +7,6 @@ package containerd
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"path/filepath"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/devk/devk/internal/cri"
 )
 
 // Config is what the private containerd's config depends on.
@@ -225,17 +222,6 @@ func CNIBinDir() string {
 		}
 	}
 	return "/usr/lib/cni"
-}
-
-// Version is the version of the CRI runtime that answers on socket
-// (an error: none answers).
-func Version(ctx context.Context, socket string) (string, error) {
-	rt, err := cri.Dial(socket)
-	if err != nil {
-		return "", err
-	}
-	defer rt.Close()
-	return rt.Version(ctx)
 }
 
 // Binary is the containerd on $PATH, else the bare name (its start
