@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
@@ -75,7 +76,7 @@ func TestCoreDNSObjects(t *testing.T) {
 	ns := metav1.NamespaceSystem
 
 	// The Service is where the kubelet sends the pods' DNS queries.
-	kubelet, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: c.Paths, CRISocket: "/run/x.sock"})
+	kubelet, err := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: c.Paths, CRISocket: "/run/x.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}

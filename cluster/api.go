@@ -10,6 +10,7 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
@@ -97,7 +98,7 @@ func (c *Cluster) runBootstrapToken(ctx context.Context) (phase.Outcome, error) 
 	}
 	n += bound + info
 	token := bootstraputil.TokenFromIDAndSecret(tok.ID, tok.Secret)
-	if _, err := writeIfChanged(c.BootstrapToken(), []byte(token+"\n"), 0o600, ""); err != nil {
+	if _, err := atomicfile.WriteIfChanged(c.BootstrapToken(), []byte(token+"\n"), 0o600, ""); err != nil {
 		return phase.Done, err
 	}
 	return phase.ChangedIf(n > 0, "token %s.… (%d objects written)", tok.ID, n), nil

@@ -246,10 +246,6 @@ func (c *Cluster) SaveConfig() error {
 	return nil
 }
 
-// writeIfChanged is atomicfile.WriteIfChanged, for the callers not yet
-// moved into a package of their own.
-var writeIfChanged = atomicfile.WriteIfChanged
-
 // timeNow is time.Now, truncated to seconds for cluster.json.
 func timeNow() time.Time { return time.Now().UTC().Truncate(time.Second) }
 

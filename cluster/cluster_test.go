@@ -1,15 +1,12 @@
 package cluster
 
 import (
-	"encoding/json"
 	"net"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/BurntSushi/toml"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -143,130 +140,7 @@ func TestManifests(t *testing.T) {
 	})
 }
 
-func TestContainerdTOML(t *testing.T) {
-	for _, restrict := range []bool{true, false} {
-		cc := ContainerdConfig{Root: "/c/root", State: "/c/state", Socket: "/c/run/containerd.sock", OptDir: "/c/opt",
-			SandboxImage: "127.0.0.1:5000/pause:devk", RestrictOOMScoreAdj: restrict, CNIBinDir: "/usr/lib/cni", CNIConfDir: "/c/net.d", CertsDir: "/c/certs.d", RuncRoot: "/c/state/runc"}
-		data, err := ContainerdTOML(cc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var doc map[string]any
-		if _, err := toml.Decode(string(data), &doc); err != nil {
-			t.Fatalf("not TOML: %v\n%s", err, data)
-		}
-		get := func(path ...string) any {
-			var cur any = doc
-			for _, k := range path {
-				m, ok := cur.(map[string]any)
-				if !ok {
-					return nil
-				}
-				cur = m[k]
-			}
-			return cur
-		}
-		cri := []string{"plugins", "io.containerd.grpc.v1.cri"}
-		checks := []struct {
-			path []string
-			want any
-		}{
-			{[]string{"version"}, int64(2)},
-			{[]string{"root"}, "/c/root"},
-			{[]string{"state"}, "/c/state"},
-			{[]string{"grpc", "address"}, "/c/run/containerd.sock"},
-			{[]string{"plugins", "io.containerd.internal.v1.opt", "path"}, "/c/opt"},
-			{append(cri, "sandbox_image"), "127.0.0.1:5000/pause:devk"},
-			{append(cri, "restrict_oom_score_adj"), restrict},
-			{append(cri, "stream_server_address"), "127.0.0.1"},
-			{append(cri, "containerd", "runtimes", "runc", "options", "SystemdCgroup"), false},
-			// Nothing of runc's or the pods' network namespaces on the host's /run.
-			{append(cri, "containerd", "runtimes", "runc", "options", "Root"), "/c/state/runc"},
-			{append(cri, "netns_mounts_under_state_dir"), true},
-			{append(cri, "cni", "conf_dir"), "/c/net.d"},
-			{append(cri, "cni", "bin_dir"), "/usr/lib/cni"},
-			{append(cri, "registry", "config_path"), "/c/certs.d"},
-		}
-		for _, c := range checks {
-			if got := get(c.path...); got != c.want {
-				t.Errorf("restrict=%v: %s = %#v, want %#v", restrict, strings.Join(c.path, "."), got, c.want)
-			}
-		}
-	}
-}
-
-// TestContainerdTOMLQuoting: paths TOML must escape (a quote, a
-// backslash, a tab, a control character, non-ASCII) come back from the
-// written file exactly as they went in.
-func TestContainerdTOMLQuoting(t *testing.T) {
-	odd := "/home/o'neil/\"devk\"\\dir\twith\x01 é"
-	cc := ContainerdConfig{Root: odd + "/root", State: odd + "/state", Socket: odd + "/run/containerd.sock", OptDir: odd + "/opt",
-		SandboxImage: "127.0.0.1:5000/pause@sha256:" + strings.Repeat("a", 64), CNIBinDir: `C:\cni`, CNIConfDir: odd + "/net.d", CertsDir: odd + "/certs.d"}
-	data, err := ContainerdTOML(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got containerdFile
-	if _, err := toml.Decode(string(data), &got); err != nil {
-		t.Fatalf("not TOML: %v\n%s", err, data)
-	}
-	if want := containerdFileOf(cc); !reflect.DeepEqual(got, want) {
-		t.Errorf("round trip:\n got %+v\nwant %+v\nfile:\n%s", got, want, data)
-	}
-}
-
-func TestHostsTOMLAndAliases(t *testing.T) {
-	data, err := HostsTOML("127.0.0.1:5000", "10.250.1.1:5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc hostsFile
-	if _, err := toml.Decode(string(data), &doc); err != nil {
-		t.Fatal(err)
-	}
-	want := hostsFile{Server: "http://127.0.0.1:5000", Host: map[string]hostEntry{"http://10.250.1.1:5000": {Capabilities: []string{"pull", "resolve"}}}}
-	if !reflect.DeepEqual(doc, want) {
-		t.Errorf("hosts.toml = %+v, want %+v\n%s", doc, want, data)
-	}
-	if got := registryAliases("127.0.0.1:5000"); !slices.Equal(got, []string{"127.0.0.1:5000", "localhost:5000"}) {
-		t.Errorf("aliases = %v", got)
-	}
-}
-
-func TestCNIConflist(t *testing.T) {
-	data, err := CNIConflist("devk-devk", "devk0", "10.244.0.0/24", "/c/cni/networks", "10.250.0.0/24", "10.96.0.0/16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conf struct {
-		Plugins []map[string]any `json:"plugins"`
-	}
-	if err := json.Unmarshal(data, &conf); err != nil {
-		t.Fatal(err)
-	}
-	br := conf.Plugins[0]
-	// No masquerading by the plugin: the node's own rule masquerades what
-	// leaves the pod network only (pods on other nodes see pod addresses).
-	if br["type"] != "bridge" || br["bridge"] != "devk0" || br["ipMasq"] != false {
-		t.Errorf("bridge plugin %v", br)
-	}
-	if len(conf.Plugins) != 3 || conf.Plugins[1]["type"] != "portmap" {
-		t.Errorf("want bridge, portmap (hostPort) and loopback: %v", conf.Plugins)
-	}
-	// The bridge plugin refuses hairpin and promiscuous mode together.
-	if br["hairpinMode"] == true && br["promiscMode"] == true {
-		t.Error("hairpinMode and promiscMode both set")
-	}
-	ipam := br["ipam"].(map[string]any)
-	if ipam["dataDir"] != "/c/cni/networks" {
-		t.Errorf("host-local keeps its state outside the cluster dir: %v", ipam)
-	}
-	// Pods reach the node (the API server) and Services through the
-	// bridge, and have no default route.
-	routes, _ := json.Marshal(ipam["routes"])
-	if string(routes) != `[{"dst":"10.250.0.0/24"},{"dst":"10.96.0.0/16"}]` || br["isDefaultGateway"] == true {
-		t.Errorf("pod routes %s, default gateway %v", routes, br["isDefaultGateway"])
-	}
+func TestPodSubnet(t *testing.T) {
 	if sn, err := podSubnet("10.244.0.0/16"); err != nil || sn != "10.244.0.0/24" {
 		t.Errorf("podSubnet = %q, %v", sn, err)
 	}
@@ -275,36 +149,10 @@ func TestCNIConflist(t *testing.T) {
 	}
 }
 
-func TestKubeletConfig(t *testing.T) {
+// TestKubeletArgv: node 0's kubelet runs in the node's network and
+// mount namespaces, with the node's address, name and root dir.
+func TestKubeletArgv(t *testing.T) {
 	cfg, p := testCluster()
-	data, err := KubeletConfigYAML(KubeletConfigInput{Config: cfg, Paths: p, CRISocket: "/c/run/containerd.sock"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{
-		"kind":                     "KubeletConfiguration",
-		"cgroupDriver":             "cgroupfs",
-		"failCgroupV1":             false,
-		"staticPodPath":            "/home/u/.devk/clusters/devk/manifests",
-		"containerRuntimeEndpoint": "unix:///c/run/containerd.sock",
-		"address":                  "10.250.0.2",
-		"healthzBindAddress":       "10.250.0.2",
-		"readOnlyPort":             float64(0),
-		"clusterDomain":            "cluster.local",
-		"podLogsDir":               "/home/u/.devk/clusters/devk/logs/pods",
-	}
-	for k, v := range want {
-		if m[k] != v {
-			t.Errorf("%s = %#v, want %#v", k, m[k], v)
-		}
-	}
-	if dns := m["clusterDNS"].([]any); len(dns) != 1 || dns[0] != "10.96.0.10" {
-		t.Errorf("clusterDNS = %v", dns)
-	}
 	c := &Cluster{Paths: p, Config: cfg}
 	argv := c.kubeletArgv(c.firstNode())
 	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--mount=/home/u/.devk/clusters/devk/mntns/mnt", "--", p.KubeletBinary()}; !slices.Equal(argv[:5], want) {

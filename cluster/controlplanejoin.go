@@ -12,6 +12,7 @@ import (
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/etcdmember"
+	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/kube"
@@ -156,7 +157,7 @@ func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
 	if err := certshare.Upload(ctx, cs, j.PKI(), key, tok.ID); err != nil {
 		return phase.Done, fmt.Errorf("upload-certs: %w", err)
 	}
-	bs, err := kube.Client(j.Node.Kubeconfig(bootstrapKubeconfig), kube.WithTimeout(apiRequestTimeout))
+	bs, err := kube.Client(j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kube.WithTimeout(apiRequestTimeout))
 	if err != nil {
 		return phase.Done, fmt.Errorf("the node's bootstrap kubeconfig: %w (run the discovery phase again)", err)
 	}

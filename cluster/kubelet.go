@@ -16,99 +16,16 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
-	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
-	"github.com/devk/devk/pki"
 )
-
-// KubeletConfigInput is what the kubelet's config depends on.
-type KubeletConfigInput struct {
-	Config layout.Config
-	// Paths are the node's (layout.Paths.NodeDir).
-	Paths layout.Paths
-	// Node is the node the kubelet runs; zero means node 0 as Config
-	// names it.
-	Node layout.NodeNet
-	// CRISocket is the runtime's unix socket path.
-	CRISocket string
-}
-
-// kubeletNode is in.Node, or node 0 of in.Config when zero.
-func (in KubeletConfigInput) kubeletNode() layout.NodeNet {
-	if in.Node.Name != "" {
-		return in.Node
-	}
-	return in.Config.ControlPlane()
-}
-
-// KubeletConfigYAML renders the KubeletConfiguration: cgroupfs (no
-// systemd), failCgroupV1 false (these machines run cgroup v1; from 1.35
-// the kubelet refuses v1 unless told), the static pod dir, the runtime's
-// socket, webhook authn/authz as kubeadm, and every port on loopback.
-func KubeletConfigYAML(in KubeletConfigInput) ([]byte, error) {
-	cfg, p, n := in.Config, in.Paths, in.kubeletNode()
-	m := map[string]any{
-		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
-		"kind":                     "KubeletConfiguration",
-		"address":                  n.IP,
-		"port":                     cfg.Ports.Kubelet,
-		"readOnlyPort":             0,
-		"healthzBindAddress":       n.IP,
-		"healthzPort":              cfg.Ports.KubeletHealthz,
-		"staticPodPath":            p.Manifests(),
-		"podLogsDir":               p.PodLogs(),
-		"cgroupDriver":             "cgroupfs",
-		"failCgroupV1":             false,
-		"failSwapOn":               false,
-		"containerRuntimeEndpoint": "unix://" + in.CRISocket,
-		"imageServiceEndpoint":     "unix://" + in.CRISocket,
-		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": false},
-			"webhook":   map[string]any{"enabled": true, "cacheTTL": "0s"},
-			"x509":      map[string]any{"clientCAFile": pki.CertPath(p.PKI(), "ca")},
-		},
-		"authorization": map[string]any{
-			"mode":    "Webhook",
-			"webhook": map[string]any{"cacheAuthorizedTTL": "0s", "cacheUnauthorizedTTL": "0s"},
-		},
-		"clusterDNS":         []string{cfg.DNSIP()},
-		"clusterDomain":      cfg.DNSDomain,
-		"rotateCertificates": true,
-		"resolvConf":         "/etc/resolv.conf",
-		// Static pods are picked up by inotify; the periodic scan is the
-		// fallback.
-		"fileCheckFrequency":        "5s",
-		"syncFrequency":             "10s",
-		"nodeStatusReportFrequency": "10s",
-		// A shared laptop disk is often fuller than the kubelet's defaults
-		// like; a throwaway cluster should not evict its control plane.
-		"evictionHard": map[string]string{
-			"memory.available":  "100Mi",
-			"nodefs.available":  "1%",
-			"nodefs.inodesFree": "1%",
-			"imagefs.available": "1%",
-		},
-		// The four control-plane images are pulled at once, not in turn.
-		"serializeImagePulls":         false,
-		"imageGCHighThresholdPercent": 100,
-		"imageGCLowThresholdPercent":  99,
-	}
-	if n.CgroupRoot != "" {
-		m["cgroupRoot"] = n.CgroupRoot
-	}
-	if g := cfg.Spec.Gates(cfg.Spec.Kubelet); len(g) > 0 {
-		m["featureGates"] = g
-	}
-	return yaml.Marshal(m)
-}
 
 // ensureCgroupRoot makes the cluster's cgroup in every hierarchy (the
 // kubelet refuses a cgroupRoot that does not exist). A new cpuset cgroup
@@ -139,39 +56,10 @@ func ensureCgroupRoot(root string) error {
 	return nil
 }
 
-// bootstrapKubeconfig is the kubeconfig a joining node's kubelet makes
-// its first request with (kubeadm's bootstrap-kubelet.conf): the
-// bootstrap token, for TLS bootstrap.
-const bootstrapKubeconfig = "bootstrap-kubelet"
-
-// kubeletFlags are the kubelet's flags as podSpec's are: devk's own
-// (files, names, addresses; config.Owned lists them) and the defaults a
-// config file's kubelet.extraArgs may change. Its feature gates are in its config file.
-// n is the node it runs, p its files; a node that joined (any but node 0,
-// whose credential devk issues) gets its client certificate by TLS
-// bootstrap.
-func kubeletFlags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, defaults map[string]string) {
-	if n.Name == "" {
-		n = cfg.ControlPlane()
-	}
-	own = map[string]string{
-		"config":            p.KubeletConfig(),
-		"kubeconfig":        p.Kubeconfig("kubelet"),
-		"root-dir":          p.KubeletRoot(),
-		"cert-dir":          filepath.Join(p.KubeletRoot(), "pki"),
-		"hostname-override": n.Name,
-		"node-ip":           n.IP,
-	}
-	if n.Name != cfg.NodeName {
-		own["bootstrap-kubeconfig"] = p.Kubeconfig(bootstrapKubeconfig)
-	}
-	return own, map[string]string{"v": "1"}
-}
-
 // kubeletArgs is node n's kubelet's own command line: its binary, then
 // its flags sorted, the config file's extra args over the defaults.
 func (c *Cluster) kubeletArgs(n node) []string {
-	own, flags := kubeletFlags(c.Config, n.Paths, n.Net)
+	own, flags := kubeletconfig.Flags(c.Config, n.Paths, n.Net)
 	maps.Copy(flags, config.WithoutOwned(config.Kubelet, c.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
 	return append([]string{n.KubeletBinary()}, flagList(flags)...)
@@ -242,11 +130,11 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 	} else if _, err := os.Stat(n.KubeletBinary()); err != nil {
 		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", n.KubeletBinary())
 	}
-	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: n.Paths, Node: n.Net, CRISocket: c.criSocket(n)})
+	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: n.Paths, Node: n.Net, CRISocket: c.criSocket(n)})
 	if err != nil {
 		return phase.Done, err
 	}
-	cfgChanged, err := writeIfChanged(n.KubeletConfig(), data, 0o644, "")
+	cfgChanged, err := atomicfile.WriteIfChanged(n.KubeletConfig(), data, 0o644, "")
 	if err != nil {
 		return phase.Done, err
 	}
@@ -318,8 +206,7 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 		return phase.Done, fmt.Errorf("%s has no current user: run `devk up phase kubeconfig/kubelet`", path)
 	}
 	ai := cfg.AuthInfos[kctx.AuthInfo]
-	store := filepath.Join(c.KubeletRoot(), "pki")
-	current := filepath.Join(store, "kubelet-client-current.pem")
+	store, current := c.KubeletPKI(), c.KubeletClientCurrent()
 	if ai.ClientCertificate == current && ai.ClientKey == current {
 		if _, err := os.Stat(current); err == nil {
 			return phase.Unchanged("kubelet.conf uses %s already", current), nil

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
@@ -516,7 +517,7 @@ func (c *Cluster) writeManifestWith(_ context.Context, sp StaticPod, in Manifest
 		}
 	}
 	written := time.Now()
-	changed, err := writeIfChanged(path, data, 0o600, c.Tmp())
+	changed, err := atomicfile.WriteIfChanged(path, data, 0o600, c.Tmp())
 	if err != nil {
 		return phase.Done, err
 	}

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/layout"
@@ -75,26 +73,6 @@ func TestJoinedKubelet(t *testing.T) {
 	if slices.ContainsFunc(c.kubeletArgv(c.firstNode()), func(a string) bool { return strings.HasPrefix(a, "--bootstrap-kubeconfig") }) {
 		t.Error("node 0's kubelet has a credential devk issued: no TLS bootstrap")
 	}
-	data, err := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: w.Paths, Node: w.Net, CRISocket: w.ContainerdSocket()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]any{
-		"address": "10.250.0.3", "healthzBindAddress": "10.250.0.3", "cgroupRoot": "/devk-devk_devk-worker",
-		"staticPodPath": w.Dir + "/manifests", "containerRuntimeEndpoint": "unix://" + w.Dir + "/run/containerd.sock",
-	} {
-		if m[k] != v {
-			t.Errorf("worker kubelet config %s = %v, want %v", k, m[k], v)
-		}
-	}
-	ca := m["authentication"].(map[string]any)["x509"].(map[string]any)["clientCAFile"]
-	if ca != w.Dir+"/pki/ca.crt" {
-		t.Errorf("the worker's kubelet trusts %v, not the CA discovery wrote", ca)
-	}
 }
 
 func TestPodSubnets(t *testing.T) {
@@ -131,32 +109,6 @@ func TestPodRoutes(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("routes\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-func TestConflistRoutesThePodNetwork(t *testing.T) {
-	data, err := CNIConflist("devk-devk", "devk0", "10.244.1.0/24", "/c/cni/networks", "10.250.0.0/24", "10.96.0.0/16", "10.244.0.0/16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conf struct {
-		Plugins []struct {
-			IPMasq bool `json:"ipMasq"`
-			IPAM   struct {
-				Ranges [][]map[string]string `json:"ranges"`
-				Routes []map[string]string   `json:"routes"`
-			} `json:"ipam"`
-		} `json:"plugins"`
-	}
-	if err := json.Unmarshal(data, &conf); err != nil {
-		t.Fatal(err)
-	}
-	br := conf.Plugins[0]
-	if br.IPMasq {
-		t.Error("the bridge plugin masquerades pod-to-pod traffic between nodes")
-	}
-	if br.IPAM.Ranges[0][0]["subnet"] != "10.244.1.0/24" || len(br.IPAM.Routes) != 3 || br.IPAM.Routes[2]["dst"] != "10.244.0.0/16" {
-		t.Errorf("ipam %+v", br.IPAM)
 	}
 }
 

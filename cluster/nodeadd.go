@@ -19,7 +19,10 @@ import (
 
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/addon"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
@@ -86,7 +89,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
-					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(bootstrapKubeconfig)}
+					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig)}
 			},
 			Run: phase.Method((*NodeJob).runDiscovery),
 		},
@@ -129,7 +132,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "runtime",
 			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket; its CNI network comes once the node has a pod subnet)",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.Node.MountNS(), filepath.Join(j.Node.Containerd(), "config.toml"), j.Node.ContainerdSocket(), j.Node.PIDFile("containerd")}
+				return nil, []string{j.Node.MountNS(), j.Node.ContainerdConfig(), j.Node.ContainerdSocket(), j.Node.PIDFile("containerd")}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.startRuntime(ctx, j.Node) },
 		},
@@ -143,7 +146,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "kubelet-start",
 			Short: "start the node's kubelet with the bootstrap kubeconfig; wait for its CSR to be approved and signed and for its Node to register",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.KubeletBinary(), j.Node.Kubeconfig(bootstrapKubeconfig)},
+				return []string{j.KubeletBinary(), j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig)},
 					[]string{j.Node.KubeletBinary(), j.Node.KubeletConfig(), j.Node.Kubeconfig("kubelet"), j.Node.PIDFile("kubelet"), "node " + j.Node.Name()}
 			},
 			Run: phase.Method((*NodeJob).runJoinKubelet),
@@ -324,7 +327,7 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 	if os.Geteuid() != 0 {
 		probs = append(probs, Problem{"root", "a node runs containerd and the kubelet, which need root", "run it as root: sudo -E devk node add"})
 	}
-	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
+	probs = append(probs, binaryProblems(exec.LookPath, containerd.CNIBinDir())...)
 	if _, err := os.Stat(j.KubeletBinary()); err != nil {
 		probs = append(probs, Problem{"kubelet", "no kubelet at " + j.KubeletBinary() + " to give the node", "run `devk up` (it builds and installs the kubelet)"})
 	}
@@ -412,9 +415,9 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 		perm os.FileMode
 	}{
 		{pki.CertPath(j.Node.PKI(), pki.CAName), d.CAPEM, 0o644},
-		{j.Node.Kubeconfig(bootstrapKubeconfig), kc, 0o600},
+		{j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kc, 0o600},
 	} {
-		w, err := writeIfChanged(f.path, f.data, f.perm, "")
+		w, err := atomicfile.WriteIfChanged(f.path, f.data, f.perm, "")
 		if err != nil {
 			return phase.Done, err
 		}

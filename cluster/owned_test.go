@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
-	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	strictjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -21,7 +22,7 @@ import (
 
 // TestOwnedFlagsAreRendered: config.Owned lists, for each component,
 // exactly the flags rendering passes from the cluster's layout (a
-// podSpec's args, kubeletFlags' own for node 0 and a joined node,
+// podSpec's args, kubeletconfig.Flags' own for node 0 and a joined node,
 // kubeProxyFlags), with every spec key set; feature-gates and
 // runtime-config come from the spec's own keys. No default is owned
 // (extraArgs could never change it).
@@ -35,8 +36,8 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 		return s.args, s.defaults
 	}
 	kubelet := func() (own, defaults map[string]string) {
-		own, defaults = kubeletFlags(cfg, in.Paths, layout.NodeNet{})
-		joined, _ := kubeletFlags(cfg, in.Paths, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})
+		own, defaults = kubeletconfig.Flags(cfg, in.Paths, layout.NodeNet{})
+		joined, _ := kubeletconfig.Flags(cfg, in.Paths, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})
 		maps.Copy(own, joined)
 		return own, defaults
 	}
@@ -105,7 +106,7 @@ func decodeJSONMap(t *testing.T, data []byte, strictInto any) map[string]any {
 }
 
 // TestOwnedKubeletConfigFields: config.Owned's kubelet ConfigFile lists
-// every field KubeletConfigYAML writes (with each conditional field set),
+// every field kubeletconfig.YAML writes (with each conditional field set),
 // by the JSON names of k8s.io/kubelet's KubeletConfiguration, and no
 // other. A field added to the rendering without saying which flag
 // overrides it, and whether extraArgs may, fails here.
@@ -113,20 +114,20 @@ func TestOwnedKubeletConfigFields(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.Kubelet.FeatureGates = map[string]bool{"KubeletTracing": true}
 	n := cfg.ControlPlane()
-	data, err := KubeletConfigYAML(KubeletConfigInput{Config: cfg, Paths: layout.ClusterPaths(t.TempDir(), cfg.Name), Node: n, CRISocket: "/x.sock"})
+	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: layout.ClusterPaths(t.TempDir(), cfg.Name), Node: n, CRISocket: "/x.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	table := config.Owned[config.Kubelet].ConfigFile
-	got := configLeaves(decodeJSONMap(t, data, &kubeletconfig.KubeletConfiguration{}), table, "")
+	got := configLeaves(decodeJSONMap(t, data, &kubeletv1beta1.KubeletConfiguration{}), table, "")
 	for path := range got {
 		if _, ok := table[path]; !ok {
-			t.Errorf("KubeletConfigYAML writes %s, which config.Owned lacks: add it with the flag that overrides it (AddKubeletConfigFlags), owned unless it is a tuning default", path)
+			t.Errorf("kubeletconfig.YAML writes %s, which config.Owned lacks: add it with the flag that overrides it (AddKubeletConfigFlags), owned unless it is a tuning default", path)
 		}
 	}
 	for path := range table {
 		if _, ok := got[path]; !ok {
-			t.Errorf("config.Owned lists %s, which KubeletConfigYAML does not write", path)
+			t.Errorf("config.Owned lists %s, which kubeletconfig.YAML does not write", path)
 		}
 	}
 }

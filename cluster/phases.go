@@ -60,7 +60,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "runtime",
 			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{c.MountNS(), filepath.Join(c.Containerd(), "config.toml"), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
+				return nil, []string{c.MountNS(), c.ContainerdConfig(), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
 			},
 			Run: phase.Method((*Cluster).runRuntime),
 		},
@@ -163,7 +163,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "kubelet-finalize",
 			Short: "move the kubelet's client credential to its rotating store and point kubelet.conf at it",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.Kubeconfig("kubelet")}, []string{filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem"), c.Kubeconfig("kubelet")}
+				return []string{c.Kubeconfig("kubelet")}, []string{c.KubeletClientCurrent(), c.Kubeconfig("kubelet")}
 			},
 			Run: phase.Method((*Cluster).runKubeletFinalize),
 		},

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
@@ -66,11 +68,11 @@ func (c *Cluster) podSubnetOf(n node) (string, error) {
 
 // writeConflist writes node n's CNI network for its pod subnet.
 func (c *Cluster) writeConflist(n node, subnet string) (bool, error) {
-	conf, err := CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, n.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR, c.Config.PodCIDR)
+	conf, err := containerd.CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, n.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR, c.Config.PodCIDR)
 	if err != nil {
 		return false, err
 	}
-	return writeIfChanged(filepath.Join(n.CNIConfDir(), conflistName), append(conf, '\n'), 0o644, "")
+	return atomicfile.WriteIfChanged(filepath.Join(n.CNIConfDir(), conflistName), append(conf, '\n'), 0o644, "")
 }
 
 // nodeIptables runs iptables in node n (its own tables, and its own

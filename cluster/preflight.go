@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/registry"
@@ -229,7 +230,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	if os.Geteuid() != 0 {
 		probs = append(probs, Problem{"root", "devk up runs containerd and the kubelet, which need root", "run it as root: sudo -E devk up"})
 	}
-	probs = append(probs, binaryProblems(exec.LookPath, CNIBinDir())...)
+	probs = append(probs, binaryProblems(exec.LookPath, containerd.CNIBinDir())...)
 	if p := memoryProblem(c.newNodeRoles(), memAvailable()); p != nil {
 		probs = append(probs, *p)
 	}

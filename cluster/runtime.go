@@ -1,232 +1,21 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 
-	"github.com/BurntSushi/toml"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
-
-// ContainerdConfig is what the private containerd's config depends on.
-type ContainerdConfig struct {
-	Root, State, Socket string
-	// OptDir replaces /opt/containerd, so nothing lands outside the cluster.
-	OptDir string
-	// SandboxImage is the pause image, from the local registry.
-	SandboxImage string
-	// RestrictOOMScoreAdj keeps containers from asking for an
-	// oom_score_adj below containerd's own; needed without CAP_SYS_RESOURCE.
-	RestrictOOMScoreAdj   bool
-	CNIBinDir, CNIConfDir string
-	// CertsDir holds <host>/hosts.toml per registry.
-	CertsDir string
-	// RuncRoot is runc's state root (runc's default is the host's
-	// /run/containerd/runc).
-	RuncRoot string
-}
-
-// containerdFile is containerd 1.6/1.7's config.toml (version 2), as
-// much of it as devk sets.
-type containerdFile struct {
-	Version         int               `toml:"version"`
-	Root            string            `toml:"root"`
-	State           string            `toml:"state"`
-	DisabledPlugins []string          `toml:"disabled_plugins"`
-	GRPC            listenAddress     `toml:"grpc"`
-	TTRPC           listenAddress     `toml:"ttrpc"`
-	Debug           listenAddress     `toml:"debug"`
-	Metrics         listenAddress     `toml:"metrics"`
-	Plugins         containerdPlugins `toml:"plugins"`
-}
-
-type listenAddress struct {
-	Address string `toml:"address"`
-}
-
-type containerdPlugins struct {
-	Opt struct {
-		Path string `toml:"path"`
-	} `toml:"io.containerd.internal.v1.opt"`
-	CRI criPlugin `toml:"io.containerd.grpc.v1.cri"`
-}
-
-type criPlugin struct {
-	SandboxImage        string `toml:"sandbox_image"`
-	RestrictOOMScoreAdj bool   `toml:"restrict_oom_score_adj"`
-	StreamServerAddress string `toml:"stream_server_address"`
-	StreamServerPort    string `toml:"stream_server_port"`
-	EnableSELinux       bool   `toml:"enable_selinux"`
-	// NetNSMountsUnderStateDir keeps the pods' network namespaces in
-	// containerd's state dir, not the host's /run/netns.
-	NetNSMountsUnderStateDir bool `toml:"netns_mounts_under_state_dir"`
-	Containerd               struct {
-		Snapshotter        string                `toml:"snapshotter"`
-		DefaultRuntimeName string                `toml:"default_runtime_name"`
-		Runtimes           map[string]criRuntime `toml:"runtimes"`
-	} `toml:"containerd"`
-	CNI struct {
-		BinDir  string `toml:"bin_dir"`
-		ConfDir string `toml:"conf_dir"`
-	} `toml:"cni"`
-	Registry struct {
-		ConfigPath string `toml:"config_path"`
-	} `toml:"registry"`
-}
-
-type criRuntime struct {
-	RuntimeType string `toml:"runtime_type"`
-	Options     struct {
-		SystemdCgroup bool   `toml:"SystemdCgroup"`
-		Root          string `toml:"Root,omitempty"`
-	} `toml:"options"`
-}
-
-// containerdFileOf is the config file of c: own root, state and sockets,
-// cgroupfs (SystemdCgroup=false), runc's state in RuncRoot, the pods'
-// network namespaces in its state dir, CNI from CNIConfDir, registry
-// hosts from CertsDir, and no fixed ports (the CRI stream server picks a
-// free loopback one).
-func containerdFileOf(c ContainerdConfig) containerdFile {
-	f := containerdFile{
-		Version: 2,
-		Root:    c.Root,
-		State:   c.State,
-		DisabledPlugins: []string{"io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-			"io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"},
-		GRPC:  listenAddress{c.Socket},
-		TTRPC: listenAddress{c.Socket + ".ttrpc"},
-	}
-	f.Plugins.Opt.Path = c.OptDir
-	cri := &f.Plugins.CRI
-	cri.SandboxImage = c.SandboxImage
-	cri.RestrictOOMScoreAdj = c.RestrictOOMScoreAdj
-	cri.NetNSMountsUnderStateDir = true
-	cri.StreamServerAddress, cri.StreamServerPort = "127.0.0.1", "0"
-	cri.Containerd.Snapshotter = "overlayfs"
-	cri.Containerd.DefaultRuntimeName = "runc"
-	runc := criRuntime{RuntimeType: "io.containerd.runc.v2"}
-	runc.Options.SystemdCgroup = false
-	runc.Options.Root = c.RuncRoot
-	cri.Containerd.Runtimes = map[string]criRuntime{"runc": runc}
-	cri.CNI.BinDir, cri.CNI.ConfDir = c.CNIBinDir, c.CNIConfDir
-	cri.Registry.ConfigPath = c.CertsDir
-	return f
-}
-
-// encodeTOML is v as TOML under a comment header.
-func encodeTOML(header string, v any) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString(header)
-	if err := toml.NewEncoder(&b).Encode(v); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
-// ContainerdTOML renders the private containerd's config.toml.
-func ContainerdTOML(c ContainerdConfig) ([]byte, error) {
-	return encodeTOML("# written by devk; regenerated by `devk up phase runtime`\n", containerdFileOf(c))
-}
-
-// hostsFile is containerd's hosts.toml for one registry.
-type hostsFile struct {
-	Server string               `toml:"server"`
-	Host   map[string]hostEntry `toml:"host"`
-}
-
-type hostEntry struct {
-	Capabilities []string `toml:"capabilities"`
-}
-
-// HostsTOML is containerd's hosts.toml for a plain-HTTP loopback
-// registry, pulled through mirror (host:port): the node cannot reach the
-// host's loopback, so it pulls from the registry's forwarder on the
-// cluster's bridge, by the same names and digests.
-func HostsTOML(hostPort, mirror string) ([]byte, error) {
-	return encodeTOML("# written by devk\n", hostsFile{Server: "http://" + hostPort,
-		Host: map[string]hostEntry{"http://" + mirror: {Capabilities: []string{"pull", "resolve"}}}})
-}
-
-// registryAliases are the names a loopback registry is reached by:
-// 127.0.0.1:5000 and localhost:5000 are the same server.
-func registryAliases(hostPort string) []string {
-	host, port, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		return []string{hostPort}
-	}
-	out := []string{hostPort}
-	switch host {
-	case "127.0.0.1":
-		out = append(out, net.JoinHostPort("localhost", port))
-	case "localhost":
-		out = append(out, net.JoinHostPort("127.0.0.1", port))
-	}
-	return out
-}
-
-// CNIConflist is a bridge + host-local + portmap + loopback network for
-// pods that do not use the node's network, inside the node's namespace,
-// with addresses from subnet (the node's pod subnet). The plugin
-// masquerades nothing: the node's own rule (ensurePodMasquerade) does,
-// for what leaves the cluster's pod network only, so pods on different
-// nodes see each other's addresses. Pods route to the networks in routes
-// (the nodes' subnet, where the API server is, the Service range, which
-// kube-proxy's rules in the node handle, and the cluster's pod network,
-// routed between the nodes) through the bridge, and to nothing else: no
-// default route, so nothing a pod sends can head beyond the machine.
-func CNIConflist(name, bridge, subnet, ipamDataDir string, routes ...string) ([]byte, error) {
-	var rs []map[string]string
-	for _, r := range routes {
-		rs = append(rs, map[string]string{"dst": r})
-	}
-	conf := map[string]any{
-		"cniVersion": "0.4.0",
-		"name":       name,
-		"plugins": []any{
-			map[string]any{
-				"type":             "bridge",
-				"bridge":           bridge,
-				"isGateway":        true,
-				"ipMasq":           false,
-				"hairpinMode":      true,
-				"forceAddress":     false,
-				"isDefaultGateway": false,
-				"ipam": map[string]any{
-					"type":    "host-local",
-					"dataDir": ipamDataDir,
-					"ranges":  [][]map[string]string{{{"subnet": subnet}}},
-					"routes":  rs,
-				},
-			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-			map[string]any{"type": "loopback"},
-		},
-	}
-	return json.MarshalIndent(conf, "", "  ")
-}
-
-// CNIBinDir is where Debian's containernetworking-plugins puts the plugins.
-func CNIBinDir() string {
-	for _, d := range []string{"/usr/lib/cni", "/opt/cni/bin"} {
-		if _, err := os.Stat(filepath.Join(d, "bridge")); err == nil {
-			return d
-		}
-	}
-	return "/usr/lib/cni"
-}
 
 // sandboxImage is the pause image by digest: the sandbox of every pod
 // runs as root in the node's network namespace, so containerd must run
@@ -236,18 +25,17 @@ func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
 	return ref, err
 }
 
-func (c *Cluster) containerdConfig(ctx context.Context, n node) (ContainerdConfig, error) {
-	d := n.Containerd()
-	state := filepath.Join(d, "state")
+func (c *Cluster) containerdConfig(ctx context.Context, n node) (containerd.Config, error) {
+	d, state := n.Containerd(), n.ContainerdState()
 	sandbox, err := c.sandboxImage(ctx)
 	if err != nil {
-		return ContainerdConfig{}, err
+		return containerd.Config{}, err
 	}
-	return ContainerdConfig{
-		Root: filepath.Join(d, "root"), State: state, Socket: n.ContainerdSocket(),
+	return containerd.Config{
+		Root: n.ContainerdRoot(), State: state, Socket: n.ContainerdSocket(),
 		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
 		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
-		CNIBinDir:           CNIBinDir(), CNIConfDir: n.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
+		CNIBinDir:           containerd.CNIBinDir(), CNIConfDir: n.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
 		// runc's default, /run/containerd/runc, is the host's.
 		RuncRoot: filepath.Join(state, "runc"),
 	}, nil
@@ -263,26 +51,26 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
 	}
 	changed := false
 	write := func(path string, data []byte) error {
-		w, err := writeIfChanged(path, data, 0o644, "")
+		w, err := atomicfile.WriteIfChanged(path, data, 0o644, "")
 		changed = changed || w
 		return err
 	}
-	config, err := ContainerdTOML(cc)
+	config, err := containerd.ConfigTOML(cc)
 	if err != nil {
 		return changed, err
 	}
-	if err := write(filepath.Join(n.Containerd(), "config.toml"), config); err != nil {
+	if err := write(n.ContainerdConfig(), config); err != nil {
 		return changed, err
 	}
 	// Loopback registries speak plain HTTP, through their forwarder;
 	// others keep containerd's default (HTTPS).
 	for _, reg := range c.loopbackRegistries() {
-		for _, h := range registryAliases(reg) {
+		for _, h := range containerd.RegistryAliases(reg) {
 			path, err := validname.PathIn(cc.CertsDir, h, "hosts.toml")
 			if err != nil {
 				return changed, fmt.Errorf("registry %q: %w", reg, err)
 			}
-			hosts, err := HostsTOML(h, c.forwarders().Mirror(reg))
+			hosts, err := containerd.HostsTOML(h, c.forwarders().Mirror(reg))
 			if err != nil {
 				return changed, err
 			}
@@ -297,16 +85,6 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
 	}
 	w, err := c.writeConflist(n, subnet)
 	return changed || w, err
-}
-
-// criAnswers checks that a CRI runtime answers on socket.
-func criAnswers(ctx context.Context, socket string) (string, error) {
-	rt, err := cri.Dial(socket)
-	if err != nil {
-		return "", err
-	}
-	defer rt.Close()
-	return rt.Version(ctx)
 }
 
 func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
@@ -337,7 +115,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, d := range []string{filepath.Join(n.Containerd(), "root"), filepath.Join(n.Containerd(), "state"), n.Run()} {
+	for _, d := range []string{n.ContainerdRoot(), n.ContainerdState(), n.Run()} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return phase.Done, err
 		}
@@ -356,7 +134,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 			c.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
 		}
 	}
-	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerdBinary(), "--config", filepath.Join(n.Containerd(), "config.toml")), Env: c.daemonEnv()})
+	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerd.Binary(), "--config", n.ContainerdConfig()), Env: c.daemonEnv()})
 	if err != nil {
 		return phase.Done, err
 	}
@@ -365,7 +143,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 		if _, ok := procs.Running("containerd"); !ok {
 			return false, fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(n.LogFile("containerd"), 15))
 		}
-		if _, err := criAnswers(ctx, n.ContainerdSocket()); err != nil {
+		if err := cri.Answers(ctx, n.ContainerdSocket()); err != nil {
 			if ctx.Err() == nil {
 				lastErr = err
 			}
@@ -383,11 +161,4 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 		return phase.Changed("containerd started (pid %d)", pid), nil
 	}
 	return phase.ChangedIf(changed, "containerd running (pid %d)", pid), nil
-}
-
-func containerdBinary() string {
-	if p, err := exec.LookPath("containerd"); err == nil {
-		return p
-	}
-	return "containerd"
 }

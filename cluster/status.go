@@ -161,11 +161,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		ps.PID, ps.Running = pp.Procs().Running(name)
 		if name == "containerd" && !c.Config.OwnRuntime {
 			ps.Log = "not devk's: " + c.Config.CRISocket
-			if rt, err := cri.Dial(c.Config.CRISocket); err == nil {
-				_, verr := rt.Version(ctx)
-				ps.Running = verr == nil
-				rt.Close()
-			}
+			ps.Running = cri.Answers(ctx, c.Config.CRISocket) == nil
 		}
 		if name == registry.ProcessName && !c.Config.OwnRegistry {
 			ps.Log = "not devk's: " + c.Config.Registry

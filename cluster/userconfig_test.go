@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
@@ -126,7 +127,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 		t.Errorf("etcd got --feature-gates=%s; it is not a Kubernetes component", e["feature-gates"])
 	}
 
-	kc, err := KubeletConfigYAML(KubeletConfigInput{Config: cfg, Paths: c.Paths, CRISocket: cfg.CRISocket})
+	kc, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: c.Paths, CRISocket: cfg.CRISocket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 		kubeletArgs, kubeProxyCommand  []string
 	}
 	stateOf := func(c *Cluster) state {
-		kc, _ := KubeletConfigYAML(KubeletConfigInput{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
+		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
 		kp, _ := kubeProxyConfigYAML(c.Config)
 		return state{string(kc), string(kp), c.kubeletArgs(c.firstNode()), kubeProxyDaemonSet("img", c.Config.Spec.KubeProxy.ExtraArgs).Spec.Template.Spec.Containers[0].Command}
 	}

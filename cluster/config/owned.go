@@ -104,7 +104,7 @@ var controllerFlags = []string{"authentication-kubeconfig", "authorization-kubec
 	"bind-address", "secure-port", "tls-cert-file", "tls-private-key-file"}
 
 // kubeletConfigFields are the KubeletConfiguration (v1beta1) fields
-// the kubelet's config file gets from devk (cluster.KubeletConfigYAML),
+// the kubelet's config file gets from devk (kubeletconfig.YAML),
 // by JSON path, and the kubelet flag bound to each (AddKubeletConfigFlags
 // in k8s.io/kubernetes/cmd/kubelet/app/options). A field rendering sets
 // must be here: cluster's TestOwnedKubeletConfigFields fails otherwise.

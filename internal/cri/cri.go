@@ -64,6 +64,17 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 	return v.RuntimeName + " " + v.RuntimeVersion, nil
 }
 
+// Answers is nil when a CRI runtime answers on endpoint, else why not.
+func Answers(ctx context.Context, endpoint string) error {
+	rt, err := Dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	_, err = rt.Version(ctx)
+	return err
+}
+
 // Container is what devk needs of one container.
 type Container struct {
 	ID           string

@@ -352,6 +352,17 @@ func (p Paths) Tmp() string { return p.join("tmp") }
 // KubeletRoot is the kubelet's --root-dir.
 func (p Paths) KubeletRoot() string { return p.join("kubelet") }
 
+// KubeletPKI is the kubelet's --cert-dir: its rotating client
+// certificate store.
+func (p Paths) KubeletPKI() string { return filepath.Join(p.KubeletRoot(), "pki") }
+
+// KubeletClientCurrent is the kubelet's current client certificate and
+// key (kubelet-client-current.pem in KubeletPKI, a symlink to the latest
+// kubelet-client-<time>.pem), which kubelet.conf names once finalized.
+func (p Paths) KubeletClientCurrent() string {
+	return filepath.Join(p.KubeletPKI(), "kubelet-client-current.pem")
+}
+
 // KubeletConfig is the kubelet's --config file.
 func (p Paths) KubeletConfig() string { return p.join("kubelet-config.yaml") }
 
@@ -391,6 +402,16 @@ func (p Paths) E2EImages() string { return p.join("e2e-images.json") }
 
 // Containerd is the private containerd's directory.
 func (p Paths) Containerd() string { return p.join("containerd") }
+
+// ContainerdConfig is the private containerd's config.toml.
+func (p Paths) ContainerdConfig() string { return filepath.Join(p.Containerd(), "config.toml") }
+
+// ContainerdRoot is the private containerd's root (images, snapshots).
+func (p Paths) ContainerdRoot() string { return filepath.Join(p.Containerd(), "root") }
+
+// ContainerdState is the private containerd's state dir (its runtime
+// state, runc's, and the pods' network namespaces).
+func (p Paths) ContainerdState() string { return filepath.Join(p.Containerd(), "state") }
 
 // ContainerdSocket is the private containerd's gRPC socket.
 func (p Paths) ContainerdSocket() string { return p.join("run", "containerd.sock") }

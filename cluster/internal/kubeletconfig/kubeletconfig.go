@@ -1,0 +1,123 @@
+// Package kubeletconfig renders a node's kubelet: its
+// KubeletConfiguration file and the flags devk owns (files, names,
+// addresses; config.Owned lists them) beside the defaults a config
+// file's kubelet.extraArgs may change. cluster's kubelet-start phase
+// writes and runs what it renders.
+package kubeletconfig
+
+import (
+	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/pki"
+)
+
+// Input is what the kubelet's config depends on.
+type Input struct {
+	Config layout.Config
+	// Paths are the node's (layout.Paths.NodeDir).
+	Paths layout.Paths
+	// Node is the node the kubelet runs; zero means node 0 as Config
+	// names it.
+	Node layout.NodeNet
+	// CRISocket is the runtime's unix socket path.
+	CRISocket string
+}
+
+// kubeletNode is in.Node, or node 0 of in.Config when zero.
+func (in Input) kubeletNode() layout.NodeNet {
+	if in.Node.Name != "" {
+		return in.Node
+	}
+	return in.Config.ControlPlane()
+}
+
+// YAML renders the KubeletConfiguration: cgroupfs (no
+// systemd), failCgroupV1 false (these machines run cgroup v1; from 1.35
+// the kubelet refuses v1 unless told), the static pod dir, the runtime's
+// socket, webhook authn/authz as kubeadm, and every port on loopback.
+func YAML(in Input) ([]byte, error) {
+	cfg, p, n := in.Config, in.Paths, in.kubeletNode()
+	m := map[string]any{
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"address":                  n.IP,
+		"port":                     cfg.Ports.Kubelet,
+		"readOnlyPort":             0,
+		"healthzBindAddress":       n.IP,
+		"healthzPort":              cfg.Ports.KubeletHealthz,
+		"staticPodPath":            p.Manifests(),
+		"podLogsDir":               p.PodLogs(),
+		"cgroupDriver":             "cgroupfs",
+		"failCgroupV1":             false,
+		"failSwapOn":               false,
+		"containerRuntimeEndpoint": "unix://" + in.CRISocket,
+		"imageServiceEndpoint":     "unix://" + in.CRISocket,
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true, "cacheTTL": "0s"},
+			"x509":      map[string]any{"clientCAFile": pki.CertPath(p.PKI(), "ca")},
+		},
+		"authorization": map[string]any{
+			"mode":    "Webhook",
+			"webhook": map[string]any{"cacheAuthorizedTTL": "0s", "cacheUnauthorizedTTL": "0s"},
+		},
+		"clusterDNS":         []string{cfg.DNSIP()},
+		"clusterDomain":      cfg.DNSDomain,
+		"rotateCertificates": true,
+		"resolvConf":         "/etc/resolv.conf",
+		// Static pods are picked up by inotify; the periodic scan is the
+		// fallback.
+		"fileCheckFrequency":        "5s",
+		"syncFrequency":             "10s",
+		"nodeStatusReportFrequency": "10s",
+		// A shared laptop disk is often fuller than the kubelet's defaults
+		// like; a throwaway cluster should not evict its control plane.
+		"evictionHard": map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "1%",
+			"nodefs.inodesFree": "1%",
+			"imagefs.available": "1%",
+		},
+		// The four control-plane images are pulled at once, not in turn.
+		"serializeImagePulls":         false,
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
+	}
+	if n.CgroupRoot != "" {
+		m["cgroupRoot"] = n.CgroupRoot
+	}
+	if g := cfg.Spec.Gates(cfg.Spec.Kubelet); len(g) > 0 {
+		m["featureGates"] = g
+	}
+	return yaml.Marshal(m)
+}
+
+// BootstrapKubeconfig is the kubeconfig a joining node's kubelet makes
+// its first request with (kubeadm's bootstrap-kubelet.conf): the
+// bootstrap token, for TLS bootstrap.
+const BootstrapKubeconfig = "bootstrap-kubelet"
+
+// Flags are the kubelet's flags, split as the control plane's are: devk's
+// own (files, names, addresses; config.Owned lists them) and the defaults
+// a config file's kubelet.extraArgs may change. Its feature gates are in
+// its config file. n is the node it runs (zero: node 0), p its files; a node that joined (any but node 0,
+// whose credential devk issues) gets its client certificate by TLS
+// bootstrap.
+func Flags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, defaults map[string]string) {
+	if n.Name == "" {
+		n = cfg.ControlPlane()
+	}
+	own = map[string]string{
+		"config":            p.KubeletConfig(),
+		"kubeconfig":        p.Kubeconfig("kubelet"),
+		"root-dir":          p.KubeletRoot(),
+		"cert-dir":          p.KubeletPKI(),
+		"hostname-override": n.Name,
+		"node-ip":           n.IP,
+	}
+	if n.Name != cfg.NodeName {
+		own["bootstrap-kubeconfig"] = p.Kubeconfig(BootstrapKubeconfig)
+	}
+	return own, map[string]string{"v": "1"}
+}
