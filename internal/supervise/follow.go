@@ -96,11 +96,11 @@ func (f *follower) scan(start bool) {
 			if start {
 				l.off = l.size()
 			} else if old := f.rotated[path]; old != nil {
-				f.wholeGenerations(path, old.info)
+				f.wholeGenerations(path, old.info, l.info)
 				old.file.Close()
 				delete(f.rotated, path)
 			} else {
-				f.wholeGenerations(path, nil)
+				f.wholeGenerations(path, nil, l.info)
 			}
 			f.logs[path] = l
 		}
@@ -121,18 +121,23 @@ func (f *follower) scan(start bool) {
 
 // wholeGenerations shows, oldest first, the rotated generations of path
 // that are newer than old (the file followed last under its name, nil
-// for none) and were written since Follow began: those made and rotated
-// away between two looks.
-func (f *follower) wholeGenerations(path string, old os.FileInfo) {
+// for none), older than cur (the file now followed under it, which may
+// have been rotated already since it was opened) and written since
+// Follow began: those made and rotated away between two looks.
+func (f *follower) wholeGenerations(path string, old, cur os.FileInfo) {
 	gens := generations(path) // newest first
-	idx := slices.IndexFunc(gens, func(g string) bool {
-		fi, err := os.Stat(g)
-		return err == nil && old != nil && os.SameFile(fi, old)
-	})
-	if idx < 0 {
-		idx = len(gens) // the old one is gone too, or there was none
+	infos := make([]os.FileInfo, len(gens))
+	for i, g := range gens {
+		infos[i], _ = os.Stat(g)
 	}
-	for i := idx - 1; i >= 0; i-- {
+	is := func(want os.FileInfo) func(os.FileInfo) bool {
+		return func(fi os.FileInfo) bool { return fi != nil && want != nil && os.SameFile(fi, want) }
+	}
+	from := slices.IndexFunc(infos, is(old))
+	if from < 0 {
+		from = len(gens) // the old one is gone too, or there was none
+	}
+	for i := from - 1; i >= 0 && !is(cur)(infos[i]); i-- {
 		file, err := os.Open(gens[i])
 		if err != nil {
 			continue
