@@ -37,6 +37,7 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 )
 
@@ -475,8 +476,8 @@ func kubeProxyFlags() map[string]string {
 func kubeProxyDaemonSet(image string, extraArgs map[string]string) *appsv1ac.DaemonSetApplyConfiguration {
 	labels := map[string]string{labelApp: kubeProxyName}
 	own := kubeProxyFlags()
-	command := append([]string{kubeProxyBinary}, flagList(own)...)
-	command = append(command, flagList(config.WithoutOwned(config.KubeProxy, extraArgs))...)
+	command := append([]string{kubeProxyBinary}, staticpod.FlagList(own)...)
+	command = append(command, staticpod.FlagList(config.WithoutOwned(config.KubeProxy, extraArgs))...)
 	return appsv1ac.DaemonSet(kubeProxyName, metav1.NamespaceSystem).
 		WithLabels(labels).
 		WithSpec(appsv1ac.DaemonSetSpec().

@@ -23,6 +23,7 @@ import (
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
@@ -62,7 +63,7 @@ func (c *Cluster) kubeletArgs(n node) []string {
 	own, flags := kubeletconfig.Flags(c.Config, n.Paths, n.Net)
 	maps.Copy(flags, config.WithoutOwned(config.Kubelet, c.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
-	return append([]string{n.KubeletBinary()}, flagList(flags)...)
+	return append([]string{n.KubeletBinary()}, staticpod.FlagList(flags)...)
 }
 
 // kubeletArgv is the command devk runs: node n's kubelet in the node's

@@ -60,15 +60,6 @@ type ManifestInput struct {
 	EtcdInitialCluster string
 }
 
-func flagList(m map[string]string) []string {
-	keys := slices.Sorted(maps.Keys(m))
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, "--"+k+"="+m[k])
-	}
-	return out
-}
-
 func httpProbe(host string, port int, path string, scheme corev1.URIScheme, initial, period, failures int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -410,7 +401,7 @@ func staticPod(name, image string, s podSpec, annotations map[string]string) *co
 				Name:            name,
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         append([]string{imageBinDir + "/" + name}, flagList(s.flags())...),
+				Command:         append([]string{imageBinDir + "/" + name}, staticpod.FlagList(s.flags())...),
 				VolumeMounts:    s.mounts,
 				LivenessProbe:   s.liveness,
 				ReadinessProbe:  s.readiness,

@@ -6,7 +6,9 @@ package staticpod
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +112,18 @@ func SameButStamp(a, b *corev1.Pod) bool {
 		return p
 	}
 	return equality.Semantic.DeepEqual(strip(a), strip(b))
+}
+
+// FlagList is flags on a command line, as Flags reads them back:
+// --name=value, sorted by name (the kubelet's, kube-proxy's and the
+// control plane's commands).
+func FlagList(flags map[string]string) []string {
+	names := slices.Sorted(maps.Keys(flags))
+	out := make([]string, 0, len(names))
+	for _, k := range names {
+		out = append(out, "--"+k+"="+flags[k])
+	}
+	return out
 }
 
 // Flags are the --name=value flags of a container's command and args

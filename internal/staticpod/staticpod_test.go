@@ -3,10 +3,14 @@ package staticpod
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestImage(t *testing.T) {
@@ -41,5 +45,20 @@ func TestImage(t *testing.T) {
 	}
 	if _, err := Image(bad, "x"); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("a manifest that does not parse: %v, want an error naming it", err)
+	}
+}
+
+// TestFlagList: flags on a command line are sorted, and Flags reads them
+// back as they were.
+func TestFlagList(t *testing.T) {
+	flags := map[string]string{"v": "2", "bind-address": "10.250.0.2", "feature-gates": "A=true,B=false"}
+	got := FlagList(flags)
+	want := []string{"--bind-address=10.250.0.2", "--feature-gates=A=true,B=false", "--v=2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("FlagList = %v, want %v", got, want)
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Command: append([]string{"/bin/c"}, got...)}}}}
+	if back := Flags(pod, "c"); !maps.Equal(back, flags) {
+		t.Errorf("Flags read back %v, want %v", back, flags)
 	}
 }
