@@ -11,6 +11,7 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/etcdmember"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/cluster/loadbalancer"
@@ -224,14 +225,14 @@ func (j *NodeJob) etcdClient(ctx context.Context, pkiDir string) (*etcdwatch.Cli
 	var eps []string
 	for _, n := range j.Config.ControlPlanes() {
 		if n.Name != j.Node.Name() && !n.Joining && !n.Leaving {
-			eps = append(eps, url("https", n.IP, j.Config.Ports.EtcdClient))
+			eps = append(eps, controlplane.EtcdClientURL(j.Config, n.IP))
 		}
 	}
 	return etcdmember.Connect(ctx, eps, pkiDir, j.EtcdCommandTimeout)
 }
 
 // peerURL is node n's etcd peer URL.
-func (c *Cluster) peerURL(n node) string { return url("https", n.IP(), c.Config.Ports.EtcdPeer) }
+func (c *Cluster) peerURL(n node) string { return controlplane.EtcdPeerURL(c.Config, n.IP()) }
 
 // runEtcdJoin is kubeadm's etcd join: the node's member added to the
 // cluster as a learner (it does not count for quorum, so a member that
@@ -263,8 +264,8 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 		}
 	}
 	v := j.asNode(j.Node)
-	in := ManifestInput{EtcdInitialCluster: etcdmember.InitialCluster(ms, self, j.Node.Name())}
-	if old := installedPod(v.ManifestPath("etcd")); old != nil {
+	in := controlplane.ManifestInput{EtcdInitialCluster: etcdmember.InitialCluster(ms, self, j.Node.Name())}
+	if old := controlplane.InstalledPod(v.ManifestPath("etcd")); old != nil {
 		// etcd reads --initial-cluster once, on its first start: keep
 		// what it started with, so that a later run rewrites nothing.
 		if ic := staticpod.Flags(old, "etcd")["initial-cluster"]; ic != "" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
@@ -106,39 +107,39 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 			t.Errorf("apiserver DNS names %v", s.DNSNames)
 		}
 	}
-	data, err := Manifest("etcd", ManifestInput{Config: v.Config, Paths: v.Paths, Image: c.Config.Images["etcd"],
+	data, err := controlplane.Manifest("etcd", controlplane.ManifestInput{Config: v.Config, Paths: v.Paths, Image: c.Config.Images["etcd"],
 		EtcdInitialCluster: "devk-control-plane=https://10.250.0.2:2380,devk-control-plane2=https://10.250.0.3:2380"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := parseManifest(t, data)
-	f := staticpod.Flags(&pod, "etcd")
+	pod, _ := staticpod.Parse(data)
+	f := staticpod.Flags(pod, "etcd")
 	if f["initial-cluster-state"] != "existing" || f["name"] != "devk-control-plane2" || f["listen-peer-urls"] != "https://10.250.0.3:2380" ||
 		!strings.HasPrefix(f["data-dir"], c.Dir+"/nodes/devk-control-plane2/") {
 		t.Errorf("a joining member's etcd flags: %v", f)
 	}
-	data, err = Manifest("kube-apiserver", ManifestInput{Config: v.Config, Paths: v.Paths, Image: c.Config.Images["apiserver"]})
+	data, err = controlplane.Manifest("kube-apiserver", controlplane.ManifestInput{Config: v.Config, Paths: v.Paths, Image: c.Config.Images["apiserver"]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod = parseManifest(t, data)
-	if f := staticpod.Flags(&pod, "kube-apiserver"); f["advertise-address"] != "10.250.0.3" || f["etcd-servers"] != "https://10.250.0.3:2379" {
+	pod, _ = staticpod.Parse(data)
+	if f := staticpod.Flags(pod, "kube-apiserver"); f["advertise-address"] != "10.250.0.3" || f["etcd-servers"] != "https://10.250.0.3:2379" {
 		t.Errorf("its API server: %v", f)
 	}
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
-		data, err := Manifest(name, ManifestInput{Config: v.Config, Paths: v.Paths, Image: c.Config.Images["scheduler"]})
+		data, err := controlplane.Manifest(name, controlplane.ManifestInput{Config: v.Config, Paths: v.Paths, Image: c.Config.Images["scheduler"]})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pod := parseManifest(t, data)
-		if f := staticpod.Flags(&pod, name); f["leader-elect"] != "true" {
+		pod, _ := staticpod.Parse(data)
+		if f := staticpod.Flags(pod, name); f["leader-elect"] != "true" {
 			t.Errorf("%s of an HA cluster: leader-elect=%s, want true", name, f["leader-elect"])
 		}
 	}
 	one, p := testCluster()
-	data, _ = Manifest("kube-scheduler", ManifestInput{Config: one, Paths: p, Image: c.Config.Images["scheduler"]})
-	pod = parseManifest(t, data)
-	if f := staticpod.Flags(&pod, "kube-scheduler"); f["leader-elect"] != "false" {
+	data, _ = controlplane.Manifest("kube-scheduler", controlplane.ManifestInput{Config: one, Paths: p, Image: c.Config.Images["scheduler"]})
+	pod, _ = staticpod.Parse(data)
+	if f := staticpod.Flags(pod, "kube-scheduler"); f["leader-elect"] != "false" {
 		t.Errorf("one control plane: leader-elect=%s, want false (as before)", f["leader-elect"])
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/layout"
 )
@@ -30,11 +31,8 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.FeatureGates = map[string]bool{"ComponentFlagz": true}
 	cfg.Spec.RuntimeConfig = map[string]string{"api/alpha": "true"}
-	in := ManifestInput{Config: cfg, Paths: layout.ClusterPaths("/", cfg.Name)}
-	pod := func(name string) (own, defaults map[string]string) {
-		s := withSpec(name, cfg.Spec, podSpecs[name](in))
-		return s.args, s.defaults
-	}
+	in := controlplane.ManifestInput{Config: cfg, Paths: layout.ClusterPaths("/", cfg.Name)}
+	pod := func(name string) (own, defaults map[string]string) { return controlplane.Flags(name, in) }
 	kubelet := func() (own, defaults map[string]string) {
 		own, defaults = kubeletconfig.Flags(cfg, in.Paths, layout.NodeNet{})
 		joined, _ := kubeletconfig.Flags(cfg, in.Paths, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})

@@ -171,13 +171,13 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	}
 	cs, cerr := c.Client()
 	health := map[string]error{}
-	for _, ch := range checks() {
+	for _, ch := range c.checks() {
 		if cerr != nil {
 			health[ch.Name] = cerr
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
-		health[ch.Name] = ch.Check(cctx, c, cs)
+		health[ch.Name] = ch.Check(cctx, cs)
 		cancel()
 	}
 	st.NodeReady = health["node"] == nil
@@ -209,7 +209,7 @@ func WriteTimings(w io.Writer, timings []layout.PhaseTiming, indent string) {
 // nodeStatuses are every node's role, address, readiness and kubelet
 // version (from its Node, when the API answers), devk's processes, and
 // the images its static pods and addon pods run, read through the node's
-// own runtime. health is node 0's checks (checks()), by name; another
+// own runtime. health is node 0's checks (c.checks()), by name; another
 // node's pods are as healthy as their kubelet reports them.
 func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cerr error, health map[string]error) []NodeStatus {
 	ns, err := c.nodes()

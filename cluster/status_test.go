@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -61,7 +62,7 @@ func writeManifests(t *testing.T, c *Cluster, n node, images map[string]string) 
 		t.Fatal(err)
 	}
 	for pod, img := range images {
-		data, err := Manifest(pod, ManifestInput{Config: c.Config, Paths: n.Paths, Image: img})
+		data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: n.Paths, Image: img})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
@@ -66,7 +67,7 @@ func mustOpenWith(t *testing.T, home, name, body string) *Cluster {
 
 func manifestFlags(t *testing.T, c *Cluster, pod string) map[string]string {
 	t.Helper()
-	data, err := Manifest(pod, ManifestInput{Config: c.Config, Paths: c.Paths, Image: c.Config.Images[componentOf(pod)]})
+	data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: c.Paths, Image: c.Config.Images[componentOf(pod)]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +405,7 @@ func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
 	}
 	// What a swap leaves: another image and its stamp.
 	swapped := "127.0.0.1:5000/kube-apiserver@sha256:" + strings.Repeat("2", 64)
-	pod := installedPod(c.ManifestPath(sp.Name))
+	pod := controlplane.InstalledPod(c.ManifestPath(sp.Name))
 	pod.Spec.Containers[0].Image = swapped
 	pod.Annotations = map[string]string{staticpod.WrittenAnnotation: "2026-01-01T00:00:00Z"}
 	data, _ := yaml.Marshal(pod)
@@ -418,7 +419,7 @@ func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
 	if out, err := c2.writeManifest(ctx, sp); err != nil || !out.Changed {
 		t.Fatalf("a flag change: %v %+v", err, out)
 	}
-	got := installedPod(c.ManifestPath(sp.Name))
+	got := controlplane.InstalledPod(c.ManifestPath(sp.Name))
 	if img, ok := staticpod.SwappedImage(got); !ok || img != swapped {
 		t.Errorf("after the flag change the manifest names %s (stamped %v), want the swapped %s", got.Spec.Containers[0].Image, ok, swapped)
 	}

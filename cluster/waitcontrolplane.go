@@ -3,11 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/internal/cri"
-	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
@@ -27,39 +23,20 @@ import (
 type readiness struct {
 	Name string
 	// Log is where to look when it fails.
-	Log   func(c *Cluster) string
-	Check func(ctx context.Context, c *Cluster, cs kubernetes.Interface) error
+	Log   func() string
+	Check func(ctx context.Context, cs kubernetes.Interface) error
 }
 
-// healthURL is a health endpoint of the node's own components.
-func (c *Cluster) healthURL(scheme string, port int, path string) string {
-	return scheme + "://" + net.JoinHostPort(c.Config.AdvertiseIP, strconv.Itoa(port)) + path
-}
-
-func checks() []readiness {
-	podLog := func(name string) func(c *Cluster) string {
-		return func(c *Cluster) string { return c.containerLog(name) }
+// checks are the node's: its control plane's health, then its Node's
+// readiness.
+func (c *Cluster) checks() []readiness {
+	var out []readiness
+	for _, ch := range controlplane.Checks(c.Config) {
+		out = append(out, readiness{ch.Name, func() string { return c.containerLog(ch.Name) }, func(ctx context.Context, _ kubernetes.Interface) error {
+			return ch.Healthy(ctx)
+		}})
 	}
-	probe := func(scheme string, port func(c *Cluster) int, path string) func(context.Context, *Cluster, kubernetes.Interface) error {
-		return func(ctx context.Context, c *Cluster, _ kubernetes.Interface) error {
-			return kube.Probe(ctx, c.healthURL(scheme, port(c), path))
-		}
-	}
-	return []readiness{
-		// etcd's health is on the node's loopback: asked from inside it.
-		{"etcd", podLog("etcd"), func(ctx context.Context, c *Cluster, _ kubernetes.Interface) error {
-			u := "http://" + net.JoinHostPort(etcdMetricsHost, strconv.Itoa(c.Config.Ports.EtcdMetrics)) + "/health"
-			return kube.ProbeIn(ctx, c.Config.NodeNetNS(c.Config.NodeName), u)
-		}},
-		// The node's own API server (with a load balancer, clients reach
-		// it through that; its checks ask the same /readyz).
-		{"kube-apiserver", podLog("kube-apiserver"), probe("https", func(c *Cluster) int { return c.Config.Ports.APIServer }, "/readyz")},
-		{"kube-controller-manager", podLog("kube-controller-manager"), probe("https", func(c *Cluster) int { return c.Config.Ports.ControllerManager }, "/healthz")},
-		{"kube-scheduler", podLog("kube-scheduler"), probe("https", func(c *Cluster) int { return c.Config.Ports.Scheduler }, "/healthz")},
-		{"node", func(c *Cluster) string { return c.LogFile("kubelet") }, func(ctx context.Context, c *Cluster, cs kubernetes.Interface) error {
-			return c.nodeReady(ctx, cs)
-		}},
-	}
+	return append(out, readiness{"node", func() string { return c.LogFile("kubelet") }, c.nodeReady})
 }
 
 // nodeReady checks that the node is Ready, and, when this run started the
@@ -78,17 +55,10 @@ func (c *Cluster) nodeReady(ctx context.Context, cs kubernetes.Interface) error 
 // containerLog is the newest log file of a control-plane container, or
 // the kubelet's log when the container never started.
 func (c *Cluster) containerLog(name string) string {
-	matches, _ := filepath.Glob(filepath.Join(c.PodLogs(), "kube-system_"+kube.MirrorPodName(name, c.Config.NodeName)+"_*", name, "*.log"))
-	newest, newestT := "", time.Time{}
-	for _, m := range matches {
-		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(newestT) {
-			newest, newestT = m, fi.ModTime()
-		}
+	if l := controlplane.ContainerLog(c.PodLogs(), c.Config.NodeName, name); l != "" {
+		return l
 	}
-	if newest == "" {
-		return c.LogFile("kubelet")
-	}
-	return newest
+	return c.LogFile("kubelet")
 }
 
 // runsRewrittenManifest says why the static pod name does not run the
@@ -159,7 +129,7 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	took, err := c.waitChecks(ctx, cs, checks())
+	took, err := c.waitChecks(ctx, cs, c.checks())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -170,7 +140,7 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 // are healthy on its address (a joining control-plane node: its kubelet
 // and Node are the join's own phases).
 func (c *Cluster) waitStaticPods(ctx context.Context) (string, error) {
-	return c.waitChecks(ctx, nil, slices.DeleteFunc(checks(), func(r readiness) bool { return r.Name == "node" }))
+	return c.waitChecks(ctx, nil, slices.DeleteFunc(c.checks(), func(r readiness) bool { return r.Name == "node" }))
 }
 
 // waitChecks waits, at most WaitTimeout, until every check passes, and
@@ -180,7 +150,7 @@ func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, list 
 	took, pending, err := waitEach(ctx, c, controlPlanePollInterval, c.WaitTimeout, list, func(ctx context.Context, ch readiness) (string, error) {
 		err := c.runsRewrittenManifest(ctx, ch.Name)
 		if err == nil {
-			err = ch.Check(ctx, c, cs)
+			err = ch.Check(ctx, cs)
 		}
 		if err != nil && ctx.Err() == nil { // not the wait's own deadline cutting the check short
 			lastErr[ch.Name] = err
@@ -190,7 +160,7 @@ func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, list 
 	if poll.TimedOut(ctx, err) {
 		var b strings.Builder
 		for _, ch := range pending {
-			log := ch.Log(c)
+			log := ch.Log()
 			why := lastErr[ch.Name]
 			if why == nil {
 				why = fmt.Errorf("no answer within %s", c.WaitTimeout)
