@@ -267,17 +267,14 @@ func (s Spec) make(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var nsfs []string
 	for _, m := range mounts {
 		if m.FSType == "nsfs" {
-			nsfs = append(nsfs, m.Point)
+			if err := s.dropNamespaceMount(ctx, m.Point); err != nil {
+				return err
+			}
 		}
 	}
-	steps := [][]string{}
-	if len(nsfs) > 0 {
-		steps = append(steps, append([]string{"umount", "-l"}, nsfs...))
-	}
-	steps = append(steps, []string{"mount", "-t", "tmpfs", "-o", "mode=0700", source, s.upper()})
+	steps := [][]string{{"mount", "-t", "tmpfs", "-o", "mode=0700", source, s.upper()}}
 	for i, c := range s.Covers {
 		u, w := filepath.Join(s.upper(), strconv.Itoa(i), "upper"), filepath.Join(s.upper(), strconv.Itoa(i), "work")
 		steps = append(steps, []string{"mkdir", "-p", u, w},
@@ -292,6 +289,26 @@ func (s Spec) make(ctx context.Context) error {
 		}
 	}
 	return atomicfile.Write(s.marker(), []byte(s.stamp(ino)), 0o600, "")
+}
+
+// dropNamespaceMount unmounts, inside the new namespace, a network
+// namespace's file it copied from the host. The host may remove its own
+// between the listing and the unmount (a node or test going down at the
+// same time); that unmount propagates here, so a point no longer mounted
+// is not an error.
+func (s Spec) dropNamespaceMount(ctx context.Context, point string) error {
+	err := Run(ctx, s.File, "umount", "-l", point)
+	if err == nil {
+		return nil
+	}
+	mounts, lerr := Mounts(ctx, s.File)
+	if lerr != nil {
+		return lerr
+	}
+	if m, ok := At(mounts, point); ok && m.FSType == "nsfs" {
+		return fmt.Errorf("make the mount namespace %s: %w", s.File, err)
+	}
+	return nil
 }
 
 // privateMount makes dir a bind mount of itself with private

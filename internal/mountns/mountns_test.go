@@ -82,6 +82,12 @@ func TestNamespace(t *testing.T) {
 		t.Errorf("Ensure for the first Spec again = %v, %v; want a new namespace", changed, err)
 	}
 
+	// A network namespace's file the host removed between the listing and
+	// the unmount (another node going down): not an error.
+	if err := s.dropNamespaceMount(ctx, "/run/netns/"+tag+"-gone"); err != nil {
+		t.Errorf("dropping a namespace file already gone: %v", err)
+	}
+
 	// The kubelet's root: bound onto itself but left private, as a kill
 	// between the bind and MS_SHARED leaves it.
 	root := filepath.Join(home, "kubelet")
