@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -20,12 +21,12 @@ import (
 func (c *Cluster) nodeImages() map[string]string {
 	out := map[string]string{}
 	for comp, ref := range c.Config.Images {
-		if on, _ := addonOn(c.Config.Spec.Addons, comp); on && ref != "" {
+		if on, _ := addons.On(c.Config.Spec.Addons, comp); on && ref != "" {
 			out[comp] = ref
 		}
 	}
 	if ok, _ := KubeProxyRuns(c.Config); !ok {
-		delete(out, kubeProxyName)
+		delete(out, addons.KubeProxy)
 	}
 	return out
 }
