@@ -18,6 +18,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
@@ -539,7 +540,7 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 	}
 	// kube-proxy runs on the node once its DaemonSet is there (a node
 	// that up joins comes before the addons); nil: not waited for.
-	proxy, _ := addon.Get(ctx, cs, addonWorkload(kubeProxyName))
+	proxy, _ := addon.Get(ctx, cs, addonWorkload(addons.KubeProxy))
 	var why string
 	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{})

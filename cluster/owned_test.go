@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/layout"
@@ -24,7 +25,7 @@ import (
 // TestOwnedFlagsAreRendered: config.Owned lists, for each component,
 // exactly the flags rendering passes from the cluster's layout (a
 // podSpec's args, kubeletconfig.Flags' own for node 0 and a joined node,
-// kubeProxyFlags), with every spec key set; feature-gates and
+// addons.KubeProxyFlags), with every spec key set; feature-gates and
 // runtime-config come from the spec's own keys. No default is owned
 // (extraArgs could never change it).
 func TestOwnedFlagsAreRendered(t *testing.T) {
@@ -44,7 +45,7 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 		config.ControllerManager: func() (map[string]string, map[string]string) { return pod("kube-controller-manager") },
 		config.Scheduler:         func() (map[string]string, map[string]string) { return pod("kube-scheduler") },
 		config.Kubelet:           kubelet,
-		config.KubeProxy:         func() (map[string]string, map[string]string) { return kubeProxyFlags(), nil },
+		config.KubeProxy:         func() (map[string]string, map[string]string) { return addons.KubeProxyFlags(), nil },
 	}
 	if got, want := slices.Sorted(maps.Keys(rendered)), slices.Sorted(maps.Keys(config.Owned)); !slices.Equal(got, want) {
 		t.Fatalf("rendered components %v, config.Owned has %v", got, want)
@@ -131,12 +132,12 @@ func TestOwnedKubeletConfigFields(t *testing.T) {
 }
 
 // TestOwnedKubeProxyConfigFields: config.Owned's kube-proxy ConfigFile
-// lists every field kubeProxyConfigYAML sets (differs from an empty
+// lists every field addons.KubeProxyConfigYAML sets (differs from an empty
 // configuration's), and no other.
 func TestOwnedKubeProxyConfigFields(t *testing.T) {
 	cfg := layout.NewConfig(layout.DefaultName)
 	cfg.Spec.KubeProxy.FeatureGates = map[string]bool{"ComponentFlagz": true}
-	data, err := kubeProxyConfigYAML(cfg)
+	data, err := addons.KubeProxyConfigYAML(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +152,14 @@ func TestOwnedKubeProxyConfigFields(t *testing.T) {
 		_, listed := table[path]
 		switch changed := !reflect.DeepEqual(v, zero[path]); {
 		case changed && !listed:
-			t.Errorf("kubeProxyConfigYAML sets %s, which config.Owned lacks: add it with kube-proxy's flag for it", path)
+			t.Errorf("addons.KubeProxyConfigYAML sets %s, which config.Owned lacks: add it with kube-proxy's flag for it", path)
 		case !changed && listed:
-			t.Errorf("config.Owned lists %s, which kubeProxyConfigYAML does not set", path)
+			t.Errorf("config.Owned lists %s, which addons.KubeProxyConfigYAML does not set", path)
 		}
 	}
 	for path := range table {
 		if _, ok := set[path]; !ok {
-			t.Errorf("config.Owned lists %s, which kubeProxyConfigYAML does not write", path)
+			t.Errorf("config.Owned lists %s, which addons.KubeProxyConfigYAML does not write", path)
 		}
 	}
 }
@@ -178,7 +179,7 @@ func TestOwnedFlagsDropped(t *testing.T) {
 	if api["anonymous-auth"] != "" || api["authorization-mode"] != "Node,RBAC" || api["audit-log-maxage"] != "3" {
 		t.Errorf("kube-apiserver: anonymous-auth %q authorization-mode %q audit-log-maxage %q", api["anonymous-auth"], api["authorization-mode"], api["audit-log-maxage"])
 	}
-	cmd := strings.Join(kubeProxyDaemonSet("img", c.Config.Spec.KubeProxy.ExtraArgs).Spec.Template.Spec.Containers[0].Command, " ")
+	cmd := strings.Join(addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs), " ")
 	if strings.Contains(cmd, "metrics-bind-address") || !strings.Contains(cmd, "--v=2") {
 		t.Errorf("kube-proxy: %s", cmd)
 	}

@@ -3,13 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/devk/devk/cluster/internal/addons"
+	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -20,12 +17,12 @@ import (
 func (c *Cluster) nodeImages() map[string]string {
 	out := map[string]string{}
 	for comp, ref := range c.Config.Images {
-		if on, _ := addonOn(c.Config.Spec.Addons, comp); on && ref != "" {
+		if on, _ := addons.On(c.Config.Spec.Addons, comp); on && ref != "" {
 			out[comp] = ref
 		}
 	}
 	if ok, _ := KubeProxyRuns(c.Config); !ok {
-		delete(out, kubeProxyName)
+		delete(out, addons.KubeProxy)
 	}
 	return out
 }
@@ -42,37 +39,21 @@ func (c *Cluster) runPull(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	defer rt.Close()
-	images := c.nodeImages()
-	var missing []string
-	for _, comp := range slices.Sorted(maps.Keys(images)) {
-		has, err := rt.HasImage(ctx, images[comp])
-		if err != nil {
-			return phase.Done, err
-		}
-		if !has {
-			missing = append(missing, images[comp])
-		}
+	node := c.nodeImages()
+	missing, err := images.Missing(ctx, rt, node)
+	if err != nil {
+		return phase.Done, err
 	}
-	slices.Sort(missing)
-	missing = slices.Compact(missing)
 	if len(missing) == 0 {
-		return phase.Unchanged("the node has all %d images", len(images)), nil
+		return phase.Unchanged("the node has all %d images", len(node)), nil
 	}
 	t0 := time.Now()
 	step := progress.StepOf(ctx)
-	var pulled atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	for _, ref := range missing {
-		g.Go(func() error {
-			if _, err := rt.PullImage(gctx, ref); err != nil {
-				return err
-			}
-			c.Reporter.Progress(step, progress.Status{Verb: "pulled", Done: pulled.Add(1), Total: int64(len(missing)), Unit: "images"})
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err = images.Pull(ctx, rt, missing, func(done int64) {
+		c.Reporter.Progress(step, progress.Status{Verb: "pulled", Done: done, Total: int64(len(missing)), Unit: "images"})
+	})
+	if err != nil {
 		return phase.Done, fmt.Errorf("%w (containerd's log: %s)", err, c.LogFile("containerd"))
 	}
-	return phase.Changed("pulled %d images in %s (%d there already)", len(missing), progress.Round(time.Since(t0)), len(images)-len(missing)), nil
+	return phase.Changed("pulled %d images in %s (%d there already)", len(missing), progress.Round(time.Since(t0)), len(node)-len(missing)), nil
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/poll"
@@ -20,8 +21,13 @@ import (
 // sandboxImage is the pause image by digest: the sandbox of every pod
 // runs as root in the node's network namespace, so containerd must run
 // exactly the image devk built, whoever answers on the registry's port.
+// The registry is the one --registry names, if given.
 func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
-	_, ref, err := c.pauseImage(ctx)
+	registry := c.Config.Registry
+	if c.Registry != "" {
+		registry = c.Registry
+	}
+	_, ref, err := images.Pause(ctx, c.pauseCache(), registry)
 	return ref, err
 }
 

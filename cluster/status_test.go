@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
@@ -48,7 +49,7 @@ func statusCluster(t *testing.T, home string) *Cluster {
 		}
 	}
 	cfg.OwnRuntime = true
-	cfg.Images = map[string]string{coreDNSName: testCoreDNSImage, kubeProxyName: testKubeProxyImage}
+	cfg.Images = map[string]string{addons.CoreDNS: testCoreDNSImage, addons.KubeProxy: testKubeProxyImage}
 	p := layout.ClusterPaths(home, "st")
 	cfg.CRISocket = p.ContainerdSocket()
 	return &Cluster{Config: cfg, Paths: p, Home: home}
@@ -150,7 +151,7 @@ func TestNodeRows(t *testing.T) {
 		}
 	}
 	api := readStatusAPI(context.Background(), cs)
-	if api.err != nil || api.images[kubeProxyName] != testKubeProxyImage || api.images[coreDNSName] != testCoreDNSImage {
+	if api.err != nil || api.images[addons.KubeProxy] != testKubeProxyImage || api.images[addons.CoreDNS] != testCoreDNSImage {
 		t.Fatalf("the API's view: images %v, %v", api.images, api.err)
 	}
 
@@ -221,15 +222,15 @@ func TestNodeRows(t *testing.T) {
 	if comps := nodeComponents(worker, workerContainers, func(string) error { return nil }); comps != nil {
 		t.Errorf("a worker has no static pods: %+v", comps)
 	}
-	addons := nodeAddons(workerContainers, api)
-	if len(addons) != 2 || addons[0].Name != kubeProxyName || addons[1].Name != coreDNSName {
-		t.Fatalf("the worker's addons, kube-proxy first: %+v", addons)
+	workerAddons := nodeAddons(workerContainers, api)
+	if len(workerAddons) != 2 || workerAddons[0].Name != addons.KubeProxy || workerAddons[1].Name != addons.CoreDNS {
+		t.Fatalf("the worker's addons, kube-proxy first: %+v", workerAddons)
 	}
-	if p := addons[0]; p.Pod != "kube-proxy-q9z4m" || p.State != "exited" || p.Restarts != 3 || p.Running != statusOldProxyImage ||
+	if p := workerAddons[0]; p.Pod != "kube-proxy-q9z4m" || p.State != "exited" || p.Restarts != 3 || p.Running != statusOldProxyImage ||
 		p.Manifest != testKubeProxyImage || p.Healthy || p.Problem != "pod kube-proxy-q9z4m is not Ready" {
 		t.Errorf("the worker's kube-proxy: %+v", p)
 	}
-	if d := addons[1]; d.Pod != "coredns-7c9f-x2v4q" || d.Running != testCoreDNSImage || d.Manifest != testCoreDNSImage || !d.Healthy {
+	if d := workerAddons[1]; d.Pod != "coredns-7c9f-x2v4q" || d.Running != testCoreDNSImage || d.Manifest != testCoreDNSImage || !d.Healthy {
 		t.Errorf("the worker's coredns: %+v", d)
 	}
 

@@ -55,10 +55,6 @@ const (
 	// the local registry, so their pods start within seconds.
 	addonWaitTimeout  = 2 * time.Minute
 	addonPollInterval = 250 * time.Millisecond
-	// coreDNSReadinessPeriod is how often the kubelet probes CoreDNS's
-	// /ready: the Deployment is available no later than that after
-	// CoreDNS is (the kubelet's default, 10 s, would be most of up).
-	coreDNSReadinessPeriod = time.Second
 
 	// podCIDRTimeout bounds the wait for the controller-manager to give a
 	// registered Node its pod subnet (it does within a second).

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/layout"
@@ -155,15 +156,14 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 		t.Errorf("kubelet args %v keep the default --v=1 under the file's --v=3", args)
 	}
 
-	kp, err := kubeProxyConfigYAML(cfg)
+	kp, err := addons.KubeProxyConfigYAML(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(kp), "featureGates:\n  ComponentFlagz: false\n  ComponentStatusz: false\n") {
 		t.Errorf("kube-proxy config lacks the feature gates:\n%s", kp)
 	}
-	ds := kubeProxyDaemonSet("img", cfg.Spec.KubeProxy.ExtraArgs)
-	if got := ds.Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, []string{kubeProxyBinary, "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)", "--v=2"}) {
+	if got := addons.KubeProxyCommand(cfg.Spec.KubeProxy.ExtraArgs); !slices.Equal(got, []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)", "--v=2"}) {
 		t.Errorf("kube-proxy command %q", got)
 	}
 
@@ -173,11 +173,11 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 		}
 		run, why := p.If(c)
 		switch p.Name {
-		case coreDNSName:
+		case addons.CoreDNS:
 			if run || !strings.Contains(why, "addons.coreDNS is false") {
 				t.Errorf("addon/coredns with addons.coreDNS: false: run %v (%s)", run, why)
 			}
-		case kubeProxyName:
+		case addons.KubeProxy:
 			if ok, _ := KubeProxyRuns(cfg); run != ok {
 				t.Errorf("addon/kube-proxy with addons.kubeProxy left out: run %v (%s), want KubeProxyRuns' %v", run, why, ok)
 			}
@@ -314,8 +314,8 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 	}
 	stateOf := func(c *Cluster) state {
 		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
-		kp, _ := kubeProxyConfigYAML(c.Config)
-		return state{string(kc), string(kp), c.kubeletArgs(c.firstNode()), kubeProxyDaemonSet("img", c.Config.Spec.KubeProxy.ExtraArgs).Spec.Template.Spec.Containers[0].Command}
+		kp, _ := addons.KubeProxyConfigYAML(c.Config)
+		return state{string(kc), string(kp), c.kubeletArgs(c.firstNode()), addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs)}
 	}
 	before := stateOf(c)
 	if err := c.SaveConfig(); err != nil {
