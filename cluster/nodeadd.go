@@ -27,7 +27,6 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
-	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/join"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
@@ -484,7 +483,7 @@ func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
 	why := "the kubelet has no client certificate yet (its CSR is not signed)"
 	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
 		if _, ok := j.Node.Procs().Running("kubelet"); !ok {
-			return false, fmt.Errorf("the node's kubelet exited; its log ends:\n%s", supervise.Tail(j.Node.LogFile("kubelet"), 20))
+			return false, fmt.Errorf("the node's kubelet exited; its log ends:\n%s", j.Node.Procs().ExitedTail(ctx, "kubelet", 20))
 		}
 		if !tlsBootstrapped(j.Node) {
 			return false, nil

@@ -147,7 +147,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, containerdPollInterval, containerdStartTimeout, true, func(ctx context.Context) (bool, error) {
 		if _, ok := procs.Running("containerd"); !ok {
-			return false, fmt.Errorf("containerd exited; its log ends:\n%s", supervise.Tail(n.LogFile("containerd"), 15))
+			return false, fmt.Errorf("containerd exited; its log ends:\n%s", procs.ExitedTail(ctx, "containerd", 15))
 		}
 		if err := cri.Answers(ctx, n.ContainerdSocket()); err != nil {
 			if ctx.Err() == nil {

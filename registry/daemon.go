@@ -136,7 +136,7 @@ func (d Daemon) EnsureRunning(ctx context.Context) (pid int, started bool, err e
 			return true, nil
 		}
 		if _, ok := procs.Running(ProcessName); !ok {
-			return false, fmt.Errorf("the registry exited; its log ends:\n%s", supervise.Tail(d.Paths().LogFile(ProcessName), logTailLines))
+			return false, fmt.Errorf("the registry exited; its log ends:\n%s", procs.ExitedTail(ctx, ProcessName, logTailLines))
 		}
 		return false, nil
 	})

@@ -105,7 +105,7 @@ func (f Forwarders) Start(ctx context.Context) ([]string, error) {
 		}
 		err = wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
 			if _, ok := f.Procs.Running(name); !ok {
-				return false, fmt.Errorf("the registry forwarder on %s exited; its log ends:\n%s", mirror, supervise.Tail(f.Procs.LogFile(name), logTailLines))
+				return false, fmt.Errorf("the registry forwarder on %s exited; its log ends:\n%s", mirror, f.Procs.ExitedTail(ctx, name, logTailLines))
 			}
 			// Bound to the bridge, the forwarder still takes the
 			// host's own connections (TestForwardOnlyFromTheBridge).

@@ -240,7 +240,7 @@ func (l LB) waitServing(ctx context.Context) error {
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, startPollInterval, StartTimeout, true, func(ctx context.Context) (bool, error) {
 		if _, ok := l.Procs.Running(ProcessName); !ok {
-			return false, fmt.Errorf("haproxy exited; its log ends:\n%s", l.logTail())
+			return false, fmt.Errorf("haproxy exited; its log ends:\n%s", l.Procs.ExitedTail(ctx, ProcessName, logTailLines))
 		}
 		d := net.Dialer{Timeout: dialTimeout}
 		conn, err := d.DialContext(ctx, "tcp", l.Config.Frontend)
@@ -306,7 +306,7 @@ func (l LB) Reload(ctx context.Context) error {
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, reloadPollInterval, ReloadTimeout, false, func(ctx context.Context) (bool, error) {
 		if _, ok := l.Procs.Running(ProcessName); !ok {
-			return false, fmt.Errorf("haproxy exited on reload; its log ends:\n%s", l.logTail())
+			return false, fmt.Errorf("haproxy exited on reload; its log ends:\n%s", l.Procs.ExitedTail(ctx, ProcessName, logTailLines))
 		}
 		info, err := api.Info(ctx)
 		if err != nil {

@@ -339,6 +339,17 @@ func (p Dir) stopLogWriter(ctx context.Context, name string) error {
 	return nil
 }
 
+// ExitedTail is the last n lines of the log of name, a process that has
+// exited, once its log writer has written what the process left (it ends
+// when its pipe does; waited for up to LogDrainTimeout): read at once,
+// the tail would miss the lines that say why it exited.
+func (p Dir) ExitedTail(ctx context.Context, name string, n int) string {
+	if pid, ok := p.LogWriterRunning(name); ok {
+		_ = waitGone(ctx, pid, LogDrainTimeout)
+	}
+	return Tail(p.LogFile(name), n)
+}
+
 // OpenLog reads a daemon's log with its rotated generations before it,
 // oldest first: the whole log devk kept. The files are opened newest
 // first and read through the descriptors, so a rotation while it reads
