@@ -89,7 +89,7 @@ type Options struct {
 // Cluster is the state the up and down phases share.
 type Cluster struct {
 	Options
-	layout.Paths
+	layout.NodeFiles
 	Config layout.Config
 	// Home is the resolved DEVK_HOME.
 	Home string
@@ -149,7 +149,7 @@ func Open(o Options) (*Cluster, error) {
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = DefaultWaitTimeout
 	}
-	c := &Cluster{Options: o, Home: home, Paths: layout.ClusterPaths(home, o.Name)}
+	c := &Cluster{Options: o, Home: home, NodeFiles: layout.ClusterPaths(home, o.Name)}
 	cfg, err := layout.ReadConfig(c.ConfigFile())
 	switch {
 	case err == nil:

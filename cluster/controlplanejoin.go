@@ -54,7 +54,7 @@ var nodeControlPlaneKubeconfigs = []string{"admin", "controller-manager", "sched
 // networks). Its Client would read n's super-admin.conf, which n does
 // not have: ask c's.
 func (c *Cluster) asNode(n node) *Cluster {
-	v := &Cluster{Options: c.Options, Paths: n.Paths, Config: c.Config, Home: c.Home, existed: c.existed}
+	v := &Cluster{Options: c.Options, NodeFiles: n.NodeFiles, Config: c.Config, Home: c.Home, existed: c.existed}
 	v.Config.NodeName, v.Config.AdvertiseIP, v.Config.CRISocket = n.Name(), n.IP(), c.criSocket(n)
 	return v
 }

@@ -36,7 +36,7 @@ const (
 // control plane is down. (A real API server for the objects part needs
 // etcd, the apiserver's certificates and a minute of start; the e2e
 // suite exports a real cluster.)
-func exportFixture(t *testing.T) (home string, p layout.Paths, cfg layout.Config) {
+func exportFixture(t *testing.T) (home string, p layout.NodeFiles, cfg layout.Config) {
 	t.Helper()
 	home = t.TempDir()
 	p = layout.ClusterPaths(home, "fix")

@@ -60,7 +60,7 @@ func ensureCgroupRoot(root string) error {
 // kubeletArgs is node n's kubelet's own command line: its binary, then
 // its flags sorted, the config file's extra args over the defaults.
 func (c *Cluster) kubeletArgs(n node) []string {
-	own, flags := kubeletconfig.Flags(c.Config, n.Paths, n.Net)
+	own, flags := kubeletconfig.Flags(c.Config, n.NodeFiles, n.Net)
 	maps.Copy(flags, config.WithoutOwned(config.Kubelet, c.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
 	return append([]string{n.KubeletBinary()}, staticpod.FlagList(flags)...)
@@ -131,7 +131,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 	} else if _, err := os.Stat(n.KubeletBinary()); err != nil {
 		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", n.KubeletBinary())
 	}
-	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: n.Paths, Node: n.Net, CRISocket: c.criSocket(n)})
+	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: n.NodeFiles, Node: n.Net, CRISocket: c.criSocket(n)})
 	if err != nil {
 		return phase.Done, err
 	}

@@ -25,7 +25,7 @@ import (
 // A node being joined is in it from its register phase on; its checks
 // fail until its API server is ready, so HAProxy sends it nothing before.
 func (c *Cluster) loadBalancer() loadbalancer.LB {
-	lp := c.Paths.LoadBalancer()
+	lp := c.NodeFiles.LoadBalancer()
 	var backends []loadbalancer.Backend
 	for _, n := range c.Config.ControlPlanes() {
 		if n.Leaving {
@@ -154,7 +154,7 @@ func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
 			return nil, err
 		}
 		name := n.Name()
-		e := ControlPlaneNode{Name: name, Node: n.Paths.Node(c.asNode(n).Config)}
+		e := ControlPlaneNode{Name: name, Node: n.NodeFiles.Node(c.asNode(n).Config)}
 		if c.Config.HA() {
 			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, name) }
 			e.PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, name, untilUp) }

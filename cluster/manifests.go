@@ -72,7 +72,7 @@ func (c *Cluster) writeManifestWith(_ context.Context, sp StaticPod, in controlp
 	if err != nil {
 		return phase.Done, err
 	}
-	in.Config, in.Paths, in.Image = c.Config, c.Paths, img
+	in.Config, in.Paths, in.Image = c.Config, c.NodeFiles, img
 	if swapped {
 		// The swap's stamp stays with its image: a manifest rewritten for
 		// a changed flag still tells the next up the image was swapped in.

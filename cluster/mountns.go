@@ -42,7 +42,7 @@ var nodeOwnPaths = []string{
 }
 
 // nodeMountNS is the mount namespace of the node whose files are at p.
-func nodeMountNS(p layout.Paths) mountns.Spec {
+func nodeMountNS(p layout.NodeFiles) mountns.Spec {
 	s := mountns.Spec{File: p.MountNS(), Covers: nodeCovers}
 	for _, path := range nodeOwnPaths {
 		s.Binds = append(s.Binds, mountns.Bind{Path: path, Dir: p.NodeFS(path)})
@@ -59,7 +59,7 @@ func (n node) enter(argv ...string) []string {
 // complete (a phase killed while making it leaves one that is made
 // again).
 func ensureMountNS(ctx context.Context, n node) (bool, error) {
-	changed, err := mountns.Ensure(ctx, nodeMountNS(n.Paths))
+	changed, err := mountns.Ensure(ctx, nodeMountNS(n.NodeFiles))
 	if err != nil {
 		return changed, fmt.Errorf("node %s: %w", n.Name(), err)
 	}
@@ -89,7 +89,7 @@ func outsideMountNS(c *Cluster, n node, what string, pid int) error {
 // the host (what a devk from before mount namespaces mounted there: the
 // kubelet's root, the pods' volumes).
 func removeNodeMounts(ctx context.Context, n node) (phase.Outcome, error) {
-	had, err := mountns.Remove(ctx, nodeMountNS(n.Paths), leftoverGrace)
+	had, err := mountns.Remove(ctx, nodeMountNS(n.NodeFiles), leftoverGrace)
 	if err != nil {
 		return phase.Done, err
 	}

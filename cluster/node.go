@@ -18,7 +18,7 @@ import (
 // nodes/<name>/ (layout.Paths.NodeDir).
 type node struct {
 	Net layout.NodeNet
-	layout.Paths
+	layout.NodeFiles
 }
 
 // Name is the node's name (its Node object's).
@@ -32,7 +32,7 @@ func (n node) PodCIDR() string { return n.Net.PodCIDR }
 func (n node) IP() string { return n.Net.IP }
 
 // firstNode is node 0, the control-plane node `devk up` makes.
-func (c *Cluster) firstNode() node { return node{Net: c.Config.ControlPlane(), Paths: c.Paths} }
+func (c *Cluster) firstNode() node { return node{Net: c.Config.ControlPlane(), NodeFiles: c.NodeFiles} }
 
 // nodeNamed is the cluster's node called name.
 func (c *Cluster) nodeNamed(name string) (node, error) {
@@ -43,11 +43,11 @@ func (c *Cluster) nodeNamed(name string) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
-	p, err := c.Paths.NodeDir(c.Config, name)
+	p, err := c.NodeFiles.NodeDir(c.Config, name)
 	if err != nil {
 		return node{}, err
 	}
-	return node{Net: n, Paths: p}, nil
+	return node{Net: n, NodeFiles: p}, nil
 }
 
 // nodes are every node of the cluster, node 0 first.

@@ -254,7 +254,7 @@ func (c *Cluster) Lock() (func(), error) { return c.lock() }
 func (c *Cluster) NodeManifests() []string {
 	out := []string{c.Manifests()}
 	for _, n := range c.Config.Network.Nodes {
-		if p, err := c.Paths.NodeDir(c.Config, n.Name); err == nil {
+		if p, err := c.NodeFiles.NodeDir(c.Config, n.Name); err == nil {
 			out = append(out, p.Manifests())
 		}
 	}

@@ -19,7 +19,7 @@ func (c *Cluster) registryDaemon() registry.Daemon {
 
 // registryPaths is where the embedded registry keeps its pid file, log
 // and store, for every cluster of the home.
-func (c *Cluster) registryPaths() layout.Paths { return c.registryDaemon().Paths() }
+func (c *Cluster) registryPaths() layout.NodeFiles { return c.registryDaemon().Paths() }
 
 // forwarders relay the loopback registries the nodes pull from to the
 // cluster's bridge.

@@ -150,12 +150,12 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		st.LoadBalancer = c.loadBalancerStatus(ctx)
 	}
 	for _, name := range procs {
-		pp := c.Paths
+		pp := c.NodeFiles
 		switch name {
 		case registry.ProcessName:
 			pp = c.registryPaths()
 		case loadbalancer.ProcessName:
-			pp = c.Paths.LoadBalancer()
+			pp = c.NodeFiles.LoadBalancer()
 		}
 		ps := ProcessStatus{Name: name, Log: pp.LogFile(name)}
 		ps.PID, ps.Running = pp.Procs().Running(name)

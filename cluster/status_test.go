@@ -52,7 +52,7 @@ func statusCluster(t *testing.T, home string) *Cluster {
 	cfg.Images = map[string]string{addons.CoreDNS: testCoreDNSImage, addons.KubeProxy: testKubeProxyImage}
 	p := layout.ClusterPaths(home, "st")
 	cfg.CRISocket = p.ContainerdSocket()
-	return &Cluster{Config: cfg, Paths: p, Home: home}
+	return &Cluster{Config: cfg, NodeFiles: p, Home: home}
 }
 
 // writeManifests writes node n's manifests of pods, by up's renderer,
@@ -63,7 +63,7 @@ func writeManifests(t *testing.T, c *Cluster, n node, images map[string]string) 
 		t.Fatal(err)
 	}
 	for pod, img := range images {
-		data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: n.Paths, Image: img})
+		data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: n.NodeFiles, Image: img})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,7 +68,7 @@ func mustOpenWith(t *testing.T, home, name, body string) *Cluster {
 
 func manifestFlags(t *testing.T, c *Cluster, pod string) map[string]string {
 	t.Helper()
-	data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: c.Paths, Image: c.Config.Images[componentOf(pod)]})
+	data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: c.NodeFiles, Image: c.Config.Images[componentOf(pod)]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 		t.Errorf("etcd got --feature-gates=%s; it is not a Kubernetes component", e["feature-gates"])
 	}
 
-	kc, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: c.Paths, CRISocket: cfg.CRISocket})
+	kc, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: c.NodeFiles, CRISocket: cfg.CRISocket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 		kubeletArgs, kubeProxyCommand  []string
 	}
 	stateOf := func(c *Cluster) state {
-		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: c.Paths, CRISocket: c.Config.CRISocket})
+		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: c.NodeFiles, CRISocket: c.Config.CRISocket})
 		kp, _ := addons.KubeProxyConfigYAML(c.Config)
 		return state{string(kc), string(kp), c.kubeletArgs(c.firstNode()), addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs)}
 	}

@@ -199,7 +199,7 @@ type imagesJob struct {
 	ImagesOptions
 	tree   *source.Tree
 	cfg    layout.Config
-	paths  layout.Paths
+	paths  layout.NodeFiles
 	remote *image.Remote
 	list   []TestImage
 	build  *build.Job

@@ -86,7 +86,7 @@ func pinImages(ctx context.Context, j *Job) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	paths := []layout.Paths{j.paths}
+	paths := []layout.NodeFiles{j.paths}
 	if nodes := j.cfg.Network.Nodes; len(nodes) > 0 {
 		paths = nil
 		for _, n := range nodes {

@@ -126,7 +126,7 @@ type Job struct {
 
 	tree       *source.Tree
 	home       string
-	paths      layout.Paths
+	paths      layout.NodeFiles
 	cfg        layout.Config
 	kubeconfig string
 	e2eTest    string

@@ -39,7 +39,7 @@ func fakeCluster(t *testing.T, home, name, manifest string, edit func(*layout.Co
 // writeClusterJSON writes the cluster.json of a new cluster (NewConfig
 // placed on the first node subnet, 10.250.0.0/24, changed by edit) as
 // `devk up` does.
-func writeClusterJSON(t *testing.T, home, name string, edit func(*layout.Config)) layout.Paths {
+func writeClusterJSON(t *testing.T, home, name string, edit func(*layout.Config)) layout.NodeFiles {
 	t.Helper()
 	p := layout.ClusterPaths(home, name)
 	cfg := layout.NewConfig(name)

@@ -42,13 +42,13 @@ func NoCluster(home, name string) *NoClusterError {
 
 // ClusterPaths is where the cluster name under the resolved home keeps
 // its things.
-func ClusterPaths(home, name string) Paths {
-	return Paths{Dir: filepath.Join(home, "clusters", name)}
+func ClusterPaths(home, name string) NodeFiles {
+	return NodeFiles{Dir: filepath.Join(home, "clusters", name)}
 }
 
 // HomePaths is where devk keeps what its clusters share under the
 // resolved home: the embedded registry's storage, pid file and log.
-func HomePaths(home string) Paths { return Paths{Dir: home} }
+func HomePaths(home string) NodeFiles { return NodeFiles{Dir: home} }
 
 // Clusters lists the clusters under the resolved home, sorted.
 func Clusters(home string) []string {
@@ -79,16 +79,16 @@ func Configs(home, except string) []Config {
 // Open reads the config of an existing cluster. home is as HomeDir takes
 // it (empty: $DEVK_HOME, else ~/.devk) and name defaults to DefaultName.
 // A cluster that does not exist is a *NoClusterError.
-func Open(home, name string) (Config, Paths, error) {
+func Open(home, name string) (Config, NodeFiles, error) {
 	if name == "" {
 		name = DefaultName
 	}
 	if err := ValidateName(name); err != nil {
-		return Config{}, Paths{}, err
+		return Config{}, NodeFiles{}, err
 	}
 	h, err := HomeDir(home)
 	if err != nil {
-		return Config{}, Paths{}, err
+		return Config{}, NodeFiles{}, err
 	}
 	p := ClusterPaths(h, name)
 	cfg, err := ReadConfig(p.ConfigFile())
@@ -99,15 +99,15 @@ func Open(home, name string) (Config, Paths, error) {
 }
 
 // ManifestPath is a static pod's manifest file.
-func (p Paths) ManifestPath(podName string) string {
+func (p NodeFiles) ManifestPath(podName string) string {
 	return filepath.Join(p.Manifests(), podName+".yaml")
 }
 
 // PIDFile is where a supervised process's pid and start time are recorded.
-func (p Paths) PIDFile(name string) string { return filepath.Join(p.Run(), name+".pid") }
+func (p NodeFiles) PIDFile(name string) string { return filepath.Join(p.Run(), name+".pid") }
 
 // LogFile is where a supervised process's output goes.
-func (p Paths) LogFile(name string) string { return filepath.Join(p.Logs(), name+".log") }
+func (p NodeFiles) LogFile(name string) string { return filepath.Join(p.Logs(), name+".log") }
 
 // EtcdURL is the client URL of the cluster's etcd.
 func (c Config) EtcdURL() string {
@@ -115,7 +115,7 @@ func (c Config) EtcdURL() string {
 }
 
 // Node is the node of a devk cluster, laid out as Node describes.
-func (p Paths) Node(c Config) Node {
+func (p NodeFiles) Node(c Config) Node {
 	return Node{
 		ManifestsDir:   p.Manifests(),
 		PKIDir:         p.PKI(),
@@ -129,6 +129,6 @@ func (p Paths) Node(c Config) Node {
 
 // Procs is where the processes devk supervises for this directory keep
 // their pid files (run/<name>.pid) and logs (logs/<name>.log).
-func (p Paths) Procs() supervise.Dir {
+func (p NodeFiles) Procs() supervise.Dir {
 	return supervise.Dir{PIDFile: p.PIDFile, LogFile: p.LogFile, Work: p.Dir}
 }

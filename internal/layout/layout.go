@@ -306,13 +306,13 @@ func (c Config) ControlPlanes() []NodeNet {
 	return out
 }
 
-// Paths are where a cluster keeps its things.
-type Paths struct{ Dir string }
+// NodeFiles are where a cluster keeps its things.
+type NodeFiles struct{ Dir string }
 
-func (p Paths) join(elem ...string) string { return filepath.Join(append([]string{p.Dir}, elem...)...) }
+func (p NodeFiles) join(elem ...string) string { return filepath.Join(append([]string{p.Dir}, elem...)...) }
 
 // NodesDir holds the directories of the cluster's nodes other than node 0.
-func (p Paths) NodesDir() string { return p.join("nodes") }
+func (p NodeFiles) NodesDir() string { return p.join("nodes") }
 
 // NodeDir is where node keeps its files (kubelet, containerd, CNI,
 // manifests, logs, pid files: every Paths method that names a node
@@ -320,59 +320,59 @@ func (p Paths) NodesDir() string { return p.join("nodes") }
 // directory itself, as before there were more nodes, so an existing
 // cluster keeps its paths; for any other node of c, nodes/<node>/. A
 // node c does not have is an error naming those it has.
-func (p Paths) NodeDir(c Config, node string) (Paths, error) {
+func (p NodeFiles) NodeDir(c Config, node string) (NodeFiles, error) {
 	if node == c.NodeName {
 		return p, nil
 	}
 	if _, _, err := c.FindNode(node); err != nil {
-		return Paths{}, err
+		return NodeFiles{}, err
 	}
 	dir, err := validname.PathIn(p.NodesDir(), node)
 	if err != nil {
-		return Paths{}, err
+		return NodeFiles{}, err
 	}
-	return Paths{Dir: dir}, nil
+	return NodeFiles{Dir: dir}, nil
 }
 
 // ConfigFile is cluster.json.
-func (p Paths) ConfigFile() string { return p.join("cluster.json") }
+func (p NodeFiles) ConfigFile() string { return p.join("cluster.json") }
 
 // PKI is the certificates dir (kubeadm's /etc/kubernetes/pki).
-func (p Paths) PKI() string { return p.join("pki") }
+func (p NodeFiles) PKI() string { return p.join("pki") }
 
 // Kubeconfig is one of admin, super-admin, controller-manager, scheduler, kubelet.
-func (p Paths) Kubeconfig(name string) string { return p.join(name + ".conf") }
+func (p NodeFiles) Kubeconfig(name string) string { return p.join(name + ".conf") }
 
 // Manifests is the kubelet's staticPodPath.
-func (p Paths) Manifests() string { return p.join("manifests") }
+func (p NodeFiles) Manifests() string { return p.join("manifests") }
 
 // Tmp is for temp files that must not appear in Manifests (same filesystem).
-func (p Paths) Tmp() string { return p.join("tmp") }
+func (p NodeFiles) Tmp() string { return p.join("tmp") }
 
 // KubeletRoot is the kubelet's --root-dir.
-func (p Paths) KubeletRoot() string { return p.join("kubelet") }
+func (p NodeFiles) KubeletRoot() string { return p.join("kubelet") }
 
 // KubeletPKI is the kubelet's --cert-dir: its rotating client
 // certificate store.
-func (p Paths) KubeletPKI() string { return filepath.Join(p.KubeletRoot(), "pki") }
+func (p NodeFiles) KubeletPKI() string { return filepath.Join(p.KubeletRoot(), "pki") }
 
 // KubeletClientCurrent is the kubelet's current client certificate and
 // key (kubelet-client-current.pem in KubeletPKI, a symlink to the latest
 // kubelet-client-<time>.pem), which kubelet.conf names once finalized.
-func (p Paths) KubeletClientCurrent() string {
+func (p NodeFiles) KubeletClientCurrent() string {
 	return filepath.Join(p.KubeletPKI(), "kubelet-client-current.pem")
 }
 
 // KubeletConfig is the kubelet's --config file.
-func (p Paths) KubeletConfig() string { return p.join("kubelet-config.yaml") }
+func (p NodeFiles) KubeletConfig() string { return p.join("kubelet-config.yaml") }
 
 // KubeletBinary is the kubelet the cluster runs (a copy of the built one,
 // so that swapping it is an atomic rename).
-func (p Paths) KubeletBinary() string { return p.join("bin", "kubelet") }
+func (p NodeFiles) KubeletBinary() string { return p.join("bin", "kubelet") }
 
 // Kubectl is the kubectl `devk up` installs for the user, in the home's
 // bin dir (HomePaths): built from the cluster's tree.
-func (p Paths) Kubectl() string { return p.join("bin", "kubectl") }
+func (p NodeFiles) Kubectl() string { return p.join("bin", "kubectl") }
 
 // RegistryCredentialFile is the name of the embedded registry's write
 // credential in the home.
@@ -381,52 +381,52 @@ const RegistryCredentialFile = "registry-credential"
 // RegistryCredential is the embedded registry's write credential, in the
 // home (HomePaths): a secret only root (the running user) may read, which
 // `devk registry serve` requires of every push and devk's own clients send.
-func (p Paths) RegistryCredential() string { return p.join(RegistryCredentialFile) }
+func (p NodeFiles) RegistryCredential() string { return p.join(RegistryCredentialFile) }
 
 // RegistryRoot is the embedded registry's storage (blobs and manifests),
 // in the home (HomePaths): shared by every cluster there.
-func (p Paths) RegistryRoot() string { return p.join("registry") }
+func (p NodeFiles) RegistryRoot() string { return p.join("registry") }
 
 // Etcd is etcd's data dir.
-func (p Paths) Etcd() string { return p.join("etcd") }
+func (p NodeFiles) Etcd() string { return p.join("etcd") }
 
 // BootstrapToken is the file holding the cluster's bootstrap token
 // ("<id>.<secret>", 0600) that joining nodes authenticate and discover
 // the cluster with.
-func (p Paths) BootstrapToken() string { return p.join("bootstrap-token") }
+func (p NodeFiles) BootstrapToken() string { return p.join("bootstrap-token") }
 
 // E2EImages records the test images `devk e2e images` pushed to the
 // cluster's registry, by reference, with their digests: `devk e2e`
 // pins the nodes to them.
-func (p Paths) E2EImages() string { return p.join("e2e-images.json") }
+func (p NodeFiles) E2EImages() string { return p.join("e2e-images.json") }
 
 // Containerd is the private containerd's directory.
-func (p Paths) Containerd() string { return p.join("containerd") }
+func (p NodeFiles) Containerd() string { return p.join("containerd") }
 
 // ContainerdConfig is the private containerd's config.toml.
-func (p Paths) ContainerdConfig() string { return filepath.Join(p.Containerd(), "config.toml") }
+func (p NodeFiles) ContainerdConfig() string { return filepath.Join(p.Containerd(), "config.toml") }
 
 // ContainerdRoot is the private containerd's root (images, snapshots).
-func (p Paths) ContainerdRoot() string { return filepath.Join(p.Containerd(), "root") }
+func (p NodeFiles) ContainerdRoot() string { return filepath.Join(p.Containerd(), "root") }
 
 // ContainerdState is the private containerd's state dir (its runtime
 // state, runc's, and the pods' network namespaces).
-func (p Paths) ContainerdState() string { return filepath.Join(p.Containerd(), "state") }
+func (p NodeFiles) ContainerdState() string { return filepath.Join(p.Containerd(), "state") }
 
 // ContainerdSocket is the private containerd's gRPC socket.
-func (p Paths) ContainerdSocket() string { return p.join("run", "containerd.sock") }
+func (p NodeFiles) ContainerdSocket() string { return p.join("run", "containerd.sock") }
 
 // CNIConfDir is containerd's CNI conf_dir.
-func (p Paths) CNIConfDir() string { return p.join("cni", "net.d") }
+func (p NodeFiles) CNIConfDir() string { return p.join("cni", "net.d") }
 
 // Logs holds the supervised processes' logs and the pods' logs.
-func (p Paths) Logs() string { return p.join("logs") }
+func (p NodeFiles) Logs() string { return p.join("logs") }
 
 // PodLogs is the kubelet's podLogsDir.
-func (p Paths) PodLogs() string { return p.join("logs", "pods") }
+func (p NodeFiles) PodLogs() string { return p.join("logs", "pods") }
 
 // Run holds sockets and pid files.
-func (p Paths) Run() string { return p.join("run") }
+func (p NodeFiles) Run() string { return p.join("run") }
 
 // ReadConfig reads and validates a cluster.json.
 func ReadConfig(path string) (Config, error) {
@@ -459,21 +459,21 @@ func ParseConfig(data []byte, dirName string) (Config, error) {
 }
 
 // CNINetworks is the host-local IPAM plugin's data dir.
-func (p Paths) CNINetworks() string { return p.join("cni", "networks") }
+func (p NodeFiles) CNINetworks() string { return p.join("cni", "networks") }
 
 // LoadBalancer is where an HA cluster keeps its HAProxy: haproxy.cfg,
 // run/ (pid file, stats socket, saved server states) and logs/.
-func (p Paths) LoadBalancer() Paths { return Paths{Dir: p.join("haproxy")} }
+func (p NodeFiles) LoadBalancer() NodeFiles { return NodeFiles{Dir: p.join("haproxy")} }
 
 // MountNS is where the node's mount namespace is kept (a bind mount of
 // its /proc/<pid>/ns/mnt, as `ip netns` keeps network namespaces): what
 // `nsenter --mount=` enters. Its directory, mntns/, is a private mount on
 // the host (a mount namespace can be bound only onto a mount that does
 // not propagate) and holds the namespace's own tmpfs.
-func (p Paths) MountNS() string { return p.join("mntns", "mnt") }
+func (p NodeFiles) MountNS() string { return p.join("mntns", "mnt") }
 
 // NodeFS is the node's own directory for a path the components hard-code
 // (/var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni,
 // /run/containerd, /run/netns): inside the node's mount namespace that
 // path is this directory, so the host's is never written.
-func (p Paths) NodeFS(path string) string { return p.join("fs", path) }
+func (p NodeFiles) NodeFS(path string) string { return p.join("fs", path) }

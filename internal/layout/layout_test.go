@@ -36,7 +36,7 @@ func TestOpenNoCluster(t *testing.T) {
 	}
 }
 
-func writeConfig(t *testing.T, p Paths, cfg Config) {
+func writeConfig(t *testing.T, p NodeFiles, cfg Config) {
 	t.Helper()
 	data, err := EncodeConfig(cfg)
 	if err != nil {

@@ -145,9 +145,9 @@ func TestNodeDirOtherNodes(t *testing.T) {
 		t.Fatalf("worker's dir = %s", w.Dir)
 	}
 	n0, _ := p.NodeDir(c, "devk-control-plane")
-	for _, f := range []func(Paths) string{Paths.ContainerdSocket, Paths.KubeletRoot, Paths.KubeletConfig, Paths.CNIConfDir,
-		Paths.CNINetworks, Paths.Manifests, Paths.PodLogs, func(p Paths) string { return p.PIDFile("kubelet") },
-		func(p Paths) string { return p.Kubeconfig("kubelet") }} {
+	for _, f := range []func(NodeFiles) string{NodeFiles.ContainerdSocket, NodeFiles.KubeletRoot, NodeFiles.KubeletConfig, NodeFiles.CNIConfDir,
+		NodeFiles.CNINetworks, NodeFiles.Manifests, NodeFiles.PodLogs, func(p NodeFiles) string { return p.PIDFile("kubelet") },
+		func(p NodeFiles) string { return p.Kubeconfig("kubelet") }} {
 		if a, b := f(n0), f(w); a == b || !strings.HasPrefix(b, w.Dir+"/") {
 			t.Errorf("node 0's %s and the worker's %s", a, b)
 		}

@@ -35,7 +35,7 @@ type ManifestInput struct {
 	// Config is the cluster's, as seen from the node the pod runs on.
 	Config layout.Config
 	// Paths are that node's files.
-	Paths layout.Paths
+	Paths layout.NodeFiles
 	// Image is the component's image by digest (repo@sha256:…).
 	Image string
 	// Annotations, when set, go on the pod (a swap's stamp, kept).

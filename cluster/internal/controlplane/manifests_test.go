@@ -15,12 +15,12 @@ const digestRef = "127.0.0.1:5000/kube-apiserver@sha256:2734382421542239a49db6b5
 
 // testCluster is a new cluster placed with no other and no host route:
 // its node is 10.250.0.2, the host's bridge 10.250.0.1.
-func testCluster() (layout.Config, layout.Paths) {
+func testCluster() (layout.Config, layout.NodeFiles) {
 	cfg := layout.NewConfig("devk")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
 		panic(err)
 	}
-	return cfg, layout.Paths{Dir: "/home/u/.devk/clusters/devk"}
+	return cfg, layout.NodeFiles{Dir: "/home/u/.devk/clusters/devk"}
 }
 
 func parseManifest(t *testing.T, data []byte) corev1.Pod {

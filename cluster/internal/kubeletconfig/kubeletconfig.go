@@ -16,7 +16,7 @@ import (
 type Input struct {
 	Config layout.Config
 	// Paths are the node's (layout.Paths.NodeDir).
-	Paths layout.Paths
+	Paths layout.NodeFiles
 	// Node is the node the kubelet runs; zero means node 0 as Config
 	// names it.
 	Node layout.NodeNet
@@ -104,7 +104,7 @@ const BootstrapKubeconfig = "bootstrap-kubelet"
 // its config file. n is the node it runs (zero: node 0), p its files; a node that joined (any but node 0,
 // whose credential devk issues) gets its client certificate by TLS
 // bootstrap.
-func Flags(cfg layout.Config, p layout.Paths, n layout.NodeNet) (own, defaults map[string]string) {
+func Flags(cfg layout.Config, p layout.NodeFiles, n layout.NodeNet) (own, defaults map[string]string) {
 	if n.Name == "" {
 		n = cfg.ControlPlane()
 	}

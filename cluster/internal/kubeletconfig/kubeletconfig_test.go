@@ -11,13 +11,13 @@ import (
 // testCluster is a new cluster placed with no other and no host route
 // (its node 0 is 10.250.0.2), and a worker it added (10.250.0.3): the
 // worker's files are its own (Paths.NodeDir).
-func testCluster(t *testing.T) (cfg layout.Config, p layout.Paths, worker layout.NodeNet, wp layout.Paths) {
+func testCluster(t *testing.T) (cfg layout.Config, p layout.NodeFiles, worker layout.NodeNet, wp layout.NodeFiles) {
 	t.Helper()
 	cfg = layout.NewConfig("devk")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	p = layout.Paths{Dir: "/home/u/.devk/clusters/devk"}
+	p = layout.NodeFiles{Dir: "/home/u/.devk/clusters/devk"}
 	worker, err := cfg.AddNode("devk-worker", layout.RoleWorker, nil)
 	if err != nil {
 		t.Fatal(err)
