@@ -64,7 +64,7 @@ func exportFixture(t *testing.T) (home string, p layout.NodeFiles, cfg layout.Co
 		p.LogFile("kubelet") + ".1":                "I0101 kubelet newest generation\n",
 		p.LogFile("containerd"):                    "level=info msg=\"containerd started\"\n",
 		p.LogFile("forward-5000"):                  "forwarding\n",
-		layout.HomePaths(home).LogFile("registry"): "registry listening\n",
+		layout.HomeFiles(home).LogFile("registry"): "registry listening\n",
 		p.KubeletConfig():                          "kind: KubeletConfiguration\n",
 		p.ManifestPath("kube-apiserver"):           "kind: Pod # apiserver\n",
 		p.ManifestPath("etcd"):                     "kind: Pod # etcd\n",

@@ -86,7 +86,7 @@ func (c *Cluster) baseCache() string { return filepath.Join(c.Home, "cache", "de
 func (c *Cluster) pauseCache() string { return filepath.Join(c.Home, "cache", "pause") }
 
 // KubectlPath is the kubectl up installs, built from the cluster's tree.
-func (c *Cluster) KubectlPath() string { return layout.HomePaths(c.Home).Kubectl() }
+func (c *Cluster) KubectlPath() string { return layout.HomeFiles(c.Home).Kubectl() }
 
 // recordImage records component's image in the config; it reports
 // whether that changed it.

@@ -199,7 +199,7 @@ type imagesJob struct {
 	ImagesOptions
 	tree   *source.Tree
 	cfg    layout.Config
-	paths  layout.NodeFiles
+	paths  layout.ClusterFiles
 	remote *image.Remote
 	list   []TestImage
 	build  *build.Job

@@ -86,16 +86,13 @@ func pinImages(ctx context.Context, j *Job) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	paths := []layout.NodeFiles{j.paths}
-	if nodes := j.cfg.Network.Nodes; len(nodes) > 0 {
-		paths = nil
-		for _, n := range nodes {
-			p, err := j.paths.NodeDir(j.cfg, n.Name)
-			if err != nil {
-				return phase.Done, err
-			}
-			paths = append(paths, p)
+	var paths []layout.NodeFiles
+	for _, n := range j.cfg.Network.Nodes {
+		p, err := j.paths.Node(j.cfg, n.Name)
+		if err != nil {
+			return phase.Done, err
 		}
+		paths = append(paths, p)
 	}
 	for _, p := range paths {
 		if err := pinNode(ctx, p.ContainerdSocket(), pinned); err != nil {

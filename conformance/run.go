@@ -126,7 +126,7 @@ type Job struct {
 
 	tree       *source.Tree
 	home       string
-	paths      layout.NodeFiles
+	paths      layout.ClusterFiles
 	cfg        layout.Config
 	kubeconfig string
 	e2eTest    string
@@ -175,7 +175,7 @@ func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
 	if j.home, err = layout.HomeDir(j.Home); err != nil {
 		return phase.Done, err
 	}
-	j.cfg, j.paths, j.kubeconfig = cfg, p, p.Kubeconfig("admin")
+	j.cfg, j.paths, j.kubeconfig = cfg, p, p.FirstNode().Kubeconfig("admin")
 	j.Result.Cluster = cfg.Name
 	if j.tree, err = source.Open(j.TreeDir); err != nil {
 		return phase.Done, err
@@ -342,7 +342,7 @@ func (j *Job) frameworkFlags(dir string) []string {
 		"--kubeconfig=" + j.kubeconfig,
 		"--provider=local",
 		fmt.Sprintf("--num-nodes=%d", j.Result.Nodes),
-		"--kubectl-path=" + layout.HomePaths(j.home).Kubectl(),
+		"--kubectl-path=" + layout.HomeFiles(j.home).Kubectl(),
 		"--report-dir=" + dir,
 		"--e2e-output-dir=" + dir,
 		"--disable-log-dump", // the local provider's log dump would ssh to nodes

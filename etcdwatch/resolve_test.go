@@ -26,7 +26,7 @@ func writeFile(t *testing.T, path, content string) {
 // given, the API server's manifest.
 func fakeCluster(t *testing.T, home, name, manifest string, edit func(*layout.Config)) string {
 	t.Helper()
-	p := writeClusterJSON(t, home, name, edit)
+	p := writeClusterJSON(t, home, name, edit).FirstNode()
 	writeFile(t, filepath.Join(p.PKI(), "etcd", "ca.crt"), "ca")
 	writeFile(t, filepath.Join(p.PKI(), "apiserver-etcd-client.crt"), "crt")
 	writeFile(t, filepath.Join(p.PKI(), "apiserver-etcd-client.key"), "key")
@@ -39,9 +39,9 @@ func fakeCluster(t *testing.T, home, name, manifest string, edit func(*layout.Co
 // writeClusterJSON writes the cluster.json of a new cluster (NewConfig
 // placed on the first node subnet, 10.250.0.0/24, changed by edit) as
 // `devk up` does.
-func writeClusterJSON(t *testing.T, home, name string, edit func(*layout.Config)) layout.NodeFiles {
+func writeClusterJSON(t *testing.T, home, name string, edit func(*layout.Config)) layout.ClusterFiles {
 	t.Helper()
-	p := layout.ClusterPaths(home, name)
+	p := layout.HomeFiles(home).Cluster(name)
 	cfg := layout.NewConfig(name)
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
 		t.Fatal(err)

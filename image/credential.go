@@ -35,7 +35,7 @@ func DefaultCredentialFile() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return layout.HomePaths(home).RegistryCredential(), nil
+	return layout.HomeFiles(home).RegistryCredential(), nil
 }
 
 // LoadCredential reads the secret from a credential file, which must be
@@ -149,7 +149,7 @@ func (k credentialKeychain) Resolve(res authn.Resource) (authn.Authenticator, er
 // a registry wins), then the registry credential of devk's home (a
 // resolved $DEVK_HOME): what devk's clients push with.
 func KeychainFor(home string) authn.Keychain {
-	return authn.NewMultiKeychain(authn.DefaultKeychain, CredentialKeychain(layout.HomePaths(home).RegistryCredential()))
+	return authn.NewMultiKeychain(authn.DefaultKeychain, CredentialKeychain(layout.HomeFiles(home).RegistryCredential()))
 }
 
 // defaultKeychain is KeychainFor $DEVK_HOME (else ~/.devk).

@@ -73,7 +73,7 @@ type Daemon struct {
 
 // Paths is where it keeps its pid file and log ($DEVK_HOME/run and
 // $DEVK_HOME/logs), its store and its credential.
-func (d Daemon) Paths() layout.NodeFiles { return layout.HomePaths(d.Home) }
+func (d Daemon) Paths() layout.Home { return layout.HomeFiles(d.Home) }
 
 // argv is the command line that serves d.
 func (d Daemon) argv() ([]string, error) {

@@ -106,7 +106,7 @@ func TestForwarders(t *testing.T) {
 	ctx := context.Background()
 	reg := serve(t, t.TempDir())
 	f := Forwarders{
-		Procs: layout.NodeFiles{Dir: t.TempDir()}.Procs(),
+		Procs: layout.Supervised{Dir: t.TempDir()}.Procs(),
 		// 127.0.0.2 is on lo too: the mirror takes the registry's port
 		// on another address, as it does on the bridge.
 		Network:    layout.Network{HostIP: "127.0.0.2", HostBridge: "lo", Subnet: "10.99.0.0/24"},

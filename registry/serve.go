@@ -24,7 +24,7 @@ func DefaultRoot() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("keep the registry in a home directory (or pass --root): %w", err)
 	}
-	return layout.HomePaths(home).RegistryRoot(), nil
+	return layout.HomeFiles(home).RegistryRoot(), nil
 }
 
 // ServeOptions configure Serve.

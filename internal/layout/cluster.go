@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/devk/devk/internal/supervise"
 )
 
 // ErrNoCluster is what Open's error is (errors.Is) when the cluster does
@@ -40,15 +39,6 @@ func NoCluster(home, name string) *NoClusterError {
 	return &NoClusterError{Home: home, Name: name, Others: Clusters(home)}
 }
 
-// ClusterPaths is where the cluster name under the resolved home keeps
-// its things.
-func ClusterPaths(home, name string) NodeFiles {
-	return NodeFiles{Dir: filepath.Join(home, "clusters", name)}
-}
-
-// HomePaths is where devk keeps what its clusters share under the
-// resolved home: the embedded registry's storage, pid file and log.
-func HomePaths(home string) NodeFiles { return NodeFiles{Dir: home} }
 
 // Clusters lists the clusters under the resolved home, sorted.
 func Clusters(home string) []string {
@@ -69,7 +59,7 @@ func Configs(home, except string) []Config {
 		if name == except {
 			continue
 		}
-		if cfg, err := ReadConfig(ClusterPaths(home, name).ConfigFile()); err == nil {
+		if cfg, err := ReadConfig(HomeFiles(home).Cluster(name).ConfigFile()); err == nil {
 			out = append(out, cfg)
 		}
 	}
@@ -79,18 +69,18 @@ func Configs(home, except string) []Config {
 // Open reads the config of an existing cluster. home is as HomeDir takes
 // it (empty: $DEVK_HOME, else ~/.devk) and name defaults to DefaultName.
 // A cluster that does not exist is a *NoClusterError.
-func Open(home, name string) (Config, NodeFiles, error) {
+func Open(home, name string) (Config, ClusterFiles, error) {
 	if name == "" {
 		name = DefaultName
 	}
 	if err := ValidateName(name); err != nil {
-		return Config{}, NodeFiles{}, err
+		return Config{}, ClusterFiles{}, err
 	}
 	h, err := HomeDir(home)
 	if err != nil {
-		return Config{}, NodeFiles{}, err
+		return Config{}, ClusterFiles{}, err
 	}
-	p := ClusterPaths(h, name)
+	p := HomeFiles(h).Cluster(name)
 	cfg, err := ReadConfig(p.ConfigFile())
 	if errors.Is(err, fs.ErrNotExist) {
 		return Config{}, p, NoCluster(h, name)
@@ -98,37 +88,17 @@ func Open(home, name string) (Config, NodeFiles, error) {
 	return cfg, p, err
 }
 
-// ManifestPath is a static pod's manifest file.
-func (p NodeFiles) ManifestPath(podName string) string {
-	return filepath.Join(p.Manifests(), podName+".yaml")
+// NodeEtcdURL is the client URL of control-plane node n's etcd member.
+func (c Config) NodeEtcdURL(n NodeNet) string {
+	return "https://" + net.JoinHostPort(n.IP, strconv.Itoa(c.Ports.EtcdClient))
 }
 
-// PIDFile is where a supervised process's pid and start time are recorded.
-func (p NodeFiles) PIDFile(name string) string { return filepath.Join(p.Run(), name+".pid") }
-
-// LogFile is where a supervised process's output goes.
-func (p NodeFiles) LogFile(name string) string { return filepath.Join(p.Logs(), name+".log") }
-
-// EtcdURL is the client URL of the cluster's etcd.
-func (c Config) EtcdURL() string {
-	return "https://" + net.JoinHostPort(c.AdvertiseIP, strconv.Itoa(c.Ports.EtcdClient))
-}
-
-// Node is the node of a devk cluster, laid out as Node describes.
-func (p NodeFiles) Node(c Config) Node {
-	return Node{
-		ManifestsDir:   p.Manifests(),
-		PKIDir:         p.PKI(),
-		Kubeconfig:     p.Kubeconfig("admin"),
-		CRISocket:      c.CRISocket,
-		KubeletRootDir: p.KubeletRoot(),
-		EtcdURL:        c.EtcdURL(),
-		NetNS:          c.NodeNetNS(c.NodeName),
+// NodeCRISocket is the runtime of node n, whose files are p: node 0's is
+// the cluster's CRISocket (devk's containerd, or one the user runs), every
+// other node's its own containerd's.
+func (c Config) NodeCRISocket(n NodeNet, p NodeFiles) string {
+	if len(c.Network.Nodes) == 0 || n.Name == c.ControlPlane().Name {
+		return c.CRISocket
 	}
-}
-
-// Procs is where the processes devk supervises for this directory keep
-// their pid files (run/<name>.pid) and logs (logs/<name>.log).
-func (p NodeFiles) Procs() supervise.Dir {
-	return supervise.Dir{PIDFile: p.PIDFile, LogFile: p.LogFile, Work: p.Dir}
+	return p.ContainerdSocket()
 }

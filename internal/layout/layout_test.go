@@ -17,7 +17,7 @@ func TestOpenNoCluster(t *testing.T) {
 		t.Fatalf("Open of a missing cluster: %v", err)
 	}
 	cfg := placed(t, "devk")
-	p := ClusterPaths(home, "devk")
+	p := HomeFiles(home).Cluster("devk")
 	os.MkdirAll(p.Dir, 0o755)
 	os.WriteFile(p.ConfigFile(), []byte(`{"name":"devk"}`), 0o644)
 	if _, _, err := Open(home, "devk"); err == nil || errors.Is(err, ErrNoCluster) {
@@ -36,7 +36,7 @@ func TestOpenNoCluster(t *testing.T) {
 	}
 }
 
-func writeConfig(t *testing.T, p NodeFiles, cfg Config) {
+func writeConfig(t *testing.T, p ClusterFiles, cfg Config) {
 	t.Helper()
 	data, err := EncodeConfig(cfg)
 	if err != nil {
@@ -91,8 +91,8 @@ spec:
 	}
 	// A devk cluster's node uses its own etcd address.
 	cfg := NewConfig("devk")
-	cfg.AdvertiseIP, cfg.Ports.EtcdClient = "127.0.0.2", 12379
-	if got := ClusterPaths(dir, "devk").Node(cfg).Etcd().Endpoints; !reflect.DeepEqual(got, []string{"https://127.0.0.2:12379"}) {
+	cfg.Ports.EtcdClient = 12379
+	if got := HomeFiles(dir).Cluster("devk").FirstNode().ControlPlane(cfg, NodeNet{Name: "n", IP: "127.0.0.2"}).Etcd().Endpoints; !reflect.DeepEqual(got, []string{"https://127.0.0.2:12379"}) {
 		t.Fatalf("devk node's etcd = %v", got)
 	}
 }

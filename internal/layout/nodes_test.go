@@ -46,12 +46,12 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 		t.Fatalf("NodeIndex(%s) = %d, %v; want 0", n0.IP, i, err)
 	}
 
-	nd, err := p.NodeDir(cfg, cfg.NodeName)
-	if err != nil || nd != p {
+	nd, err := p.Node(cfg, cfg.NodeName)
+	if err != nil || nd != p.FirstNode() {
 		t.Fatalf("NodeDir(node 0) = %+v, %v; want the cluster dir %s", nd, err, p.Dir)
 	}
 	for _, tc := range []struct{ what, got, want string }{
-		{"ConfigFile", nd.ConfigFile(), "cluster.json"},
+		{"ConfigFile", p.ConfigFile(), "cluster.json"},
 		{"PKI", nd.PKI(), "pki"},
 		{"Kubeconfig(admin)", nd.Kubeconfig("admin"), "admin.conf"},
 		{"Kubeconfig(super-admin)", nd.Kubeconfig("super-admin"), "super-admin.conf"},
@@ -65,7 +65,9 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 		{"KubeletConfig", nd.KubeletConfig(), "kubelet-config.yaml"},
 		{"KubeletBinary", nd.KubeletBinary(), "bin/kubelet"},
 		{"Etcd", nd.Etcd(), "etcd"},
-		{"BootstrapToken", nd.BootstrapToken(), "bootstrap-token"},
+		{"BootstrapToken", p.BootstrapToken(), "bootstrap-token"},
+		{"E2EImages", p.E2EImages(), "e2e-images.json"},
+		{"LoadBalancer", p.LoadBalancer().PIDFile("haproxy"), "haproxy/run/haproxy.pid"},
 		{"Containerd", nd.Containerd(), "containerd"},
 		{"ContainerdConfig", nd.ContainerdConfig(), "containerd/config.toml"},
 		{"ContainerdRoot", nd.ContainerdRoot(), "containerd/root"},
@@ -91,8 +93,9 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 	if !strings.HasSuffix(cfg.CRISocket, "/clusters/devk/run/containerd.sock") {
 		t.Errorf("recorded criSocket %s is not the node dir's run/containerd.sock", cfg.CRISocket)
 	}
-	if got, want := nd.Node(cfg), p.Node(cfg); got != want || got.ManifestsDir != filepath.Join(dir, "manifests") || got.KubeletRootDir != filepath.Join(dir, "kubelet") {
-		t.Errorf("Node of node 0's dir = %+v, want %+v", got, want)
+	if got := nd.ControlPlane(cfg, n0); got.ManifestsDir != filepath.Join(dir, "manifests") || got.KubeletRootDir != filepath.Join(dir, "kubelet") ||
+		got.CRISocket != cfg.CRISocket || got.NetNS != n0.NetNSPath() || got.EtcdURL != "https://10.250.0.2:2379" {
+		t.Errorf("node 0 as a control-plane node = %+v", got)
 	}
 
 	// Saved again (as SaveConfig writes it) it says the role and cgroup
@@ -131,20 +134,20 @@ func addNode(t *testing.T, c *Config, name, role string) NodeNet {
 	return n
 }
 
-// TestNodeDirOtherNodes: every node but node 0 has its own directory
+// TestNodeFilesOtherNodes: every node but node 0 has its own directory
 // under nodes/, so two kubelets and two containerds never share a file.
-func TestNodeDirOtherNodes(t *testing.T) {
+func TestNodeFilesOtherNodes(t *testing.T) {
 	c := placed(t, "devk")
 	addNode(t, &c, "devk-worker", RoleWorker)
-	p := ClusterPaths("/h", "devk")
-	w, err := p.NodeDir(c, "devk-worker")
+	p := HomeFiles("/h").Cluster("devk")
+	w, err := p.Node(c, "devk-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w.Dir != "/h/clusters/devk/nodes/devk-worker" {
 		t.Fatalf("worker's dir = %s", w.Dir)
 	}
-	n0, _ := p.NodeDir(c, "devk-control-plane")
+	n0, _ := p.Node(c, "devk-control-plane")
 	for _, f := range []func(NodeFiles) string{NodeFiles.ContainerdSocket, NodeFiles.KubeletRoot, NodeFiles.KubeletConfig, NodeFiles.CNIConfDir,
 		NodeFiles.CNINetworks, NodeFiles.Manifests, NodeFiles.PodLogs, func(p NodeFiles) string { return p.PIDFile("kubelet") },
 		func(p NodeFiles) string { return p.Kubeconfig("kubelet") }} {
@@ -153,8 +156,8 @@ func TestNodeDirOtherNodes(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"devk-other", "../devk", "nodes", ""} {
-		if _, err := p.NodeDir(c, name); err == nil || !strings.Contains(err.Error(), "its nodes: devk-control-plane, devk-worker") {
-			t.Errorf("NodeDir(%q): %v; want an error listing the nodes", name, err)
+		if _, err := p.Node(c, name); err == nil || !strings.Contains(err.Error(), "its nodes: devk-control-plane, devk-worker") {
+			t.Errorf("Node(%q): %v; want an error listing the nodes", name, err)
 		}
 	}
 }

@@ -20,19 +20,19 @@ type Check struct {
 	Healthy func(ctx context.Context) error
 }
 
-// Checks are the health checks of the control plane of the node cfg is
-// seen from, in start order: each component's own health endpoint.
-func Checks(cfg layout.Config) []Check {
+// Checks are the health checks of the control plane of node n, in start
+// order: each component's own health endpoint.
+func Checks(cfg layout.Config, n layout.NodeNet) []Check {
 	probe := func(port int, path string) func(context.Context) error {
 		return func(ctx context.Context) error {
-			return kube.Probe(ctx, "https://"+net.JoinHostPort(cfg.AdvertiseIP, strconv.Itoa(port))+path)
+			return kube.Probe(ctx, "https://"+net.JoinHostPort(n.IP, strconv.Itoa(port))+path)
 		}
 	}
 	return []Check{
 		// etcd's health is on the node's loopback: asked from inside it.
 		{"etcd", func(ctx context.Context) error {
 			u := "http://" + net.JoinHostPort(etcdMetricsHost, strconv.Itoa(cfg.Ports.EtcdMetrics)) + "/health"
-			return kube.ProbeIn(ctx, cfg.NodeNetNS(cfg.NodeName), u)
+			return kube.ProbeIn(ctx, n.NetNSPath(), u)
 		}},
 		// The node's own API server (with a load balancer, clients reach
 		// it through that; its checks ask the same /readyz).

@@ -32,10 +32,11 @@ const imageBinDir = "/usr/local/bin"
 
 // ManifestInput is what a static pod manifest depends on.
 type ManifestInput struct {
-	// Config is the cluster's, as seen from the node the pod runs on.
+	// Config is the cluster's.
 	Config layout.Config
-	// Paths are that node's files.
-	Paths layout.NodeFiles
+	// Node is the control-plane node the pod runs on; Files are its files.
+	Node  layout.NodeNet
+	Files layout.NodeFiles
 	// Image is the component's image by digest (repo@sha256:…).
 	Image string
 	// Annotations, when set, go on the pod (a swap's stamp, kept).
@@ -122,19 +123,19 @@ const etcdMetricsHost = "127.0.0.1"
 // etcdPod is etcd serving clients and its one peer on the advertise
 // address, with the etcd CA's certificates.
 func etcdPod(in ManifestInput) podSpec {
-	cfg, p := in.Config, in.Paths
-	ip, dir := cfg.AdvertiseIP, p.PKI()
+	cfg, p := in.Config, in.Files
+	ip, dir := in.Node.IP, p.PKI()
 	client, peer := EtcdClientURL(cfg, ip), EtcdPeerURL(cfg, ip)
 	etcdCA := pki.CertPath(dir, layout.EtcdCAName)
 	s := podSpec{
 		args: map[string]string{
-			"name":                        cfg.NodeName,
+			"name":                        in.Node.Name,
 			"data-dir":                    p.Etcd(),
 			"advertise-client-urls":       client,
 			"listen-client-urls":          client,
 			"initial-advertise-peer-urls": peer,
 			"listen-peer-urls":            peer,
-			"initial-cluster":             cfg.NodeName + "=" + peer,
+			"initial-cluster":             in.Node.Name + "=" + peer,
 			"listen-metrics-urls":         url("http", etcdMetricsHost, cfg.Ports.EtcdMetrics),
 			"cert-file":                   pki.CertPath(dir, "etcd/server"),
 			"key-file":                    pki.KeyPath(dir, "etcd/server"),
@@ -163,8 +164,8 @@ func etcdPod(in ManifestInput) podSpec {
 // apiserverPod is the API server on the advertise address, a client of
 // etcd there, with kubeadm's authentication and authorization.
 func apiserverPod(in ManifestInput) podSpec {
-	cfg, p := in.Config, in.Paths
-	ip, dir := cfg.AdvertiseIP, p.PKI()
+	cfg, p := in.Config, in.Files
+	ip, dir := in.Node.IP, p.PKI()
 	s := podSpec{
 		args: map[string]string{
 			"advertise-address":                ip,
@@ -175,7 +176,7 @@ func apiserverPod(in ManifestInput) podSpec {
 			"etcd-cafile":                      pki.CertPath(dir, layout.EtcdCAName),
 			"etcd-certfile":                    pki.CertPath(dir, layout.APIServerEtcdClient),
 			"etcd-keyfile":                     pki.KeyPath(dir, layout.APIServerEtcdClient),
-			"etcd-servers":                     cfg.EtcdURL(),
+			"etcd-servers":                     cfg.NodeEtcdURL(in.Node),
 			"kubelet-client-certificate":       pki.CertPath(dir, "apiserver-kubelet-client"),
 			"kubelet-client-key":               pki.KeyPath(dir, "apiserver-kubelet-client"),
 			"proxy-client-cert-file":           pki.CertPath(dir, "front-proxy-client"),
@@ -229,8 +230,8 @@ type controller struct {
 
 // controllerPod is the static pod of a controller.
 func controllerPod(in ManifestInput, ct controller) podSpec {
-	ip, dir := in.Config.AdvertiseIP, in.Paths.PKI()
-	kc := in.Paths.Kubeconfig(ct.kubeconfig)
+	ip, dir := in.Node.IP, in.Files.PKI()
+	kc := in.Files.Kubeconfig(ct.kubeconfig)
 	crt, key := pki.CertPath(dir, ct.serving), pki.KeyPath(dir, ct.serving)
 	s := podSpec{
 		args: map[string]string{
@@ -279,7 +280,7 @@ const (
 )
 
 func controllerManagerPod(in ManifestInput) podSpec {
-	cfg, dir := in.Config, in.Paths.PKI()
+	cfg, dir := in.Config, in.Files.PKI()
 	return controllerPod(in, controller{
 		kubeconfig: "controller-manager",
 		serving:    pki.ControllerManagerServer,

@@ -15,21 +15,11 @@ import (
 // Input is what the kubelet's config depends on.
 type Input struct {
 	Config layout.Config
-	// Paths are the node's (layout.Paths.NodeDir).
-	Paths layout.NodeFiles
-	// Node is the node the kubelet runs; zero means node 0 as Config
-	// names it.
-	Node layout.NodeNet
+	// Node is the node the kubelet runs; Files are its files.
+	Node  layout.NodeNet
+	Files layout.NodeFiles
 	// CRISocket is the runtime's unix socket path.
 	CRISocket string
-}
-
-// kubeletNode is in.Node, or node 0 of in.Config when zero.
-func (in Input) kubeletNode() layout.NodeNet {
-	if in.Node.Name != "" {
-		return in.Node
-	}
-	return in.Config.ControlPlane()
 }
 
 // YAML renders the KubeletConfiguration: cgroupfs (no
@@ -37,7 +27,7 @@ func (in Input) kubeletNode() layout.NodeNet {
 // the kubelet refuses v1 unless told), the static pod dir, the runtime's
 // socket, webhook authn/authz as kubeadm, and every port on loopback.
 func YAML(in Input) ([]byte, error) {
-	cfg, p, n := in.Config, in.Paths, in.kubeletNode()
+	cfg, p, n := in.Config, in.Files, in.Node
 	m := map[string]any{
 		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
 		"kind":                     "KubeletConfiguration",
@@ -101,13 +91,10 @@ const BootstrapKubeconfig = "bootstrap-kubelet"
 // Flags are the kubelet's flags, split as the control plane's are: devk's
 // own (files, names, addresses; config.Owned lists them) and the defaults
 // a config file's kubelet.extraArgs may change. Its feature gates are in
-// its config file. n is the node it runs (zero: node 0), p its files; a node that joined (any but node 0,
-// whose credential devk issues) gets its client certificate by TLS
-// bootstrap.
+// its config file. n is the node it runs, p its files; a node that joined
+// (any but node 0, whose credential devk issues) gets its client
+// certificate by TLS bootstrap.
 func Flags(cfg layout.Config, p layout.NodeFiles, n layout.NodeNet) (own, defaults map[string]string) {
-	if n.Name == "" {
-		n = cfg.ControlPlane()
-	}
 	own = map[string]string{
 		"config":            p.KubeletConfig(),
 		"kubeconfig":        p.Kubeconfig("kubelet"),
@@ -116,7 +103,7 @@ func Flags(cfg layout.Config, p layout.NodeFiles, n layout.NodeNet) (own, defaul
 		"hostname-override": n.Name,
 		"node-ip":           n.IP,
 	}
-	if n.Name != cfg.NodeName {
+	if n.Name != cfg.ControlPlane().Name {
 		own["bootstrap-kubeconfig"] = p.Kubeconfig(BootstrapKubeconfig)
 	}
 	return own, map[string]string{"v": "1"}

@@ -10,19 +10,20 @@ import (
 
 // testCluster is a new cluster placed with no other and no host route
 // (its node 0 is 10.250.0.2), and a worker it added (10.250.0.3): the
-// worker's files are its own (Paths.NodeDir).
+// worker's files are its own (ClusterFiles.Node).
 func testCluster(t *testing.T) (cfg layout.Config, p layout.NodeFiles, worker layout.NodeNet, wp layout.NodeFiles) {
 	t.Helper()
 	cfg = layout.NewConfig("devk")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	p = layout.NodeFiles{Dir: "/home/u/.devk/clusters/devk"}
+	cp := layout.HomeFiles("/home/u/.devk").Cluster("devk")
+	p = cp.FirstNode()
 	worker, err := cfg.AddNode("devk-worker", layout.RoleWorker, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wp, err = p.NodeDir(cfg, worker.Name)
+	wp, err = cp.Node(cfg, worker.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func testCluster(t *testing.T) (cfg layout.Config, p layout.NodeFiles, worker la
 // TestYAML: node 0's kubelet config.
 func TestYAML(t *testing.T) {
 	cfg, p, _, _ := testCluster(t)
-	data, err := YAML(Input{Config: cfg, Paths: p, CRISocket: "/c/run/containerd.sock"})
+	data, err := YAML(Input{Config: cfg, Node: cfg.ControlPlane(), Files: p, CRISocket: "/c/run/containerd.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestYAML(t *testing.T) {
 // address, cgroup root, files and runtime, and the CA discovery wrote.
 func TestJoinedYAML(t *testing.T) {
 	cfg, _, wn, w := testCluster(t)
-	data, err := YAML(Input{Config: cfg, Paths: w, Node: wn, CRISocket: w.ContainerdSocket()})
+	data, err := YAML(Input{Config: cfg, Files: w, Node: wn, CRISocket: w.ContainerdSocket()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestJoinedYAML(t *testing.T) {
 // certificate by TLS bootstrap; node 0's has a credential devk issued.
 func TestFlags(t *testing.T) {
 	cfg, p, wn, w := testCluster(t)
-	own, defaults := Flags(cfg, p, layout.NodeNet{})
+	own, defaults := Flags(cfg, p, cfg.ControlPlane())
 	if _, ok := own["bootstrap-kubeconfig"]; ok || own["hostname-override"] != cfg.NodeName || own["cert-dir"] != p.KubeletPKI() {
 		t.Errorf("node 0's kubelet flags %v", own)
 	}
