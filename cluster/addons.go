@@ -95,7 +95,7 @@ func addonPhases() []*phase.Phase[*Cluster] {
 			Name:  a.Name,
 			Short: a.Short,
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.ConfigFile() + " (images." + a.Name + ")"}, a.Writes
+				return []string{c.Files.ConfigFile() + " (images." + a.Name + ")"}, a.Writes
 			},
 			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.applyAddon(ctx, a) },
 		}
@@ -171,7 +171,7 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	t0 := time.Now()
-	took, pending, err := waitEach(ctx, c, addonPollInterval, addonWaitTimeout, pending, func(ctx context.Context, w addon.Workload) (string, error) {
+	took, pending, err := waitEach(ctx, c, c.FirstNode(), addonPollInterval, addonWaitTimeout, pending, func(ctx context.Context, w addon.Workload) (string, error) {
 		return w.Component, c.ready(ctx, cs, w)
 	})
 	if poll.TimedOut(ctx, err) {
@@ -279,7 +279,7 @@ func (c *Cluster) kubectlCommand() string {
 	if _, err := os.Stat(c.KubectlPath()); err == nil {
 		kubectl = c.KubectlPath()
 	}
-	return kubectl + " --kubeconfig " + c.Kubeconfig("admin") + " -n kube-system"
+	return kubectl + " --kubeconfig " + c.FirstNode().Files.Kubeconfig("admin") + " -n kube-system"
 }
 
 // runningContainers are the running containers of namespace's pods in

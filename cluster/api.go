@@ -19,7 +19,7 @@ import (
 // Client is a clientset with the super-admin credential (system:masters),
 // which works before any RBAC binding exists.
 func (c *Cluster) Client() (*kubernetes.Clientset, error) {
-	cs, err := kube.Client(c.Kubeconfig("super-admin"), kube.WithTimeout(apiRequestTimeout))
+	cs, err := kube.Client(c.FirstNode().Files.Kubeconfig("super-admin"), kube.WithTimeout(apiRequestTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("%w (run `devk up`)", err)
 	}
@@ -41,19 +41,19 @@ func (c *Cluster) runUploadConfig(ctx context.Context) (phase.Outcome, error) {
 }
 
 func (c *Cluster) runMarkControlPlane(ctx context.Context) (phase.Outcome, error) {
-	return c.markControlPlane(ctx, c.firstNode())
+	return c.markControlPlane(ctx, c.FirstNode())
 }
 
 // markControlPlane labels control-plane node n, and taints it when the
 // cluster keeps the taint.
-func (c *Cluster) markControlPlane(ctx context.Context, cp node) (phase.Outcome, error) {
+func (c *Cluster) markControlPlane(ctx context.Context, cp Node) (phase.Outcome, error) {
 	cs, err := c.Client()
 	if err != nil {
 		return phase.Done, err
 	}
 	name := cp.Name()
 	taint := c.Config.KeepTaint
-	patched, err := bootstrap.MarkControlPlane(ctx, cs, name, taint, cp.LogFile("kubelet"))
+	patched, err := bootstrap.MarkControlPlane(ctx, cs, name, taint, cp.Files.LogFile("kubelet"))
 	switch {
 	case err != nil:
 		return phase.Done, err
@@ -88,7 +88,7 @@ func (c *Cluster) runBootstrapToken(ctx context.Context) (phase.Outcome, error) 
 	if err != nil {
 		return phase.Done, err
 	}
-	caPEM, err := os.ReadFile(pki.CertPath(c.PKI(), pki.CAName))
+	caPEM, err := os.ReadFile(pki.CertPath(c.FirstNode().Files.PKI(), pki.CAName))
 	if err != nil {
 		return phase.Done, err
 	}
@@ -98,7 +98,7 @@ func (c *Cluster) runBootstrapToken(ctx context.Context) (phase.Outcome, error) 
 	}
 	n += bound + info
 	token := bootstraputil.TokenFromIDAndSecret(tok.ID, tok.Secret)
-	if _, err := atomicfile.WriteIfChanged(c.BootstrapToken(), []byte(token+"\n"), 0o600, ""); err != nil {
+	if _, err := atomicfile.WriteIfChanged(c.Files.BootstrapToken(), []byte(token+"\n"), 0o600, ""); err != nil {
 		return phase.Done, err
 	}
 	return phase.ChangedIf(n > 0, "token %s.… (%d objects written)", tok.ID, n), nil

@@ -19,12 +19,12 @@ import (
 )
 
 // PKIConfig is what the certificate set depends on.
-func (c *Cluster) PKIConfig() (pki.Config, error) {
+func (c *Cluster) pkiConfig(n Node) (pki.Config, error) {
 	sip, err := c.Config.ServiceIP()
 	if err != nil {
 		return pki.Config{}, err
 	}
-	pc := pki.Config{NodeName: c.Config.NodeName, ServiceIP: sip, AdvertiseIP: net.ParseIP(c.Config.AdvertiseIP), DNSDomain: c.Config.DNSDomain,
+	pc := pki.Config{NodeName: n.Name(), ServiceIP: sip, AdvertiseIP: net.ParseIP(n.IP()), DNSDomain: c.Config.DNSDomain,
 		Validity: c.Config.Spec.LeafValidity()}
 	if c.Config.HA() {
 		pc.EndpointIP = net.ParseIP(c.Config.Network.HostIP)
@@ -34,8 +34,8 @@ func (c *Cluster) PKIConfig() (pki.Config, error) {
 
 // apiserverRunning says whether this cluster's control plane is up, in
 // which case its certificates are never replaced under it.
-func (c *Cluster) apiserverRunning() bool {
-	_, ok := c.Procs().Running("kubelet")
+func (c *Cluster) apiserverRunning(n Node) bool {
+	_, ok := n.Files.Procs().Running("kubelet")
 	return ok
 }
 
@@ -64,11 +64,11 @@ func certPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				var reads []string
 				if !s.IsCA() {
-					reads = []string{pki.CertPath(c.PKI(), s.CA), pki.KeyPath(c.PKI(), s.CA)}
+					reads = []string{pki.CertPath(c.FirstNode().Files.PKI(), s.CA), pki.KeyPath(c.FirstNode().Files.PKI(), s.CA)}
 				}
-				return reads, []string{pki.CertPath(c.PKI(), name), pki.KeyPath(c.PKI(), name)}
+				return reads, []string{pki.CertPath(c.FirstNode().Files.PKI(), name), pki.KeyPath(c.FirstNode().Files.PKI(), name)}
 			},
-			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.ensureCert(name) },
+			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.ensureCert(c.FirstNode(), name) },
 		}
 		if leaf != name {
 			etcd.Children = append(etcd.Children, p)
@@ -83,10 +83,10 @@ func certPhases() []*phase.Phase[*Cluster] {
 		Name:  "sa",
 		Short: "service-account signing key pair (sa.key, sa.pub)",
 		IO: func(c *Cluster) ([]string, []string) {
-			return nil, []string{c.PKI() + "/" + pki.SAKeyName, c.PKI() + "/" + pki.SAPubName}
+			return nil, []string{c.FirstNode().Files.PKI() + "/" + pki.SAKeyName, c.FirstNode().Files.PKI() + "/" + pki.SAPubName}
 		},
 		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) {
-			res, err := pki.EnsureSA(c.PKI())
+			res, err := pki.EnsureSA(c.FirstNode().Files.PKI())
 			if err != nil {
 				return phase.Done, err
 			}
@@ -101,8 +101,8 @@ func certOutcome(res pki.Result) phase.Outcome {
 	return phase.Outcome{Detail: res.String(), Changed: res != pki.Reused}
 }
 
-func (c *Cluster) ensureCert(name string) (phase.Outcome, error) {
-	cfg, err := c.PKIConfig()
+func (c *Cluster) ensureCert(n Node, name string) (phase.Outcome, error) {
+	cfg, err := c.pkiConfig(n)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -110,8 +110,8 @@ func (c *Cluster) ensureCert(name string) (phase.Outcome, error) {
 		if s.Name != name {
 			continue
 		}
-		running := c.apiserverRunning()
-		res, err := pki.Ensure(c.PKI(), s, time.Now(), !running)
+		running := c.apiserverRunning(n)
+		res, err := pki.Ensure(n.Files.PKI(), s, time.Now(), !running)
 		if running && errors.Is(err, pki.ErrExpiring) {
 			// Not under the running control plane: certs-expiry warns,
 			// or renews it with --renew-certs, restarting what uses it.
@@ -133,24 +133,24 @@ func kubeconfigPhases() []*phase.Phase[*Cluster] {
 			Name:  name,
 			Short: "kubeconfig " + name + ".conf (" + ks.CommonName + ")",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.PKI() + "/ca.crt", c.PKI() + "/ca.key"}, []string{c.Kubeconfig(name)}
+				return []string{c.FirstNode().Files.PKI() + "/ca.crt", c.FirstNode().Files.PKI() + "/ca.key"}, []string{c.FirstNode().Files.Kubeconfig(name)}
 			},
-			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.ensureKubeconfig(name) },
+			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.ensureKubeconfig(c.FirstNode(), name) },
 		})
 	}
 	return out
 }
 
 // ensureKubeconfig is kubeconfig/<name> on this node.
-func (c *Cluster) ensureKubeconfig(name string) (phase.Outcome, error) {
+func (c *Cluster) ensureKubeconfig(n Node, name string) (phase.Outcome, error) {
 	var spec pki.KubeconfigSpec
-	for _, s := range pki.KubeconfigSpecs(c.Config.NodeName) {
+	for _, s := range pki.KubeconfigSpecs(n.Name()) {
 		if s.Name == name {
 			spec = s
 		}
 	}
-	return kubeconfig.Ensure(kubeconfig.Component{Path: c.Kubeconfig(name), ClusterName: c.Config.Name, Server: c.Config.APIServerURL(),
-		PKIDir: c.PKI(), Spec: spec, Validity: c.Config.Spec.LeafValidity()}, c.apiserverRunning())
+	return kubeconfig.Ensure(kubeconfig.Component{Path: n.Files.Kubeconfig(name), ClusterName: c.Config.Name, Server: c.Config.APIServerURL(),
+		PKIDir: n.Files.PKI(), Spec: spec, Validity: c.Config.Spec.LeafValidity()}, c.apiserverRunning(n))
 }
 
 // KubeconfigBytes is a kubeconfig with one cluster, user and context
@@ -182,7 +182,7 @@ func ContextName(name string) string { return kubeconfig.ContextName(name) }
 // when it was added or changed: up's kubeconfig-merge phase, and what
 // `devk certs renew` runs after renewing admin.conf.
 func (c *Cluster) MergeUserKubeconfig(ctx context.Context) (phase.Outcome, error) {
-	return c.userKubeconfig().MergeAdmin(ctx, c.Config.Name, c.Kubeconfig("admin"))
+	return c.userKubeconfig().MergeAdmin(ctx, c.Config.Name, c.FirstNode().Files.Kubeconfig("admin"))
 }
 
 // removeUserContext takes devk-<name> out of the user's kubeconfig.
@@ -196,7 +196,7 @@ const CertsWarnWithin = 30 * 24 * time.Hour
 // certFiles is where check-expiration and renew find this cluster's
 // certificates, kubeconfigs and manifests.
 func (c *Cluster) certFiles() certs.Files {
-	return certs.Files{PKIDir: c.PKI(), KubeconfigDir: filepath.Dir(c.Kubeconfig("admin")), ManifestsDir: c.Manifests()}
+	return certs.Files{PKIDir: c.FirstNode().Files.PKI(), KubeconfigDir: filepath.Dir(c.FirstNode().Files.Kubeconfig("admin")), ManifestsDir: c.FirstNode().Files.Manifests()}
 }
 
 // CertNodes are the control-plane nodes called names as devk certs

@@ -89,7 +89,9 @@ type Options struct {
 // Cluster is the state the up and down phases share.
 type Cluster struct {
 	Options
-	layout.NodeFiles
+	// Files are where the cluster keeps its files; its nodes' are found
+	// through them (see Node).
+	Files  layout.ClusterFiles
 	Config layout.Config
 	// Home is the resolved DEVK_HOME.
 	Home string
@@ -149,8 +151,8 @@ func Open(o Options) (*Cluster, error) {
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = DefaultWaitTimeout
 	}
-	c := &Cluster{Options: o, Home: home, NodeFiles: layout.ClusterPaths(home, o.Name)}
-	cfg, err := layout.ReadConfig(c.ConfigFile())
+	c := &Cluster{Options: o, Home: home, Files: layout.HomeFiles(home).Cluster(o.Name)}
+	cfg, err := layout.ReadConfig(c.Files.ConfigFile())
 	switch {
 	case err == nil:
 		c.Config = cfg
@@ -158,7 +160,7 @@ func Open(o Options) (*Cluster, error) {
 		// A config file given replaces the stored spec (it is checked
 		// itself): the way out of a spec refused here, which a hand edit
 		// or an older devk (that took more in extraArgs) wrote.
-		if err := config.ValidateSpec(cfg.Spec, c.ConfigFile()+" (spec)"); err != nil && uc == nil {
+		if err := config.ValidateSpec(cfg.Spec, c.Files.ConfigFile()+" (spec)"); err != nil && uc == nil {
 			return nil, fmt.Errorf("%w\nthe file was changed by hand, or by an older devk: fix it, or apply a config file with `devk up --config`", err)
 		}
 		if uc != nil {
@@ -232,14 +234,14 @@ func (c *Cluster) Exists() bool { return c.existed }
 
 // SaveConfig writes cluster.json atomically.
 func (c *Cluster) SaveConfig() error {
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(c.FirstNode().Files.Dir, 0o755); err != nil {
 		return fmt.Errorf("make the cluster directory: %w", err)
 	}
 	data, err := layout.EncodeConfig(c.Config)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(c.ConfigFile(), data, 0o644, ""); err != nil {
+	if err := atomicfile.Write(c.Files.ConfigFile(), data, 0o644, ""); err != nil {
 		return err
 	}
 	c.existed = true

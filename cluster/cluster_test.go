@@ -37,7 +37,7 @@ func TestPodSubnet(t *testing.T) {
 func TestKubeletArgv(t *testing.T) {
 	cfg, p := testCluster()
 	c := &Cluster{NodeFiles: p, Config: cfg}
-	argv := c.kubeletArgv(c.firstNode())
+	argv := c.kubeletArgv(c.FirstNode())
 	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--mount=/home/u/.devk/clusters/devk/mntns/mnt", "--", p.KubeletBinary()}; !slices.Equal(argv[:5], want) {
 		t.Errorf("the kubelet does not run in the node's network and mount namespaces: %v", argv)
 	}

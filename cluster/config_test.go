@@ -91,8 +91,8 @@ func TestSymlinkedHomeResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := filepath.EvalSymlinks(real)
-	if c.Home != want || !strings.HasPrefix(c.Dir, want+"/") {
-		t.Fatalf("home %s, dir %s; want them under %s", c.Home, c.Dir, want)
+	if c.Home != want || !strings.HasPrefix(c.Files.Dir, want+"/") {
+		t.Fatalf("home %s, dir %s; want them under %s", c.Home, c.Files.Dir, want)
 	}
 }
 
@@ -101,7 +101,7 @@ func TestFilesRefusesWhileMounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(c.Files.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.safeToRemove(); err != nil {
@@ -111,7 +111,7 @@ func TestFilesRefusesWhileMounted(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("needs root for mount(2)")
 		}
-		mp := filepath.Join(c.Dir, "kubelet", "pods", "x", "volumes")
+		mp := filepath.Join(c.Files.Dir, "kubelet", "pods", "x", "volumes")
 		os.MkdirAll(mp, 0o755)
 		if err := unix.Mount("tmpfs", mp, "tmpfs", 0, "size=1m"); err != nil {
 			t.Fatal(err)
@@ -123,8 +123,8 @@ func TestFilesRefusesWhileMounted(t *testing.T) {
 		}
 	})
 	// A cluster dir replaced by a symlink is not followed.
-	os.RemoveAll(c.Dir)
-	os.Symlink(t.TempDir(), c.Dir)
+	os.RemoveAll(c.Files.Dir)
+	os.Symlink(t.TempDir(), c.Files.Dir)
 	if err := c.safeToRemove(); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("symlinked cluster dir: %v", err)
 	}

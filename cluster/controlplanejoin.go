@@ -48,17 +48,6 @@ const (
 // join writes them.
 var nodeControlPlaneKubeconfigs = []string{"admin", "controller-manager", "scheduler"}
 
-// asNode is the cluster as control-plane node n sees it: n's files, name
-// and address, so that the certificate, kubeconfig and manifest code of
-// node 0 makes n's. It shares c's config otherwise (images, spec,
-// networks). Its Client would read n's super-admin.conf, which n does
-// not have: ask c's.
-func (c *Cluster) asNode(n node) *Cluster {
-	v := &Cluster{Options: c.Options, NodeFiles: n.NodeFiles, Config: c.Config, Home: c.Home, existed: c.existed}
-	v.Config.NodeName, v.Config.AdvertiseIP, v.Config.CRISocket = n.Name(), n.IP(), c.criSocket(n)
-	return v
-}
-
 // behindLoadBalancer runs a join or remove phase only for a control-plane
 // node of a cluster with a load balancer.
 func behindLoadBalancer(j *NodeJob) (bool, string) {
@@ -83,7 +72,7 @@ func ControlPlaneOnly(step string) bool {
 	top, _, _ := strings.Cut(step, "/")
 	for _, p := range append(JoinPhases(), RemovePhases()...) {
 		if p.Name == top && p.If != nil {
-			ok, _ := p.If(&NodeJob{Cluster: &Cluster{}, Node: node{Net: layout.NodeNet{Role: layout.RoleWorker}}})
+			ok, _ := p.If(&NodeJob{Cluster: &Cluster{}, Node: Node{Net: layout.NodeNet{Role: layout.RoleWorker}}})
 			return !ok
 		}
 	}
@@ -99,7 +88,7 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "download-certs",
 			Short: "kubeadm's upload-certs on the cluster (the shared CAs and keys encrypted in Secret kube-system/kubeadm-certs under a new certificate key, owned by a 2 h token), then download-certs with the bootstrap token into the node's pki",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.PKI() + " (ca, front-proxy-ca, etcd/ca, sa)"}, []string{"secret kube-system/" + certshare.SecretName, j.Node.PKI()}
+				return []string{j.Cluster.FirstNode().Files.PKI() + " (ca, front-proxy-ca, etcd/ca, sa)"}, []string{"secret kube-system/" + certshare.SecretName, j.Node.Files.PKI()}
 			},
 			Run: phase.Method((*NodeJob).runDownloadCerts),
 		},
@@ -107,7 +96,7 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "certs",
 			Short: "the node's own certificates, signed by the downloaded CAs: its API server's (its address and the load balancer's in the SANs), etcd server and peer, the clients'",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.Node.PKI() + " (the CAs)"}, []string{j.Node.PKI()}
+				return []string{j.Node.Files.PKI() + " (the CAs)"}, []string{j.Node.Files.PKI()}
 			},
 			Run: phase.Method((*NodeJob).runNodeCerts),
 		},
@@ -117,9 +106,9 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				var outs []string
 				for _, k := range nodeControlPlaneKubeconfigs {
-					outs = append(outs, j.Node.Kubeconfig(k))
+					outs = append(outs, j.Node.Files.Kubeconfig(k))
 				}
-				return []string{j.Node.PKI() + "/ca.key"}, outs
+				return []string{j.Node.Files.PKI() + "/ca.key"}, outs
 			},
 			Run: phase.Method((*NodeJob).runNodeKubeconfigs),
 		},
@@ -131,12 +120,12 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 // credential and a certificate key of this join only, then downloads as
 // the joining node does, with the bootstrap token alone.
 func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
-	if certshare.Shared(j.PKI(), j.Node.PKI()) {
+	if certshare.Shared(j.Cluster.FirstNode().Files.PKI(), j.Node.Files.PKI()) {
 		// A join resumed (or up again) after the download: no new key,
 		// token and Secret for files the node has already.
 		return phase.Unchanged("the node has the shared certificates already"), nil
 	}
-	cs, err := j.Client()
+	cs, err := j.Cluster.Client()
 	if err != nil {
 		return phase.Done, err
 	}
@@ -155,36 +144,36 @@ func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
 	if _, err := kube.Apply(ctx, cs.CoreV1().Secrets(metav1.NamespaceSystem), bootstraputil.BootstrapTokenSecretName(tok.ID), owner); err != nil {
 		return phase.Done, fmt.Errorf("the token that owns the uploaded certificates: %w", err)
 	}
-	if err := certshare.Upload(ctx, cs, j.PKI(), key, tok.ID); err != nil {
+	if err := certshare.Upload(ctx, cs, j.Cluster.FirstNode().Files.PKI(), key, tok.ID); err != nil {
 		return phase.Done, fmt.Errorf("upload-certs: %w", err)
 	}
-	bs, err := kube.Client(j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kube.WithTimeout(apiRequestTimeout))
+	bs, err := kube.Client(j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kube.WithTimeout(apiRequestTimeout))
 	if err != nil {
 		return phase.Done, fmt.Errorf("the node's bootstrap kubeconfig: %w (run the discovery phase again)", err)
 	}
-	written, err := certshare.Download(ctx, bs, key, j.Node.PKI())
+	written, err := certshare.Download(ctx, bs, key, j.Node.Files.PKI())
 	if err != nil {
 		return phase.Done, fmt.Errorf("download-certs: %w", err)
 	}
 	if len(written) == 0 {
 		return phase.Unchanged("the shared certificates were there already"), nil
 	}
-	return phase.Changed("%d files into %s", len(written), j.Node.PKI()), nil
+	return phase.Changed("%d files into %s", len(written), j.Node.Files.PKI()), nil
 }
 
 // runNodeCerts issues the node's own certificates from the CAs it
 // downloaded (the CAs themselves are reused, never made here).
 func (j *NodeJob) runNodeCerts(ctx context.Context) (phase.Outcome, error) {
-	v := j.asNode(j.Node)
+	v, n := j.Cluster, j.Node
 	var made []string
 	for _, s := range pki.Specs(pki.Config{}) {
 		if s.IsCA() {
-			if err := pki.Check(v.PKI(), s, time.Now()); err != nil {
+			if err := pki.Check(n.Files.PKI(), s, time.Now()); err != nil {
 				return phase.Done, fmt.Errorf("the downloaded CA %s: %w (run the download-certs phase again)", s.Name, err)
 			}
 			continue
 		}
-		out, err := v.ensureCert(s.Name)
+		out, err := v.ensureCert(n, s.Name)
 		if err != nil {
 			return phase.Done, err
 		}
@@ -199,10 +188,10 @@ func (j *NodeJob) runNodeCerts(ctx context.Context) (phase.Outcome, error) {
 }
 
 func (j *NodeJob) runNodeKubeconfigs(ctx context.Context) (phase.Outcome, error) {
-	v := j.asNode(j.Node)
+	v, n := j.Cluster, j.Node
 	var made []string
 	for _, k := range nodeControlPlaneKubeconfigs {
-		out, err := v.ensureKubeconfig(k)
+		out, err := v.ensureKubeconfig(n, k)
 		if err != nil {
 			return phase.Done, err
 		}
@@ -223,16 +212,16 @@ func (j *NodeJob) runNodeKubeconfigs(ctx context.Context) (phase.Outcome, error)
 // already: a removal killed after its files phase).
 func (j *NodeJob) etcdClient(ctx context.Context, pkiDir string) (*etcdwatch.Client, error) {
 	var eps []string
-	for _, n := range j.Config.ControlPlanes() {
+	for _, n := range j.Cluster.Config.ControlPlanes() {
 		if n.Name != j.Node.Name() && !n.Joining && !n.Leaving {
-			eps = append(eps, controlplane.EtcdClientURL(j.Config, n.IP))
+			eps = append(eps, controlplane.EtcdClientURL(j.Cluster.Config, n.IP))
 		}
 	}
-	return etcdmember.Connect(ctx, eps, pkiDir, j.EtcdCommandTimeout)
+	return etcdmember.Connect(ctx, eps, pkiDir, j.Cluster.EtcdCommandTimeout)
 }
 
 // peerURL is node n's etcd peer URL.
-func (c *Cluster) peerURL(n node) string { return controlplane.EtcdPeerURL(c.Config, n.IP()) }
+func (c *Cluster) peerURL(n Node) string { return controlplane.EtcdPeerURL(c.Config, n.IP()) }
 
 // runEtcdJoin is kubeadm's etcd join: the node's member added to the
 // cluster as a learner (it does not count for quorum, so a member that
@@ -241,12 +230,12 @@ func (c *Cluster) peerURL(n node) string { return controlplane.EtcdPeerURL(c.Con
 // leader its promotion to a voting member. A join resumed after any step
 // finds its member by its peer URL and goes on from there.
 func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
-	cli, err := j.etcdClient(ctx, j.Node.PKI())
+	cli, err := j.etcdClient(ctx, j.Node.Files.PKI())
 	if err != nil {
 		return phase.Done, fmt.Errorf("the cluster's etcd: %w", err)
 	}
 	defer cli.Close()
-	peer := j.peerURL(j.Node)
+	peer := j.Cluster.peerURL(j.Node)
 	ms, err := etcdmember.List(ctx, cli)
 	if err != nil {
 		return phase.Done, err
@@ -263,16 +252,16 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, fmt.Errorf("etcd member add %s: the member list it returned lacks it", peer)
 		}
 	}
-	v := j.asNode(j.Node)
+	v, n := j.Cluster, j.Node
 	in := controlplane.ManifestInput{EtcdInitialCluster: etcdmember.InitialCluster(ms, self, j.Node.Name())}
-	if old := controlplane.InstalledPod(v.ManifestPath("etcd")); old != nil {
+	if old := controlplane.InstalledPod(n.Files.ManifestPath("etcd")); old != nil {
 		// etcd reads --initial-cluster once, on its first start: keep
 		// what it started with, so that a later run rewrites nothing.
 		if ic := staticpod.Flags(old, "etcd")["initial-cluster"]; ic != "" {
 			in.EtcdInitialCluster = ic
 		}
 	}
-	wrote, err := v.writeManifestWith(ctx, StaticPods[0], in)
+	wrote, err := v.writeManifestWith(ctx, n, StaticPods[0], in)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -290,7 +279,7 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 		case !m.IsLearner && m.Started:
 			return true, nil
 		case !m.Started:
-			why = "the member has not started (see " + v.containerLog("etcd") + ")"
+			why = "the member has not started (see " + v.containerLog(n, "etcd") + ")"
 			return false, nil
 		}
 		if err := etcdmember.Promote(ctx, cli, m); err != nil {
@@ -305,36 +294,36 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	n := len(ms)
+	members := len(ms)
 	switch {
 	case added:
-		return phase.Changed("member %s added as a learner, started, promoted (%d members)", peer, n), nil
+		return phase.Changed("member %s added as a learner, started, promoted (%d members)", peer, members), nil
 	case wrote.Changed:
-		return phase.Changed("member %s: manifest written, promoted (%d members)", peer, n), nil
+		return phase.Changed("member %s: manifest written, promoted (%d members)", peer, members), nil
 	}
-	return phase.Unchanged("member %s, voting (%d members)", peer, n), nil
+	return phase.Unchanged("member %s, voting (%d members)", peer, members), nil
 }
 
 // removeEtcdMember removes node n's member from the cluster's etcd
 // through the other control-plane nodes' members (node remove of a
 // control-plane node); it reports whether there was one.
 func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
-	cli, err := j.etcdClient(ctx, j.PKI())
+	cli, err := j.etcdClient(ctx, j.Cluster.FirstNode().Files.PKI())
 	if err != nil {
 		return false, fmt.Errorf("the cluster's etcd: %w", err)
 	}
 	defer cli.Close()
-	return etcdmember.Remove(ctx, cli, j.peerURL(j.Node))
+	return etcdmember.Remove(ctx, cli, j.Cluster.peerURL(j.Node))
 }
 
 // runNodeControlPlane writes the node's API server, controller-manager
 // and scheduler manifests (its own address, its own etcd member) and
 // waits until they are healthy on the node's address.
 func (j *NodeJob) runNodeControlPlane(ctx context.Context) (phase.Outcome, error) {
-	v := j.asNode(j.Node)
+	v, n := j.Cluster, j.Node
 	var wrote []string
 	for _, sp := range StaticPods[1:] {
-		out, err := v.writeManifest(ctx, sp)
+		out, err := v.writeManifest(ctx, n, sp)
 		if err != nil {
 			return phase.Done, err
 		}
@@ -342,8 +331,7 @@ func (j *NodeJob) runNodeControlPlane(ctx context.Context) (phase.Outcome, error
 			wrote = append(wrote, sp.Component)
 		}
 	}
-	v.WaitTimeout = etcdJoinTimeout
-	took, err := v.waitStaticPods(ctx)
+	took, err := v.waitStaticPods(ctx, n, etcdJoinTimeout)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -358,12 +346,12 @@ func (j *NodeJob) runNodeControlPlane(ctx context.Context) (phase.Outcome, error
 // balancer (HAProxy reloaded with it) and waits until HAProxy's checks
 // pass on it.
 func (j *NodeJob) runJoinLoadBalancer(ctx context.Context) (phase.Outcome, error) {
-	out, err := j.runLoadBalancer(ctx)
+	out, err := j.Cluster.runLoadBalancer(ctx)
 	if err != nil {
 		return out, err
 	}
-	if err := j.waitAPIServerUp(ctx, j.Node.Name()); err != nil {
-		return phase.Done, fmt.Errorf("%w (%s)", err, j.asNode(j.Node).containerLog("kube-apiserver"))
+	if err := j.Cluster.waitAPIServerUp(ctx, j.Node.Name()); err != nil {
+		return phase.Done, fmt.Errorf("%w (%s)", err, j.Cluster.containerLog(j.Node, "kube-apiserver"))
 	}
 	out.Detail += "; " + j.Node.Name() + " UP"
 	return out, nil
@@ -383,11 +371,11 @@ func (c *Cluster) checkJoinControlPlane() error {
 // end), then maint (no traffic at all); record then reloads HAProxy
 // without it.
 func (j *NodeJob) runLeaveLoadBalancer(ctx context.Context) (phase.Outcome, error) {
-	api := j.loadBalancer().API()
+	api := j.Cluster.loadBalancer().API()
 	if _, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name()); err != nil {
 		return phase.Unchanged("not in HAProxy (%v)", err), nil
 	}
-	if err := j.drainAPIServer(ctx, j.Node.Name(), leaveIdleWait); err != nil {
+	if err := j.Cluster.drainAPIServer(ctx, j.Node.Name(), leaveIdleWait); err != nil {
 		return phase.Done, err
 	}
 	if err := api.SetState(ctx, loadbalancer.BackendName, j.Node.Name(), loadbalancer.Maint); err != nil {

@@ -25,7 +25,7 @@ import (
 )
 
 // eachNode runs f on every node, node 0 last, and joins what each says.
-func (c *Cluster) eachNode(ctx context.Context, f func(context.Context, node) (phase.Outcome, error)) (phase.Outcome, error) {
+func (c *Cluster) eachNode(ctx context.Context, f func(context.Context, Node) (phase.Outcome, error)) (phase.Outcome, error) {
 	ns, err := c.nodesLastFirst()
 	if err != nil {
 		return phase.Done, err
@@ -52,8 +52,8 @@ func (c *Cluster) downKubelet(ctx context.Context) (phase.Outcome, error) {
 }
 
 // stopKubelet stops node n's kubelet.
-func stopKubelet(ctx context.Context, n node) (phase.Outcome, error) {
-	stopped, err := n.Procs().Stop(ctx, "kubelet", downGrace)
+func stopKubelet(ctx context.Context, n Node) (phase.Outcome, error) {
+	stopped, err := n.Files.Procs().Stop(ctx, "kubelet", downGrace)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -70,7 +70,7 @@ func (c *Cluster) ownsPod(uid string) bool {
 	if c.Config.OwnRuntime {
 		return true
 	}
-	dir, err := validname.PathIn(c.KubeletRoot(), "pods", uid)
+	dir, err := validname.PathIn(c.FirstNode().Files.KubeletRoot(), "pods", uid)
 	if err != nil {
 		return false // a UID from the runtime that is not one path element is no pod of ours
 	}
@@ -83,16 +83,16 @@ func (c *Cluster) downPods(ctx context.Context) (phase.Outcome, error) {
 }
 
 // removePods stops and removes node n's pod sandboxes and containers.
-func (c *Cluster) removePods(ctx context.Context, n node) (phase.Outcome, error) {
+func (c *Cluster) removePods(ctx context.Context, n Node) (phase.Outcome, error) {
 	socket := c.criSocket(n)
 	if c.Config.OwnRuntime {
-		socket = n.ContainerdSocket()
+		socket = n.Files.ContainerdSocket()
 	}
 	if socket == "" {
 		return phase.Unchanged("no runtime recorded"), nil
 	}
 	if c.Config.OwnRuntime {
-		if _, ok := n.Procs().Running("containerd"); !ok {
+		if _, ok := n.Files.Procs().Running("containerd"); !ok {
 			return phase.Unchanged("containerd not running; leftovers are killed below"), nil
 		}
 	}
@@ -139,12 +139,12 @@ func (c *Cluster) downRuntime(ctx context.Context) (phase.Outcome, error) {
 }
 
 // stopRuntime stops node n's containerd and any shim it left.
-func stopRuntime(ctx context.Context, n node) (phase.Outcome, error) {
-	stopped, err := n.Procs().Stop(ctx, "containerd", downGrace)
+func stopRuntime(ctx context.Context, n Node) (phase.Outcome, error) {
+	stopped, err := n.Files.Procs().Stop(ctx, "containerd", downGrace)
 	if err != nil {
 		return phase.Done, err
 	}
-	shims := supervise.Processes(func(argv []string) bool { return isShimOf(argv, n.ContainerdSocket()) })
+	shims := supervise.Processes(func(argv []string) bool { return isShimOf(argv, n.Files.ContainerdSocket()) })
 	for _, pid := range shims {
 		if err := supervise.KillWait(ctx, pid, shimGrace); err != nil {
 			return phase.Done, fmt.Errorf("stop containerd shim %d: %w", pid, err)
@@ -310,14 +310,14 @@ func (c *Cluster) downKubeconfig(ctx context.Context) (phase.Outcome, error) {
 // under $DEVK_HOME/clusters and removableDir, with every node's
 // processes.
 func (c *Cluster) safeToRemove() error {
-	if filepath.Dir(filepath.Dir(c.Dir)) != c.Home || filepath.Base(filepath.Dir(c.Dir)) != "clusters" {
-		return fmt.Errorf("refusing to remove %s: not a cluster directory under %s/clusters", c.Dir, c.Home)
+	if filepath.Dir(filepath.Dir(c.FirstNode().Files.Dir)) != c.Home || filepath.Base(filepath.Dir(c.FirstNode().Files.Dir)) != "clusters" {
+		return fmt.Errorf("refusing to remove %s: not a cluster directory under %s/clusters", c.FirstNode().Files.Dir, c.Home)
 	}
 	ns, err := c.nodes()
 	if err != nil {
 		return err
 	}
-	_, err = removableDir(c.Dir, ns, "run all of `devk down`, or `devk down phase kubelet`, `devk down phase runtime` and `devk down phase mounts` first")
+	_, err = removableDir(c.FirstNode().Files.Dir, ns, "run all of `devk down`, or `devk down phase kubelet`, `devk down phase runtime` and `devk down phase mounts` first")
 	return err
 }
 
@@ -327,7 +327,7 @@ func (c *Cluster) safeToRemove() error {
 // when a mounts phase ran, which may have been skipped), and no kubelet
 // or containerd of nodes may run. A dir that is not there is removable
 // and exists is false. what says what to run instead.
-func removableDir(dir string, nodes []node, what string) (exists bool, err error) {
+func removableDir(dir string, nodes []Node, what string) (exists bool, err error) {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -343,7 +343,7 @@ func removableDir(dir string, nodes []node, what string) (exists bool, err error
 	}
 	for _, n := range nodes {
 		for _, proc := range []string{"kubelet", "containerd"} {
-			if pid, ok := n.Procs().Running(proc); ok {
+			if pid, ok := n.Files.Procs().Running(proc); ok {
 				return true, fmt.Errorf("refusing to remove %s: node %s's %s (pid %d) still runs: %s", dir, n.Name(), proc, pid, what)
 			}
 		}
@@ -362,17 +362,17 @@ func removableDir(dir string, nodes []node, what string) (exists bool, err error
 var keptByKeepData = []string{"pki", "etcd", "cluster.json"}
 
 func (c *Cluster) downFiles(ctx context.Context) (phase.Outcome, error) {
-	removeContainerLogLinks(c.Dir)
+	removeContainerLogLinks(c.FirstNode().Files.Dir)
 	if err := c.safeToRemove(); err != nil {
 		return phase.Done, err
 	}
 	if !c.KeepData {
-		if err := os.RemoveAll(c.Dir); err != nil {
-			return phase.Done, fmt.Errorf("remove %s: %w", c.Dir, err)
+		if err := os.RemoveAll(c.FirstNode().Files.Dir); err != nil {
+			return phase.Done, fmt.Errorf("remove %s: %w", c.FirstNode().Files.Dir, err)
 		}
-		return phase.Changed("removed %s", c.Dir), nil
+		return phase.Changed("removed %s", c.FirstNode().Files.Dir), nil
 	}
-	ents, err := os.ReadDir(c.Dir)
+	ents, err := os.ReadDir(c.FirstNode().Files.Dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return phase.Done, err
 	}
@@ -380,11 +380,11 @@ func (c *Cluster) downFiles(ctx context.Context) (phase.Outcome, error) {
 		if slices.Contains(keptByKeepData, e.Name()) {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(c.Dir, e.Name())); err != nil {
-			return phase.Done, fmt.Errorf("remove %s: %w", filepath.Join(c.Dir, e.Name()), err)
+		if err := os.RemoveAll(filepath.Join(c.FirstNode().Files.Dir, e.Name())); err != nil {
+			return phase.Done, fmt.Errorf("remove %s: %w", filepath.Join(c.FirstNode().Files.Dir, e.Name()), err)
 		}
 	}
-	return phase.Changed("kept pki, etcd and cluster.json in %s", c.Dir), nil
+	return phase.Changed("kept pki, etcd and cluster.json in %s", c.FirstNode().Files.Dir), nil
 }
 
 // removeContainerLogLinks removes the links into dir that a kubelet made

@@ -171,7 +171,7 @@ func ExportLogs(ctx context.Context, o ExportOptions, popts phase.Options) (*Exp
 func exportPhases(tar bool) []*phase.Phase[*exporter] {
 	ps := []*phase.Phase[*exporter]{
 		{Name: "logs", Short: "copy devk's view (cluster.json, phase times, status) and each node's logs, manifests, kubelet config and container logs",
-			IO:  func(e *exporter) ([]string, []string) { return []string{e.c.ConfigFile(), e.c.Dir}, []string{e.root} },
+			IO:  func(e *exporter) ([]string, []string) { return []string{e.c.Files.ConfigFile(), e.c.FirstNode().Files.Dir}, []string{e.root} },
 			Run: phase.Method((*exporter).runLogs)},
 		{Name: "objects", Short: "write every listable resource's objects in all namespaces, Secrets redacted",
 			IO: func(e *exporter) ([]string, []string) {
@@ -432,7 +432,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // phase times, status and versions.
 func (e *exporter) devkView(ctx context.Context, devkVersion string) {
 	c := e.c
-	e.copy("cluster.json", c.ConfigFile())
+	e.copy("cluster.json", c.Files.ConfigFile())
 	e.write("timings.txt", []byte(formatTimings(c.Config)))
 	if devkVersion != "" {
 		e.write("devk-version.txt", []byte(devkVersion+"\n"))
@@ -465,16 +465,16 @@ func formatTimings(cfg layout.Config) string {
 
 // node exports node n's logs, kubelet config, manifests, container
 // logs and the runtime's container list under <node>/.
-func (e *exporter) node(ctx context.Context, n node) {
+func (e *exporter) node(ctx context.Context, n Node) {
 	c := e.c
 	dir := n.Name()
-	logs, _ := filepath.Glob(filepath.Join(n.Logs(), "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(n.Files.Logs(), "*.log"))
 	for _, want := range []string{"kubelet", "containerd"} {
 		if want == "containerd" && !c.Config.OwnRuntime {
 			continue
 		}
-		if !slices.Contains(logs, n.LogFile(want)) {
-			e.miss(filepath.Join(dir, want+".log"), fmt.Errorf("%s has no log at %s", want, n.LogFile(want)))
+		if !slices.Contains(logs, n.Files.LogFile(want)) {
+			e.miss(filepath.Join(dir, want+".log"), fmt.Errorf("%s has no log at %s", want, n.Files.LogFile(want)))
 		}
 	}
 	for _, l := range logs {
@@ -483,17 +483,17 @@ func (e *exporter) node(ctx context.Context, n node) {
 	if c.Config.KubeVersion != "" {
 		e.write(filepath.Join(dir, "kubernetes-version.txt"), []byte(c.Config.KubeVersion+"\n"))
 	}
-	e.copy(filepath.Join(dir, "kubelet-config.yaml"), n.KubeletConfig())
-	manifests, err := os.ReadDir(n.Manifests())
+	e.copy(filepath.Join(dir, "kubelet-config.yaml"), n.Files.KubeletConfig())
+	manifests, err := os.ReadDir(n.Files.Manifests())
 	if err != nil && n.Net.IsControlPlane() {
 		e.miss(filepath.Join(dir, "manifests"), err)
 	}
 	for _, m := range manifests {
 		if m.Type().IsRegular() {
-			e.copy(filepath.Join(dir, "manifests", m.Name()), filepath.Join(n.Manifests(), m.Name()))
+			e.copy(filepath.Join(dir, "manifests", m.Name()), filepath.Join(n.Files.Manifests(), m.Name()))
 		}
 	}
-	e.containerLogs(dir, n.PodLogs())
+	e.containerLogs(dir, n.Files.PodLogs())
 	e.containers(ctx, filepath.Join(dir, "containers.txt"), c.criSocket(n))
 }
 
@@ -606,7 +606,7 @@ func (e *exporter) objects(ctx context.Context) error {
 		return err
 	}
 	opts := []kube.Option{kube.WithTimeout(exportRequestTimeout), kube.WithoutWarnings()}
-	kubeconfig := c.Kubeconfig("super-admin")
+	kubeconfig := c.FirstNode().Files.Kubeconfig("super-admin")
 	cs, err := kube.Client(kubeconfig, opts...)
 	if err != nil {
 		return err

@@ -39,7 +39,7 @@ const (
 func exportFixture(t *testing.T) (home string, p layout.NodeFiles, cfg layout.Config) {
 	t.Helper()
 	home = t.TempDir()
-	p = layout.ClusterPaths(home, "fix")
+	p = layout.HomeFiles(home).Cluster("fix")
 	cfg = layout.NewConfig("fix")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
 		t.Fatal(err)

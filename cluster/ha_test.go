@@ -69,7 +69,7 @@ func TestLoadBalancerConfig(t *testing.T) {
 	if want := []string{"devk-control-plane=10.250.0.2:6443", "devk-control-plane2=10.250.0.3:6443", "devk-control-plane3=10.250.0.4:6443"}; !slices.Equal(got, want) {
 		t.Errorf("backends %v, want %v (workers are not API servers)", got, want)
 	}
-	if lb.Config.Frontend != "10.250.0.1:6443" || !strings.HasPrefix(lb.File, c.Dir+"/haproxy/") {
+	if lb.Config.Frontend != "10.250.0.1:6443" || !strings.HasPrefix(lb.File, c.Files.Dir+"/haproxy/") {
 		t.Errorf("frontend %s, file %s", lb.Config.Frontend, lb.File)
 	}
 	if err := lb.Config.Validate(); err != nil {
@@ -115,7 +115,7 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 	pod, _ := staticpod.Parse(data)
 	f := staticpod.Flags(pod, "etcd")
 	if f["initial-cluster-state"] != "existing" || f["name"] != "devk-control-plane2" || f["listen-peer-urls"] != "https://10.250.0.3:2380" ||
-		!strings.HasPrefix(f["data-dir"], c.Dir+"/nodes/devk-control-plane2/") {
+		!strings.HasPrefix(f["data-dir"], c.Files.Dir+"/nodes/devk-control-plane2/") {
 		t.Errorf("a joining member's etcd flags: %v", f)
 	}
 	data, err = controlplane.Manifest("kube-apiserver", controlplane.ManifestInput{Config: v.Config, Paths: v.NodeFiles, Image: c.Config.Images["apiserver"]})

@@ -112,8 +112,8 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	for _, comp := range images.Components() {
 		changed = c.recordImage(comp, refs[comp]) || changed
 	}
-	if _, err := os.Stat(c.KubeletBinary()); err != nil {
-		return phase.Done, fmt.Errorf("--images-from gives the control plane, not the kubelet: put a kubelet at %s or build one (`devk build kubelet`) and run without --images-from", c.KubeletBinary())
+	if _, err := os.Stat(c.FirstNode().Files.KubeletBinary()); err != nil {
+		return phase.Done, fmt.Errorf("--images-from gives the control plane, not the kubelet: put a kubelet at %s or build one (`devk build kubelet`) and run without --images-from", c.FirstNode().Files.KubeletBinary())
 	}
 	pauseRef, err := c.pushPause(ctx)
 	if err != nil {

@@ -35,8 +35,8 @@ func TestKubeletFinalize(t *testing.T) {
 	if out, err := c.runKubeletFinalize(ctx); err != nil || !out.Changed {
 		t.Fatalf("first finalize: %v, %+v; want a change", err, out)
 	}
-	current := filepath.Join(c.KubeletRoot(), "pki", "kubelet-client-current.pem")
-	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig("kubelet"))
+	current := filepath.Join(c.FirstNode().Files.KubeletRoot(), "pki", "kubelet-client-current.pem")
+	cfg, err := clientcmd.LoadFromFile(c.FirstNode().Files.Kubeconfig("kubelet"))
 	if err != nil {
 		t.Fatal(err)
 	}

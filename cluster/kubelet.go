@@ -59,23 +59,23 @@ func ensureCgroupRoot(root string) error {
 
 // kubeletArgs is node n's kubelet's own command line: its binary, then
 // its flags sorted, the config file's extra args over the defaults.
-func (c *Cluster) kubeletArgs(n node) []string {
-	own, flags := kubeletconfig.Flags(c.Config, n.NodeFiles, n.Net)
+func (c *Cluster) kubeletArgs(n Node) []string {
+	own, flags := kubeletconfig.Flags(c.Config, n.Files, n.Net)
 	maps.Copy(flags, config.WithoutOwned(config.Kubelet, c.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
-	return append([]string{n.KubeletBinary()}, staticpod.FlagList(flags)...)
+	return append([]string{n.Files.KubeletBinary()}, staticpod.FlagList(flags)...)
 }
 
 // kubeletArgv is the command devk runs: node n's kubelet in the node's
 // network and mount namespaces.
-func (c *Cluster) kubeletArgv(n node) []string {
+func (c *Cluster) kubeletArgv(n Node) []string {
 	return n.enter(c.kubeletArgs(n)...)
 }
 
 // kubeletArgsDiffer says whether node n's running kubelet (pid) was
 // started with other arguments than kubeletArgs (nsenter execs the
 // kubelet, so its command line is the kubelet's own).
-func (c *Cluster) kubeletArgsDiffer(n node, pid int) bool {
+func (c *Cluster) kubeletArgsDiffer(n Node, pid int) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false // gone: Start starts it with the current arguments
@@ -109,37 +109,37 @@ func installBinary(src, dst string) (bool, error) {
 }
 
 // kubeletHealthURL is node n's kubelet's own health endpoint.
-func (c *Cluster) kubeletHealthURL(n node) string {
+func (c *Cluster) kubeletHealthURL(n Node) string {
 	return "http://" + net.JoinHostPort(n.IP(), strconv.Itoa(c.Config.Ports.KubeletHealthz)) + "/healthz"
 }
 
 func (c *Cluster) runKubeletStart(ctx context.Context) (phase.Outcome, error) {
-	return c.startKubelet(ctx, c.firstNode(), c.kubeletSource())
+	return c.startKubelet(ctx, c.FirstNode(), c.kubeletSource())
 }
 
 // startKubelet installs the kubelet binary src (none: the node's own
 // must be there) on node n, writes its config and starts it (restarting
 // it when its binary, config or flags changed); a kubelet that exits at
 // once fails the phase with its log.
-func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.Outcome, error) {
+func (c *Cluster) startKubelet(ctx context.Context, n Node, src string) (phase.Outcome, error) {
 	binChanged := false
 	if src != "" {
 		var err error
-		if binChanged, err = installBinary(src, n.KubeletBinary()); err != nil {
+		if binChanged, err = installBinary(src, n.Files.KubeletBinary()); err != nil {
 			return phase.Done, err
 		}
-	} else if _, err := os.Stat(n.KubeletBinary()); err != nil {
-		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", n.KubeletBinary())
+	} else if _, err := os.Stat(n.Files.KubeletBinary()); err != nil {
+		return phase.Done, fmt.Errorf("no kubelet at %s: run `devk up phase images` (it builds the kubelet) or `devk build kubelet`", n.Files.KubeletBinary())
 	}
-	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: n.NodeFiles, Node: n.Net, CRISocket: c.criSocket(n)})
+	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Files: n.Files, Node: n.Net, CRISocket: c.criSocket(n)})
 	if err != nil {
 		return phase.Done, err
 	}
-	cfgChanged, err := atomicfile.WriteIfChanged(n.KubeletConfig(), data, 0o644, "")
+	cfgChanged, err := atomicfile.WriteIfChanged(n.Files.KubeletConfig(), data, 0o644, "")
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, d := range []string{n.Manifests(), n.KubeletRoot(), n.PodLogs(), n.Tmp()} {
+	for _, d := range []string{n.Files.Manifests(), n.Files.KubeletRoot(), n.Files.PodLogs(), n.Files.Tmp()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return phase.Done, err
 		}
@@ -153,7 +153,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 	if err := shareKubeletRoot(ctx, n); err != nil {
 		return phase.Done, err
 	}
-	procs := n.Procs()
+	procs := n.Files.Procs()
 	argsChanged := false
 	if pid, ok := procs.Running("kubelet"); ok {
 		if !inNodeMountNS(n, pid) {
@@ -182,7 +182,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 	// The kubelet fails fast on a bad config: give it a moment to do so.
 	err = wait.PollUntilContextTimeout(ctx, kubeletPollInterval, kubeletFailFastWindow, true, func(ctx context.Context) (bool, error) {
 		if _, ok := procs.Running("kubelet"); !ok {
-			return false, fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(n.LogFile("kubelet"), 20))
+			return false, fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(n.Files.LogFile("kubelet"), 20))
 		}
 		return kube.Probe(ctx, c.kubeletHealthURL(n)) == nil, nil
 	})
@@ -197,7 +197,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n node, src string) (phase.O
 // rotating certificate store (<root-dir>/pki/kubelet-client-current.pem)
 // and points kubelet.conf at that file, so rotated certificates are used.
 func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error) {
-	path := c.Kubeconfig("kubelet")
+	path := c.FirstNode().Files.Kubeconfig("kubelet")
 	cfg, err := clientcmd.LoadFromFile(path)
 	if err != nil {
 		return phase.Done, fmt.Errorf("read %s: %w (run `devk up phase kubeconfig/kubelet`)", path, err)
@@ -207,7 +207,7 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 		return phase.Done, fmt.Errorf("%s has no current user: run `devk up phase kubeconfig/kubelet`", path)
 	}
 	ai := cfg.AuthInfos[kctx.AuthInfo]
-	store, current := c.KubeletPKI(), c.KubeletClientCurrent()
+	store, current := c.FirstNode().Files.KubeletPKI(), c.FirstNode().Files.KubeletClientCurrent()
 	if ai.ClientCertificate == current && ai.ClientKey == current {
 		if _, err := os.Stat(current); err == nil {
 			return phase.Unchanged("kubelet.conf uses %s already", current), nil
@@ -261,7 +261,7 @@ func (c *Cluster) Kubelets() ([]NodeKubelet, error) {
 		if n.Net.Leaving {
 			continue // being removed: its kubelet may be stopped for good
 		}
-		out = append(out, NodeKubelet{Node: n.Name(), Binary: n.KubeletBinary()})
+		out = append(out, NodeKubelet{Node: n.Name(), Binary: n.Files.KubeletBinary()})
 	}
 	return out, err
 }
@@ -291,10 +291,10 @@ func (c *Cluster) RestartKubelet(ctx context.Context, node string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	if _, err := n.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
+	if _, err := n.Files.Procs().Stop(ctx, "kubelet", restartGrace); err != nil {
 		return 0, err
 	}
-	pid, _, err := n.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n), Env: c.daemonEnv()})
+	pid, _, err := n.Files.Procs().Start(supervise.Process{Name: "kubelet", Argv: c.kubeletArgv(n), Env: c.daemonEnv()})
 	return pid, err
 }
 
@@ -315,7 +315,7 @@ func (c *Cluster) RelistNodeKubelet(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	logPath := n.LogFile("kubelet")
+	logPath := n.Files.LogFile("kubelet")
 	mark := supervise.MarkLog(logPath)
 	defer mark.Close()
 	if _, err := c.RestartKubelet(ctx, name); err != nil {
@@ -353,8 +353,8 @@ func logContains(mark *supervise.LogMark, s string) bool {
 // from the namespace's mountinfo (its shared:N field), so a bind left
 // private by a run killed between the bind and MS_SHARED is mended, not
 // taken for done. It goes with the node's mount namespace.
-func shareKubeletRoot(ctx context.Context, n node) error {
-	if _, err := mountns.EnsureShared(ctx, n.MountNS(), n.KubeletRoot()); err != nil {
+func shareKubeletRoot(ctx context.Context, n Node) error {
+	if _, err := mountns.EnsureShared(ctx, n.Files.MountNS(), n.Files.KubeletRoot()); err != nil {
 		return fmt.Errorf("node %s: the kubelet's root dir: %w", n.Name(), err)
 	}
 	return nil

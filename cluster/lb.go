@@ -25,7 +25,7 @@ import (
 // A node being joined is in it from its register phase on; its checks
 // fail until its API server is ready, so HAProxy sends it nothing before.
 func (c *Cluster) loadBalancer() loadbalancer.LB {
-	lp := c.NodeFiles.LoadBalancer()
+	lp := c.Files.LoadBalancer()
 	var backends []loadbalancer.Backend
 	for _, n := range c.Config.ControlPlanes() {
 		if n.Leaving {
@@ -154,7 +154,7 @@ func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
 			return nil, err
 		}
 		name := n.Name()
-		e := ControlPlaneNode{Name: name, Node: n.NodeFiles.Node(c.asNode(n).Config)}
+		e := ControlPlaneNode{Name: name, Node: n.Files.ControlPlane(c.Config, n.Net)}
 		if c.Config.HA() {
 			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, name) }
 			e.PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, name, untilUp) }
@@ -207,7 +207,7 @@ func (c *Cluster) waitAPIServerUp(ctx context.Context, node string) error {
 		return strings.HasPrefix(s.Status, "UP"), nil
 	})
 	if poll.TimedOut(ctx, err) {
-		return fmt.Errorf("HAProxy still says %s for the API server of %s after %s: its /readyz fails? see its log under %s", status, node, upTimeout, c.Logs())
+		return fmt.Errorf("HAProxy still says %s for the API server of %s after %s: its /readyz fails? see its log under %s", status, node, upTimeout, c.FirstNode().Files.Logs())
 	}
 	return err
 }

@@ -52,7 +52,7 @@ func TestLeavingNodeIsLeftAlone(t *testing.T) {
 // job, is refused naming it, until it lets go.
 func TestClusterJobLocksEveryNode(t *testing.T) {
 	c := twoWorkers(t)
-	c.Dir = t.TempDir() // the lock keys are paths: the test's own
+	c.Files.Dir = t.TempDir() // the lock keys are paths: the test's own
 	unlock, err := c.lock()
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestClusterJobLocksEveryNode(t *testing.T) {
 			t.Errorf("a swap on %s while a cluster job holds it: %v", m, err)
 		}
 	}
-	if _, err := nodelock.AcquireCluster(c.Dir, nil, "devk node add"); !errors.Is(err, nodelock.ErrBusy) {
+	if _, err := nodelock.AcquireCluster(c.Files.Dir, nil, "devk node add"); !errors.Is(err, nodelock.ErrBusy) {
 		t.Errorf("a second cluster job: %v", err)
 	}
 	unlock()

@@ -59,20 +59,20 @@ func shortImage(ref string) string {
 // writeManifest renders and installs one static pod manifest unless the
 // installed one says the same (but for a swap's stamp); the temp file
 // lives outside the manifests dir, which the kubelet scans.
-func (c *Cluster) writeManifest(ctx context.Context, sp StaticPod) (phase.Outcome, error) {
-	return c.writeManifestWith(ctx, sp, controlplane.ManifestInput{})
+func (c *Cluster) writeManifest(ctx context.Context, n Node, sp StaticPod) (phase.Outcome, error) {
+	return c.writeManifestWith(ctx, n, sp, controlplane.ManifestInput{})
 }
 
 // writeManifestWith is writeManifest with what in sets beyond the
 // cluster's config, paths and image (a joining etcd member's cluster).
-func (c *Cluster) writeManifestWith(_ context.Context, sp StaticPod, in controlplane.ManifestInput) (phase.Outcome, error) {
-	path := c.ManifestPath(sp.Name)
+func (c *Cluster) writeManifestWith(_ context.Context, n Node, sp StaticPod, in controlplane.ManifestInput) (phase.Outcome, error) {
+	path := n.Files.ManifestPath(sp.Name)
 	installed := controlplane.InstalledPod(path)
 	img, swapped, err := c.manifestImage(sp, installed)
 	if err != nil {
 		return phase.Done, err
 	}
-	in.Config, in.Paths, in.Image = c.Config, c.NodeFiles, img
+	in.Config, in.Node, in.Files, in.Image = c.Config, n.Net, n.Files, img
 	if swapped {
 		// The swap's stamp stays with its image: a manifest rewritten for
 		// a changed flag still tells the next up the image was swapped in.
@@ -92,7 +92,7 @@ func (c *Cluster) writeManifestWith(_ context.Context, sp StaticPod, in controlp
 		}
 	}
 	written := time.Now()
-	changed, err := atomicfile.WriteIfChanged(path, data, 0o600, c.Tmp())
+	changed, err := atomicfile.WriteIfChanged(path, data, 0o600, n.Files.Tmp())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -100,7 +100,7 @@ func (c *Cluster) writeManifestWith(_ context.Context, sp StaticPod, in controlp
 		if c.manifestsWritten == nil {
 			c.manifestsWritten = map[string]time.Time{}
 		}
-		c.manifestsWritten[sp.Name] = written
+		c.manifestsWritten[path] = written
 	}
 	if !changed {
 		return phase.Unchanged("unchanged %s", short), nil

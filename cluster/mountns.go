@@ -51,15 +51,15 @@ func nodeMountNS(p layout.NodeFiles) mountns.Spec {
 }
 
 // enter is argv run in node n: in its mount and network namespaces.
-func (n node) enter(argv ...string) []string {
-	return mountns.Enter(n.MountNS(), n.Net.NetNSPath(), argv...)
+func (n Node) enter(argv ...string) []string {
+	return mountns.Enter(n.Files.MountNS(), n.Net.NetNSPath(), argv...)
 }
 
 // ensureMountNS makes node n's mount namespace unless it is there and
 // complete (a phase killed while making it leaves one that is made
 // again).
-func ensureMountNS(ctx context.Context, n node) (bool, error) {
-	changed, err := mountns.Ensure(ctx, nodeMountNS(n.NodeFiles))
+func ensureMountNS(ctx context.Context, n Node) (bool, error) {
+	changed, err := mountns.Ensure(ctx, nodeMountNS(n.Files))
 	if err != nil {
 		return changed, fmt.Errorf("node %s: %w", n.Name(), err)
 	}
@@ -68,8 +68,8 @@ func ensureMountNS(ctx context.Context, n node) (bool, error) {
 
 // inNodeMountNS says whether process pid runs in node n's mount
 // namespace.
-func inNodeMountNS(n node, pid int) bool {
-	dev, ino, ok := mountns.ID(n.MountNS())
+func inNodeMountNS(n Node, pid int) bool {
+	dev, ino, ok := mountns.ID(n.Files.MountNS())
 	return ok && mountns.In(pid, dev, ino)
 }
 
@@ -78,9 +78,9 @@ func inNodeMountNS(n node, pid int) bool {
 // nodes had one, or in a namespace since dropped. Restarted in the node's,
 // it would not find its shims and pods (their sockets and runc's state are
 // where it was), so the cluster is made again.
-func outsideMountNS(c *Cluster, n node, what string, pid int) error {
+func outsideMountNS(c *Cluster, n Node, what string, pid int) error {
 	return fmt.Errorf("node %s's %s (pid %d) runs outside the node's mount namespace %s (started by an older devk?): make the cluster again with `devk down%s` and `devk up%s`",
-		n.Name(), what, pid, n.MountNS(), c.nameFlag(), c.nameFlag())
+		n.Name(), what, pid, n.Files.MountNS(), c.nameFlag(), c.nameFlag())
 }
 
 // removeNodeMounts ends node n's mount namespace (stopping what is
@@ -88,12 +88,12 @@ func outsideMountNS(c *Cluster, n node, what string, pid int) error {
 // else inside) and unmounts whatever is left under the node's dir on
 // the host (what a devk from before mount namespaces mounted there: the
 // kubelet's root, the pods' volumes).
-func removeNodeMounts(ctx context.Context, n node) (phase.Outcome, error) {
-	had, err := mountns.Remove(ctx, nodeMountNS(n.NodeFiles), leftoverGrace)
+func removeNodeMounts(ctx context.Context, n Node) (phase.Outcome, error) {
+	had, err := mountns.Remove(ctx, nodeMountNS(n.Files), leftoverGrace)
 	if err != nil {
 		return phase.Done, err
 	}
-	unmounted, err := mountns.UnmountUnder(n.Dir)
+	unmounted, err := mountns.UnmountUnder(n.Files.Dir)
 	if err != nil {
 		return phase.Done, err
 	}

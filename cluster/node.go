@@ -11,48 +11,50 @@ import (
 	"github.com/devk/devk/internal/layout"
 )
 
-// node is one node of the cluster as the node-scoped phases act on it
+// Node is one Node of the cluster as the Node-scoped phases act on it
 // (network, runtime, kubelet, pod network, and down's): its place on the
-// cluster's network and where its files are. Node 0, the node `devk up`
-// makes, keeps its files in the cluster directory; every other node in
+// cluster's network and where its files are. Node 0, the Node `devk up`
+// makes, keeps its files in the cluster directory; every other Node in
 // nodes/<name>/ (layout.Paths.NodeDir).
-type node struct {
-	Net layout.NodeNet
-	layout.NodeFiles
+type Node struct {
+	Net   layout.NodeNet
+	Files layout.NodeFiles
 }
 
 // Name is the node's name (its Node object's).
-func (n node) Name() string { return n.Net.Name }
+func (n Node) Name() string { return n.Net.Name }
 
 // PodCIDR is the node's pod subnet once its Node has one ("" before).
-func (n node) PodCIDR() string { return n.Net.PodCIDR }
+func (n Node) PodCIDR() string { return n.Net.PodCIDR }
 
 // IP is the node's address: where its kubelet and, on a control-plane
 // node, its static pods listen.
-func (n node) IP() string { return n.Net.IP }
+func (n Node) IP() string { return n.Net.IP }
 
-// firstNode is node 0, the control-plane node `devk up` makes.
-func (c *Cluster) firstNode() node { return node{Net: c.Config.ControlPlane(), NodeFiles: c.NodeFiles} }
+// FirstNode is node 0, the control-plane node `devk up` makes.
+func (c *Cluster) FirstNode() Node {
+	return Node{Net: c.Config.ControlPlane(), Files: c.Files.FirstNode()}
+}
 
 // nodeNamed is the cluster's node called name.
-func (c *Cluster) nodeNamed(name string) (node, error) {
-	if name == "" || name == c.Config.NodeName {
-		return c.firstNode(), nil
+func (c *Cluster) nodeNamed(name string) (Node, error) {
+	if name == "" {
+		return c.FirstNode(), nil
 	}
 	n, _, err := c.Config.FindNode(name)
 	if err != nil {
-		return node{}, err
+		return Node{}, err
 	}
-	p, err := c.NodeFiles.NodeDir(c.Config, name)
+	p, err := c.Files.Node(c.Config, name)
 	if err != nil {
-		return node{}, err
+		return Node{}, err
 	}
-	return node{Net: n, NodeFiles: p}, nil
+	return Node{Net: n, Files: p}, nil
 }
 
 // nodes are every node of the cluster, node 0 first.
-func (c *Cluster) nodes() ([]node, error) {
-	out := []node{c.firstNode()}
+func (c *Cluster) nodes() ([]Node, error) {
+	out := []Node{c.FirstNode()}
 	for _, n := range c.Config.Network.Nodes[1:] {
 		nd, err := c.nodeNamed(n.Name)
 		if err != nil {
@@ -65,7 +67,7 @@ func (c *Cluster) nodes() ([]node, error) {
 
 // nodesLastFirst are the nodes in the order down stops them: the
 // control-plane node, whose API server the others talk to, last.
-func (c *Cluster) nodesLastFirst() ([]node, error) {
+func (c *Cluster) nodesLastFirst() ([]Node, error) {
 	ns, err := c.nodes()
 	slices.Reverse(ns)
 	return ns, err
@@ -83,11 +85,11 @@ func (c *Cluster) nameFlag() string {
 // criSocket is node n's CRI runtime: node 0's is the config's (devk's
 // containerd, or the one --cri-socket named); every other node's is its
 // own containerd's.
-func (c *Cluster) criSocket(n node) string {
+func (c *Cluster) criSocket(n Node) string {
 	if n.Name() == c.Config.NodeName {
 		return c.Config.CRISocket
 	}
-	return n.ContainerdSocket()
+	return n.Files.ContainerdSocket()
 }
 
 // nodeMemory is what one more node takes, measured on a worker of a

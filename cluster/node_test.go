@@ -42,8 +42,8 @@ func TestNodesAndTheirFiles(t *testing.T) {
 	if want := []string{"devk-control-plane", "devk-worker", "devk-worker2"}; !slices.Equal(names, want) {
 		t.Fatalf("nodes %v, want %v", names, want)
 	}
-	if ns[0].Dir != c.Dir || ns[1].Dir != c.Dir+"/nodes/devk-worker" {
-		t.Errorf("node dirs %s, %s", ns[0].Dir, ns[1].Dir)
+	if ns[0].Files.Dir != c.Files.Dir || ns[1].Files.Dir != c.Files.Dir+"/nodes/devk-worker" {
+		t.Errorf("node dirs %s, %s", ns[0].Files.Dir, ns[1].Files.Dir)
 	}
 	last, _ := c.nodesLastFirst()
 	if last[len(last)-1].Name() != "devk-control-plane" {
@@ -63,14 +63,14 @@ func TestJoinedKubelet(t *testing.T) {
 	argv := c.kubeletArgv(w)
 	for _, f := range []string{
 		"--net=/run/netns/devk-devk-worker", "--node-ip=10.250.0.3", "--hostname-override=devk-worker",
-		"--bootstrap-kubeconfig=" + w.Dir + "/bootstrap-kubelet.conf", "--kubeconfig=" + w.Dir + "/kubelet.conf",
-		"--root-dir=" + w.Dir + "/kubelet", w.Dir + "/bin/kubelet",
+		"--bootstrap-kubeconfig=" + w.Files.Dir + "/bootstrap-kubelet.conf", "--kubeconfig=" + w.Files.Dir + "/kubelet.conf",
+		"--root-dir=" + w.Files.Dir + "/kubelet", w.Files.Dir + "/bin/kubelet",
 	} {
 		if !slices.Contains(argv, f) {
 			t.Errorf("worker kubelet argv lacks %s: %v", f, argv)
 		}
 	}
-	if slices.ContainsFunc(c.kubeletArgv(c.firstNode()), func(a string) bool { return strings.HasPrefix(a, "--bootstrap-kubeconfig") }) {
+	if slices.ContainsFunc(c.kubeletArgv(c.FirstNode()), func(a string) bool { return strings.HasPrefix(a, "--bootstrap-kubeconfig") }) {
 		t.Error("node 0's kubelet has a credential devk issued: no TLS bootstrap")
 	}
 }
@@ -90,7 +90,7 @@ func TestPodSubnets(t *testing.T) {
 		}
 	}
 	c.Config.Network.Nodes[0].PodCIDR = ""
-	if got, _ := c.podSubnetOf(c.firstNode()); got != "10.244.0.0/24" {
+	if got, _ := c.podSubnetOf(c.FirstNode()); got != "10.244.0.0/24" {
 		t.Errorf("node 0 before its Node has one: %q, want the first /24 (what the controller-manager gives the first node)", got)
 	}
 }

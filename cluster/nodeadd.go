@@ -57,11 +57,11 @@ type NodeOptions struct {
 // NodeJob is the state the join (node add) and node remove phases share:
 // the cluster and the one node they act on.
 type NodeJob struct {
-	*Cluster
+	Cluster *Cluster
 	// join is what add was told about discovery (token, pins, timeout).
 	join NodeOptions
 	// Node is the node joining or leaving.
-	Node node
+	Node Node
 	// resumed says the node is in cluster.json already: half joined by an
 	// earlier add, or registered by this one.
 	resumed bool
@@ -80,7 +80,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "preflight",
 			Short: "check root, the programs a node needs, a free name, and that the cluster's API server answers",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.Config.APIServerURL() + "/readyz", "PATH"}, nil
+				return []string{j.Cluster.Config.APIServerURL() + "/readyz", "PATH"}, nil
 			},
 			Run: phase.Method((*NodeJob).runJoinPreflight),
 		},
@@ -88,8 +88,8 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "discovery",
 			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.BootstrapToken(), pki.CertPath(j.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
-					[]string{pki.CertPath(j.Node.PKI(), pki.CAName), j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig)}
+				return []string{j.Cluster.Files.BootstrapToken(), pki.CertPath(j.Cluster.FirstNode().Files.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
+					[]string{pki.CertPath(j.Node.Files.PKI(), pki.CAName), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig)}
 			},
 			Run: phase.Method((*NodeJob).runDiscovery),
 		},
@@ -97,7 +97,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "register",
 			Short: "record the node in cluster.json, as joining: from here on `devk node remove` or `devk down` takes away what the join made",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.ConfigFile()}
+				return nil, []string{j.Cluster.Files.ConfigFile()}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
 				if j.resumed {
@@ -106,7 +106,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				if err := ctx.Err(); err != nil {
 					return phase.Done, err
 				}
-				if err := j.SaveConfig(); err != nil {
+				if err := j.Cluster.SaveConfig(); err != nil {
 					return phase.Done, err
 				}
 				j.resumed = true
@@ -120,11 +120,11 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{"netns " + j.Node.Net.NetNSPath() + " (node " + j.Node.IP() + ")", "veth " + j.Node.Net.HostVeth}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
-				ch, err := j.wireBridge(ctx)
+				ch, err := j.Cluster.wireBridge(ctx)
 				if err != nil {
 					return phase.Done, err
 				}
-				made, err := j.wireNode(ctx, j.Node.Net)
+				made, err := j.Cluster.wireNode(ctx, j.Node.Net)
 				return phase.ChangedIf(ch || made, "node %s at %s in netns %s", j.Node.Name(), j.Node.IP(), j.Node.Net.NetNS), err
 			},
 		},
@@ -132,9 +132,9 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "runtime",
 			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket; its CNI network comes once the node has a pod subnet)",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.Node.MountNS(), j.Node.ContainerdConfig(), j.Node.ContainerdSocket(), j.Node.PIDFile("containerd")}
+				return nil, []string{j.Node.Files.MountNS(), j.Node.Files.ContainerdConfig(), j.Node.Files.ContainerdSocket(), j.Node.Files.PIDFile("containerd")}
 			},
-			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.startRuntime(ctx, j.Node) },
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.Cluster.startRuntime(ctx, j.Node) },
 		},
 		{
 			Name:     "control-plane-prepare",
@@ -146,8 +146,8 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "kubelet-start",
 			Short: "start the node's kubelet with the bootstrap kubeconfig; wait for its CSR to be approved and signed and for its Node to register",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.KubeletBinary(), j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig)},
-					[]string{j.Node.KubeletBinary(), j.Node.KubeletConfig(), j.Node.Kubeconfig("kubelet"), j.Node.PIDFile("kubelet"), "node " + j.Node.Name()}
+				return []string{j.Cluster.FirstNode().Files.KubeletBinary(), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig)},
+					[]string{j.Node.Files.KubeletBinary(), j.Node.Files.KubeletConfig(), j.Node.Files.Kubeconfig("kubelet"), j.Node.Files.PIDFile("kubelet"), "node " + j.Node.Name()}
 			},
 			Run: phase.Method((*NodeJob).runJoinKubelet),
 		},
@@ -156,7 +156,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Short: "a control-plane node: its etcd member added as a learner through the others, its static pod (--initial-cluster-state=existing), promoted once in sync",
 			If:    isControlPlane,
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.peerURL(j.Node), j.Node.ManifestPath("etcd")}
+				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.Cluster.peerURL(j.Node), j.Node.Files.ManifestPath("etcd")}
 			},
 			Run: phase.Method((*NodeJob).runEtcdJoin),
 		},
@@ -167,9 +167,9 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				var outs []string
 				for _, sp := range StaticPods[1:] {
-					outs = append(outs, j.Node.ManifestPath(sp.Name))
+					outs = append(outs, j.Node.Files.ManifestPath(sp.Name))
 				}
-				return []string{j.ConfigFile() + " (images)", j.Node.PKI()}, outs
+				return []string{j.Cluster.Files.ConfigFile() + " (images)", j.Node.Files.PKI()}, outs
 			},
 			Run: phase.Method((*NodeJob).runNodeControlPlane),
 		},
@@ -177,7 +177,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "pod-network",
 			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and masquerade rule; route every node to every other node's pods",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{filepath.Join(j.Node.CNIConfDir(), conflistName), "routes in every node's netns"}
+				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{filepath.Join(j.Node.Files.CNIConfDir(), conflistName), "routes in every node's netns"}
 			},
 			Run: phase.Method((*NodeJob).runJoinPodNetwork),
 		},
@@ -186,7 +186,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Short: "a control-plane node: HAProxy reloaded with its API server; wait until HAProxy's /readyz checks pass on it",
 			If:    behindLoadBalancer,
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.Config.NodeAPIServerURL(j.Node.IP()) + "/readyz"}, []string{j.loadBalancer().File}
+				return []string{j.Cluster.Config.NodeAPIServerURL(j.Node.IP()) + "/readyz"}, []string{j.Cluster.loadBalancer().File}
 			},
 			Run: phase.Method((*NodeJob).runJoinLoadBalancer),
 		},
@@ -197,7 +197,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{"node " + j.Node.Name()}
 			},
-			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.markControlPlane(ctx, j.Node) },
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.Cluster.markControlPlane(ctx, j.Node) },
 		},
 		{
 			Name:  "wait",
@@ -211,23 +211,23 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "record",
 			Short: "mark the node joined in cluster.json and ConfigMap kube-system/devk-config",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.ConfigFile(), "configmap kube-system/" + bootstrap.ConfigMapName}
+				return nil, []string{j.Cluster.Files.ConfigFile(), "configmap kube-system/" + bootstrap.ConfigMapName}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
 				if err := ctx.Err(); err != nil {
 					return phase.Done, err // interrupted: the node stays joining, and add resumes it
 				}
-				if n, _, err := j.Config.FindNode(j.Node.Name()); err == nil && !n.Joining {
-					return phase.Unchanged("%s joined before (%d nodes)", j.Node.Name(), len(j.Config.Network.Nodes)), nil
+				if n, _, err := j.Cluster.Config.FindNode(j.Node.Name()); err == nil && !n.Joining {
+					return phase.Unchanged("%s joined before (%d nodes)", j.Node.Name(), len(j.Cluster.Config.Network.Nodes)), nil
 				}
-				j.setJoining(j.Node.Name(), false)
-				if err := j.SaveConfig(); err != nil {
+				j.Cluster.setJoining(j.Node.Name(), false)
+				if err := j.Cluster.SaveConfig(); err != nil {
 					return phase.Done, err
 				}
-				if _, err := j.runUploadConfig(ctx); err != nil {
+				if _, err := j.Cluster.runUploadConfig(ctx); err != nil {
 					return phase.Done, err
 				}
-				return phase.Changed("%s joined (%d nodes)", j.Node.Name(), len(j.Config.Network.Nodes)), nil
+				return phase.Changed("%s joined (%d nodes)", j.Node.Name(), len(j.Cluster.Config.Network.Nodes)), nil
 			},
 		},
 	}
@@ -328,8 +328,8 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 		probs = append(probs, Problem{"root", "a node runs containerd and the kubelet, which need root", "run it as root: sudo -E devk node add"})
 	}
 	probs = append(probs, binaryProblems(exec.LookPath, containerd.CNIBinDir())...)
-	if _, err := os.Stat(j.KubeletBinary()); err != nil {
-		probs = append(probs, Problem{"kubelet", "no kubelet at " + j.KubeletBinary() + " to give the node", "run `devk up` (it builds and installs the kubelet)"})
+	if _, err := os.Stat(j.Cluster.FirstNode().Files.KubeletBinary()); err != nil {
+		probs = append(probs, Problem{"kubelet", "no kubelet at " + j.Cluster.FirstNode().Files.KubeletBinary() + " to give the node", "run `devk up` (it builds and installs the kubelet)"})
 	}
 	if !j.resumed {
 		if p := memoryProblem([]string{j.Node.Net.Role}, memAvailable()); p != nil {
@@ -342,18 +342,18 @@ func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 			probs = append(probs, Problem{"names", "cgroup " + j.Node.Net.CgroupRoot + " exists already", "another DEVK_HOME's cluster has it? choose another name"})
 		}
 	}
-	if len(j.Node.ContainerdSocket())+len(".ttrpc") >= 108 {
-		probs = append(probs, Problem{"paths", "the node's containerd socket path " + j.Node.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory, or give the node a shorter name"})
+	if len(j.Node.Files.ContainerdSocket())+len(".ttrpc") >= 108 {
+		probs = append(probs, Problem{"paths", "the node's containerd socket path " + j.Node.Files.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory, or give the node a shorter name"})
 	}
 	if len(probs) > 0 {
 		return phase.Done, &PreflightError{Problems: probs}
 	}
-	cs, err := j.Client()
+	cs, err := j.Cluster.Client()
 	if err != nil {
 		return phase.Done, err
 	}
 	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-		return phase.Done, fmt.Errorf("the cluster's API server at %s is not ready (%v): run `devk up%s` first", j.Config.APIServerURL(), err, j.nameFlag())
+		return phase.Done, fmt.Errorf("the cluster's API server at %s is not ready (%v): run `devk up%s` first", j.Cluster.Config.APIServerURL(), err, j.Cluster.nameFlag())
 	}
 	if !j.resumed {
 		if _, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{}); err == nil {
@@ -396,7 +396,7 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	d, err := join.Discover(dctx, j.joinEndpoint(), tok, pins)
+	d, err := join.Discover(dctx, j.Cluster.joinEndpoint(), tok, pins)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -414,8 +414,8 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 		data []byte
 		perm os.FileMode
 	}{
-		{pki.CertPath(j.Node.PKI(), pki.CAName), d.CAPEM, 0o644},
-		{j.Node.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kc, 0o600},
+		{pki.CertPath(j.Node.Files.PKI(), pki.CAName), d.CAPEM, 0o644},
+		{j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kc, 0o600},
 	} {
 		w, err := atomicfile.WriteIfChanged(f.path, f.data, f.perm, "")
 		if err != nil {
@@ -433,16 +433,16 @@ func (j *NodeJob) joinToken(ctx context.Context) (join.Token, error) {
 	if j.join.Token != "" {
 		return join.ParseToken(j.join.Token)
 	}
-	if _, err := j.runBootstrapToken(ctx); err != nil {
+	if _, err := j.Cluster.runBootstrapToken(ctx); err != nil {
 		return join.Token{}, fmt.Errorf("the cluster's bootstrap token: %w", err)
 	}
-	data, err := os.ReadFile(j.BootstrapToken())
+	data, err := os.ReadFile(j.Cluster.Files.BootstrapToken())
 	if err != nil {
-		return join.Token{}, fmt.Errorf("read the bootstrap token: %w (run `devk up%s phase bootstrap-token`)", err, j.nameFlag())
+		return join.Token{}, fmt.Errorf("read the bootstrap token: %w (run `devk up%s phase bootstrap-token`)", err, j.Cluster.nameFlag())
 	}
 	tok, err := join.ParseToken(strings.TrimSpace(string(data)))
 	if err != nil {
-		return join.Token{}, fmt.Errorf("%s: %w (run `devk up%s phase bootstrap-token`)", j.BootstrapToken(), err, j.nameFlag())
+		return join.Token{}, fmt.Errorf("%s: %w (run `devk up%s phase bootstrap-token`)", j.Cluster.Files.BootstrapToken(), err, j.Cluster.nameFlag())
 	}
 	return tok, nil
 }
@@ -453,7 +453,7 @@ func (j *NodeJob) joinPins() ([]join.Pin, error) {
 	if len(j.join.CAHashes) > 0 {
 		return join.ParsePins(j.join.CAHashes)
 	}
-	cas, err := certutil.CertsFromFile(pki.CertPath(j.PKI(), pki.CAName))
+	cas, err := certutil.CertsFromFile(pki.CertPath(j.Cluster.FirstNode().Files.PKI(), pki.CAName))
 	if err != nil {
 		return nil, fmt.Errorf("the cluster's CA, to pin: %w", err)
 	}
@@ -462,28 +462,28 @@ func (j *NodeJob) joinPins() ([]join.Pin, error) {
 
 // tlsBootstrapped says whether node n's kubelet has its own client
 // certificate: it writes its kubeconfig once its CSR was signed.
-func tlsBootstrapped(n node) bool {
-	_, err := os.Stat(n.Kubeconfig("kubelet"))
+func tlsBootstrapped(n Node) bool {
+	_, err := os.Stat(n.Files.Kubeconfig("kubelet"))
 	return err == nil
 }
 
 func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
 	t0 := time.Now()
-	out, err := j.startKubelet(ctx, j.Node, j.KubeletBinary())
+	out, err := j.Cluster.startKubelet(ctx, j.Node, j.Cluster.FirstNode().Files.KubeletBinary())
 	if err != nil {
 		return out, err
 	}
 	if out.Changed {
 		j.kubeletStarted = t0
 	}
-	cs, err := j.Client()
+	cs, err := j.Cluster.Client()
 	if err != nil {
 		return phase.Done, err
 	}
 	why := "the kubelet has no client certificate yet (its CSR is not signed)"
 	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
-		if _, ok := j.Node.Procs().Running("kubelet"); !ok {
-			return false, fmt.Errorf("the node's kubelet exited; its log ends:\n%s", j.Node.Procs().ExitedTail(ctx, "kubelet", 20))
+		if _, ok := j.Node.Files.Procs().Running("kubelet"); !ok {
+			return false, fmt.Errorf("the node's kubelet exited; its log ends:\n%s", j.Node.Files.Procs().ExitedTail(ctx, "kubelet", 20))
 		}
 		if !tlsBootstrapped(j.Node) {
 			return false, nil
@@ -495,7 +495,7 @@ func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
 		return true, nil
 	})
 	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("node %s did not join within %s: %s; see %s and `kubectl get csr`", j.Node.Name(), joinTimeout, why, j.Node.LogFile("kubelet"))
+		return phase.Done, fmt.Errorf("node %s did not join within %s: %s; see %s and `kubectl get csr`", j.Node.Name(), joinTimeout, why, j.Node.Files.LogFile("kubelet"))
 	}
 	if err != nil {
 		return phase.Done, err
@@ -504,28 +504,28 @@ func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
 }
 
 func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) {
-	cs, err := j.Client()
+	cs, err := j.Cluster.Client()
 	if err != nil {
 		return phase.Done, err
 	}
-	cidr, err := j.waitPodCIDR(ctx, cs, j.Node)
+	cidr, err := j.Cluster.waitPodCIDR(ctx, cs, j.Node)
 	if err != nil {
 		return phase.Done, err
 	}
 	changed := j.Node.Net.PodCIDR != cidr
 	j.Node.Net.PodCIDR = cidr
-	j.setPodCIDR(j.Node.Name(), cidr)
-	if err := j.SaveConfig(); err != nil {
+	j.Cluster.setPodCIDR(j.Node.Name(), cidr)
+	if err := j.Cluster.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
-	w, err := j.writeConflist(j.Node, cidr)
+	w, err := j.Cluster.writeConflist(j.Node, cidr)
 	if err != nil {
 		return phase.Done, err
 	}
-	if err := ensurePodMasquerade(ctx, j.Node, cidr, j.Config.PodCIDR); err != nil {
+	if err := ensurePodMasquerade(ctx, j.Node, cidr, j.Cluster.Config.PodCIDR); err != nil {
 		return phase.Done, err
 	}
-	routes, err := j.routePods(ctx)
+	routes, err := j.Cluster.routePods(ctx)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -533,7 +533,7 @@ func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) 
 }
 
 func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
-	cs, err := j.Client()
+	cs, err := j.Cluster.Client()
 	if err != nil {
 		return phase.Done, err
 	}
@@ -554,11 +554,11 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 		if why == "" {
 			return true, nil
 		}
-		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + why})
+		j.Cluster.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + why})
 		return false, nil
 	})
 	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("node %s is not ready after %s: %s; see %s", j.Node.Name(), joinTimeout, why, j.Node.LogFile("kubelet"))
+		return phase.Done, fmt.Errorf("node %s is not ready after %s: %s; see %s", j.Node.Name(), joinTimeout, why, j.Node.Files.LogFile("kubelet"))
 	}
 	if err != nil {
 		return phase.Done, err

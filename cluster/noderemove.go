@@ -24,7 +24,7 @@ import (
 // RemovePhases are `devk node remove`: drain the node, stop what runs on
 // it, take away what devk made for it, and forget it.
 func RemovePhases() []*phase.Phase[*NodeJob] {
-	on := func(f func(context.Context, node) (phase.Outcome, error)) func(context.Context, *NodeJob) (phase.Outcome, error) {
+	on := func(f func(context.Context, Node) (phase.Outcome, error)) func(context.Context, *NodeJob) (phase.Outcome, error) {
 		return func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return f(ctx, j.Node) }
 	}
 	return []*phase.Phase[*NodeJob]{
@@ -32,7 +32,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Name:  "leaving",
 			Short: "record the node in cluster.json as leaving: from here on up and node add leave it alone, and node remove again finishes it",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.ConfigFile()}
+				return nil, []string{j.Cluster.Files.ConfigFile()}
 			},
 			Run: phase.Method((*NodeJob).runMarkLeaving),
 		},
@@ -55,7 +55,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Short: "a control-plane node: remove its etcd member through the other members (its etcd then stops)",
 			If:    isControlPlane,
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.peerURL(j.Node)}
+				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.Cluster.peerURL(j.Node)}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
 				removed, err := j.removeEtcdMember(ctx)
@@ -63,16 +63,16 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 					return phase.Done, err
 				}
 				if !removed {
-					return phase.Unchanged("no member %s", j.peerURL(j.Node)), nil
+					return phase.Unchanged("no member %s", j.Cluster.peerURL(j.Node)), nil
 				}
-				return phase.Changed("member %s removed", j.peerURL(j.Node)), nil
+				return phase.Changed("member %s removed", j.Cluster.peerURL(j.Node)), nil
 			},
 		},
 		{Name: "kubelet", Short: "stop the node's kubelet", Run: on(stopKubelet)},
 		{
 			Name:  "pods",
 			Short: "stop and remove the node's pod sandboxes and containers through CRI",
-			Run:   func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.removePods(ctx, j.Node) },
+			Run:   func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.Cluster.removePods(ctx, j.Node) },
 		},
 		{Name: "runtime", Short: "stop the node's containerd and any shim left behind", Run: on(stopRuntime)},
 		{
@@ -86,7 +86,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{"cgroup " + j.Node.Net.CgroupRoot}
 			},
-			Run: on(func(ctx context.Context, n node) (phase.Outcome, error) {
+			Run: on(func(ctx context.Context, n Node) (phase.Outcome, error) {
 				removed, killed, err := removeCgroupRoot(ctx, n.Net.CgroupRoot)
 				return phase.ChangedIf(removed > 0, "%d removed, %d leftover processes killed", removed, killed), err
 			}),
@@ -98,7 +98,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{"netns " + j.Node.Net.NetNSPath(), "veth " + j.Node.Net.HostVeth, "routes to " + orNone(j.Node.Net.PodCIDR)}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
-				routes := j.unroutePods(ctx, j.Node.Net)
+				routes := j.Cluster.unroutePods(ctx, j.Node.Net)
 				did, err := deleteNodeNetwork(ctx, j.Node.Net)
 				if err != nil {
 					return phase.Done, err
@@ -116,7 +116,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Name:  "files",
 			Short: "remove the node's directory; refuses while anything is mounted beneath it or its kubelet or containerd runs",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.Node.Dir}
+				return nil, []string{j.Node.Files.Dir}
 			},
 			Run: phase.Method((*NodeJob).runRemoveNodeFiles),
 			// Needs are paths from the root of this job.
@@ -126,27 +126,27 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Name:  "record",
 			Short: "take the node out of cluster.json and ConfigMap kube-system/devk-config",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{j.ConfigFile(), "configmap kube-system/" + bootstrap.ConfigMapName}
+				return nil, []string{j.Cluster.Files.ConfigFile(), "configmap kube-system/" + bootstrap.ConfigMapName}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
 				if err := ctx.Err(); err != nil {
 					return phase.Done, err // interrupted: remove again finishes it
 				}
-				if err := j.Config.RemoveNode(j.Node.Name()); err != nil {
+				if err := j.Cluster.Config.RemoveNode(j.Node.Name()); err != nil {
 					return phase.Done, err
 				}
-				if err := j.SaveConfig(); err != nil {
+				if err := j.Cluster.SaveConfig(); err != nil {
 					return phase.Done, err
 				}
-				if _, err := j.runUploadConfig(ctx); err != nil {
+				if _, err := j.Cluster.runUploadConfig(ctx); err != nil {
 					return phase.Done, err
 				}
-				if j.Config.HA() {
-					if _, err := j.runLoadBalancer(ctx); err != nil { // HAProxy without the node
+				if j.Cluster.Config.HA() {
+					if _, err := j.Cluster.runLoadBalancer(ctx); err != nil { // HAProxy without the node
 						return phase.Done, err
 					}
 				}
-				return phase.Changed("%d nodes left", len(j.Config.Network.Nodes)), nil
+				return phase.Changed("%d nodes left", len(j.Cluster.Config.Network.Nodes)), nil
 			},
 		},
 	}
@@ -163,8 +163,8 @@ func (j *NodeJob) runMarkLeaving(ctx context.Context) (phase.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return phase.Done, err
 	}
-	j.setLeaving(j.Node.Name())
-	if err := j.SaveConfig(); err != nil {
+	j.Cluster.setLeaving(j.Node.Name())
+	if err := j.Cluster.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
 	j.Node.Net.Leaving = true
@@ -233,7 +233,7 @@ func drained(p corev1.Pod) bool {
 // PodDisruptionBudgets hold, and wait until they are gone. A node that
 // never registered has nothing to drain.
 func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
-	cs, err := j.Client()
+	cs, err := j.Cluster.Client()
 	if err != nil {
 		return phase.Done, err
 	}
@@ -243,7 +243,7 @@ func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
 		return phase.Unchanged("no Node %s (it never registered)", name), nil
 	}
 	if err != nil {
-		return phase.Done, fmt.Errorf("read node %s: %w (is the cluster up? `devk up%s`)", name, err, j.nameFlag())
+		return phase.Done, fmt.Errorf("read node %s: %w (is the cluster up? `devk up%s`)", name, err, j.Cluster.nameFlag())
 	}
 	cordoned := false
 	if !n.Spec.Unschedulable {
@@ -276,7 +276,7 @@ func (j *NodeJob) runDrain(ctx context.Context) (phase.Outcome, error) {
 				return false, fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 		}
-		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + last})
+		j.Cluster.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + last})
 		return false, nil
 	})
 	if poll.TimedOut(ctx, err) {
@@ -313,7 +313,7 @@ func drainStep(pods []corev1.Pod, evicted map[types.UID]bool) (evict, waiting []
 // take them only after its quarantine), at once (grace 0: nothing runs
 // them any more).
 func (j *NodeJob) runDeleteNode(ctx context.Context) (phase.Outcome, error) {
-	cs, err := j.Client()
+	cs, err := j.Cluster.Client()
 	if err != nil {
 		return phase.Done, err
 	}
@@ -348,18 +348,18 @@ func (j *NodeJob) runDeleteNode(ctx context.Context) (phase.Outcome, error) {
 // cluster's nodes/, nothing mounted beneath it, no kubelet or containerd
 // of the node running.
 func (j *NodeJob) runRemoveNodeFiles(ctx context.Context) (phase.Outcome, error) {
-	dir := j.Node.Dir
+	dir := j.Node.Files.Dir
 	removeContainerLogLinks(dir)
-	if filepath.Dir(dir) != j.NodesDir() {
-		return phase.Done, fmt.Errorf("refusing to remove %s: not a node directory under %s", dir, j.NodesDir())
+	if filepath.Dir(dir) != j.Cluster.Files.NodesDir() {
+		return phase.Done, fmt.Errorf("refusing to remove %s: not a node directory under %s", dir, j.Cluster.Files.NodesDir())
 	}
-	exists, err := removableDir(dir, []node{j.Node}, "run all of `devk node remove"+j.nameFlag()+" "+j.Node.Name()+"`")
+	exists, err := removableDir(dir, []Node{j.Node}, "run all of `devk node remove"+j.Cluster.nameFlag()+" "+j.Node.Name()+"`")
 	if err != nil || !exists {
 		return phase.Unchanged("no %s", dir), err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return phase.Done, fmt.Errorf("remove %s: %w", dir, err)
 	}
-	os.Remove(j.NodesDir()) // when it was the last
+	os.Remove(j.Cluster.Files.NodesDir()) // when it was the last
 	return phase.Changed("removed %s", dir), nil
 }

@@ -32,7 +32,7 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.FeatureGates = map[string]bool{"ComponentFlagz": true}
 	cfg.Spec.RuntimeConfig = map[string]string{"api/alpha": "true"}
-	in := controlplane.ManifestInput{Config: cfg, Paths: layout.ClusterPaths("/", cfg.Name)}
+	in := controlplane.ManifestInput{Config: cfg, Paths: layout.HomeFiles("/").Cluster(cfg.Name)}
 	pod := func(name string) (own, defaults map[string]string) { return controlplane.Flags(name, in) }
 	kubelet := func() (own, defaults map[string]string) {
 		own, defaults = kubeletconfig.Flags(cfg, in.Paths, layout.NodeNet{})
@@ -113,7 +113,7 @@ func TestOwnedKubeletConfigFields(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.Kubelet.FeatureGates = map[string]bool{"KubeletTracing": true}
 	n := cfg.ControlPlane()
-	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: layout.ClusterPaths(t.TempDir(), cfg.Name), Node: n, CRISocket: "/x.sock"})
+	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name), Node: n, CRISocket: "/x.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestOwnedFlagsDropped(t *testing.T) {
 	c.Config.Spec.Kubelet.ExtraArgs = map[string]string{"container-runtime-endpoint": "unix:///run/containerd/containerd.sock", "max-pods": "50"}
 	c.Config.Spec.APIServer.ExtraArgs = map[string]string{"anonymous-auth": "true", "authorization-mode": "AlwaysAllow", "audit-log-maxage": "3"}
 	c.Config.Spec.KubeProxy.ExtraArgs = map[string]string{"metrics-bind-address": "0.0.0.0:10249", "v": "2"}
-	args := strings.Join(c.kubeletArgs(c.firstNode()), " ")
+	args := strings.Join(c.kubeletArgs(c.FirstNode()), " ")
 	if strings.Contains(args, "container-runtime-endpoint") || !strings.Contains(args, "--max-pods=50") {
 		t.Errorf("kubelet: %s", args)
 	}

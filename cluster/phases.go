@@ -25,7 +25,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "preflight",
 			Short: "check root, cgroups, swap, the registry's port, containerd/runc/CNI plugins, ip/nsenter/sysctl, CAP_SYS_RESOURCE",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH", bridgeNFCallIPTables, "iptables -S FORWARD"}, []string{c.ConfigFile()}
+				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH", bridgeNFCallIPTables, "iptables -S FORWARD"}, []string{c.Files.ConfigFile()}
 			},
 			Run: phase.Method((*Cluster).runPreflight),
 		},
@@ -60,7 +60,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "runtime",
 			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{c.MountNS(), c.ContainerdConfig(), c.CNIConfDir(), c.ContainerdSocket(), c.PIDFile("containerd")}
+				return nil, []string{c.FirstNode().Files.MountNS(), c.FirstNode().Files.ContainerdConfig(), c.FirstNode().Files.CNIConfDir(), c.FirstNode().Files.ContainerdSocket(), c.FirstNode().Files.PIDFile("containerd")}
 			},
 			Run: phase.Method((*Cluster).runRuntime),
 		},
@@ -80,7 +80,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				if tree == "" {
 					tree = "the tree around the working directory"
 				}
-				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,devk-iptables-base,coredns,pause}", c.ConfigFile(), c.KubectlPath()}
+				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,devk-iptables-base,coredns,pause}", c.Files.ConfigFile(), c.KubectlPath()}
 			},
 			Run: phase.Method((*Cluster).runImages),
 		},
@@ -92,7 +92,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "kubelet-start",
 			Short: "write the kubelet's config and start it as a supervised process (pid file, log file)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.Kubeconfig("kubelet")}, []string{c.KubeletBinary(), c.KubeletConfig(), c.PIDFile("kubelet"), c.LogFile("kubelet")}
+				return []string{c.FirstNode().Files.Kubeconfig("kubelet")}, []string{c.FirstNode().Files.KubeletBinary(), c.FirstNode().Files.KubeletConfig(), c.FirstNode().Files.PIDFile("kubelet"), c.FirstNode().Files.LogFile("kubelet")}
 			},
 			Run: phase.Method((*Cluster).runKubeletStart),
 		},
@@ -100,7 +100,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "pull",
 			Short: "pull the node's images (control plane, pause, addons) into its containerd, all at once, while the kubelet starts: the addons' are there when their pods are scheduled",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.ConfigFile() + " (images)"}, []string{c.ContainerdSocket() + " (images)"}
+				return []string{c.Files.ConfigFile() + " (images)"}, []string{c.FirstNode().Files.ContainerdSocket() + " (images)"}
 			},
 			Run: phase.Method((*Cluster).runPull),
 		},
@@ -108,7 +108,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "wait-control-plane",
 			Short: "wait for etcd, apiserver /readyz, controller-manager, scheduler and node Ready",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.Config.APIServerURL() + "/readyz", c.Logs()}, nil
+				return []string{c.Config.APIServerURL() + "/readyz", c.FirstNode().Files.Logs()}, nil
 			},
 			Run: phase.Method((*Cluster).runWait),
 		},
@@ -116,7 +116,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "pod-network",
 			Short: "record the node's pod subnet (Node spec.podCIDR, the one its CNI network uses) and route every node to every other node's pods",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{"node " + c.Config.NodeName + " spec.podCIDR"}, []string{c.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
+				return []string{"node " + c.Config.NodeName + " spec.podCIDR"}, []string{c.Files.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
 			},
 			Run: phase.Method((*Cluster).runPodNetwork),
 		},
@@ -125,13 +125,13 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Short: "warn about node 0's certificates and kubeconfigs that expire within 30 days; with --renew-certs renew them all, restart what uses them and verify (devk certs renew all --node NODE0; behind HAProxy its API server is out of it meanwhile)",
 			IO: func(c *Cluster) ([]string, []string) {
 				if c.RenewCerts {
-					w := []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)", "the control-plane pod sandboxes"}
+					w := []string{c.FirstNode().Files.PKI(), c.FirstNode().Files.Kubeconfig("admin") + " (and the other kubeconfigs)", "the control-plane pod sandboxes"}
 					if c.Config.HA() {
 						w = append(w, "the load balancer's server "+c.Config.NodeName+" (drained)")
 					}
-					return []string{c.PKI()}, w
+					return []string{c.FirstNode().Files.PKI()}, w
 				}
-				return []string{c.PKI(), c.Kubeconfig("admin") + " (and the other kubeconfigs)"}, nil
+				return []string{c.FirstNode().Files.PKI(), c.FirstNode().Files.Kubeconfig("admin") + " (and the other kubeconfigs)"}, nil
 			},
 			Run: phase.Method((*Cluster).runCertsExpiry),
 		},
@@ -139,7 +139,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "upload-config",
 			Short: "store cluster.json in ConfigMap kube-system/devk-config; bind admin.conf's group to cluster-admin",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.ConfigFile()}, []string{"configmap kube-system/" + bootstrap.ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
+				return []string{c.Files.ConfigFile()}, []string{"configmap kube-system/" + bootstrap.ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
 			},
 			Run: phase.Method((*Cluster).runUploadConfig),
 		},
@@ -155,7 +155,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "bootstrap-token",
 			Short: "a bootstrap token, its RBAC and the cluster-info ConfigMap, as kubeadm makes for joining",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", c.BootstrapToken()}
+				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", c.Files.BootstrapToken()}
 			},
 			Run: phase.Method((*Cluster).runBootstrapToken),
 		},
@@ -163,7 +163,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "kubelet-finalize",
 			Short: "move the kubelet's client credential to its rotating store and point kubelet.conf at it",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.Kubeconfig("kubelet")}, []string{c.KubeletClientCurrent(), c.Kubeconfig("kubelet")}
+				return []string{c.FirstNode().Files.Kubeconfig("kubelet")}, []string{c.FirstNode().Files.KubeletClientCurrent(), c.FirstNode().Files.Kubeconfig("kubelet")}
 			},
 			Run: phase.Method((*Cluster).runKubeletFinalize),
 		},
@@ -171,7 +171,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "kubeconfig-merge",
 			Short: "add context devk-NAME to your kubeconfig ($KUBECONFIG or ~/.kube/config)",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{c.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
+				return []string{c.FirstNode().Files.Kubeconfig("admin")}, []string{c.UserKubeconfigFile()}
 			},
 			Run: phase.Method((*Cluster).MergeUserKubeconfig),
 		},
@@ -182,9 +182,9 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				var outs []string
 				for _, n := range c.nodesToJoin() {
-					outs = append(outs, n.Role+" node "+n.Name+" (netns "+layout.NetNSName(n.Name)+", "+filepath.Join(c.NodesDir(), n.Name)+")")
+					outs = append(outs, n.Role+" node "+n.Name+" (netns "+layout.NetNSName(n.Name)+", "+filepath.Join(c.Files.NodesDir(), n.Name)+")")
 				}
-				return []string{c.BootstrapToken(), c.KubeletBinary()}, append(outs, c.ConfigFile())
+				return []string{c.Files.BootstrapToken(), c.FirstNode().Files.KubeletBinary()}, append(outs, c.Files.ConfigFile())
 			},
 			Run: phase.Method((*Cluster).runNodes),
 		},
@@ -203,9 +203,9 @@ func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
 		Name:  name,
 		Short: "static pod manifest " + sp.Name + ".yaml",
 		IO: func(c *Cluster) ([]string, []string) {
-			return []string{c.ConfigFile() + " (images)", c.PKI()}, []string{c.ManifestPath(sp.Name)}
+			return []string{c.Files.ConfigFile() + " (images)", c.FirstNode().Files.PKI()}, []string{c.FirstNode().Files.ManifestPath(sp.Name)}
 		},
-		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.writeManifest(ctx, sp) },
+		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.writeManifest(ctx, c.FirstNode(), sp) },
 	}
 }
 
@@ -233,7 +233,7 @@ func DownPhases() []*phase.Phase[*Cluster] {
 // them changes the set of nodes or more than one node, so no other job
 // of the cluster (and no swap on any of its nodes) runs meanwhile.
 func (c *Cluster) lock() (func(), error) {
-	s, err := nodelock.AcquireCluster(c.Dir, c.NodeManifests(), nodelock.Command())
+	s, err := nodelock.AcquireCluster(c.FirstNode().Files.Dir, c.NodeManifests(), nodelock.Command())
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", c.Config.Name, err)
 	}
@@ -252,9 +252,9 @@ func (c *Cluster) Lock() (func(), error) { return c.lock() }
 // NodeManifests are the manifests dirs (the nodes' lock keys) of every
 // node the cluster has, or is being given.
 func (c *Cluster) NodeManifests() []string {
-	out := []string{c.Manifests()}
+	var out []string
 	for _, n := range c.Config.Network.Nodes {
-		if p, err := c.NodeFiles.NodeDir(c.Config, n.Name); err == nil {
+		if p, err := c.Files.Node(c.Config, n.Name); err == nil {
 			out = append(out, p.Manifests())
 		}
 	}
@@ -263,11 +263,11 @@ func (c *Cluster) NodeManifests() []string {
 
 // lockNode takes the lock of a node the job adds (up's nodes phase),
 // before it records it; the job holds the cluster's lock already.
-func (c *Cluster) lockNode(n node) error {
+func (c *Cluster) lockNode(n Node) error {
 	if c.locks == nil {
 		return nil // a phase run without the job's locks: a unit test
 	}
-	if err := c.locks.AddNode(n.Manifests()); err != nil {
+	if err := c.locks.AddNode(n.Files.Manifests()); err != nil {
 		return fmt.Errorf("cluster %s: node %s: %w", c.Config.Name, n.Name(), err)
 	}
 	return nil
@@ -308,7 +308,7 @@ func Up(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Re
 		c.recordRun(res)
 		if !c.Exists() {
 			// Nothing was made (preflight refused): leave no trace either.
-			os.Remove(filepath.Dir(c.Dir))
+			os.Remove(filepath.Dir(c.FirstNode().Files.Dir))
 		}
 	})
 	return c, res, err
@@ -321,7 +321,7 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 		return nil, phase.Result{}, err
 	}
 	if !popts.DryRun {
-		if _, err := os.Stat(c.Dir); err != nil {
+		if _, err := os.Stat(c.FirstNode().Files.Dir); err != nil {
 			if err := needRoot("down"); err != nil {
 				return c, phase.Result{}, err
 			}
@@ -333,8 +333,8 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 			c.recordRun(res)
 		}
 	})
-	if _, serr := os.Stat(c.Dir); !popts.DryRun && os.IsNotExist(serr) {
-		os.Remove(filepath.Dir(c.Dir)) // the clusters dir, if it is empty now
+	if _, serr := os.Stat(c.FirstNode().Files.Dir); !popts.DryRun && os.IsNotExist(serr) {
+		os.Remove(filepath.Dir(c.FirstNode().Files.Dir)) // the clusters dir, if it is empty now
 	}
 	return c, res, err
 }
@@ -343,7 +343,7 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 func (c *Cluster) noCluster() error { return layout.NoCluster(c.Home, c.Config.Name) }
 
 func (c *Cluster) recordRun(res phase.Result) {
-	if _, err := os.Stat(c.ConfigFile()); err != nil {
+	if _, err := os.Stat(c.Files.ConfigFile()); err != nil {
 		return
 	}
 	c.Config.LastRun = nil

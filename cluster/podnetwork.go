@@ -56,7 +56,7 @@ func podSubnet(podCIDR string) (string, error) {
 // will give it (so its pods need not wait for it), and for any other
 // node none yet ("": its pod-network phase writes the conflist once the
 // Node has one).
-func (c *Cluster) podSubnetOf(n node) (string, error) {
+func (c *Cluster) podSubnetOf(n Node) (string, error) {
 	if n.Net.PodCIDR != "" {
 		return n.Net.PodCIDR, nil
 	}
@@ -67,17 +67,17 @@ func (c *Cluster) podSubnetOf(n node) (string, error) {
 }
 
 // writeConflist writes node n's CNI network for its pod subnet.
-func (c *Cluster) writeConflist(n node, subnet string) (bool, error) {
-	conf, err := containerd.CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, n.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR, c.Config.PodCIDR)
+func (c *Cluster) writeConflist(n Node, subnet string) (bool, error) {
+	conf, err := containerd.CNIConflist("devk-"+c.Config.Name, c.Config.Bridge, subnet, n.Files.CNINetworks(), c.Config.Network.Subnet, c.Config.ServiceCIDR, c.Config.PodCIDR)
 	if err != nil {
 		return false, err
 	}
-	return atomicfile.WriteIfChanged(filepath.Join(n.CNIConfDir(), conflistName), append(conf, '\n'), 0o644, "")
+	return atomicfile.WriteIfChanged(filepath.Join(n.Files.CNIConfDir(), conflistName), append(conf, '\n'), 0o644, "")
 }
 
 // nodeIptables runs iptables in node n (its own tables, and its own
 // /run/xtables.lock: the host's are never touched).
-func nodeIptables(ctx context.Context, n node, args ...string) error {
+func nodeIptables(ctx context.Context, n Node, args ...string) error {
 	argv := n.enter(append([]string{"iptables", "-w"}, args...)...)
 	return execx.Run(ctx, execx.Cmd{Name: argv[0], Args: argv[1:]})
 }
@@ -87,7 +87,7 @@ func nodeIptables(ctx context.Context, n node, args ...string) error {
 // otherwise head for the host, which has no route to pods. Traffic to
 // pods on other nodes keeps its source. The rule is added once (checked
 // with -C first).
-func ensurePodMasquerade(ctx context.Context, n node, subnet, clusterPods string) error {
+func ensurePodMasquerade(ctx context.Context, n Node, subnet, clusterPods string) error {
 	rule := []string{"POSTROUTING", "-s", subnet, "!", "-d", clusterPods, "-m", "comment", "--comment", masqueradeComment, "-j", "MASQUERADE"}
 	if nodeIptables(ctx, n, append([]string{"-t", "nat", "-C"}, rule...)...) == nil {
 		return nil
@@ -148,7 +148,7 @@ func (c *Cluster) unroutePods(ctx context.Context, gone layout.NodeNet) int {
 
 // waitPodCIDR waits until the controller-manager has given node n a pod
 // subnet, and returns it.
-func (c *Cluster) waitPodCIDR(ctx context.Context, cs kubernetes.Interface, n node) (string, error) {
+func (c *Cluster) waitPodCIDR(ctx context.Context, cs kubernetes.Interface, n Node) (string, error) {
 	var cidr string
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, podCIDRPollInterval, podCIDRTimeout, true, func(ctx context.Context) (bool, error) {
@@ -164,7 +164,7 @@ func (c *Cluster) waitPodCIDR(ctx context.Context, cs kubernetes.Interface, n no
 		if last == nil {
 			last = fmt.Errorf("spec.podCIDR is empty")
 		}
-		return "", fmt.Errorf("node %s got no pod subnet within %s (%v): the controller-manager allocates them (--allocate-node-cidrs); see its log under %s", n.Name(), podCIDRTimeout, last, c.PodLogs())
+		return "", fmt.Errorf("node %s got no pod subnet within %s (%v): the controller-manager allocates them (--allocate-node-cidrs); see its log under %s", n.Name(), podCIDRTimeout, last, c.FirstNode().Files.PodLogs())
 	}
 	return cidr, err
 }
@@ -200,7 +200,7 @@ func (c *Cluster) runPodNetwork(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	n := c.firstNode()
+	n := c.FirstNode()
 	cidr, err := c.waitPodCIDR(ctx, cs, n)
 	if err != nil {
 		return phase.Done, err

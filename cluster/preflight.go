@@ -245,8 +245,8 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 			probs = append(probs, Problem{"binaries", "go is not installed (devk builds the components and the pause image)", "install Go, or pass --images-from with a kubelet in place"})
 		}
 	}
-	if len(c.ContainerdSocket())+len(".ttrpc") >= 108 {
-		probs = append(probs, Problem{"paths", "the containerd socket path " + c.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory"})
+	if len(c.FirstNode().Files.ContainerdSocket())+len(".ttrpc") >= 108 {
+		probs = append(probs, Problem{"paths", "the containerd socket path " + c.FirstNode().Files.ContainerdSocket() + " is too long for a unix socket", "set DEVK_HOME to a shorter directory"})
 	}
 	cg := CgroupVersion()
 	version := c.Config.KubeVersion

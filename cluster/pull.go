@@ -34,7 +34,7 @@ func (c *Cluster) nodeImages() map[string]string {
 // start as soon as they are scheduled. Images the runtime has are left
 // alone.
 func (c *Cluster) runPull(ctx context.Context) (phase.Outcome, error) {
-	rt, err := cri.Dial(c.ContainerdSocket())
+	rt, err := cri.Dial(c.FirstNode().Files.ContainerdSocket())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -53,7 +53,7 @@ func (c *Cluster) runPull(ctx context.Context) (phase.Outcome, error) {
 		c.Reporter.Progress(step, progress.Status{Verb: "pulled", Done: done, Total: int64(len(missing)), Unit: "images"})
 	})
 	if err != nil {
-		return phase.Done, fmt.Errorf("%w (containerd's log: %s)", err, c.LogFile("containerd"))
+		return phase.Done, fmt.Errorf("%w (containerd's log: %s)", err, c.FirstNode().Files.LogFile("containerd"))
 	}
 	return phase.Changed("pulled %d images in %s (%d there already)", len(missing), progress.Round(time.Since(t0)), len(node)-len(missing)), nil
 }

@@ -19,12 +19,12 @@ func (c *Cluster) registryDaemon() registry.Daemon {
 
 // registryPaths is where the embedded registry keeps its pid file, log
 // and store, for every cluster of the home.
-func (c *Cluster) registryPaths() layout.NodeFiles { return c.registryDaemon().Paths() }
+func (c *Cluster) registryPaths() layout.Home { return c.registryDaemon().Paths() }
 
 // forwarders relay the loopback registries the nodes pull from to the
 // cluster's bridge.
 func (c *Cluster) forwarders() registry.Forwarders {
-	return registry.Forwarders{Procs: c.Procs(), Network: c.Config.Network, Registries: c.loopbackRegistries()}
+	return registry.Forwarders{Procs: c.Files.Daemons().Procs(), Network: c.Config.Network, Registries: c.loopbackRegistries()}
 }
 
 // loopbackRegistries are the registries on the host's loopback the node

@@ -31,17 +31,17 @@ func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
 	return ref, err
 }
 
-func (c *Cluster) containerdConfig(ctx context.Context, n node) (containerd.Config, error) {
-	d, state := n.Containerd(), n.ContainerdState()
+func (c *Cluster) containerdConfig(ctx context.Context, n Node) (containerd.Config, error) {
+	d, state := n.Files.Containerd(), n.Files.ContainerdState()
 	sandbox, err := c.sandboxImage(ctx)
 	if err != nil {
 		return containerd.Config{}, err
 	}
 	return containerd.Config{
-		Root: n.ContainerdRoot(), State: state, Socket: n.ContainerdSocket(),
+		Root: n.Files.ContainerdRoot(), State: state, Socket: n.Files.ContainerdSocket(),
 		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
 		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
-		CNIBinDir:           containerd.CNIBinDir(), CNIConfDir: n.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
+		CNIBinDir:           containerd.CNIBinDir(), CNIConfDir: n.Files.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
 		// runc's default, /run/containerd/runc, is the host's.
 		RuncRoot: filepath.Join(state, "runc"),
 	}, nil
@@ -50,7 +50,7 @@ func (c *Cluster) containerdConfig(ctx context.Context, n node) (containerd.Conf
 // writeRuntimeFiles writes node n's containerd config and hosts.toml
 // files, and its CNI conflist once its pod subnet is known (podSubnetOf);
 // it reports whether anything changed.
-func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
+func (c *Cluster) writeRuntimeFiles(ctx context.Context, n Node) (bool, error) {
 	cc, err := c.containerdConfig(ctx, n)
 	if err != nil {
 		return false, err
@@ -65,7 +65,7 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
 	if err != nil {
 		return changed, err
 	}
-	if err := write(n.ContainerdConfig(), config); err != nil {
+	if err := write(n.Files.ContainerdConfig(), config); err != nil {
 		return changed, err
 	}
 	// Loopback registries speak plain HTTP, through their forwarder;
@@ -95,12 +95,12 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n node) (bool, error) {
 
 func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 	c.Config.OwnRuntime = true
-	n := c.firstNode()
+	n := c.FirstNode()
 	out, err := c.startRuntime(ctx, n)
 	if err != nil {
 		return out, err
 	}
-	c.Config.CRISocket = n.ContainerdSocket()
+	c.Config.CRISocket = n.Files.ContainerdSocket()
 	if err := c.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
@@ -116,12 +116,12 @@ func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 // namespace, and starts (or, when they changed, restarts) its containerd
 // in the node's network and mount namespaces, then waits until it
 // answers on its socket.
-func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, error) {
+func (c *Cluster) startRuntime(ctx context.Context, n Node) (phase.Outcome, error) {
 	changed, err := c.writeRuntimeFiles(ctx, n)
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, d := range []string{n.ContainerdRoot(), n.ContainerdState(), n.Run()} {
+	for _, d := range []string{n.Files.ContainerdRoot(), n.Files.ContainerdState(), n.Files.Run()} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return phase.Done, err
 		}
@@ -129,7 +129,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 	if _, err := ensureMountNS(ctx, n); err != nil {
 		return phase.Done, err
 	}
-	procs := n.Procs()
+	procs := n.Files.Procs()
 	if pid, ok := procs.Running("containerd"); ok && !inNodeMountNS(n, pid) {
 		return phase.Done, outsideMountNS(c, n, "containerd", pid)
 	}
@@ -140,7 +140,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 			c.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
 		}
 	}
-	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerd.Binary(), "--config", n.ContainerdConfig()), Env: c.daemonEnv()})
+	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerd.Binary(), "--config", n.Files.ContainerdConfig()), Env: c.daemonEnv()})
 	if err != nil {
 		return phase.Done, err
 	}
@@ -149,7 +149,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 		if _, ok := procs.Running("containerd"); !ok {
 			return false, fmt.Errorf("containerd exited; its log ends:\n%s", procs.ExitedTail(ctx, "containerd", 15))
 		}
-		if err := cri.Answers(ctx, n.ContainerdSocket()); err != nil {
+		if err := cri.Answers(ctx, n.Files.ContainerdSocket()); err != nil {
 			if ctx.Err() == nil {
 				lastErr = err
 			}
@@ -158,7 +158,7 @@ func (c *Cluster) startRuntime(ctx context.Context, n node) (phase.Outcome, erro
 		return true, nil
 	})
 	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("containerd did not answer on %s within %s: %v; its log ends:\n%s", n.ContainerdSocket(), containerdStartTimeout, lastErr, supervise.Tail(n.LogFile("containerd"), 15))
+		return phase.Done, fmt.Errorf("containerd did not answer on %s within %s: %v; its log ends:\n%s", n.Files.ContainerdSocket(), containerdStartTimeout, lastErr, supervise.Tail(n.Files.LogFile("containerd"), 15))
 	}
 	if err != nil {
 		return phase.Done, err

@@ -139,7 +139,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	if !c.Exists() {
 		return nil, c.noCluster()
 	}
-	st := &Status{Name: c.Config.Name, Dir: c.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun,
+	st := &Status{Name: c.Config.Name, Dir: c.FirstNode().Files.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun,
 		NodeIP: c.Config.AdvertiseIP, NetNS: c.Config.ControlPlane().NetNSPath()}
 	procs := []string{"containerd", "kubelet", registry.ProcessName}
 	for _, reg := range c.loopbackRegistries() {
@@ -150,12 +150,12 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		st.LoadBalancer = c.loadBalancerStatus(ctx)
 	}
 	for _, name := range procs {
-		pp := c.NodeFiles
+		pp := c.FirstNode().Files.Supervised
 		switch name {
 		case registry.ProcessName:
-			pp = c.registryPaths()
+			pp = c.registryPaths().Supervised
 		case loadbalancer.ProcessName:
-			pp = c.NodeFiles.LoadBalancer()
+			pp = c.Files.LoadBalancer()
 		}
 		ps := ProcessStatus{Name: name, Log: pp.LogFile(name)}
 		ps.PID, ps.Running = pp.Procs().Running(name)
@@ -171,7 +171,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	}
 	cs, cerr := c.Client()
 	health := map[string]error{}
-	for _, ch := range c.checks() {
+	for _, ch := range c.checks(c.FirstNode()) {
 		if cerr != nil {
 			health[ch.Name] = cerr
 			continue
@@ -209,12 +209,12 @@ func WriteTimings(w io.Writer, timings []layout.PhaseTiming, indent string) {
 // nodeStatuses are every node's role, address, readiness and kubelet
 // version (from its Node, when the API answers), devk's processes, and
 // the images its static pods and addon pods run, read through the node's
-// own runtime. health is node 0's checks (c.checks()), by name; another
+// own runtime. health is node 0's checks (c.checks), by name; another
 // node's pods are as healthy as their kubelet reports them.
 func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cerr error, health map[string]error) []NodeStatus {
 	ns, err := c.nodes()
 	if err != nil {
-		ns = []node{c.firstNode()} // cluster.json was validated: every node's dir resolves
+		ns = []Node{c.FirstNode()} // cluster.json was validated: every node's dir resolves
 	}
 	var objs map[string]corev1.Node
 	if cerr == nil {
@@ -236,8 +236,8 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 	var out []NodeStatus
 	for _, n := range ns {
 		s := NodeStatus{Name: n.Name(), Role: n.Net.Role, IP: n.IP(), PodCIDR: n.Net.PodCIDR, Joining: n.Net.Joining, Leaving: n.Net.Leaving}
-		_, s.Containerd = n.Procs().Running("containerd")
-		_, s.KubeletRunning = n.Procs().Running("kubelet")
+		_, s.Containerd = n.Files.Procs().Running("containerd")
+		_, s.KubeletRunning = n.Files.Procs().Running("kubelet")
 		switch obj, ok := objs[n.Name()]; {
 		case cerr != nil:
 			s.Message = "the API server does not answer: " + cerr.Error()
@@ -267,7 +267,7 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 // why, and what to do. The whole look (the runtime's first answer, the
 // list, the statuses) is bounded by statusCheckTimeout: a node whose
 // containerd is stopped or stuck costs status that long, not a hang.
-func (c *Cluster) statusContainers(ctx context.Context, n node) ([]cri.Container, string) {
+func (c *Cluster) statusContainers(ctx context.Context, n Node) ([]cri.Container, string) {
 	socket := c.criSocket(n)
 	if socket == "" {
 		return nil, fmt.Sprintf("cluster.json names no CRI socket for node %s: `devk up%s` records it", n.Name(), c.nameFlag())
@@ -284,7 +284,7 @@ func (c *Cluster) statusContainers(ctx context.Context, n node) ([]cri.Container
 	}
 	all, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem})
 	if err != nil {
-		return nil, fmt.Sprintf("%v: see containerd's log %s", err, n.LogFile("containerd"))
+		return nil, fmt.Sprintf("%v: see containerd's log %s", err, n.Files.LogFile("containerd"))
 	}
 	cts := newestPerContainer(all)
 	for i := range cts {
@@ -301,12 +301,12 @@ func (c *Cluster) statusContainers(ctx context.Context, n node) ([]cri.Container
 // from cri's Version) and what to do: devk's containerd (every node's but
 // an outside runtime's of node 0) is started by `devk up`; an outside
 // runtime's error says to start it.
-func (c *Cluster) runtimeDown(n node, socket string, err error) string {
+func (c *Cluster) runtimeDown(n Node, socket string, err error) string {
 	if n.Name() == c.Config.NodeName && !c.Config.OwnRuntime {
 		return err.Error()
 	}
-	log := n.LogFile("containerd")
-	if _, running := n.Procs().Running("containerd"); !running {
+	log := n.Files.LogFile("containerd")
+	if _, running := n.Files.Procs().Running("containerd"); !running {
 		return fmt.Sprintf("containerd is not running: `devk up%s` starts it again (its log: %s)", c.nameFlag(), log)
 	}
 	cause := errors.Unwrap(err)
@@ -367,10 +367,10 @@ func componentStatus(name, manifest string, ct *cri.Container, problem error) Co
 // control-plane node shows every one of StaticPods (absent when it has
 // neither manifest nor container), a worker only those it has: none, as
 // devk makes one. problem says why a pod is not healthy (nil: it is).
-func nodeComponents(n node, cts []cri.Container, problem func(pod string) error) []ComponentStatus {
+func nodeComponents(n Node, cts []cri.Container, problem func(pod string) error) []ComponentStatus {
 	var out []ComponentStatus
 	for _, sp := range StaticPods {
-		manifest, _ := staticpod.Image(n.ManifestPath(sp.Name), sp.Name)
+		manifest, _ := staticpod.Image(n.Files.ManifestPath(sp.Name), sp.Name)
 		ct := containerOf(cts, metav1.NamespaceSystem, kube.MirrorPodName(sp.Name, n.Name()), sp.Name)
 		if !n.Net.IsControlPlane() && manifest == "" && ct == nil {
 			continue

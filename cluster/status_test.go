@@ -50,16 +50,16 @@ func statusCluster(t *testing.T, home string) *Cluster {
 	}
 	cfg.OwnRuntime = true
 	cfg.Images = map[string]string{addons.CoreDNS: testCoreDNSImage, addons.KubeProxy: testKubeProxyImage}
-	p := layout.ClusterPaths(home, "st")
+	p := layout.HomeFiles(home).Cluster("st")
 	cfg.CRISocket = p.ContainerdSocket()
 	return &Cluster{Config: cfg, NodeFiles: p, Home: home}
 }
 
 // writeManifests writes node n's manifests of pods, by up's renderer,
 // naming images.
-func writeManifests(t *testing.T, c *Cluster, n node, images map[string]string) {
+func writeManifests(t *testing.T, c *Cluster, n Node, images map[string]string) {
 	t.Helper()
-	if err := os.MkdirAll(n.Manifests(), 0o755); err != nil {
+	if err := os.MkdirAll(n.Files.Manifests(), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for pod, img := range images {
@@ -67,7 +67,7 @@ func writeManifests(t *testing.T, c *Cluster, n node, images map[string]string) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(n.ManifestPath(pod), data, 0o644); err != nil {
+		if err := os.WriteFile(n.Files.ManifestPath(pod), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -308,22 +308,22 @@ func TestStatusContainersRuntimeDown(t *testing.T) {
 
 	t0 := time.Now()
 	cts, msg := c.statusContainers(ctx, worker)
-	if cts != nil || msg != "containerd is not running: `devk up --name st2` starts it again (its log: "+worker.LogFile("containerd")+")" {
+	if cts != nil || msg != "containerd is not running: `devk up --name st2` starts it again (its log: "+worker.Files.LogFile("containerd")+")" {
 		t.Errorf("a worker whose containerd is stopped: %v, %q", cts, msg)
 	}
 	if took := time.Since(t0); took > bound {
 		t.Errorf("a stopped containerd took status %s", took)
 	}
 
-	hangingSocket(t, worker.ContainerdSocket())
-	if _, _, err := worker.Procs().Start(supervise.Process{Name: "containerd", Argv: []string{"sleep", "300"}}); err != nil {
+	hangingSocket(t, worker.Files.ContainerdSocket())
+	if _, _, err := worker.Files.Procs().Start(supervise.Process{Name: "containerd", Argv: []string{"sleep", "300"}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { worker.Procs().Stop(context.Background(), "containerd", 0) })
+	t.Cleanup(func() { worker.Files.Procs().Stop(context.Background(), "containerd", 0) })
 	t0 = time.Now()
 	cts, msg = c.statusContainers(ctx, worker)
-	if cts != nil || !strings.HasPrefix(msg, "containerd runs but did not answer on "+worker.ContainerdSocket()+" within 3s (") ||
-		!strings.HasSuffix(msg, "see its log "+worker.LogFile("containerd")) {
+	if cts != nil || !strings.HasPrefix(msg, "containerd runs but did not answer on "+worker.Files.ContainerdSocket()+" within 3s (") ||
+		!strings.HasSuffix(msg, "see its log "+worker.Files.LogFile("containerd")) {
 		t.Errorf("a worker whose containerd is stuck: %v, %q", cts, msg)
 	}
 	if took := time.Since(t0); took > bound {
@@ -336,7 +336,7 @@ func TestStatusContainersRuntimeDown(t *testing.T) {
 	c.Config.CRISocket = filepath.Join(home, "outside.sock")
 	hangingSocket(t, c.Config.CRISocket)
 	t0 = time.Now()
-	if cts, msg := c.statusContainers(ctx, c.firstNode()); cts != nil || !strings.Contains(msg, "CRI runtime at "+c.Config.CRISocket+" does not answer") ||
+	if cts, msg := c.statusContainers(ctx, c.FirstNode()); cts != nil || !strings.Contains(msg, "CRI runtime at "+c.Config.CRISocket+" does not answer") ||
 		!strings.Contains(msg, "--cri-socket") {
 		t.Errorf("an outside runtime that does not answer: %v, %q", cts, msg)
 	}
@@ -356,7 +356,7 @@ func TestGetStatusNodesDown(t *testing.T) {
 	if err := c.SaveConfig(); err != nil {
 		t.Fatal(err)
 	}
-	writeManifests(t, c, c.firstNode(), map[string]string{"etcd": statusEtcdImage})
+	writeManifests(t, c, c.FirstNode(), map[string]string{"etcd": statusEtcdImage})
 	t0 := time.Now()
 	st, err := GetStatus(context.Background(), Options{Home: home, Name: "st"})
 	if err != nil {

@@ -23,7 +23,7 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	if out, err := c.writeManifest(ctx, sp); err != nil || !out.Changed {
 		t.Fatalf("first write: %v, %+v; want a change", err, out)
 	}
-	m := swap.ManifestFor(c.Manifests(), sp.Name)
+	m := swap.ManifestFor(c.FirstNode().Files.Manifests(), sp.Name)
 	if _, err := m.Begin(sp.Name, swapped); err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	if !slices.Equal(kubelet.ClusterDNS, []string{"10.100.0.10"}) {
 		t.Errorf("kubelet clusterDNS %v, want the serviceSubnet's tenth address", kubelet.ClusterDNS)
 	}
-	args := c.kubeletArgs(c.firstNode())
+	args := c.kubeletArgs(c.FirstNode())
 	for _, want := range []string{"--v=3", "--max-pods=50", "--node-ip=10.251.7.2"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("kubelet args %v lack %s", args, want)
@@ -251,7 +251,7 @@ func TestUserConfigIsKept(t *testing.T) {
 	if !again.Config.KeepTaint || again.Config.Spec.APIServer.ExtraArgs["audit-log-maxage"] != "3" || layout.On(again.Config.Spec.Addons.CoreDNS) {
 		t.Errorf("up without --config lost the stored spec: %+v", again.Config.Spec)
 	}
-	stored, _ := os.ReadFile(c.ConfigFile())
+	stored, _ := os.ReadFile(c.Files.ConfigFile())
 
 	// A file without nodeSubnet keeps the cluster's; the rest replaces
 	// the spec (what it leaves out is the default).
@@ -273,7 +273,7 @@ func TestUserConfigIsKept(t *testing.T) {
 			t.Errorf("%s -> %s: %v", tc.from, tc.to, err)
 		}
 	}
-	if now, _ := os.ReadFile(c.ConfigFile()); string(now) != string(stored) {
+	if now, _ := os.ReadFile(c.Files.ConfigFile()); string(now) != string(stored) {
 		t.Error("a refused file changed cluster.json")
 	}
 
@@ -282,7 +282,7 @@ func TestUserConfigIsKept(t *testing.T) {
 	if tampered == string(stored) {
 		t.Fatalf("cluster.json does not hold the extra args:\n%s", stored)
 	}
-	if err := os.WriteFile(c.ConfigFile(), []byte(tampered), 0o644); err != nil {
+	if err := os.WriteFile(c.Files.ConfigFile(), []byte(tampered), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := openWith(t, home, "dev", ""); err == nil || !strings.Contains(err.Error(), "apiServer.extraArgs.etcd-servers: devk sets --etcd-servers") ||
@@ -315,7 +315,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 	stateOf := func(c *Cluster) state {
 		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: c.NodeFiles, CRISocket: c.Config.CRISocket})
 		kp, _ := addons.KubeProxyConfigYAML(c.Config)
-		return state{string(kc), string(kp), c.kubeletArgs(c.firstNode()), addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs)}
+		return state{string(kc), string(kp), c.kubeletArgs(c.FirstNode()), addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs)}
 	}
 	before := stateOf(c)
 	if err := c.SaveConfig(); err != nil {
@@ -405,11 +405,11 @@ func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
 	}
 	// What a swap leaves: another image and its stamp.
 	swapped := "127.0.0.1:5000/kube-apiserver@sha256:" + strings.Repeat("2", 64)
-	pod := controlplane.InstalledPod(c.ManifestPath(sp.Name))
+	pod := controlplane.InstalledPod(c.FirstNode().Files.ManifestPath(sp.Name))
 	pod.Spec.Containers[0].Image = swapped
 	pod.Annotations = map[string]string{staticpod.WrittenAnnotation: "2026-01-01T00:00:00Z"}
 	data, _ := yaml.Marshal(pod)
-	if err := os.WriteFile(c.ManifestPath(sp.Name), data, 0o600); err != nil {
+	if err := os.WriteFile(c.FirstNode().Files.ManifestPath(sp.Name), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SaveConfig(); err != nil {
@@ -419,7 +419,7 @@ func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
 	if out, err := c2.writeManifest(ctx, sp); err != nil || !out.Changed {
 		t.Fatalf("a flag change: %v %+v", err, out)
 	}
-	got := controlplane.InstalledPod(c.ManifestPath(sp.Name))
+	got := controlplane.InstalledPod(c.FirstNode().Files.ManifestPath(sp.Name))
 	if img, ok := staticpod.SwappedImage(got); !ok || img != swapped {
 		t.Errorf("after the flag change the manifest names %s (stamped %v), want the swapped %s", got.Spec.Containers[0].Image, ok, swapped)
 	}
@@ -450,7 +450,7 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := &exec.Cmd{Path: self, Args: c.kubeletArgs(c.firstNode()), Env: append(os.Environ(), idleEnv+"=1")}
+	cmd := &exec.Cmd{Path: self, Args: c.kubeletArgs(c.FirstNode()), Env: append(os.Environ(), idleEnv+"=1")}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -458,17 +458,17 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	// Until the child has exec'd, its command line is not its own yet.
 	for i := 0; i < 500; i++ {
 		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
-		if strings.HasPrefix(string(data), c.kubeletArgs(c.firstNode())[0]+"\x00") {
+		if strings.HasPrefix(string(data), c.kubeletArgs(c.FirstNode())[0]+"\x00") {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if c.kubeletArgsDiffer(c.firstNode(), cmd.Process.Pid) {
+	if c.kubeletArgsDiffer(c.FirstNode(), cmd.Process.Pid) {
 		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
-		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.kubeletArgs(c.firstNode()))
+		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.kubeletArgs(c.FirstNode()))
 	}
 	c.Config.Spec.Kubelet.ExtraArgs["v"] = "4"
-	if !c.kubeletArgsDiffer(c.firstNode(), cmd.Process.Pid) {
+	if !c.kubeletArgsDiffer(c.FirstNode(), cmd.Process.Pid) {
 		t.Error("a changed kubelet flag is not seen")
 	}
 }

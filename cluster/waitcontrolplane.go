@@ -29,48 +29,50 @@ type readiness struct {
 
 // checks are the node's: its control plane's health, then its Node's
 // readiness.
-func (c *Cluster) checks() []readiness {
+func (c *Cluster) checks(n Node) []readiness {
 	var out []readiness
-	for _, ch := range controlplane.Checks(c.Config) {
-		out = append(out, readiness{ch.Name, func() string { return c.containerLog(ch.Name) }, func(ctx context.Context, _ kubernetes.Interface) error {
+	for _, ch := range controlplane.Checks(c.Config, n.Net) {
+		out = append(out, readiness{ch.Name, func() string { return c.containerLog(n, ch.Name) }, func(ctx context.Context, _ kubernetes.Interface) error {
 			return ch.Healthy(ctx)
 		}})
 	}
-	return append(out, readiness{"node", func() string { return c.LogFile("kubelet") }, c.nodeReady})
+	return append(out, readiness{"node", func() string { return n.Files.LogFile("kubelet") }, func(ctx context.Context, cs kubernetes.Interface) error {
+		return c.nodeReady(ctx, cs, n)
+	}})
 }
 
 // nodeReady checks that the node is Ready, and, when this run started the
 // kubelet, that the new kubelet said so itself (not the one before).
-func (c *Cluster) nodeReady(ctx context.Context, cs kubernetes.Interface) error {
-	n, err := cs.CoreV1().Nodes().Get(ctx, c.Config.NodeName, metav1.GetOptions{})
+func (c *Cluster) nodeReady(ctx context.Context, cs kubernetes.Interface, nd Node) error {
+	n, err := cs.CoreV1().Nodes().Get(ctx, nd.Name(), metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
 	if why := nodeNotReady(n, c.kubeletStarted); why != "" {
-		return fmt.Errorf("node %s: %s", c.Config.NodeName, why)
+		return fmt.Errorf("node %s: %s", nd.Name(), why)
 	}
 	return nil
 }
 
 // containerLog is the newest log file of a control-plane container, or
 // the kubelet's log when the container never started.
-func (c *Cluster) containerLog(name string) string {
-	if l := controlplane.ContainerLog(c.PodLogs(), c.Config.NodeName, name); l != "" {
+func (c *Cluster) containerLog(n Node, name string) string {
+	if l := controlplane.ContainerLog(n.Files.PodLogs(), n.Name(), name); l != "" {
 		return l
 	}
-	return c.LogFile("kubelet")
+	return n.Files.LogFile("kubelet")
 }
 
 // runsRewrittenManifest says why the static pod name does not run the
 // manifest this run rewrote yet (nil when it does, or when this run left
 // its manifest alone): until the kubelet has replaced the container, the
 // old one answers the health checks.
-func (c *Cluster) runsRewrittenManifest(ctx context.Context, name string) error {
-	written, ok := c.manifestsWritten[name]
+func (c *Cluster) runsRewrittenManifest(ctx context.Context, n Node, name string) error {
+	written, ok := c.manifestsWritten[n.Files.ManifestPath(name)]
 	if !ok {
 		return nil
 	}
-	rt, err := cri.Dial(c.Config.CRISocket)
+	rt, err := cri.Dial(c.criSocket(n))
 	if err != nil {
 		return err
 	}
@@ -86,12 +88,12 @@ func (c *Cluster) runsRewrittenManifest(ctx context.Context, name string) error 
 }
 
 // waitEach polls, at most timeout, until check has passed once for every
-// item, and gives up at once when the kubelet is gone (nothing would
+// item, and gives up at once when node n's kubelet is gone (nothing would
 // become ready then). check returns the item's name; took says when
 // each passed ("etcd 4.3s"), pending which never did. After each look
 // it reports for the step ctx runs under how many are ready and what the
 // first pending one is waiting for.
-func waitEach[T any](ctx context.Context, c *Cluster, interval, timeout time.Duration, items []T, check func(context.Context, T) (string, error)) (took []string, pending []T, err error) {
+func waitEach[T any](ctx context.Context, c *Cluster, n Node, interval, timeout time.Duration, items []T, check func(context.Context, T) (string, error)) (took []string, pending []T, err error) {
 	t0 := time.Now()
 	step := progress.StepOf(ctx)
 	pending = slices.Clone(items)
@@ -114,8 +116,8 @@ func waitEach[T any](ctx context.Context, c *Cluster, interval, timeout time.Dur
 			return true, nil
 		}
 		c.Reporter.Progress(step, waitStatus(len(items)-len(pending), len(items), waiting))
-		if _, ok := c.Procs().Running("kubelet"); !ok {
-			return false, fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(c.LogFile("kubelet"), 20))
+		if _, ok := n.Files.Procs().Running("kubelet"); !ok {
+			return false, fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(n.Files.LogFile("kubelet"), 20))
 		}
 		return false, nil
 	})
@@ -129,26 +131,27 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	took, err := c.waitChecks(ctx, cs, c.checks())
+	n := c.FirstNode()
+	took, err := c.waitChecks(ctx, cs, n, c.WaitTimeout, c.checks(n))
 	if err != nil {
 		return phase.Done, err
 	}
 	return phase.Unchanged("%s", took), nil
 }
 
-// waitStaticPods waits, at most WaitTimeout, until the node's static pods
-// are healthy on its address (a joining control-plane node: its kubelet
-// and Node are the join's own phases).
-func (c *Cluster) waitStaticPods(ctx context.Context) (string, error) {
-	return c.waitChecks(ctx, nil, slices.DeleteFunc(c.checks(), func(r readiness) bool { return r.Name == "node" }))
+// waitStaticPods waits, at most timeout, until node n's static pods are
+// healthy on its address (a joining control-plane node: its kubelet and
+// Node are the join's own phases).
+func (c *Cluster) waitStaticPods(ctx context.Context, n Node, timeout time.Duration) (string, error) {
+	return c.waitChecks(ctx, nil, n, timeout, slices.DeleteFunc(c.checks(n), func(r readiness) bool { return r.Name == "node" }))
 }
 
-// waitChecks waits, at most WaitTimeout, until every check passes, and
-// says when each did; it gives up at once when the kubelet is gone.
-func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, list []readiness) (string, error) {
+// waitChecks waits, at most timeout, until every check of node n passes,
+// and says when each did; it gives up at once when the kubelet is gone.
+func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, n Node, timeout time.Duration, list []readiness) (string, error) {
 	lastErr := map[string]error{}
-	took, pending, err := waitEach(ctx, c, controlPlanePollInterval, c.WaitTimeout, list, func(ctx context.Context, ch readiness) (string, error) {
-		err := c.runsRewrittenManifest(ctx, ch.Name)
+	took, pending, err := waitEach(ctx, c, n, controlPlanePollInterval, timeout, list, func(ctx context.Context, ch readiness) (string, error) {
+		err := c.runsRewrittenManifest(ctx, n, ch.Name)
 		if err == nil {
 			err = ch.Check(ctx, cs)
 		}
@@ -163,7 +166,7 @@ func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, list 
 			log := ch.Log()
 			why := lastErr[ch.Name]
 			if why == nil {
-				why = fmt.Errorf("no answer within %s", c.WaitTimeout)
+				why = fmt.Errorf("no answer within %s", timeout)
 			}
 			fmt.Fprintf(&b, "\n%s: %v\n  last lines of %s:\n", ch.Name, why, log)
 			for _, l := range strings.Split(supervise.Tail(log, 12), "\n") {
@@ -171,7 +174,7 @@ func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, list 
 			}
 		}
 		return "", fmt.Errorf("the control plane of node %s was not ready after %s (raise --wait, or read the logs under %s):%s",
-			c.Config.NodeName, c.WaitTimeout, c.Logs(), strings.TrimRight(b.String(), "\n"))
+			n.Name(), timeout, n.Files.Logs(), strings.TrimRight(b.String(), "\n"))
 	}
 	if err != nil {
 		return "", err

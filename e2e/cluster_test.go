@@ -267,7 +267,7 @@ func TestClusterUpDown(t *testing.T) {
 // lines name the logs under home.)
 func checkDaemonLogs(t *testing.T, home, name string) {
 	t.Helper()
-	cp := layout.ClusterPaths(home, name)
+	cp := layout.HomeFiles(home).Cluster(name)
 	type daemon struct {
 		procs supervise.Dir
 		name  string

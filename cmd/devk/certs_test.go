@@ -106,7 +106,7 @@ func TestCertsReadEveryNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := layout.ClusterPaths(home, "ha")
+	p := layout.HomeFiles(home).Cluster("ha")
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

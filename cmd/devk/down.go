@@ -56,7 +56,7 @@ back with the same certificates and the same etcd contents.`,
 				return g.Result(downResult{Name: c.Config.Name, Existed: true, KeptData: o.KeepData, Seconds: took.Seconds()})
 			}
 			if o.KeepData {
-				fmt.Fprintf(g.stdout, "cluster %s is down in %s; pki and etcd data kept in %s\n", c.Config.Name, progress.Round(took), c.Dir)
+				fmt.Fprintf(g.stdout, "cluster %s is down in %s; pki and etcd data kept in %s\n", c.Config.Name, progress.Round(took), c.Files.Dir)
 			} else {
 				fmt.Fprintf(g.stdout, "cluster %s is gone in %s\n", c.Config.Name, progress.Round(took))
 			}

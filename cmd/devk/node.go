@@ -110,7 +110,8 @@ func (n *nodeFlags) resolve() (resolvedNode, error) {
 	if err != nil {
 		return r, fmt.Errorf("%w; for a kubeadm node pass --manifests-dir, --kubeconfig and --cri-socket", err)
 	}
-	r.Node, r.NodeName = paths.Node(cfg), cfg.NodeName
+	n0 := cfg.ControlPlane()
+	r.Node, r.NodeName = paths.FirstNode().ControlPlane(cfg, n0), n0.Name
 	if n.KubeletRootDir != "" {
 		r.KubeletRootDir = n.KubeletRootDir
 	}
@@ -126,7 +127,7 @@ func (n *nodeFlags) resolve() (resolvedNode, error) {
 // otherRuntimes are the CRI sockets of the devk cluster's other nodes
 // (none for a kubeadm node).
 func (r resolvedNode) otherRuntimes() map[string]string {
-	if r.Cluster == nil || !r.Cluster.Exists() || r.ManifestsDir != r.Cluster.Manifests() {
+	if r.Cluster == nil || !r.Cluster.Exists() || r.ManifestsDir != r.Cluster.FirstNode().Files.Manifests() {
 		return nil
 	}
 	return r.Cluster.OtherRuntimes()
@@ -142,7 +143,7 @@ func (r resolvedNode) otherControlPlaneSources(ctx context.Context) ([]digest.So
 			f()
 		}
 	}
-	if r.Cluster == nil || !r.Cluster.Exists() || r.ManifestsDir != r.Cluster.Manifests() {
+	if r.Cluster == nil || !r.Cluster.Exists() || r.ManifestsDir != r.Cluster.FirstNode().Files.Manifests() {
 		return nil, closeAll, nil
 	}
 	cps, err := r.Cluster.ControlPlaneNodes()
@@ -180,7 +181,7 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 		return r, err
 	}
 	o.OtherRuntimes = r.otherRuntimes()
-	if c := r.Cluster; c != nil && c.Exists() && r.ManifestsDir == c.Manifests() {
+	if c := r.Cluster; c != nil && c.Exists() && r.ManifestsDir == c.FirstNode().Files.Manifests() {
 		sc, err := swapCluster(c, n.NoKubeletRestart)
 		if err != nil {
 			return r, err
@@ -197,7 +198,7 @@ func swapCluster(c *cluster.Cluster, noRelist bool) (swap.Cluster, error) {
 	if err != nil {
 		return swap.Cluster{}, err
 	}
-	sc := swap.Cluster{Dir: c.Dir, NodeManifests: c.NodeManifests(), NodeName: c.Config.NodeName,
+	sc := swap.Cluster{Dir: c.Files.Dir, NodeManifests: c.NodeManifests(), NodeName: c.Config.NodeName,
 		ControlPlaneNames: c.Config.ControlPlaneNames(), StopGrace: c.StaticPodStopGrace()}
 	for _, cp := range all {
 		sc.ControlPlanes = append(sc.ControlPlanes, swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node, TakeOut: cp.TakeOut, PutBack: cp.PutBack})
@@ -213,7 +214,7 @@ func swapCluster(c *cluster.Cluster, noRelist bool) (swap.Cluster, error) {
 // those --node names.
 func (n *nodeFlags) kubelets(r resolvedNode) ([]swap.KubeletNode, error) {
 	c := r.Cluster
-	if c == nil || !c.Exists() || r.ManifestsDir != c.Manifests() {
+	if c == nil || !c.Exists() || r.ManifestsDir != c.FirstNode().Files.Manifests() {
 		if len(n.Nodes) > 0 {
 			return nil, fmt.Errorf("--node names nodes of a devk cluster: there is none here (for a kubeadm node, --node-name is the kubelet's node name)")
 		}

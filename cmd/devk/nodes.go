@@ -94,7 +94,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 			if err != nil {
 				var failed *phase.Failed
 				if j != nil && j.Registered() && !flags.DryRun && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
-					return fmt.Errorf("%w\nthe node is left as it is: `devk node add%s %s` resumes it, `devk node remove%s %s` removes it", err, nameFlag(j.Config.Name), j.Node.Name(), nameFlag(j.Config.Name), j.Node.Name())
+					return fmt.Errorf("%w\nthe node is left as it is: `devk node add%s %s` resumes it, `devk node remove%s %s` removes it", err, nameFlag(j.Cluster.Config.Name), j.Node.Name(), nameFlag(j.Cluster.Config.Name), j.Node.Name())
 				}
 				return err
 			}
@@ -102,7 +102,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 				return nil
 			}
 			took := time.Since(t0)
-			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), PodCIDR: j.Node.PodCIDR(), Nodes: j.Config.NodeNames(), Seconds: took.Seconds()}
+			r := nodeResult{Cluster: j.Cluster.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), PodCIDR: j.Node.PodCIDR(), Nodes: j.Cluster.Config.NodeNames(), Seconds: took.Seconds()}
 			if g.Structured() {
 				return g.Result(r)
 			}
@@ -202,7 +202,7 @@ cluster (` + "`devk down`" + `). Needs root.`,
 				return err
 			}
 			took := time.Since(t0)
-			r := nodeResult{Cluster: j.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), Nodes: j.Config.NodeNames(), Seconds: took.Seconds()}
+			r := nodeResult{Cluster: j.Cluster.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), Nodes: j.Cluster.Config.NodeNames(), Seconds: took.Seconds()}
 			if g.Structured() {
 				return g.Result(r)
 			}

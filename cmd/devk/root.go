@@ -280,7 +280,7 @@ func (g *globalOptions) followLogs(ctx context.Context, name string) (stop func(
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		supervise.Follow(ctx, layout.ClusterPaths(home, name).Logs(), g.stderr)
+		supervise.Follow(ctx, layout.HomeFiles(home).Cluster(name).FirstNode().Logs(), g.stderr)
 	}()
 	return func() { cancel(); <-done }
 }

@@ -118,6 +118,11 @@ func (p ClusterFiles) BootstrapToken() string { return p.join("bootstrap-token")
 // pins the nodes to them.
 func (p ClusterFiles) E2EImages() string { return p.join("e2e-images.json") }
 
+// Daemons is where the cluster's own processes on the host (its registry
+// forwarders) keep their pid files and logs: run/ and logs/ of its
+// directory, beside node 0's.
+func (p ClusterFiles) Daemons() Supervised { return Supervised{Dir: p.Dir} }
+
 // LoadBalancer is where an HA cluster keeps its HAProxy: haproxy.cfg,
 // run/ (pid file, stats socket, saved server states) and logs/.
 func (p ClusterFiles) LoadBalancer() Supervised { return Supervised{Dir: p.join("haproxy")} }
