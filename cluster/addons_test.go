@@ -30,7 +30,7 @@ func addonCluster(t *testing.T) *Cluster {
 	t.Helper()
 	cfg, _ := testCluster()
 	cfg.Images = map[string]string{addons.CoreDNS: testCoreDNSImage, addons.KubeProxy: testKubeProxyImage}
-	return &Cluster{Config: cfg, NodeFiles: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name)}
+	return &Cluster{Config: cfg, Files: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name)}
 }
 
 // applyAddons applies both addons to cs as up's phases do (client-go's

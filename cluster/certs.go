@@ -135,7 +135,9 @@ func kubeconfigPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.FirstNode().Files.PKI() + "/ca.crt", c.FirstNode().Files.PKI() + "/ca.key"}, []string{c.FirstNode().Files.Kubeconfig(name)}
 			},
-			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.ensureKubeconfig(c.FirstNode(), name) },
+			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) {
+				return c.ensureKubeconfig(c.FirstNode(), name)
+			},
 		})
 	}
 	return out

@@ -15,12 +15,12 @@ type phaseT = phase.Phase[*Cluster]
 
 // testCluster is a new cluster placed with no other and no host route:
 // its node is 10.250.0.2, the host's bridge 10.250.0.1.
-func testCluster() (layout.Config, layout.NodeFiles) {
+func testCluster() (layout.Config, layout.ClusterFiles) {
 	cfg := layout.NewConfig("devk")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
 		panic(err)
 	}
-	return cfg, layout.NodeFiles{Dir: "/home/u/.devk/clusters/devk"}
+	return cfg, layout.HomeFiles("/home/u/.devk").Cluster("devk")
 }
 
 func TestPodSubnet(t *testing.T) {
@@ -36,9 +36,9 @@ func TestPodSubnet(t *testing.T) {
 // mount namespaces, with the node's address, name and root dir.
 func TestKubeletArgv(t *testing.T) {
 	cfg, p := testCluster()
-	c := &Cluster{NodeFiles: p, Config: cfg}
+	c := &Cluster{Files: p, Config: cfg}
 	argv := c.kubeletArgv(c.FirstNode())
-	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--mount=/home/u/.devk/clusters/devk/mntns/mnt", "--", p.KubeletBinary()}; !slices.Equal(argv[:5], want) {
+	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--mount=/home/u/.devk/clusters/devk/mntns/mnt", "--", p.FirstNode().KubeletBinary()}; !slices.Equal(argv[:5], want) {
 		t.Errorf("the kubelet does not run in the node's network and mount namespaces: %v", argv)
 	}
 	for _, f := range []string{"--node-ip=10.250.0.2", "--hostname-override=devk-control-plane", "--root-dir=/home/u/.devk/clusters/devk/kubelet"} {

@@ -171,7 +171,9 @@ func ExportLogs(ctx context.Context, o ExportOptions, popts phase.Options) (*Exp
 func exportPhases(tar bool) []*phase.Phase[*exporter] {
 	ps := []*phase.Phase[*exporter]{
 		{Name: "logs", Short: "copy devk's view (cluster.json, phase times, status) and each node's logs, manifests, kubelet config and container logs",
-			IO:  func(e *exporter) ([]string, []string) { return []string{e.c.Files.ConfigFile(), e.c.FirstNode().Files.Dir}, []string{e.root} },
+			IO: func(e *exporter) ([]string, []string) {
+				return []string{e.c.Files.ConfigFile(), e.c.FirstNode().Files.Dir}, []string{e.root}
+			},
 			Run: phase.Method((*exporter).runLogs)},
 		{Name: "objects", Short: "write every listable resource's objects in all namespaces, Secrets redacted",
 			IO: func(e *exporter) ([]string, []string) {

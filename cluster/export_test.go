@@ -36,10 +36,11 @@ const (
 // control plane is down. (A real API server for the objects part needs
 // etcd, the apiserver's certificates and a minute of start; the e2e
 // suite exports a real cluster.)
-func exportFixture(t *testing.T) (home string, p layout.NodeFiles, cfg layout.Config) {
+func exportFixture(t *testing.T) (home string, cp layout.ClusterFiles, cfg layout.Config) {
 	t.Helper()
 	home = t.TempDir()
-	p = layout.HomeFiles(home).Cluster("fix")
+	cp = layout.HomeFiles(home).Cluster("fix")
+	p := cp.FirstNode()
 	cfg = layout.NewConfig("fix")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func exportFixture(t *testing.T) (home string, p layout.NodeFiles, cfg layout.Co
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		p.ConfigFile():                             string(data),
+		cp.ConfigFile():                            string(data),
 		p.LogFile("kubelet"):                       "I0101 kubelet started\n",
 		p.LogFile("kubelet") + ".2":                "I0101 kubelet oldest generation\n",
 		p.LogFile("kubelet") + ".1":                "I0101 kubelet newest generation\n",
@@ -95,7 +96,7 @@ current-context: c
 			t.Fatal(err)
 		}
 	}
-	return home, p, cfg
+	return home, cp, cfg
 }
 
 // closedPort is a loopback port that was free a moment ago.

@@ -30,7 +30,7 @@ func threeControlPlanes(t *testing.T) *Cluster {
 	for _, sp := range StaticPods {
 		cfg.Images[sp.Component] = "127.0.0.1:5000/" + sp.Name + "@sha256:" + strings.Repeat("a", 64)
 	}
-	return &Cluster{Config: cfg, NodeFiles: p}
+	return &Cluster{Config: cfg, Files: p}
 }
 
 func TestControlPlaneEndpoint(t *testing.T) {
@@ -89,8 +89,7 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := c.asNode(n)
-	pc, err := v.PKIConfig()
+	pc, err := c.pkiConfig(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +106,7 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 			t.Errorf("apiserver DNS names %v", s.DNSNames)
 		}
 	}
-	data, err := controlplane.Manifest("etcd", controlplane.ManifestInput{Config: v.Config, Paths: v.NodeFiles, Image: c.Config.Images["etcd"],
+	data, err := controlplane.Manifest("etcd", controlplane.ManifestInput{Config: c.Config, Node: n.Net, Files: n.Files, Image: c.Config.Images["etcd"],
 		EtcdInitialCluster: "devk-control-plane=https://10.250.0.2:2380,devk-control-plane2=https://10.250.0.3:2380"})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +117,7 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 		!strings.HasPrefix(f["data-dir"], c.Files.Dir+"/nodes/devk-control-plane2/") {
 		t.Errorf("a joining member's etcd flags: %v", f)
 	}
-	data, err = controlplane.Manifest("kube-apiserver", controlplane.ManifestInput{Config: v.Config, Paths: v.NodeFiles, Image: c.Config.Images["apiserver"]})
+	data, err = controlplane.Manifest("kube-apiserver", controlplane.ManifestInput{Config: c.Config, Node: n.Net, Files: n.Files, Image: c.Config.Images["apiserver"]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +126,7 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 		t.Errorf("its API server: %v", f)
 	}
 	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
-		data, err := controlplane.Manifest(name, controlplane.ManifestInput{Config: v.Config, Paths: v.NodeFiles, Image: c.Config.Images["scheduler"]})
+		data, err := controlplane.Manifest(name, controlplane.ManifestInput{Config: c.Config, Node: n.Net, Files: n.Files, Image: c.Config.Images["scheduler"]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +136,7 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 		}
 	}
 	one, p := testCluster()
-	data, _ = controlplane.Manifest("kube-scheduler", controlplane.ManifestInput{Config: one, Paths: p, Image: c.Config.Images["scheduler"]})
+	data, _ = controlplane.Manifest("kube-scheduler", controlplane.ManifestInput{Config: one, Node: one.ControlPlane(), Files: p.FirstNode(), Image: c.Config.Images["scheduler"]})
 	pod, _ = staticpod.Parse(data)
 	if f := staticpod.Flags(pod, "kube-scheduler"); f["leader-elect"] != "false" {
 		t.Errorf("one control plane: leader-elect=%s, want false (as before)", f["leader-elect"])

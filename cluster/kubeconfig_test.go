@@ -20,7 +20,7 @@ func newTestCluster(t *testing.T) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ensureCert("ca"); err != nil {
+	if _, err := c.ensureCert(c.FirstNode(), "ca"); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -28,7 +28,7 @@ func newTestCluster(t *testing.T) *Cluster {
 
 func TestKubeletFinalize(t *testing.T) {
 	c := newTestCluster(t)
-	if _, err := c.ensureKubeconfig("kubelet"); err != nil {
+	if _, err := c.ensureKubeconfig(c.FirstNode(), "kubelet"); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -48,7 +48,7 @@ func TestKubeletFinalize(t *testing.T) {
 		t.Errorf("%s should be a relative symlink as the kubelet makes: %q %v", current, target, err)
 	}
 	// The kubeconfig phase accepts the finalized kubelet.conf as it is.
-	if out, err := c.ensureKubeconfig("kubelet"); err != nil || out != phase.Unchanged("reused") {
+	if out, err := c.ensureKubeconfig(c.FirstNode(), "kubelet"); err != nil || out != phase.Unchanged("reused") {
 		t.Errorf("kubeconfig/kubelet after finalize: %v %+v, want reused", err, out)
 	}
 	if out, err := c.runKubeletFinalize(ctx); err != nil || out.Changed {

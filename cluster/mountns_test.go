@@ -11,7 +11,7 @@ import (
 // node's own directory under its dir, inside a cover; a DEVK_HOME under
 // a cover is refused with what to do.
 func TestNodeMountNS(t *testing.T) {
-	p := layout.NodeFiles{Dir: "/root/.devk/clusters/devk/nodes/w1"}
+	p := layout.NodeFiles{Supervised: layout.Supervised{Dir: "/root/.devk/clusters/devk/nodes/w1"}}
 	s := nodeMountNS(p)
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestNodeMountNS(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("not the node's own: %v", want)
 	}
-	err := nodeMountNS(layout.NodeFiles{Dir: "/var/lib/devk/clusters/devk"}).Validate()
+	err := nodeMountNS(layout.HomeFiles("/var/lib/devk").Cluster("devk").FirstNode()).Validate()
 	if err == nil || !strings.Contains(err.Error(), "DEVK_HOME") {
 		t.Errorf("a DEVK_HOME under /var/lib: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 // (network, runtime, kubelet, pod network, and down's): its place on the
 // cluster's network and where its files are. Node 0, the Node `devk up`
 // makes, keeps its files in the cluster directory; every other Node in
-// nodes/<name>/ (layout.Paths.NodeDir).
+// nodes/<name>/ (layout.ClusterFiles.Node).
 type Node struct {
 	Net   layout.NodeNet
 	Files layout.NodeFiles

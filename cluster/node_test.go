@@ -26,7 +26,7 @@ func twoWorkers(t *testing.T) *Cluster {
 	}
 	cfg.Network.Nodes[0].PodCIDR = "10.244.0.0/24"
 	cfg.Network.Nodes[1].PodCIDR = "10.244.1.0/24"
-	return &Cluster{Config: cfg, NodeFiles: p}
+	return &Cluster{Config: cfg, Files: p}
 }
 
 func TestNodesAndTheirFiles(t *testing.T) {
@@ -209,7 +209,7 @@ func TestNodesToJoin(t *testing.T) {
 		t.Errorf("with no --nodes, the joined ones come back: %v", got)
 	}
 	one := &Cluster{}
-	one.Config, one.NodeFiles = testCluster()
+	one.Config, one.Files = testCluster()
 	if ok, _ := nodesPhaseIf(one); ok {
 		t.Error("a single-node cluster runs the nodes phase")
 	}

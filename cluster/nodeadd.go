@@ -134,7 +134,9 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{j.Node.Files.MountNS(), j.Node.Files.ContainerdConfig(), j.Node.Files.ContainerdSocket(), j.Node.Files.PIDFile("containerd")}
 			},
-			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.Cluster.startRuntime(ctx, j.Node) },
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				return j.Cluster.startRuntime(ctx, j.Node)
+			},
 		},
 		{
 			Name:     "control-plane-prepare",
@@ -197,7 +199,9 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{"node " + j.Node.Name()}
 			},
-			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) { return j.Cluster.markControlPlane(ctx, j.Node) },
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				return j.Cluster.markControlPlane(ctx, j.Node)
+			},
 		},
 		{
 			Name:  "wait",

@@ -32,11 +32,11 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.FeatureGates = map[string]bool{"ComponentFlagz": true}
 	cfg.Spec.RuntimeConfig = map[string]string{"api/alpha": "true"}
-	in := controlplane.ManifestInput{Config: cfg, Paths: layout.HomeFiles("/").Cluster(cfg.Name)}
+	in := controlplane.ManifestInput{Config: cfg, Node: cfg.ControlPlane(), Files: layout.HomeFiles("/").Cluster(cfg.Name).FirstNode()}
 	pod := func(name string) (own, defaults map[string]string) { return controlplane.Flags(name, in) }
 	kubelet := func() (own, defaults map[string]string) {
-		own, defaults = kubeletconfig.Flags(cfg, in.Paths, layout.NodeNet{})
-		joined, _ := kubeletconfig.Flags(cfg, in.Paths, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})
+		own, defaults = kubeletconfig.Flags(cfg, in.Files, cfg.ControlPlane())
+		joined, _ := kubeletconfig.Flags(cfg, in.Files, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})
 		maps.Copy(own, joined)
 		return own, defaults
 	}
@@ -113,7 +113,7 @@ func TestOwnedKubeletConfigFields(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.Kubelet.FeatureGates = map[string]bool{"KubeletTracing": true}
 	n := cfg.ControlPlane()
-	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name), Node: n, CRISocket: "/x.sock"})
+	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Files: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name).FirstNode(), Node: n, CRISocket: "/x.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}

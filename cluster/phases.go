@@ -205,7 +205,9 @@ func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
 		IO: func(c *Cluster) ([]string, []string) {
 			return []string{c.Files.ConfigFile() + " (images)", c.FirstNode().Files.PKI()}, []string{c.FirstNode().Files.ManifestPath(sp.Name)}
 		},
-		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.writeManifest(ctx, c.FirstNode(), sp) },
+		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) {
+			return c.writeManifest(ctx, c.FirstNode(), sp)
+		},
 	}
 }
 

@@ -51,8 +51,8 @@ func statusCluster(t *testing.T, home string) *Cluster {
 	cfg.OwnRuntime = true
 	cfg.Images = map[string]string{addons.CoreDNS: testCoreDNSImage, addons.KubeProxy: testKubeProxyImage}
 	p := layout.HomeFiles(home).Cluster("st")
-	cfg.CRISocket = p.ContainerdSocket()
-	return &Cluster{Config: cfg, NodeFiles: p, Home: home}
+	cfg.CRISocket = p.FirstNode().ContainerdSocket()
+	return &Cluster{Config: cfg, Files: p, Home: home}
 }
 
 // writeManifests writes node n's manifests of pods, by up's renderer,
@@ -63,7 +63,7 @@ func writeManifests(t *testing.T, c *Cluster, n Node, images map[string]string) 
 		t.Fatal(err)
 	}
 	for pod, img := range images {
-		data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: n.NodeFiles, Image: img})
+		data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Node: n.Net, Files: n.Files, Image: img})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	swapped := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("2", 64)
 	c.Config.Images["scheduler"] = upImage
 	sp := StaticPod{Name: "kube-scheduler", Component: "scheduler"}
-	if out, err := c.writeManifest(ctx, sp); err != nil || !out.Changed {
+	if out, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil || !out.Changed {
 		t.Fatalf("first write: %v, %+v; want a change", err, out)
 	}
 	m := swap.ManifestFor(c.FirstNode().Files.Manifests(), sp.Name)
@@ -34,7 +34,7 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(m.Path)
-	out, err := c.writeManifest(ctx, sp)
+	out, err := c.writeManifest(ctx, c.FirstNode(), sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	}
 	// A manifest devk up wrote itself (no swap stamp) follows the recorded image.
 	os.Remove(m.Path)
-	if _, err := c.writeManifest(ctx, sp); err != nil {
+	if _, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil {
 		t.Fatal(err)
 	}
 	if img, _ := staticpod.Image(m.Path, sp.Name); img != upImage {

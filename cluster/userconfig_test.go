@@ -68,7 +68,7 @@ func mustOpenWith(t *testing.T, home, name, body string) *Cluster {
 
 func manifestFlags(t *testing.T, c *Cluster, pod string) map[string]string {
 	t.Helper()
-	data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Paths: c.NodeFiles, Image: c.Config.Images[componentOf(pod)]})
+	data, err := controlplane.Manifest(pod, controlplane.ManifestInput{Config: c.Config, Node: c.FirstNode().Net, Files: c.FirstNode().Files, Image: c.Config.Images[componentOf(pod)]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	if err := cfg.Validate("dev"); err != nil {
 		t.Fatalf("the config a file makes does not validate as cluster.json: %v", err)
 	}
-	if pc, err := c.PKIConfig(); err != nil || pc.Validity != 10*time.Minute {
+	if pc, err := c.pkiConfig(c.FirstNode()); err != nil || pc.Validity != 10*time.Minute {
 		t.Errorf("certValidity 10m: the certificates get %v (%v)", pc.Validity, err)
 	}
 
@@ -129,7 +129,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 		t.Errorf("etcd got --feature-gates=%s; it is not a Kubernetes component", e["feature-gates"])
 	}
 
-	kc, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Paths: c.NodeFiles, CRISocket: cfg.CRISocket})
+	kc, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Node: c.FirstNode().Net, Files: c.FirstNode().Files, CRISocket: cfg.CRISocket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 	home := t.TempDir()
 	c := mustOpenWith(t, home, "", fullConfig)
 	for _, sp := range StaticPods {
-		if out, err := c.writeManifest(ctx, sp); err != nil || !out.Changed {
+		if out, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil || !out.Changed {
 			t.Fatalf("%s: %v %+v", sp.Name, err, out)
 		}
 	}
@@ -313,7 +313,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 		kubeletArgs, kubeProxyCommand  []string
 	}
 	stateOf := func(c *Cluster) state {
-		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Paths: c.NodeFiles, CRISocket: c.Config.CRISocket})
+		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Node: c.FirstNode().Net, Files: c.FirstNode().Files, CRISocket: c.Config.CRISocket})
 		kp, _ := addons.KubeProxyConfigYAML(c.Config)
 		return state{string(kc), string(kp), c.kubeletArgs(c.FirstNode()), addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs)}
 	}
@@ -325,7 +325,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 		c := mustOpenWith(t, home, "", body)
 		changed := map[string]bool{}
 		for _, sp := range StaticPods {
-			out, err := c.writeManifest(ctx, sp)
+			out, err := c.writeManifest(ctx, c.FirstNode(), sp)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -400,7 +400,7 @@ func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
 	home := t.TempDir()
 	c := mustOpenWith(t, home, "", header)
 	sp := StaticPod{Name: "kube-apiserver", Component: "apiserver"}
-	if _, err := c.writeManifest(ctx, sp); err != nil {
+	if _, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil {
 		t.Fatal(err)
 	}
 	// What a swap leaves: another image and its stamp.
@@ -416,7 +416,7 @@ func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2 := mustOpenWith(t, home, "", header+"apiServer:\n  extraArgs:\n    v: \"3\"\n")
-	if out, err := c2.writeManifest(ctx, sp); err != nil || !out.Changed {
+	if out, err := c2.writeManifest(ctx, c2.FirstNode(), sp); err != nil || !out.Changed {
 		t.Fatalf("a flag change: %v %+v", err, out)
 	}
 	got := controlplane.InstalledPod(c.FirstNode().Files.ManifestPath(sp.Name))
@@ -426,7 +426,7 @@ func TestSwappedManifestKeepsItsImageOnConfigChange(t *testing.T) {
 	if staticpod.Flags(got, sp.Name)["v"] != "3" {
 		t.Errorf("the flag change is not in the manifest: %v", got.Spec.Containers[0].Command)
 	}
-	if out, _ := c2.writeManifest(ctx, sp); out.Changed {
+	if out, _ := c2.writeManifest(ctx, c2.FirstNode(), sp); out.Changed {
 		t.Errorf("the next up rewrote it again: %s", out.Detail)
 	}
 }

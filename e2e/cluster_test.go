@@ -272,13 +272,13 @@ func checkDaemonLogs(t *testing.T, home, name string) {
 		procs supervise.Dir
 		name  string
 	}
-	daemons := []daemon{{cp.Procs(), "kubelet"}, {cp.Procs(), "containerd"}, {layout.HomePaths(home).Procs(), "registry"}}
-	fwd, _ := filepath.Glob(cp.PIDFile("forward-*"))
+	daemons := []daemon{{cp.FirstNode().Procs(), "kubelet"}, {cp.FirstNode().Procs(), "containerd"}, {layout.HomeFiles(home).Procs(), "registry"}}
+	fwd, _ := filepath.Glob(cp.FirstNode().PIDFile("forward-*"))
 	if len(fwd) == 0 {
-		t.Errorf("no registry forwarder's pid file in %s", cp.Run())
+		t.Errorf("no registry forwarder's pid file in %s", cp.FirstNode().Run())
 	}
 	for _, f := range fwd {
-		daemons = append(daemons, daemon{cp.Procs(), strings.TrimSuffix(filepath.Base(f), ".pid")})
+		daemons = append(daemons, daemon{cp.FirstNode().Procs(), strings.TrimSuffix(filepath.Base(f), ".pid")})
 	}
 	for _, d := range daemons {
 		if _, ok := d.procs.Running(d.name); !ok {

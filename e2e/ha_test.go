@@ -169,7 +169,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	// One API server stopped: the cluster answers through HAProxy.
 	step(t, "one API server stopped", func(t *testing.T) {
-		manifest := filepath.Join(paths.Manifests(), "kube-apiserver.yaml")
+		manifest := filepath.Join(paths.FirstNode().Manifests(), "kube-apiserver.yaml")
 		aside := filepath.Join(t.TempDir(), "kube-apiserver.yaml")
 		if err := os.Rename(manifest, aside); err != nil {
 			t.Fatal(err)
@@ -261,7 +261,7 @@ func TestHAControlPlane(t *testing.T) {
 		manifestsOf := func() map[string]string {
 			out := map[string]string{}
 			for _, n := range cps {
-				dir := paths.Manifests()
+				dir := paths.FirstNode().Manifests()
 				if n != cfg.NodeName {
 					dir = filepath.Join(paths.NodesDir(), n, "manifests")
 				}
@@ -421,9 +421,9 @@ type haSwapReport struct {
 
 // etcdMemberNames are the cluster's etcd members, by name, sorted, read
 // from node 0's member with the API server's client certificate.
-func etcdMemberNames(t *testing.T, ctx context.Context, cfg layout.Config, paths layout.Paths) []string {
+func etcdMemberNames(t *testing.T, ctx context.Context, cfg layout.Config, paths layout.ClusterFiles) []string {
 	t.Helper()
-	pkiDir := paths.PKI()
+	pkiDir := paths.FirstNode().PKI()
 	pair, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "apiserver-etcd-client.crt"), filepath.Join(pkiDir, "apiserver-etcd-client.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func etcdMemberNames(t *testing.T, ctx context.Context, cfg layout.Config, paths
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.EtcdURL()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.NodeEtcdURL(cfg.ControlPlane())}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool}})
 	if err != nil {
 		t.Fatal(err)

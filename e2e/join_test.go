@@ -43,7 +43,7 @@ func TestJoinDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caFile := pki.CertPath(paths.PKI(), pki.CAName)
+	caFile := pki.CertPath(paths.FirstNode().PKI(), pki.CAName)
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func TestMultiNode(t *testing.T) {
 	step(t, "a mount namespace per node", func(t *testing.T) {
 		seen := map[string]string{nsOf(t, os.Getpid()): "the host"}
 		for _, n := range cfg.NodeNames() {
-			p, err := paths.NodeDir(cfg, n)
+			p, err := paths.Node(cfg, n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,12 +243,12 @@ spec:
 	// rollback install different bytes.
 	step(t, "swap kubelet --node", func(t *testing.T) {
 		w1 := filepath.Join(paths.NodesDir(), workers[0])
-		w1Paths := layout.Paths{Dir: w1}
-		kubeletPID := func(p layout.Paths) string {
+		w1Paths := layout.NodeFiles{Supervised: layout.Supervised{Dir: w1}}
+		kubeletPID := func(p layout.NodeFiles) string {
 			data, _ := os.ReadFile(p.PIDFile("kubelet"))
 			return strings.Fields(string(data) + " -")[0]
 		}
-		cpPID, w1PID := kubeletPID(paths), kubeletPID(w1Paths)
+		cpPID, w1PID := kubeletPID(paths.FirstNode()), kubeletPID(w1Paths)
 		bin, err := os.ReadFile(w1Paths.KubeletBinary())
 		if err != nil {
 			t.Fatal(err)
@@ -269,7 +269,7 @@ spec:
 		if now := kubeletPID(w1Paths); now == w1PID {
 			t.Errorf("%s's kubelet was not restarted (pid %s)", workers[0], now)
 		}
-		if now := kubeletPID(paths); now != cpPID {
+		if now := kubeletPID(paths.FirstNode()); now != cpPID {
 			t.Errorf("the control plane's kubelet was restarted (pid %s, was %s) by a swap on %s", now, cpPID, workers[0])
 		}
 		if n, err := cs.CoreV1().Nodes().Get(ctx, workers[0], metav1.GetOptions{}); err != nil || !nodeReady(n) {

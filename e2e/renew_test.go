@@ -460,7 +460,7 @@ func haCerts(t *testing.T, c *SharedCluster, name string, cps []string, admin st
 	for _, crt := range rep.Certificates {
 		rows[crt.Node]++
 		serials[crt.Node+"/"+crt.Name] = crt.Serial
-		np, err := paths.NodeDir(cfg, crt.Node)
+		np, err := paths.Node(cfg, crt.Node)
 		if err != nil {
 			t.Fatalf("a row of node %q: %v", crt.Node, err)
 		}
@@ -541,7 +541,7 @@ func haCerts(t *testing.T, c *SharedCluster, name string, cps []string, admin st
 		if err != nil {
 			t.Fatal(err)
 		}
-		np, _ := paths.NodeDir(cfg, x.Node)
+		np, _ := paths.Node(cfg, x.Node)
 		crts, err := certutil.CertsFromFile(filepath.Join(np.PKI(), "apiserver.crt"))
 		if err != nil {
 			t.Fatal(err)

@@ -178,7 +178,7 @@ spec:
 			t.Fatalf("the second cluster shares the first's subnet %s", cfg.Network.Subnet)
 		}
 		k2 := func(args ...string) Result {
-			return run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", p2.Kubeconfig("admin")}, args...)...)
+			return run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", p2.FirstNode().Kubeconfig("admin")}, args...)...)
 		}
 		if r := k2("create", "deployment", "web2", "--image="+img, "--", "/agnhost", "netexec", "--http-port=8080"); r.Err != nil {
 			t.Fatalf("%v\n%s", r.Err, r.Stderr)

@@ -119,7 +119,7 @@ func TestCertsReadEveryNode(t *testing.T) {
 	}
 	now := time.Now()
 	for i, n := range names {
-		np, err := p.NodeDir(cfg, n)
+		np, err := p.Node(cfg, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestCertsReadEveryNode(t *testing.T) {
 			if s.IsCA() && i > 0 {
 				// A joined node has node 0's CAs (download-certs).
 				for _, f := range []func(string, string) string{pki.CertPath, pki.KeyPath} {
-					b, err := os.ReadFile(f(p.PKI(), s.Name))
+					b, err := os.ReadFile(f(p.FirstNode().PKI(), s.Name))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -161,7 +161,7 @@ func TestCertsReadEveryNode(t *testing.T) {
 		t.Errorf("nodes %v, want %v", nodes, names)
 	}
 	for _, c := range r.Certs {
-		np, err := p.NodeDir(cfg, c.Node)
+		np, err := p.Node(cfg, c.Node)
 		if err != nil {
 			t.Fatalf("row %s of node %q: %v", c.Name, c.Node, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
 )
 
 // ErrNoCluster is what Open's error is (errors.Is) when the cluster does
@@ -38,7 +37,6 @@ func (e *NoClusterError) Is(target error) bool { return target == ErrNoCluster }
 func NoCluster(home, name string) *NoClusterError {
 	return &NoClusterError{Home: home, Name: name, Others: Clusters(home)}
 }
-
 
 // Clusters lists the clusters under the resolved home, sorted.
 func Clusters(home string) []string {

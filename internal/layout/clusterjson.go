@@ -14,7 +14,7 @@ import (
 // gets a new ConfigAPIVersion, and migrate learns the one before it.
 //
 // This lives beside Config, not in a package of its own: Config is
-// layout's type (Open and Configs read it, Paths.NodeDir takes it), and a
+// layout's type (Open and Configs read it, ClusterFiles.Node takes it), and a
 // package below layout would have to take the type with it.
 const (
 	// ConfigGroup is the API group of devk's files: the config file
