@@ -71,10 +71,10 @@ func (fx *rollingFixture) taken() []string {
 // balancer's part, out checking that the nodes before run the new image.
 func (fx *rollingFixture) options(t *testing.T, o Options) Options {
 	nodes := []*fakeNode{fx.node, fx.second}
-	dialed := map[string]*Node{}
-	o.dial = func(nd layout.Node) *Node { return dialed[nd.ManifestsDir] }
+	dialed := map[string]*Target{}
+	o.dial = func(nd layout.Node) *Target { return dialed[nd.ManifestsDir] }
 	for i, f := range nodes {
-		dialed[f.dir] = f.Node()
+		dialed[f.dir] = f.Target()
 		before := nodes[:i]
 		f.grace = o.StopGrace
 		o.ControlPlanes = append(o.ControlPlanes, ControlPlaneNode{
