@@ -69,7 +69,7 @@ type Options struct {
 	// pods are swapped on one node at a time, each verified before the
 	// next, each taken out of the load balancer around its own swap (see
 	// rolling.go).
-	ControlPlanes []ControlPlaneNode
+	ControlPlanes []layout.ControlPlaneNode
 	// StopGrace is how long the old static pod's container gets to stop
 	// after SIGTERM in the hand-over; zero stops it at once (one node:
 	// nobody can be served meanwhile anyway).

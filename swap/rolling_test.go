@@ -77,7 +77,7 @@ func (fx *rollingFixture) options(t *testing.T, o Options) Options {
 		dialed[f.dir] = f.Target()
 		before := nodes[:i]
 		f.grace = o.StopGrace
-		o.ControlPlanes = append(o.ControlPlanes, ControlPlaneNode{
+		o.ControlPlanes = append(o.ControlPlanes, layout.ControlPlaneNode{
 			Name: f.node,
 			Node: layout.Node{ManifestsDir: f.dir, Kubeconfig: "unused", CRISocket: "unused"},
 			TakeOut: func(ctx context.Context) error {
@@ -228,13 +228,13 @@ func TestRollingSwapHoldsTheClusterThroughout(t *testing.T) {
 // that says what to add; the stop grace and relists are the cluster's.
 func TestOnCluster(t *testing.T) {
 	node0 := layout.Node{ManifestsDir: "/c/manifests"}
-	cp := func(name string) ControlPlaneNode {
-		return ControlPlaneNode{Name: name, Node: layout.Node{ManifestsDir: "/c/nodes/" + name + "/manifests"}}
+	cp := func(name string) layout.ControlPlaneNode {
+		return layout.ControlPlaneNode{Name: name, Node: layout.Node{ManifestsDir: "/c/nodes/" + name + "/manifests"}}
 	}
-	three := []ControlPlaneNode{{Name: "c-control-plane", Node: node0}, cp("c-control-plane2"), cp("c-control-plane3")}
+	three := []layout.ControlPlaneNode{{Name: "c-control-plane", Node: node0}, cp("c-control-plane2"), cp("c-control-plane3")}
 	for _, tc := range []struct {
 		name     string
-		cps      []ControlPlaneNode
+		cps      []layout.ControlPlaneNode
 		picked   []string
 		rolling  []string // the rolling swap's nodes; none: one node's swap
 		node     string   // o.NodeName after
