@@ -13,6 +13,7 @@ import (
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/crilog"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/progress"
 )
@@ -223,7 +224,7 @@ func (n *Target) lastLog(ctx context.Context, podName, container, oldID string) 
 		}
 		// A container the kubelet just restarted has no log yet: the
 		// one before it has the reason.
-		if lines, _ := cri.TailLog(st.LogPath, max(n.LogLines, DefaultLogLines)); len(lines) > 0 {
+		if lines, _ := crilog.Tail(st.LogPath, max(n.LogLines, DefaultLogLines)); len(lines) > 0 {
 			return lines
 		}
 	}

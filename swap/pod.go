@@ -10,7 +10,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
-	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/crilog"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
@@ -319,7 +319,7 @@ func (p *podSwap) undo(ctx context.Context, err error) error {
 	case stageWritten:
 		// Log of the failed container first, then the old manifest.
 		if cr := p.after.crashed; cr != nil && cr.LogPath != "" {
-			p.res.Log, _ = cri.TailLog(cr.LogPath, max(n.LogLines, DefaultLogLines))
+			p.res.Log, _ = crilog.Tail(cr.LogPath, max(n.LogLines, DefaultLogLines))
 		}
 		if len(p.res.Log) == 0 {
 			p.res.Log = n.lastLog(ctx, p.target.Pod, p.ctr.Name, p.before.containerID)
