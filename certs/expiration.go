@@ -27,7 +27,7 @@ import (
 
 // Files is where a node keeps what check-expiration reads, as its report
 // says: the PKI directory, the directory of the kubeconfigs (admin.conf,
-// …) and the kubelet's static pod manifests. It is the node's
+// …) and the kubelet's static pod manifests, derived from the node's
 // layout.Node (filesOf).
 type Files struct {
 	PKIDir        string `json:"pkiDir"`
