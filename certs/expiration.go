@@ -20,29 +20,42 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/pki"
 )
 
-// Files is where a node keeps what check-expiration reads: the PKI
-// directory, the directory of the kubeconfigs (admin.conf, …) and the
-// kubelet's static pod manifests.
+// Files is where a node keeps what check-expiration reads, as its report
+// says: the PKI directory, the directory of the kubeconfigs (admin.conf,
+// …) and the kubelet's static pod manifests, derived from the node's
+// layout.Node (filesOf).
 type Files struct {
 	PKIDir        string `json:"pkiDir"`
 	KubeconfigDir string `json:"kubeconfigDir"`
 	ManifestsDir  string `json:"manifestsDir"`
 }
 
-// Node is one control-plane node's files, by its name: on a devk
-// cluster each control-plane node has its own (node 0's at the cluster
-// directory's top, the others' under nodes/<node>/), signed by the same
-// CAs, which every node holds a copy of. A kubeadm node given by its
-// directories may be unnamed.
-type Node struct {
+// filesOf is where node n keeps what check-expiration reads: the
+// kubeconfigs are beside its admin kubeconfig.
+func filesOf(n layout.Node) Files {
+	return Files{PKIDir: n.PKIDir, KubeconfigDir: filepath.Dir(n.Kubeconfig), ManifestsDir: n.ManifestsDir}
+}
+
+// NodeFiles is one control-plane node of a report, by its name, and
+// where its files are: on a devk cluster each control-plane node has its
+// own (node 0's at the cluster directory's top, the others' under
+// nodes/<node>/), signed by the same CAs, which every node holds a copy
+// of. A kubeadm node given by its directories may be unnamed.
+type NodeFiles struct {
 	// Name is the node's (its kubelet's) name; "" for a node given by
 	// its directories alone.
 	Name  string `json:"node,omitempty"`
 	Files Files  `json:"files"`
+}
+
+// nodeFiles is control-plane node n as a report lists it.
+func nodeFiles(n layout.ControlPlaneNode) NodeFiles {
+	return NodeFiles{Name: n.Name, Files: filesOf(n.Node)}
 }
 
 // Cert is one certificate or kubeconfig client certificate.
@@ -90,10 +103,10 @@ type CA struct {
 // Report is check-expiration's answer: every node's certificates, then
 // every node's CAs, node by node in the order asked.
 type Report struct {
-	Nodes []Node    `json:"nodes"`
-	Now   time.Time `json:"now"`
-	Certs []Cert    `json:"certificates"`
-	CAs   []CA      `json:"certificateAuthorities"`
+	Nodes []NodeFiles `json:"nodes"`
+	Now   time.Time   `json:"now"`
+	Certs []Cert      `json:"certificates"`
+	CAs   []CA        `json:"certificateAuthorities"`
 }
 
 // Duration is a time.Duration that JSON writes in seconds.
@@ -128,10 +141,10 @@ var ErrNotPKI = errors.New("not a Kubernetes PKI directory")
 
 // InspectNodes reads each node's certificates, kubeconfigs and CAs as of
 // now (see Inspect), each row saying whose it is.
-func InspectNodes(nodes []Node, now time.Time) (*Report, error) {
+func InspectNodes(nodes []layout.ControlPlaneNode, now time.Time) (*Report, error) {
 	r := &Report{Now: now}
 	for _, n := range nodes {
-		one, err := Inspect(n.Files, now)
+		one, err := Inspect(n.Node, now)
 		if err != nil {
 			if n.Name != "" {
 				err = fmt.Errorf("node %s: %w", n.Name, err)
@@ -146,7 +159,7 @@ func InspectNodes(nodes []Node, now time.Time) (*Report, error) {
 			c.Node = n.Name
 			r.CAs = append(r.CAs, c)
 		}
-		r.Nodes = append(r.Nodes, n)
+		r.Nodes = append(r.Nodes, nodeFiles(n))
 	}
 	return r, nil
 }
@@ -157,7 +170,8 @@ func InspectNodes(nodes []Node, now time.Time) (*Report, error) {
 // does not have (the controller-manager's and scheduler's serving
 // certificates, which only devk's clusters have; super-admin.conf,
 // which only the first control-plane node has).
-func Inspect(f Files, now time.Time) (*Report, error) {
+func Inspect(n layout.Node, now time.Time) (*Report, error) {
+	f := filesOf(n)
 	if _, err := os.Stat(pki.CertPath(f.PKIDir, pki.CAName)); err != nil {
 		return nil, fmt.Errorf("%s: %w (no %s.crt): pass the directory that holds ca.crt (kubeadm: /etc/kubernetes/pki)", f.PKIDir, ErrNotPKI, pki.CAName)
 	}
@@ -165,7 +179,7 @@ func Inspect(f Files, now time.Time) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Nodes: []Node{{Files: f}}, Now: now}
+	r := &Report{Nodes: []NodeFiles{{Files: f}}, Now: now}
 	external := map[string]bool{}
 	for _, s := range pki.Specs(pki.Config{}) {
 		if !s.IsCA() {

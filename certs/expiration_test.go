@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
@@ -21,10 +22,10 @@ import (
 // fixturePKI writes kubeadm's layout under a temporary directory: the
 // certificate set signed at issued, the four kubeconfigs, and an
 // apiserver manifest naming its files.
-func fixturePKI(t *testing.T, issued time.Time) Files {
+func fixturePKI(t *testing.T, issued time.Time) layout.Node {
 	t.Helper()
 	dir := t.TempDir()
-	f := Files{PKIDir: filepath.Join(dir, "pki"), KubeconfigDir: dir, ManifestsDir: filepath.Join(dir, "manifests")}
+	f := layout.Node{PKIDir: filepath.Join(dir, "pki"), Kubeconfig: filepath.Join(dir, AdminConf), ManifestsDir: filepath.Join(dir, "manifests")}
 	cfg := pki.Config{NodeName: "node-1", ServiceIP: net.ParseIP("10.96.0.1"), AdvertiseIP: net.ParseIP("10.250.0.2"), DNSDomain: "cluster.local"}
 	for _, s := range pki.Specs(cfg) {
 		if _, err := pki.Ensure(f.PKIDir, s, issued, true); err != nil {
@@ -59,11 +60,11 @@ spec:
 	return f
 }
 
-// writeKubeconfig writes k's kubeconfig into f.KubeconfigDir, its
+// writeKubeconfig writes k's kubeconfig beside f's admin kubeconfig, its
 // client certificate signed by f's cluster CA at issued, in kubeadm's
 // shape (cluster/internal/kubeconfig.Bytes writes the same; the cluster
 // package imports this one).
-func writeKubeconfig(t *testing.T, f Files, k pki.KubeconfigSpec, issued time.Time) {
+func writeKubeconfig(t *testing.T, f layout.Node, k pki.KubeconfigSpec, issued time.Time) {
 	t.Helper()
 	caPEM, err := os.ReadFile(pki.CertPath(f.PKIDir, pki.CAName))
 	if err != nil {
@@ -82,14 +83,14 @@ func writeKubeconfig(t *testing.T, f Files, k pki.KubeconfigSpec, issued time.Ti
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.KubeconfigDir, k.Name+".conf"), data, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(filepath.Dir(f.Kubeconfig), k.Name+".conf"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // writeManifest writes a static pod manifest of one container, both
 // named pod, running it with flags.
-func writeManifest(t *testing.T, f Files, pod string, flags ...string) {
+func writeManifest(t *testing.T, f layout.Node, pod string, flags ...string) {
 	t.Helper()
 	m := "apiVersion: v1\nkind: Pod\nmetadata: {name: " + pod + ", namespace: kube-system}\nspec:\n  containers:\n  - name: " + pod +
 		"\n    image: registry.k8s.io/" + pod + ":v1.34.4\n    command:\n    - " + pod + "\n"
@@ -119,7 +120,7 @@ func TestCheckExpirationTable(t *testing.T) {
 	if err := os.Remove(pki.KeyPath(f.PKIDir, "front-proxy-ca")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(f.KubeconfigDir, "scheduler.conf")); err != nil {
+	if err := os.Remove(filepath.Join(filepath.Dir(f.Kubeconfig), "scheduler.conf")); err != nil {
 		t.Fatal(err)
 	}
 	now := issued.Add(300 * 24 * time.Hour)
@@ -221,7 +222,7 @@ func TestCheckExpirationWithoutServingCerts(t *testing.T) {
 
 func TestCheckExpirationNotPKI(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Inspect(Files{PKIDir: dir, KubeconfigDir: dir}, time.Now())
+	_, err := Inspect(layout.Node{PKIDir: dir, Kubeconfig: filepath.Join(dir, AdminConf)}, time.Now())
 	if err == nil || !strings.Contains(err.Error(), "ca.crt") {
 		t.Fatalf("a directory without ca.crt: %v", err)
 	}

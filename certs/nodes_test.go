@@ -19,6 +19,7 @@ import (
 
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
@@ -34,13 +35,13 @@ var sharedCAs = []string{pki.CAName, "front-proxy-ca", "etcd/ca"}
 // them for its own name and address, its admin, controller-manager and
 // scheduler kubeconfigs (no super-admin.conf), and an API server
 // manifest naming its files.
-func fixtureNodes(t *testing.T, issued time.Time, names ...string) []Node {
+func fixtureNodes(t *testing.T, issued time.Time, names ...string) []layout.ControlPlaneNode {
 	t.Helper()
 	first := fixturePKI(t, issued)
-	nodes := []Node{{Name: names[0], Files: first}}
+	nodes := []layout.ControlPlaneNode{{Name: names[0], Node: first}}
 	for i, name := range names[1:] {
 		dir := t.TempDir()
-		f := Files{PKIDir: filepath.Join(dir, "pki"), KubeconfigDir: dir, ManifestsDir: filepath.Join(dir, "manifests")}
+		f := layout.Node{PKIDir: filepath.Join(dir, "pki"), Kubeconfig: filepath.Join(dir, AdminConf), ManifestsDir: filepath.Join(dir, "manifests")}
 		for _, ca := range sharedCAs {
 			for _, p := range []func(string, string) string{pki.CertPath, pki.KeyPath} {
 				data, err := os.ReadFile(p(first.PKIDir, ca))
@@ -74,7 +75,7 @@ func fixtureNodes(t *testing.T, issued time.Time, names ...string) []Node {
 		}
 		writeManifest(t, f, "kube-apiserver", "--tls-cert-file="+pki.CertPath(f.PKIDir, "apiserver"), "--tls-private-key-file="+pki.KeyPath(f.PKIDir, "apiserver"),
 			"--proxy-client-cert-file="+pki.CertPath(f.PKIDir, "front-proxy-client"), "--advertise-address="+cfg.AdvertiseIP.String())
-		nodes = append(nodes, Node{Name: name, Files: f})
+		nodes = append(nodes, layout.ControlPlaneNode{Name: name, Node: f})
 	}
 	return nodes
 }
@@ -96,14 +97,14 @@ func serialOf(t *testing.T, path string) string {
 func TestCheckExpirationNodes(t *testing.T) {
 	issued := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	nodes := fixtureNodes(t, issued, "cp1", "cp2", "cp3")
-	if err := os.Remove(filepath.Join(nodes[2].Files.KubeconfigDir, "scheduler.conf")); err != nil {
+	if err := os.Remove(filepath.Join(filepath.Dir(nodes[2].Node.Kubeconfig), "scheduler.conf")); err != nil {
 		t.Fatal(err)
 	}
 	r, err := InspectNodes(nodes, issued.Add(300*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Nodes) != 3 || r.Nodes[1].Name != "cp2" || r.Nodes[1].Files != nodes[1].Files {
+	if len(r.Nodes) != 3 || r.Nodes[1].Name != "cp2" || r.Nodes[1].Files != (Files{PKIDir: nodes[1].Node.PKIDir, KubeconfigDir: filepath.Dir(nodes[1].Node.Kubeconfig), ManifestsDir: nodes[1].Node.ManifestsDir}) {
 		t.Errorf("report's nodes %+v", r.Nodes)
 	}
 	var order []string
@@ -114,8 +115,8 @@ func TestCheckExpirationNodes(t *testing.T) {
 			order = append(order, c.Node)
 		}
 		count[c.Node]++
-		n := nodes[slices.IndexFunc(nodes, func(n Node) bool { return n.Name == c.Node })]
-		if !strings.HasPrefix(c.Path, n.Files.KubeconfigDir+"/") {
+		n := nodes[slices.IndexFunc(nodes, func(n layout.ControlPlaneNode) bool { return n.Name == c.Node })]
+		if !strings.HasPrefix(c.Path, filepath.Dir(n.Node.Kubeconfig)+"/") {
 			t.Errorf("%s of %s read from %s, not the node's own files", c.Name, c.Node, c.Path)
 		}
 		if c.Name == "super-admin.conf" && c.Node != "cp1" {
@@ -134,7 +135,7 @@ func TestCheckExpirationNodes(t *testing.T) {
 	if count["cp1"] != 13 || count["cp2"] != 12 || count["cp3"] != 12 {
 		t.Errorf("rows per node %v, want 13 on the first (super-admin.conf), 12 on the others", count)
 	}
-	if apiserver["cp1"] == apiserver["cp2"] || apiserver["cp2"] == apiserver["cp3"] || apiserver["cp2"] != serialOf(t, pki.CertPath(nodes[1].Files.PKIDir, "apiserver")) {
+	if apiserver["cp1"] == apiserver["cp2"] || apiserver["cp2"] == apiserver["cp3"] || apiserver["cp2"] != serialOf(t, pki.CertPath(nodes[1].Node.PKIDir, "apiserver")) {
 		t.Errorf("apiserver serials %v: want each node's own file", apiserver)
 	}
 	cas := map[string]int{}
@@ -154,7 +155,7 @@ func TestCheckExpirationNodes(t *testing.T) {
 		t.Errorf("expiring within 90d: %v, want every node's every certificate", exp)
 	}
 
-	empty := Node{Name: "cp4", Files: Files{PKIDir: t.TempDir()}}
+	empty := layout.ControlPlaneNode{Name: "cp4", Node: layout.Node{PKIDir: t.TempDir()}}
 	if _, err := InspectNodes(append(nodes, empty), time.Now()); err == nil || !strings.Contains(err.Error(), "node cp4: ") || !strings.Contains(err.Error(), "no ca.crt") {
 		t.Errorf("a node without a PKI: %v", err)
 	}
@@ -168,7 +169,8 @@ func TestRenewPlanAcrossNodes(t *testing.T) {
 	nodes := fixtureNodes(t, time.Now(), "cp1", "cp2", "cp3")
 	var rns []RenewNode
 	for _, n := range nodes {
-		rns = append(rns, RenewNode{Node: n, CRISocket: filepath.Join(t.TempDir(), "none.sock")})
+		n.Node.CRISocket = filepath.Join(t.TempDir(), "none.sock")
+		rns = append(rns, RenewNode{ControlPlaneNode: n})
 	}
 	plan := func(names ...string) ([]*nodeRenewal, error) {
 		j := &RenewJob{RenewOptions: RenewOptions{Nodes: rns, Names: names, Now: time.Now}}
@@ -185,25 +187,25 @@ func TestRenewPlanAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range p {
-		if len(n.selected) != 2 || n.selected[0].Path != pki.CertPath(n.Files.PKIDir, "apiserver") {
+		if len(n.selected) != 2 || n.selected[0].Path != pki.CertPath(n.Node.PKIDir, "apiserver") {
 			t.Errorf("%s: selected %+v, want its own apiserver and admin.conf", n.Name, n.selected)
 		}
 	}
 
 	// Node 3's front-proxy CA is external there (its key not copied).
-	if err := os.Remove(pki.KeyPath(nodes[2].Files.PKIDir, "front-proxy-ca")); err != nil {
+	if err := os.Remove(pki.KeyPath(nodes[2].Node.PKIDir, "front-proxy-ca")); err != nil {
 		t.Fatal(err)
 	}
 	before := map[string]string{}
 	for _, n := range nodes {
-		before[n.Name] = serialOf(t, pki.CertPath(n.Files.PKIDir, "front-proxy-client"))
+		before[n.Name] = serialOf(t, pki.CertPath(n.Node.PKIDir, "front-proxy-client"))
 	}
 	_, err = Renew(context.Background(), RenewOptions{Nodes: rns, Names: []string{"front-proxy-client"}, Timeout: time.Second}, phase.Options{})
 	if err == nil || !strings.Contains(err.Error(), "node cp3: front-proxy-client cannot be renewed here: its CA front-proxy-ca is external") {
 		t.Errorf("renew with node 3's CA external: %v, want node 3 named before node 1 is touched", err)
 	}
 	for _, n := range nodes {
-		if got := serialOf(t, pki.CertPath(n.Files.PKIDir, "front-proxy-client")); got != before[n.Name] {
+		if got := serialOf(t, pki.CertPath(n.Node.PKIDir, "front-proxy-client")); got != before[n.Name] {
 			t.Errorf("%s's front-proxy-client changed", n.Name)
 		}
 	}
@@ -215,7 +217,7 @@ func TestRenewPlanAcrossNodes(t *testing.T) {
 	}
 	for _, n := range nodes {
 		for _, f := range []string{pki.ControllerManagerServer, pki.SchedulerServer} {
-			os.Remove(pki.CertPath(n.Files.PKIDir, f))
+			os.Remove(pki.CertPath(n.Node.PKIDir, f))
 		}
 	}
 	_, err = Renew(context.Background(), RenewOptions{Nodes: rns, Names: []string{pki.SchedulerServer}}, phase.Options{})
@@ -364,7 +366,7 @@ func TestRenewRollsNodeByNode(t *testing.T) {
 			serials := func() map[string]string {
 				out := map[string]string{}
 				for _, n := range nodes {
-					out[n.Name] = serialOf(t, pki.CertPath(n.Files.PKIDir, "front-proxy-client"))
+					out[n.Name] = serialOf(t, pki.CertPath(n.Node.PKIDir, "front-proxy-client"))
 				}
 				return out
 			}
@@ -390,16 +392,17 @@ func TestRenewRollsNodeByNode(t *testing.T) {
 				rt, sock := startFakeRuntime(t, n.Name, log, "kube-apiserver")
 				rt.noRecreate = failSecond && i == 1
 				name := n.Name
-				rns = append(rns, RenewNode{Node: n, CRISocket: sock,
-					TakeOut: func(context.Context) error {
-						log.add("%s take-out (renewed: %s)", name, renewedYet())
-						turns.Add(1)
-						return nil
-					},
-					PutBack: func(_ context.Context, untilUp bool) error {
-						log.add("%s put-back until up %v", name, untilUp)
-						return nil
-					}})
+				n.Node.CRISocket = sock
+				n.TakeOut = func(context.Context) error {
+					log.add("%s take-out (renewed: %s)", name, renewedYet())
+					turns.Add(1)
+					return nil
+				}
+				n.PutBack = func(_ context.Context, untilUp bool) error {
+					log.add("%s put-back until up %v", name, untilUp)
+					return nil
+				}
+				rns = append(rns, RenewNode{ControlPlaneNode: n})
 			}
 			j, err := Renew(context.Background(), RenewOptions{Nodes: rns, Names: []string{"front-proxy-client"}, Timeout: time.Second, StopGrace: 2 * time.Second, Now: clock}, phase.Options{})
 			want := []string{"cp1 put-back until up false", "cp2 put-back until up false", "cp3 put-back until up false",

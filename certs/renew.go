@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -50,31 +51,39 @@ const FailpointJob = "certs-renew"
 // AllNames is the argument that renews every certificate devk can.
 const AllNames = "all"
 
-// RenewNode is a control-plane node renew goes through: its files, its
-// runtime, and behind a load balancer how to take its API server out
-// and put it back.
+// RenewNode is a control-plane node renew goes through: its name (the
+// kubelet's: its static pods' mirror names end in it; an empty name on a
+// node given by its directories is read from its runtime, any static pod
+// named <pod>-…), its files and runtime, where its static pods are
+// restarted, and behind a load balancer how to take its API server out
+// and put it back (cluster.TakeOutAPIServer and PutBackAPIServer, as the
+// rolling swap uses them). -o json writes it as JSONView says.
 type RenewNode struct {
-	// Node names the node (the kubelet's name: its static pods' mirror
-	// names end in it) and its files. An empty name on a node given by
-	// its directories is read from its runtime: any static pod named
-	// <pod>-….
-	Node
-	// CRISocket is the node's runtime, where its static pods are
-	// restarted.
-	CRISocket string `json:"criSocket"`
-	// TakeOut, when set, stops the load balancer sending the node's API
-	// server new connections and waits for its requests in flight;
-	// PutBack puts it back, with untilUp waiting until the load
-	// balancer's checks pass on it again (cluster.TakeOutAPIServer and
-	// PutBackAPIServer, as the rolling swap uses them).
-	TakeOut func(ctx context.Context) error               `json:"-"`
-	PutBack func(ctx context.Context, untilUp bool) error `json:"-"`
+	layout.ControlPlaneNode
 	// MergeAdmin, when set, puts the node's renewed admin.conf's
 	// credentials where the user's kubectl finds them: a devk cluster's
 	// first node's, as context devk-NAME in RenewOptions.UserKubeconfig,
 	// merged as up merges it. Nil on every other node.
-	MergeAdmin func(context.Context) (phase.Outcome, error) `json:"-"`
+	MergeAdmin func(context.Context) (phase.Outcome, error)
 }
+
+// renewNodeJSON is a RenewNode in a result: its name and files, as
+// check-expiration's report lists them, and its runtime.
+type renewNodeJSON struct {
+	NodeFiles
+	CRISocket string `json:"criSocket"`
+}
+
+// JSONView is what MarshalJSON writes.
+func (n RenewNode) JSONView() any {
+	return renewNodeJSON{NodeFiles: nodeFiles(n.ControlPlaneNode), CRISocket: n.Node.CRISocket}
+}
+
+// MarshalJSON writes JSONView.
+func (n RenewNode) MarshalJSON() ([]byte, error) { return json.Marshal(n.JSONView()) }
+
+// files is where the node keeps the certificates and kubeconfigs.
+func (n RenewNode) files() Files { return filesOf(n.Node) }
 
 // RenewOptions say what renew renews, on which nodes.
 type RenewOptions struct {
@@ -176,7 +185,7 @@ func nodeRenewalPhases() []*phase.Phase[*nodeRenewal] {
 			Name:  "select",
 			Short: "read the node's certificates and kubeconfigs, check each named one can be renewed (its CA's key is here) and that the node's runtime runs the static pods that use them",
 			IO: func(n *nodeRenewal) ([]string, []string) {
-				return []string{n.Files.PKIDir, n.Files.KubeconfigDir, n.Files.ManifestsDir, n.CRISocket}, nil
+				return []string{n.Node.PKIDir, n.files().KubeconfigDir, n.Node.ManifestsDir, n.Node.CRISocket}, nil
 			},
 			Run: phase.Method((*nodeRenewal).sel),
 		},
@@ -189,7 +198,7 @@ func nodeRenewalPhases() []*phase.Phase[*nodeRenewal] {
 				for _, c := range n.selected {
 					w = append(w, c.Path)
 				}
-				return []string{n.Files.PKIDir + " (CAs)"}, w
+				return []string{n.Node.PKIDir + " (CAs)"}, w
 			},
 			Run: phase.Method((*nodeRenewal).renew),
 		},
@@ -198,7 +207,7 @@ func nodeRenewalPhases() []*phase.Phase[*nodeRenewal] {
 			Short: "behind a load balancer, take the node's API server out of it when its API server or etcd restarts (and stop those gracefully); remove the pod sandboxes of the static pods that use a renewed file, through CRI, so the kubelet recreates them from their unchanged manifests",
 			Needs: needs,
 			IO: func(n *nodeRenewal) ([]string, []string) {
-				w := []string{n.CRISocket + " (pod sandboxes of " + strings.Join(n.pods(), ", ") + ")"}
+				w := []string{n.Node.CRISocket + " (pod sandboxes of " + strings.Join(n.pods(), ", ") + ")"}
 				if n.TakeOut != nil {
 					w = append(w, "the load balancer's server "+n.Name+" (drained)")
 				}
@@ -238,7 +247,7 @@ func mergeAdminPhase() *phase.Phase[*RenewJob] {
 			if j.node.MergeAdmin == nil {
 				return nil, nil
 			}
-			return []string{filepath.Join(j.node.Files.KubeconfigDir, AdminConf)}, []string{j.UserKubeconfig}
+			return []string{filepath.Join(j.node.files().KubeconfigDir, AdminConf)}, []string{j.UserKubeconfig}
 		},
 		Run: phase.Method((*RenewJob).mergeAdmin),
 	}
@@ -447,7 +456,7 @@ func (n *nodeRenewal) pods() []string {
 // choose reads the node's certificates and picks the named ones (or,
 // for AllNames, every one devk can renew). It reads files only.
 func (n *nodeRenewal) choose() error {
-	r, err := Inspect(n.Files, n.now())
+	r, err := Inspect(n.Node, n.now())
 	if err != nil {
 		return err
 	}
@@ -525,7 +534,7 @@ func (n *nodeRenewal) sel(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 		if !slices.ContainsFunc(sbs, func(s cri.Sandbox) bool { return s.Ready }) {
-			return phase.Done, fmt.Errorf("static pod %s does not run on %s: renew needs the cluster running (devk up), to restart and verify what uses the certificates", p, n.CRISocket)
+			return phase.Done, fmt.Errorf("static pod %s does not run on %s: renew needs the cluster running (devk up), to restart and verify what uses the certificates", p, n.Node.CRISocket)
 		}
 	}
 	var sel []string
@@ -546,7 +555,7 @@ func (n *nodeRenewal) sel(ctx context.Context) (phase.Outcome, error) {
 // makes it; a phase run alone by --only makes it when it needs it).
 func (n *nodeRenewal) runtime() (*cri.Client, error) {
 	if n.rt == nil {
-		rt, err := cri.Dial(n.CRISocket)
+		rt, err := cri.Dial(n.Node.CRISocket)
 		if err != nil {
 			return nil, err
 		}
@@ -587,9 +596,9 @@ func (n *nodeRenewal) renew(ctx context.Context) (phase.Outcome, error) {
 		var old, renewed *x509.Certificate
 		var err error
 		if c.spec != "" {
-			old, renewed, err = pki.Renew(n.Files.PKIDir, c.spec, c.caSpec, now, n.validity)
+			old, renewed, err = pki.Renew(n.Node.PKIDir, c.spec, c.caSpec, now, n.validity)
 		} else {
-			old, renewed, err = pki.RenewKubeconfig(n.Files.PKIDir, c.caSpec, c.Path, now, n.validity)
+			old, renewed, err = pki.RenewKubeconfig(n.Node.PKIDir, c.caSpec, c.Path, now, n.validity)
 		}
 		if err != nil {
 			return phase.Done, fmt.Errorf("renew %s: %w", c.Name, err)
@@ -836,7 +845,7 @@ func (n *nodeRenewal) servingAddr(c Cert) (string, error) {
 	if !ok || !slices.Contains(c.pods, srv.pod) {
 		return "", nil
 	}
-	data, err := os.ReadFile(filepath.Join(n.Files.ManifestsDir, srv.pod+".yaml"))
+	data, err := os.ReadFile(filepath.Join(n.Node.ManifestsDir, srv.pod+".yaml"))
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package certs
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
@@ -87,7 +89,7 @@ func TestServingAddr(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := r.Certs[slices.IndexFunc(r.Certs, func(c Cert) bool { return c.Name == tc.cert })]
-			j := &nodeRenewal{RenewNode: RenewNode{Node: Node{Files: f}}}
+			j := &nodeRenewal{RenewNode: RenewNode{ControlPlaneNode: layout.ControlPlaneNode{Node: f}}}
 			got, err := j.servingAddr(c)
 			if err != nil || got != tc.want {
 				t.Errorf("servingAddr(%s) = %q, %v; want %q", tc.cert, got, err, tc.want)
@@ -130,7 +132,7 @@ func TestVerifyBySerial(t *testing.T) {
 	}
 	c := r.Certs[slices.IndexFunc(r.Certs, func(c Cert) bool { return c.Name == "scheduler-server" })]
 
-	j := &nodeRenewal{RenewNode: RenewNode{Node: Node{Files: f}}}
+	j := &nodeRenewal{RenewNode: RenewNode{ControlPlaneNode: layout.ControlPlaneNode{Node: f}}}
 	old, renewed, err := pki.Renew(f.PKIDir, pki.SchedulerServer, pki.CAName, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +156,23 @@ func TestVerifyBySerial(t *testing.T) {
 
 // oneNode is renew's one unnamed node (a kubeadm node's) of files f and
 // runtime socket.
-func oneNode(f Files, socket string) []RenewNode {
-	return []RenewNode{{Node: Node{Files: f}, CRISocket: socket}}
+func oneNode(f layout.Node, socket string) []RenewNode {
+	f.CRISocket = socket
+	return []RenewNode{{ControlPlaneNode: layout.ControlPlaneNode{Node: f}}}
+}
+
+// TestRenewNodeJSON: a node in renew's result is its name, its files as
+// check-expiration's report lists them (the kubeconfigs beside its admin
+// kubeconfig) and its runtime, not the functions that drive it.
+func TestRenewNodeJSON(t *testing.T) {
+	n := RenewNode{ControlPlaneNode: layout.ControlPlaneNode{Name: "cp2", Node: layout.Kubeadm("/k"),
+		PutBack: func(context.Context, bool) error { return nil }}}
+	got, err := json.Marshal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"node":"cp2","files":{"pkiDir":"/k/pki","kubeconfigDir":"/k","manifestsDir":"/k/manifests"},"criSocket":"` + layout.KubeadmCRISocket + `"}`
+	if string(got) != want {
+		t.Errorf("%s\nwant %s", got, want)
+	}
 }

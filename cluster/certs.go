@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -195,12 +194,6 @@ func (c *Cluster) removeUserContext(ctx context.Context) (bool, error) {
 // CertsWarnWithin is how close to expiry a certificate makes up warn.
 const CertsWarnWithin = 30 * 24 * time.Hour
 
-// certFiles is where check-expiration and renew find this cluster's
-// certificates, kubeconfigs and manifests.
-func (c *Cluster) certFiles() certs.Files {
-	return certs.Files{PKIDir: c.FirstNode().Files.PKI(), KubeconfigDir: filepath.Dir(c.FirstNode().Files.Kubeconfig("admin")), ManifestsDir: c.FirstNode().Files.Manifests()}
-}
-
 // CertNodes are the control-plane nodes called names as devk certs
 // check-expiration and renew go through them, in the cluster's order
 // (node 0 first): each node's own files and runtime, behind HAProxy how
@@ -216,8 +209,7 @@ func (c *Cluster) CertNodes(names []string) ([]certs.RenewNode, error) {
 		if !slices.Contains(names, cp.Name) {
 			continue
 		}
-		files := certs.Files{PKIDir: cp.Node.PKIDir, KubeconfigDir: filepath.Dir(cp.Node.Kubeconfig), ManifestsDir: cp.Node.ManifestsDir}
-		n := certs.RenewNode{Node: certs.Node{Name: cp.Name, Files: files}, CRISocket: cp.Node.CRISocket, TakeOut: cp.TakeOut, PutBack: cp.PutBack}
+		n := certs.RenewNode{ControlPlaneNode: cp}
 		if cp.Name == c.Config.NodeName {
 			n.MergeAdmin = c.MergeUserKubeconfig
 		}
@@ -245,12 +237,13 @@ func (c *Cluster) StaticPodStopGrace() time.Duration {
 // nodes are left to `devk certs renew`: up starts them in its later
 // nodes phase, and renew needs a node's pods running.
 func (c *Cluster) runCertsExpiry(ctx context.Context) (phase.Outcome, error) {
+	n0 := c.FirstNode()
 	if c.RenewCerts {
 		validity := c.Config.Spec.LeafValidity()
 		if validity == 0 {
 			validity = pki.CertValidity
 		}
-		nodes, err := c.CertNodes([]string{c.Config.NodeName})
+		nodes, err := c.CertNodes([]string{n0.Name()})
 		if err != nil {
 			return phase.Done, err
 		}
@@ -266,7 +259,7 @@ func (c *Cluster) runCertsExpiry(ctx context.Context) (phase.Outcome, error) {
 		}
 		return phase.Changed("renewed %d, restarted %s", len(j.Renewed), strings.Join(pods, ", ")), nil
 	}
-	r, err := certs.Inspect(c.certFiles(), time.Now())
+	r, err := certs.Inspect(n0.Files.ControlPlane(c.Config, n0.Net), time.Now())
 	if err != nil {
 		return phase.Done, err
 	}

@@ -130,21 +130,12 @@ func (c *Cluster) downLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	return phase.Changed("stopped"), nil
 }
 
-// ControlPlaneNode is a control-plane node as a job that goes through
-// them in turn (a rolling swap, certs renew) sees it.
-type ControlPlaneNode struct {
-	Name string
-	// Node is where its static pods, CRI socket and kubelet are.
-	Node layout.Node
-	// TakeOut and PutBack, behind HAProxy, are TakeOutAPIServer and
-	// PutBackAPIServer of the node; nil on a cluster without it.
-	TakeOut func(ctx context.Context) error
-	PutBack func(ctx context.Context, untilUp bool) error
-}
-
-// ControlPlaneNodes are the cluster's control-plane nodes, node 0 first.
-func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
-	var out []ControlPlaneNode
+// ControlPlaneNodes are the cluster's control-plane nodes, node 0 first,
+// as a rolling swap and certs renew go through them: behind HAProxy,
+// TakeOut and PutBack are TakeOutAPIServer and PutBackAPIServer of the
+// node; Relist is left to the swap.
+func (c *Cluster) ControlPlaneNodes() ([]layout.ControlPlaneNode, error) {
+	var out []layout.ControlPlaneNode
 	for _, cp := range c.Config.ControlPlanes() {
 		if cp.Leaving {
 			continue // being removed: nothing to swap there
@@ -154,7 +145,7 @@ func (c *Cluster) ControlPlaneNodes() ([]ControlPlaneNode, error) {
 			return nil, err
 		}
 		name := n.Name()
-		e := ControlPlaneNode{Name: name, Node: n.Files.ControlPlane(c.Config, n.Net)}
+		e := layout.ControlPlaneNode{Name: name, Node: n.Files.ControlPlane(c.Config, n.Net)}
 		if c.Config.HA() {
 			e.TakeOut = func(ctx context.Context) error { return c.TakeOutAPIServer(ctx, name) }
 			e.PutBack = func(ctx context.Context, untilUp bool) error { return c.PutBackAPIServer(ctx, name, untilUp) }

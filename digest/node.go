@@ -270,9 +270,9 @@ func (s Mirror) Observe(ctx context.Context, t Target) (Observation, error) {
 	return Observation{Ref: "pod " + mp.Name, Note: "container not running"}, nil
 }
 
-// NodeConn is a connection to a node's API server and container runtime,
+// Conn is a connection to a node's API server and container runtime,
 // with the kubelet's node name.
-type NodeConn struct {
+type Conn struct {
 	Client   kubernetes.Interface
 	Runtime  *cri.Client
 	NodeName string
@@ -282,7 +282,7 @@ type NodeConn struct {
 // lazily: a runtime that does not answer shows in the first call).
 // nodeName is the kubelet's node name; empty finds
 // it (NodeName). Close releases the runtime connection.
-func Connect(ctx context.Context, node layout.Node, nodeName string) (*NodeConn, error) {
+func Connect(ctx context.Context, node layout.Node, nodeName string) (*Conn, error) {
 	client, err := kube.Client(node.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -294,11 +294,11 @@ func Connect(ctx context.Context, node layout.Node, nodeName string) (*NodeConn,
 	if nodeName == "" {
 		nodeName = NodeName(ctx, rt, StaticPodNames())
 	}
-	return &NodeConn{Client: client, Runtime: rt, NodeName: nodeName}, nil
+	return &Conn{Client: client, Runtime: rt, NodeName: nodeName}, nil
 }
 
 // Close releases the runtime connection.
-func (c *NodeConn) Close() { c.Runtime.Close() }
+func (c *Conn) Close() { c.Runtime.Close() }
 
 // NodeSources are the node's views of what runs: the manifest, the CRI
 // runtime and the mirror pod of a static pod; the workload and its pods

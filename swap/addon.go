@@ -90,8 +90,8 @@ func swapAnnotations(ann map[string]string) map[string]string {
 // one from the kubeconfig (selection only reads, and a plan must not
 // need the runtime or the node's lock).
 func (j *Job) apiClient() (kubernetes.Interface, error) {
-	if j.node != nil {
-		return j.node.Client, nil
+	if j.target != nil {
+		return j.target.Client, nil
 	}
 	if j.api != nil {
 		return j.api, nil
@@ -175,7 +175,7 @@ func (j *Job) outdatedAddons(ctx context.Context) ([]addon.Workload, error) {
 
 // start begins each of the addon's phases: it is the swap in flight and
 // its result is reported.
-func (a *addonSwap) start(ctx context.Context) (*Node, error) {
+func (a *addonSwap) start(ctx context.Context) (*Target, error) {
 	a.job.currentAddon = a
 	if a.t0.IsZero() {
 		a.t0 = time.Now()
@@ -281,7 +281,7 @@ func (a *addonSwap) verify(ctx context.Context) (phase.Outcome, error) {
 // stops the wait; the old image is applied by then). The result wraps
 // err, and ErrRolledBack once the old image runs again.
 func (a *addonSwap) undo(ctx context.Context, err error) error {
-	n := a.job.node
+	n := a.job.target
 	if a.done || !a.applied || a.job.Rollback || n == nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func (a *addonSwap) undo(ctx context.Context, err error) error {
 // whose container crash-loops or cannot get its image fails the wait at
 // once, naming the pod and its container's state; so does the workload
 // naming another image (someone changed it meanwhile) or vanishing.
-func (n *Node) awaitRollout(ctx context.Context, w addon.Workload, image string, res *AddonResult) error {
+func (n *Target) awaitRollout(ctx context.Context, w addon.Workload, image string, res *AddonResult) error {
 	timeout := n.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -378,7 +378,7 @@ func (n *Node) awaitRollout(ctx context.Context, w addon.Workload, image string,
 // failingPod is the pod of image whose container failed, with the last
 // lines of its log through the API (the previous container's when the
 // kubelet restarted it); empty when no pod of image fails.
-func (n *Node) failingPod(ctx context.Context, w addon.Workload, image string) (string, []string) {
+func (n *Target) failingPod(ctx context.Context, w addon.Workload, image string) (string, []string) {
 	s, err := addon.Get(ctx, n.Client, w)
 	if err != nil || s == nil {
 		return "", nil

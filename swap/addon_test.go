@@ -119,7 +119,7 @@ func (fx *addonFixture) up(t *testing.T, recorded map[string]string) {
 
 func (fx *addonFixture) awaitRolledOut(t *testing.T) {
 	t.Helper()
-	n := fx.node.Node()
+	n := fx.node.Target()
 	for _, w := range addon.Workloads {
 		s, err := addon.Get(context.Background(), n.Client, w)
 		if err != nil || s == nil {
@@ -154,8 +154,8 @@ func (fx *addonFixture) run(t *testing.T, o Options, popts phase.Options) (*Repo
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.node = fx.node.Node()
-	j.node.Timeout = o.Timeout
+	j.target = fx.node.Target()
+	j.target.Timeout = o.Timeout
 	if popts.DryRun {
 		_ = j.selectPods()
 		_ = j.selectAddons(ctx)

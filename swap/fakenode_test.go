@@ -86,9 +86,9 @@ func newFakeNode(t *testing.T, dir, node string, pods ...string) *fakeNode {
 	return f
 }
 
-// Node is a swap Node on the fake.
-func (f *fakeNode) Node() *Node {
-	return &Node{ManifestsDir: f.dir, NodeName: f.node, Client: f.client, Runtime: f, Reporter: progress.Discard(), Timeout: 10 * time.Second, LogLines: DefaultLogLines}
+// Target is a swap Target on the fake.
+func (f *fakeNode) Target() *Target {
+	return &Target{ManifestsDir: f.dir, NodeName: f.node, Client: f.client, Runtime: f, Reporter: progress.Discard(), Timeout: 10 * time.Second, LogLines: DefaultLogLines}
 }
 
 // sync is one pass of the fake kubelet over the manifests dir.

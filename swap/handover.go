@@ -38,7 +38,7 @@ const (
 // at once instead of after the kubelet's back-off. "Every pod": after a
 // swap killed midway, the kubelet may still be starting the pod it was
 // handed.
-func (n *Node) handover(ctx context.Context, m Manifest, podName string, old podState) func() {
+func (n *Target) handover(ctx context.Context, m Manifest, podName string, old podState) func() {
 	return func() {
 		full := n.pod(podName, podName).FullName()
 		ours := func(name string) bool { return name == full }
@@ -75,7 +75,7 @@ func (n *Node) handover(ctx context.Context, m Manifest, podName string, old pod
 // waitReleased waits, at most KubeletBackoff, until the kubelet has let
 // go of every pod of the name (uids are those known so far; more may
 // show up).
-func (n *Node) waitReleased(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
+func (n *Target) waitReleased(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
 	rc := releaseClock{checkDir: n.KubeletRootDir != ""}
 	t0 := time.Now()
 	failpoint.Hit("swap/handover")
@@ -112,7 +112,7 @@ func (n *Node) waitReleased(ctx context.Context, podName string, ours func(strin
 // the kubelet's pod worker had queued before it saw the manifest go can
 // restart the container just stopped, which it would then kill with the
 // pod's grace period (30 s for the apiserver).
-func (n *Node) stopRestarted(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
+func (n *Target) stopRestarted(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
 	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
 	if err != nil {
 		return
@@ -130,7 +130,7 @@ func (n *Node) stopRestarted(ctx context.Context, podName string, ours func(stri
 }
 
 // sandboxSince is the UID of a sandbox of the pod made after t, if any.
-func (n *Node) sandboxSince(ctx context.Context, ours func(string) bool, t time.Time) string {
+func (n *Target) sandboxSince(ctx context.Context, ours func(string) bool, t time.Time) string {
 	sbs, err := n.Runtime.Sandboxes(ctx, metav1.NamespaceSystem)
 	if err != nil {
 		return ""

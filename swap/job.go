@@ -56,7 +56,7 @@ type Options struct {
 	// node name: an addon swap verifies the pods there through them.
 	OtherRuntimes map[string]string
 	// Relist restarts the static pods' node's kubelet so that it lists
-	// pods afresh (see Node.awaitMirror); nil: a swap never restarts it
+	// pods afresh (see Target.awaitMirror); nil: a swap never restarts it
 	// for a lagging mirror pod.
 	Relist func(ctx context.Context) error
 
@@ -69,7 +69,7 @@ type Options struct {
 	// pods are swapped on one node at a time, each verified before the
 	// next, each taken out of the load balancer around its own swap (see
 	// rolling.go).
-	ControlPlanes []ControlPlaneNode
+	ControlPlanes []layout.ControlPlaneNode
 	// StopGrace is how long the old static pod's container gets to stop
 	// after SIGTERM in the hand-over; zero stops it at once (one node:
 	// nobody can be served meanwhile anyway).
@@ -86,7 +86,7 @@ type Options struct {
 	// dial, set by unit tests only, connects a job to its node (by
 	// its layout) in place of the node's API server and runtime: a fake
 	// kubelet and runtime, because the real ones cannot run there.
-	dial func(layout.Node) *Node
+	dial func(layout.Node) *Target
 	// held, on the rolling swap's job of one node, are the locks the
 	// rolling swap holds for its whole run (the node's among them).
 	held *nodelock.Set
@@ -149,10 +149,10 @@ type Job struct {
 	// is connected.
 	api kubernetes.Interface
 
-	node      *Node
-	closeNode func()
-	lock      *nodelock.Lock
-	locks     *nodelock.Set // the cluster's and its nodes', when the job changes several
+	target      *Target
+	closeTarget func()
+	lock        *nodelock.Lock
+	locks       *nodelock.Set // the cluster's and its nodes', when the job changes several
 	// current is the static pod whose phases ran last: Close finishes
 	// or undoes its swap if the run failed.
 	current *podSwap
@@ -249,9 +249,9 @@ func (j *Job) Close(ctx context.Context, err error) error {
 		err = j.currentAddon.undo(ctx, err)
 	}
 	j.current, j.currentAddon = nil, nil
-	if j.closeNode != nil {
-		j.closeNode()
-		j.closeNode, j.node = nil, nil
+	if j.closeTarget != nil {
+		j.closeTarget()
+		j.closeTarget, j.target = nil, nil
 	}
 	if j.lock != nil {
 		j.lock.Release()
@@ -335,18 +335,18 @@ func (j *Job) noNode() error {
 
 // connect locks the node and connects to its API server and runtime,
 // once.
-func (j *Job) connect(ctx context.Context) (*Node, error) {
-	if j.node != nil {
-		return j.node, nil
+func (j *Job) connect(ctx context.Context) (*Target, error) {
+	if j.target != nil {
+		return j.target, nil
 	}
 	nd := j.Options.Node
 	if j.NoNode != nil || nd.ManifestsDir == "" || nd.Kubeconfig == "" || nd.CRISocket == "" {
 		return nil, j.noNode()
 	}
 	if j.dial != nil {
-		j.node = j.dial(nd)
-		j.node.StopGrace = j.StopGrace
-		return j.node, nil
+		j.target = j.dial(nd)
+		j.target.StopGrace = j.StopGrace
+		return j.target, nil
 	}
 	if err := j.lockNode(); err != nil {
 		return nil, err
@@ -359,29 +359,29 @@ func (j *Job) connect(ctx context.Context) (*Node, error) {
 		c.Close()
 		return nil, err
 	}
-	j.node = &Node{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, NetNS: nd.NetNS, Client: c.Client, Runtime: c.Runtime,
+	j.target = &Target{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, NetNS: nd.NetNS, Client: c.Client, Runtime: c.Runtime,
 		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command, StopGrace: j.StopGrace}
-	j.node.Relist = j.Relist
+	j.target.Relist = j.Relist
 	closers := []func(){c.Close}
-	j.node.Others = digest.NodeRuntimes{}
+	j.target.Others = digest.NodeRuntimes{}
 	for name, socket := range j.OtherRuntimes {
 		rt, err := cri.Dial(socket)
 		if err != nil {
 			for _, f := range closers {
 				f()
 			}
-			j.node = nil
+			j.target = nil
 			return nil, fmt.Errorf("node %s's runtime: %w", name, err)
 		}
 		closers = append(closers, func() { rt.Close() })
-		j.node.Others[name] = rt
+		j.target.Others[name] = rt
 	}
-	j.closeNode = func() {
+	j.closeTarget = func() {
 		for _, f := range closers {
 			f()
 		}
 	}
-	return j.node, nil
+	return j.target, nil
 }
 
 // selectComponents sorts the names into catalog components (static

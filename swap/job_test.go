@@ -117,7 +117,7 @@ func (fx *swapFixture) run(t *testing.T, ctx context.Context, o Options, popts p
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.node = fx.node.Node()
+	j.target = fx.node.Target()
 	_, err = phase.Run(ctx, Phases(), j, popts)
 	return j.Report, j.Close(ctx, err)
 }
@@ -255,7 +255,7 @@ func TestInterruptedHandOverPutsTheOldManifestBack(t *testing.T) {
 // before the kubelet's back-off.
 func TestHandOverStopsARestartedContainer(t *testing.T) {
 	fx := newSwapFixture(t)
-	n := fx.node.Node()
+	n := fx.node.Target()
 	if _, err := fx.m.Begin("kube-apiserver", fx.pushed); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/crilog"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/progress"
 )
@@ -30,9 +31,9 @@ type Runtime interface {
 
 var _ Runtime = (*cri.Client)(nil)
 
-// Node is what a static-pod swap talks to: the kubelet's manifests dir,
+// Target is what a static-pod swap talks to: the kubelet's manifests dir,
 // the API server (for the mirror pod) and the runtime (for the container).
-type Node struct {
+type Target struct {
 	ManifestsDir string
 	// KubeletRootDir is the kubelet's --root-dir; when known, a swap waits
 	// for the kubelet to drop the old pod before the new manifest appears.
@@ -63,7 +64,7 @@ type Node struct {
 	StopGrace time.Duration
 }
 
-func (n *Node) command() string {
+func (n *Target) command() string {
 	if n.Command == "" {
 		return "devk swap"
 	}
@@ -72,12 +73,12 @@ func (n *Node) command() string {
 
 // pod is the static pod named podName (its container, container) on
 // this node.
-func (n *Node) pod(podName, container string) digest.StaticPod {
+func (n *Target) pod(podName, container string) digest.StaticPod {
 	return digest.StaticPod{Name: podName, Container: container, NodeName: n.NodeName}
 }
 
-// Target is one static pod to point at a new image.
-type Target struct {
+// podImage is one static pod to point at a new image.
+type podImage struct {
 	// Pod is the static pod's (and its manifest's and container's) name:
 	// kube-apiserver, etcd.
 	Pod string
@@ -110,7 +111,7 @@ type Result struct {
 	// Took includes the mirror pod catching up and the checks.
 	Ready time.Duration `json:"ready"`
 	// KubeletRestarted says devk restarted its kubelet to get the mirror
-	// pod updated (see Node.settle).
+	// pod updated (see Target.settle).
 	KubeletRestarted bool          `json:"kubeletRestarted,omitempty"`
 	Took             time.Duration `json:"took"`
 	// Log is the tail of the failed container's log, when the swap failed.
@@ -148,7 +149,7 @@ var anyContainer = podState{containerID: "\x00"}
 // observe looks once at the static pod: its mirror pod, its running (or
 // crashed) container through CRI, its newest sandbox, and its health
 // endpoint.
-func (n *Node) observe(ctx context.Context, podName, container, health string) (podState, error) {
+func (n *Target) observe(ctx context.Context, podName, container, health string) (podState, error) {
 	var s podState
 	p := n.pod(podName, container)
 	if mp, err := digest.MirrorPod(ctx, n.Client, p); err != nil {
@@ -189,7 +190,7 @@ func (n *Node) observe(ctx context.Context, podName, container, health string) (
 
 // crashed is the newest container of the pod that exited with an error
 // (waitFor tells a new one from the old one the swap stopped).
-func (n *Node) crashed(ctx context.Context, p digest.StaticPod) *cri.Status {
+func (n *Target) crashed(ctx context.Context, p digest.StaticPod) *cri.Status {
 	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, PodName: p.FullName(), Container: p.Container})
 	if err != nil {
 		return nil
@@ -207,7 +208,7 @@ func (n *Node) crashed(ctx context.Context, p digest.StaticPod) *cri.Status {
 
 // lastLog is the tail of the newest container of the pod that is not the
 // old one: the one that failed.
-func (n *Node) lastLog(ctx context.Context, podName, container, oldID string) []string {
+func (n *Target) lastLog(ctx context.Context, podName, container, oldID string) []string {
 	p := n.pod(podName, container)
 	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, PodName: p.FullName(), Container: container})
 	if err != nil {
@@ -223,7 +224,7 @@ func (n *Node) lastLog(ctx context.Context, podName, container, oldID string) []
 		}
 		// A container the kubelet just restarted has no log yet: the
 		// one before it has the reason.
-		if lines, _ := cri.TailLog(st.LogPath, max(n.LogLines, DefaultLogLines)); len(lines) > 0 {
+		if lines, _ := crilog.Tail(st.LogPath, max(n.LogLines, DefaultLogLines)); len(lines) > 0 {
 			return lines
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
-	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/crilog"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
@@ -33,7 +33,7 @@ const (
 // podSwap is one static pod's swap (or rollback) as its phases run it.
 type podSwap struct {
 	job    *Job
-	target Target
+	target podImage
 	m      Manifest
 	// ctr is the container to go back to: the manifest's before a swap,
 	// the backup's for a rollback (whose target it is).
@@ -54,7 +54,7 @@ func (j *Job) newSwap(c build.Component) (*podSwap, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := Target{Pod: c.Binary, Image: cs.Pushed.Ref}
+	t := podImage{Pod: c.Binary, Image: cs.Pushed.Ref}
 	if c.Name == "apiserver" && cs.Binary != nil && cs.Binary.SHA256 == cs.Pushed.BinarySHA256 {
 		t.Version = cs.Binary.Version
 	}
@@ -62,7 +62,7 @@ func (j *Job) newSwap(c build.Component) (*podSwap, error) {
 }
 
 // newPodSwap is the swap of the static pod t.Pod to t.Image.
-func (j *Job) newPodSwap(t Target) (*podSwap, error) {
+func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
 	if digest.Of(t.Image) == "" {
 		return nil, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push)", t.Image)
 	}
@@ -101,7 +101,7 @@ func (j *Job) newRollback(c build.Component) (*podSwap, error) {
 		}
 		current = c.Image
 	}
-	p := &podSwap{job: j, target: Target{Pod: c.Binary, Image: bc.Image}, m: m, ctr: bc.DeepCopy(), health: healthURL(bc), unchanged: bc.Image == current}
+	p := &podSwap{job: j, target: podImage{Pod: c.Binary, Image: bc.Image}, m: m, ctr: bc.DeepCopy(), health: healthURL(bc), unchanged: bc.Image == current}
 	p.res = &Result{Pod: c.Binary, OldImage: current, NewImage: bc.Image, Restored: true, Unchanged: p.unchanged}
 	return p, nil
 }
@@ -120,7 +120,7 @@ func (p *podSwap) reached(st stage) {
 
 // start begins each of the pod's phases: the pod is the one in flight,
 // its result is reported, and the node is connected.
-func (p *podSwap) start(ctx context.Context) (*Node, error) {
+func (p *podSwap) start(ctx context.Context) (*Target, error) {
 	p.job.current = p
 	if p.t0.IsZero() {
 		p.t0 = time.Now()
@@ -159,7 +159,7 @@ func (p *podSwap) backup(ctx context.Context) (phase.Outcome, error) {
 }
 
 // handOver moves the manifest out, stops the old container and waits
-// for the kubelet to let go of the old pod (Node.handover).
+// for the kubelet to let go of the old pod (Target.handover).
 func (p *podSwap) handOver(ctx context.Context) (phase.Outcome, error) {
 	n, err := p.start(ctx)
 	if err != nil {
@@ -289,7 +289,7 @@ func (p *podSwap) finish(ctx context.Context) (phase.Outcome, error) {
 // healthy is kept. A rollback that stopped after the hand-over still
 // writes the backup. The result wraps err.
 func (p *podSwap) undo(ctx context.Context, err error) error {
-	n := p.job.node
+	n := p.job.target
 	if p.stage == stageDone || n == nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (p *podSwap) undo(ctx context.Context, err error) error {
 	case stageWritten:
 		// Log of the failed container first, then the old manifest.
 		if cr := p.after.crashed; cr != nil && cr.LogPath != "" {
-			p.res.Log, _ = cri.TailLog(cr.LogPath, max(n.LogLines, DefaultLogLines))
+			p.res.Log, _ = crilog.Tail(cr.LogPath, max(n.LogLines, DefaultLogLines))
 		}
 		if len(p.res.Log) == 0 {
 			p.res.Log = n.lastLog(ctx, p.target.Pod, p.ctr.Name, p.before.containerID)

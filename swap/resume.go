@@ -17,7 +17,7 @@ import (
 // the journal discarded. A first Ctrl-C does not stop this (undoing is
 // what it asks for); a second stops the waiting and leaves the journal,
 // so the next `devk swap` finishes the job.
-func (n *Node) rollBack(ctx context.Context, m Manifest, podName string, c *corev1.Container, why error) error {
+func (n *Target) rollBack(ctx context.Context, m Manifest, podName string, c *corev1.Container, why error) error {
 	cctx := interrupt.Cleanup(ctx)
 	cur, _ := n.observe(cctx, podName, c.Name, healthURL(c))
 	if _, err := m.Restore(c.Name, n.handover(cctx, m, podName, cur)); err != nil {
@@ -30,7 +30,7 @@ func (n *Node) rollBack(ctx context.Context, m Manifest, podName string, c *core
 // healthy on its image after its manifest was put back, then discards
 // the journal; the result is why (what made the swap go back) or the
 // reason the old pod is not back.
-func (n *Node) awaitRestored(ctx context.Context, m Manifest, podName string, c *corev1.Container, why error) error {
+func (n *Target) awaitRestored(ctx context.Context, m Manifest, podName string, c *corev1.Container, why error) error {
 	cctx := interrupt.Cleanup(ctx)
 	if ctx.Err() != nil {
 		n.Reporter.Infof("%s: the old manifest is back; waiting for the old pod (interrupt again to stop waiting)", podName)
@@ -54,7 +54,7 @@ func (n *Node) awaitRestored(ctx context.Context, m Manifest, podName string, c 
 // back; a manifest back on the old image has its pod waited for; a
 // manifest that names neither image (rewritten since, by `devk up` or by
 // hand) is left alone. The journal is gone afterwards.
-func (n *Node) Resume(ctx context.Context, podName string, j *Journal) (*Result, error) {
+func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Result, error) {
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, podName)
 	backup, err := m.ReadBackup()
@@ -79,7 +79,7 @@ func (n *Node) Resume(ctx context.Context, podName string, j *Journal) (*Result,
 		// (restarting devk's kubelet if it lags after an API server swap).
 		s, mirrorErr, err := n.settle(ctx, podName, old.Name, healthURL(old), anyContainer, digest.Of(j.NewImage), t0, res)
 		if err == nil {
-			res.Checks = n.verify(ctx, Target{Pod: podName, Image: j.NewImage}, s, healthURL(old))
+			res.Checks = n.verify(ctx, podImage{Pod: podName, Image: j.NewImage}, s, healthURL(old))
 			if err := m.Finish(); err != nil {
 				return res, err
 			}

@@ -14,25 +14,6 @@ import (
 	"github.com/devk/devk/phase"
 )
 
-// ControlPlaneNode is one control-plane node of a cluster with several:
-// where its static pods are, and, behind a load balancer, how to take its
-// API server out and put it back.
-type ControlPlaneNode struct {
-	// Name is the node's name (the kubelet's).
-	Name string
-	// Node is where it keeps its manifests, CRI socket and kubelet root.
-	Node layout.Node
-	// Relist restarts its kubelet (see Options.Relist); nil: never.
-	Relist func(ctx context.Context) error
-	// TakeOut, when set, stops the load balancer sending the node's API
-	// server new connections and waits for its requests in flight.
-	TakeOut func(ctx context.Context) error
-	// PutBack puts it back; with untilUp it waits until the load
-	// balancer's checks pass on it again. PutBack of a node that is in
-	// already does nothing.
-	PutBack func(ctx context.Context, untilUp bool) error
-}
-
 // runRolling swaps the static pods on each control-plane node in turn,
 // as Options.ControlPlanes lists them: a job per node, each verified (by
 // digest, on that node's runtime) before the next starts, so at most one
@@ -177,7 +158,7 @@ type Cluster struct {
 	ControlPlaneNames []string
 	// ControlPlanes are those a swap may go through (not those being
 	// removed), node 0 first; their Relist is set from Relist.
-	ControlPlanes []ControlPlaneNode
+	ControlPlanes []layout.ControlPlaneNode
 	// Relist restarts node's kubelet so that it lists pods afresh (see
 	// Options.Relist); nil: a swap never does.
 	Relist func(ctx context.Context, node string) error
@@ -197,7 +178,7 @@ func (o *Options) OnCluster(c Cluster, picked []string) {
 	if c.Relist != nil {
 		o.Relist = func(ctx context.Context) error { return c.Relist(ctx, c.NodeName) }
 	}
-	var cps []ControlPlaneNode
+	var cps []layout.ControlPlaneNode
 	for _, cp := range c.ControlPlanes {
 		if len(picked) > 0 && !slices.Contains(picked, cp.Name) {
 			continue

@@ -71,13 +71,13 @@ func (fx *rollingFixture) taken() []string {
 // balancer's part, out checking that the nodes before run the new image.
 func (fx *rollingFixture) options(t *testing.T, o Options) Options {
 	nodes := []*fakeNode{fx.node, fx.second}
-	dialed := map[string]*Node{}
-	o.dial = func(nd layout.Node) *Node { return dialed[nd.ManifestsDir] }
+	dialed := map[string]*Target{}
+	o.dial = func(nd layout.Node) *Target { return dialed[nd.ManifestsDir] }
 	for i, f := range nodes {
-		dialed[f.dir] = f.Node()
+		dialed[f.dir] = f.Target()
 		before := nodes[:i]
 		f.grace = o.StopGrace
-		o.ControlPlanes = append(o.ControlPlanes, ControlPlaneNode{
+		o.ControlPlanes = append(o.ControlPlanes, layout.ControlPlaneNode{
 			Name: f.node,
 			Node: layout.Node{ManifestsDir: f.dir, Kubeconfig: "unused", CRISocket: "unused"},
 			TakeOut: func(ctx context.Context) error {
@@ -228,13 +228,13 @@ func TestRollingSwapHoldsTheClusterThroughout(t *testing.T) {
 // that says what to add; the stop grace and relists are the cluster's.
 func TestOnCluster(t *testing.T) {
 	node0 := layout.Node{ManifestsDir: "/c/manifests"}
-	cp := func(name string) ControlPlaneNode {
-		return ControlPlaneNode{Name: name, Node: layout.Node{ManifestsDir: "/c/nodes/" + name + "/manifests"}}
+	cp := func(name string) layout.ControlPlaneNode {
+		return layout.ControlPlaneNode{Name: name, Node: layout.Node{ManifestsDir: "/c/nodes/" + name + "/manifests"}}
 	}
-	three := []ControlPlaneNode{{Name: "c-control-plane", Node: node0}, cp("c-control-plane2"), cp("c-control-plane3")}
+	three := []layout.ControlPlaneNode{{Name: "c-control-plane", Node: node0}, cp("c-control-plane2"), cp("c-control-plane3")}
 	for _, tc := range []struct {
 		name     string
-		cps      []ControlPlaneNode
+		cps      []layout.ControlPlaneNode
 		picked   []string
 		rolling  []string // the rolling swap's nodes; none: one node's swap
 		node     string   // o.NodeName after

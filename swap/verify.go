@@ -23,7 +23,7 @@ const (
 // the running container and the mirror pod (digest.PodChecks, as `devk
 // digest verify` does), the health endpoint and, for the apiserver,
 // /version.
-func (n *Node) verify(ctx context.Context, t Target, s podState, health string) []Check {
+func (n *Target) verify(ctx context.Context, t podImage, s podState, health string) []Check {
 	named, _ := staticpod.Image(ManifestFor(n.ManifestsDir, t.Pod).Path, t.Pod)
 	checks := digest.PodChecks(digest.Of(t.Image), digest.PodView{
 		ManifestImage: named,
@@ -47,7 +47,7 @@ func (n *Node) verify(ctx context.Context, t Target, s podState, health string) 
 // at its own address (its probe's), since the kubeconfig may name a load
 // balancer in front of several; through the client when the probe has
 // no address.
-func (n *Node) serverVersion(ctx context.Context, health string) (string, error) {
+func (n *Target) serverVersion(ctx context.Context, health string) (string, error) {
 	if u, err := neturl.Parse(health); err == nil && u.Host != "" && u.Scheme == "https" {
 		return kube.EndpointVersion(ctx, u.Scheme+"://"+u.Host)
 	}

@@ -39,7 +39,7 @@ const (
 // waitFor polls until a container other than before's runs digest, is
 // healthy, and (with mirror) the mirror pod shows the running pod's
 // config hash and the digest.
-func (n *Node) waitFor(ctx context.Context, podName, container, health string, before podState, want string, mirror bool) (podState, error) {
+func (n *Target) waitFor(ctx context.Context, podName, container, health string, before podState, want string, mirror bool) (podState, error) {
 	since := time.Now()
 	timeout := n.Timeout
 	if timeout == 0 {
@@ -89,7 +89,7 @@ func (n *Node) waitFor(ctx context.Context, podName, container, health string, b
 
 // ready waits for the new container to run want and be healthy; then the
 // pod is ready, recorded in res.Ready (from t0).
-func (n *Node) ready(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error) {
+func (n *Target) ready(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error) {
 	s, err := n.waitFor(ctx, podName, container, health, before, want, false)
 	if err != nil {
 		return s, err
@@ -114,7 +114,7 @@ func (n *Node) ready(ctx context.Context, podName, container, health string, bef
 // server swaps less than two minutes apart thus wait longer each time,
 // up to two minutes. A kubelet devk supervises is restarted instead
 // (n.Relist): it lists at once, and its pods keep running.
-func (n *Node) awaitMirror(ctx context.Context, podName, container, health string, before, ready podState, want string, res *Result) (podState, error) {
+func (n *Target) awaitMirror(ctx context.Context, podName, container, health string, before, ready podState, want string, res *Result) (podState, error) {
 	gctx, cancel := context.WithTimeout(ctx, mirrorGrace)
 	ms, err := n.waitFor(gctx, podName, container, health, before, want, true)
 	cancel()
@@ -144,7 +144,7 @@ func (n *Node) awaitMirror(ctx context.Context, podName, container, health strin
 // settle is ready, then awaitMirror: what a swap, a rollback and a resumed
 // swap wait for once the manifest is written. Only the first wait can
 // fail (err); a lagging mirror pod is mirrorErr.
-func (n *Node) settle(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (s podState, mirrorErr, err error) {
+func (n *Target) settle(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (s podState, mirrorErr, err error) {
 	failpoint.Hit("swap/wait-ready")
 	s, err = n.ready(ctx, podName, container, health, before, want, t0, res)
 	if err != nil {

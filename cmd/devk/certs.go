@@ -79,8 +79,10 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 		// kubeadm's layout around the directory of the kubeconfigs.
 		dir := cmp.Or(f.KubeconfigDir, filepath.Dir(filepath.Clean(f.PKIDir)))
 		kn := layout.Kubeadm(dir)
-		files := certs.Files{PKIDir: f.PKIDir, KubeconfigDir: dir, ManifestsDir: cmp.Or(f.ManifestsDir, kn.ManifestsDir)}
-		return nil, []certs.RenewNode{{Node: certs.Node{Name: f.NodeName, Files: files}, CRISocket: cmp.Or(f.CRISocket, kn.CRISocket)}}, nil
+		kn.PKIDir = f.PKIDir
+		kn.ManifestsDir = cmp.Or(f.ManifestsDir, kn.ManifestsDir)
+		kn.CRISocket = cmp.Or(f.CRISocket, kn.CRISocket)
+		return nil, []certs.RenewNode{{ControlPlaneNode: layout.ControlPlaneNode{Name: f.NodeName, Node: kn}}}, nil
 	}
 	if f.KubeconfigDir != "" || f.ManifestsDir != "" {
 		return nil, nil, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", kubeadmNode.PKIDir)
@@ -149,7 +151,7 @@ func lockCertNodes(c *cluster.Cluster, nodes []certs.RenewNode) (release func(),
 	if c != nil {
 		return c.Lock()
 	}
-	l, err := nodelock.Acquire(nodes[0].Files.ManifestsDir, nodelock.Command())
+	l, err := nodelock.Acquire(nodes[0].Node.ManifestsDir, nodelock.Command())
 	if err != nil {
 		return nil, err
 	}
@@ -213,9 +215,9 @@ sooner or is missing (for cron and CI); 1 on any other error.`,
 			if err != nil {
 				return err
 			}
-			var named []certs.Node
+			var named []layout.ControlPlaneNode
 			for _, n := range nodes {
-				named = append(named, n.Node)
+				named = append(named, n.ControlPlaneNode)
 			}
 			r, err := certs.InspectNodes(named, time.Now())
 			if err != nil {
@@ -246,7 +248,7 @@ func printExpiration(g *globalOptions, r *certs.Report) {
 	when := func(t time.Time) string { return t.UTC().Format("Jan 02, 2006 15:04 MST") }
 	// NODE leads each row when the nodes have names (a devk cluster's);
 	// a kubeadm node given by its directories is one unnamed node.
-	named := slices.ContainsFunc(r.Nodes, func(n certs.Node) bool { return n.Name != "" })
+	named := slices.ContainsFunc(r.Nodes, func(n certs.NodeFiles) bool { return n.Name != "" })
 	row := func(node string, cols ...string) string {
 		if named {
 			cols = append([]string{node}, cols...)

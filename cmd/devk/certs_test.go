@@ -62,7 +62,7 @@ func TestPrintExpirationNodes(t *testing.T) {
 		return out.String()
 	}
 	named := &certs.Report{
-		Nodes: []certs.Node{{Name: "cp1"}, {Name: "cp2"}},
+		Nodes: []certs.NodeFiles{{Name: "cp1"}, {Name: "cp2"}},
 		Certs: []certs.Cert{{Node: "cp1", Name: "apiserver", NotAfter: at, Residual: certs.Duration(48 * time.Hour), CA: "ca", Renewable: true, UsedBy: []string{"kube-apiserver"}},
 			{Node: "cp2", Name: "apiserver", NotAfter: at, Residual: certs.Duration(48 * time.Hour), CA: "ca", Renewable: true, UsedBy: []string{"kube-apiserver"}}},
 		CAs: []certs.CA{{Node: "cp1", Name: "ca", NotAfter: at, Residual: certs.Duration(9 * 365 * 24 * time.Hour)}, {Node: "cp2", Name: "ca", NotAfter: at, Residual: certs.Duration(9 * 365 * 24 * time.Hour)}},
@@ -80,7 +80,7 @@ func TestPrintExpirationNodes(t *testing.T) {
 	if got := text(named); got != want {
 		t.Errorf("two nodes' table:\n%s\nwant:\n%s", got, want)
 	}
-	unnamed := &certs.Report{Nodes: []certs.Node{{}}, Certs: named.Certs[:1], CAs: named.CAs[:1]}
+	unnamed := &certs.Report{Nodes: []certs.NodeFiles{{}}, Certs: named.Certs[:1], CAs: named.CAs[:1]}
 	unnamed.Certs[0].Node, unnamed.CAs[0].Node = "", ""
 	if got := text(unnamed); !strings.HasPrefix(got, "CERTIFICATE   EXPIRES") || strings.Contains(got, "NODE") {
 		t.Errorf("one unnamed node's table has a NODE column:\n%s", got)

@@ -199,10 +199,7 @@ func swapCluster(c *cluster.Cluster, noRelist bool) (swap.Cluster, error) {
 		return swap.Cluster{}, err
 	}
 	sc := swap.Cluster{Dir: c.Files.Dir, NodeManifests: c.NodeManifests(), NodeName: c.Config.NodeName,
-		ControlPlaneNames: c.Config.ControlPlaneNames(), StopGrace: c.StaticPodStopGrace()}
-	for _, cp := range all {
-		sc.ControlPlanes = append(sc.ControlPlanes, swap.ControlPlaneNode{Name: cp.Name, Node: cp.Node, TakeOut: cp.TakeOut, PutBack: cp.PutBack})
-	}
+		ControlPlaneNames: c.Config.ControlPlaneNames(), ControlPlanes: all, StopGrace: c.StaticPodStopGrace()}
 	if !noRelist {
 		sc.Relist = c.RelistNodeKubelet
 	}

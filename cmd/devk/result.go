@@ -36,6 +36,9 @@ var (
 	// shaper is a type that says its JSON shape itself (a Marshaler that
 	// writes no string).
 	shaper = reflect.TypeFor[interface{ JSONShape() string }]()
+	// viewer is a type that marshals as another value (its JSONView),
+	// whose shape is its own.
+	viewer = reflect.TypeFor[interface{ JSONView() any }]()
 )
 
 // shapeOf describes type t as JSON: {field: type, …}, [elem], {KEY: value}.
@@ -50,6 +53,8 @@ func shapeOf(t reflect.Type, depth int) string {
 		return "nanoseconds"
 	case t.Implements(shaper):
 		return reflect.Zero(t).Interface().(interface{ JSONShape() string }).JSONShape()
+	case t.Implements(viewer):
+		return shapeOf(reflect.TypeOf(reflect.Zero(t).Interface().(interface{ JSONView() any }).JSONView()), depth)
 	case t.Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(jsonMarshaler),
 		t.Implements(textMarshaler) || reflect.PointerTo(t).Implements(textMarshaler):
 		return "string"

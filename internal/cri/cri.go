@@ -1,14 +1,12 @@
 // Package cri is a small client of a container runtime's CRI socket
-// (containerd here): list, inspect, stop and remove pods and containers,
-// and read a container's log. The kubelet's own labels tie containers to
-// pods.
+// (containerd here): list, inspect, stop and remove pods and containers
+// (internal/crilog reads their logs). The kubelet's own labels tie
+// containers to pods.
 package cri
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -264,41 +262,6 @@ func (c *Client) RemoveAll(ctx context.Context, own func(podUID string) bool) (i
 		}
 	}
 	return n, first
-}
-
-// TailLog returns the last n lines of a CRI container log file, without
-// the timestamp/stream/tag prefix the runtime writes.
-func TailLog(path string, n int) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// Logs of a crashing control-plane component are short; a bounded
-	// window from the end is enough and never reads a huge file whole.
-	const window = 256 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > window {
-		f.Seek(fi.Size()-window, 0)
-	}
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, StripLogPrefix(sc.Text()))
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return lines, sc.Err()
-}
-
-// StripLogPrefix turns a CRI container log line "2026-11-29T18:00:00.1Z stderr F message" into "message".
-func StripLogPrefix(line string) string {
-	parts := strings.SplitN(line, " ", 4)
-	if len(parts) == 4 && (parts[1] == "stdout" || parts[1] == "stderr") {
-		return parts[3]
-	}
-	return line
 }
 
 func short(id string) string {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/crilog"
 )
 
 // FollowInterval is how often Follow looks for new log lines.
@@ -205,7 +205,7 @@ func (f *follower) copyLines(path string, file *os.File, off int64, all bool) in
 	name := f.label(path)
 	var out bytes.Buffer
 	for line := range strings.SplitSeq(string(data[:end]), "\n") {
-		fmt.Fprintf(&out, "%s | %s\n", name, cri.StripLogPrefix(line))
+		fmt.Fprintf(&out, "%s | %s\n", name, crilog.StripPrefix(line))
 	}
 	_, _ = f.w.Write(out.Bytes())
 	return int64(end + 1)

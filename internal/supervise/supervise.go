@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/internal/atomicfile"
-	"github.com/devk/devk/internal/cri"
+	"github.com/devk/devk/internal/crilog"
 )
 
 // Process is a daemon devk starts and supervises by pid file: containerd,
@@ -257,9 +257,9 @@ func Argv(pid int) []string {
 // or a container's without the CRI's line prefixes), taking the rest
 // from the newest rotated generation when the log was just rotated.
 func Tail(path string, n int) string {
-	lines, _ := cri.TailLog(path, n)
+	lines, _ := crilog.Tail(path, n)
 	if len(lines) < n {
-		older, _ := cri.TailLog(Generation(path, 1), n-len(lines))
+		older, _ := crilog.Tail(Generation(path, 1), n-len(lines))
 		lines = append(older, lines...)
 	}
 	return strings.Join(lines, "\n")
