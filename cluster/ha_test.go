@@ -136,7 +136,7 @@ func TestJoiningControlPlaneNode(t *testing.T) {
 		}
 	}
 	one, p := testCluster()
-	data, _ = controlplane.Manifest("kube-scheduler", controlplane.ManifestInput{Config: one, Node: one.ControlPlane(), Files: p.FirstNode(), Image: c.Config.Images["scheduler"]})
+	data, _ = controlplane.Manifest("kube-scheduler", controlplane.ManifestInput{Config: one, Node: one.FirstNode(), Files: p.FirstNode(), Image: c.Config.Images["scheduler"]})
 	pod, _ = staticpod.Parse(data)
 	if f := staticpod.Flags(pod, "kube-scheduler"); f["leader-elect"] != "false" {
 		t.Errorf("one control plane: leader-elect=%s, want false (as before)", f["leader-elect"])

@@ -136,7 +136,7 @@ func (c *Cluster) runNetwork(ctx context.Context) (phase.Outcome, error) {
 		}
 		changed = changed || ch
 	}
-	cp := c.Config.ControlPlane()
+	cp := c.Config.FirstNode()
 	nw := c.Config.Network
 	if len(nw.Nodes) > 1 {
 		return phase.ChangedIf(changed, "%d nodes at %s…; host %s on %s", len(nw.Nodes), cp.IP, nw.HostIP, nw.HostBridge), nil

@@ -33,7 +33,7 @@ func (n Node) IP() string { return n.Net.IP }
 
 // FirstNode is node 0, the control-plane node `devk up` makes.
 func (c *Cluster) FirstNode() Node {
-	return Node{Net: c.Config.ControlPlane(), Files: c.Files.FirstNode()}
+	return Node{Net: c.Config.FirstNode(), Files: c.Files.FirstNode()}
 }
 
 // nodeNamed is the cluster's node called name.

@@ -32,10 +32,10 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.FeatureGates = map[string]bool{"ComponentFlagz": true}
 	cfg.Spec.RuntimeConfig = map[string]string{"api/alpha": "true"}
-	in := controlplane.ManifestInput{Config: cfg, Node: cfg.ControlPlane(), Files: layout.HomeFiles("/").Cluster(cfg.Name).FirstNode()}
+	in := controlplane.ManifestInput{Config: cfg, Node: cfg.FirstNode(), Files: layout.HomeFiles("/").Cluster(cfg.Name).FirstNode()}
 	pod := func(name string) (own, defaults map[string]string) { return controlplane.Flags(name, in) }
 	kubelet := func() (own, defaults map[string]string) {
-		own, defaults = kubeletconfig.Flags(cfg, in.Files, cfg.ControlPlane())
+		own, defaults = kubeletconfig.Flags(cfg, in.Files, cfg.FirstNode())
 		joined, _ := kubeletconfig.Flags(cfg, in.Files, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})
 		maps.Copy(own, joined)
 		return own, defaults
@@ -112,7 +112,7 @@ func decodeJSONMap(t *testing.T, data []byte, strictInto any) map[string]any {
 func TestOwnedKubeletConfigFields(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.Kubelet.FeatureGates = map[string]bool{"KubeletTracing": true}
-	n := cfg.ControlPlane()
+	n := cfg.FirstNode()
 	data, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Files: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name).FirstNode(), Node: n, CRISocket: "/x.sock"})
 	if err != nil {
 		t.Fatal(err)

@@ -140,7 +140,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 		return nil, c.noCluster()
 	}
 	st := &Status{Name: c.Config.Name, Dir: c.FirstNode().Files.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun,
-		NodeIP: c.Config.AdvertiseIP, NetNS: c.Config.ControlPlane().NetNSPath()}
+		NodeIP: c.Config.AdvertiseIP, NetNS: c.Config.FirstNode().NetNSPath()}
 	procs := []string{"containerd", "kubelet", registry.ProcessName}
 	for _, reg := range c.loopbackRegistries() {
 		procs = append(procs, registry.ForwarderName(reg))

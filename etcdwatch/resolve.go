@@ -254,7 +254,7 @@ func (o ConnOptions) devkCluster() (Endpoint, error) {
 	case err != nil:
 		return Endpoint{}, fmt.Errorf("devk cluster %q: %w (or pass --endpoints)", orElse(o.Cluster, layout.DefaultName), err)
 	}
-	return endpointOf(paths.FirstNode().ControlPlane(cfg, cfg.ControlPlane()).Etcd(), fmt.Sprintf("devk cluster %q (%s)", cfg.Name, paths.Dir)), nil
+	return endpointOf(paths.FirstNode().ControlPlane(cfg, cfg.FirstNode()).Etcd(), fmt.Sprintf("devk cluster %q (%s)", cfg.Name, paths.Dir)), nil
 }
 
 // kubeadmNode is the etcd of the kubeadm node whose files are in

@@ -110,7 +110,7 @@ func (n *nodeFlags) resolve() (resolvedNode, error) {
 	if err != nil {
 		return r, fmt.Errorf("%w; for a kubeadm node pass --manifests-dir, --kubeconfig and --cri-socket", err)
 	}
-	n0 := cfg.ControlPlane()
+	n0 := cfg.FirstNode()
 	r.Node, r.NodeName = paths.FirstNode().ControlPlane(cfg, n0), n0.Name
 	if n.KubeletRootDir != "" {
 		r.KubeletRootDir = n.KubeletRootDir

@@ -95,7 +95,7 @@ func (c Config) NodeEtcdURL(n NodeNet) string {
 // the cluster's CRISocket (devk's containerd, or one the user runs), every
 // other node's its own containerd's.
 func (c Config) NodeCRISocket(n NodeNet, p NodeFiles) string {
-	if len(c.Network.Nodes) == 0 || n.Name == c.ControlPlane().Name {
+	if len(c.Network.Nodes) == 0 || n.Name == c.FirstNode().Name {
 		return c.CRISocket
 	}
 	return p.ContainerdSocket()

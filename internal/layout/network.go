@@ -292,8 +292,8 @@ func (n Network) validate(c Config, bad func(field, got, want string) error) err
 	return nil
 }
 
-// ControlPlane is node 0, the control-plane node `devk up` made.
-func (c Config) ControlPlane() NodeNet { return c.Network.Nodes[0] }
+// FirstNode is node 0, the control-plane node `devk up` made.
+func (c Config) FirstNode() NodeNet { return c.Network.Nodes[0] }
 
 // NodeNetNS is the network namespace of the node called name (its path,
 // for setns or `nsenter --net`), whose loopback is the node's own; "" for

@@ -77,7 +77,7 @@ func TestCoreDNSObjects(t *testing.T) {
 	cs := applyBoth(t, cfg)
 
 	// The Service is where the kubelet sends the pods' DNS queries.
-	kubelet, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Node: cfg.ControlPlane(), Files: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name).FirstNode(), CRISocket: "/run/x.sock"})
+	kubelet, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Node: cfg.FirstNode(), Files: layout.HomeFiles(t.TempDir()).Cluster(cfg.Name).FirstNode(), CRISocket: "/run/x.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}

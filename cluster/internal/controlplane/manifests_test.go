@@ -66,7 +66,7 @@ func TestManifests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data, err := Manifest(tt.name, ManifestInput{Config: cfg, Node: cfg.ControlPlane(), Files: p, Image: digestRef})
+			data, err := Manifest(tt.name, ManifestInput{Config: cfg, Node: cfg.FirstNode(), Files: p, Image: digestRef})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,19 +117,19 @@ func TestManifests(t *testing.T) {
 			if ct.LivenessProbe == nil || ct.LivenessProbe.HTTPGet.Host != wantHost {
 				t.Errorf("liveness probe %+v, want one on %s", ct.LivenessProbe, wantHost)
 			}
-			again, _ := Manifest(tt.name, ManifestInput{Config: cfg, Node: cfg.ControlPlane(), Files: p, Image: digestRef})
+			again, _ := Manifest(tt.name, ManifestInput{Config: cfg, Node: cfg.FirstNode(), Files: p, Image: digestRef})
 			if string(again) != string(data) {
 				t.Error("the same input gave different manifests (flags must be sorted)")
 			}
 		})
 	}
 	t.Run("tag refused", func(t *testing.T) {
-		if _, err := Manifest("kube-apiserver", ManifestInput{Config: cfg, Node: cfg.ControlPlane(), Files: p, Image: "127.0.0.1:5000/kube-apiserver:v1.34.4"}); err == nil {
+		if _, err := Manifest("kube-apiserver", ManifestInput{Config: cfg, Node: cfg.FirstNode(), Files: p, Image: "127.0.0.1:5000/kube-apiserver:v1.34.4"}); err == nil {
 			t.Error("a manifest with a tag, not a digest, was written")
 		}
 	})
 	t.Run("unknown component", func(t *testing.T) {
-		if _, err := Manifest("kube-proxy", ManifestInput{Config: cfg, Node: cfg.ControlPlane(), Files: p, Image: digestRef}); err == nil {
+		if _, err := Manifest("kube-proxy", ManifestInput{Config: cfg, Node: cfg.FirstNode(), Files: p, Image: digestRef}); err == nil {
 			t.Error("kube-proxy is not a static pod of the control plane")
 		}
 	})

@@ -103,7 +103,7 @@ func Flags(cfg layout.Config, p layout.NodeFiles, n layout.NodeNet) (own, defaul
 		"hostname-override": n.Name,
 		"node-ip":           n.IP,
 	}
-	if n.Name != cfg.ControlPlane().Name {
+	if n.Name != cfg.FirstNode().Name {
 		own["bootstrap-kubeconfig"] = p.Kubeconfig(BootstrapKubeconfig)
 	}
 	return own, map[string]string{"v": "1"}

@@ -33,7 +33,7 @@ func testCluster(t *testing.T) (cfg layout.Config, p layout.NodeFiles, worker la
 // TestYAML: node 0's kubelet config.
 func TestYAML(t *testing.T) {
 	cfg, p, _, _ := testCluster(t)
-	data, err := YAML(Input{Config: cfg, Node: cfg.ControlPlane(), Files: p, CRISocket: "/c/run/containerd.sock"})
+	data, err := YAML(Input{Config: cfg, Node: cfg.FirstNode(), Files: p, CRISocket: "/c/run/containerd.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestJoinedYAML(t *testing.T) {
 // certificate by TLS bootstrap; node 0's has a credential devk issued.
 func TestFlags(t *testing.T) {
 	cfg, p, wn, w := testCluster(t)
-	own, defaults := Flags(cfg, p, cfg.ControlPlane())
+	own, defaults := Flags(cfg, p, cfg.FirstNode())
 	if _, ok := own["bootstrap-kubeconfig"]; ok || own["hostname-override"] != cfg.NodeName || own["cert-dir"] != p.KubeletPKI() {
 		t.Errorf("node 0's kubelet flags %v", own)
 	}
