@@ -152,7 +152,7 @@ func TestAddonPhases(t *testing.T) {
 func TestKubeProxyRuns(t *testing.T) {
 	_, subnet, _ := net.ParseCIDR("10.250.7.0/24")
 	withNetwork := layout.NewConfig("kp")
-	withNetwork.Network = layout.NewNetwork("kp", withNetwork.NodeName, subnet)
+	withNetwork.Network = layout.NewNetwork("kp", layout.FirstNodeName("kp"), subnet)
 	foreignRuntime := withNetwork
 	foreignRuntime.OwnRuntime = false
 	for _, tt := range []struct {
@@ -202,7 +202,7 @@ func TestStatusesCurrent(t *testing.T) {
 func TestNodeImages(t *testing.T) {
 	_, subnet, _ := net.ParseCIDR("10.250.7.0/24")
 	cfg := layout.NewConfig("pull")
-	cfg.Network = layout.NewNetwork("pull", cfg.NodeName, subnet)
+	cfg.Network = layout.NewNetwork("pull", layout.FirstNodeName("pull"), subnet)
 	cfg.OwnRuntime = true
 	cfg.Images = map[string]string{"etcd": "r/etcd@sha256:1", "apiserver": "r/apiserver@sha256:2", "pause": "r/pause@sha256:3",
 		addons.KubeProxy: testKubeProxyImage, addons.CoreDNS: testCoreDNSImage}

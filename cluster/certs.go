@@ -210,7 +210,7 @@ func (c *Cluster) CertNodes(names []string) ([]certs.RenewNode, error) {
 			continue
 		}
 		n := certs.RenewNode{ControlPlaneNode: cp}
-		if cp.Name == c.Config.NodeName {
+		if cp.Name == c.Config.FirstNode().Name {
 			n.MergeAdmin = c.MergeUserKubeconfig
 		}
 		out = append(out, n)

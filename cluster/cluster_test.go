@@ -50,11 +50,14 @@ func TestKubeletArgv(t *testing.T) {
 
 func TestConfigAddresses(t *testing.T) {
 	cfg := layout.NewConfig("dev2")
+	if err := cfg.PlaceAmong(nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	ip, err := cfg.ServiceIP()
 	if err != nil || ip.String() != "10.96.0.1" {
 		t.Errorf("ServiceIP = %v, %v", ip, err)
 	}
-	if cfg.DNSIP() != "10.96.0.10" || cfg.APIServerURL() != "https://127.0.0.1:6443" || cfg.NodeName != "dev2-control-plane" {
+	if cfg.DNSIP() != "10.96.0.10" || cfg.APIServerURL() != "https://10.250.0.2:6443" || cfg.FirstNode().Name != "dev2-control-plane" {
 		t.Errorf("config %+v", cfg)
 	}
 	if b := layout.BridgeName("a-very-long-cluster-name"); len(b) > 15 {

@@ -219,7 +219,7 @@ func (e *exporter) runObjects(ctx context.Context) (phase.Outcome, error) {
 
 // runReadme is the readme phase, once everything else was collected.
 func (e *exporter) runReadme(context.Context) (phase.Outcome, error) {
-	e.write("README.txt", []byte(exportReadme(e.c.Config.Name, e.c.Config.NodeName)))
+	e.write("README.txt", []byte(exportReadme(e.c.Config.Name, e.c.Config.FirstNode().Name)))
 	if len(e.res.Missing) > 0 {
 		e.write(ExportErrorsFile, []byte(strings.Join(e.res.Missing, "\n")+"\n"))
 	}
@@ -591,7 +591,7 @@ func (e *exporter) containers(ctx context.Context, rel, socket string) {
 // of the machine.
 func (c *Cluster) nodeReachable() error {
 	if _, err := net.InterfaceByName(c.Config.Network.HostBridge); err != nil {
-		return fmt.Errorf("the cluster's bridge %s is gone, so its node %s is not reachable: `devk up` makes it again", c.Config.Network.HostBridge, c.Config.AdvertiseIP)
+		return fmt.Errorf("the cluster's bridge %s is gone, so its node %s is not reachable: `devk up` makes it again", c.Config.Network.HostBridge, c.Config.FirstNode().IP)
 	}
 	return nil
 }

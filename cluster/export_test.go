@@ -186,7 +186,7 @@ func readTarball(t *testing.T, path string) (map[string]string, map[string]fs.Fi
 func TestExportLogsFixture(t *testing.T) {
 	home, p, cfg := exportFixture(t)
 	out := t.TempDir()
-	node := cfg.NodeName
+	node := cfg.FirstNode().Name
 	want := map[string]string{
 		"cluster.json":                               mustRead(t, p.ConfigFile()),
 		"devk-version.txt":                           "devk test\n",

@@ -176,7 +176,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n Node, src string) (phase.O
 	if !started {
 		return phase.ChangedIf(binChanged || cfgChanged || argsChanged, "kubelet running (pid %d)", pid), nil
 	}
-	if n.Name() == c.Config.NodeName {
+	if n.Name() == c.Config.FirstNode().Name {
 		c.kubeletStarted = t0
 	}
 	// The kubelet fails fast on a bad config: give it a moment to do so.

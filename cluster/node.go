@@ -86,7 +86,7 @@ func (c *Cluster) nameFlag() string {
 // containerd, or the one --cri-socket named); every other node's is its
 // own containerd's.
 func (c *Cluster) criSocket(n Node) string {
-	if n.Name() == c.Config.NodeName {
+	if n.Name() == c.Config.FirstNode().Name {
 		return c.Config.CRISocket
 	}
 	return n.Files.ContainerdSocket()

@@ -378,7 +378,7 @@ func (c *Cluster) joinEndpoint() string {
 	if c.Config.HA() {
 		return c.Config.ControlPlaneEndpoint
 	}
-	return net.JoinHostPort(c.Config.AdvertiseIP, strconv.Itoa(c.Config.Ports.APIServer))
+	return net.JoinHostPort(c.Config.FirstNode().IP, strconv.Itoa(c.Config.Ports.APIServer))
 }
 
 // runDiscovery is kubeadm's token discovery: the token devk up made, the

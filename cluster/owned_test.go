@@ -36,7 +36,7 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 	pod := func(name string) (own, defaults map[string]string) { return controlplane.Flags(name, in) }
 	kubelet := func() (own, defaults map[string]string) {
 		own, defaults = kubeletconfig.Flags(cfg, in.Files, cfg.FirstNode())
-		joined, _ := kubeletconfig.Flags(cfg, in.Files, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.AdvertiseIP})
+		joined, _ := kubeletconfig.Flags(cfg, in.Files, layout.NodeNet{Name: cfg.Name + "-worker", IP: cfg.FirstNode().IP})
 		maps.Copy(own, joined)
 		return own, defaults
 	}

@@ -116,7 +116,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "pod-network",
 			Short: "record the node's pod subnet (Node spec.podCIDR, the one its CNI network uses) and route every node to every other node's pods",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{"node " + c.Config.NodeName + " spec.podCIDR"}, []string{c.Files.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
+				return []string{"node " + c.Config.FirstNode().Name + " spec.podCIDR"}, []string{c.Files.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
 			},
 			Run: phase.Method((*Cluster).runPodNetwork),
 		},
@@ -127,7 +127,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				if c.RenewCerts {
 					w := []string{c.FirstNode().Files.PKI(), c.FirstNode().Files.Kubeconfig("admin") + " (and the other kubeconfigs)", "the control-plane pod sandboxes"}
 					if c.Config.HA() {
-						w = append(w, "the load balancer's server "+c.Config.NodeName+" (drained)")
+						w = append(w, "the load balancer's server "+c.Config.FirstNode().Name+" (drained)")
 					}
 					return []string{c.FirstNode().Files.PKI()}, w
 				}
@@ -147,7 +147,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "mark-control-plane",
 			Short: "label the node control-plane; no NoSchedule taint on this single node (kind's way) unless --keep-taint",
 			IO: func(c *Cluster) ([]string, []string) {
-				return nil, []string{"node " + c.Config.NodeName}
+				return nil, []string{"node " + c.Config.FirstNode().Name}
 			},
 			Run: phase.Method((*Cluster).runMarkControlPlane),
 		},

@@ -60,7 +60,7 @@ func (c *Cluster) podSubnetOf(n Node) (string, error) {
 	if n.Net.PodCIDR != "" {
 		return n.Net.PodCIDR, nil
 	}
-	if n.Name() != c.Config.NodeName {
+	if n.Name() != c.Config.FirstNode().Name {
 		return "", nil
 	}
 	return podSubnet(c.Config.PodCIDR)

@@ -139,8 +139,8 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	if !c.Exists() {
 		return nil, c.noCluster()
 	}
-	st := &Status{Name: c.Config.Name, Dir: c.FirstNode().Files.Dir, Version: c.Config.KubeVersion, Node: c.Config.NodeName, LastRun: c.Config.LastRun,
-		NodeIP: c.Config.AdvertiseIP, NetNS: c.Config.FirstNode().NetNSPath()}
+	st := &Status{Name: c.Config.Name, Dir: c.FirstNode().Files.Dir, Version: c.Config.KubeVersion, Node: c.Config.FirstNode().Name, LastRun: c.Config.LastRun,
+		NodeIP: c.Config.FirstNode().IP, NetNS: c.Config.FirstNode().NetNSPath()}
 	procs := []string{"containerd", "kubelet", registry.ProcessName}
 	for _, reg := range c.loopbackRegistries() {
 		procs = append(procs, registry.ForwarderName(reg))
@@ -249,7 +249,7 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 			s.Ready = s.Message == ""
 		}
 		problem := func(pod string) error { return api.ready(kube.MirrorPodName(pod, n.Name())) }
-		if n.Name() == c.Config.NodeName {
+		if n.Name() == c.Config.FirstNode().Name {
 			problem = func(pod string) error { return health[pod] }
 		}
 		var cts []cri.Container
@@ -302,7 +302,7 @@ func (c *Cluster) statusContainers(ctx context.Context, n Node) ([]cri.Container
 // an outside runtime's of node 0) is started by `devk up`; an outside
 // runtime's error says to start it.
 func (c *Cluster) runtimeDown(n Node, socket string, err error) string {
-	if n.Name() == c.Config.NodeName && !c.Config.OwnRuntime {
+	if n.Name() == c.Config.FirstNode().Name && !c.Config.OwnRuntime {
 		return err.Error()
 	}
 	log := n.Files.LogFile("containerd")

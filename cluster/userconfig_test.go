@@ -95,8 +95,8 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	c := mustOpenWith(t, t.TempDir(), "", fullConfig)
 	cfg := c.Config
 	if cfg.Name != "dev" || cfg.PodCIDR != "10.200.0.0/16" || cfg.ServiceCIDR != "10.100.0.0/16" ||
-		cfg.Network.Subnet != "10.251.7.0/24" || cfg.AdvertiseIP != "10.251.7.2" || !cfg.KeepTaint {
-		t.Fatalf("config: name %s pods %s services %s nodes %s advertise %s keepTaint %v", cfg.Name, cfg.PodCIDR, cfg.ServiceCIDR, cfg.Network.Subnet, cfg.AdvertiseIP, cfg.KeepTaint)
+		cfg.Network.Subnet != "10.251.7.0/24" || cfg.FirstNode().IP != "10.251.7.2" || !cfg.KeepTaint {
+		t.Fatalf("config: name %s pods %s services %s nodes %s advertise %s keepTaint %v", cfg.Name, cfg.PodCIDR, cfg.ServiceCIDR, cfg.Network.Subnet, cfg.FirstNode().IP, cfg.KeepTaint)
 	}
 	if err := cfg.Validate("dev"); err != nil {
 		t.Fatalf("the config a file makes does not validate as cluster.json: %v", err)

@@ -29,7 +29,7 @@ func TestExportLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := cfg.NodeName
+	node := cfg.FirstNode().Name
 	dir := filepath.Join(t.TempDir(), "logs")
 	r := MustDevkEnv(t, c.Tree, c.Env, "export", "logs", dir, "-o", "json")
 	var res struct {

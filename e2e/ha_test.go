@@ -262,7 +262,7 @@ func TestHAControlPlane(t *testing.T) {
 			out := map[string]string{}
 			for _, n := range cps {
 				dir := paths.FirstNode().Manifests()
-				if n != cfg.NodeName {
+				if n != cfg.FirstNode().Name {
 					dir = filepath.Join(paths.NodesDir(), n, "manifests")
 				}
 				for _, pod := range staticPods {
@@ -392,7 +392,7 @@ func TestHAControlPlane(t *testing.T) {
 		downed()
 		for _, n := range cfg.NodeNames() {
 			dir, root := filepath.Join(paths.NodesDir(), n), layout.NodeCgroupRoot(name, n)
-			if n == cfg.NodeName {
+			if n == cfg.FirstNode().Name {
 				dir, root = paths.Dir, layout.CgroupRoot(name)
 			}
 			nodeLeftovers(t, n, dir, root)
@@ -434,7 +434,7 @@ func etcdMemberNames(t *testing.T, ctx context.Context, cfg layout.Config, paths
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.NodeEtcdURL(cfg.ControlPlane())}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.NodeEtcdURL(cfg.FirstNode())}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool}})
 	if err != nil {
 		t.Fatal(err)

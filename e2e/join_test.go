@@ -61,7 +61,7 @@ func TestJoinDiscovery(t *testing.T) {
 	if f := strings.Fields(string(out)); len(f) == 0 || "sha256:"+f[len(f)-1] != pin.String() {
 		t.Fatalf("the CA's pin is %s, openssl says %q", pin, out)
 	}
-	endpoint := net.JoinHostPort(cfg.AdvertiseIP, strconv.Itoa(cfg.Ports.APIServer))
+	endpoint := net.JoinHostPort(cfg.FirstNode().IP, strconv.Itoa(cfg.Ports.APIServer))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

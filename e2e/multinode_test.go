@@ -432,7 +432,7 @@ spec:
 		for _, n := range cfg.NodeNames() {
 			dir := filepath.Join(paths.NodesDir(), n)
 			root := layout.NodeCgroupRoot(name, n)
-			if n == cfg.NodeName {
+			if n == cfg.FirstNode().Name {
 				dir, root = paths.Dir, layout.CgroupRoot(name)
 			}
 			nodeLeftovers(t, n, dir, root)

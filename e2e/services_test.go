@@ -121,16 +121,16 @@ spec:
 	cs := clientFor(t, c.Kubeconfig)
 	var nodePort, newPort int32
 	step(t, "NodePort from the host", func(t *testing.T) {
-		route, err := exec.Command("ip", "route", "get", cfg.AdvertiseIP).Output()
+		route, err := exec.Command("ip", "route", "get", cfg.FirstNode().IP).Output()
 		if err != nil || !strings.Contains(string(route), "dev "+cfg.Network.HostBridge) {
-			t.Fatalf("the host's route to the node %s is not devk's bridge: %s (%v)", cfg.AdvertiseIP, route, err)
+			t.Fatalf("the host's route to the node %s is not devk's bridge: %s (%v)", cfg.FirstNode().IP, route, err)
 		}
 		svc, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		nodePort = svc.Spec.Ports[0].NodePort
-		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, nodePort)); !strings.HasPrefix(got, "web-") {
+		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.FirstNode().IP, nodePort)); !strings.HasPrefix(got, "web-") {
 			t.Errorf("NodePort %d at the node answered %q", nodePort, got)
 		}
 	})
@@ -155,7 +155,7 @@ spec:
 		if !strings.Contains(d.Stdout, "+  - nodePort: "+strconv.Itoa(int(newPort))) {
 			t.Errorf("the diff does not show the new nodePort %d:\n%s", newPort, d.Stdout)
 		}
-		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, newPort)); !strings.HasPrefix(got, "web-") {
+		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.FirstNode().IP, newPort)); !strings.HasPrefix(got, "web-") {
 			t.Errorf("the new NodePort %d answered %q", newPort, got)
 		}
 	})
@@ -174,7 +174,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg2.Network.Subnet == cfg.Network.Subnet || cfg2.AdvertiseIP == cfg.AdvertiseIP {
+		if cfg2.Network.Subnet == cfg.Network.Subnet || cfg2.FirstNode().IP == cfg.FirstNode().IP {
 			t.Fatalf("the second cluster shares the first's subnet %s", cfg.Network.Subnet)
 		}
 		k2 := func(args ...string) Result {
@@ -188,7 +188,7 @@ spec:
 		}
 		MustDevkEnv(t, c.Tree, c.Env, "down", "--name", "second")
 		downed = true
-		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.AdvertiseIP, newPort)); !strings.HasPrefix(got, "web-") {
+		if got := httpGet(t, fmt.Sprintf("http://%s:%d/hostname", cfg.FirstNode().IP, newPort)); !strings.HasPrefix(got, "web-") {
 			t.Errorf("after the second cluster went, the first's NodePort answered %q", got)
 		}
 		k(t, "get", "nodes")

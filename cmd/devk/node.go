@@ -198,7 +198,7 @@ func swapCluster(c *cluster.Cluster, noRelist bool) (swap.Cluster, error) {
 	if err != nil {
 		return swap.Cluster{}, err
 	}
-	sc := swap.Cluster{Dir: c.Files.Dir, NodeManifests: c.NodeManifests(), NodeName: c.Config.NodeName,
+	sc := swap.Cluster{Dir: c.Files.Dir, NodeManifests: c.NodeManifests(), NodeName: c.Config.FirstNode().Name,
 		ControlPlaneNames: c.Config.ControlPlaneNames(), ControlPlanes: all, StopGrace: c.StaticPodStopGrace()}
 	if !noRelist {
 		sc.Relist = c.RelistNodeKubelet

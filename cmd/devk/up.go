@@ -162,7 +162,7 @@ type upResult struct {
 
 func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
 	r := upResult{Name: c.Config.Name, Dir: c.Files.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.FirstNode().Files.Kubeconfig("admin"),
-		Node: c.Config.NodeName, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun}
+		Node: c.Config.FirstNode().Name, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun}
 	kubectl := "kubectl"
 	if _, err := os.Stat(c.KubectlPath()); err == nil {
 		r.Kubectl, kubectl = c.KubectlPath(), c.KubectlPath()

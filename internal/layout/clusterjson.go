@@ -22,7 +22,11 @@ const (
 	ConfigGroup = "devk.dev"
 	// ConfigAPIVersion is the version of cluster.json this devk writes,
 	// the newest it reads.
-	ConfigAPIVersion = ConfigGroup + "/v1alpha1"
+	ConfigAPIVersion = ConfigGroup + "/v1alpha2"
+	// configV1alpha1 is the version before: the same with nodeName and
+	// advertiseIP, node 0's name and address again beside
+	// network.nodes[0] (read, and dropped).
+	configV1alpha1 = ConfigGroup + "/v1alpha1"
 	// ConfigKind is cluster.json's kind: what devk knows of a cluster it
 	// made (the config file's kind is Cluster).
 	ConfigKind = "ClusterState"
@@ -68,14 +72,14 @@ func decodeConfig(data []byte) (Config, error) {
 		if err := json.Unmarshal(data, &c); err != nil {
 			return Config{}, notDevk(err)
 		}
-		return c, migrate(&c)
-	case h.APIVersion == ConfigAPIVersion && h.Kind == ConfigKind:
+		return c, migrate(data, &c)
+	case (h.APIVersion == ConfigAPIVersion || h.APIVersion == configV1alpha1) && h.Kind == ConfigKind:
 		var d configDocument
 		if err := json.Unmarshal(data, &d); err != nil {
 			return Config{}, notDevk(err)
 		}
 		return d.Config, nil
-	case h.APIVersion == ConfigAPIVersion:
+	case h.APIVersion == ConfigAPIVersion || h.APIVersion == configV1alpha1:
 		return Config{}, fmt.Errorf("kind is %q, want %s: the file is not a devk cluster.json (a config file for `devk up --config` is kind Cluster); restore it, or remove the cluster by hand", h.Kind, ConfigKind)
 	case strings.HasPrefix(h.APIVersion, ConfigGroup+"/"):
 		return Config{}, fmt.Errorf("apiVersion is %s: a newer devk made or changed this cluster, and this devk reads up to %s; run the devk that wrote it (or a newer one), which knows the cluster", h.APIVersion, ConfigAPIVersion)
@@ -95,10 +99,17 @@ func decodeConfig(data []byte) (Config, error) {
 //     nodes in namespaces: it is refused, saying how to remove it.
 //   - Before nodes had roles and cgroup roots (to 2026-12-01), the one
 //     node was the control plane, in the cluster's cgroup root.
-func migrate(c *Config) error {
-	if ip := net.ParseIP(c.AdvertiseIP); c.Network.Subnet == "" && ip != nil && ip.IsLoopback() {
+//
+// Its nodeName and advertiseIP (node 0's, dropped in v1alpha2) are read
+// only to name such a cluster.
+func migrate(data []byte, c *Config) error {
+	var old struct {
+		AdvertiseIP string `json:"advertiseIP"`
+	}
+	_ = json.Unmarshal(data, &old)
+	if ip := net.ParseIP(old.AdvertiseIP); c.Network.Subnet == "" && ip != nil && ip.IsLoopback() {
 		return fmt.Errorf("cluster %s was made by a devk from before nodes had their own network namespace (it has no network; its node shares the host's at %s), which this devk can neither run nor take down: "+
-			"take it down with the devk that made it, or by hand (stop the processes the run/*.pid files beside cluster.json name, delete the pods' bridge cluster.json names with `ip link del`, unmount what is mounted under the cluster's directory and remove it); then `devk up` makes a new one", c.Name, c.AdvertiseIP)
+			"take it down with the devk that made it, or by hand (stop the processes the run/*.pid files beside cluster.json name, delete the pods' bridge cluster.json names with `ip link del`, unmount what is mounted under the cluster's directory and remove it); then `devk up` makes a new one", c.Name, old.AdvertiseIP)
 	}
 	if len(c.Network.Nodes) > 0 {
 		n0 := &c.Network.Nodes[0]

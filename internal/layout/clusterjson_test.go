@@ -19,7 +19,9 @@ import (
 //     whose up recorded its runtime, images, version and times;
 //   - unversioned-ha.json: cluster.SaveConfig of the last devk before
 //     cluster.json had a version, of a cluster of two control-plane
-//     nodes and a worker being removed, with a spec and the FORWARD rule.
+//     nodes and a worker being removed, with a spec and the FORWARD rule;
+//   - v1alpha1-ha.json: the same cluster as devk.dev/v1alpha1 wrote it
+//     (nodeName and advertiseIP beside network.nodes[0]).
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile("testdata/clusterjson/" + name)
@@ -105,6 +107,30 @@ func TestMigrateRefusesHostNetworkCluster(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// TestReadV1alpha1: a v1alpha1 cluster.json reads as today's Config,
+// node 0 from its network, and is written as the current version
+// without the fields v1alpha2 dropped.
+func TestReadV1alpha1(t *testing.T) {
+	data, err := os.ReadFile("testdata/clusterjson/v1alpha1-ha.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(data, "ha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n0 := c.FirstNode(); n0.Name != "ha-control-plane" || n0.IP != "10.250.1.2" || len(c.Network.Nodes) != 3 {
+		t.Errorf("node 0 = %+v of %d", n0, len(c.Network.Nodes))
+	}
+	out, err := EncodeConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(out); !strings.Contains(s, `"apiVersion": "`+ConfigAPIVersion+`"`) || strings.Contains(s, "nodeName") || strings.Contains(s, "advertiseIP") {
+		t.Errorf("written again:\n%s", s)
 	}
 }
 

@@ -61,11 +61,7 @@ func HomeDir(home string) (string, error) {
 // on first `up` (EncodeConfig) and read by every later command
 // (ParseConfig).
 type Config struct {
-	Name     string `json:"name"`
-	NodeName string `json:"nodeName"`
-	// AdvertiseIP is where every component listens: the control-plane
-	// node's address (Network.Nodes[0].IP).
-	AdvertiseIP string `json:"advertiseIP"`
+	Name string `json:"name"`
 	// Network wires the nodes: their namespaces, addresses and the
 	// host's bridge.
 	Network Network `json:"network"`
@@ -143,8 +139,6 @@ const DefaultRegistry = "127.0.0.1:5000"
 func NewConfig(name string) Config {
 	return Config{
 		Name:        name,
-		NodeName:    name + "-control-plane",
-		AdvertiseIP: "127.0.0.1",
 		ServiceCIDR: DefaultServiceCIDR,
 		PodCIDR:     DefaultPodCIDR,
 		DNSDomain:   "cluster.local",
@@ -194,12 +188,6 @@ func (c Config) Validate(dirName string) error {
 	}
 	if c.CgroupRoot != CgroupRoot(c.Name) {
 		return bad("cgroupRoot", c.CgroupRoot, "want "+CgroupRoot(c.Name))
-	}
-	if errs := validation.IsDNS1123Subdomain(c.NodeName); len(errs) > 0 {
-		return bad("nodeName", c.NodeName, strings.Join(errs, "; "))
-	}
-	if ip := net.ParseIP(c.AdvertiseIP); ip == nil || ip.To4() == nil {
-		return bad("advertiseIP", c.AdvertiseIP, "want an IPv4 address")
 	}
 	for field, cidr := range map[string]string{"serviceCIDR": c.ServiceCIDR, "podCIDR": c.PodCIDR} {
 		if _, n, err := net.ParseCIDR(cidr); err != nil || n.IP.To4() == nil {
@@ -268,7 +256,7 @@ func (c Config) APIServerURL() string {
 	if c.ControlPlaneEndpoint != "" {
 		return "https://" + c.ControlPlaneEndpoint
 	}
-	return c.NodeAPIServerURL(c.AdvertiseIP)
+	return c.NodeAPIServerURL(c.FirstNode().IP)
 }
 
 // NodeAPIServerURL is the API server of the control-plane node at ip

@@ -286,9 +286,6 @@ func (n Network) validate(c Config, bad func(field, got, want string) error) err
 			podNets[i] = pn
 		}
 	}
-	if n.Nodes[0].Name != c.NodeName || n.Nodes[0].IP != c.AdvertiseIP {
-		return bad("network.nodes[0]", n.Nodes[0].Name+" "+n.Nodes[0].IP, "want the control-plane node "+c.NodeName+" at advertiseIP "+c.AdvertiseIP)
-	}
 	return nil
 }
 
@@ -328,7 +325,7 @@ func CheckPrivate(subnet *net.IPNet) error {
 // name and address, the load balancer's on the bridge included.
 func (c Config) NoProxy() []string {
 	var out []string
-	for _, s := range []string{c.Network.Subnet, c.PodCIDR, c.ServiceCIDR, c.Network.HostIP, c.AdvertiseIP} {
+	for _, s := range []string{c.Network.Subnet, c.PodCIDR, c.ServiceCIDR, c.Network.HostIP} {
 		if s != "" {
 			out = append(out, s)
 		}
@@ -389,6 +386,11 @@ func (c Config) FindNode(name string) (NodeNet, int, error) {
 	}
 	return NodeNet{}, 0, fmt.Errorf("cluster %s has no node %q; its nodes: %s", c.Name, name, strings.Join(c.NodeNames(), ", "))
 }
+
+// FirstNodeName is the name of node 0 of the cluster called cluster, the
+// control-plane node `devk up` makes: <cluster>-control-plane, as kind
+// names it.
+func FirstNodeName(cluster string) string { return cluster + "-" + RoleControlPlane }
 
 // NextNodeName is the first free name in kind's style for another node
 // of role: <cluster>-worker, <cluster>-worker2, …; <cluster>-control-plane2,

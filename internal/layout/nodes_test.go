@@ -46,7 +46,7 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 		t.Fatalf("NodeIndex(%s) = %d, %v; want 0", n0.IP, i, err)
 	}
 
-	nd, err := p.Node(cfg, cfg.NodeName)
+	nd, err := p.Node(cfg, cfg.FirstNode().Name)
 	if err != nil || nd != p.FirstNode() {
 		t.Fatalf("NodeDir(node 0) = %+v, %v; want the cluster dir %s", nd, err, p.Dir)
 	}

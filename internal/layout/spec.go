@@ -104,6 +104,5 @@ func (e *SubnetTakenError) Error() string {
 
 // place puts the cluster's nodes in subnet.
 func (c *Config) place(subnet *net.IPNet) {
-	c.Network = NewNetwork(c.Name, c.NodeName, subnet)
-	c.AdvertiseIP = c.Network.Nodes[0].IP
+	c.Network = NewNetwork(c.Name, FirstNodeName(c.Name), subnet)
 }

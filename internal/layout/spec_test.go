@@ -60,7 +60,7 @@ func TestPlaceAt(t *testing.T) {
 	if err := c.PlaceAt(n, []Config{other}, nil); err == nil || !strings.Contains(err.Error(), "devk cluster other's nodes (10.250.0.0/22)") {
 		t.Errorf("another cluster: %v", err)
 	}
-	if err := c.PlaceAt(n, nil, nil); err != nil || c.AdvertiseIP != "10.250.3.2" || c.Network.HostIP != "10.250.3.1" {
-		t.Errorf("placed: %v, node %s host %s", err, c.AdvertiseIP, c.Network.HostIP)
+	if err := c.PlaceAt(n, nil, nil); err != nil || c.FirstNode().IP != "10.250.3.2" || c.Network.HostIP != "10.250.3.1" {
+		t.Errorf("placed: %v, node %s host %s", err, c.FirstNode().IP, c.Network.HostIP)
 	}
 }

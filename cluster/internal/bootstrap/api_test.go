@@ -41,7 +41,7 @@ func TestEnsureToken(t *testing.T) {
 func TestUploadConfig(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
-	cfg := layout.Config{Name: "devk", NodeName: "devk-control-plane", LastRun: []layout.PhaseTiming{{}}}
+	cfg := layout.Config{Name: "devk", Network: layout.Network{Subnet: "10.250.0.0/24"}, LastRun: []layout.PhaseTiming{{}}}
 	if _, err := UploadConfig(ctx, cs, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestUploadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got layout.Config
-	if err := json.Unmarshal([]byte(cm.Data["cluster.json"]), &got); err != nil || got.Name != "devk" || got.NodeName != "devk-control-plane" {
+	if err := json.Unmarshal([]byte(cm.Data["cluster.json"]), &got); err != nil || got.Name != "devk" || got.Network.Subnet != "10.250.0.0/24" {
 		t.Errorf("cluster.json in %s: %+v, %v", ConfigMapName, got, err)
 	}
 	if strings.Contains(cm.Data["cluster.json"], "lastRun") {

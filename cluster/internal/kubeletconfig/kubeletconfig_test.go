@@ -94,7 +94,7 @@ func TestJoinedYAML(t *testing.T) {
 func TestFlags(t *testing.T) {
 	cfg, p, wn, w := testCluster(t)
 	own, defaults := Flags(cfg, p, cfg.FirstNode())
-	if _, ok := own["bootstrap-kubeconfig"]; ok || own["hostname-override"] != cfg.NodeName || own["cert-dir"] != p.KubeletPKI() {
+	if _, ok := own["bootstrap-kubeconfig"]; ok || own["hostname-override"] != cfg.FirstNode().Name || own["cert-dir"] != p.KubeletPKI() {
 		t.Errorf("node 0's kubelet flags %v", own)
 	}
 	if defaults["v"] != "1" {
