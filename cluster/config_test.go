@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/devk/devk/internal/layout"
-	"golang.org/x/sys/unix"
 )
 
 func TestBridgeNamesDoNotCollide(t *testing.T) {
@@ -93,40 +92,6 @@ func TestSymlinkedHomeResolves(t *testing.T) {
 	want, _ := filepath.EvalSymlinks(real)
 	if c.Home != want || !strings.HasPrefix(c.Files.Dir, want+"/") {
 		t.Fatalf("home %s, dir %s; want them under %s", c.Home, c.Files.Dir, want)
-	}
-}
-
-func TestFilesRefusesWhileMounted(t *testing.T) {
-	c, err := Open(Options{Home: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(c.Files.Dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.safeToRemove(); err != nil {
-		t.Fatalf("an unmounted, stopped cluster dir: %v", err)
-	}
-	t.Run("tmpfs mounted beneath", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root for mount(2)")
-		}
-		mp := filepath.Join(c.Files.Dir, "kubelet", "pods", "x", "volumes")
-		os.MkdirAll(mp, 0o755)
-		if err := unix.Mount("tmpfs", mp, "tmpfs", 0, "size=1m"); err != nil {
-			t.Fatal(err)
-		}
-		err := c.safeToRemove()
-		unix.Unmount(mp, unix.MNT_DETACH)
-		if err == nil || !strings.Contains(err.Error(), "mounts beneath") {
-			t.Fatalf("with a tmpfs mounted beneath: %v", err)
-		}
-	})
-	// A cluster dir replaced by a symlink is not followed.
-	os.RemoveAll(c.Files.Dir)
-	os.Symlink(t.TempDir(), c.Files.Dir)
-	if err := c.safeToRemove(); err == nil || !strings.Contains(err.Error(), "not a directory") {
-		t.Fatalf("symlinked cluster dir: %v", err)
 	}
 }
 

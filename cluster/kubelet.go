@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/cgroups"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/kube"
@@ -35,7 +36,7 @@ func ensureCgroupRoot(root string) error {
 	if root == "" || root == "/" {
 		return nil
 	}
-	for _, h := range cgroupRoots() {
+	for _, h := range cgroups.Roots() {
 		dir := filepath.Join(h, root)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("make cgroup %s: %w", dir, err)

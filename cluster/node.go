@@ -135,8 +135,8 @@ func memoryProblem(roles []string, available uint64) *Problem {
 	if len(roles) == 0 || available == 0 || available >= need {
 		return nil
 	}
-	return &Problem{"memory", fmt.Sprintf("%d more nodes (%d control-plane) need about %d MiB (%d MiB a worker: kubelet, containerd, kube-proxy; %d MiB a control-plane node: etcd and the API server besides), and %d MiB are available",
-		len(roles), cps, need>>20, nodeMemory>>20, controlPlaneMemory>>20, available>>20), "ask for fewer nodes, or free memory"}
+	return &Problem{Check: "memory", What: fmt.Sprintf("%d more nodes (%d control-plane) need about %d MiB (%d MiB a worker: kubelet, containerd, kube-proxy; %d MiB a control-plane node: etcd and the API server besides), and %d MiB are available",
+		len(roles), cps, need>>20, nodeMemory>>20, controlPlaneMemory>>20, available>>20), Fix: "ask for fewer nodes, or free memory"}
 }
 
 // checkNodeCount refuses a --nodes or --control-planes that would take

@@ -29,17 +29,8 @@ const (
 	// restartGrace is how long a kubelet or containerd whose binary or
 	// config changed gets to stop before it is killed.
 	restartGrace = 10 * time.Second
-	// downGrace is the same for the kubelet and containerd in down,
-	// which then removes what they leave anyway.
-	downGrace = 5 * time.Second
-	// shimGrace is a containerd shim's, once its containerd is gone.
-	shimGrace = 2 * time.Second
 	// leftoverGrace is a process's left in the cluster's cgroups.
 	leftoverGrace = time.Second
-	// cgroupRemoveTimeout bounds the wait for a cgroup to empty after its
-	// tasks were killed (they leave it a little later).
-	cgroupRemoveTimeout  = time.Second
-	cgroupRemoveInterval = 20 * time.Millisecond
 
 	// statusCheckTimeout bounds each of status's health checks, its read
 	// of kube-system's pods, and its look at each node's runtime.
@@ -66,6 +57,4 @@ const (
 	// be Ready with kube-proxy running on it.
 	joinTimeout      = 3 * time.Minute
 	joinPollInterval = 250 * time.Millisecond
-	// drainTimeout bounds node remove's wait for the evicted pods to go.
-	drainTimeout = 2 * time.Minute
 )

@@ -8,35 +8,25 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster/internal/controlplane"
-	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 )
 
-// readiness is one check of wait-control-plane (and of status).
-type readiness struct {
-	Name string
-	// Log is where to look when it fails.
-	Log   func() string
-	Check func(ctx context.Context, cs kubernetes.Interface) error
-}
-
 // checks are the node's: its control plane's health, then its Node's
 // readiness.
-func (c *Cluster) checks(n Node) []readiness {
-	var out []readiness
+func (c *Cluster) checks(n Node) []controlplane.Readiness {
+	var out []controlplane.Readiness
 	for _, ch := range controlplane.Checks(c.Config, n.Net) {
-		out = append(out, readiness{ch.Name, func() string { return c.containerLog(n, ch.Name) }, func(ctx context.Context, _ kubernetes.Interface) error {
+		out = append(out, controlplane.Readiness{Name: ch.Name, Log: func() string { return c.containerLog(n, ch.Name) }, Check: func(ctx context.Context, _ kubernetes.Interface) error {
 			return ch.Healthy(ctx)
 		}})
 	}
-	return append(out, readiness{"node", func() string { return n.Files.LogFile("kubelet") }, func(ctx context.Context, cs kubernetes.Interface) error {
+	return append(out, controlplane.Readiness{Name: "node", Log: func() string { return n.Files.LogFile("kubelet") }, Check: func(ctx context.Context, cs kubernetes.Interface) error {
 		return c.nodeReady(ctx, cs, n)
 	}})
 }
@@ -63,65 +53,25 @@ func (c *Cluster) containerLog(n Node, name string) string {
 	return n.Files.LogFile("kubelet")
 }
 
-// runsRewrittenManifest says why the static pod name does not run the
-// manifest this run rewrote yet (nil when it does, or when this run left
-// its manifest alone): until the kubelet has replaced the container, the
-// old one answers the health checks.
-func (c *Cluster) runsRewrittenManifest(ctx context.Context, n Node, name string) error {
-	written, ok := c.manifestsWritten[n.Files.ManifestPath(name)]
-	if !ok {
-		return nil
-	}
-	rt, err := cri.Dial(c.criSocket(n))
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	cts, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, Container: name, RunningOnly: true})
-	if err != nil {
-		return err
-	}
-	if len(cts) == 0 || cts[0].CreatedAt.Before(written) {
-		return fmt.Errorf("%s: the kubelet has not started a container of its new manifest yet", name)
-	}
-	return nil
+// waitEach is poll.Each reporting, for the step ctx runs under, how many
+// items are ready and what the first pending one is waiting for, and
+// giving up at once when node n's kubelet is gone (nothing would become
+// ready then).
+func waitEach[T any](ctx context.Context, c *Cluster, n Node, interval, timeout time.Duration, items []T, check func(context.Context, T) (string, error)) (took []string, pending []T, err error) {
+	return poll.Each(ctx, interval, timeout, items, check, c.afterLook(ctx, n, len(items)))
 }
 
-// waitEach polls, at most timeout, until check has passed once for every
-// item, and gives up at once when node n's kubelet is gone (nothing would
-// become ready then). check returns the item's name; took says when
-// each passed ("etcd 4.3s"), pending which never did. After each look
-// it reports for the step ctx runs under how many are ready and what the
-// first pending one is waiting for.
-func waitEach[T any](ctx context.Context, c *Cluster, n Node, interval, timeout time.Duration, items []T, check func(context.Context, T) (string, error)) (took []string, pending []T, err error) {
-	t0 := time.Now()
+// afterLook is what a wait of up does after each look at its total
+// items: report, and give up when node n's kubelet is gone.
+func (c *Cluster) afterLook(ctx context.Context, n Node, total int) func(ready int, waiting string) error {
 	step := progress.StepOf(ctx)
-	pending = slices.Clone(items)
-	err = wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		var still []T
-		var waiting string
-		for _, it := range pending {
-			name, err := check(ctx, it)
-			if err != nil {
-				if waiting == "" {
-					waiting = fmt.Sprintf("waiting for %s: %v", name, err)
-				}
-				still = append(still, it)
-				continue
-			}
-			took = append(took, fmt.Sprintf("%s %.1fs", name, time.Since(t0).Seconds()))
-		}
-		pending = still
-		if len(pending) == 0 {
-			return true, nil
-		}
-		c.Reporter.Progress(step, waitStatus(len(items)-len(pending), len(items), waiting))
+	return func(ready int, waiting string) error {
+		c.Reporter.Progress(step, waitStatus(ready, total, waiting))
 		if _, ok := n.Files.Procs().Running("kubelet"); !ok {
-			return false, fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(n.Files.LogFile("kubelet"), 20))
+			return fmt.Errorf("the kubelet is not running; its log ends:\n%s", supervise.Tail(n.Files.LogFile("kubelet"), 20))
 		}
-		return false, nil
-	})
-	return took, pending, err
+		return nil
+	}
 }
 
 // runWait waits, at most WaitTimeout, until every check passes; it gives
@@ -143,43 +93,19 @@ func (c *Cluster) runWait(ctx context.Context) (phase.Outcome, error) {
 // healthy on its address (a joining control-plane node: its kubelet and
 // Node are the join's own phases).
 func (c *Cluster) waitStaticPods(ctx context.Context, n Node, timeout time.Duration) (string, error) {
-	return c.waitChecks(ctx, nil, n, timeout, slices.DeleteFunc(c.checks(n), func(r readiness) bool { return r.Name == "node" }))
+	return c.waitChecks(ctx, nil, n, timeout, slices.DeleteFunc(c.checks(n), func(r controlplane.Readiness) bool { return r.Name == "node" }))
 }
 
 // waitChecks waits, at most timeout, until every check of node n passes,
 // and says when each did; it gives up at once when the kubelet is gone.
-func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, n Node, timeout time.Duration, list []readiness) (string, error) {
-	lastErr := map[string]error{}
-	took, pending, err := waitEach(ctx, c, n, controlPlanePollInterval, timeout, list, func(ctx context.Context, ch readiness) (string, error) {
-		err := c.runsRewrittenManifest(ctx, n, ch.Name)
-		if err == nil {
-			err = ch.Check(ctx, cs)
-		}
-		if err != nil && ctx.Err() == nil { // not the wait's own deadline cutting the check short
-			lastErr[ch.Name] = err
-		}
-		return ch.Name, err
-	})
-	if poll.TimedOut(ctx, err) {
-		var b strings.Builder
-		for _, ch := range pending {
-			log := ch.Log()
-			why := lastErr[ch.Name]
-			if why == nil {
-				why = fmt.Errorf("no answer within %s", timeout)
-			}
-			fmt.Fprintf(&b, "\n%s: %v\n  last lines of %s:\n", ch.Name, why, log)
-			for _, l := range strings.Split(supervise.Tail(log, 12), "\n") {
-				b.WriteString("    " + l + "\n")
-			}
-		}
-		return "", fmt.Errorf("the control plane of node %s was not ready after %s (raise --wait, or read the logs under %s):%s",
-			n.Name(), timeout, n.Files.Logs(), strings.TrimRight(b.String(), "\n"))
+func (c *Cluster) waitChecks(ctx context.Context, cs kubernetes.Interface, n Node, timeout time.Duration, list []controlplane.Readiness) (string, error) {
+	w := controlplane.Wait{
+		Node: n.Name(), Logs: n.Files.Logs(),
+		Interval: controlPlanePollInterval, Timeout: timeout,
+		Written: c.manifestsWritten, ManifestPath: n.Files.ManifestPath, CRISocket: c.criSocket(n),
+		After: c.afterLook(ctx, n, len(list)),
 	}
-	if err != nil {
-		return "", err
-	}
-	return strings.Join(took, ", "), nil
+	return w.For(ctx, cs, list)
 }
 
 // waitStatus is a wait's progress: ready of total, and what the first
