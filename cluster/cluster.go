@@ -116,6 +116,9 @@ type Cluster struct {
 	locks *nodelock.Set
 }
 
+// home is where devk keeps what the home's clusters share.
+func (c *Cluster) home() layout.Home { return layout.HomeFiles(c.Home) }
+
 // Open resolves the cluster's directory and reads its config if it has
 // one, and the config file if given; it checks the file against the
 // machine and the cluster as it is. Nothing is created.

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/image"
-	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
@@ -51,7 +49,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	ij, err := image.PushBuilt(ctx, bj, images.Components(), image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache(), Remote: c.remoteOptions()}, phase.Options{Reporter: sub})
+	ij, err := image.PushBuilt(ctx, bj, images.Components(), image.Options{Registry: c.Config.Registry, BaseCache: c.home().DebianCache(), Remote: c.remoteOptions()}, phase.Options{Reporter: sub})
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
@@ -77,16 +75,8 @@ func (c *Cluster) remoteOptions() image.RemoteOptions {
 	return image.RemoteOptions{Keychain: image.KeychainFor(c.Home)}
 }
 
-// baseCache is where the Debian packages and layers of image bases
-// (kube-proxy's iptables base) are kept, for every cluster of the home.
-func (c *Cluster) baseCache() string { return filepath.Join(c.Home, "cache", "debian") }
-
-// pauseCache is where the pause program is built, by its source's and
-// Go's version, for every cluster of the home.
-func (c *Cluster) pauseCache() string { return filepath.Join(c.Home, "cache", "pause") }
-
 // KubectlPath is the kubectl up installs, built from the cluster's tree.
-func (c *Cluster) KubectlPath() string { return layout.HomeFiles(c.Home).Kubectl() }
+func (c *Cluster) KubectlPath() string { return c.home().Kubectl() }
 
 // recordImage records component's image in the config; it reports
 // whether that changed it.
@@ -133,5 +123,5 @@ func ParseImagesTag(s string) (images.Tags, error) { return images.ParseTags(s) 
 // pushPause pushes the pause image to the cluster's registry and
 // returns its reference by digest.
 func (c *Cluster) pushPause(ctx context.Context) (string, error) {
-	return images.PushPause(ctx, c.pauseCache(), c.Config.Registry, c.remoteOptions())
+	return images.PushPause(ctx, c.home().PauseCache(), c.Config.Registry, c.remoteOptions())
 }

@@ -27,7 +27,7 @@ func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
 	if c.Registry != "" {
 		registry = c.Registry
 	}
-	_, ref, err := images.Pause(ctx, c.pauseCache(), registry)
+	_, ref, err := images.Pause(ctx, c.home().PauseCache(), registry)
 	return ref, err
 }
 
