@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/cluster/loadbalancer"
-	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
 )
 
@@ -107,26 +106,4 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// TestTakenOutMessage: status says what to run for a server taken out,
-// by why it may be out.
-func TestTakenOutMessage(t *testing.T) {
-	c := &Cluster{Config: layout.Config{Name: "ha", Network: layout.Network{Nodes: []layout.NodeNet{
-		{Name: "ha-control-plane", Role: layout.RoleControlPlane},
-		{Name: "ha-control-plane2", Role: layout.RoleControlPlane},
-		{Name: "ha-control-plane3", Role: layout.RoleControlPlane, Leaving: true},
-	}}}}
-	for _, tc := range []struct{ node, status, want string }{
-		{"ha-control-plane", "UP", ""},
-		{"ha-control-plane", "DOWN", ""},
-		{"ha-control-plane2", "DRAIN", "`devk up --name ha` (or the next `devk swap`) puts it back"},
-		{"ha-control-plane2", "MAINT", "`devk up --name ha` (or the next `devk swap`) puts it back"},
-		{"ha-control-plane3", "MAINT", "node ha-control-plane3 is being removed; `devk node remove --name ha ha-control-plane3` finishes it"},
-	} {
-		got := c.takenOutMessage(tc.node, tc.status)
-		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s %s: %q, want %q", tc.node, tc.status, got, tc.want)
-		}
-	}
 }

@@ -32,12 +32,6 @@ const (
 	// leftoverGrace is a process's left in the cluster's cgroups.
 	leftoverGrace = time.Second
 
-	// statusCheckTimeout bounds each of status's health checks, its read
-	// of kube-system's pods, and its look at each node's runtime.
-	statusCheckTimeout = 3 * time.Second
-	// exportRequestTimeout bounds each API request of export logs (a
-	// list of one resource in all namespaces).
-	exportRequestTimeout = 10 * time.Second
 	// apiRequestTimeout bounds each API request of up: the API server
 	// is fresh and the machine busy starting the rest.
 	apiRequestTimeout = 10 * time.Second
