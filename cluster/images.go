@@ -57,12 +57,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	for _, r := range ij.Images {
 		changed = c.recordImage(r.Component, r.Ref) || changed
 	}
-	pauseRef, err := c.pushPause(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	changed = c.recordImage("pause", pauseRef) || changed
-	if err := c.SaveConfig(); err != nil {
+	if changed, err = c.recordPauseAndSave(ctx, changed); err != nil {
 		return phase.Done, err
 	}
 	return phase.ChangedIf(changed, "%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
@@ -105,12 +100,7 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	if _, err := os.Stat(c.FirstNode().Files.KubeletBinary()); err != nil {
 		return phase.Done, fmt.Errorf("--images-from gives the control plane, not the kubelet: put a kubelet at %s or build one (`devk build kubelet`) and run without --images-from", c.FirstNode().Files.KubeletBinary())
 	}
-	pauseRef, err := c.pushPause(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	changed = c.recordImage("pause", pauseRef) || changed
-	if err := c.SaveConfig(); err != nil {
+	if changed, err = c.recordPauseAndSave(ctx, changed); err != nil {
 		return phase.Done, err
 	}
 	return phase.ChangedIf(changed, "from %s: %s", c.ImagesFrom, images.Summary(c.Config.Images)), nil
@@ -124,4 +114,16 @@ func ParseImagesTag(s string) (images.Tags, error) { return images.ParseTags(s) 
 // returns its reference by digest.
 func (c *Cluster) pushPause(ctx context.Context) (string, error) {
 	return images.PushPause(ctx, c.home().PauseCache(), c.Config.Registry, c.remoteOptions())
+}
+
+// recordPauseAndSave pushes the pause image, records it with the images
+// before it, and saves cluster.json: the end of both ways of getting the
+// images. changed is whether anything was recorded so far.
+func (c *Cluster) recordPauseAndSave(ctx context.Context, changed bool) (bool, error) {
+	pauseRef, err := c.pushPause(ctx)
+	if err != nil {
+		return changed, err
+	}
+	changed = c.recordImage("pause", pauseRef) || changed
+	return changed, c.SaveConfig()
 }
