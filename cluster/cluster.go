@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
@@ -207,7 +208,7 @@ func Open(o Options) (*Cluster, error) {
 // place gives a new cluster its networks: the config file's, else the
 // defaults and a free node subnet.
 func (c *Cluster) place(uc *config.Cluster) error {
-	taken, err := hostNetworks(context.Background(), "")
+	taken, err := node.HostNetworks(context.Background(), "")
 	if err != nil {
 		return fmt.Errorf("find a free subnet for the cluster's nodes: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/internal/images"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -41,7 +42,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 		case "kubelet":
 			c.kubeletBuilt = b.Path
 		case "kubectl":
-			if kubectlChanged, err = installBinary(b.Path, c.KubectlPath()); err != nil {
+			if kubectlChanged, err = node.InstallBinary(b.Path, c.KubectlPath()); err != nil {
 				return phase.Done, fmt.Errorf("install kubectl for you: %w", err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
@@ -116,7 +117,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "pod-network",
 			Short: "record the node's pod subnet (Node spec.podCIDR, the one its CNI network uses) and route every node to every other node's pods",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{"node " + c.Config.FirstNode().Name + " spec.podCIDR"}, []string{c.Files.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
+				return []string{"node " + c.Config.FirstNode().Name + " spec.podCIDR"}, []string{c.Files.ConfigFile(), node.DescribeRoutes(c.Config.Network.Nodes)}
 			},
 			Run: phase.Method((*Cluster).runPodNetwork),
 		},
