@@ -350,7 +350,7 @@ func (j *NodeJob) runJoinLoadBalancer(ctx context.Context) (phase.Outcome, error
 	if err != nil {
 		return out, err
 	}
-	if err := j.Cluster.waitAPIServerUp(ctx, j.Node.Name()); err != nil {
+	if err := j.Cluster.loadBalancer().API().WaitAPIServerUp(ctx, j.Node.Name(), j.Cluster.FirstNode().Files.Logs()); err != nil {
 		return phase.Done, fmt.Errorf("%w (%s)", err, j.Cluster.containerLog(j.Node, "kube-apiserver"))
 	}
 	out.Detail += "; " + j.Node.Name() + " UP"
@@ -375,7 +375,7 @@ func (j *NodeJob) runLeaveLoadBalancer(ctx context.Context) (phase.Outcome, erro
 	if _, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name()); err != nil {
 		return phase.Unchanged("not in HAProxy (%v)", err), nil
 	}
-	if err := j.Cluster.drainAPIServer(ctx, j.Node.Name(), leaveIdleWait); err != nil {
+	if err := api.DrainAPIServer(ctx, j.Node.Name(), leaveIdleWait, j.Cluster.Reporter.Debugf); err != nil {
 		return phase.Done, err
 	}
 	if err := api.SetState(ctx, loadbalancer.BackendName, j.Node.Name(), loadbalancer.Maint); err != nil {

@@ -1,113 +1,11 @@
 package cluster
 
 import (
-	"context"
-	"io"
-	"log"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
-	"github.com/devk/devk/internal/supervise"
 )
-
-// TestPutBackTakenOut: API servers a killed rolling swap (drain) or node
-// removal (maint) left out of the real HAProxy are put back by the
-// load-balancer phase's check, each named with the status it had; a
-// second look finds nothing to do. The API servers are TLS servers on
-// 127.0.0.1 answering /readyz, standing in for kube-apiserver.
-func TestPutBackTakenOut(t *testing.T) {
-	if _, err := os.Stat(loadbalancer.DefaultBinary); err != nil {
-		t.Fatalf("this test runs the real HAProxy, and %v: install it with `apt-get install haproxy`", err)
-	}
-	dir := t.TempDir()
-	lb := loadbalancer.LB{
-		Config: loadbalancer.Config{
-			Frontend:    freeLoopbackAddr(t),
-			StatsSocket: filepath.Join(dir, "admin.sock"),
-			StateFile:   filepath.Join(dir, "servers.state"),
-		},
-		File: filepath.Join(dir, "haproxy.cfg"),
-		Procs: supervise.Dir{
-			PIDFile: func(name string) string { return filepath.Join(dir, "run", name+".pid") },
-			LogFile: func(name string) string { return filepath.Join(dir, "logs", name+".log") },
-			Work:    dir,
-		},
-	}
-	for _, name := range []string{"cp", "cp2", "cp3"} {
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-		lb.Config.Backends = append(lb.Config.Backends, loadbalancer.Backend{Name: name, Address: srv.Listener.Addr().String()})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	t.Cleanup(func() { lb.Stop(context.Background()) })
-	if _, err := lb.Apply(ctx); err != nil {
-		t.Fatal(err)
-	}
-	api := lb.API()
-	status := func() map[string]string {
-		t.Helper()
-		stats, err := api.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, s := range stats {
-			if s.Proxy == loadbalancer.BackendName && s.Server != "BACKEND" {
-				out[s.Server] = strings.Fields(s.Status)[0]
-			}
-		}
-		return out
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		s := status()
-		return s["cp"] == "UP" && s["cp2"] == "UP" && s["cp3"] == "UP", nil
-	}); err != nil {
-		t.Fatalf("servers never UP: %v", status())
-	}
-	if err := api.SetState(ctx, loadbalancer.BackendName, "cp2", loadbalancer.Drain); err != nil {
-		t.Fatal(err)
-	}
-	if err := api.SetState(ctx, loadbalancer.BackendName, "cp3", loadbalancer.Maint); err != nil {
-		t.Fatal(err)
-	}
-	back, err := putBackTakenOut(ctx, api)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(back, ", "); got != "cp2 (was DRAIN), cp3 (was MAINT)" {
-		t.Errorf("put back %q, want cp2 (was DRAIN), cp3 (was MAINT)", got)
-	}
-	for node, st := range status() {
-		if takenOut(st) {
-			t.Errorf("%s still %s", node, st)
-		}
-	}
-	if back, err := putBackTakenOut(ctx, api); err != nil || len(back) != 0 {
-		t.Errorf("a second look put back %v (%v), want nothing", back, err)
-	}
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestTakenOutMessage: status says what to run for a server taken out,
 // by why it may be out.

@@ -470,7 +470,7 @@ func (c *Cluster) loadBalancerStatus(ctx context.Context) *LoadBalancerStatus {
 // takenOutMessage says, for an API server HAProxy gives no new
 // connections because devk took it out, why it may be and what to run.
 func (c *Cluster) takenOutMessage(node, status string) string {
-	if !takenOut(status) {
+	if !loadbalancer.TakenOut(status) {
 		return ""
 	}
 	if n, _, err := c.Config.FindNode(node); err == nil && n.Leaving {
