@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
@@ -245,7 +246,7 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 			s.Message = "no Node object"
 		default:
 			s.Kubelet = obj.Status.NodeInfo.KubeletVersion
-			s.Message = nodeNotReady(&obj, time.Time{})
+			s.Message = joinnode.NotReady(&obj, time.Time{})
 			s.Ready = s.Message == ""
 		}
 		problem := func(pod string) error { return api.ready(kube.MirrorPodName(pod, n.Name())) }

@@ -51,10 +51,4 @@ const (
 	// registered Node its pod subnet (it does within a second).
 	podCIDRTimeout      = time.Minute
 	podCIDRPollInterval = 250 * time.Millisecond
-
-	// joinTimeout bounds a joining node's wait for its TLS bootstrap (the
-	// CSR approved and signed, kubelet.conf written) and for its Node to
-	// be Ready with kube-proxy running on it.
-	joinTimeout      = 3 * time.Minute
-	joinPollInterval = 250 * time.Millisecond
 )
