@@ -16,7 +16,6 @@ import (
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/bootstrap"
-	"github.com/devk/devk/cluster/internal/cgroups"
 	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
@@ -324,28 +323,11 @@ func AddNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJob,
 }
 
 func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
-	var probs []Problem
-	if os.Geteuid() != 0 {
-		probs = append(probs, Problem{Check: "root", What: "a node runs containerd and the kubelet, which need root", Fix: "run it as root: sudo -E devk node add"})
+	in := preflight.JoinInput{Kubelet: j.Cluster.FirstNode().Files.KubeletBinary(), Net: j.Node.Net, New: !j.resumed, Socket: j.Node.Files.ContainerdSocket()}
+	if in.New {
+		in.Memory = memoryProblem([]string{j.Node.Net.Role}, memAvailable())
 	}
-	probs = append(probs, preflight.Binaries(exec.LookPath, containerd.CNIBinDir())...)
-	if _, err := os.Stat(j.Cluster.FirstNode().Files.KubeletBinary()); err != nil {
-		probs = append(probs, Problem{Check: "kubelet", What: "no kubelet at " + j.Cluster.FirstNode().Files.KubeletBinary() + " to give the node", Fix: "run `devk up` (it builds and installs the kubelet)"})
-	}
-	if !j.resumed {
-		if p := memoryProblem([]string{j.Node.Net.Role}, memAvailable()); p != nil {
-			probs = append(probs, *p)
-		}
-		if _, err := os.Stat(j.Node.Net.NetNSPath()); err == nil {
-			probs = append(probs, Problem{Check: "names", What: "network namespace " + j.Node.Net.NetNS + " exists already", Fix: "another DEVK_HOME's cluster has a node " + j.Node.Name() + "? choose another name"})
-		}
-		if cgroups.Exists(j.Node.Net.CgroupRoot) {
-			probs = append(probs, Problem{Check: "names", What: "cgroup " + j.Node.Net.CgroupRoot + " exists already", Fix: "another DEVK_HOME's cluster has it? choose another name"})
-		}
-	}
-	if len(j.Node.Files.ContainerdSocket())+len(".ttrpc") >= 108 {
-		probs = append(probs, Problem{Check: "paths", What: "the node's containerd socket path " + j.Node.Files.ContainerdSocket() + " is too long for a unix socket", Fix: "set DEVK_HOME to a shorter directory, or give the node a shorter name"})
-	}
+	probs := preflight.Join(in, exec.LookPath, containerd.CNIBinDir())
 	if len(probs) > 0 {
 		return phase.Done, &PreflightError{Problems: probs}
 	}
