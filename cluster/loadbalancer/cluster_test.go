@@ -2,55 +2,22 @@ package loadbalancer
 
 import (
 	"context"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/devk/devk/internal/supervise"
-	"github.com/devk/devk/internal/testutil"
 )
 
 // TestPutBackTakenOut: API servers a killed rolling swap (drain) or node
 // removal (maint) left out of the real HAProxy are put back by the
 // load-balancer phase's check, each named with the status it had; a
-// second look finds nothing to do. The API servers are TLS servers on
-// 127.0.0.1 answering /readyz, standing in for kube-apiserver.
+// second look finds nothing to do. The API servers are backends (TLS servers
+// on 127.0.0.1 answering /readyz), standing in for kube-apiserver.
 func TestPutBackTakenOut(t *testing.T) {
-	if _, err := os.Stat(DefaultBinary); err != nil {
-		t.Fatalf("this test runs the real HAProxy, and %v: install it with `apt-get install haproxy`", err)
-	}
-	dir := t.TempDir()
-	lb := LB{
-		Config: Config{
-			Frontend:    testutil.FreeAddr(t),
-			StatsSocket: filepath.Join(dir, "admin.sock"),
-			StateFile:   filepath.Join(dir, "servers.state"),
-		},
-		File: filepath.Join(dir, "haproxy.cfg"),
-		Procs: supervise.Dir{
-			PIDFile: func(name string) string { return filepath.Join(dir, "run", name+".pid") },
-			LogFile: func(name string) string { return filepath.Join(dir, "logs", name+".log") },
-			Work:    dir,
-		},
-	}
-	for _, name := range []string{"cp", "cp2", "cp3"} {
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-		lb.Config.Backends = append(lb.Config.Backends, Backend{Name: name, Address: srv.Listener.Addr().String()})
-	}
+	lb := newLB(t, newBackend(t, "cp"), newBackend(t, "cp2"), newBackend(t, "cp3"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	t.Cleanup(func() { lb.Stop(context.Background()) })
 	if _, err := lb.Apply(ctx); err != nil {
 		t.Fatal(err)
 	}
