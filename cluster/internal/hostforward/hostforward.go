@@ -1,7 +1,8 @@
 // Package hostforward is the host's iptables FORWARD chain as devk's
-// bridge meets it. Hosts that run Docker load br_netfilter, which passes frames bridged
-// between two ports of a bridge through the host's iptables FORWARD
-// chain, and set that chain's policy to DROP: traffic between devk's
+// bridge meets it. Hosts that run Docker load br_netfilter, which passes
+// frames bridged between two ports of a bridge through the host's
+// iptables FORWARD chain, and set that chain's policy to DROP: traffic
+// between devk's
 // nodes on the cluster's bridge (a worker to the API server, etcd
 // peers, pods on two nodes) is then dropped, and each times out.
 // Preflight reads both (and changes nothing); `up --allow-bridge-forward`
