@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
@@ -116,6 +117,9 @@ type Cluster struct {
 	locks *nodelock.Set
 }
 
+// home is where devk keeps what the home's clusters share.
+func (c *Cluster) home() layout.Home { return layout.HomeFiles(c.Home) }
+
 // Open resolves the cluster's directory and reads its config if it has
 // one, and the config file if given; it checks the file against the
 // machine and the cluster as it is. Nothing is created.
@@ -204,7 +208,7 @@ func Open(o Options) (*Cluster, error) {
 // place gives a new cluster its networks: the config file's, else the
 // defaults and a free node subnet.
 func (c *Cluster) place(uc *config.Cluster) error {
-	taken, err := hostNetworks(context.Background(), "")
+	taken, err := node.HostNetworks(context.Background(), "")
 	if err != nil {
 		return fmt.Errorf("find a free subnet for the cluster's nodes: %w", err)
 	}

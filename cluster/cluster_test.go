@@ -21,31 +21,6 @@ func testCluster() (layout.Config, layout.ClusterFiles) {
 	return cfg, layout.HomeFiles("/home/u/.devk").Cluster("devk")
 }
 
-func TestPodSubnet(t *testing.T) {
-	if sn, err := podSubnet("10.244.0.0/16"); err != nil || sn != "10.244.0.0/24" {
-		t.Errorf("podSubnet = %q, %v", sn, err)
-	}
-	if _, err := podSubnet("fd00::/64"); err == nil {
-		t.Error("IPv6 pod CIDR accepted")
-	}
-}
-
-// TestKubeletArgv: node 0's kubelet runs in the node's network and
-// mount namespaces, with the node's address, name and root dir.
-func TestKubeletArgv(t *testing.T) {
-	cfg, p := testCluster()
-	c := &Cluster{Files: p, Config: cfg}
-	argv := c.kubeletArgv(c.FirstNode())
-	if want := []string{"nsenter", "--net=/run/netns/devk-devk-control-plane", "--mount=/home/u/.devk/clusters/devk/mntns/mnt", "--", p.FirstNode().KubeletBinary()}; !slices.Equal(argv[:5], want) {
-		t.Errorf("the kubelet does not run in the node's network and mount namespaces: %v", argv)
-	}
-	for _, f := range []string{"--node-ip=10.250.0.2", "--hostname-override=devk-control-plane", "--root-dir=/home/u/.devk/clusters/devk/kubelet"} {
-		if !slices.Contains(argv, f) {
-			t.Errorf("kubelet argv lacks %s: %v", f, argv)
-		}
-	}
-}
-
 func TestConfigAddresses(t *testing.T) {
 	cfg := layout.NewConfig("dev2")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/teardown"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
@@ -72,8 +73,11 @@ func stopRuntime(ctx context.Context, n Node) (phase.Outcome, error) {
 	return teardown.StopRuntime(ctx, n.Files.Procs(), n.Files.ContainerdSocket())
 }
 
+// removeMounts is node n's Node.RemoveMounts.
+func removeMounts(ctx context.Context, n Node) (phase.Outcome, error) { return n.RemoveMounts(ctx) }
+
 func (c *Cluster) downMounts(ctx context.Context) (phase.Outcome, error) {
-	return c.eachNode(ctx, removeNodeMounts)
+	return c.eachNode(ctx, removeMounts)
 }
 
 func (c *Cluster) downCgroups(ctx context.Context) (phase.Outcome, error) {
@@ -85,7 +89,7 @@ func (c *Cluster) downCgroups(ctx context.Context) (phase.Outcome, error) {
 	for _, n := range ns {
 		nets = append(nets, n.Net)
 	}
-	return teardown.RemoveCgroups(ctx, nets, c.Config.OwnRuntime, leftoverGrace)
+	return teardown.RemoveCgroups(ctx, nets, c.Config.OwnRuntime, node.LeftoverGrace)
 }
 
 func (c *Cluster) downKubeconfig(ctx context.Context) (phase.Outcome, error) {

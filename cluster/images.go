@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/internal/images"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/image"
-	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
@@ -43,7 +42,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 		case "kubelet":
 			c.kubeletBuilt = b.Path
 		case "kubectl":
-			if kubectlChanged, err = installBinary(b.Path, c.KubectlPath()); err != nil {
+			if kubectlChanged, err = node.InstallBinary(b.Path, c.KubectlPath()); err != nil {
 				return phase.Done, fmt.Errorf("install kubectl for you: %w", err)
 			}
 		}
@@ -51,7 +50,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	ij, err := image.PushBuilt(ctx, bj, images.Components(), image.Options{Registry: c.Config.Registry, BaseCache: c.baseCache(), Remote: c.remoteOptions()}, phase.Options{Reporter: sub})
+	ij, err := image.PushBuilt(ctx, bj, images.Components(), image.Options{Registry: c.Config.Registry, BaseCache: c.home().DebianCache(), Remote: c.remoteOptions()}, phase.Options{Reporter: sub})
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
@@ -59,12 +58,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	for _, r := range ij.Images {
 		changed = c.recordImage(r.Component, r.Ref) || changed
 	}
-	pauseRef, err := c.pushPause(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	changed = c.recordImage("pause", pauseRef) || changed
-	if err := c.SaveConfig(); err != nil {
+	if changed, err = c.recordPauseAndSave(ctx, changed); err != nil {
 		return phase.Done, err
 	}
 	return phase.ChangedIf(changed, "%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
@@ -77,16 +71,8 @@ func (c *Cluster) remoteOptions() image.RemoteOptions {
 	return image.RemoteOptions{Keychain: image.KeychainFor(c.Home)}
 }
 
-// baseCache is where the Debian packages and layers of image bases
-// (kube-proxy's iptables base) are kept, for every cluster of the home.
-func (c *Cluster) baseCache() string { return filepath.Join(c.Home, "cache", "debian") }
-
-// pauseCache is where the pause program is built, by its source's and
-// Go's version, for every cluster of the home.
-func (c *Cluster) pauseCache() string { return filepath.Join(c.Home, "cache", "pause") }
-
 // KubectlPath is the kubectl up installs, built from the cluster's tree.
-func (c *Cluster) KubectlPath() string { return layout.HomeFiles(c.Home).Kubectl() }
+func (c *Cluster) KubectlPath() string { return c.home().Kubectl() }
 
 // recordImage records component's image in the config; it reports
 // whether that changed it.
@@ -115,12 +101,7 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	if _, err := os.Stat(c.FirstNode().Files.KubeletBinary()); err != nil {
 		return phase.Done, fmt.Errorf("--images-from gives the control plane, not the kubelet: put a kubelet at %s or build one (`devk build kubelet`) and run without --images-from", c.FirstNode().Files.KubeletBinary())
 	}
-	pauseRef, err := c.pushPause(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	changed = c.recordImage("pause", pauseRef) || changed
-	if err := c.SaveConfig(); err != nil {
+	if changed, err = c.recordPauseAndSave(ctx, changed); err != nil {
 		return phase.Done, err
 	}
 	return phase.ChangedIf(changed, "from %s: %s", c.ImagesFrom, images.Summary(c.Config.Images)), nil
@@ -133,5 +114,17 @@ func ParseImagesTag(s string) (images.Tags, error) { return images.ParseTags(s) 
 // pushPause pushes the pause image to the cluster's registry and
 // returns its reference by digest.
 func (c *Cluster) pushPause(ctx context.Context) (string, error) {
-	return images.PushPause(ctx, c.pauseCache(), c.Config.Registry, c.remoteOptions())
+	return images.PushPause(ctx, c.home().PauseCache(), c.Config.Registry, c.remoteOptions())
+}
+
+// recordPauseAndSave pushes the pause image, records it with the images
+// before it, and saves cluster.json: the end of both ways of getting the
+// images. changed is whether anything was recorded so far.
+func (c *Cluster) recordPauseAndSave(ctx context.Context, changed bool) (bool, error) {
+	pauseRef, err := c.pushPause(ctx)
+	if err != nil {
+		return changed, err
+	}
+	changed = c.recordImage("pause", pauseRef) || changed
+	return changed, c.SaveConfig()
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/internal/nodelock"
 )
 
@@ -22,7 +23,7 @@ func TestLeavingNodeIsLeftAlone(t *testing.T) {
 	if !slices.Equal(joins, []string{"devk-worker2"}) {
 		t.Errorf("up joins %v, want only devk-worker2", joins)
 	}
-	for _, r := range podRoutes(c.Config.ActiveNodes()) {
+	for _, r := range node.PodRoutes(c.Config.ActiveNodes()) {
 		if r.In.Name == "devk-worker" || r.Via == c.Config.Network.Nodes[1].IP {
 			t.Errorf("a route in or through the leaving node: %+v", r)
 		}

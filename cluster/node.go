@@ -1,39 +1,21 @@
 package cluster
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/cluster/internal/node"
 )
 
-// Node is one Node of the cluster as the Node-scoped phases act on it
+// Node is one node of the cluster as the node-scoped phases act on it
 // (network, runtime, kubelet, pod network, and down's): its place on the
-// cluster's network and where its files are. Node 0, the Node `devk up`
-// makes, keeps its files in the cluster directory; every other Node in
-// nodes/<name>/ (layout.ClusterFiles.Node).
-type Node struct {
-	Net   layout.NodeNet
-	Files layout.NodeFiles
-}
-
-// Name is the node's name (its Node object's).
-func (n Node) Name() string { return n.Net.Name }
-
-// PodCIDR is the node's pod subnet once its Node has one ("" before).
-func (n Node) PodCIDR() string { return n.Net.PodCIDR }
-
-// IP is the node's address: where its kubelet and, on a control-plane
-// node, its static pods listen.
-func (n Node) IP() string { return n.Net.IP }
+// cluster's network, where its files are, and the cluster's config.
+type Node = node.Node
 
 // FirstNode is node 0, the control-plane node `devk up` makes.
 func (c *Cluster) FirstNode() Node {
-	return Node{Net: c.Config.FirstNode(), Files: c.Files.FirstNode()}
+	return Node{Net: c.Config.FirstNode(), Files: c.Files.FirstNode(), Config: &c.Config}
 }
 
 // nodeNamed is the cluster's node called name.
@@ -49,7 +31,7 @@ func (c *Cluster) nodeNamed(name string) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
-	return Node{Net: n, Files: p}, nil
+	return Node{Net: n, Files: p, Config: &c.Config}, nil
 }
 
 // nodes are every node of the cluster, node 0 first.
@@ -75,12 +57,7 @@ func (c *Cluster) nodesLastFirst() ([]Node, error) {
 
 // nameFlag is the --name flag that names this cluster in a command line
 // devk tells the user to run ("" for the default cluster).
-func (c *Cluster) nameFlag() string {
-	if c.Config.Name == layout.DefaultName {
-		return ""
-	}
-	return " --name " + c.Config.Name
-}
+func (c *Cluster) nameFlag() string { return node.NameFlag(c.Config.Name) }
 
 // criSocket is node n's CRI runtime: node 0's is the config's (devk's
 // containerd, or the one --cri-socket named); every other node's is its
@@ -90,53 +67,6 @@ func (c *Cluster) criSocket(n Node) string {
 		return c.Config.CRISocket
 	}
 	return n.Files.ContainerdSocket()
-}
-
-// nodeMemory is what one more node takes, measured on a worker of a
-// v1.34.4 cluster (RSS): kubelet 95 MB, containerd 53 MB, kube-proxy
-// 60 MB and its shim 14 MB, 222 MB in all, rounded up for the pods'
-// pause containers and shims.
-const nodeMemory = 256 << 20
-
-// controlPlaneMemory is what one more control-plane node takes: a
-// worker's and its etcd, API server, controller-manager and scheduler.
-const controlPlaneMemory = 1024 << 20
-
-// memAvailable is /proc/meminfo's MemAvailable, in bytes (0 if unknown).
-func memAvailable() uint64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
-// memoryProblem says whether the machine lacks the memory for new nodes
-// of these roles (nil when it has it, or cannot tell).
-func memoryProblem(roles []string, available uint64) *Problem {
-	var need uint64
-	cps := 0
-	for _, r := range roles {
-		need += newNodeMemory(r)
-		if r == layout.RoleControlPlane {
-			cps++
-		}
-	}
-	if len(roles) == 0 || available == 0 || available >= need {
-		return nil
-	}
-	return &Problem{Check: "memory", What: fmt.Sprintf("%d more nodes (%d control-plane) need about %d MiB (%d MiB a worker: kubelet, containerd, kube-proxy; %d MiB a control-plane node: etcd and the API server besides), and %d MiB are available",
-		len(roles), cps, need>>20, nodeMemory>>20, controlPlaneMemory>>20, available>>20), Fix: "ask for fewer nodes, or free memory"}
 }
 
 // checkNodeCount refuses a --nodes or --control-planes that would take
@@ -183,12 +113,4 @@ func (c *Cluster) newNodeRoles() []string {
 		}
 	}
 	return out
-}
-
-// newNodeMemory is what a new node of the role needs (see nodeMemory).
-func newNodeMemory(role string) uint64 {
-	if role == layout.RoleControlPlane {
-		return controlPlaneMemory
-	}
-	return nodeMemory
 }

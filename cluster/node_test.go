@@ -5,9 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -57,7 +56,7 @@ func TestJoinedKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := c.kubeletArgv(w)
+	argv := w.KubeletArgv()
 	for _, f := range []string{
 		"--net=/run/netns/devk-devk-worker", "--node-ip=10.250.0.3", "--hostname-override=devk-worker",
 		"--bootstrap-kubeconfig=" + w.Files.Dir + "/bootstrap-kubelet.conf", "--kubeconfig=" + w.Files.Dir + "/kubelet.conf",
@@ -67,7 +66,7 @@ func TestJoinedKubelet(t *testing.T) {
 			t.Errorf("worker kubelet argv lacks %s: %v", f, argv)
 		}
 	}
-	if slices.ContainsFunc(c.kubeletArgv(c.FirstNode()), func(a string) bool { return strings.HasPrefix(a, "--bootstrap-kubeconfig") }) {
+	if slices.ContainsFunc(c.FirstNode().KubeletArgv(), func(a string) bool { return strings.HasPrefix(a, "--bootstrap-kubeconfig") }) {
 		t.Error("node 0's kubelet has a credential devk issued: no TLS bootstrap")
 	}
 }
@@ -82,12 +81,12 @@ func TestPodSubnets(t *testing.T) {
 		{"devk-worker2", ""}, // not allocated yet: no conflist before it is
 	} {
 		n, _ := c.nodeNamed(tc.node)
-		if got, err := c.podSubnetOf(n); err != nil || got != tc.want {
-			t.Errorf("podSubnetOf(%s) = %q, %v; want %q", tc.node, got, err, tc.want)
+		if got, err := n.PodSubnet(); err != nil || got != tc.want {
+			t.Errorf("PodSubnet(%s) = %q, %v; want %q", tc.node, got, err, tc.want)
 		}
 	}
 	c.Config.Network.Nodes[0].PodCIDR = ""
-	if got, _ := c.podSubnetOf(c.FirstNode()); got != "10.244.0.0/24" {
+	if got, _ := c.FirstNode().PodSubnet(); got != "10.244.0.0/24" {
 		t.Errorf("node 0 before its Node has one: %q, want the first /24 (what the controller-manager gives the first node)", got)
 	}
 }
@@ -95,7 +94,7 @@ func TestPodSubnets(t *testing.T) {
 func TestPodRoutes(t *testing.T) {
 	c := twoWorkers(t)
 	var got []string
-	for _, r := range podRoutes(c.Config.Network.Nodes) {
+	for _, r := range node.PodRoutes(c.Config.Network.Nodes) {
 		got = append(got, r.In.Name+" "+r.To+" via "+r.Via)
 	}
 	want := []string{
@@ -152,39 +151,6 @@ func TestNodesToJoin(t *testing.T) {
 	one.Config, one.Files = testCluster()
 	if ok, _ := nodesPhaseIf(one); ok {
 		t.Error("a single-node cluster runs the nodes phase")
-	}
-}
-
-func TestNodePodCIDR(t *testing.T) {
-	for _, tc := range []struct {
-		spec corev1.NodeSpec
-		want string
-	}{
-		{corev1.NodeSpec{}, ""},
-		{corev1.NodeSpec{PodCIDR: "10.244.2.0/24"}, "10.244.2.0/24"},
-		{corev1.NodeSpec{PodCIDRs: []string{"fd00::/64", "10.244.3.0/24"}}, "10.244.3.0/24"},
-	} {
-		if got := nodePodCIDR(&corev1.Node{Spec: tc.spec}); got != tc.want {
-			t.Errorf("%+v: %q, want %q", tc.spec, got, tc.want)
-		}
-	}
-}
-
-func TestMemoryProblem(t *testing.T) {
-	w, cp := layout.RoleWorker, layout.RoleControlPlane
-	if p := memoryProblem([]string{w, w}, 4<<30); p != nil {
-		t.Errorf("4 GiB free refuses 2 nodes: %v", p)
-	}
-	if p := memoryProblem(nil, 1); p != nil {
-		t.Errorf("no new node, yet %v", p)
-	}
-	p := memoryProblem(slices.Repeat([]string{w}, 10), 1<<30)
-	if p == nil || !strings.Contains(p.What, "10 more nodes (0 control-plane) need about 2560 MiB") {
-		t.Errorf("10 nodes in 1 GiB: %+v", p)
-	}
-	p = memoryProblem([]string{cp, cp, w}, 2<<30)
-	if p == nil || !strings.Contains(p.What, "3 more nodes (2 control-plane) need about 2304 MiB") {
-		t.Errorf("2 control planes and a worker in 2 GiB: %+v", p)
 	}
 }
 

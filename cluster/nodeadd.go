@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/preflight"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
@@ -120,7 +120,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				if err != nil {
 					return phase.Done, err
 				}
-				made, err := j.Cluster.wireNode(ctx, j.Node.Net)
+				made, err := j.Node.Wire(ctx)
 				return phase.ChangedIf(ch || made, "node %s at %s in netns %s", j.Node.Name(), j.Node.IP(), j.Node.Net.NetNS), err
 			},
 		},
@@ -175,7 +175,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "pod-network",
 			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and masquerade rule; route every node to every other node's pods",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{filepath.Join(j.Node.Files.CNIConfDir(), conflistName), "routes in every node's netns"}
+				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{j.Node.ConflistPath(), "routes in every node's netns"}
 			},
 			Run: phase.Method((*NodeJob).runJoinPodNetwork),
 		},
@@ -325,7 +325,7 @@ func AddNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJob,
 func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
 	in := preflight.JoinInput{Kubelet: j.Cluster.FirstNode().Files.KubeletBinary(), Net: j.Node.Net, New: !j.resumed, Socket: j.Node.Files.ContainerdSocket()}
 	if in.New {
-		in.Memory = memoryProblem([]string{j.Node.Net.Role}, memAvailable())
+		in.Memory = node.MemoryProblem([]string{j.Node.Net.Role}, node.MemAvailable())
 	}
 	probs := preflight.Join(in, exec.LookPath, containerd.CNIBinDir())
 	if len(probs) > 0 {
@@ -425,7 +425,7 @@ func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) 
 	if err != nil {
 		return phase.Done, err
 	}
-	cidr, err := j.Cluster.waitPodCIDR(ctx, cs, j.Node)
+	cidr, err := j.Node.WaitPodCIDR(ctx, cs, j.Cluster.FirstNode().Files.PodLogs())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -435,11 +435,11 @@ func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) 
 	if err := j.Cluster.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
-	w, err := j.Cluster.writeConflist(j.Node, cidr)
+	w, err := j.Node.WriteConflist(cidr)
 	if err != nil {
 		return phase.Done, err
 	}
-	if err := ensurePodMasquerade(ctx, j.Node, cidr, j.Cluster.Config.PodCIDR); err != nil {
+	if err := j.Node.EnsurePodMasquerade(ctx, cidr); err != nil {
 		return phase.Done, err
 	}
 	routes, err := j.Cluster.routePods(ctx)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/drain"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/teardown"
 	"github.com/devk/devk/phase"
 )
@@ -68,7 +69,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "mounts",
 			Short: "end the node's mount namespace (the pods' volumes go with it) and unmount everything under the node's directory",
-			Run:   on(removeNodeMounts),
+			Run:   on(removeMounts),
 		},
 		{
 			Name:  "cgroups",
@@ -77,7 +78,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{"cgroup " + j.Node.Net.CgroupRoot}
 			},
 			Run: on(func(ctx context.Context, n Node) (phase.Outcome, error) {
-				return teardown.RemoveCgroupRoot(ctx, n.Net.CgroupRoot, leftoverGrace)
+				return teardown.RemoveCgroupRoot(ctx, n.Net.CgroupRoot, node.LeftoverGrace)
 			}),
 		},
 		{
@@ -87,8 +88,8 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 				return nil, []string{"netns " + j.Node.Net.NetNSPath(), "veth " + j.Node.Net.HostVeth, "routes to " + orNone(j.Node.Net.PodCIDR)}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
-				routes := j.Cluster.unroutePods(ctx, j.Node.Net)
-				did, err := deleteNodeNetwork(ctx, j.Node.Net)
+				routes := node.UnroutePods(ctx, j.Cluster.Config.Network.Nodes, j.Node.Net)
+				did, err := node.DeleteNetwork(ctx, j.Node.Net)
 				if err != nil {
 					return phase.Done, err
 				}

@@ -171,7 +171,7 @@ func TestOwnedFlagsDropped(t *testing.T) {
 	c.Config.Spec.Kubelet.ExtraArgs = map[string]string{"container-runtime-endpoint": "unix:///run/containerd/containerd.sock", "max-pods": "50"}
 	c.Config.Spec.APIServer.ExtraArgs = map[string]string{"anonymous-auth": "true", "authorization-mode": "AlwaysAllow", "audit-log-maxage": "3"}
 	c.Config.Spec.KubeProxy.ExtraArgs = map[string]string{"metrics-bind-address": "0.0.0.0:10249", "v": "2"}
-	args := strings.Join(c.kubeletArgs(c.FirstNode()), " ")
+	args := strings.Join(c.FirstNode().KubeletArgs(), " ")
 	if strings.Contains(args, "container-runtime-endpoint") || !strings.Contains(args, "--max-pods=50") {
 		t.Errorf("kubelet: %s", args)
 	}

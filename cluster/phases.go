@@ -8,6 +8,7 @@ import (
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/hostforward"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
@@ -117,7 +118,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "pod-network",
 			Short: "record the node's pod subnet (Node spec.podCIDR, the one its CNI network uses) and route every node to every other node's pods",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{"node " + c.Config.FirstNode().Name + " spec.podCIDR"}, []string{c.Files.ConfigFile(), describeRoutes(c.Config.Network.Nodes)}
+				return []string{"node " + c.Config.FirstNode().Name + " spec.podCIDR"}, []string{c.Files.ConfigFile(), node.DescribeRoutes(c.Config.Network.Nodes)}
 			},
 			Run: phase.Method((*Cluster).runPodNetwork),
 		},

@@ -7,6 +7,7 @@ import (
 	"github.com/devk/devk/cluster/internal/cgroups"
 	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/cluster/internal/hostforward"
+	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/preflight"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/phase"
@@ -30,7 +31,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	}
 	add(preflight.Root())
 	probs = append(probs, preflight.Binaries(exec.LookPath, containerd.CNIBinDir())...)
-	add(memoryProblem(c.newNodeRoles(), memAvailable()))
+	add(node.MemoryProblem(c.newNodeRoles(), node.MemAvailable()))
 	if c.Config.HA() {
 		add(preflight.HAProxy(loadbalancer.DefaultBinary))
 	}
@@ -60,7 +61,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 		add(preflight.RegistryPort(ctx, c.Config.Registry))
 	}
 	if !c.Exists() {
-		probs = append(probs, preflight.NamesTaken(c.Config.Name, c.Config.Network, linkExists)...)
+		probs = append(probs, preflight.NamesTaken(c.Config.Name, c.Config.Network, node.LinkExists)...)
 	}
 	p, note := hostforward.Preflight(ctx, c.forwardRule(), c.AllowBridgeForward || c.Config.Network.ForwardRule, len(c.Config.Network.Nodes)+len(c.newNodeRoles()))
 	add(p)

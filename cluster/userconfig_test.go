@@ -146,7 +146,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	if !slices.Equal(kubelet.ClusterDNS, []string{"10.100.0.10"}) {
 		t.Errorf("kubelet clusterDNS %v, want the serviceSubnet's tenth address", kubelet.ClusterDNS)
 	}
-	args := c.kubeletArgs(c.FirstNode())
+	args := c.FirstNode().KubeletArgs()
 	for _, want := range []string{"--v=3", "--max-pods=50", "--node-ip=10.251.7.2"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("kubelet args %v lack %s", args, want)
@@ -315,7 +315,7 @@ func TestConfigChangeRewritesOnlyWhatChanged(t *testing.T) {
 	stateOf := func(c *Cluster) state {
 		kc, _ := kubeletconfig.YAML(kubeletconfig.Input{Config: c.Config, Node: c.FirstNode().Net, Files: c.FirstNode().Files, CRISocket: c.Config.CRISocket})
 		kp, _ := addons.KubeProxyConfigYAML(c.Config)
-		return state{string(kc), string(kp), c.kubeletArgs(c.FirstNode()), addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs)}
+		return state{string(kc), string(kp), c.FirstNode().KubeletArgs(), addons.KubeProxyCommand(c.Config.Spec.KubeProxy.ExtraArgs)}
 	}
 	before := stateOf(c)
 	if err := c.SaveConfig(); err != nil {
@@ -450,7 +450,7 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := &exec.Cmd{Path: self, Args: c.kubeletArgs(c.FirstNode()), Env: append(os.Environ(), idleEnv+"=1")}
+	cmd := &exec.Cmd{Path: self, Args: c.FirstNode().KubeletArgs(), Env: append(os.Environ(), idleEnv+"=1")}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -458,17 +458,17 @@ func TestKubeletArgsDiffer(t *testing.T) {
 	// Until the child has exec'd, its command line is not its own yet.
 	for i := 0; i < 500; i++ {
 		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
-		if strings.HasPrefix(string(data), c.kubeletArgs(c.FirstNode())[0]+"\x00") {
+		if strings.HasPrefix(string(data), c.FirstNode().KubeletArgs()[0]+"\x00") {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if c.kubeletArgsDiffer(c.FirstNode(), cmd.Process.Pid) {
+	if c.FirstNode().KubeletArgsDiffer(cmd.Process.Pid) {
 		data, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
-		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.kubeletArgs(c.FirstNode()))
+		t.Fatalf("a kubelet started with kubeletArgs differs: %q vs %q", data, c.FirstNode().KubeletArgs())
 	}
 	c.Config.Spec.Kubelet.ExtraArgs["v"] = "4"
-	if !c.kubeletArgsDiffer(c.FirstNode(), cmd.Process.Pid) {
+	if !c.FirstNode().KubeletArgsDiffer(cmd.Process.Pid) {
 		t.Error("a changed kubelet flag is not seen")
 	}
 }

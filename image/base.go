@@ -65,15 +65,13 @@ func (b *DebianBase) Image() v1.Image { return b.img }
 func BaseRepository(kind string) string { return "devk-" + kind + "-base" }
 
 // DefaultBaseCacheDir is where Debian bases are cached when
-// Options.BaseCache is empty: $DEVK_HOME/cache/debian (debs/, layers/ and
-// the remembered apt resolutions), shared by every tree, since the base
-// depends only on the machine's apt.
+// Options.BaseCache is empty: the home's (layout.Home.DebianCache).
 func DefaultBaseCacheDir() (string, error) {
 	home, err := layout.HomeDir("")
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(home, "cache", "debian"), nil
+	return layout.HomeFiles(home).DebianCache(), nil
 }
 
 // debianArch is the Debian architecture of a platform.

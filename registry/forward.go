@@ -72,27 +72,7 @@ func Forward(ctx context.Context, o ForwardOptions) error {
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	ln = &sourceFilter{Listener: ln, allow: o.Allow, log: logger}
-	srv := &http.Server{
-		Handler:           pullOnly(o.To, logger),
-		ReadHeaderTimeout: readHeaderTimeout,
-		ErrorLog:          logger,
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	if o.Ready != nil {
-		o.Ready(ln.Addr().String())
-	}
-	select {
-	case err := <-done:
-		return fmt.Errorf("registry forwarder on %s stopped: %w", o.Addr, err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		srv.Close()
-	}
-	return nil
+	return serveUntilDone(ctx, pullOnly(o.To, logger), ln, logger, o.Ready, "registry forwarder on "+o.Addr)
 }
 
 // bindToDevice is a ListenConfig.Control binding the socket to device

@@ -104,22 +104,29 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	return serveUntilDone(ctx, h, ln, logger, o.Ready, "registry on "+o.Addr)
+}
+
+// serveUntilDone serves h on ln until ctx ends, then shuts the server
+// down, giving requests in flight up to shutdownGrace; ready, when set,
+// hears the address once it listens. what names the server in errors.
+func serveUntilDone(ctx context.Context, h http.Handler, ln net.Listener, logger *log.Logger, ready func(addr string), what string) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: logger}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	if o.Ready != nil {
-		o.Ready(ln.Addr().String())
+	if ready != nil {
+		ready(ln.Addr().String())
 	}
 	select {
 	case err := <-done:
-		return fmt.Errorf("registry on %s stopped: %w", o.Addr, err)
+		return fmt.Errorf("%s stopped: %w", what, err)
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		srv.Close()
-		return fmt.Errorf("registry on %s: requests still running after %s were cut off: %w", o.Addr, shutdownGrace, err)
+		return fmt.Errorf("%s: requests still running after %s were cut off: %w", what, shutdownGrace, err)
 	}
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/export"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 )
@@ -22,7 +22,7 @@ func newExportCmd(g *globalOptions) *cobra.Command {
 }
 
 func newExportLogsCmd(g *globalOptions) *cobra.Command {
-	var o cluster.ExportOptions
+	var o export.Options
 	cmd := &cobra.Command{
 		Use:   "logs [DIR]",
 		Short: "Write a cluster's logs, manifests, API objects and phase times into a directory or tarball",
@@ -35,7 +35,7 @@ each api-resource), and devk's own view: cluster.json, the phase times of
 the last ` + "`devk up`" + ` or ` + "`devk down`" + `, and ` + "`devk status`" + `. It changes nothing in the
 cluster.
 
-Secrets are redacted (their values read ` + cluster.Redacted + `); private keys,
+Secrets are redacted (their values read ` + export.Redacted + `); private keys,
 certificates and kubeconfigs are not exported; every file is 0600. README.txt
 in the export lists what is where.
 
@@ -43,7 +43,7 @@ DIR is a new directory, or an empty one of yours that no other user may
 write to (devk writes as root, and another user's directory, or a symlink,
 could lead its writes elsewhere); without it, ./devk-logs-NAME-TIME. Every
 file is written beneath it, through no link out. With --tar, or a DIR
-ending in ` + cluster.ExportTarSuffix + `, a gzipped tarball is written instead.
+ending in ` + export.TarSuffix + `, a gzipped tarball is written instead.
 
 A broken cluster is the usual reason to export: what cannot be read (the
 API server is down, containerd does not answer) is listed in errors.txt and
@@ -60,14 +60,14 @@ status means the export itself could not be written.`,
 			}
 			o.Reporter = g.Reporter()
 			o.DevkVersion = devkVersionLine()
-			res, err := cluster.ExportLogs(cmd.Context(), o, phase.Options{Reporter: o.Reporter, PlanOut: g.stderr, Summary: g.Debug()})
+			res, err := export.Logs(cmd.Context(), o, phase.Options{Reporter: o.Reporter, PlanOut: g.stderr, Summary: g.Debug()})
 			if err != nil {
 				return err
 			}
 			if len(res.Missing) > 0 {
-				where := filepath.Join(res.Path, cluster.ExportErrorsFile)
+				where := filepath.Join(res.Path, export.ErrorsFile)
 				if res.Tar {
-					where = cluster.ExportErrorsFile + " in the tarball"
+					where = export.ErrorsFile + " in the tarball"
 				}
 				fmt.Fprintf(g.stderr, "warning: %d things could not be collected (%s):\n", len(res.Missing), where)
 				for _, m := range res.Missing {
@@ -82,8 +82,8 @@ status means the export itself could not be written.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
-	cmd.Flags().BoolVar(&o.Tar, "tar", false, "write a gzipped tarball ("+cluster.ExportTarSuffix+") instead of a directory")
-	resultHelp(cmd, cluster.Exported{}, false)
+	cmd.Flags().BoolVar(&o.Tar, "tar", false, "write a gzipped tarball ("+export.TarSuffix+") instead of a directory")
+	resultHelp(cmd, export.Result{}, false)
 	return cmd
 }
 

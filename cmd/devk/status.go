@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/status"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -31,7 +32,7 @@ It changes nothing.`,
   devk status --name dev2 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := cluster.GetStatus(cmd.Context(), o)
+			st, err := status.Get(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -43,7 +44,7 @@ It changes nothing.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
-	resultHelp(cmd, cluster.Status{}, false)
+	resultHelp(cmd, status.Status{}, false)
 	return cmd
 }
 
@@ -57,7 +58,7 @@ func shortImage(ref string) string {
 	return ref
 }
 
-func printStatus(g *globalOptions, st *cluster.Status) {
+func printStatus(g *globalOptions, st *status.Status) {
 	w := g.stdout
 	ready := "Ready"
 	if !st.NodeReady {
@@ -97,17 +98,17 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NODE\tROLE\tIP\tPODS\tSTATUS\tKUBELET\tPROCESSES")
 		for _, n := range st.Nodes {
-			status := "Ready"
+			state := "Ready"
 			switch {
 			case n.Joining:
-				status = "joining (`devk node add` did not finish)"
+				state = "joining (`devk node add` did not finish)"
 			case n.Leaving:
-				status = "leaving (`devk node remove` did not finish: run it again)"
+				state = "leaving (`devk node remove` did not finish: run it again)"
 			case !n.Ready:
-				status = n.Message
+				state = n.Message
 			}
 			procs := "containerd " + runningWord(n.Containerd) + ", kubelet " + runningWord(n.KubeletRunning)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.IP, orDash(n.PodCIDR), status, orDash(n.Kubelet), procs)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.IP, orDash(n.PodCIDR), state, orDash(n.Kubelet), procs)
 		}
 		tw.Flush()
 		// Every node's static pods and addons, node 0's among them.
@@ -123,7 +124,7 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 	}
 	if len(st.LastRun) > 0 {
 		fmt.Fprintln(w, "\nlast run:")
-		cluster.WriteTimings(w, st.LastRun, "  ")
+		status.WriteTimings(w, st.LastRun, "  ")
 	}
 }
 
@@ -131,11 +132,11 @@ func printStatus(g *globalOptions, st *cluster.Status) {
 // (a worker has none) and its addon pods, each with the image its
 // manifest or workload names and the one its container runs; then, for a
 // node whose runtime was not read, why.
-func printNodeImages(w io.Writer, nodes []cluster.NodeStatus) {
+func printNodeImages(w io.Writer, nodes []status.Node) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCOMPONENT\tPOD\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
-	row := func(node, pod string, c cluster.ComponentStatus) {
+	row := func(node, pod string, c status.Component) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, pod, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 	}
 	for _, n := range nodes {
@@ -143,7 +144,7 @@ func printNodeImages(w io.Writer, nodes []cluster.NodeStatus) {
 			row(n.Name, "-", c)
 		}
 		for _, a := range n.Addons {
-			row(n.Name, a.Pod, a.ComponentStatus)
+			row(n.Name, a.Pod, a.Component)
 		}
 	}
 	tw.Flush()
@@ -156,7 +157,7 @@ func printNodeImages(w io.Writer, nodes []cluster.NodeStatus) {
 
 // runningImage is the image c's container runs, short, marked when it is
 // not the one its manifest names.
-func runningImage(c cluster.ComponentStatus) string {
+func runningImage(c status.Component) string {
 	running := shortImage(c.Running)
 	if c.Running != "" && c.Manifest != "" && c.Running != c.Manifest {
 		running += " (differs)"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/status"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -18,32 +18,32 @@ const (
 	oldProxyImage  = "127.0.0.1:5000/kube-proxy@sha256:dddddddddddd0000000000000000000000000000000000000000000000000000"
 )
 
-// oneNodeStatus is a one-node cluster's status as GetStatus returns it:
+// oneNodeStatus is a one-node cluster's status as status.Get returns it:
 // node 0's components (one running what its manifest names, one running
 // another image, one absent and unhealthy), and node 0's row in Nodes
 // with its addons, which a one-node cluster's text does not show.
-func oneNodeStatus() *cluster.Status {
-	comps := []cluster.ComponentStatus{
+func oneNodeStatus() *status.Status {
+	comps := []status.Component{
 		{Name: "etcd", Manifest: etcdImage, Running: etcdImage, State: "running", Healthy: true, Restarts: 0},
 		{Name: "kube-apiserver", Manifest: apiserverImage, Running: swappedImage, State: "running", Healthy: true, Restarts: 2},
 		{Name: "kube-controller-manager", State: "absent", Problem: "connection refused"},
 	}
-	return &cluster.Status{
+	return &status.Status{
 		Name: "devk", Dir: "/home/u/.devk/clusters/devk", Version: "v1.34.4", Node: "devk-control-plane", NodeReady: true,
 		NodeIP: "10.250.0.2", NetNS: "/run/netns/devk-devk-control-plane",
-		Processes: []cluster.ProcessStatus{
+		Processes: []status.Process{
 			{Name: "containerd", PID: 101, Running: true, Log: "/home/u/.devk/clusters/devk/logs/containerd.log"},
 			{Name: "kubelet", Log: "/home/u/.devk/clusters/devk/logs/kubelet.log"},
 		},
 		Components: comps,
 		LastRun:    []layout.PhaseTiming{{Phase: "preflight", Seconds: 0.012}},
-		Nodes: []cluster.NodeStatus{{Name: "devk-control-plane", Role: layout.RoleControlPlane, IP: "10.250.0.2", Ready: true,
+		Nodes: []status.Node{{Name: "devk-control-plane", Role: layout.RoleControlPlane, IP: "10.250.0.2", Ready: true,
 			Containerd: true, Components: comps,
-			Addons: []cluster.AddonStatus{{Pod: "kube-proxy-x7k2p", ComponentStatus: cluster.ComponentStatus{Name: "kube-proxy", Manifest: proxyImage, Running: proxyImage, State: "running", Healthy: true}}}}},
+			Addons: []status.Addon{{Pod: "kube-proxy-x7k2p", Component: status.Component{Name: "kube-proxy", Manifest: proxyImage, Running: proxyImage, State: "running", Healthy: true}}}}},
 	}
 }
 
-func statusText(st *cluster.Status) string {
+func statusText(st *status.Status) string {
 	var out bytes.Buffer
 	printStatus(&globalOptions{stdout: &out}, st)
 	return out.String()
@@ -84,13 +84,13 @@ func TestPrintStatusNodes(t *testing.T) {
 	st := oneNodeStatus()
 	st.Nodes[0].PodCIDR, st.Nodes[0].Kubelet = "10.244.0.0/24", "v1.34.4"
 	st.Nodes = append(st.Nodes,
-		cluster.NodeStatus{Name: "devk-worker", Role: layout.RoleWorker, IP: "10.250.0.3", PodCIDR: "10.244.1.0/24", Ready: true, Kubelet: "v1.34.4",
+		status.Node{Name: "devk-worker", Role: layout.RoleWorker, IP: "10.250.0.3", PodCIDR: "10.244.1.0/24", Ready: true, Kubelet: "v1.34.4",
 			Containerd: true, KubeletRunning: true,
-			Addons: []cluster.AddonStatus{
-				{Pod: "coredns-7c9f-x2v4q", ComponentStatus: cluster.ComponentStatus{Name: "coredns", State: "running", Running: "127.0.0.1:5000/coredns@sha256:eeeeeeeeeeee0000000000000000000000000000000000000000000000000000", Healthy: true}},
-				{Pod: "kube-proxy-q9z4m", ComponentStatus: cluster.ComponentStatus{Name: "kube-proxy", Manifest: proxyImage, Running: oldProxyImage, State: "exited", Restarts: 3, Problem: "pod kube-proxy-q9z4m is not Ready"}},
+			Addons: []status.Addon{
+				{Pod: "coredns-7c9f-x2v4q", Component: status.Component{Name: "coredns", State: "running", Running: "127.0.0.1:5000/coredns@sha256:eeeeeeeeeeee0000000000000000000000000000000000000000000000000000", Healthy: true}},
+				{Pod: "kube-proxy-q9z4m", Component: status.Component{Name: "kube-proxy", Manifest: proxyImage, Running: oldProxyImage, State: "exited", Restarts: 3, Problem: "pod kube-proxy-q9z4m is not Ready"}},
 			}},
-		cluster.NodeStatus{Name: "devk-worker2", Role: layout.RoleWorker, IP: "10.250.0.4", Message: "no Node object",
+		status.Node{Name: "devk-worker2", Role: layout.RoleWorker, IP: "10.250.0.4", Message: "no Node object",
 			RuntimeMessage: "containerd is not running: `devk up` starts it again (its log: /w2/logs/containerd.log)"},
 	)
 	want := strings.Join([]string{

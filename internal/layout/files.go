@@ -70,6 +70,15 @@ func (h Home) RegistryCredential() string { return h.join(RegistryCredentialFile
 // shared by every cluster in the home.
 func (h Home) RegistryRoot() string { return h.join("registry") }
 
+// DebianCache is where the Debian packages, layers and apt resolutions of
+// image bases (kube-proxy's iptables base) are cached, shared by every
+// tree and cluster of the home: the base depends only on the machine's apt.
+func (h Home) DebianCache() string { return h.join("cache", "debian") }
+
+// PauseCache is where the pause program is built, by its source's and
+// Go's version, for every cluster of the home.
+func (h Home) PauseCache() string { return h.join("cache", "pause") }
+
 // ClusterFiles are where one cluster keeps its files,
 // <home>/clusters/<name>/. Node 0, the node `devk up` makes, keeps its
 // own files in this directory too (FirstNode), as before clusters had

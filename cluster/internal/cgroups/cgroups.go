@@ -1,7 +1,7 @@
 // Package cgroups is a node's kubelet cgroup root in every hierarchy of
 // the machine: which hierarchies there are, whether a root exists in
-// one, and its removal (killing what is left in it), which down and node
-// remove run. It imports nothing of cluster's.
+// one, its making (kubelet-start) and its removal (killing what is left
+// in it), which down and node remove run. It imports nothing of cluster's.
 package cgroups
 
 import (
@@ -74,6 +74,35 @@ func Exists(root string) bool {
 		}
 	}
 	return false
+}
+
+// EnsureRoot makes a node's kubelet cgroup root in every hierarchy (the
+// kubelet refuses a cgroupRoot that does not exist). A new cpuset cgroup
+// on v1 starts with no CPUs or memory nodes: copy its parent's.
+func EnsureRoot(root string) error {
+	if root == "" || root == "/" {
+		return nil
+	}
+	for _, h := range Roots() {
+		dir := filepath.Join(h, root)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("make cgroup %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			cur, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil || len(bytes.TrimSpace(cur)) > 0 {
+				continue
+			}
+			parent, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+				return fmt.Errorf("set %s of cgroup %s: %w", f, dir, err)
+			}
+		}
+	}
+	return nil
 }
 
 // RemoveRoot removes a node's kubelet cgroup root in every hierarchy,

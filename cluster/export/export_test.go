@@ -1,4 +1,4 @@
-package cluster
+package export
 
 import (
 	"archive/tar"
@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/phase"
 )
 
@@ -48,7 +50,7 @@ func exportFixture(t *testing.T) (home string, cp layout.ClusterFiles, cfg layou
 	if _, err := net.InterfaceByName(cfg.Network.HostBridge); err == nil {
 		t.Skipf("a cluster called fix runs here: its bridge %s exists", cfg.Network.HostBridge)
 	}
-	cfg.Ports.APIServer = closedPort(t)
+	cfg.Ports.APIServer = testutil.FreePort(t)
 	cfg.CRISocket = p.ContainerdSocket()
 	cfg.KubeVersion = "v1.34.4"
 	cfg.Created = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -97,18 +99,6 @@ current-context: c
 		}
 	}
 	return home, cp, cfg
-}
-
-// closedPort is a loopback port that was free a moment ago.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
 }
 
 // readTree is every file under dir: relative path -> content, and
@@ -177,13 +167,13 @@ func readTarball(t *testing.T, path string) (map[string]string, map[string]fs.Fi
 	return files, modes
 }
 
-// TestExportLogsFixture exports the fixture cluster into a directory and
+// TestLogsFixture exports the fixture cluster into a directory and
 // into a tarball: the logs, manifests and devk's view are there; the
 // status and the objects are reported missing, since the cluster's
 // bridge is gone (its node address would leave by the default route),
 // and so are the runtime's containers (nothing answers); no key,
 // certificate, kubeconfig or token is exported.
-func TestExportLogsFixture(t *testing.T) {
+func TestLogsFixture(t *testing.T) {
 	home, p, cfg := exportFixture(t)
 	out := t.TempDir()
 	node := cfg.FirstNode().Name
@@ -217,10 +207,10 @@ func TestExportLogsFixture(t *testing.T) {
 	}{
 		{"directory", filepath.Join(out, "new", "logs"), false},
 		{"tarball by --tar", filepath.Join(out, "logs.tgz"), true},
-		{"tarball by name", filepath.Join(out, "logs"+ExportTarSuffix), false},
+		{"tarball by name", filepath.Join(out, "logs"+TarSuffix), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: tc.dest, Tar: tc.tar, DevkVersion: "devk test"}, phase.Options{})
+			res, err := Logs(context.Background(), Options{Options: cluster.Options{Name: "fix", Home: home}, Dest: tc.dest, Tar: tc.tar, DevkVersion: "devk test"}, phase.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +231,7 @@ func TestExportLogsFixture(t *testing.T) {
 				}
 				files, modes = readTree(t, res.Path)
 			}
-			if res.Tar != (tc.tar || strings.HasSuffix(tc.dest, ExportTarSuffix)) {
+			if res.Tar != (tc.tar || strings.HasSuffix(tc.dest, TarSuffix)) {
 				t.Errorf("Tar = %v", res.Tar)
 			}
 			for rel, body := range want {
@@ -260,7 +250,7 @@ func TestExportLogsFixture(t *testing.T) {
 			if !strings.Contains(files["README.txt"], "Secrets are redacted") {
 				t.Errorf("README.txt:\n%s", files["README.txt"])
 			}
-			errs := files[ExportErrorsFile]
+			errs := files[ErrorsFile]
 			t.Logf("errors.txt:\n%s", errs)
 			for _, m := range wantMissing {
 				if !strings.Contains(errs, m) {
@@ -305,7 +295,7 @@ func TestExportLogsFixture(t *testing.T) {
 		tarball := filepath.Join(out, "used.tar.gz")
 		os.WriteFile(tarball, []byte("old"), 0o644)
 		for dest, want := range map[string]string{used: "is not empty: name a new directory", tarball: "exists: name a new file"} {
-			if _, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{}); err == nil || !strings.Contains(err.Error(), want) {
+			if _, err := Logs(context.Background(), Options{Options: cluster.Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("export to %s: %v, want %q", dest, err, want)
 			}
 		}
@@ -315,7 +305,7 @@ func TestExportLogsFixture(t *testing.T) {
 	})
 
 	t.Run("no such cluster", func(t *testing.T) {
-		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "other", Home: home}, Dest: filepath.Join(out, "x")}, phase.Options{})
+		_, err := Logs(context.Background(), Options{Options: cluster.Options{Name: "other", Home: home}, Dest: filepath.Join(out, "x")}, phase.Options{})
 		if !errors.Is(err, layout.ErrNoCluster) {
 			t.Fatalf("err = %v, want ErrNoCluster", err)
 		}
@@ -352,7 +342,7 @@ func mustRead(t *testing.T, path string) string {
 	return string(data)
 }
 
-func TestExportDest(t *testing.T) {
+func TestDest(t *testing.T) {
 	now := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 	tests := []struct {
 		name, dest string
@@ -369,15 +359,15 @@ func TestExportDest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, gotTar := ExportDest(tc.dest, tc.tar, "dev", now)
+			got, gotTar := Dest(tc.dest, tc.tar, "dev", now)
 			if got != tc.want || gotTar != tc.wantTar {
-				t.Fatalf("ExportDest(%q, %v) = %q, %v; want %q, %v", tc.dest, tc.tar, got, gotTar, tc.want, tc.wantTar)
+				t.Fatalf("Dest(%q, %v) = %q, %v; want %q, %v", tc.dest, tc.tar, got, gotTar, tc.want, tc.wantTar)
 			}
 		})
 	}
 }
 
-func TestExportObject(t *testing.T) {
+func TestObject(t *testing.T) {
 	secret := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	obj := func(kind string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
@@ -390,7 +380,7 @@ func TestExportObject(t *testing.T) {
 			"type":       "bootstrap.kubernetes.io/token",
 		}}
 	}
-	got := ExportObject(secret, obj("Secret"))
+	got := Object(secret, obj("Secret"))
 	data, _ := json.Marshal(got.Object)
 	for _, leak := range []string{"c2VjcmV0", "hunter2", "Y2E=", "managedFields"} {
 		if strings.Contains(string(data), leak) {
@@ -404,7 +394,7 @@ func TestExportObject(t *testing.T) {
 	}
 	// A ConfigMap (or a Secret-named resource of another group) keeps its data.
 	for _, gvr := range []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}, {Group: "example.com", Version: "v1", Resource: "secrets"}} {
-		got := ExportObject(gvr, obj("ConfigMap"))
+		got := Object(gvr, obj("ConfigMap"))
 		data, _ := json.Marshal(got.Object)
 		if !strings.Contains(string(data), "c2VjcmV0") || strings.Contains(string(data), "managedFields") {
 			t.Errorf("exported %s: %s", gvr, data)
@@ -412,12 +402,12 @@ func TestExportObject(t *testing.T) {
 	}
 }
 
-// TestExportDestinationAttack: another user of the machine makes the
+// TestDestinationAttack: another user of the machine makes the
 // (predictable) destination first, or makes it a symlink, or plants
 // links in it: the export refuses the destination with what to do, and
 // nothing is written outside it, even through a link planted after the
 // checks (every write goes through the os.Root).
-func TestExportDestinationAttack(t *testing.T) {
+func TestDestinationAttack(t *testing.T) {
 	home, _, _ := exportFixture(t)
 	out := t.TempDir()
 	// outside is where the attacker's links point: it must stay empty.
@@ -426,7 +416,7 @@ func TestExportDestinationAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	export := func(dest string) error {
-		_, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{})
+		_, err := Logs(context.Background(), Options{Options: cluster.Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{})
 		return err
 	}
 	checkOutside := func(t *testing.T) {
@@ -494,7 +484,7 @@ func TestExportDestinationAttack(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		e := &exporter{dir: dir, res: &Exported{}}
+		e := &exporter{dir: dir, res: &Result{}}
 		e.write("fix-control-plane/kubelet.log", []byte("pod-controlled line\n"))
 		if e.err == nil {
 			t.Error("a write through a directory link out of the export succeeded")
@@ -522,14 +512,14 @@ func TestExportDestinationAttack(t *testing.T) {
 	})
 }
 
-// TestExportLogsPlan: a dry run of a tarball export plans its phases and
+// TestLogsPlan: a dry run of a tarball export plans its phases and
 // writes nothing, neither the tarball nor its staging directory.
-func TestExportLogsPlan(t *testing.T) {
+func TestLogsPlan(t *testing.T) {
 	home, _, _ := exportFixture(t)
 	out := t.TempDir()
 	var plan strings.Builder
 	dest := filepath.Join(out, "logs.tar.gz")
-	if _, err := ExportLogs(context.Background(), ExportOptions{Options: Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{DryRun: true, PlanOut: &plan}); err != nil {
+	if _, err := Logs(context.Background(), Options{Options: cluster.Options{Name: "fix", Home: home}, Dest: dest}, phase.Options{DryRun: true, PlanOut: &plan}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"logs", "objects", "readme", "tarball", dest} {

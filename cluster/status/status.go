@@ -1,4 +1,7 @@
-package cluster
+// Package status is `devk status`: what a cluster's processes, nodes,
+// static pods, addons and load balancer are doing, read without changing
+// anything.
+package status
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/addon"
@@ -33,23 +37,23 @@ type Status struct {
 	NodeReady bool   `json:"nodeReady"`
 	// NodeIP is the node's address on devk's bridge, NetNS its network
 	// namespace.
-	NodeIP    string          `json:"nodeIP"`
-	NetNS     string          `json:"netns,omitempty"`
-	Processes []ProcessStatus `json:"processes"`
-	// Components are node 0's static pods (its NodeStatus's Components,
+	NodeIP    string    `json:"nodeIP"`
+	NetNS     string    `json:"netns,omitempty"`
+	Processes []Process `json:"processes"`
+	// Components are node 0's static pods (Nodes[0].Components,
 	// kept here as before clusters had more nodes).
-	Components  []ComponentStatus    `json:"components"`
+	Components  []Component          `json:"components"`
 	LastRun     []layout.PhaseTiming `json:"lastRun,omitempty"`
 	NodeMessage string               `json:"nodeMessage,omitempty"`
 	// Nodes are every node of the cluster, node 0 first.
-	Nodes []NodeStatus `json:"nodes"`
+	Nodes []Node `json:"nodes"`
 	// LoadBalancer is the HAProxy in front of the API servers (a cluster
 	// with more than one control-plane node).
-	LoadBalancer *LoadBalancerStatus `json:"loadBalancer,omitempty"`
+	LoadBalancer *LoadBalancer `json:"loadBalancer,omitempty"`
 }
 
-// LoadBalancerStatus is what HAProxy says of each API server.
-type LoadBalancerStatus struct {
+// LoadBalancer is what HAProxy says of each API server.
+type LoadBalancer struct {
 	// Endpoint is the control-plane endpoint it listens on.
 	Endpoint string `json:"endpoint"`
 	// Servers are the API servers by node, as HAProxy's runtime API
@@ -70,8 +74,8 @@ type LoadBalancerServer struct {
 	Message string `json:"message,omitempty"`
 }
 
-// NodeStatus is one node of the cluster.
-type NodeStatus struct {
+// Node is one node of the cluster.
+type Node struct {
 	Name    string `json:"name"`
 	Role    string `json:"role"`
 	IP      string `json:"ip"`
@@ -90,26 +94,26 @@ type NodeStatus struct {
 	Message        string `json:"message,omitempty"`
 	// Components are the node's static pods (nodeComponents): every
 	// control-plane one on a control-plane node, none on a worker.
-	Components []ComponentStatus `json:"components,omitempty"`
+	Components []Component `json:"components,omitempty"`
 	// Addons are the addons' pods (internal/addon's Workloads) on the
 	// node.
-	Addons []AddonStatus `json:"addons,omitempty"`
+	Addons []Addon `json:"addons,omitempty"`
 	// RuntimeMessage says why the node's runtime was not read, and what
 	// to do: its components' and addons' containers are then unknown.
 	RuntimeMessage string `json:"runtimeMessage,omitempty"`
 }
 
-// ProcessStatus is one supervised process.
-type ProcessStatus struct {
+// Process is one supervised process.
+type Process struct {
 	Name    string `json:"name"`
 	PID     int    `json:"pid,omitempty"`
 	Running bool   `json:"running"`
 	Log     string `json:"log"`
 }
 
-// ComponentStatus is one control-plane static pod of a node (and, in an
-// AddonStatus, one addon pod).
-type ComponentStatus struct {
+// Component is one control-plane static pod of a node (and, in an
+// Addon, one addon pod).
+type Component struct {
 	Name string `json:"name"`
 	// Manifest is the image the static pod manifest names.
 	Manifest string `json:"manifestImage,omitempty"`
@@ -122,43 +126,47 @@ type ComponentStatus struct {
 	Restarts uint32 `json:"restarts"`
 }
 
-// AddonStatus is one pod of an addon on a node. Its Manifest is the image
+// Addon is one pod of an addon on a node. Its Manifest is the image
 // the addon's workload names in its pod template; Healthy is the pod's
 // readiness as its kubelet reports it.
-type AddonStatus struct {
-	ComponentStatus
+type Addon struct {
+	Component
 	// Pod is the pod's name (kube-proxy-x7k2p).
 	Pod string `json:"pod"`
 }
 
-// GetStatus looks at a cluster without changing anything.
-func GetStatus(ctx context.Context, o Options) (*Status, error) {
-	c, err := Open(o)
+// checkTimeout bounds each of status's health checks, its read of
+// kube-system's pods, and its look at each node's runtime.
+const checkTimeout = 3 * time.Second
+
+// Get looks at a cluster without changing anything.
+func Get(ctx context.Context, o cluster.Options) (*Status, error) {
+	c, err := cluster.Open(o)
 	if err != nil {
 		return nil, err
 	}
 	if !c.Exists() {
-		return nil, c.noCluster()
+		return nil, c.NoCluster()
 	}
 	st := &Status{Name: c.Config.Name, Dir: c.FirstNode().Files.Dir, Version: c.Config.KubeVersion, Node: c.Config.FirstNode().Name, LastRun: c.Config.LastRun,
 		NodeIP: c.Config.FirstNode().IP, NetNS: c.Config.FirstNode().NetNSPath()}
 	procs := []string{"containerd", "kubelet", registry.ProcessName}
-	for _, reg := range c.loopbackRegistries() {
+	for _, reg := range c.LoopbackRegistries() {
 		procs = append(procs, registry.ForwarderName(reg))
 	}
 	if c.Config.HA() {
 		procs = append(procs, loadbalancer.ProcessName)
-		st.LoadBalancer = c.loadBalancerStatus(ctx)
+		st.LoadBalancer = loadBalancerStatus(ctx, c)
 	}
 	for _, name := range procs {
 		pp := c.FirstNode().Files.Supervised
 		switch name {
 		case registry.ProcessName:
-			pp = c.registryPaths().Supervised
+			pp = c.RegistryPaths().Supervised
 		case loadbalancer.ProcessName:
 			pp = c.Files.LoadBalancer()
 		}
-		ps := ProcessStatus{Name: name, Log: pp.LogFile(name)}
+		ps := Process{Name: name, Log: pp.LogFile(name)}
 		ps.PID, ps.Running = pp.Procs().Running(name)
 		if name == "containerd" && !c.Config.OwnRuntime {
 			ps.Log = "not devk's: " + c.Config.CRISocket
@@ -172,12 +180,12 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	}
 	cs, cerr := c.Client()
 	health := map[string]error{}
-	for _, ch := range c.checks(c.FirstNode()) {
+	for _, ch := range c.Checks(c.FirstNode()) {
 		if cerr != nil {
 			health[ch.Name] = cerr
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 		health[ch.Name] = ch.Check(cctx, cs)
 		cancel()
 	}
@@ -185,7 +193,7 @@ func GetStatus(ctx context.Context, o Options) (*Status, error) {
 	if err := health["node"]; err != nil {
 		st.NodeMessage = err.Error()
 	}
-	st.Nodes = c.nodeStatuses(ctx, cs, cerr, health)
+	st.Nodes = nodeStatuses(ctx, c, cs, cerr, health)
 	st.Components = st.Nodes[0].Components
 	return st, nil
 }
@@ -210,16 +218,16 @@ func WriteTimings(w io.Writer, timings []layout.PhaseTiming, indent string) {
 // nodeStatuses are every node's role, address, readiness and kubelet
 // version (from its Node, when the API answers), devk's processes, and
 // the images its static pods and addon pods run, read through the node's
-// own runtime. health is node 0's checks (c.checks), by name; another
+// own runtime. health is node 0's checks (c.Checks), by name; another
 // node's pods are as healthy as their kubelet reports them.
-func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cerr error, health map[string]error) []NodeStatus {
-	ns, err := c.nodes()
+func nodeStatuses(ctx context.Context, c *cluster.Cluster, cs kubernetes.Interface, cerr error, health map[string]error) []Node {
+	ns, err := c.AllNodes()
 	if err != nil {
-		ns = []Node{c.FirstNode()} // cluster.json was validated: every node's dir resolves
+		ns = []cluster.Node{c.FirstNode()} // cluster.json was validated: every node's dir resolves
 	}
 	var objs map[string]corev1.Node
 	if cerr == nil {
-		lctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+		lctx, cancel := context.WithTimeout(ctx, checkTimeout)
 		if list, err := cs.CoreV1().Nodes().List(lctx, metav1.ListOptions{}); err == nil {
 			objs = map[string]corev1.Node{}
 			for _, n := range list.Items {
@@ -234,9 +242,9 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 	if cerr == nil {
 		api = readStatusAPI(ctx, cs)
 	}
-	var out []NodeStatus
+	var out []Node
 	for _, n := range ns {
-		s := NodeStatus{Name: n.Name(), Role: n.Net.Role, IP: n.IP(), PodCIDR: n.Net.PodCIDR, Joining: n.Net.Joining, Leaving: n.Net.Leaving}
+		s := Node{Name: n.Name(), Role: n.Net.Role, IP: n.IP(), PodCIDR: n.Net.PodCIDR, Joining: n.Net.Joining, Leaving: n.Net.Leaving}
 		_, s.Containerd = n.Files.Procs().Running("containerd")
 		_, s.KubeletRunning = n.Files.Procs().Running("kubelet")
 		switch obj, ok := objs[n.Name()]; {
@@ -254,7 +262,7 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 			problem = func(pod string) error { return health[pod] }
 		}
 		var cts []cri.Container
-		cts, s.RuntimeMessage = c.statusContainers(ctx, n)
+		cts, s.RuntimeMessage = runtimeContainers(ctx, c, n)
 		s.Components = nodeComponents(n, cts, problem)
 		s.Addons = nodeAddons(cts, api)
 		out = append(out, s)
@@ -262,26 +270,26 @@ func (c *Cluster) nodeStatuses(ctx context.Context, cs kubernetes.Interface, cer
 	return out
 }
 
-// statusContainers are the kube-system containers on node n's own
+// runtimeContainers are the kube-system containers on node n's own
 // runtime, the newest of each pod's container (newestPerContainer) with
 // the imageRef its status reports; or, when the runtime cannot be read,
 // why, and what to do. The whole look (the runtime's first answer, the
-// list, the statuses) is bounded by statusCheckTimeout: a node whose
+// list, the statuses) is bounded by checkTimeout: a node whose
 // containerd is stopped or stuck costs status that long, not a hang.
-func (c *Cluster) statusContainers(ctx context.Context, n Node) ([]cri.Container, string) {
-	socket := c.criSocket(n)
+func runtimeContainers(ctx context.Context, c *cluster.Cluster, n cluster.Node) ([]cri.Container, string) {
+	socket := c.Config.NodeCRISocket(n.Net, n.Files)
 	if socket == "" {
-		return nil, fmt.Sprintf("cluster.json names no CRI socket for node %s: `devk up%s` records it", n.Name(), c.nameFlag())
+		return nil, fmt.Sprintf("cluster.json names no CRI socket for node %s: `devk up%s` records it", n.Name(), c.NameFlag())
 	}
 	rt, err := cri.Dial(socket)
 	if err != nil {
 		return nil, err.Error()
 	}
 	defer rt.Close()
-	ctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	if _, err := rt.Version(ctx); err != nil {
-		return nil, c.runtimeDown(n, socket, err)
+		return nil, runtimeDown(c, n, socket, err)
 	}
 	all, err := rt.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem})
 	if err != nil {
@@ -302,19 +310,19 @@ func (c *Cluster) statusContainers(ctx context.Context, n Node) ([]cri.Container
 // from cri's Version) and what to do: devk's containerd (every node's but
 // an outside runtime's of node 0) is started by `devk up`; an outside
 // runtime's error says to start it.
-func (c *Cluster) runtimeDown(n Node, socket string, err error) string {
+func runtimeDown(c *cluster.Cluster, n cluster.Node, socket string, err error) string {
 	if n.Name() == c.Config.FirstNode().Name && !c.Config.OwnRuntime {
 		return err.Error()
 	}
 	log := n.Files.LogFile("containerd")
 	if _, running := n.Files.Procs().Running("containerd"); !running {
-		return fmt.Sprintf("containerd is not running: `devk up%s` starts it again (its log: %s)", c.nameFlag(), log)
+		return fmt.Sprintf("containerd is not running: `devk up%s` starts it again (its log: %s)", c.NameFlag(), log)
 	}
 	cause := errors.Unwrap(err)
 	if cause == nil {
 		cause = err
 	}
-	return fmt.Sprintf("containerd runs but did not answer on %s within %s (%v): see its log %s", socket, statusCheckTimeout, cause, log)
+	return fmt.Sprintf("containerd runs but did not answer on %s within %s (%v): see its log %s", socket, checkTimeout, cause, log)
 }
 
 // newestPerContainer keeps, of cts (newest first, as cri's Containers
@@ -348,8 +356,8 @@ func containerOf(cts []cri.Container, namespace, pod, container string) *cri.Con
 // componentStatus is one row of status: name, the image its manifest (or
 // workload) names, its newest container ct (nil: none, "absent") and why
 // it is not healthy (nil: it is).
-func componentStatus(name, manifest string, ct *cri.Container, problem error) ComponentStatus {
-	cst := ComponentStatus{Name: name, Manifest: manifest, State: "absent"}
+func componentStatus(name, manifest string, ct *cri.Container, problem error) Component {
+	cst := Component{Name: name, Manifest: manifest, State: "absent"}
 	if ct != nil {
 		cst.State, cst.Restarts, cst.Running = ct.StateName(), ct.Attempt, ct.ImageRef
 	}
@@ -365,12 +373,12 @@ func componentStatus(name, manifest string, ct *cri.Container, problem error) Co
 // manifest in n's manifests dir names and the newest container of its
 // pod (<pod>-<node>) among cts (newestPerContainer's list of the node's
 // kube-system containers; nil when its runtime was not read). A
-// control-plane node shows every one of StaticPods (absent when it has
+// control-plane node shows every one of cluster.StaticPods (absent when it has
 // neither manifest nor container), a worker only those it has: none, as
 // devk makes one. problem says why a pod is not healthy (nil: it is).
-func nodeComponents(n Node, cts []cri.Container, problem func(pod string) error) []ComponentStatus {
-	var out []ComponentStatus
-	for _, sp := range StaticPods {
+func nodeComponents(n cluster.Node, cts []cri.Container, problem func(pod string) error) []Component {
+	var out []Component
+	for _, sp := range cluster.StaticPods {
 		manifest, _ := staticpod.Image(n.Files.ManifestPath(sp.Name), sp.Name)
 		ct := containerOf(cts, metav1.NamespaceSystem, kube.MirrorPodName(sp.Name, n.Name()), sp.Name)
 		if !n.Net.IsControlPlane() && manifest == "" && ct == nil {
@@ -386,17 +394,17 @@ func nodeComponents(n Node, cts []cri.Container, problem func(pod string) error)
 // Workloads, in that order; each one's pods by name) is one named <w>-…
 // whose container w.Container is. Each has the image api says the
 // workload names and the pod's readiness as the API server has it.
-func nodeAddons(cts []cri.Container, api statusAPI) []AddonStatus {
-	var out []AddonStatus
+func nodeAddons(cts []cri.Container, api statusAPI) []Addon {
+	var out []Addon
 	for _, w := range addon.Workloads {
 		first := len(out)
 		for i, ct := range cts {
 			if ct.PodNamespace != w.Namespace || ct.Name != w.Container || !strings.HasPrefix(ct.PodName, w.Name+"-") {
 				continue
 			}
-			out = append(out, AddonStatus{Pod: ct.PodName, ComponentStatus: componentStatus(w.Component, api.images[w.Component], &cts[i], api.ready(ct.PodName))})
+			out = append(out, Addon{Pod: ct.PodName, Component: componentStatus(w.Component, api.images[w.Component], &cts[i], api.ready(ct.PodName))})
 		}
-		slices.SortFunc(out[first:], func(a, b AddonStatus) int { return strings.Compare(a.Pod, b.Pod) })
+		slices.SortFunc(out[first:], func(a, b Addon) int { return strings.Compare(a.Pod, b.Pod) })
 	}
 	return out
 }
@@ -412,9 +420,9 @@ type statusAPI struct {
 }
 
 // readStatusAPI reads kube-system's pods and the addons' workloads,
-// within statusCheckTimeout.
+// within checkTimeout.
 func readStatusAPI(ctx context.Context, cs kubernetes.Interface) statusAPI {
-	ctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	list, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -448,21 +456,21 @@ func (a statusAPI) ready(pod string) error {
 	return nil
 }
 
-// loadBalancerStatus asks HAProxy, within statusCheckTimeout, how each
+// loadBalancerStatus asks HAProxy, within checkTimeout, how each
 // API server is.
-func (c *Cluster) loadBalancerStatus(ctx context.Context) *LoadBalancerStatus {
-	lb := c.loadBalancer()
-	out := &LoadBalancerStatus{Endpoint: lb.Config.Frontend}
-	sctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
+func loadBalancerStatus(ctx context.Context, c *cluster.Cluster) *LoadBalancer {
+	lb := c.LoadBalancer()
+	out := &LoadBalancer{Endpoint: lb.Config.Frontend}
+	sctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	stats, err := lb.API().Stats(sctx)
 	if err != nil {
-		out.Message = fmt.Sprintf("HAProxy does not answer (%v): `devk up%s` starts it again; its log: %s", err, c.nameFlag(), lb.Procs.LogFile(loadbalancer.ProcessName))
+		out.Message = fmt.Sprintf("HAProxy does not answer (%v): `devk up%s` starts it again; its log: %s", err, c.NameFlag(), lb.Procs.LogFile(loadbalancer.ProcessName))
 		return out
 	}
 	for _, s := range stats {
 		if s.Proxy == loadbalancer.BackendName && s.Server != "BACKEND" {
-			out.Servers = append(out.Servers, LoadBalancerServer{Node: s.Server, Status: s.Status, Sessions: s.Sessions, Message: c.takenOutMessage(s.Server, s.Status)})
+			out.Servers = append(out.Servers, LoadBalancerServer{Node: s.Server, Status: s.Status, Sessions: s.Sessions, Message: takenOutMessage(c, s.Server, s.Status)})
 		}
 	}
 	return out
@@ -470,12 +478,12 @@ func (c *Cluster) loadBalancerStatus(ctx context.Context) *LoadBalancerStatus {
 
 // takenOutMessage says, for an API server HAProxy gives no new
 // connections because devk took it out, why it may be and what to run.
-func (c *Cluster) takenOutMessage(node, status string) string {
+func takenOutMessage(c *cluster.Cluster, node, status string) string {
 	if !loadbalancer.TakenOut(status) {
 		return ""
 	}
 	if n, _, err := c.Config.FindNode(node); err == nil && n.Leaving {
-		return fmt.Sprintf("out of load balancing: node %s is being removed; `devk node remove%s %s` finishes it", node, c.nameFlag(), node)
+		return fmt.Sprintf("out of load balancing: node %s is being removed; `devk node remove%s %s` finishes it", node, c.NameFlag(), node)
 	}
-	return fmt.Sprintf("out of load balancing: a swap or node removal stopped before it put the server back; `devk up%s` (or the next `devk swap`) puts it back", c.nameFlag())
+	return fmt.Sprintf("out of load balancing: a swap or node removal stopped before it put the server back; `devk up%s` (or the next `devk swap`) puts it back", c.NameFlag())
 }

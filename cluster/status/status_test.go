@@ -1,4 +1,4 @@
-package cluster
+package status
 
 import (
 	"context"
@@ -12,15 +12,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/internal/testutil"
 )
 
 // The images of the status tests' static pods, by digest as up writes
@@ -31,13 +34,15 @@ const (
 	statusSwappedImage   = "127.0.0.1:5000/kube-apiserver@sha256:bbbbbbbbbbbb0000000000000000000000000000000000000000000000000000"
 	statusCMImage        = "127.0.0.1:5000/kube-controller-manager@sha256:cccccccccccc0000000000000000000000000000000000000000000000000000"
 	statusSchedImage     = "127.0.0.1:5000/kube-scheduler@sha256:dddddddddddd0000000000000000000000000000000000000000000000000000"
+	statusCoreDNSImage   = "127.0.0.1:5000/coredns@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	statusKubeProxyImage = "127.0.0.1:5000/kube-proxy@sha256:2222222222222222222222222222222222222222222222222222222222222222"
 	statusOldProxyImage  = "127.0.0.1:5000/kube-proxy@sha256:eeeeeeeeeeee0000000000000000000000000000000000000000000000000000"
 )
 
 // statusCluster is a cluster in home of node 0 (st-control-plane), a
 // second control-plane node (st-cp2, as a control-plane join will make
 // one) and a worker (st-worker), with the addons' images.
-func statusCluster(t *testing.T, home string) *Cluster {
+func statusCluster(t *testing.T, home string) *cluster.Cluster {
 	t.Helper()
 	cfg := layout.NewConfig("st")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {
@@ -49,15 +54,15 @@ func statusCluster(t *testing.T, home string) *Cluster {
 		}
 	}
 	cfg.OwnRuntime = true
-	cfg.Images = map[string]string{addons.CoreDNS: testCoreDNSImage, addons.KubeProxy: testKubeProxyImage}
+	cfg.Images = map[string]string{addons.CoreDNS: statusCoreDNSImage, addons.KubeProxy: statusKubeProxyImage}
 	p := layout.HomeFiles(home).Cluster("st")
 	cfg.CRISocket = p.FirstNode().ContainerdSocket()
-	return &Cluster{Config: cfg, Files: p, Home: home}
+	return &cluster.Cluster{Config: cfg, Files: p, Home: home}
 }
 
 // writeManifests writes node n's manifests of pods, by up's renderer,
 // naming images.
-func writeManifests(t *testing.T, c *Cluster, n Node, images map[string]string) {
+func writeManifests(t *testing.T, c *cluster.Cluster, n cluster.Node, images map[string]string) {
 	t.Helper()
 	if err := os.MkdirAll(n.Files.Manifests(), 0o755); err != nil {
 		t.Fatal(err)
@@ -107,7 +112,7 @@ func statusPod(name, node string, ready bool, mirror bool) *corev1.Pod {
 	return p
 }
 
-func componentByName(cs []ComponentStatus, name string) *ComponentStatus {
+func componentByName(cs []Component, name string) *Component {
 	for i := range cs {
 		if cs[i].Name == name {
 			return &cs[i]
@@ -128,7 +133,7 @@ func componentByName(cs []ComponentStatus, name string) *ComponentStatus {
 // needs etcd and the apiserver binary).
 func TestNodeRows(t *testing.T) {
 	c := statusCluster(t, t.TempDir())
-	ns, err := c.nodes()
+	ns, err := c.AllNodes()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +143,14 @@ func TestNodeRows(t *testing.T) {
 	writeManifests(t, c, cp2, map[string]string{"etcd": statusEtcdImage, "kube-apiserver": statusAPIServerImage})
 
 	cs := fake.NewClientset()
-	applyAddons(t, c, cs)
+	// The addons as up's phases apply them (cluster/internal/addons'
+	// tests check the objects).
+	for name, apply := range map[string]func(context.Context, kubernetes.Interface, layout.Config, string, *addons.Count) error{
+		addons.KubeProxy: addons.ApplyKubeProxy, addons.CoreDNS: addons.ApplyCoreDNS} {
+		if err := apply(context.Background(), cs, c.Config, c.Config.Images[name], &addons.Count{}); err != nil {
+			t.Fatalf("apply %s: %v", name, err)
+		}
+	}
 	for _, p := range []*corev1.Pod{
 		statusPod(kube.MirrorPodName("etcd", "st-cp2"), "st-cp2", true, true),
 		statusPod(kube.MirrorPodName("kube-apiserver", "st-cp2"), "st-cp2", false, true),
@@ -151,7 +163,7 @@ func TestNodeRows(t *testing.T) {
 		}
 	}
 	api := readStatusAPI(context.Background(), cs)
-	if api.err != nil || api.images[addons.KubeProxy] != testKubeProxyImage || api.images[addons.CoreDNS] != testCoreDNSImage {
+	if api.err != nil || api.images[addons.KubeProxy] != statusKubeProxyImage || api.images[addons.CoreDNS] != statusCoreDNSImage {
 		t.Fatalf("the API's view: images %v, %v", api.images, api.err)
 	}
 
@@ -164,7 +176,7 @@ func TestNodeRows(t *testing.T) {
 		kubeletContainer("a0", kube.MirrorPodName("kube-apiserver", cp0), "kube-apiserver", exited, 0, statusAPIServerImage, 30),
 		kubeletContainer("a1", kube.MirrorPodName("kube-apiserver", cp0), "kube-apiserver", running, 1, statusSwappedImage, 5),
 		kubeletContainer("c0", kube.MirrorPodName("kube-controller-manager", cp0), "kube-controller-manager", running, 0, statusCMImage, 30),
-		kubeletContainer("p0", "kube-proxy-a1b2c", "kube-proxy", running, 0, testKubeProxyImage, 20),
+		kubeletContainer("p0", "kube-proxy-a1b2c", "kube-proxy", running, 0, statusKubeProxyImage, 20),
 		// Another node's static pod of the same name and a pod that is
 		// no addon: not node 0's rows.
 		kubeletContainer("x0", kube.MirrorPodName("etcd", "st-cp2"), "etcd", running, 0, statusEtcdImage, 30),
@@ -172,7 +184,7 @@ func TestNodeRows(t *testing.T) {
 	))
 	health := map[string]error{"kube-scheduler": errors.New("connection refused")}
 	comps := nodeComponents(n0, node0Containers, func(pod string) error { return health[pod] })
-	want := []ComponentStatus{
+	want := []Component{
 		{Name: "etcd", Manifest: statusEtcdImage, Running: statusEtcdImage, State: "running", Healthy: true},
 		{Name: "kube-apiserver", Manifest: statusAPIServerImage, Running: statusSwappedImage, State: "running", Healthy: true, Restarts: 1},
 		{Name: "kube-controller-manager", Manifest: statusCMImage, Running: statusCMImage, State: "running", Healthy: true},
@@ -186,8 +198,8 @@ func TestNodeRows(t *testing.T) {
 			t.Errorf("node 0's %s:\n got %+v\nwant %+v", want[i].Name, comps[i], want[i])
 		}
 	}
-	if got := nodeAddons(node0Containers, api); len(got) != 1 || got[0].Pod != "kube-proxy-a1b2c" || got[0].Manifest != testKubeProxyImage ||
-		got[0].Running != testKubeProxyImage || !got[0].Healthy || got[0].State != "running" {
+	if got := nodeAddons(node0Containers, api); len(got) != 1 || got[0].Pod != "kube-proxy-a1b2c" || got[0].Manifest != statusKubeProxyImage ||
+		got[0].Running != statusKubeProxyImage || !got[0].Healthy || got[0].State != "running" {
 		t.Errorf("node 0's addons: %+v", got)
 	}
 
@@ -198,7 +210,7 @@ func TestNodeRows(t *testing.T) {
 		kubeletContainer("a2", kube.MirrorPodName("kube-apiserver", "st-cp2"), "kube-apiserver", running, 0, statusAPIServerImage, 10),
 	))
 	comps = nodeComponents(cp2, cp2Containers, func(pod string) error { return api.ready(kube.MirrorPodName(pod, cp2.Name())) })
-	if len(comps) != len(StaticPods) {
+	if len(comps) != len(cluster.StaticPods) {
 		t.Fatalf("a control-plane node shows every static pod: %+v", comps)
 	}
 	if e := componentByName(comps, "etcd"); !e.Healthy || e.Running != statusEtcdImage || e.Manifest != statusEtcdImage {
@@ -215,9 +227,9 @@ func TestNodeRows(t *testing.T) {
 	// The worker: no static pods; its kube-proxy restarted (the newest
 	// container counts) and runs an older image than the DaemonSet names.
 	workerContainers := newestPerContainer(newestFirst(
-		kubeletContainer("p1", "kube-proxy-q9z4m", "kube-proxy", exited, 2, testKubeProxyImage, 15),
+		kubeletContainer("p1", "kube-proxy-q9z4m", "kube-proxy", exited, 2, statusKubeProxyImage, 15),
 		kubeletContainer("p2", "kube-proxy-q9z4m", "kube-proxy", exited, 3, statusOldProxyImage, 1),
-		kubeletContainer("d1", "coredns-7c9f-x2v4q", "coredns", running, 0, testCoreDNSImage, 15),
+		kubeletContainer("d1", "coredns-7c9f-x2v4q", "coredns", running, 0, statusCoreDNSImage, 15),
 	))
 	if comps := nodeComponents(worker, workerContainers, func(string) error { return nil }); comps != nil {
 		t.Errorf("a worker has no static pods: %+v", comps)
@@ -227,10 +239,10 @@ func TestNodeRows(t *testing.T) {
 		t.Fatalf("the worker's addons, kube-proxy first: %+v", workerAddons)
 	}
 	if p := workerAddons[0]; p.Pod != "kube-proxy-q9z4m" || p.State != "exited" || p.Restarts != 3 || p.Running != statusOldProxyImage ||
-		p.Manifest != testKubeProxyImage || p.Healthy || p.Problem != "pod kube-proxy-q9z4m is not Ready" {
+		p.Manifest != statusKubeProxyImage || p.Healthy || p.Problem != "pod kube-proxy-q9z4m is not Ready" {
 		t.Errorf("the worker's kube-proxy: %+v", p)
 	}
-	if d := workerAddons[1]; d.Pod != "coredns-7c9f-x2v4q" || d.Running != testCoreDNSImage || d.Manifest != testCoreDNSImage || !d.Healthy {
+	if d := workerAddons[1]; d.Pod != "coredns-7c9f-x2v4q" || d.Running != statusCoreDNSImage || d.Manifest != statusCoreDNSImage || !d.Healthy {
 		t.Errorf("the worker's coredns: %+v", d)
 	}
 
@@ -244,7 +256,7 @@ func TestNodeRows(t *testing.T) {
 	// The runtime was not read: node 0 shows its manifests, absent, as
 	// before status read more nodes; a worker shows nothing.
 	comps = nodeComponents(n0, nil, func(string) error { return nil })
-	if len(comps) != len(StaticPods) || comps[0].State != "absent" || comps[0].Manifest != statusEtcdImage {
+	if len(comps) != len(cluster.StaticPods) || comps[0].State != "absent" || comps[0].Manifest != statusEtcdImage {
 		t.Errorf("node 0 without its runtime: %+v", comps)
 	}
 	if comps := nodeComponents(worker, nil, func(string) error { return nil }); comps != nil || nodeAddons(nil, api) != nil {
@@ -285,7 +297,7 @@ func hangingSocket(t *testing.T, path string) {
 }
 
 // TestStatusContainersRuntimeDown: a node whose runtime does not answer
-// gives a message that says what to do, within statusCheckTimeout, with
+// gives a message that says what to do, within checkTimeout, with
 // the real CRI client on real sockets: one nobody listens on, and one
 // that accepts and never answers. The "containerd" that runs is a sleep
 // started by supervise as devk starts containerd (the real one would
@@ -299,15 +311,16 @@ func TestStatusContainersRuntimeDown(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(home) })
 	c := statusCluster(t, home)
 	c.Config.Name = "st2" // so the message names --name
-	worker, err := c.nodeNamed("st-worker")
+	ns, err := c.AllNodes()
 	if err != nil {
 		t.Fatal(err)
 	}
+	worker := ns[2]
 	ctx := context.Background()
-	bound := statusCheckTimeout + time.Second
+	bound := checkTimeout + time.Second
 
 	t0 := time.Now()
-	cts, msg := c.statusContainers(ctx, worker)
+	cts, msg := runtimeContainers(ctx, c, worker)
 	if cts != nil || msg != "containerd is not running: `devk up --name st2` starts it again (its log: "+worker.Files.LogFile("containerd")+")" {
 		t.Errorf("a worker whose containerd is stopped: %v, %q", cts, msg)
 	}
@@ -321,13 +334,13 @@ func TestStatusContainersRuntimeDown(t *testing.T) {
 	}
 	t.Cleanup(func() { worker.Files.Procs().Stop(context.Background(), "containerd", 0) })
 	t0 = time.Now()
-	cts, msg = c.statusContainers(ctx, worker)
+	cts, msg = runtimeContainers(ctx, c, worker)
 	if cts != nil || !strings.HasPrefix(msg, "containerd runs but did not answer on "+worker.Files.ContainerdSocket()+" within 3s (") ||
 		!strings.HasSuffix(msg, "see its log "+worker.Files.LogFile("containerd")) {
 		t.Errorf("a worker whose containerd is stuck: %v, %q", cts, msg)
 	}
 	if took := time.Since(t0); took > bound {
-		t.Errorf("a stuck containerd took status %s, more than statusCheckTimeout", took)
+		t.Errorf("a stuck containerd took status %s, more than checkTimeout", took)
 	}
 
 	// Node 0 on a runtime that is not devk's: cri's own message, which
@@ -336,7 +349,7 @@ func TestStatusContainersRuntimeDown(t *testing.T) {
 	c.Config.CRISocket = filepath.Join(home, "outside.sock")
 	hangingSocket(t, c.Config.CRISocket)
 	t0 = time.Now()
-	if cts, msg := c.statusContainers(ctx, c.FirstNode()); cts != nil || !strings.Contains(msg, "CRI runtime at "+c.Config.CRISocket+" does not answer") ||
+	if cts, msg := runtimeContainers(ctx, c, c.FirstNode()); cts != nil || !strings.Contains(msg, "CRI runtime at "+c.Config.CRISocket+" does not answer") ||
 		!strings.Contains(msg, "--cri-socket") {
 		t.Errorf("an outside runtime that does not answer: %v, %q", cts, msg)
 	}
@@ -345,24 +358,24 @@ func TestStatusContainersRuntimeDown(t *testing.T) {
 	}
 }
 
-// TestGetStatusNodesDown: a cluster of three nodes whose API server and
+// TestGetNodesDown: a cluster of three nodes whose API server and
 // runtimes are all down still has a status: every node, each with why
 // its runtime was not read, and node 0's components (absent) at the top
 // as before.
-func TestGetStatusNodesDown(t *testing.T) {
+func TestGetNodesDown(t *testing.T) {
 	home := t.TempDir()
 	c := statusCluster(t, home)
-	c.Config.Ports.APIServer = closedPort(t)
+	c.Config.Ports.APIServer = testutil.FreePort(t)
 	if err := c.SaveConfig(); err != nil {
 		t.Fatal(err)
 	}
 	writeManifests(t, c, c.FirstNode(), map[string]string{"etcd": statusEtcdImage})
 	t0 := time.Now()
-	st, err := GetStatus(context.Background(), Options{Home: home, Name: "st"})
+	st, err := Get(context.Background(), cluster.Options{Home: home, Name: "st"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(t0); took > 3*(statusCheckTimeout+time.Second) {
+	if took := time.Since(t0); took > 3*(checkTimeout+time.Second) {
 		t.Errorf("status took %s", took)
 	}
 	if len(st.Nodes) != 3 {
@@ -376,11 +389,33 @@ func TestGetStatusNodesDown(t *testing.T) {
 			t.Errorf("node %s: addons without a runtime: %+v", n.Name, n.Addons)
 		}
 	}
-	if len(st.Components) != len(StaticPods) || st.Components[0].Manifest != statusEtcdImage || st.Components[0].State != "absent" ||
-		st.Components[0].Healthy || len(st.Nodes[0].Components) != len(StaticPods) {
+	if len(st.Components) != len(cluster.StaticPods) || st.Components[0].Manifest != statusEtcdImage || st.Components[0].State != "absent" ||
+		st.Components[0].Healthy || len(st.Nodes[0].Components) != len(cluster.StaticPods) {
 		t.Errorf("node 0's components: %+v", st.Components)
 	}
-	if len(st.Nodes[1].Components) != len(StaticPods) || st.Nodes[2].Components != nil {
+	if len(st.Nodes[1].Components) != len(cluster.StaticPods) || st.Nodes[2].Components != nil {
 		t.Errorf("st-cp2's components %+v, the worker's %+v", st.Nodes[1].Components, st.Nodes[2].Components)
+	}
+}
+
+// TestTakenOutMessage: status says what to run for a server taken out,
+// by why it may be out.
+func TestTakenOutMessage(t *testing.T) {
+	c := &cluster.Cluster{Config: layout.Config{Name: "ha", Network: layout.Network{Nodes: []layout.NodeNet{
+		{Name: "ha-control-plane", Role: layout.RoleControlPlane},
+		{Name: "ha-control-plane2", Role: layout.RoleControlPlane},
+		{Name: "ha-control-plane3", Role: layout.RoleControlPlane, Leaving: true},
+	}}}}
+	for _, tc := range []struct{ node, status, want string }{
+		{"ha-control-plane", "UP", ""},
+		{"ha-control-plane", "DOWN", ""},
+		{"ha-control-plane2", "DRAIN", "`devk up --name ha` (or the next `devk swap`) puts it back"},
+		{"ha-control-plane2", "MAINT", "`devk up --name ha` (or the next `devk swap`) puts it back"},
+		{"ha-control-plane3", "MAINT", "node ha-control-plane3 is being removed; `devk node remove --name ha ha-control-plane3` finishes it"},
+	} {
+		got := takenOutMessage(c, tc.node, tc.status)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s %s: %q, want %q", tc.node, tc.status, got, tc.want)
+		}
 	}
 }

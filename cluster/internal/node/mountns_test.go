@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 // a cover is refused with what to do.
 func TestNodeMountNS(t *testing.T) {
 	p := layout.NodeFiles{Supervised: layout.Supervised{Dir: "/root/.devk/clusters/devk/nodes/w1"}}
-	s := nodeMountNS(p)
+	s := mountNS(p)
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestNodeMountNS(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("not the node's own: %v", want)
 	}
-	err := nodeMountNS(layout.HomeFiles("/var/lib/devk").Cluster("devk").FirstNode()).Validate()
+	err := mountNS(layout.HomeFiles("/var/lib/devk").Cluster("devk").FirstNode()).Validate()
 	if err == nil || !strings.Contains(err.Error(), "DEVK_HOME") {
 		t.Errorf("a DEVK_HOME under /var/lib: %v", err)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // devk configures are the node's own directories (layout.Paths.NodeFS),
 // so a node writes nothing to the host's and shares nothing with other
 // nodes or a kubelet or containerd of the host's. containerd, the kubelet
-// and every command devk runs for the node enter both (node.enter).
+// and every command devk runs for the node enter both (Node.Enter).
 
 // nodeCovers are the host directories each node's mount namespace
 // overlays (the upper layer on a tmpfs of the namespace's own), so that
@@ -41,8 +41,8 @@ var nodeOwnPaths = []string{
 	"/run/netns",
 }
 
-// nodeMountNS is the mount namespace of the node whose files are at p.
-func nodeMountNS(p layout.NodeFiles) mountns.Spec {
+// mountNS is the mount namespace of the node whose files are at p.
+func mountNS(p layout.NodeFiles) mountns.Spec {
 	s := mountns.Spec{File: p.MountNS(), Covers: nodeCovers}
 	for _, path := range nodeOwnPaths {
 		s.Binds = append(s.Binds, mountns.Bind{Path: path, Dir: p.NodeFS(path)})
@@ -50,25 +50,20 @@ func nodeMountNS(p layout.NodeFiles) mountns.Spec {
 	return s
 }
 
-// enter is argv run in node n: in its mount and network namespaces.
-func (n Node) enter(argv ...string) []string {
-	return mountns.Enter(n.Files.MountNS(), n.Net.NetNSPath(), argv...)
-}
-
-// ensureMountNS makes node n's mount namespace unless it is there and
+// EnsureMountNS makes node n's mount namespace unless it is there and
 // complete (a phase killed while making it leaves one that is made
 // again).
-func ensureMountNS(ctx context.Context, n Node) (bool, error) {
-	changed, err := mountns.Ensure(ctx, nodeMountNS(n.Files))
+func (n Node) EnsureMountNS(ctx context.Context) (bool, error) {
+	changed, err := mountns.Ensure(ctx, mountNS(n.Files))
 	if err != nil {
 		return changed, fmt.Errorf("node %s: %w", n.Name(), err)
 	}
 	return changed, nil
 }
 
-// inNodeMountNS says whether process pid runs in node n's mount
+// inMountNS says whether process pid runs in node n's mount
 // namespace.
-func inNodeMountNS(n Node, pid int) bool {
+func (n Node) inMountNS(pid int) bool {
 	dev, ino, ok := mountns.ID(n.Files.MountNS())
 	return ok && mountns.In(pid, dev, ino)
 }
@@ -78,18 +73,18 @@ func inNodeMountNS(n Node, pid int) bool {
 // nodes had one, or in a namespace since dropped. Restarted in the node's,
 // it would not find its shims and pods (their sockets and runc's state are
 // where it was), so the cluster is made again.
-func outsideMountNS(c *Cluster, n Node, what string, pid int) error {
+func (n Node) outsideMountNS(what string, pid int) error {
 	return fmt.Errorf("node %s's %s (pid %d) runs outside the node's mount namespace %s (started by an older devk?): make the cluster again with `devk down%s` and `devk up%s`",
-		n.Name(), what, pid, n.Files.MountNS(), c.nameFlag(), c.nameFlag())
+		n.Name(), what, pid, n.Files.MountNS(), NameFlag(n.Config.Name), NameFlag(n.Config.Name))
 }
 
-// removeNodeMounts ends node n's mount namespace (stopping what is
+// RemoveMounts ends node n's mount namespace (stopping what is
 // left in it; the kernel then unmounts the pods' volumes and everything
 // else inside) and unmounts whatever is left under the node's dir on
 // the host (what a devk from before mount namespaces mounted there: the
 // kubelet's root, the pods' volumes).
-func removeNodeMounts(ctx context.Context, n Node) (phase.Outcome, error) {
-	had, err := mountns.Remove(ctx, nodeMountNS(n.Files), leftoverGrace)
+func (n Node) RemoveMounts(ctx context.Context) (phase.Outcome, error) {
+	had, err := mountns.Remove(ctx, mountNS(n.Files), LeftoverGrace)
 	if err != nil {
 		return phase.Done, err
 	}

@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"context"
@@ -9,52 +9,53 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/cluster/internal/containerd"
-	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
 
-// sandboxImage is the pause image by digest: the sandbox of every pod
-// runs as root in the node's network namespace, so containerd must run
-// exactly the image devk built, whoever answers on the registry's port.
-// The registry is the one --registry names, if given.
-func (c *Cluster) sandboxImage(ctx context.Context) (string, error) {
-	registry := c.Config.Registry
-	if c.Registry != "" {
-		registry = c.Registry
-	}
-	_, ref, err := images.Pause(ctx, c.pauseCache(), registry)
-	return ref, err
+// Runtime is what node n's containerd is started with besides the
+// node's own files.
+type Runtime struct {
+	// SandboxImage is the pause image by digest: the sandbox of every pod
+	// runs as root in the node's network namespace, so containerd must
+	// run exactly the image devk built, whoever answers on the registry's
+	// port.
+	SandboxImage string
+	// Mirrors are the loopback registries, each with its mirror (its
+	// forwarder on devk's bridge).
+	Mirrors []Mirror
+	// Env is what containerd gets on top of devk's own environment.
+	Env      []string
+	Reporter progress.Reporter
 }
 
-func (c *Cluster) containerdConfig(ctx context.Context, n Node) (containerd.Config, error) {
+// Mirror is a loopback registry and the mirror the node pulls its
+// images from.
+type Mirror struct{ Registry, URL string }
+
+// containerdConfig is node n's containerd's config.toml, as data.
+func (n Node) containerdConfig(sandbox string) containerd.Config {
 	d, state := n.Files.Containerd(), n.Files.ContainerdState()
-	sandbox, err := c.sandboxImage(ctx)
-	if err != nil {
-		return containerd.Config{}, err
-	}
 	return containerd.Config{
 		Root: n.Files.ContainerdRoot(), State: state, Socket: n.Files.ContainerdSocket(),
 		OptDir: filepath.Join(d, "opt"), SandboxImage: sandbox,
-		RestrictOOMScoreAdj: c.Config.RestrictOOMScoreAdj,
+		RestrictOOMScoreAdj: n.Config.RestrictOOMScoreAdj,
 		CNIBinDir:           containerd.CNIBinDir(), CNIConfDir: n.Files.CNIConfDir(), CertsDir: filepath.Join(d, "certs.d"),
 		// runc's default, /run/containerd/runc, is the host's.
 		RuncRoot: filepath.Join(state, "runc"),
-	}, nil
+	}
 }
 
 // writeRuntimeFiles writes node n's containerd config and hosts.toml
-// files, and its CNI conflist once its pod subnet is known (podSubnetOf);
+// files, and its CNI conflist once its pod subnet is known (PodSubnet);
 // it reports whether anything changed.
-func (c *Cluster) writeRuntimeFiles(ctx context.Context, n Node) (bool, error) {
-	cc, err := c.containerdConfig(ctx, n)
-	if err != nil {
-		return false, err
-	}
+func (n Node) writeRuntimeFiles(r Runtime) (bool, error) {
+	cc := n.containerdConfig(r.SandboxImage)
 	changed := false
 	write := func(path string, data []byte) error {
 		w, err := atomicfile.WriteIfChanged(path, data, 0o644, "")
@@ -70,13 +71,13 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n Node) (bool, error) {
 	}
 	// Loopback registries speak plain HTTP, through their forwarder;
 	// others keep containerd's default (HTTPS).
-	for _, reg := range c.loopbackRegistries() {
-		for _, h := range containerd.RegistryAliases(reg) {
+	for _, m := range r.Mirrors {
+		for _, h := range containerd.RegistryAliases(m.Registry) {
 			path, err := validname.PathIn(cc.CertsDir, h, "hosts.toml")
 			if err != nil {
-				return changed, fmt.Errorf("registry %q: %w", reg, err)
+				return changed, fmt.Errorf("registry %q: %w", m.Registry, err)
 			}
-			hosts, err := containerd.HostsTOML(h, c.forwarders().Mirror(reg))
+			hosts, err := containerd.HostsTOML(h, m.URL)
 			if err != nil {
 				return changed, err
 			}
@@ -85,39 +86,20 @@ func (c *Cluster) writeRuntimeFiles(ctx context.Context, n Node) (bool, error) {
 			}
 		}
 	}
-	subnet, err := c.podSubnetOf(n)
+	subnet, err := n.PodSubnet()
 	if err != nil || subnet == "" {
 		return changed, err
 	}
-	w, err := c.writeConflist(n, subnet)
+	w, err := n.WriteConflist(subnet)
 	return changed || w, err
 }
 
-func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
-	c.Config.OwnRuntime = true
-	n := c.FirstNode()
-	out, err := c.startRuntime(ctx, n)
-	if err != nil {
-		return out, err
-	}
-	c.Config.CRISocket = n.Files.ContainerdSocket()
-	if err := c.SaveConfig(); err != nil {
-		return phase.Done, err
-	}
-	if subnet, err := c.podSubnetOf(n); err != nil {
-		return phase.Done, err
-	} else if err := ensurePodMasquerade(ctx, n, subnet, c.Config.PodCIDR); err != nil {
-		return phase.Done, err
-	}
-	return out, nil
-}
-
-// startRuntime writes node n's runtime files, makes the node's mount
+// StartRuntime writes node n's runtime files, makes the node's mount
 // namespace, and starts (or, when they changed, restarts) its containerd
 // in the node's network and mount namespaces, then waits until it
 // answers on its socket.
-func (c *Cluster) startRuntime(ctx context.Context, n Node) (phase.Outcome, error) {
-	changed, err := c.writeRuntimeFiles(ctx, n)
+func (n Node) StartRuntime(ctx context.Context, r Runtime) (phase.Outcome, error) {
+	changed, err := n.writeRuntimeFiles(r)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -126,21 +108,21 @@ func (c *Cluster) startRuntime(ctx context.Context, n Node) (phase.Outcome, erro
 			return phase.Done, err
 		}
 	}
-	if _, err := ensureMountNS(ctx, n); err != nil {
+	if _, err := n.EnsureMountNS(ctx); err != nil {
 		return phase.Done, err
 	}
 	procs := n.Files.Procs()
-	if pid, ok := procs.Running("containerd"); ok && !inNodeMountNS(n, pid) {
-		return phase.Done, outsideMountNS(c, n, "containerd", pid)
+	if pid, ok := procs.Running("containerd"); ok && !n.inMountNS(pid) {
+		return phase.Done, n.outsideMountNS("containerd", pid)
 	}
 	if changed {
 		if stopped, err := procs.Stop(ctx, "containerd", restartGrace); err != nil {
 			return phase.Done, err
 		} else if stopped {
-			c.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
+			r.Reporter.Infof("containerd config changed: restarting %s's containerd", n.Name())
 		}
 	}
-	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.enter(containerd.Binary(), "--config", n.Files.ContainerdConfig()), Env: c.daemonEnv()})
+	pid, started, err := procs.Start(supervise.Process{Name: "containerd", Argv: n.Enter(containerd.Binary(), "--config", n.Files.ContainerdConfig()), Env: r.Env})
 	if err != nil {
 		return phase.Done, err
 	}

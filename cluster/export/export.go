@@ -1,4 +1,6 @@
-package cluster
+// Package export is `devk export logs`: what debugging a cluster needs,
+// written into a directory or tarball by phases on the phase engine.
+package export
 
 import (
 	"archive/tar"
@@ -30,7 +32,9 @@ import (
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/phase"
 
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/loadbalancer"
+	"github.com/devk/devk/cluster/status"
 	"github.com/devk/devk/registry"
 )
 
@@ -46,28 +50,32 @@ import (
 // Every directory is 0700 and every file 0600: logs and objects say a lot
 // about a machine even with the Secrets redacted.
 const (
-	// ExportErrorsFile lists what could not be collected, one line each.
-	ExportErrorsFile = "errors.txt"
-	// ExportObjectsDir holds the API objects, one file per resource.
-	ExportObjectsDir = "objects"
-	// ExportContainersDir, under a node's directory, holds the container logs.
-	ExportContainersDir = "containers"
-	// ExportTarSuffix makes the destination a gzipped tarball.
-	ExportTarSuffix = ".tar.gz"
+	// requestTimeout bounds each API request of export logs (a list of
+	// one resource in all namespaces).
+	requestTimeout = 10 * time.Second
+
+	// ErrorsFile lists what could not be collected, one line each.
+	ErrorsFile = "errors.txt"
+	// ObjectsDir holds the API objects, one file per resource.
+	ObjectsDir = "objects"
+	// ContainersDir, under a node's directory, holds the container logs.
+	ContainersDir = "containers"
+	// TarSuffix makes the destination a gzipped tarball.
+	TarSuffix = ".tar.gz"
 	// Redacted replaces the values of a Secret in the export.
 	Redacted = "REDACTED"
 
-	exportNamePrefix = "devk-logs-"
-	exportTimeFormat = "20060102-150405"
+	namePrefix = "devk-logs-"
+	timeFormat = "20060102-150405"
 )
 
-// ExportOptions are what `devk export logs` is told.
-type ExportOptions struct {
+// Options are what `devk export logs` is told.
+type Options struct {
 	// Options names the cluster (Name, Home) and the progress Reporter.
-	Options
+	cluster.Options
 	// Dest is the directory to make (it may exist if it is empty), or
 	// with Tar the tarball to write; empty means ./devk-logs-<name>-<time>
-	// (with ExportTarSuffix when Tar). A Dest ending in ExportTarSuffix
+	// (with TarSuffix when Tar). A Dest ending in TarSuffix
 	// or .tgz is a tarball.
 	Dest string
 	Tar  bool
@@ -75,8 +83,8 @@ type ExportOptions struct {
 	DevkVersion string
 }
 
-// Exported is what an export wrote.
-type Exported struct {
+// Result is what an export wrote.
+type Result struct {
 	// Path is the directory or tarball, absolute.
 	Path  string `json:"path"`
 	Tar   bool   `json:"tar"`
@@ -92,21 +100,21 @@ type Exported struct {
 	Missing []string `json:"missing,omitempty"`
 }
 
-// ExportDest is where an export goes, and whether as a tarball: dest as
-// given (a tarball if it ends in ExportTarSuffix or .tgz, or tar is
+// Dest is where an export goes, and whether as a tarball: dest as
+// given (a tarball if it ends in TarSuffix or .tgz, or tar is
 // set), else a new name under the working directory with the cluster's
 // name and now.
-func ExportDest(dest string, tar bool, name string, now time.Time) (string, bool) {
+func Dest(dest string, tar bool, name string, now time.Time) (string, bool) {
 	if dest == "" {
-		dest = exportNamePrefix + name + "-" + now.Format(exportTimeFormat)
+		dest = namePrefix + name + "-" + now.Format(timeFormat)
 		if tar {
-			dest += ExportTarSuffix
+			dest += TarSuffix
 		}
 	}
-	return dest, tar || strings.HasSuffix(dest, ExportTarSuffix) || strings.HasSuffix(dest, ".tgz")
+	return dest, tar || strings.HasSuffix(dest, TarSuffix) || strings.HasSuffix(dest, ".tgz")
 }
 
-// ExportLogs writes what debugging the cluster needs into a directory or
+// Logs writes what debugging the cluster needs into a directory or
 // tarball: every container log the kubelet kept, the kubelet's and
 // containerd's logs, the static-pod manifests, the API objects of every
 // listable resource (Secrets redacted), and devk's own view (cluster.json,
@@ -115,27 +123,27 @@ func ExportDest(dest string, tar bool, name string, now time.Time) (string, bool
 // not answer) is listed in Missing and errors.txt, and the rest is
 // written anyway; an error means the export itself could not be written.
 // Private keys, certificates and kubeconfigs are never exported. It runs
-// exportPhases; popts report and may ask for a plan.
-func ExportLogs(ctx context.Context, o ExportOptions, popts phase.Options) (*Exported, error) {
-	c, err := Open(o.Options)
+// phases; popts report and may ask for a plan.
+func Logs(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
+	c, err := cluster.Open(o.Options)
 	if err != nil {
 		return nil, err
 	}
 	if !c.Exists() {
-		return nil, c.noCluster()
+		return nil, c.NoCluster()
 	}
-	dest, tar := ExportDest(o.Dest, o.Tar, c.Config.Name, time.Now())
+	dest, tar := Dest(o.Dest, o.Tar, c.Config.Name, time.Now())
 	if dest, err = filepath.Abs(dest); err != nil {
 		return nil, err
 	}
-	res := &Exported{Path: dest, Tar: tar}
+	res := &Result{Path: dest, Tar: tar}
 	e := &exporter{c: c, res: res, root: dest, devkVersion: o.DevkVersion}
 	if popts.Reporter == nil {
 		popts.Reporter = c.Reporter
 	}
 	popts.Job = "export"
 	if popts.DryRun {
-		_, err := phase.Run(ctx, exportPhases(tar), e, popts)
+		_, err := phase.Run(ctx, phases(tar), e, popts)
 		return res, err
 	}
 	if tar {
@@ -158,7 +166,7 @@ func ExportLogs(ctx context.Context, o ExportOptions, popts phase.Options) (*Exp
 		return nil, err
 	}
 	defer e.dir.Close()
-	if _, err := phase.Run(ctx, exportPhases(tar), e, popts); err != nil {
+	if _, err := phase.Run(ctx, phases(tar), e, popts); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("export logs of %s interrupted; %s holds what was written: %w", c.Config.Name, e.root, err)
 		}
@@ -167,8 +175,8 @@ func ExportLogs(ctx context.Context, o ExportOptions, popts phase.Options) (*Exp
 	return res, nil
 }
 
-// exportPhases are export logs' steps; a tarball's end with the tarball.
-func exportPhases(tar bool) []*phase.Phase[*exporter] {
+// phases are export logs' steps; a tarball's end with the tarball.
+func phases(tar bool) []*phase.Phase[*exporter] {
 	ps := []*phase.Phase[*exporter]{
 		{Name: "logs", Short: "copy devk's view (cluster.json, phase times, status) and each node's logs, manifests, kubelet config and container logs",
 			IO: func(e *exporter) ([]string, []string) {
@@ -177,12 +185,12 @@ func exportPhases(tar bool) []*phase.Phase[*exporter] {
 			Run: phase.Method((*exporter).runLogs)},
 		{Name: "objects", Short: "write every listable resource's objects in all namespaces, Secrets redacted",
 			IO: func(e *exporter) ([]string, []string) {
-				return []string{e.c.Config.APIServerURL()}, []string{filepath.Join(e.root, ExportObjectsDir)}
+				return []string{e.c.Config.APIServerURL()}, []string{filepath.Join(e.root, ObjectsDir)}
 			},
 			Run: phase.Method((*exporter).runObjects)},
 		{Name: "readme", Short: "write README.txt (what is where) and errors.txt (what could not be collected)",
 			IO: func(e *exporter) ([]string, []string) {
-				return nil, []string{filepath.Join(e.root, "README.txt"), filepath.Join(e.root, ExportErrorsFile)}
+				return nil, []string{filepath.Join(e.root, "README.txt"), filepath.Join(e.root, ErrorsFile)}
 			},
 			Run: phase.Method((*exporter).runReadme)},
 	}
@@ -197,7 +205,7 @@ func exportPhases(tar bool) []*phase.Phase[*exporter] {
 // runLogs is the logs phase: devk's view, then every node's.
 func (e *exporter) runLogs(ctx context.Context) (phase.Outcome, error) {
 	e.devkView(ctx, e.devkVersion)
-	if ns, err := e.c.nodes(); err != nil {
+	if ns, err := e.c.AllNodes(); err != nil {
 		e.miss("nodes", err)
 	} else {
 		for _, n := range ns {
@@ -211,7 +219,7 @@ func (e *exporter) runLogs(ctx context.Context) (phase.Outcome, error) {
 // missed, not an error.
 func (e *exporter) runObjects(ctx context.Context) (phase.Outcome, error) {
 	if err := e.objects(ctx); err != nil {
-		e.miss(ExportObjectsDir, err)
+		e.miss(ObjectsDir, err)
 		return phase.Unchanged("none: %v", err), e.err
 	}
 	return phase.Changed("%d objects of %d resources", e.res.Objects, e.res.Resources), e.err
@@ -221,7 +229,7 @@ func (e *exporter) runObjects(ctx context.Context) (phase.Outcome, error) {
 func (e *exporter) runReadme(context.Context) (phase.Outcome, error) {
 	e.write("README.txt", []byte(exportReadme(e.c.Config.Name, e.c.Config.FirstNode().Name)))
 	if len(e.res.Missing) > 0 {
-		e.write(ExportErrorsFile, []byte(strings.Join(e.res.Missing, "\n")+"\n"))
+		e.write(ErrorsFile, []byte(strings.Join(e.res.Missing, "\n")+"\n"))
 	}
 	return phase.Changed("%d files, %d missing", e.res.Files, len(e.res.Missing)), e.err
 }
@@ -307,7 +315,7 @@ func exportDirSafe(root *os.Root, dir string, looked fs.FileInfo, made bool) err
 	}
 	defer f.Close()
 	if names, _ := f.Readdirnames(1); len(names) > 0 {
-		return fmt.Errorf("%s is not empty: name a new directory, or none for ./%s<cluster>-<time>", dir, exportNamePrefix)
+		return fmt.Errorf("%s is not empty: name a new directory, or none for ./%s<cluster>-<time>", dir, namePrefix)
 	}
 	return nil
 }
@@ -316,7 +324,7 @@ func exportDirSafe(root *os.Root, dir string, looked fs.FileInfo, made bool) err
 // without the suffix, as kind's and most tarballs do.
 func tarTopDir(tarball string) string {
 	base := filepath.Base(tarball)
-	for _, s := range []string{ExportTarSuffix, ".tgz"} {
+	for _, s := range []string{TarSuffix, ".tgz"} {
 		base = strings.TrimSuffix(base, s)
 	}
 	return base
@@ -325,9 +333,9 @@ func tarTopDir(tarball string) string {
 // exporter writes one export beneath dir: export logs' job, which its
 // phases share.
 type exporter struct {
-	c   *Cluster
+	c   *cluster.Cluster
 	dir *os.Root
-	res *Exported
+	res *Result
 	// root is dir's path: the destination, or for a tarball the staging
 	// directory the tarball is made from.
 	root        string
@@ -439,18 +447,18 @@ func (e *exporter) devkView(ctx context.Context, devkVersion string) {
 	if devkVersion != "" {
 		e.write("devk-version.txt", []byte(devkVersion+"\n"))
 	}
-	if err := c.nodeReachable(); err != nil {
+	if err := nodeReachable(c); err != nil {
 		e.miss("status.json", err)
-	} else if st, err := GetStatus(ctx, c.Options); err != nil {
+	} else if st, err := status.Get(ctx, c.Options); err != nil {
 		e.miss("status.json", err)
 	} else if data, err := json.MarshalIndent(st, "", "  "); err == nil {
 		e.write("status.json", append(data, '\n'))
 	}
 	if c.Config.OwnRegistry {
-		e.copyLog("registry.log", c.registryPaths().LogFile(registry.ProcessName))
+		e.copyLog("registry.log", c.RegistryPaths().LogFile(registry.ProcessName))
 	}
 	if c.Config.HA() {
-		e.copyLog("haproxy.log", c.loadBalancer().Procs.LogFile(loadbalancer.ProcessName))
+		e.copyLog("haproxy.log", c.LoadBalancer().Procs.LogFile(loadbalancer.ProcessName))
 	}
 }
 
@@ -461,13 +469,13 @@ func formatTimings(cfg layout.Config) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "phase times of the last `devk up` or `devk down` of cluster %s (cluster.json lastRun):\n\n", cfg.Name)
-	WriteTimings(&b, cfg.LastRun, "")
+	status.WriteTimings(&b, cfg.LastRun, "")
 	return b.String()
 }
 
 // node exports node n's logs, kubelet config, manifests, container
 // logs and the runtime's container list under <node>/.
-func (e *exporter) node(ctx context.Context, n Node) {
+func (e *exporter) node(ctx context.Context, n cluster.Node) {
 	c := e.c
 	dir := n.Name()
 	logs, _ := filepath.Glob(filepath.Join(n.Files.Logs(), "*.log"))
@@ -496,7 +504,7 @@ func (e *exporter) node(ctx context.Context, n Node) {
 		}
 	}
 	e.containerLogs(dir, n.Files.PodLogs())
-	e.containers(ctx, filepath.Join(dir, "containers.txt"), c.criSocket(n))
+	e.containers(ctx, filepath.Join(dir, "containers.txt"), c.Config.NodeCRISocket(n.Net, n.Files))
 }
 
 // containerLogs copies the kubelet's pod logs dir
@@ -508,7 +516,7 @@ func (e *exporter) node(ctx context.Context, n Node) {
 func (e *exporter) containerLogs(nodeDir, root string) {
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			e.miss(filepath.Join(nodeDir, ExportContainersDir), err)
+			e.miss(filepath.Join(nodeDir, ContainersDir), err)
 			return nil
 		}
 		if !d.Type().IsRegular() {
@@ -524,11 +532,11 @@ func (e *exporter) containerLogs(nodeDir, root string) {
 			return nil
 		}
 		name := pod[0] + "_" + pod[1] + "_" + parts[1] + "_" + parts[2]
-		rel := filepath.Join(nodeDir, ExportContainersDir, name)
+		rel := filepath.Join(nodeDir, ContainersDir, name)
 		if _, err := e.dir.Lstat(rel); err == nil {
 			// The same pod under another UID (a static pod whose
 			// manifest changed, its old instance not yet cleaned up).
-			rel = filepath.Join(nodeDir, ExportContainersDir, pod[0]+"_"+pod[1]+"_"+pod[2]+"_"+parts[1]+"_"+parts[2])
+			rel = filepath.Join(nodeDir, ContainersDir, pod[0]+"_"+pod[1]+"_"+pod[2]+"_"+parts[1]+"_"+parts[2])
 		}
 		if e.copy(rel, path) {
 			e.res.ContainerLogs++
@@ -536,7 +544,7 @@ func (e *exporter) containerLogs(nodeDir, root string) {
 		return nil
 	})
 	if err != nil {
-		e.miss(filepath.Join(nodeDir, ExportContainersDir), err)
+		e.miss(filepath.Join(nodeDir, ContainersDir), err)
 	}
 }
 
@@ -589,7 +597,7 @@ func (e *exporter) containers(ctx context.Context, rel, socket string) {
 // nodeReachable refuses to talk to the node when its network is gone:
 // without the cluster's bridge, the node's address would be routed out
 // of the machine.
-func (c *Cluster) nodeReachable() error {
+func nodeReachable(c *cluster.Cluster) error {
 	if _, err := net.InterfaceByName(c.Config.Network.HostBridge); err != nil {
 		return fmt.Errorf("the cluster's bridge %s is gone, so its node %s is not reachable: `devk up` makes it again", c.Config.Network.HostBridge, c.Config.FirstNode().IP)
 	}
@@ -604,10 +612,10 @@ func (c *Cluster) nodeReachable() error {
 // missed.
 func (e *exporter) objects(ctx context.Context) error {
 	c := e.c
-	if err := c.nodeReachable(); err != nil {
+	if err := nodeReachable(c); err != nil {
 		return err
 	}
-	opts := []kube.Option{kube.WithTimeout(exportRequestTimeout), kube.WithoutWarnings()}
+	opts := []kube.Option{kube.WithTimeout(requestTimeout), kube.WithoutWarnings()}
 	kubeconfig := c.FirstNode().Files.Kubeconfig("super-admin")
 	cs, err := kube.Client(kubeconfig, opts...)
 	if err != nil {
@@ -625,7 +633,7 @@ func (e *exporter) objects(ctx context.Context) error {
 		return fmt.Errorf("the API server at %s: %w (is it running? `devk status` says)", c.Config.APIServerURL(), err)
 	}
 	if err != nil {
-		e.miss(ExportObjectsDir+" of some API groups", err)
+		e.miss(ObjectsDir+" of some API groups", err)
 	}
 	for _, list := range lists {
 		gv, err := schema.ParseGroupVersion(list.GroupVersion)
@@ -640,7 +648,7 @@ func (e *exporter) objects(ctx context.Context) error {
 				return err
 			}
 			gvr := gv.WithResource(r.Name)
-			rel := filepath.Join(ExportObjectsDir, objectsFile(gvr))
+			rel := filepath.Join(ObjectsDir, objectsFile(gvr))
 			ul, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				e.miss(rel, err)
@@ -651,7 +659,7 @@ func (e *exporter) objects(ctx context.Context) error {
 			}
 			items := make([]any, 0, len(ul.Items))
 			for i := range ul.Items {
-				items = append(items, ExportObject(gvr, &ul.Items[i]).Object)
+				items = append(items, Object(gvr, &ul.Items[i]).Object)
 			}
 			data, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 			if err != nil {
@@ -674,11 +682,11 @@ func objectsFile(gvr schema.GroupVersionResource) string {
 	return gvr.Resource + "." + gvr.Group + ".yaml"
 }
 
-// ExportObject is obj as the export shows it: without managedFields and,
+// Object is obj as the export shows it: without managedFields and,
 // for a Secret, with every value of data and stringData and the
 // last-applied annotation (which holds them too) replaced by Redacted.
 // obj is changed in place and returned.
-func ExportObject(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) *unstructured.Unstructured {
+func Object(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
 	if gvr.Group != "" || gvr.Resource != "secrets" {
 		return obj
