@@ -1,10 +1,6 @@
 package cluster
 
 import (
-	"time"
-
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
@@ -37,10 +33,3 @@ func (c *Cluster) NameFlag() string { return c.nameFlag() }
 
 // NoCluster is the error of a command on a cluster that does not exist.
 func (c *Cluster) NoCluster() error { return c.noCluster() }
-
-// NodeNotReady says why Node n is not Ready ("" when it is).
-func NodeNotReady(n *corev1.Node) string { return nodeNotReady(n, time.Time{}) }
-
-// TakenOut says whether HAProxy's status of a server is one devk set to
-// take it out of load balancing (drain, maint), not one its checks gave.
-func TakenOut(status string) bool { return takenOut(status) }

@@ -2,19 +2,15 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/internal/addon"
-	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
@@ -177,29 +173,11 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 	if poll.TimedOut(ctx, err) {
 		// A last look, under the phase's context: the poll's last checks
 		// may have been cut short by its deadline.
-		var b strings.Builder
-		for _, w := range pending {
-			why := c.ready(ctx, cs, w)
-			if why == nil {
-				continue
-			}
-			fmt.Fprintf(&b, "\n%s: %v", w, why)
-			s, err := addon.Get(ctx, cs, w)
-			var pods []corev1.Pod
-			if err == nil && s != nil {
-				pods, err = s.Pods(ctx, cs)
-			}
-			switch {
-			case err != nil:
-				fmt.Fprintf(&b, "\n  (its pods could not be listed: %v)", err)
-			case s != nil: // else gone, as why says
-				b.WriteString(s.DescribeNotReady(pods, c.kubectlCommand()))
-			}
-		}
-		if b.Len() == 0 {
+		why := addons.DescribeNotReady(ctx, cs, pending, func(ctx context.Context, w addon.Workload) error { return c.ready(ctx, cs, w) }, c.kubectlCommand())
+		if why == "" {
 			return phase.Unchanged("ready after %s", progress.Round(time.Since(t0))), nil
 		}
-		return phase.Done, fmt.Errorf("the addons were not ready after %s:%s", addonWaitTimeout, b.String())
+		return phase.Done, fmt.Errorf("the addons were not ready after %s:%s", addonWaitTimeout, why)
 	}
 	if err != nil {
 		return phase.Done, err
@@ -207,69 +185,24 @@ func (c *Cluster) runAddonWait(ctx context.Context) (phase.Outcome, error) {
 	return phase.Unchanged("%s", strings.Join(took, ", ")), nil
 }
 
-// ready says why w is not ready, nil when it is. When this run started
-// the kubelet, the node's pods may be new while the API still holds their
-// predecessors' ready statuses (after `devk down --keep-data`, or a
-// reboot): then w is ready only once every container its pods report
-// runs in the node's runtime.
+// ready says why w is not ready, nil when it is (addons.Ready): when
+// this run started the kubelet, only once every container its pods
+// report runs in the nodes' runtimes.
 func (c *Cluster) ready(ctx context.Context, cs kubernetes.Interface, w addon.Workload) error {
-	s, err := addon.Get(ctx, cs, w)
-	if err != nil {
-		return err
-	}
-	if s == nil {
-		return fmt.Errorf("the cluster has no %s", w)
-	}
-	if done, why := s.RolledOut(); !done {
-		return errors.New(why)
-	}
 	if c.kubeletStarted.IsZero() {
-		return nil
+		return addons.Ready(ctx, cs, w, nil)
 	}
-	pods, err := s.Pods(ctx, cs)
-	if err != nil {
-		return err
-	}
-	// The pods run on every node, each node's in its own runtime.
-	ns, err := c.nodes()
-	if err != nil {
-		return err
-	}
-	var running []cri.Container
-	for _, n := range ns {
-		cs, err := runningContainers(ctx, c.criSocket(n), metav1.NamespaceSystem)
+	return addons.Ready(ctx, cs, w, func() ([]addons.Runtime, error) {
+		ns, err := c.nodes()
 		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name(), err)
+			return nil, err
 		}
-		running = append(running, cs...)
-	}
-	return statusesCurrent(pods, running)
-}
-
-// statusesCurrent says which of a ready workload's pods is not ready
-// after all, or reports a container that does not run (a status from
-// before the node's runtime was emptied); pods on their way out do not
-// count.
-func statusesCurrent(pods []corev1.Pod, running []cri.Container) error {
-	ids := map[string]bool{}
-	for _, ct := range running {
-		ids[ct.ID] = true
-	}
-	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
-			continue
+		var out []addons.Runtime
+		for _, n := range ns {
+			out = append(out, addons.Runtime{Node: n.Name(), Socket: c.criSocket(n)})
 		}
-		if !addon.PodReady(&p) {
-			return fmt.Errorf("pod %s is not ready (its workload's status is older)", p.Name)
-		}
-		for _, st := range p.Status.ContainerStatuses {
-			_, id, _ := strings.Cut(st.ContainerID, "://")
-			if !ids[id] {
-				return fmt.Errorf("pod %s reports container %s ready, which does not run: the kubelet has not reported the pod since it started", p.Name, st.Name)
-			}
-		}
-	}
-	return nil
+		return out, nil
+	})
 }
 
 // kubectlCommand is a kubectl command line for kube-system of this
@@ -280,15 +213,4 @@ func (c *Cluster) kubectlCommand() string {
 		kubectl = c.KubectlPath()
 	}
 	return kubectl + " --kubeconfig " + c.FirstNode().Files.Kubeconfig("admin") + " -n kube-system"
-}
-
-// runningContainers are the running containers of namespace's pods in
-// the runtime at socket.
-func runningContainers(ctx context.Context, socket, namespace string) ([]cri.Container, error) {
-	rt, err := cri.Dial(socket)
-	if err != nil {
-		return nil, err
-	}
-	defer rt.Close()
-	return rt.Containers(ctx, cri.Filter{PodNamespace: namespace, RunningOnly: true})
 }

@@ -2,34 +2,21 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster/internal/kubeconfig"
+	"github.com/devk/devk/cluster/internal/nodecerts"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
 
-// PKIConfig is what the certificate set depends on.
-func (c *Cluster) pkiConfig(n Node) (pki.Config, error) {
-	sip, err := c.Config.ServiceIP()
-	if err != nil {
-		return pki.Config{}, err
-	}
-	pc := pki.Config{NodeName: n.Name(), ServiceIP: sip, AdvertiseIP: net.ParseIP(n.IP()), DNSDomain: c.Config.DNSDomain,
-		Validity: c.Config.Spec.LeafValidity()}
-	if c.Config.HA() {
-		pc.EndpointIP = net.ParseIP(c.Config.Network.HostIP)
-	}
-	return pc, nil
-}
+// pkiConfig is what node n's certificate set depends on.
+func (c *Cluster) pkiConfig(n Node) (pki.Config, error) { return nodecerts.Config(c.Config, n.Net) }
 
 // apiserverRunning says whether this cluster's control plane is up, in
 // which case its certificates are never replaced under it.
@@ -89,39 +76,19 @@ func certPhases() []*phase.Phase[*Cluster] {
 			if err != nil {
 				return phase.Done, err
 			}
-			return certOutcome(res), nil
+			return nodecerts.Outcome(res), nil
 		},
 	})
 	return top
 }
 
-// certOutcome is what ensuring a key pair did.
-func certOutcome(res pki.Result) phase.Outcome {
-	return phase.Outcome{Detail: res.String(), Changed: res != pki.Reused}
-}
-
+// ensureCert is certs/<name> on node n (nodecerts.Ensure).
 func (c *Cluster) ensureCert(n Node, name string) (phase.Outcome, error) {
 	cfg, err := c.pkiConfig(n)
 	if err != nil {
 		return phase.Done, err
 	}
-	for _, s := range pki.Specs(cfg) {
-		if s.Name != name {
-			continue
-		}
-		running := c.apiserverRunning(n)
-		res, err := pki.Ensure(n.Files.PKI(), s, time.Now(), !running)
-		if running && errors.Is(err, pki.ErrExpiring) {
-			// Not under the running control plane: certs-expiry warns,
-			// or renews it with --renew-certs, restarting what uses it.
-			return phase.Unchanged("expiring; left to certs-expiry"), nil
-		}
-		if err != nil {
-			return phase.Done, err
-		}
-		return certOutcome(res), nil
-	}
-	return phase.Done, fmt.Errorf("no certificate %q", name)
+	return nodecerts.Ensure(n.Files.PKI(), cfg, name, c.apiserverRunning(n))
 }
 
 func kubeconfigPhases() []*phase.Phase[*Cluster] {

@@ -6,19 +6,13 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	bootstraputil "k8s.io/cluster-bootstrap/token/util"
-
-	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/etcdmember"
+	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/etcdwatch"
-	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
-	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/join/certshare"
 	"github.com/devk/devk/phase"
@@ -31,11 +25,6 @@ const (
 	// and catch up with the leader (its promotion), and for the node's
 	// control plane to be ready.
 	etcdJoinTimeout = 3 * time.Minute
-	// etcdPollInterval is how often the join asks etcd about its member.
-	etcdPollInterval = 500 * time.Millisecond
-	// certKeyTokenDescription marks the short-lived token that owns
-	// Secret kubeadm-certs, as kubeadm describes its own.
-	certKeyTokenDescription = "Proxy for managing TTL for the kubeadm-certs secret"
 	// leaveIdleWait bounds the wait for a leaving API server's
 	// connections through HAProxy to end: short requests end in it;
 	// watches (every kubelet's, kube-proxy's) end only when the server
@@ -129,31 +118,9 @@ func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	key, err := certshare.NewCertificateKey()
+	written, err := joinnode.ShareCerts(ctx, cs, j.Cluster.FirstNode().Files.PKI(), j.Node.Files.PKI(), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig), apiRequestTimeout)
 	if err != nil {
 		return phase.Done, err
-	}
-	tok, err := bootstrap.NewToken(time.Now())
-	if err != nil {
-		return phase.Done, err
-	}
-	tok.Expires = time.Now().Add(certshare.TokenTTL)
-	// No usages: it only owns the Secret, so that tokencleaner deletes
-	// both when it expires, as kubeadm's does.
-	owner := tok.SecretFor(certKeyTokenDescription, nil)
-	if _, err := kube.Apply(ctx, cs.CoreV1().Secrets(metav1.NamespaceSystem), bootstraputil.BootstrapTokenSecretName(tok.ID), owner); err != nil {
-		return phase.Done, fmt.Errorf("the token that owns the uploaded certificates: %w", err)
-	}
-	if err := certshare.Upload(ctx, cs, j.Cluster.FirstNode().Files.PKI(), key, tok.ID); err != nil {
-		return phase.Done, fmt.Errorf("upload-certs: %w", err)
-	}
-	bs, err := kube.Client(j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kube.WithTimeout(apiRequestTimeout))
-	if err != nil {
-		return phase.Done, fmt.Errorf("the node's bootstrap kubeconfig: %w (run the discovery phase again)", err)
-	}
-	written, err := certshare.Download(ctx, bs, key, j.Node.Files.PKI())
-	if err != nil {
-		return phase.Done, fmt.Errorf("download-certs: %w", err)
 	}
 	if len(written) == 0 {
 		return phase.Unchanged("the shared certificates were there already"), nil
@@ -236,21 +203,9 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	}
 	defer cli.Close()
 	peer := j.Cluster.peerURL(j.Node)
-	ms, err := etcdmember.List(ctx, cli)
+	ms, self, added, err := etcdmember.Ensure(ctx, cli, peer)
 	if err != nil {
 		return phase.Done, err
-	}
-	self := etcdmember.Find(ms, peer)
-	added := false
-	if self == nil {
-		if ms, err = etcdmember.AddLearner(ctx, cli, peer); err != nil {
-			return phase.Done, err
-		}
-		added = true
-		self = etcdmember.Find(ms, peer)
-		if self == nil {
-			return phase.Done, fmt.Errorf("etcd member add %s: the member list it returned lacks it", peer)
-		}
 	}
 	v, n := j.Cluster, j.Node
 	in := controlplane.ManifestInput{EtcdInitialCluster: etcdmember.InitialCluster(ms, self, j.Node.Name())}
@@ -265,33 +220,8 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	var why string
-	err = wait.PollUntilContextTimeout(ctx, etcdPollInterval, etcdJoinTimeout, true, func(ctx context.Context) (bool, error) {
-		ms, err := etcdmember.List(ctx, cli)
-		if err != nil {
-			why = err.Error()
-			return false, nil
-		}
-		m := etcdmember.Find(ms, peer)
-		switch {
-		case m == nil:
-			return false, fmt.Errorf("etcd member %s was removed while it joined", peer)
-		case !m.IsLearner && m.Started:
-			return true, nil
-		case !m.Started:
-			why = "the member has not started (see " + v.containerLog(n, "etcd") + ")"
-			return false, nil
-		}
-		if err := etcdmember.Promote(ctx, cli, m); err != nil {
-			why = "promote: " + err.Error() // not in sync with the leader yet
-			return false, nil
-		}
-		return false, nil
-	})
-	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("etcd member %s of node %s did not join within %s: %s", peer, j.Node.Name(), etcdJoinTimeout, why)
-	}
-	if err != nil {
+	notStarted := func() string { return "the member has not started (see " + v.containerLog(n, "etcd") + ")" }
+	if err := etcdmember.WaitVoting(ctx, cli, peer, j.Node.Name(), notStarted, etcdJoinTimeout); err != nil {
 		return phase.Done, err
 	}
 	members := len(ms)
@@ -350,7 +280,7 @@ func (j *NodeJob) runJoinLoadBalancer(ctx context.Context) (phase.Outcome, error
 	if err != nil {
 		return out, err
 	}
-	if err := j.Cluster.waitAPIServerUp(ctx, j.Node.Name()); err != nil {
+	if err := j.Cluster.loadBalancer().API().WaitAPIServerUp(ctx, j.Node.Name(), j.Cluster.FirstNode().Files.Logs()); err != nil {
 		return phase.Done, fmt.Errorf("%w (%s)", err, j.Cluster.containerLog(j.Node, "kube-apiserver"))
 	}
 	out.Detail += "; " + j.Node.Name() + " UP"
@@ -375,7 +305,7 @@ func (j *NodeJob) runLeaveLoadBalancer(ctx context.Context) (phase.Outcome, erro
 	if _, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name()); err != nil {
 		return phase.Unchanged("not in HAProxy (%v)", err), nil
 	}
-	if err := j.Cluster.drainAPIServer(ctx, j.Node.Name(), leaveIdleWait); err != nil {
+	if err := api.DrainAPIServer(ctx, j.Node.Name(), leaveIdleWait, j.Cluster.Reporter.Debugf); err != nil {
 		return phase.Done, err
 	}
 	if err := api.SetState(ctx, loadbalancer.BackendName, j.Node.Name(), loadbalancer.Maint); err != nil {

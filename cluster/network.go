@@ -74,7 +74,7 @@ func (c *Cluster) allowBridgeForward(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	return c.forwardRule().add(ctx)
+	return c.forwardRule().Add(ctx)
 }
 
 // removeBridgeForward removes the FORWARD rule up added, if cluster.json
@@ -83,7 +83,7 @@ func (c *Cluster) removeBridgeForward(ctx context.Context) (bool, error) {
 	if !c.Config.Network.ForwardRule {
 		return false, nil
 	}
-	removed, err := c.forwardRule().remove(ctx)
+	removed, err := c.forwardRule().Remove(ctx)
 	if err != nil {
 		return removed, err
 	}

@@ -6,28 +6,22 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/bootstrap"
-	"github.com/devk/devk/cluster/internal/cgroups"
 	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/preflight"
 	"github.com/devk/devk/internal/addon"
-	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
-	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/join"
 	"github.com/devk/devk/phase"
@@ -329,28 +323,11 @@ func AddNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJob,
 }
 
 func (j *NodeJob) runJoinPreflight(ctx context.Context) (phase.Outcome, error) {
-	var probs []Problem
-	if os.Geteuid() != 0 {
-		probs = append(probs, Problem{Check: "root", What: "a node runs containerd and the kubelet, which need root", Fix: "run it as root: sudo -E devk node add"})
+	in := preflight.JoinInput{Kubelet: j.Cluster.FirstNode().Files.KubeletBinary(), Net: j.Node.Net, New: !j.resumed, Socket: j.Node.Files.ContainerdSocket()}
+	if in.New {
+		in.Memory = node.MemoryProblem([]string{j.Node.Net.Role}, node.MemAvailable())
 	}
-	probs = append(probs, preflight.Binaries(exec.LookPath, containerd.CNIBinDir())...)
-	if _, err := os.Stat(j.Cluster.FirstNode().Files.KubeletBinary()); err != nil {
-		probs = append(probs, Problem{Check: "kubelet", What: "no kubelet at " + j.Cluster.FirstNode().Files.KubeletBinary() + " to give the node", Fix: "run `devk up` (it builds and installs the kubelet)"})
-	}
-	if !j.resumed {
-		if p := node.MemoryProblem([]string{j.Node.Net.Role}, node.MemAvailable()); p != nil {
-			probs = append(probs, *p)
-		}
-		if _, err := os.Stat(j.Node.Net.NetNSPath()); err == nil {
-			probs = append(probs, Problem{Check: "names", What: "network namespace " + j.Node.Net.NetNS + " exists already", Fix: "another DEVK_HOME's cluster has a node " + j.Node.Name() + "? choose another name"})
-		}
-		if cgroups.Exists(j.Node.Net.CgroupRoot) {
-			probs = append(probs, Problem{Check: "names", What: "cgroup " + j.Node.Net.CgroupRoot + " exists already", Fix: "another DEVK_HOME's cluster has it? choose another name"})
-		}
-	}
-	if len(j.Node.Files.ContainerdSocket())+len(".ttrpc") >= 108 {
-		probs = append(probs, Problem{Check: "paths", What: "the node's containerd socket path " + j.Node.Files.ContainerdSocket() + " is too long for a unix socket", Fix: "set DEVK_HOME to a shorter directory, or give the node a shorter name"})
-	}
+	probs := preflight.Join(in, exec.LookPath, containerd.CNIBinDir())
 	if len(probs) > 0 {
 		return phase.Done, &PreflightError{Problems: probs}
 	}
@@ -392,44 +369,15 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	pins, err := j.joinPins()
+	pins, err := joinnode.Pins(j.join.CAHashes, pki.CertPath(j.Cluster.FirstNode().Files.PKI(), pki.CAName))
 	if err != nil {
 		return phase.Done, err
 	}
-	timeout := j.join.DiscoveryTimeout
-	if timeout == 0 {
-		timeout = join.DefaultTimeout
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	d, err := join.Discover(dctx, j.Cluster.joinEndpoint(), tok, pins)
+	changed, detail, err := joinnode.Discover(ctx, j.Cluster.joinEndpoint(), tok, pins, j.join.DiscoveryTimeout, j.Node.Files)
 	if err != nil {
 		return phase.Done, err
 	}
-	cas, err := certutil.ParseCertsPEM(d.CAPEM)
-	if err != nil {
-		return phase.Done, err
-	}
-	kc, err := join.BootstrapKubeconfig(d.Server, d.CAPEM, tok)
-	if err != nil {
-		return phase.Done, err
-	}
-	changed := false
-	for _, f := range []struct {
-		path string
-		data []byte
-		perm os.FileMode
-	}{
-		{pki.CertPath(j.Node.Files.PKI(), pki.CAName), d.CAPEM, 0o644},
-		{j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig), kc, 0o600},
-	} {
-		w, err := atomicfile.WriteIfChanged(f.path, f.data, f.perm, "")
-		if err != nil {
-			return phase.Done, err
-		}
-		changed = changed || w
-	}
-	return phase.ChangedIf(changed, "%s, CA %s", d.Server, join.CAPin(cas[0])), nil
+	return phase.ChangedIf(changed, "%s", detail), nil
 }
 
 // joinToken is the token the node joins with: --token, else the
@@ -453,26 +401,6 @@ func (j *NodeJob) joinToken(ctx context.Context) (join.Token, error) {
 	return tok, nil
 }
 
-// joinPins are the CA hashes discovery accepts: --discovery-token-ca-cert-hash,
-// else the hash of the cluster's own CA.
-func (j *NodeJob) joinPins() ([]join.Pin, error) {
-	if len(j.join.CAHashes) > 0 {
-		return join.ParsePins(j.join.CAHashes)
-	}
-	cas, err := certutil.CertsFromFile(pki.CertPath(j.Cluster.FirstNode().Files.PKI(), pki.CAName))
-	if err != nil {
-		return nil, fmt.Errorf("the cluster's CA, to pin: %w", err)
-	}
-	return []join.Pin{join.PinOf(cas[0])}, nil
-}
-
-// tlsBootstrapped says whether node n's kubelet has its own client
-// certificate: it writes its kubeconfig once its CSR was signed.
-func tlsBootstrapped(n Node) bool {
-	_, err := os.Stat(n.Files.Kubeconfig("kubelet"))
-	return err == nil
-}
-
 func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
 	t0 := time.Now()
 	out, err := j.Cluster.startKubelet(ctx, j.Node, j.Cluster.FirstNode().Files.KubeletBinary())
@@ -486,24 +414,7 @@ func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	why := "the kubelet has no client certificate yet (its CSR is not signed)"
-	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
-		if _, ok := j.Node.Files.Procs().Running("kubelet"); !ok {
-			return false, fmt.Errorf("the node's kubelet exited; its log ends:\n%s", j.Node.Files.Procs().ExitedTail(ctx, "kubelet", 20))
-		}
-		if !tlsBootstrapped(j.Node) {
-			return false, nil
-		}
-		if _, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{}); err != nil {
-			why = "the Node is not registered: " + err.Error()
-			return false, nil
-		}
-		return true, nil
-	})
-	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("node %s did not join within %s: %s; see %s and `kubectl get csr`", j.Node.Name(), joinTimeout, why, j.Node.Files.LogFile("kubelet"))
-	}
-	if err != nil {
+	if err := joinnode.WaitRegistered(ctx, cs, j.Node.Name(), j.Node.Files); err != nil {
 		return phase.Done, err
 	}
 	return phase.Outcome{Detail: out.Detail + "; client certificate by TLS bootstrap, Node registered", Changed: out.Changed}, nil
@@ -546,51 +457,16 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 	// kube-proxy runs on the node once its DaemonSet is there (a node
 	// that up joins comes before the addons); nil: not waited for.
 	proxy, _ := addon.Get(ctx, cs, addonWorkload(addons.KubeProxy))
-	var why string
-	err = wait.PollUntilContextTimeout(ctx, joinPollInterval, joinTimeout, true, func(ctx context.Context) (bool, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, j.Node.Name(), metav1.GetOptions{})
-		if err != nil {
-			why = err.Error()
-			return false, nil
-		}
-		why = nodeNotReady(n, j.kubeletStarted)
-		if why == "" && proxy != nil {
-			why = proxy.PodNotReadyOn(ctx, cs, j.Node.Name())
-		}
-		if why == "" {
-			return true, nil
-		}
+	note := func(why string) {
 		j.Cluster.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + why})
-		return false, nil
-	})
-	if poll.TimedOut(ctx, err) {
-		return phase.Done, fmt.Errorf("node %s is not ready after %s: %s; see %s", j.Node.Name(), joinTimeout, why, j.Node.Files.LogFile("kubelet"))
 	}
-	if err != nil {
+	if err := joinnode.WaitReady(ctx, cs, j.Node.Name(), j.Node.Files, j.kubeletStarted, proxy, note); err != nil {
 		return phase.Done, err
 	}
 	if proxy != nil {
 		return phase.Unchanged("node Ready, kube-proxy running"), nil
 	}
 	return phase.Unchanged("node Ready"), nil
-}
-
-// nodeNotReady says why Node n is not Ready ("" when it is); a kubelet
-// started at started must have said so itself.
-func nodeNotReady(n *corev1.Node, started time.Time) string {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type != corev1.NodeReady {
-			continue
-		}
-		if cond.Status != corev1.ConditionTrue {
-			return "not Ready: " + cond.Message
-		}
-		if !started.IsZero() && cond.LastHeartbeatTime.Time.Before(started.Truncate(time.Second)) {
-			return "no heartbeat from the new kubelet yet"
-		}
-		return ""
-	}
-	return "no Ready condition yet"
 }
 
 // nodesPhaseIf says whether up's nodes phase has work: nodes besides
@@ -613,71 +489,9 @@ func (c *Cluster) nodesToJoin() []config.Node {
 }
 
 // nodesToJoinIn is nodesToJoin for cfg, and why it falls short of
-// c.Nodes, if it does.
+// c.Nodes, if it does (joinnode.ToJoin).
 func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]config.Node, error) {
-	var out []config.Node
-	for _, n := range cfg.Network.Nodes[min(1, len(cfg.Network.Nodes)):] {
-		if n.Leaving {
-			continue // node remove finishes it (runNodes says so)
-		}
-		out = append(out, config.Node{Role: n.Role, Name: n.Name})
-	}
-	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
-	cps, total := len(cfg.ControlPlanes()), max(1, len(cfg.Network.Nodes))
-	named := c.namesStillWanted(cfg)
-	var addErr error
-	add := func(role string) bool {
-		name := cfg.NextNodeName(role)
-		if l := named[role]; len(l) > 0 {
-			if l[0] != "" {
-				name = l[0]
-			}
-			named[role] = l[1:]
-		}
-		if _, err := cfg.AddNode(name, role, nil); err != nil {
-			addErr = err
-			return false
-		}
-		out = append(out, config.Node{Role: role, Name: name})
-		total++
-		return true
-	}
-	for cps < c.ControlPlanes && add(layout.RoleControlPlane) {
-		cps++
-	}
-	for addErr == nil && total < c.Nodes && add(layout.RoleWorker) {
-	}
-	return out, addErr
-}
-
-// namesStillWanted are, by role, the names the config file gives the
-// nodes cfg does not have yet, in the file's order ("" for a default
-// name): a file node the cluster has by name is there, and each of the
-// cluster's other nodes of that role stands for one the file leaves
-// unnamed.
-func (c *Cluster) namesStillWanted(cfg layout.Config) map[string][]string {
-	listed := map[string]bool{}
-	for _, n := range c.fileNodes {
-		listed[n.Name] = true
-	}
-	unnamed := map[string]int{} // the cluster's nodes the file does not name, by role
-	for _, n := range cfg.Network.Nodes[min(1, len(cfg.Network.Nodes)):] {
-		if !listed[n.Name] {
-			unnamed[n.Role]++
-		}
-	}
-	out := map[string][]string{}
-	for _, n := range c.fileNodes {
-		if _, _, err := cfg.FindNode(n.Name); n.Name != "" && err == nil {
-			continue
-		}
-		if n.Name == "" && unnamed[n.Role] > 0 {
-			unnamed[n.Role]--
-			continue
-		}
-		out[n.Role] = append(out[n.Role], n.Name)
-	}
-	return out
+	return joinnode.ToJoin(cfg, c.fileNodes, c.ControlPlanes, c.Nodes)
 }
 
 // runNodes is up's nodes phase: the join phases (JoinPhases) for every

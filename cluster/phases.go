@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/hostforward"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
@@ -26,7 +27,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Name:  "preflight",
 			Short: "check root, cgroups, swap, the registry's port, containerd/runc/CNI plugins, ip/nsenter/sysctl, CAP_SYS_RESOURCE",
 			IO: func(c *Cluster) ([]string, []string) {
-				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH", bridgeNFCallIPTables, "iptables -S FORWARD"}, []string{c.Files.ConfigFile()}
+				return []string{"/proc/net/tcp", "/sys/fs/cgroup", "/proc/swaps", "PATH", hostforward.NFCallIPTables, "iptables -S FORWARD"}, []string{c.Files.ConfigFile()}
 			},
 			Run: phase.Method((*Cluster).runPreflight),
 		},

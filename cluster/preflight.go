@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 
 	"github.com/devk/devk/cluster/internal/cgroups"
 	"github.com/devk/devk/cluster/internal/containerd"
+	"github.com/devk/devk/cluster/internal/hostforward"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/preflight"
 	"github.com/devk/devk/cluster/loadbalancer"
@@ -63,7 +63,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	if !c.Exists() {
 		probs = append(probs, preflight.NamesTaken(c.Config.Name, c.Config.Network, node.LinkExists)...)
 	}
-	p, note := c.forwardProblem(ctx)
+	p, note := hostforward.Preflight(ctx, c.forwardRule(), c.AllowBridgeForward || c.Config.Network.ForwardRule, len(c.Config.Network.Nodes)+len(c.newNodeRoles()))
 	add(p)
 	if note != "" {
 		notes = append(notes, note)
@@ -95,26 +95,10 @@ func orUnknown(s string) string {
 	return s
 }
 
-// forwardProblem is preflight's look at the host's FORWARD chain
-// (forwardDrops): a problem when the host drops the traffic between the
-// cluster's nodes and up is to have more than one node without
-// --allow-bridge-forward, a note otherwise. It changes nothing.
-func (c *Cluster) forwardProblem(ctx context.Context) (*Problem, string) {
-	nfCall, rules, err := readForward(ctx, hostIPTables)
-	if err != nil {
-		return nil, fmt.Sprintf("could not read the host's FORWARD chain (%v): if it drops forwarded traffic, nodes cannot reach each other; see %s", err, AllowBridgeForwardFlag)
-	}
-	v := forwardDrops(nfCall, rules, c.Config.Network.HostBridge)
-	rule := c.forwardRule()
-	switch {
-	case !v.Drops:
-		return nil, ""
-	case c.AllowBridgeForward || c.Config.Network.ForwardRule:
-		return nil, fmt.Sprintf("br_netfilter passes bridged traffic through iptables and %s: up adds one rule (%s), down removes it", v.Why, rule)
-	case len(c.Config.Network.Nodes)+len(c.newNodeRoles()) <= 1:
-		return nil, fmt.Sprintf("br_netfilter passes bridged traffic through iptables and %s: one node needs no forwarding, but before `devk node add`, run up again with %s", v.Why, AllowBridgeForwardFlag)
-	}
-	return &Problem{Check: "network",
-		What: "the host would drop the traffic between the cluster's nodes: br_netfilter passes bridged traffic through iptables (" + bridgeNFCallIPTables + " is 1) and " + v.Why,
-		Fix:  "pass " + AllowBridgeForwardFlag + " (up adds one rule, `" + rule.String() + "`, and down removes it), or add such a rule yourself"}, ""
+// forwardRule is the cluster's FORWARD rule (hostforward.Rule).
+func (c *Cluster) forwardRule() hostforward.Rule {
+	return hostforward.Rule{Bridge: c.Config.Network.HostBridge, Cluster: c.Config.Name, IPTables: hostforward.HostIPTables}
 }
+
+// AllowBridgeForwardFlag is up's flag that adds the cluster's FORWARD rule.
+const AllowBridgeForwardFlag = hostforward.AllowFlag

@@ -20,10 +20,4 @@ const (
 	// the local registry, so their pods start within seconds.
 	addonWaitTimeout  = 2 * time.Minute
 	addonPollInterval = 250 * time.Millisecond
-
-	// joinTimeout bounds a joining node's wait for its TLS bootstrap (the
-	// CSR approved and signed, kubelet.conf written) and for its Node to
-	// be Ready with kube-proxy running on it.
-	joinTimeout      = 3 * time.Minute
-	joinPollInterval = 250 * time.Millisecond
 )

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster/internal/controlplane"
+	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
@@ -38,7 +39,7 @@ func (c *Cluster) nodeReady(ctx context.Context, cs kubernetes.Interface, nd Nod
 	if err != nil {
 		return err
 	}
-	if why := nodeNotReady(n, c.kubeletStarted); why != "" {
+	if why := joinnode.NotReady(n, c.kubeletStarted); why != "" {
 		return fmt.Errorf("node %s: %s", nd.Name(), why)
 	}
 	return nil

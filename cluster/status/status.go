@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
@@ -253,7 +254,7 @@ func nodeStatuses(ctx context.Context, c *cluster.Cluster, cs kubernetes.Interfa
 			s.Message = "no Node object"
 		default:
 			s.Kubelet = obj.Status.NodeInfo.KubeletVersion
-			s.Message = cluster.NodeNotReady(&obj)
+			s.Message = joinnode.NotReady(&obj, time.Time{})
 			s.Ready = s.Message == ""
 		}
 		problem := func(pod string) error { return api.ready(kube.MirrorPodName(pod, n.Name())) }
@@ -478,7 +479,7 @@ func loadBalancerStatus(ctx context.Context, c *cluster.Cluster) *LoadBalancer {
 // takenOutMessage says, for an API server HAProxy gives no new
 // connections because devk took it out, why it may be and what to run.
 func takenOutMessage(c *cluster.Cluster, node, status string) string {
-	if !cluster.TakenOut(status) {
+	if !loadbalancer.TakenOut(status) {
 		return ""
 	}
 	if n, _, err := c.Config.FindNode(node); err == nil && n.Leaving {

@@ -17,9 +17,11 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/pki"
 )
 
@@ -169,4 +171,61 @@ func InitialCluster(members []*Member, self *Member, name string) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
+}
+
+// pollInterval is how often a joining member's wait asks etcd about it.
+const pollInterval = 500 * time.Millisecond
+
+// Ensure finds peer's member in the cluster, or adds it as a learner (it
+// does not count for quorum, so a member that never starts costs the
+// cluster nothing): the members, peer's, and whether it added it.
+func Ensure(ctx context.Context, cli *etcdwatch.Client, peer string) (members []*Member, self *Member, added bool, err error) {
+	ms, err := List(ctx, cli)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if self = Find(ms, peer); self != nil {
+		return ms, self, false, nil
+	}
+	if ms, err = AddLearner(ctx, cli, peer); err != nil {
+		return nil, nil, false, err
+	}
+	if self = Find(ms, peer); self == nil {
+		return nil, nil, false, fmt.Errorf("etcd member add %s: the member list it returned lacks it", peer)
+	}
+	return ms, self, true, nil
+}
+
+// WaitVoting waits, at most timeout, until node's member at peer has
+// started and is a voting member, promoting it once it has caught up
+// with the leader; notStarted says why it waits while the member has
+// not started.
+func WaitVoting(ctx context.Context, cli *etcdwatch.Client, peer, node string, notStarted func() string, timeout time.Duration) error {
+	var why string
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		ms, err := List(ctx, cli)
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		m := Find(ms, peer)
+		switch {
+		case m == nil:
+			return false, fmt.Errorf("etcd member %s was removed while it joined", peer)
+		case !m.IsLearner && m.Started:
+			return true, nil
+		case !m.Started:
+			why = notStarted()
+			return false, nil
+		}
+		if err := Promote(ctx, cli, m); err != nil {
+			why = "promote: " + err.Error() // not in sync with the leader yet
+			return false, nil
+		}
+		return false, nil
+	})
+	if poll.TimedOut(ctx, err) {
+		return fmt.Errorf("etcd member %s of node %s did not join within %s: %s", peer, node, timeout, why)
+	}
+	return err
 }

@@ -173,3 +173,47 @@ func NamesTaken(name string, nw layout.Network, linkExists func(string) bool) []
 	}
 	return out
 }
+
+// JoinInput is what a joining node's checks look at.
+type JoinInput struct {
+	// Kubelet is the kubelet binary the node gets (node 0's).
+	Kubelet string
+	// Net is the node's network; New says it is not in cluster.json yet:
+	// its names must then be free, and Memory is the problem of the
+	// machine's memory for it (nil: enough, or not checked).
+	Net    layout.NodeNet
+	New    bool
+	Memory *Problem
+	// Socket is the node's containerd socket.
+	Socket string
+}
+
+// Join are the problems of joining a node to a cluster on this machine
+// (node add's preflight before it asks the API server): root, the
+// programs (lookPath, the CNI plugins in cniDir), the kubelet to give
+// it, for a new node its memory and free names, its socket's length.
+func Join(in JoinInput, lookPath func(string) (string, error), cniDir string) []Problem {
+	var probs []Problem
+	if os.Geteuid() != 0 {
+		probs = append(probs, Problem{Check: "root", What: "a node runs containerd and the kubelet, which need root", Fix: "run it as root: sudo -E devk node add"})
+	}
+	probs = append(probs, Binaries(lookPath, cniDir)...)
+	if _, err := os.Stat(in.Kubelet); err != nil {
+		probs = append(probs, Problem{Check: "kubelet", What: "no kubelet at " + in.Kubelet + " to give the node", Fix: "run `devk up` (it builds and installs the kubelet)"})
+	}
+	if in.New {
+		if in.Memory != nil {
+			probs = append(probs, *in.Memory)
+		}
+		if _, err := os.Stat(in.Net.NetNSPath()); err == nil {
+			probs = append(probs, Problem{Check: "names", What: "network namespace " + in.Net.NetNS + " exists already", Fix: "another DEVK_HOME's cluster has a node " + in.Net.Name + "? choose another name"})
+		}
+		if cgroups.Exists(in.Net.CgroupRoot) {
+			probs = append(probs, Problem{Check: "names", What: "cgroup " + in.Net.CgroupRoot + " exists already", Fix: "another DEVK_HOME's cluster has it? choose another name"})
+		}
+	}
+	if len(in.Socket)+len(".ttrpc") >= maxSocketPath {
+		probs = append(probs, Problem{Check: "paths", What: "the node's containerd socket path " + in.Socket + " is too long for a unix socket", Fix: "set DEVK_HOME to a shorter directory, or give the node a shorter name"})
+	}
+	return probs
+}

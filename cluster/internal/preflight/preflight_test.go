@@ -86,3 +86,32 @@ func TestPreflightPieces(t *testing.T) {
 		t.Errorf("port problem %q does not name the port and the process", msg)
 	}
 }
+
+// TestJoin: a joining node's checks name a missing kubelet, the memory
+// problem of a new node (not of one resumed) and a socket path too long.
+func TestJoin(t *testing.T) {
+	dir := t.TempDir()
+	long := dir + "/" + strings.Repeat("n", maxSocketPath) + "/containerd.sock"
+	in := JoinInput{Kubelet: dir + "/no-kubelet", New: true, Memory: &Problem{Check: "memory", What: "too little"}, Socket: long}
+	checks := func(in JoinInput) []string {
+		var out []string
+		for _, p := range Join(in, func(string) (string, error) { return "/bin/true", nil }, dir) {
+			out = append(out, p.Check)
+		}
+		return out
+	}
+	got := checks(in)
+	for _, want := range []string{"kubelet", "memory", "paths"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Join = %v; want a %s problem", got, want)
+		}
+	}
+	in.New = false
+	if got := checks(in); slices.Contains(got, "memory") {
+		t.Errorf("Join of a node resumed = %v; want no memory problem", got)
+	}
+	in.Kubelet, in.Socket = "/bin/true", dir+"/containerd.sock"
+	if got := checks(in); slices.Contains(got, "kubelet") || slices.Contains(got, "paths") {
+		t.Errorf("Join with a kubelet and a short socket = %v", got)
+	}
+}

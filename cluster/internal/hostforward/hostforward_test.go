@@ -1,4 +1,4 @@
-package cluster
+package hostforward
 
 import (
 	"context"
@@ -45,9 +45,9 @@ func TestForwardDrops(t *testing.T) {
 		{"accept with conditions only", "1\n", "-P FORWARD DROP\n-A FORWARD -i dkb-devk -o dkb-devk -p tcp --dport 6443 -j ACCEPT\n", true, "policy is DROP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := forwardDrops(tc.nfCall, tc.rules, br)
+			v := Drops(tc.nfCall, tc.rules, br)
 			if v.Drops != tc.drops || !strings.Contains(v.Why, tc.why) {
-				t.Errorf("forwardDrops = %+v; want drops=%v, why with %q", v, tc.drops, tc.why)
+				t.Errorf("Drops = %+v; want drops=%v, why with %q", v, tc.drops, tc.why)
 			}
 		})
 	}
@@ -57,8 +57,8 @@ func TestForwardDrops(t *testing.T) {
 // the test's own (a namespace has its own iptables and bridge sysctls;
 // the host's are not touched): a "host" namespace with a bridge, FORWARD
 // policy DROP and br_netfilter on, and two "nodes" on the bridge. Their
-// traffic is dropped and forwardDrops says so; the rule lets it through
-// and forwardDrops agrees; removing it restores the chain as it was.
+// traffic is dropped and Drops says so; the rule lets it through
+// and Drops agrees; removing it restores the chain as it was.
 func TestForwardRuleInNetNS(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("network namespaces need root: run the tests as root, as CI does")
@@ -105,20 +105,20 @@ func TestForwardRuleInNetNS(t *testing.T) {
 		}
 	}()
 	reach := func() error { return dialFromNetNS(filepath.Join("/run/netns", a), l.Addr().String()) }
-	verdict := func() forwardVerdict {
-		nf := sh(append(inHost, "cat", bridgeNFCallIPTables)...)
-		return forwardDrops(nf, sh(append(inHost, "iptables", "-S", "FORWARD")...), bridge)
+	verdict := func() Verdict {
+		nf := sh(append(inHost, "cat", NFCallIPTables)...)
+		return Drops(nf, sh(append(inHost, "iptables", "-S", "FORWARD")...), bridge)
 	}
 
 	if err := reach(); err == nil {
 		t.Fatal("node a reached node b across a bridge whose FORWARD policy is DROP: the test does not test anything")
 	}
 	if v := verdict(); !v.Drops {
-		t.Errorf("forwardDrops = %+v on a chain that drops the traffic", v)
+		t.Errorf("Drops = %+v on a chain that drops the traffic", v)
 	}
-	rule := forwardRule{Bridge: bridge, Cluster: "fwtest", IPTables: append(inHost, "iptables", "-w")}
+	rule := Rule{Bridge: bridge, Cluster: "fwtest", IPTables: append(inHost, "iptables", "-w")}
 	for i, want := range []bool{true, false} { // the second add finds it there
-		if added, err := rule.add(ctx); err != nil || added != want {
+		if added, err := rule.Add(ctx); err != nil || added != want {
 			t.Fatalf("add #%d = %v, %v; want %v", i+1, added, err, want)
 		}
 	}
@@ -126,12 +126,12 @@ func TestForwardRuleInNetNS(t *testing.T) {
 		t.Errorf("with the rule, node a cannot reach node b: %v", err)
 	}
 	if v := verdict(); v.Drops {
-		t.Errorf("forwardDrops = %+v with the rule in place", v)
+		t.Errorf("Drops = %+v with the rule in place", v)
 	}
 	if rules := sh(append(inHost, "iptables", "-S", "FORWARD")...); strings.Count(rules, "-A FORWARD") != 1 {
 		t.Errorf("the chain holds more than the one rule:\n%s", rules)
 	}
-	if removed, err := rule.remove(ctx); err != nil || !removed {
+	if removed, err := rule.Remove(ctx); err != nil || !removed {
 		t.Fatalf("remove = %v, %v; want it removed", removed, err)
 	}
 	if after := sh(append(inHost, "iptables", "-S", "FORWARD")...); after != before {
@@ -140,7 +140,7 @@ func TestForwardRuleInNetNS(t *testing.T) {
 	if err := reach(); err == nil {
 		t.Error("without the rule, node a still reaches node b")
 	}
-	if removed, err := rule.remove(ctx); err != nil || removed {
+	if removed, err := rule.Remove(ctx); err != nil || removed {
 		t.Errorf("a second remove = %v, %v; want nothing to remove", removed, err)
 	}
 }
