@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +21,7 @@ import (
 // cluster.json, named by its node. A node being joined is in it from
 // its register phase on; its checks fail until its API server is ready,
 // so HAProxy sends it nothing before.
-func ForCluster(cfg layout.Config, files layout.Supervised) LB {
+func ForCluster(cfg layout.Config, files layout.LoadBalancerFiles) LB {
 	var backends []Backend
 	for _, n := range cfg.ControlPlanes() {
 		if n.Leaving {
@@ -34,17 +33,17 @@ func ForCluster(cfg layout.Config, files layout.Supervised) LB {
 		Config: Config{
 			Frontend:    cfg.ControlPlaneEndpoint,
 			Backends:    backends,
-			StatsSocket: filepath.Join(files.Run(), "admin.sock"),
-			StateFile:   filepath.Join(files.Run(), "servers.state"),
+			StatsSocket: files.StatsSocket(),
+			StateFile:   files.StateFile(),
 			// Only the cluster's bridge, and only the nodes and the host
 			// (whose connections to the bridge address come from it).
 			Interface: cfg.Network.HostBridge,
 			Sources:   nodeSources(cfg.Network.Subnet),
 			User:      UnprivilegedUser,
 			Group:     UnprivilegedGroup,
-			Chroot:    filepath.Join(files.Dir, "empty"),
+			Chroot:    files.Chroot(),
 		},
-		File:  filepath.Join(files.Dir, "haproxy.cfg"),
+		File:  files.Config(),
 		Procs: files.Procs(),
 	}
 }

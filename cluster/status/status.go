@@ -164,7 +164,7 @@ func Get(ctx context.Context, o cluster.Options) (*Status, error) {
 		case registry.ProcessName:
 			pp = c.RegistryPaths().Supervised
 		case loadbalancer.ProcessName:
-			pp = c.Files.LoadBalancer()
+			pp = c.Files.LoadBalancer().Supervised
 		}
 		ps := Process{Name: name, Log: pp.LogFile(name)}
 		ps.PID, ps.Running = pp.Procs().Running(name)

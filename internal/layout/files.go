@@ -134,7 +134,25 @@ func (p ClusterFiles) Daemons() Supervised { return Supervised{Dir: p.Dir} }
 
 // LoadBalancer is where an HA cluster keeps its HAProxy: haproxy.cfg,
 // run/ (pid file, stats socket, saved server states) and logs/.
-func (p ClusterFiles) LoadBalancer() Supervised { return Supervised{Dir: p.join("haproxy")} }
+func (p ClusterFiles) LoadBalancer() LoadBalancerFiles {
+	return LoadBalancerFiles{Supervised{Dir: p.join("haproxy")}}
+}
+
+// LoadBalancerFiles are an HA cluster's HAProxy's files.
+type LoadBalancerFiles struct{ Supervised }
+
+// Config is haproxy.cfg.
+func (p LoadBalancerFiles) Config() string { return p.join("haproxy.cfg") }
+
+// StatsSocket is HAProxy's runtime API socket (0600).
+func (p LoadBalancerFiles) StatsSocket() string { return filepath.Join(p.Run(), "admin.sock") }
+
+// StateFile is where the servers' states are saved across a reload.
+func (p LoadBalancerFiles) StateFile() string { return filepath.Join(p.Run(), "servers.state") }
+
+// Chroot is the empty, root-owned directory HAProxy's workers are
+// chrooted in.
+func (p LoadBalancerFiles) Chroot() string { return p.join("empty") }
 
 // NodeFiles are where one node keeps its files: its PKI, kubeconfigs,
 // static pod manifests, kubelet, containerd, CNI, logs and pid files, and
