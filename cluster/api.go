@@ -88,7 +88,7 @@ func (c *Cluster) runBootstrapToken(ctx context.Context) (phase.Outcome, error) 
 	if err != nil {
 		return phase.Done, err
 	}
-	caPEM, err := os.ReadFile(pki.CertPath(c.FirstNode().Files.PKI(), pki.CAName))
+	caPEM, err := os.ReadFile(pki.CertPath(c.caDir(), pki.CAName))
 	if err != nil {
 		return phase.Done, err
 	}

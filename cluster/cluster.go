@@ -117,6 +117,10 @@ type Cluster struct {
 	locks *nodelock.Set
 }
 
+// caDir holds the cluster's CAs and service-account key: node 0's pki,
+// where up made them and from which every control-plane join copies them.
+func (c *Cluster) caDir() string { return c.FirstNode().Files.PKI() }
+
 // home is where devk keeps what the home's clusters share.
 func (c *Cluster) home() layout.Home { return layout.HomeFiles(c.Home) }
 

@@ -77,7 +77,7 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "download-certs",
 			Short: "kubeadm's upload-certs on the cluster (the shared CAs and keys encrypted in Secret kube-system/kubeadm-certs under a new certificate key, owned by a 2 h token), then download-certs with the bootstrap token into the node's pki",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.Cluster.FirstNode().Files.PKI() + " (ca, front-proxy-ca, etcd/ca, sa)"}, []string{"secret kube-system/" + certshare.SecretName, j.Node.Files.PKI()}
+				return []string{j.Cluster.caDir() + " (ca, front-proxy-ca, etcd/ca, sa)"}, []string{"secret kube-system/" + certshare.SecretName, j.Node.Files.PKI()}
 			},
 			Run: phase.Method((*NodeJob).runDownloadCerts),
 		},
@@ -109,7 +109,7 @@ func controlPlaneJoinPhases() []*phase.Phase[*NodeJob] {
 // credential and a certificate key of this join only, then downloads as
 // the joining node does, with the bootstrap token alone.
 func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
-	if certshare.Shared(j.Cluster.FirstNode().Files.PKI(), j.Node.Files.PKI()) {
+	if certshare.Shared(j.Cluster.caDir(), j.Node.Files.PKI()) {
 		// A join resumed (or up again) after the download: no new key,
 		// token and Secret for files the node has already.
 		return phase.Unchanged("the node has the shared certificates already"), nil
@@ -118,7 +118,7 @@ func (j *NodeJob) runDownloadCerts(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	written, err := joinnode.ShareCerts(ctx, cs, j.Cluster.FirstNode().Files.PKI(), j.Node.Files.PKI(), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig), apiRequestTimeout)
+	written, err := joinnode.ShareCerts(ctx, cs, j.Cluster.caDir(), j.Node.Files.PKI(), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig), apiRequestTimeout)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -238,7 +238,7 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 // through the other control-plane nodes' members (node remove of a
 // control-plane node); it reports whether there was one.
 func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
-	cli, err := j.etcdClient(ctx, j.Cluster.FirstNode().Files.PKI())
+	cli, err := j.etcdClient(ctx, j.Cluster.caDir())
 	if err != nil {
 		return false, fmt.Errorf("the cluster's etcd: %w", err)
 	}

@@ -84,7 +84,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			Name:  "discovery",
 			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{j.Cluster.Files.BootstrapToken(), pki.CertPath(j.Cluster.FirstNode().Files.PKI(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
+				return []string{j.Cluster.Files.BootstrapToken(), pki.CertPath(j.Cluster.caDir(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
 					[]string{pki.CertPath(j.Node.Files.PKI(), pki.CAName), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig)}
 			},
 			Run: phase.Method((*NodeJob).runDiscovery),
@@ -369,7 +369,7 @@ func (j *NodeJob) runDiscovery(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	pins, err := joinnode.Pins(j.join.CAHashes, pki.CertPath(j.Cluster.FirstNode().Files.PKI(), pki.CAName))
+	pins, err := joinnode.Pins(j.join.CAHashes, pki.CertPath(j.Cluster.caDir(), pki.CAName))
 	if err != nil {
 		return phase.Done, err
 	}
