@@ -16,6 +16,7 @@ import (
 
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/testutil"
 )
 
 // neighbourDialTimeout bounds one connection attempt of the LAN
@@ -71,15 +72,7 @@ func checkLANNeighbour(t *testing.T, ctx context.Context, cfg layout.Config) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	testutil.CloseEach(l)
 	if err := dialIn(peerNS, l.Addr().String()); err != nil {
 		t.Fatalf("the neighbour cannot reach the host's end of its link at %s: %v", l.Addr(), err)
 	}

@@ -87,3 +87,18 @@ func NeedDebian(t testing.TB) {
 		}
 	}
 }
+
+// CloseEach accepts connections on l and closes each at once, in the
+// background, until l is closed: a port that takes connections and
+// answers nothing.
+func CloseEach(l net.Listener) {
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/testutil"
 )
 
 // TestForwardDrops: what the host's sysctl and FORWARD chain say about
@@ -95,15 +96,7 @@ func TestForwardRuleInNetNS(t *testing.T) {
 	before := sh(append(inHost, "iptables", "-S", "FORWARD")...)
 
 	l := listenInNetNS(t, filepath.Join("/run/netns", b), "10.99.1.3:0")
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	testutil.CloseEach(l)
 	reach := func() error { return dialFromNetNS(filepath.Join("/run/netns", a), l.Addr().String()) }
 	verdict := func() Verdict {
 		nf := sh(append(inHost, "cat", NFCallIPTables)...)
