@@ -73,7 +73,7 @@ func checkLANNeighbour(t *testing.T, ctx context.Context, cfg layout.Config) {
 	}
 	defer l.Close()
 	testutil.CloseEach(l)
-	if err := dialIn(peerNS, l.Addr().String()); err != nil {
+	if err := testutil.DialIn(peerNS, l.Addr().String(), neighbourDialTimeout); err != nil {
 		t.Fatalf("the neighbour cannot reach the host's end of its link at %s: %v", l.Addr(), err)
 	}
 
@@ -85,14 +85,14 @@ func checkLANNeighbour(t *testing.T, ctx context.Context, cfg layout.Config) {
 		listeners["the registry forwarder"] = forwarder
 	}
 	for what, addr := range listeners {
-		if err := dialIn(peerNS, addr); err == nil {
+		if err := testutil.DialIn(peerNS, addr, neighbourDialTimeout); err == nil {
 			t.Errorf("the LAN neighbour connected to %s at %s", what, addr)
 		}
-		if err := dialIn("", addr); err != nil {
+		if err := testutil.DialIn("", addr, neighbourDialTimeout); err != nil {
 			t.Errorf("the host cannot connect to %s at %s: %v", what, addr, err)
 		}
 		for _, n := range cfg.Network.Nodes {
-			if err := dialIn(n.NetNSPath(), addr); err != nil {
+			if err := testutil.DialIn(n.NetNSPath(), addr, neighbourDialTimeout); err != nil {
 				t.Errorf("node %s cannot connect to %s at %s: %v", n.Name, what, addr, err)
 			}
 		}
@@ -100,7 +100,7 @@ func checkLANNeighbour(t *testing.T, ctx context.Context, cfg layout.Config) {
 	forwarding, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	for _, n := range cfg.Network.Nodes {
 		addr := net.JoinHostPort(n.IP, strconv.Itoa(cfg.Ports.APIServer))
-		err := dialIn(peerNS, addr)
+		err := testutil.DialIn(peerNS, addr, neighbourDialTimeout)
 		switch {
 		case strings.TrimSpace(string(forwarding)) != "0":
 			t.Logf("the host forwards (ip_forward %s): whether the neighbour reaches node %s at %s is the host's firewall's business (%v)", strings.TrimSpace(string(forwarding)), n.Name, addr, err)
@@ -115,23 +115,11 @@ func checkLANNeighbour(t *testing.T, ctx context.Context, cfg layout.Config) {
 			continue
 		}
 		metrics := strconv.Itoa(cfg.Ports.EtcdMetrics)
-		if err := dialIn("", net.JoinHostPort(n.IP, metrics)); err == nil {
+		if err := testutil.DialIn("", net.JoinHostPort(n.IP, metrics), neighbourDialTimeout); err == nil {
 			t.Errorf("etcd's metrics answer on node %s's address %s", n.Name, n.IP)
 		}
 		if err := kube.ProbeIn(ctx, n.NetNSPath(), "http://"+net.JoinHostPort("127.0.0.1", metrics)+"/health"); err != nil {
 			t.Errorf("etcd's /health on node %s's loopback: %v", n.Name, err)
 		}
 	}
-}
-
-// dialIn connects to addr from the network namespace at ns (this
-// process's own when ns is empty) and closes the connection.
-func dialIn(ns, addr string) error {
-	return kube.InNetNS(ns, func() error {
-		c, err := net.DialTimeout("tcp", addr, neighbourDialTimeout)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
 }

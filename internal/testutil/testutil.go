@@ -13,6 +13,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/devk/devk/internal/kube"
 )
 
 // DirSnapshot is every name under dir (dir too) with its type, mode and
@@ -101,4 +104,17 @@ func CloseEach(l net.Listener) {
 			c.Close()
 		}
 	}()
+}
+
+// DialIn connects to addr from the network namespace at ns (this
+// process's own when ns is empty), waiting at most timeout, and closes
+// the connection: whether addr takes connections from there.
+func DialIn(ns, addr string, timeout time.Duration) error {
+	return kube.InNetNS(ns, func() error {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
 }

@@ -97,7 +97,9 @@ func TestForwardRuleInNetNS(t *testing.T) {
 
 	l := listenInNetNS(t, filepath.Join("/run/netns", b), "10.99.1.3:0")
 	testutil.CloseEach(l)
-	reach := func() error { return dialFromNetNS(filepath.Join("/run/netns", a), l.Addr().String()) }
+	reach := func() error {
+		return testutil.DialIn(filepath.Join("/run/netns", a), l.Addr().String(), forwardDialTimeout)
+	}
 	verdict := func() Verdict {
 		nf := sh(append(inHost, "cat", NFCallIPTables)...)
 		return Drops(nf, sh(append(inHost, "iptables", "-S", "FORWARD")...), bridge)
@@ -150,13 +152,3 @@ func listenInNetNS(t *testing.T, ns, addr string) net.Listener {
 
 // forwardDialTimeout bounds a dial the FORWARD chain may drop.
 const forwardDialTimeout = time.Second
-
-func dialFromNetNS(ns, addr string) error {
-	return kube.InNetNS(ns, func() error {
-		c, err := net.DialTimeout("tcp", addr, forwardDialTimeout)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
-}
