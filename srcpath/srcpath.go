@@ -18,8 +18,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/mod/module"
-
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/source"
 )
@@ -146,18 +144,9 @@ func splitVersion(p string) (mod, version, rest string, ok bool) {
 	return mod, version, rest, ok && mod != "" && version != ""
 }
 
-// cacheDir is where the module cache keeps mod at version (upper-case
-// letters escaped as the cache does: BurntSushi is !burnt!sushi).
+// cacheDir is where the module cache keeps mod at version.
 func (m *Map) cacheDir(mod, version string) (string, error) {
-	em, err := module.EscapePath(mod)
-	if err != nil {
-		return "", err
-	}
-	ev, err := module.EscapeVersion(version)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(m.ModCache, filepath.FromSlash(em+"@"+ev)), nil
+	return source.ModuleDir(m.ModCache, mod, version)
 }
 
 func exists(p string) bool {
