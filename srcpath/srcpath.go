@@ -2,8 +2,9 @@
 // its stacks, to a debugger) to files on this machine: the Kubernetes
 // tree's modules (k8s.io/kubernetes at the tree's root, each staging
 // module k8s.io/<name> under staging/src/k8s.io/<name>, as go.work says),
-// third-party modules in the Go module cache (or the tree's vendor/), the
-// standard library in GOROOT/src. It also gives the same mapping as
+// third-party modules in the Go module cache, or in the tree's vendor/
+// when the cache lacks them (a vendored build reports module@version too),
+// the standard library in GOROOT/src. It also gives the same mapping as
 // substitute-path rules for Delve and IDEs.
 package srcpath
 
@@ -99,15 +100,16 @@ func (m *Map) locate(p string) (file string, inTree bool) {
 	if stdlib(p) {
 		return filepath.Join(m.GOROOT, "src", filepath.FromSlash(p)), false
 	}
+	unversioned := p
 	if mod, version, rest, ok := splitVersion(p); ok {
 		if dir, err := m.cacheDir(mod, version); err == nil {
 			if f := filepath.Join(dir, filepath.FromSlash(rest)); exists(f) {
 				return f, false
 			}
 		}
-		p = path.Join(mod, rest)
+		unversioned = path.Join(mod, rest)
 	}
-	if v := path.Join("vendor", p); exists(filepath.Join(m.Root, filepath.FromSlash(v))) {
+	if v := path.Join("vendor", unversioned); exists(filepath.Join(m.Root, filepath.FromSlash(v))) {
 		return v, true
 	}
 	return p, false
