@@ -225,6 +225,10 @@ func TestClusterUpDown(t *testing.T) {
 		}
 	})
 
+	// Each component's goroutines, each frame a file of the tree (or the
+	// module cache, GOROOT) and a line within it.
+	step(t, "stacks", func(t *testing.T) { checkStacks(t, tree, devk) })
+
 	step(t, "daemon logs", func(t *testing.T) { checkDaemonLogs(t, home, "devk") })
 
 	// up again: nothing changes.

@@ -60,15 +60,33 @@ func zipPath(cache, mod string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%s: no version", mod)
 	}
-	ep, err := module.EscapePath(path)
-	if err != nil {
-		return "", err
-	}
-	ev, err := module.EscapeVersion(version)
+	ep, ev, err := escapeModule(path, version)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(cache, "cache", "download", filepath.FromSlash(ep), "@v", ev+".zip"), nil
+}
+
+// ModuleDir is where the module cache (GOMODCACHE) keeps the files of
+// module path at version.
+func ModuleDir(cache, path, version string) (string, error) {
+	ep, ev, err := escapeModule(path, version)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, filepath.FromSlash(ep+"@"+ev)), nil
+}
+
+// escapeModule is a module's path and version as the module cache names
+// them: upper-case letters escaped (BurntSushi is !burnt!sushi).
+func escapeModule(path, version string) (ep, ev string, err error) {
+	if ep, err = module.EscapePath(path); err != nil {
+		return "", "", err
+	}
+	if ev, err = module.EscapeVersion(version); err != nil {
+		return "", "", err
+	}
+	return ep, ev, nil
 }
 
 // downloaded sums the sizes of zips, complete or being downloaded, and

@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -83,4 +84,43 @@ func goDirective(path string, data []byte) (string, error) {
 		return "", nil
 	}
 	return g.Version, nil
+}
+
+// Module is one module of a tree's workspace: its path and its directory
+// relative to the tree's root ("." for k8s.io/kubernetes itself).
+type Module struct {
+	Path string
+	Dir  string
+}
+
+// Modules are the modules the tree's go.work uses (k8s.io/kubernetes and
+// every staging module), each with its path from its own go.mod.
+func (t *Tree) Modules() ([]Module, error) {
+	workPath := filepath.Join(t.Root, "go.work")
+	data, err := os.ReadFile(workPath)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := modfile.ParseWork(workPath, data, nil)
+	if err != nil {
+		return nil, err
+	}
+	var mods []Module
+	for _, u := range wf.Use {
+		dir := filepath.Clean(filepath.FromSlash(u.Path))
+		if filepath.IsAbs(dir) || !filepath.IsLocal(dir) {
+			return nil, fmt.Errorf("%s uses %s, which is not inside the tree", workPath, u.Path)
+		}
+		modPath := filepath.Join(t.Root, dir, "go.mod")
+		gomod, err := os.ReadFile(modPath)
+		if err != nil {
+			return nil, fmt.Errorf("%s uses %s: %w", workPath, u.Path, err)
+		}
+		path := modfile.ModulePath(gomod)
+		if path == "" {
+			return nil, fmt.Errorf("%s has no module line", modPath)
+		}
+		mods = append(mods, Module{Path: path, Dir: filepath.ToSlash(dir)})
+	}
+	return mods, nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/devk/devk/internal/testtree"
 )
 
 // The go.work and go.mod of k8s.io/kubernetes@v1.34.4, as the module
@@ -99,4 +101,30 @@ func TestGoDirective(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestModules(t *testing.T) {
+	tree := &Tree{Root: testtree.Copy(t)}
+	got, err := tree.Modules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Module{
+		{Path: "k8s.io/kubernetes", Dir: "."},
+		{Path: "k8s.io/client-go", Dir: "staging/src/k8s.io/client-go"},
+		{Path: "k8s.io/component-base", Dir: "staging/src/k8s.io/component-base"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Modules() = %v, want %v", got, want)
+	}
+
+	t.Run("a use outside the tree", func(t *testing.T) {
+		bad := &Tree{Root: testtree.Copy(t)}
+		if err := os.WriteFile(filepath.Join(bad.Root, "go.work"), []byte("go 1.24.0\n\nuse ../elsewhere\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bad.Modules(); err == nil || !strings.Contains(err.Error(), "not inside the tree") {
+			t.Errorf("Modules() error = %v, want one saying ../elsewhere is not inside the tree", err)
+		}
+	})
 }

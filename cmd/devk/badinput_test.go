@@ -462,6 +462,10 @@ func TestBadInput(t *testing.T) {
 		{name: "watch, e2e without a swap", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--e2e-focus", "Pods"}, want: "--e2e-focus runs specs against what a cycle swapped in: drop --no-swap", timeout: watchTimeout},
 		{name: "watch, e2e focus not a regexp", args: []string{"watch", "apiserver", "--tree", tree, "--once", "--e2e-focus", "Pods ("}, want: `--e2e-focus "Pods (" is not a regular expression`, timeout: watchTimeout},
 		{name: "watch, e2e on a kubeadm node", args: []string{"watch", "apiserver", "--tree", tree, "--once", "--e2e-focus", "Pods", "--manifests-dir", tree, "--kubeconfig", tree + "/kc", "--cri-socket", tree + "/sock"}, want: "--e2e-focus runs devk e2e, which needs a devk cluster", timeout: watchTimeout},
+		{name: "stacks, unknown component", args: []string{"stacks", "etcd"}, want: `unknown component "etcd": want one of apiserver, controller-manager, scheduler, kubelet`},
+		{name: "stacks, match not a regexp", args: []string{"stacks", "apiserver", "--match", "routes("}, want: `--match "routes(" is not a regular expression`},
+		{name: "stacks, no such node", args: []string{"stacks", "scheduler", "--node", "nosuch", "--tree", tree}, want: `--node: cluster devk has no node "nosuch"; its nodes: devk-control-plane`},
+		{name: "stacks, climbing name", args: []string{"stacks", "apiserver", "--name", "../x", "--tree", tree}, want: `cluster name "../x"`},
 		{name: "etcd get, namespace with a slash", args: etcdArgs("get", "-n", "../x", "cm/y"), want: `namespace "../x"`},
 
 		// registry

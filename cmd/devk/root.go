@@ -153,6 +153,7 @@ Exit status:
 		newEtcdCmd(g),
 		newCertsCmd(g),
 		newExportCmd(g),
+		newStacksCmd(g),
 	)
 	groupCommands(root)
 	registerClusterCompletion(root)
@@ -168,6 +169,7 @@ var commandGroups = []*cobra.Group{
 	{ID: "swap", Title: "Swap and verify:"},
 	{ID: "etcd", Title: "etcd:"},
 	{ID: "loop", Title: "The inner loop:"},
+	{ID: "debug", Title: "Look inside:"},
 	{ID: "other", Title: "Other commands:"},
 }
 
@@ -177,6 +179,7 @@ var groupOf = map[string]string{
 	"swap": "swap", "digest": "swap",
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",
+	"stacks":  "debug",
 	"version": "other", "completion": "other", "help": "other",
 }
 

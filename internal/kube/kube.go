@@ -67,6 +67,14 @@ func Dynamic(kubeconfig string, opts ...Option) (*dynamic.DynamicClient, error) 
 	return dynamic.NewForConfig(cfg)
 }
 
+// WithHost sends the requests to host (https://IP:PORT) instead of the
+// kubeconfig's server, with its credentials and CA: one API server of
+// several, or a component's own secure port whose serving certificate
+// the cluster CA signs.
+func WithHost(host string) Option {
+	return func(c *rest.Config) { c.Host = host }
+}
+
 // WithoutWarnings drops the server's deprecation warnings, which client-go
 // otherwise prints to stderr: for a client that reads every resource.
 func WithoutWarnings() Option {
