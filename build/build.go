@@ -49,13 +49,16 @@ type Options struct {
 
 // Binary is one built component.
 type Binary struct {
-	Component Component     `json:"-"`
-	Name      string        `json:"component"`
-	Path      string        `json:"path"`
-	SHA256    string        `json:"sha256"`
-	Size      int64         `json:"size"`
-	Changed   bool          `json:"changed"`
-	Took      time.Duration `json:"took"`
+	Component Component `json:"-"`
+	Name      string    `json:"component"`
+	Path      string    `json:"path"`
+	SHA256    string    `json:"sha256"`
+	Size      int64     `json:"size"`
+	// Version is what the binary is stamped with: the tree's gitVersion,
+	// or the pinned version of a component built from a module.
+	Version string        `json:"version"`
+	Changed bool          `json:"changed"`
+	Took    time.Duration `json:"took"`
 }
 
 // Job is the state the build phases share. Other pipelines (image, push,
@@ -184,18 +187,28 @@ func addPackages(comps []Component, tree *source.Tree, treeDir string, paths []s
 }
 
 // pinnedVersion is how an external component's version is chosen: the
-// flag that overrides it (checked by parse) or what the tree's kubeadm
-// names.
+// flag that overrides it (checked by parse; none for dlv) or fromTree,
+// what the tree's kubeadm names or devk's pin; by says which, for help.
 type pinnedVersion struct {
 	name     string
 	parse    func(string) (string, error)
 	fromTree func(*source.Tree) (string, error)
+	by       string
 }
 
 // pinnedVersions are the external components' versions, by component.
 var pinnedVersions = map[string]pinnedVersion{
-	"etcd":  {"--etcd-version", source.ParseEtcdVersion, (*source.Tree).EtcdVersion},
-	CoreDNS: {"--coredns-version", source.ParseCoreDNSVersion, (*source.Tree).CoreDNSVersion},
+	"etcd":  {"--etcd-version", source.ParseEtcdVersion, (*source.Tree).EtcdVersion, "the version kubeadm names (" + source.EtcdVersionConst + ")"},
+	CoreDNS: {"--coredns-version", source.ParseCoreDNSVersion, (*source.Tree).CoreDNSVersion, "the version kubeadm names (" + source.CoreDNSVersionConst + ")"},
+	Delve:   {"", nil, func(*source.Tree) (string, error) { return DelveVersion, nil }, "devk's pin (" + DelveVersion + ")"},
+}
+
+// remedy is what to do when the pinned version fails to build.
+func (p pinnedVersion) remedy() string {
+	if p.name == "" {
+		return "is the Go module proxy reachable? see `go env GOPROXY`"
+	}
+	return "is that version served by the Go module proxy? pass " + p.name
 }
 
 // flag checks the flag's value; empty means the tree's version.
@@ -327,7 +340,7 @@ func Phases() []*phase.Phase[*Job] {
 func modulePhase(c Component) *phase.Phase[*Job] {
 	return &phase.Phase[*Job]{
 		Name:  c.Name,
-		Short: fmt.Sprintf("go build %s from %s at the version kubeadm names (%s)", c.Binary, c.Package, c.VersionConst),
+		Short: fmt.Sprintf("go build %s from %s at %s", c.Binary, c.Package, pinnedVersions[c.Name].by),
 		If: func(j *Job) (bool, string) {
 			return j.wants(c.Name), c.Name + " not asked for"
 		},
@@ -488,8 +501,7 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	err = j.goBuild(ctx, cmd, []string{c.Package})
 	j.took[c.Name] = time.Since(t0)
 	if err != nil {
-		flag := pinnedVersions[c.Name].name
-		return fmt.Errorf("%s %s failed to build (is that version served by the Go module proxy? pass %s):\n%w", c.Name, v, flag, err)
+		return fmt.Errorf("%s %s failed to build (%s):\n%w", c.Name, v, pinnedVersions[c.Name].remedy(), err)
 	}
 	return nil
 }
@@ -636,13 +648,13 @@ func record(ctx context.Context, j *Job) error {
 			} else if sum, err = FileSHA256(path); err != nil {
 				return err
 			}
-			b := Binary{Component: c, Name: c.Name, Path: path, SHA256: sum, Size: fi.Size(), Took: j.took[c.Name],
-				Changed: prev == nil || prev.SHA256 != sum || prev.Platform != j.Platform}
-			j.Binaries = append(j.Binaries, b)
 			version := j.Version.GitVersion
 			if c.External {
 				version = j.pinned[c.Name]
 			}
+			b := Binary{Component: c, Name: c.Name, Path: path, SHA256: sum, Size: fi.Size(), Version: version, Took: j.took[c.Name],
+				Changed: prev == nil || prev.SHA256 != sum || prev.Platform != j.Platform}
+			j.Binaries = append(j.Binaries, b)
 			st.Component(c.Name).Binary = &BinaryRecord{
 				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), BuildID: id, Inputs: j.inputs[c.Name], Platform: j.Platform,
 				Version: version, BuiltAt: time.Now().UTC(),

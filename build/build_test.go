@@ -30,9 +30,10 @@ func TestResolve(t *testing.T) {
 		{name: "all but etcd", args: []string{"all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm"}},
 		{name: "etcd when named", args: []string{"all", "etcd"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "etcd"}},
 		{name: "coredns when named", args: []string{"coredns", "kubectl"}, want: []string{"kubectl", "coredns"}},
-		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, e2e, ginkgo, or all"},
+		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, e2e, ginkgo, dlv, or all"},
 		{name: "e2e brings ginkgo, all leaves both out", args: []string{"e2e", "all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "e2e", "ginkgo"}},
 		{name: "ginkgo alone", args: []string{"ginkgo"}, want: []string{"ginkgo"}},
+		{name: "dlv when named, all leaves it out", args: []string{"all", "dlv"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "dlv"}},
 		{name: "a package path is not a component here", args: []string{"./test/images/agnhost"}, wantErr: "only `devk build` and `devk push` take"},
 		{name: "none", args: nil, wantErr: "name a component"},
 	}

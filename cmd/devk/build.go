@@ -29,7 +29,7 @@ func newBuildCmd(g *globalOptions) *cobra.Command {
 		Long: `Build one or more components of the Kubernetes tree around you.
 
 Components: ` + strings.Join(build.Names(), ", ") + `,
-or all (every component but etcd, coredns, e2e and ginkgo). The kube- names work too
+or all (every component but etcd, coredns, e2e, ginkgo and dlv). The kube- names work too
 (kube-apiserver = apiserver).
 
 A PACKAGE is any main package of the tree, named by its directory as with
@@ -57,6 +57,9 @@ the tree's kubeadm constants name (DefaultEtcdVersion, CoreDNSVersion), or
 --etcd-version / --coredns-version, stamped as their own builds stamp
 releases.
 
+dlv is Delve, the debugger, built from its module (github.com/go-delve/delve)
+at devk's pin, ` + build.DelveVersion + `; it has no image of its own.
+
 e2e is the tree's end-to-end suite, test/e2e compiled with go test -c
 (same flags and version stamp) into e2e.test; it brings ginkgo, the CLI
 at the version the tree's go.mod requires, built in the tree's workspace.
@@ -75,6 +78,7 @@ component, and the digest is recorded in _output/devk/state.json for
 ` + "`devk digest`" + ` and swap.`,
 		Example: `  devk build apiserver
   devk build kube-apiserver kubectl --debug
+  devk build dlv
   devk build all --platform linux/arm64
   devk build etcd --etcd-version v3.6.5
   devk build coredns --push
