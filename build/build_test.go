@@ -229,12 +229,12 @@ func TestBuildRefusesOldGo(t *testing.T) {
 
 func TestBuildCrossPlatformAndDebug(t *testing.T) {
 	root := testtree.New(t)
-	j, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"kubectl"}, Platform: "linux/arm64", Debug: true}, phase.Options{})
+	j, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"kubectl"}, Platform: "linux/arm64", Debug: true, DebugPackages: []string{DebugAll}}, phase.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := j.Binaries[0]
-	if !strings.HasSuffix(b.Path, "bin/linux_arm64/kubectl") {
+	if !strings.HasSuffix(b.Path, "bin/linux_arm64-debug/kubectl") {
 		t.Fatalf("path = %s", b.Path)
 	}
 	data, err := os.ReadFile(b.Path)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/devk/devk/build"
-	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
 
@@ -81,6 +81,7 @@ type Result struct {
 	PushTook  time.Duration `json:"pushTook,omitempty"`
 
 	binarySHA256 string
+	debug        bool // the binary is a debug build's
 	img          v1.Image
 	debianBase   *DebianBase
 }
@@ -248,14 +249,16 @@ func (j *Job) makeImages(ctx context.Context) error {
 			return err
 		}
 		t0 := time.Now()
-		rec := st.Component(c.Name).Binary
+		debug := j.DebugBuild(c)
+		rec := st.Component(c.Name).BinaryOf(debug)
 		if rec == nil {
 			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.BuildArg())
 		}
 		// state.json is a file in the tree: the binary is read from where
 		// build puts it for the recorded platform, never from a path the
 		// file names.
-		binPath, err := validname.PathIn(j.Tree.OutputDir(), "bin", strings.ReplaceAll(rec.Platform, "/", "_"), c.Binary)
+		binDir, err := build.BinDirFor(j.Tree, rec.Platform, debug)
+		binPath := filepath.Join(binDir, c.Binary)
 		if err != nil {
 			return fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.BuildArg())
 		}
@@ -311,7 +314,7 @@ func (j *Job) makeImages(ctx context.Context) error {
 			Component: c.Name, Binary: c.Binary, Version: rec.Version, Tag: Tag(rec.Version),
 			Repository: repo.Name(), Digest: d.String(), Platform: rec.Platform,
 			Layer: ld.String(), LayerCached: hit, Base: baseName, ImageTook: time.Since(t0),
-			binarySHA256: rec.SHA256, img: img, debianBase: db,
+			binarySHA256: rec.SHA256, debug: debug, img: img, debianBase: db,
 		})
 	}
 	return nil
@@ -412,7 +415,7 @@ func (j *Job) push(ctx context.Context) error {
 		for _, r := range j.Images {
 			st.Component(r.Component).Pushed = &build.PushRecord{
 				Ref: r.Ref, Repository: r.Repository, Tag: r.Tag, Digest: r.Digest,
-				BinarySHA256: r.binarySHA256, PushedAt: now,
+				BinarySHA256: r.binarySHA256, Debug: r.debug, PushedAt: now,
 			}
 		}
 		return nil
