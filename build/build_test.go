@@ -157,13 +157,7 @@ func TestBuildStampsAndDetectsChanges(t *testing.T) {
 
 	// An edit in component-base reaches the apiserver only; kubectl
 	// imports client-go. The tree is now dirty, which is stamped too.
-	vfile := filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "version.go")
-	f, err := os.OpenFile(vfile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("\nfunc Extra() string { return \"extra\" }\n")
-	f.Close()
+	editComponentBase(t, root)
 	t.Setenv("SOURCE_DATE_EPOCH", "0") // keep buildDate fixed; only gitVersion/treeState change
 	j3 := build(t, root, "apiserver")
 	if c := changed(j3); !c["apiserver"] {
@@ -182,6 +176,22 @@ func TestBuildStampsAndDetectsChanges(t *testing.T) {
 	}
 	if rec := st.Components["apiserver"].Binary; rec == nil || rec.SHA256 != j3.Binaries[0].SHA256 || rec.Version != "v1.34.0-dirty" {
 		t.Fatalf("state.json apiserver = %+v", rec)
+	}
+}
+
+// editComponentBase adds a function to the fixture's
+// k8s.io/component-base/version, which the apiserver links and kubectl
+// does not.
+func editComponentBase(t *testing.T, root string) {
+	t.Helper()
+	vfile := filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "version.go")
+	f, err := os.OpenFile(vfile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("\nfunc Extra() string { return \"extra\" }\n"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -3,7 +3,6 @@ package build
 import (
 	"context"
 	"debug/buildinfo"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,13 +72,7 @@ func TestDebugBuild(t *testing.T) {
 
 	// An edit in component-base: that package alone, and only in the
 	// debug binary.
-	vfile := filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "version.go")
-	f, err := os.OpenFile(vfile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("\nfunc Extra() string { return \"extra\" }\n")
-	f.Close()
+	editComponentBase(t, root)
 	j = debugBuild(t, root)
 	b := j.Binaries[0]
 	const edited = "k8s.io/component-base/version"
