@@ -31,8 +31,21 @@ type Options struct {
 	Components []string
 	// Platform is os/arch; empty means linux/<host arch>.
 	Platform string
-	// Debug builds for a debugger: no optimisation, no inlining, symbols kept.
+	// Debug builds for a debugger: symbols and DWARF kept (no -s -w),
+	// and DebugPackages compiled without optimisation or inlining (-N
+	// -l). The binaries go to a directory of their own (the platform's
+	// with DebugDirSuffix) and are recorded apart (ComponentState.Debug),
+	// so the normal build stays as it was and going back to it builds
+	// nothing. The debugger itself (Component.Debugger) is built as
+	// released.
 	Debug bool
+	// DebugPackages are the go package patterns a Debug build compiles
+	// with -N -l, as -gcflags takes them (DebugAll: every package).
+	// Empty means: for the tree's components, the tree's packages they
+	// link whose files changed since their last normal build (see
+	// changedPackages); for one built from a module (etcd, CoreDNS), the
+	// module's own packages.
+	DebugPackages []string
 	// GoFlags are extra `go build` flags, passed through.
 	GoFlags []string
 	// LDFlags are appended to the version ldflags.
@@ -49,13 +62,20 @@ type Options struct {
 
 // Binary is one built component.
 type Binary struct {
-	Component Component     `json:"-"`
-	Name      string        `json:"component"`
-	Path      string        `json:"path"`
-	SHA256    string        `json:"sha256"`
-	Size      int64         `json:"size"`
-	Changed   bool          `json:"changed"`
-	Took      time.Duration `json:"took"`
+	Component Component `json:"-"`
+	Name      string    `json:"component"`
+	Path      string    `json:"path"`
+	SHA256    string    `json:"sha256"`
+	Size      int64     `json:"size"`
+	// Version is what the binary is stamped with: the tree's gitVersion,
+	// or the pinned version of a component built from a module.
+	Version string `json:"version"`
+	// Debug says it is a debug build (Options.Debug); DebugPackages are
+	// the patterns it compiled with -N -l.
+	Debug         bool          `json:"debug,omitempty"`
+	DebugPackages []string      `json:"debugPackages,omitempty"`
+	Changed       bool          `json:"changed"`
+	Took          time.Duration `json:"took"`
 }
 
 // Job is the state the build phases share. Other pipelines (image, push,
@@ -68,7 +88,12 @@ type Job struct {
 	Version    source.Version
 	Binaries   []Binary
 
-	binDir string
+	binDir, debugBinDir string
+	// debugPkgs are the patterns the tree's components compile with -N
+	// -l in a debug build (the debug-packages phase); compiledAt is when
+	// their go build began.
+	debugPkgs  []string
+	compiledAt time.Time
 	// pinned are the module versions of the external components asked
 	// for, by component name; took is how long each go build took.
 	pinned map[string]string
@@ -135,14 +160,23 @@ func NewJob(o Options) (*Job, error) {
 		}
 	}
 	o.EtcdVersion, o.CoreDNSVersion = pinned["etcd"], pinned[CoreDNS]
-	binDir, err := validname.PathIn(tree.OutputDir(), "bin", strings.ReplaceAll(platform, "/", "_"))
+	for _, p := range o.DebugPackages {
+		if err := checkDebugPackage(p); err != nil {
+			return nil, err
+		}
+	}
+	binDir, err := BinDirFor(tree, platform, false)
+	if err != nil {
+		return nil, err
+	}
+	debugBinDir, err := BinDirFor(tree, platform, true)
 	if err != nil {
 		return nil, err
 	}
 	if o.Reporter == nil {
 		o.Reporter = progress.Discard()
 	}
-	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform, binDir: binDir,
+	return &Job{Options: o, Tree: tree, Components: comps, Platform: platform, binDir: binDir, debugBinDir: debugBinDir,
 		pinned: pinned, took: map[string]time.Duration{}, inputs: map[string]string{}, reused: map[string]bool{}}, nil
 }
 
@@ -184,18 +218,28 @@ func addPackages(comps []Component, tree *source.Tree, treeDir string, paths []s
 }
 
 // pinnedVersion is how an external component's version is chosen: the
-// flag that overrides it (checked by parse) or what the tree's kubeadm
-// names.
+// flag that overrides it (checked by parse; none for dlv) or fromTree,
+// what the tree's kubeadm names or devk's pin; by says which, for help.
 type pinnedVersion struct {
 	name     string
 	parse    func(string) (string, error)
 	fromTree func(*source.Tree) (string, error)
+	by       string
 }
 
 // pinnedVersions are the external components' versions, by component.
 var pinnedVersions = map[string]pinnedVersion{
-	"etcd":  {"--etcd-version", source.ParseEtcdVersion, (*source.Tree).EtcdVersion},
-	CoreDNS: {"--coredns-version", source.ParseCoreDNSVersion, (*source.Tree).CoreDNSVersion},
+	"etcd":  {"--etcd-version", source.ParseEtcdVersion, (*source.Tree).EtcdVersion, "the version kubeadm names (" + source.EtcdVersionConst + ")"},
+	CoreDNS: {"--coredns-version", source.ParseCoreDNSVersion, (*source.Tree).CoreDNSVersion, "the version kubeadm names (" + source.CoreDNSVersionConst + ")"},
+	Delve:   {"", nil, func(*source.Tree) (string, error) { return DelveVersion, nil }, "devk's pin (" + DelveVersion + ")"},
+}
+
+// remedy is what to do when the pinned version fails to build.
+func (p pinnedVersion) remedy() string {
+	if p.name == "" {
+		return "is the Go module proxy reachable? see `go env GOPROXY`"
+	}
+	return "is that version served by the Go module proxy? pass " + p.name
 }
 
 // flag checks the flag's value; empty means the tree's version.
@@ -210,11 +254,58 @@ func (p pinnedVersion) flag(value string) (string, error) {
 	return v, nil
 }
 
-// BinDir is where binaries for the job's platform go.
+// DebugDirSuffix ends the name of the directory debug builds go to,
+// beside the platform's (_output/devk/bin/linux_amd64-debug).
+const DebugDirSuffix = "-debug"
+
+// DebugAll is the DebugPackages pattern for every package of a build.
+const DebugAll = "all"
+
+// debugGCFlags are the compiler flags of a debug build's packages: no
+// optimisation, no inlining.
+const debugGCFlags = "-N -l"
+
+// BinDirFor is where build puts binaries for platform (os/arch), a
+// debug build's apart; an error when the platform is not a name.
+func BinDirFor(t *source.Tree, platform string, debug bool) (string, error) {
+	dir := strings.ReplaceAll(platform, "/", "_")
+	if debug {
+		dir += DebugDirSuffix
+	}
+	return validname.PathIn(t.OutputDir(), "bin", dir)
+}
+
+// BinDir is where binaries for the job's platform go (a debug job's
+// tree components: DebugBinDir).
 func (j *Job) BinDir() string { return j.binDir }
 
+// DebugBinDir is where a debug job's binaries go.
+func (j *Job) DebugBinDir() string { return j.debugBinDir }
+
+// DebugBuild says whether c is built for a debugger in this job.
+func (j *Job) DebugBuild(c Component) bool { return j.Debug && !c.Debugger }
+
 // BinaryPath is where a component's binary goes.
-func (j *Job) BinaryPath(c Component) string { return filepath.Join(j.BinDir(), c.File()) }
+func (j *Job) BinaryPath(c Component) string {
+	return filepath.Join(j.binDirOf(j.DebugBuild(c)), c.File())
+}
+
+func (j *Job) binDirOf(debug bool) string {
+	if debug {
+		return j.debugBinDir
+	}
+	return j.binDir
+}
+
+// checkDebugPackage refuses a --debug-pkg pattern go would read as
+// something else: empty, a flag, or holding the = or space of -gcflags'
+// pattern=flags syntax.
+func checkDebugPackage(p string) error {
+	if p == "" || strings.HasPrefix(p, "-") || strings.ContainsAny(p, "= \t\n") {
+		return fmt.Errorf("--debug-pkg %q: want a go package pattern such as k8s.io/apiserver/pkg/server/... or ./pkg/kubelet, or %s", p, DebugAll)
+	}
+	return nil
+}
 
 // treeComponents are the programs one go build makes from the tree.
 func (j *Job) treeComponents() []Component {
@@ -263,6 +354,17 @@ func Phases() []*phase.Phase[*Job] {
 				}
 				return phase.Unchanged("%s", j.Version.GitVersion), nil
 			},
+		},
+		{
+			Name:  "debug-packages",
+			Short: "choose what a --debug build compiles with -N -l: the packages named, else the tree's packages changed since the last normal build",
+			If: func(j *Job) (bool, string) {
+				return j.Debug && len(j.treeComponents())+len(j.testComponents()) > 0, "not a debug build of the tree"
+			},
+			IO: func(j *Job) ([]string, []string) {
+				return []string{StatePath(j.Tree.Root), j.Tree.Root}, nil
+			},
+			Run: phase.Method((*Job).chooseDebugPackages),
 		},
 		{
 			Name:  "compile",
@@ -327,7 +429,7 @@ func Phases() []*phase.Phase[*Job] {
 func modulePhase(c Component) *phase.Phase[*Job] {
 	return &phase.Phase[*Job]{
 		Name:  c.Name,
-		Short: fmt.Sprintf("go build %s from %s at the version kubeadm names (%s)", c.Binary, c.Package, c.VersionConst),
+		Short: fmt.Sprintf("go build %s from %s at %s", c.Binary, c.Package, pinnedVersions[c.Name].by),
 		If: func(j *Job) (bool, string) {
 			return j.wants(c.Name), c.Name + " not asked for"
 		},
@@ -423,11 +525,15 @@ func GoEnv(platform string) []string {
 	return []string{"GOOS=" + goos, "GOARCH=" + goarch}
 }
 
-// commonFlags are the go build flags every component gets.
-func (j *Job) commonFlags(ldflags []string) []string {
+// commonFlags are the go build flags every component gets; a debug
+// build's (debug) compiles the packages debugPkgs match with -N -l (a
+// package several match takes the last match's flags, as go does).
+func (j *Job) commonFlags(ldflags []string, debug bool, debugPkgs []string) []string {
 	args := []string{"build", "-trimpath", "-buildvcs=false"}
-	if j.Debug {
-		args = append(args, "-gcflags=all=-N -l")
+	if debug {
+		for _, p := range debugPkgs {
+			args = append(args, "-gcflags="+p+"="+debugGCFlags)
+		}
 	} else {
 		ldflags = append(ldflags, "-s", "-w") // as `make` does unless DBG=1
 	}
@@ -439,17 +545,19 @@ func (j *Job) commonFlags(ldflags []string) []string {
 }
 
 func compile(ctx context.Context, j *Job) error {
-	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
+	dir := j.binDirOf(j.Debug)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	var pkgs []string
 	for _, c := range j.treeComponents() {
 		pkgs = append(pkgs, c.Package)
 	}
-	args := append(append(j.commonFlags(LDFlags(j.Version)), "-o", j.BinDir()+"/"), pkgs...)
+	args := append(append(j.commonFlags(LDFlags(j.Version), j.Debug, j.debugPkgs), "-o", dir+"/"), pkgs...)
 	cmd := execx.Cmd{Name: "go", Args: args, Dir: j.Tree.Root, Env: j.env()}
 	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
+	j.compiledAt = t0
 	err := j.goBuild(ctx, cmd, pkgs)
 	for _, c := range j.treeComponents() {
 		j.took[c.Name] = time.Since(t0) // one go build for them all
@@ -471,10 +579,10 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(j.BinaryPath(c)), 0o755); err != nil {
 		return err
 	}
-	args := j.commonFlags([]string{"-X " + c.StampVar + "=" + v})
+	args := j.commonFlags([]string{"-X " + c.StampVar + "=" + v}, j.DebugBuild(c), j.debugPackagesOf(c))
 	args = append(args, "-o", j.BinaryPath(c), c.Package)
 	env := append(j.env(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env}
@@ -488,8 +596,7 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	err = j.goBuild(ctx, cmd, []string{c.Package})
 	j.took[c.Name] = time.Since(t0)
 	if err != nil {
-		flag := pinnedVersions[c.Name].name
-		return fmt.Errorf("%s %s failed to build (is that version served by the Go module proxy? pass %s):\n%w", c.Name, v, flag, err)
+		return fmt.Errorf("%s %s failed to build (%s):\n%w", c.Name, v, pinnedVersions[c.Name].remedy(), err)
 	}
 	return nil
 }
@@ -499,11 +606,14 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 // components do (the e2e framework and devk e2e compare it with the
 // cluster's).
 func compileTests(ctx context.Context, j *Job) error {
-	if err := os.MkdirAll(j.BinDir(), 0o755); err != nil {
+	if err := os.MkdirAll(j.binDirOf(j.Debug), 0o755); err != nil {
 		return err
 	}
+	if j.compiledAt.IsZero() {
+		j.compiledAt = time.Now()
+	}
 	for _, c := range j.testComponents() {
-		args := j.commonFlags(LDFlags(j.Version))
+		args := j.commonFlags(LDFlags(j.Version), j.Debug, j.debugPkgs)
 		args = append([]string{"test", "-c"}, args[1:]...) // commonFlags start with "build"
 		args = append(args, "-o", j.BinaryPath(c), c.Package)
 		cmd := execx.Cmd{Name: "go", Args: args, Dir: j.Tree.Root, Env: j.env(), Stdout: j.Log, Stderr: j.Log}
@@ -565,7 +675,7 @@ func (j *Job) unchangedModuleBuild(c Component) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rec := st.Component(c.Name).Binary
+	rec := st.Component(c.Name).BinaryOf(j.DebugBuild(c))
 	path := j.BinaryPath(c)
 	if rec == nil || rec.Inputs != in || rec.Path != path || rec.Platform != j.Platform || rec.BuildID == "" {
 		return false, nil
@@ -622,7 +732,8 @@ func record(ctx context.Context, j *Job) error {
 			if err != nil {
 				return fmt.Errorf("%s was not produced: %w", path, err)
 			}
-			prev := st.Component(c.Name).Binary
+			debug := j.DebugBuild(c)
+			prev := st.Component(c.Name).BinaryOf(debug)
 			id, err := GoBuildID(path)
 			if err != nil {
 				return fmt.Errorf("read the build ID of %s: %w", path, err)
@@ -636,17 +747,25 @@ func record(ctx context.Context, j *Job) error {
 			} else if sum, err = FileSHA256(path); err != nil {
 				return err
 			}
-			b := Binary{Component: c, Name: c.Name, Path: path, SHA256: sum, Size: fi.Size(), Took: j.took[c.Name],
+			version := j.Version.GitVersion
+			compiledAt := j.compiledAt
+			if c.External {
+				version, compiledAt = j.pinned[c.Name], time.Time{}
+			} else if compiledAt.IsZero() && prev != nil {
+				compiledAt = prev.CompiledAt // compile skipped: the binary is the last one's
+			}
+			var debugPkgs []string
+			if debug {
+				debugPkgs = j.debugPackagesOf(c)
+			}
+			b := Binary{Component: c, Name: c.Name, Path: path, SHA256: sum, Size: fi.Size(), Version: version,
+				Debug: debug, DebugPackages: debugPkgs, Took: j.took[c.Name],
 				Changed: prev == nil || prev.SHA256 != sum || prev.Platform != j.Platform}
 			j.Binaries = append(j.Binaries, b)
-			version := j.Version.GitVersion
-			if c.External {
-				version = j.pinned[c.Name]
-			}
-			st.Component(c.Name).Binary = &BinaryRecord{
+			st.Component(c.Name).setBinary(debug, &BinaryRecord{
 				Path: path, SHA256: sum, Size: fi.Size(), ModTime: fi.ModTime(), BuildID: id, Inputs: j.inputs[c.Name], Platform: j.Platform,
-				Version: version, BuiltAt: time.Now().UTC(),
-			}
+				Version: version, BuiltAt: time.Now().UTC(), CompiledAt: compiledAt.UTC(), DebugPackages: debugPkgs,
+			})
 		}
 		return nil
 	})

@@ -30,9 +30,10 @@ func TestResolve(t *testing.T) {
 		{name: "all but etcd", args: []string{"all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm"}},
 		{name: "etcd when named", args: []string{"all", "etcd"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "etcd"}},
 		{name: "coredns when named", args: []string{"coredns", "kubectl"}, want: []string{"kubectl", "coredns"}},
-		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, e2e, ginkgo, or all"},
+		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, e2e, ginkgo, dlv, or all"},
 		{name: "e2e brings ginkgo, all leaves both out", args: []string{"e2e", "all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "e2e", "ginkgo"}},
 		{name: "ginkgo alone", args: []string{"ginkgo"}, want: []string{"ginkgo"}},
+		{name: "dlv when named, all leaves it out", args: []string{"all", "dlv"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "dlv"}},
 		{name: "a package path is not a component here", args: []string{"./test/images/agnhost"}, wantErr: "only `devk build` and `devk push` take"},
 		{name: "none", args: nil, wantErr: "name a component"},
 	}
@@ -156,13 +157,7 @@ func TestBuildStampsAndDetectsChanges(t *testing.T) {
 
 	// An edit in component-base reaches the apiserver only; kubectl
 	// imports client-go. The tree is now dirty, which is stamped too.
-	vfile := filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "version.go")
-	f, err := os.OpenFile(vfile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("\nfunc Extra() string { return \"extra\" }\n")
-	f.Close()
+	editComponentBase(t, root)
 	t.Setenv("SOURCE_DATE_EPOCH", "0") // keep buildDate fixed; only gitVersion/treeState change
 	j3 := build(t, root, "apiserver")
 	if c := changed(j3); !c["apiserver"] {
@@ -181,6 +176,22 @@ func TestBuildStampsAndDetectsChanges(t *testing.T) {
 	}
 	if rec := st.Components["apiserver"].Binary; rec == nil || rec.SHA256 != j3.Binaries[0].SHA256 || rec.Version != "v1.34.0-dirty" {
 		t.Fatalf("state.json apiserver = %+v", rec)
+	}
+}
+
+// editComponentBase adds a function to the fixture's
+// k8s.io/component-base/version, which the apiserver links and kubectl
+// does not.
+func editComponentBase(t *testing.T, root string) {
+	t.Helper()
+	vfile := filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "version.go")
+	f, err := os.OpenFile(vfile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("\nfunc Extra() string { return \"extra\" }\n"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -228,12 +239,12 @@ func TestBuildRefusesOldGo(t *testing.T) {
 
 func TestBuildCrossPlatformAndDebug(t *testing.T) {
 	root := testtree.New(t)
-	j, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"kubectl"}, Platform: "linux/arm64", Debug: true}, phase.Options{})
+	j, err := Run(context.Background(), Options{TreeDir: root, Components: []string{"kubectl"}, Platform: "linux/arm64", Debug: true, DebugPackages: []string{DebugAll}}, phase.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := j.Binaries[0]
-	if !strings.HasSuffix(b.Path, "bin/linux_arm64/kubectl") {
+	if !strings.HasSuffix(b.Path, "bin/linux_arm64-debug/kubectl") {
 		t.Fatalf("path = %s", b.Path)
 	}
 	data, err := os.ReadFile(b.Path)

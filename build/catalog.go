@@ -32,9 +32,10 @@ type Component struct {
 	// else none: the binaries are static).
 	Base string
 	// Module is the module an External component is built from, at the
-	// version the tree's kubeadm constants name in VersionConst; StampVar
-	// is the linker variable set to that version (-X), as the project's
-	// own build stamps it.
+	// version the tree's kubeadm constants name in VersionConst (or, for
+	// a component kubeadm does not name, devk's pin: DelveVersion);
+	// StampVar is the linker variable set to that version (-X), as the
+	// project's own build stamps it.
 	Module       string
 	VersionConst string
 	StampVar     string
@@ -51,6 +52,10 @@ type Component struct {
 	// With names the components built along with this one whenever it
 	// is asked for (e2e brings the ginkgo that runs it in parallel).
 	With []string
+	// Debugger is the debugger itself (dlv): built as released in every
+	// build, a debug build's too, so that one cached binary serves every
+	// debug image.
+	Debugger bool
 }
 
 // ImageLayout is where an image holds its binary and how it starts it.
@@ -132,7 +137,22 @@ var Catalog = []Component{
 	// so its build list picks the version), which runs it in parallel.
 	{Name: E2E, Binary: "e2e", Package: "./test/e2e", Tool: true, Test: true, With: []string{Ginkgo}},
 	{Name: Ginkgo, Binary: "ginkgo", Package: "github.com/onsi/ginkgo/v2/ginkgo", Tool: true},
+	// Delve, the debugger devk debug adds to an image as a layer of its
+	// own (a Tool: no image of its own). Its release build stamps
+	// main.Build with the commit; devk stamps the release's tag, as it
+	// does CoreDNS's.
+	{Name: Delve, Binary: "dlv", Package: "github.com/go-delve/delve/cmd/dlv", External: true, Tool: true, Debugger: true,
+		Module: "github.com/go-delve/delve", StampVar: "main.Build"},
 }
+
+// Delve is the catalog name of the debugger, dlv.
+const Delve = "dlv"
+
+// DelveVersion is the Delve release devk builds dlv from: the newest
+// the Go module proxy serves (2026-12), which debugs binaries of Go 1.24
+// to 1.26 (the trees devk builds) and needs Go 1.25 or newer to build
+// (its go.mod).
+const DelveVersion = "v1.27.2"
 
 // E2E and Ginkgo are the catalog names of the tree's e2e suite and of the
 // ginkgo CLI.

@@ -22,7 +22,27 @@ type StateFile struct {
 // ComponentState is what devk knows of one component.
 type ComponentState struct {
 	Binary *BinaryRecord `json:"binary,omitempty"`
+	// Debug is the last debug build's binary (Options.Debug), kept
+	// apart from the normal one so that going back to it builds nothing.
+	Debug  *BinaryRecord `json:"debug,omitempty"`
 	Pushed *PushRecord   `json:"pushed,omitempty"`
+}
+
+// BinaryOf is the record of the last debug build when debug is set,
+// else of the last normal one (nil when none).
+func (c *ComponentState) BinaryOf(debug bool) *BinaryRecord {
+	if debug {
+		return c.Debug
+	}
+	return c.Binary
+}
+
+func (c *ComponentState) setBinary(debug bool, rec *BinaryRecord) {
+	if debug {
+		c.Debug = rec
+	} else {
+		c.Binary = rec
+	}
 }
 
 // BinaryRecord describes the last built binary.
@@ -39,6 +59,14 @@ type BinaryRecord struct {
 	Platform string    `json:"platform"` // linux/amd64
 	Version  string    `json:"version"`  // the stamped gitVersion
 	BuiltAt  time.Time `json:"builtAt"`
+	// CompiledAt is when the go build that made it began to read the
+	// tree: a file of the tree changed later may not be in the binary.
+	// A debug build's default packages are those changed since the
+	// normal build's (ChangedPackages).
+	CompiledAt time.Time `json:"compiledAt,omitzero"`
+	// DebugPackages are the package patterns a debug build compiled
+	// with -N -l (none: symbols kept, optimised everywhere).
+	DebugPackages []string `json:"debugPackages,omitempty"`
 }
 
 // PushRecord describes the last pushed image.
@@ -49,8 +77,10 @@ type PushRecord struct {
 	Repository string `json:"repository"`
 	Tag        string `json:"tag"`
 	Digest     string `json:"digest"`
-	// BinarySHA256 is the binary the image holds.
+	// BinarySHA256 is the binary the image holds; Debug says it is
+	// the debug build's (ComponentState.Debug).
 	BinarySHA256 string    `json:"binarySHA256"`
+	Debug        bool      `json:"debug,omitempty"`
 	PushedAt     time.Time `json:"pushedAt"`
 }
 

@@ -179,7 +179,7 @@ func (Pushed) Observe(_ context.Context, t Target) (Observation, error) {
 		return Observation{Note: fmt.Sprintf("never pushed: run `devk push %s`", t.Component.Name)}, nil
 	}
 	ob := Observation{Ref: p.Repository + ":" + p.Tag, Digest: p.Digest}
-	if b := t.State.Binary; b != nil && b.SHA256 != p.BinarySHA256 {
+	if b := t.State.BinaryOf(p.Debug); b != nil && b.SHA256 != p.BinarySHA256 {
 		ob.Note = fmt.Sprintf("the binary was rebuilt since: run `devk push %s`", t.Component.Name)
 	}
 	return ob, nil

@@ -5,6 +5,7 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"io"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/registry"
 )
@@ -32,8 +35,46 @@ type buildOutput struct {
 		Component string `json:"component"`
 		Path      string `json:"path"`
 		SHA256    string `json:"sha256"`
+		Version   string `json:"version"`
 		Changed   bool   `json:"changed"`
 	} `json:"binaries"`
+}
+
+// TestBuildDelve builds dlv from the Delve module at devk's pin through
+// the Go module proxy, as `devk debug` does: a static binary that reports
+// that release, recorded with its version, and not built again.
+func TestBuildDelve(t *testing.T) {
+	tree := Tree(t)
+	var out buildOutput
+	for i, wantChanged := range []bool{true, false} {
+		r := MustDevk(t, tree, "build", build.Delve, "-o", "json")
+		out = buildOutput{}
+		if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil || len(out.Binaries) != 1 {
+			t.Fatalf("devk build dlv -o json: %v\n%s", err, r.Stdout)
+		}
+		// The first build may find dlv built by an earlier run on this tree.
+		if b := out.Binaries[0]; b.Version != build.DelveVersion || (i > 0 && b.Changed != wantChanged) {
+			t.Fatalf("build %d: %+v, want version %s, changed %v", i+1, b, build.DelveVersion, wantChanged)
+		}
+	}
+	path := out.Binaries[0].Path
+	if filepath.Dir(path) != filepath.Join(tree, "_output", "devk", "bin", "linux_"+runtime.GOARCH) {
+		t.Errorf("dlv built at %s", path)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked", path)
+		}
+	}
+	v, err := exec.Command(path, "version").CombinedOutput()
+	if want := "Version: " + strings.TrimPrefix(build.DelveVersion, "v"); err != nil || !strings.Contains(string(v), want) {
+		t.Fatalf("dlv version: %v\n%s\nwant %q", err, v, want)
+	}
 }
 
 // TestSourceAndBuild gets the real v1.34.4 tree, builds the apiserver and

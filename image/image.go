@@ -27,6 +27,14 @@ const (
 	LabelRevision = "org.opencontainers.image.revision"
 )
 
+// DebuggerPath is where a debug image holds Delve (Options.Debugger).
+const DebuggerPath = BinDir + "/dlv"
+
+// DebugTagSuffix ends the tag of an image of a debug build or with the
+// debugger (<version>-debug), so that it does not take the normal
+// image's tag.
+const DebugTagSuffix = "-debug"
+
 // Spec is everything an image is made of. The same Spec and binary give
 // the same image digest.
 type Spec struct {

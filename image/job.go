@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,9 +13,10 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/devk/devk/build"
-	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
 
@@ -39,6 +41,10 @@ type Options struct {
 	Remote RemoteOptions
 	// Compression, when set, overrides DefaultCompression.
 	Compression *Compression
+	// Debugger puts Delve (build.Delve, which the job then builds too)
+	// on each component's image as a layer of its own, at DebuggerPath:
+	// the images `devk debug` runs a component under dlv from.
+	Debugger bool
 }
 
 // Job is the state of the build -> image -> push pipeline: the build job
@@ -81,6 +87,7 @@ type Result struct {
 	PushTook  time.Duration `json:"pushTook,omitempty"`
 
 	binarySHA256 string
+	debug        bool // the binary is a debug build's
 	img          v1.Image
 	debianBase   *DebianBase
 }
@@ -95,9 +102,16 @@ func NewJob(bo build.Options, o Options) (*Job, error) {
 }
 
 func newJob(bj *build.Job, o Options) (*Job, error) {
+	if o.Debugger && !slices.ContainsFunc(bj.Components, func(c build.Component) bool { return c.Debugger }) {
+		dlv, err := build.Lookup(build.Delve)
+		if err != nil {
+			return nil, err
+		}
+		bj.Components = append(bj.Components, dlv)
+	}
 	if o.Push {
 		for _, c := range bj.Components {
-			if c.Tool {
+			if c.Tool && !debuggerLayer(o, c) {
 				return nil, fmt.Errorf("%s runs beside the cluster and has no image: build it without --push (`devk build %s`)", c.File(), c.Name)
 			}
 		}
@@ -119,6 +133,21 @@ func newJob(bj *build.Job, o Options) (*Job, error) {
 }
 
 func buildJob(j *Job) *build.Job { return j.Job }
+
+// debuggerLayer says c is the debugger that o puts on the images: a layer of
+// theirs, no image of its own.
+func debuggerLayer(o Options, c build.Component) bool { return o.Debugger && c.Debugger }
+
+// imaged are the components that get an image of their own.
+func (j *Job) imaged() []build.Component {
+	var out []build.Component
+	for _, c := range j.Components {
+		if !debuggerLayer(j.Image, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // BuildPhases are `devk build`: the build phases, then image and push when
 // --push is given.
@@ -157,7 +186,7 @@ func imagePhases() []*phase.Phase[*Job] {
 					reads = append(reads, j.BinaryPath(c))
 				}
 				writes := []string{j.cache.Dir}
-				for _, c := range j.Components {
+				for _, c := range j.imaged() {
 					if c.Base != "" {
 						reads = append(reads, "Debian packages of the "+c.Base+" base (apt)")
 						writes = append(writes, j.baseCacheDir())
@@ -194,7 +223,7 @@ func imagePhases() []*phase.Phase[*Job] {
 			Short: "push the bases devk made, then the images (blobs the registry lacks, then the manifest) and record the digests in _output/devk/state.json",
 			IO: func(j *Job) ([]string, []string) {
 				var writes []string
-				for _, c := range j.Components {
+				for _, c := range j.imaged() {
 					if c.Base != "" {
 						writes = append(writes, j.remote.Addr+"/"+BaseRepository(c.Base)+":TAG")
 					}
@@ -243,28 +272,15 @@ func (j *Job) makeImages(ctx context.Context) error {
 		return err
 	}
 	j.Images, j.Bases = j.Images[:0], j.Bases[:0]
-	for _, c := range j.Components {
+	for _, c := range j.imaged() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		t0 := time.Now()
-		rec := st.Component(c.Name).Binary
-		if rec == nil {
-			return fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.BuildArg())
-		}
-		// state.json is a file in the tree: the binary is read from where
-		// build puts it for the recorded platform, never from a path the
-		// file names.
-		binPath, err := validname.PathIn(j.Tree.OutputDir(), "bin", strings.ReplaceAll(rec.Platform, "/", "_"), c.Binary)
+		debug := j.DebugBuild(c)
+		rec, binPath, err := j.recordedBinary(st, c, debug)
 		if err != nil {
-			return fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.BuildArg())
-		}
-		fi, err := os.Stat(binPath)
-		if err != nil {
-			return fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, binPath, c.BuildArg())
-		}
-		if fi.Size() != rec.Size || !fi.ModTime().Equal(rec.ModTime) {
-			return fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.BuildArg())
+			return err
 		}
 		base, db, err := j.base(ctx, c, rec.Platform)
 		if err != nil {
@@ -298,6 +314,15 @@ func (j *Job) makeImages(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		tagged := rec.Version
+		if j.Image.Debugger {
+			if img, err = j.addDebugger(st, img, rec.Platform, mt, created); err != nil {
+				return err
+			}
+		}
+		if debug || j.Image.Debugger {
+			tagged += DebugTagSuffix
+		}
 		d, err := img.Digest()
 		if err != nil {
 			return fmt.Errorf("image of %s: %w", c.Name, err)
@@ -308,13 +333,61 @@ func (j *Job) makeImages(ctx context.Context) error {
 			return err
 		}
 		j.Images = append(j.Images, &Result{
-			Component: c.Name, Binary: c.Binary, Version: rec.Version, Tag: Tag(rec.Version),
+			Component: c.Name, Binary: c.Binary, Version: rec.Version, Tag: Tag(tagged),
 			Repository: repo.Name(), Digest: d.String(), Platform: rec.Platform,
 			Layer: ld.String(), LayerCached: hit, Base: baseName, ImageTook: time.Since(t0),
-			binarySHA256: rec.SHA256, img: img, debianBase: db,
+			binarySHA256: rec.SHA256, debug: debug, img: img, debianBase: db,
 		})
 	}
 	return nil
+}
+
+// recordedBinary is the record of c's last build (debug or not) and the
+// binary's path, checked against it. state.json is a file in the tree:
+// the binary is read from where build puts it for the recorded platform,
+// never from a path the file names.
+func (j *Job) recordedBinary(st *build.StateFile, c build.Component, debug bool) (*build.BinaryRecord, string, error) {
+	rec := st.Component(c.Name).BinaryOf(debug)
+	if rec == nil {
+		return nil, "", fmt.Errorf("%s is %w: run `devk build %s` first", c.Name, ErrNotBuilt, c.BuildArg())
+	}
+	binDir, err := build.BinDirFor(j.Tree, rec.Platform, debug)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %s records platform %q: %w; run `devk build %s` again", c.Name, build.StatePath(j.Tree.Root), rec.Platform, err, c.BuildArg())
+	}
+	binPath := filepath.Join(binDir, c.Binary)
+	fi, err := os.Stat(binPath)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s is %w (%s is missing): run `devk build %s` first", c.Name, ErrNotBuilt, binPath, c.BuildArg())
+	}
+	if fi.Size() != rec.Size || !fi.ModTime().Equal(rec.ModTime) {
+		return nil, "", fmt.Errorf("%s changed since devk built it: run `devk build %s` again", binPath, c.BuildArg())
+	}
+	return rec, binPath, nil
+}
+
+// addDebugger puts a layer holding the debugger the job built (dlv) at
+// DebuggerPath on img, the component's image for platform.
+func (j *Job) addDebugger(st *build.StateFile, img v1.Image, platform string, mt types.MediaType, created time.Time) (v1.Image, error) {
+	dlv, err := build.Lookup(build.Delve)
+	if err != nil {
+		return nil, err
+	}
+	rec, binPath, err := j.recordedBinary(st, dlv, false)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Platform != platform {
+		return nil, fmt.Errorf("%s was built for %s, the image is for %s: run `devk build %s --platform %s`", dlv.Name, rec.Platform, platform, dlv.Name, platform)
+	}
+	layer, _, err := j.cache.LayerAt(binPath, DebuggerPath, rec.SHA256, mt)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Append(img, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: v1.Time{Time: created.UTC()}, CreatedBy: "devk image: " + DebuggerPath, Comment: rec.Version},
+	})
 }
 
 // created is SOURCE_DATE_EPOCH, else the commit time: build's BuildDate.
@@ -412,7 +485,7 @@ func (j *Job) push(ctx context.Context) error {
 		for _, r := range j.Images {
 			st.Component(r.Component).Pushed = &build.PushRecord{
 				Ref: r.Ref, Repository: r.Repository, Tag: r.Tag, Digest: r.Digest,
-				BinarySHA256: r.binarySHA256, PushedAt: now,
+				BinarySHA256: r.binarySHA256, Debug: r.debug, PushedAt: now,
 			}
 		}
 		return nil

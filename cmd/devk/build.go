@@ -29,7 +29,7 @@ func newBuildCmd(g *globalOptions) *cobra.Command {
 		Long: `Build one or more components of the Kubernetes tree around you.
 
 Components: ` + strings.Join(build.Names(), ", ") + `,
-or all (every component but etcd, coredns, e2e and ginkgo). The kube- names work too
+or all (every component but etcd, coredns, e2e, ginkgo and dlv). The kube- names work too
 (kube-apiserver = apiserver).
 
 A PACKAGE is any main package of the tree, named by its directory as with
@@ -57,6 +57,15 @@ the tree's kubeadm constants name (DefaultEtcdVersion, CoreDNSVersion), or
 --etcd-version / --coredns-version, stamped as their own builds stamp
 releases.
 
+dlv is Delve, the debugger, built from its module (github.com/go-delve/delve)
+at devk's pin, ` + build.DelveVersion + `; it has no image of its own.
+
+With --debug the binaries keep their symbols and DWARF (no -s -w) and the
+packages --debug-pkg names (default all) are compiled without optimisation
+and inlining (-N -l); they land in _output/devk/bin/<os>_<arch>` + build.DebugDirSuffix + `/,
+recorded apart, so the normal build's binaries and images stay as they were.
+etcd and CoreDNS are debug-built the same way; dlv is always built as released.
+
 e2e is the tree's end-to-end suite, test/e2e compiled with go test -c
 (same flags and version stamp) into e2e.test; it brings ginkgo, the CLI
 at the version the tree's go.mod requires, built in the tree's workspace.
@@ -75,6 +84,8 @@ component, and the digest is recorded in _output/devk/state.json for
 ` + "`devk digest`" + ` and swap.`,
 		Example: `  devk build apiserver
   devk build kube-apiserver kubectl --debug
+  devk build apiserver --debug --debug-pkg k8s.io/apiserver/pkg/server/...
+  devk build dlv
   devk build all --platform linux/arm64
   devk build etcd --etcd-version v3.6.5
   devk build coredns --push
@@ -87,6 +98,11 @@ component, and the digest is recorded in _output/devk/state.json for
 		ValidArgsFunction: completeComponentOrPackage,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
+			if len(o.DebugPackages) == 0 {
+				o.DebugPackages = []string{build.DebugAll}
+			} else if !o.Debug {
+				return fmt.Errorf("--debug-pkg needs --debug")
+			}
 			o.GoFlags = strings.Fields(goflags)
 			o.Reporter = g.Reporter()
 			if g.ComponentLogs() {
@@ -112,7 +128,8 @@ component, and the digest is recorded in _output/devk/state.json for
 	f := cmd.Flags()
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
 	f.StringVar(&o.Platform, "platform", "", "target os/arch, one of "+strings.Join(validname.Platforms(), ", ")+" (default linux/<this machine's arch>)")
-	f.BoolVar(&o.Debug, "debug", false, "build for a debugger: -gcflags=all=-N -l, symbols kept")
+	f.BoolVar(&o.Debug, "debug", false, "build for a debugger, into _output/devk/bin/<os>_<arch>"+build.DebugDirSuffix+"/ (the normal build's binaries stay): symbols kept, --debug-pkg's packages compiled with -N -l")
+	f.StringArrayVar(&o.DebugPackages, "debug-pkg", nil, "with --debug: a go package pattern to compile with -N -l (repeatable; default "+build.DebugAll+", every package)")
 	f.StringVar(&goflags, "goflags", "", "extra go build flags, space separated (e.g. \"-tags=foo -race\")")
 	f.StringVar(&o.LDFlags, "ldflags", "", "extra linker flags, appended to the version flags")
 	f.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd version to build, v3.MINOR.PATCH (default: the tree's kubeadm DefaultEtcdVersion)")
