@@ -26,6 +26,29 @@ type ComponentState struct {
 	// apart from the normal one so that going back to it builds nothing.
 	Debug  *BinaryRecord `json:"debug,omitempty"`
 	Pushed *PushRecord   `json:"pushed,omitempty"`
+	// DebugPushed is the last pushed debug image (one with the debugger
+	// in it, `devk debug`'s), kept apart from Pushed so that `devk swap`
+	// and `devk digest verify` of the normal build never pick it.
+	DebugPushed *PushRecord `json:"debugPushed,omitempty"`
+}
+
+// PushedOf is the record of the last pushed debug image when debug is
+// set, else of the last normal one (nil when none).
+func (c *ComponentState) PushedOf(debug bool) *PushRecord {
+	if debug {
+		return c.DebugPushed
+	}
+	return c.Pushed
+}
+
+// SetPushed records rec as the last pushed debug image when debug is
+// set, else as the last normal one.
+func (c *ComponentState) SetPushed(debug bool, rec *PushRecord) {
+	if debug {
+		c.DebugPushed = rec
+	} else {
+		c.Pushed = rec
+	}
 }
 
 // BinaryOf is the record of the last debug build when debug is set,

@@ -27,7 +27,13 @@ type Target struct {
 	// State is the component's entry of state.json; Binary and Pushed
 	// may be nil.
 	State build.ComponentState
+	// Debug says the node runs the component's debug image (`devk
+	// debug`): the pushed digest is State.DebugPushed's.
+	Debug bool
 }
+
+// pushed is the push record t is compared with.
+func (t Target) pushed() *build.PushRecord { return t.State.PushedOf(t.Debug) }
 
 // Observation is what one source says about a component.
 type Observation struct {
@@ -64,6 +70,9 @@ type Report struct {
 	// Absent says the component is not on the cluster (an addon the
 	// cluster does not run): not a mismatch, but nothing runs it.
 	Absent bool `json:"absent,omitempty"`
+	// Debug says the node runs the component's debug image (`devk
+	// debug`), which the observations were compared with.
+	Debug bool `json:"debug,omitempty"`
 }
 
 // Agree reports whether every observation has the same, non-empty digest.
@@ -146,7 +155,10 @@ func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, 
 		if cs := st.Components[c.Name]; cs != nil {
 			t.State = *cs
 		}
-		rep := Report{Component: c.Name}
+		for _, s := range sources {
+			t.Debug = t.Debug || debugging(s, t)
+		}
+		rep := Report{Component: c.Name, Debug: t.Debug}
 		for _, s := range sources {
 			ob, err := s.Observe(ctx, t)
 			if err != nil {
@@ -168,13 +180,23 @@ func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, 
 	return reports, nil
 }
 
+// debugging says source s sees the component run under a debugger
+// (`devk debug`): a node's manifest does.
+func debugging(s Source, t Target) bool {
+	d, ok := s.(interface{ Debugging(Target) bool })
+	return ok && d.Debugging(t)
+}
+
 // Pushed is the digest devk last pushed, from the tree's state.json.
 type Pushed struct{}
 
 func (Pushed) Name() string { return "pushed" }
 
 func (Pushed) Observe(_ context.Context, t Target) (Observation, error) {
-	p := t.State.Pushed
+	p := t.pushed()
+	if p == nil && t.Debug {
+		return Observation{Note: fmt.Sprintf("no debug image pushed: run `devk debug %s`", t.Component.Name)}, nil
+	}
 	if p == nil {
 		return Observation{Note: fmt.Sprintf("never pushed: run `devk push %s`", t.Component.Name)}, nil
 	}
@@ -195,9 +217,9 @@ func (*Registry) Name() string { return "registry" }
 
 func (s *Registry) Observe(ctx context.Context, t Target) (Observation, error) {
 	var ref string
-	switch {
-	case t.State.Pushed != nil:
-		ref = t.State.Pushed.Repository + ":" + t.State.Pushed.Tag
+	switch p := t.pushed(); {
+	case p != nil:
+		ref = p.Repository + ":" + p.Tag
 	case t.State.Binary != nil:
 		repo, err := s.Remote.Repository(t.Component.Image())
 		if err != nil {

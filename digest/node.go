@@ -215,6 +215,24 @@ func (s Manifest) Observe(_ context.Context, t Target) (Observation, error) {
 	return ob, nil
 }
 
+// Debugging says the manifest runs the component under a debugger (`devk
+// debug` wrote it): the digests to compare are the debug image's.
+func (s Manifest) Debugging(t Target) bool {
+	if !t.Component.StaticPod {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(s.Dir, t.Component.Binary+".yaml"))
+	if err != nil {
+		return false
+	}
+	pod, err := staticpod.Parse(data)
+	if err != nil {
+		return false
+	}
+	_, debugging, _ := staticpod.DebugOriginal(pod)
+	return debugging
+}
+
 // CRI is the imageRef of the running container, as the runtime reports it.
 type CRI struct {
 	Runtime  Runtime
@@ -376,6 +394,9 @@ func (s OnNode) Observe(ctx context.Context, t Target) (Observation, error) {
 	o.Source = s.Name()
 	return o, err
 }
+
+// Debugging is the source's Debugging, if it has one.
+func (s OnNode) Debugging(t Target) bool { return debugging(s.Source, t) }
 
 // StaticPodSources are the static-pod views of control-plane node n
 // (manifest, CRI, mirror pod), each labelled with its name; close

@@ -69,8 +69,11 @@ func TestDebugImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := st.Components["apiserver"]
-	if p := cs.Pushed; p == nil || p.Digest != r.Digest || !p.Debug || cs.Debug == nil || p.BinarySHA256 != cs.Debug.SHA256 || p.BinarySHA256 == cs.Binary.SHA256 {
-		t.Fatalf("state.json: pushed %+v, debug %+v", cs.Pushed, cs.Debug)
+	if p := cs.DebugPushed; p == nil || p.Digest != r.Digest || !p.Debug || cs.Debug == nil || p.BinarySHA256 != cs.Debug.SHA256 || p.BinarySHA256 == cs.Binary.SHA256 {
+		t.Fatalf("state.json: debug pushed %+v, debug %+v", cs.DebugPushed, cs.Debug)
+	}
+	if p := cs.Pushed; p == nil || p.Digest != normal.Images[0].Digest || p.Debug {
+		t.Fatalf("state.json: pushed %+v, want the normal image's %s still (swap and digest verify read it)", p, normal.Images[0].Digest)
 	}
 
 	ref, _ := name.ParseReference(r.Ref)

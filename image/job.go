@@ -88,6 +88,7 @@ type Result struct {
 
 	binarySHA256 string
 	debug        bool // the binary is a debug build's
+	debugImage   bool // a debug image: a debug build's binary or the debugger in it (DebugTagSuffix)
 	img          v1.Image
 	debianBase   *DebianBase
 }
@@ -320,7 +321,8 @@ func (j *Job) makeImages(ctx context.Context) error {
 				return err
 			}
 		}
-		if debug || j.Image.Debugger {
+		debugImage := debug || j.Image.Debugger
+		if debugImage {
 			tagged += DebugTagSuffix
 		}
 		d, err := img.Digest()
@@ -336,7 +338,7 @@ func (j *Job) makeImages(ctx context.Context) error {
 			Component: c.Name, Binary: c.Binary, Version: rec.Version, Tag: Tag(tagged),
 			Repository: repo.Name(), Digest: d.String(), Platform: rec.Platform,
 			Layer: ld.String(), LayerCached: hit, Base: baseName, ImageTook: time.Since(t0),
-			binarySHA256: rec.SHA256, debug: debug, img: img, debianBase: db,
+			binarySHA256: rec.SHA256, debug: debug, debugImage: debugImage, img: img, debianBase: db,
 		})
 	}
 	return nil
@@ -483,10 +485,10 @@ func (j *Job) push(ctx context.Context) error {
 	return build.UpdateState(j.Tree.Root, func(st *build.StateFile) error {
 		now := time.Now().UTC()
 		for _, r := range j.Images {
-			st.Component(r.Component).Pushed = &build.PushRecord{
+			st.Component(r.Component).SetPushed(r.debugImage, &build.PushRecord{
 				Ref: r.Ref, Repository: r.Repository, Tag: r.Tag, Digest: r.Digest,
 				BinarySHA256: r.binarySHA256, Debug: r.debug, PushedAt: now,
-			}
+			})
 		}
 		return nil
 	})

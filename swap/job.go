@@ -35,6 +35,10 @@ type Options struct {
 	// Rollback restores the previous manifest, binary or addon image
 	// instead.
 	Rollback bool
+	// Debug, when set, swaps the static pods named to their debug image,
+	// run under a debugger (`devk debug`), or with Debug.Stop back to the
+	// container that replaced.
+	Debug *Debugging
 
 	// Node is where the node keeps its manifests, admin kubeconfig, CRI
 	// socket and kubelet root dir. It is zero when no node was found,
@@ -180,6 +184,9 @@ func NewJob(o Options) (*Job, error) {
 			return nil, fmt.Errorf("name what to roll back: a static pod (apiserver, controller-manager, scheduler, etcd), an addon (%s), kubectl or kubelet", strings.Join(addonNames(), ", "))
 		}
 		return j, nil
+	}
+	if o.Debug != nil && o.Debug.Stop {
+		return j, nil // the manifest names what to go back to
 	}
 	if j.tree, err = source.Open(o.TreeDir); err != nil {
 		return nil, err

@@ -33,6 +33,10 @@ type Manifest struct {
 	// outside the manifests dir (the kubelet reads every file there, even
 	// an editor's temp file) and on the same filesystem (for rename).
 	WorkDir string
+	// Debug, when set, is how a new image runs under a debugger (`devk
+	// debug`) or stops doing so; nil: a manifest `devk debug` wrote is
+	// put back to its component's own command and probes all the same.
+	Debug *Debugging
 }
 
 // ManifestFor names the manifest of a static pod in dir and the work dir
@@ -130,8 +134,11 @@ const WrittenAnnotation = staticpod.WrittenAnnotation
 
 // WithImage returns the manifest bytes with the container's image set to
 // image (unchanged when image is empty) and WrittenAnnotation set to now,
-// and the image it replaced. Every other field is kept.
-func WithImage(data []byte, pod *corev1.Pod, container, image string, now time.Time) ([]byte, string, error) {
+// and the image it replaced. A new image also ends or starts debugging
+// (debugContainer: a container `devk debug` wrote is put back as it was;
+// with debug, the new one runs under the debugger). Every other field is
+// kept.
+func WithImage(data []byte, pod *corev1.Pod, container, image string, debug *Debugging, now time.Time) ([]byte, string, error) {
 	c, err := staticpod.Container(pod, container)
 	if err != nil {
 		return nil, "", err
@@ -159,6 +166,9 @@ func WithImage(data []byte, pod *corev1.Pod, container, image string, now time.T
 		set := 0
 		for _, ct := range ctrs {
 			if m, ok := ct.(map[string]any); ok && (m["name"] == c.Name) {
+				if err := debugContainer(m, ann, debug); err != nil {
+					return nil, "", fmt.Errorf("%s: %w", c.Name, err)
+				}
 				m["image"] = image
 				set++
 			}
@@ -193,7 +203,7 @@ func (m Manifest) Begin(container, image string) (old string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if _, old, err = WithImage(data, pod, container, image, time.Now()); err != nil {
+	if _, old, err = WithImage(data, pod, container, image, m.Debug, time.Now()); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(m.WorkDir, 0o700); err != nil {
@@ -324,7 +334,11 @@ func (m Manifest) writeFromBackup(container, image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, _, err := WithImage(data, pod, container, image, time.Now())
+	debug := m.Debug
+	if image == "" {
+		debug = nil // the backup as it was
+	}
+	out, _, err := WithImage(data, pod, container, image, debug, time.Now())
 	if err != nil {
 		return "", err
 	}

@@ -61,7 +61,7 @@ func FuzzManifestImage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, old, err := WithImage(read, pod, container, image, now)
+		out, old, err := WithImage(read, pod, container, image, nil, now)
 		if !inDocument(read, c.Name) {
 			// corev1.Pod read a container the document does not spell as
 			// written (a null entry, a key in another case): WithImage

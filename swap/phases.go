@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
@@ -348,37 +347,36 @@ func (j *Job) checkRegistry(ctx context.Context) (phase.Outcome, error) {
 	if err := j.selectAddons(ctx); err != nil {
 		return phase.Done, err
 	}
-	var names []string
+	// What each swap points at: the pushed image (a debug swap's debug
+	// image, or the one its manifest replaced).
+	type target struct{ name, ref string }
+	var targets []target
 	for _, c := range build.Catalog {
-		if j.pods[c.Name] != nil {
-			names = append(names, c.Name)
+		if p := j.pods[c.Name]; p != nil {
+			targets = append(targets, target{c.Name, p.target.Image})
 		}
 	}
 	for _, w := range addon.Workloads {
-		if j.addonSwaps[w.Component] != nil {
-			names = append(names, w.Component)
+		if a := j.addonSwaps[w.Component]; a != nil {
+			targets = append(targets, target{w.Component, a.target})
 		}
 	}
 	n := 0
-	for _, name := range names {
-		cs, err := j.pushed(name)
-		if err != nil {
-			return phase.Done, err
-		}
-		host, _, _ := strings.Cut(cs.Pushed.Ref, "/")
+	for _, t := range targets {
+		host, _, _ := strings.Cut(t.ref, "/")
 		remote, err := image.NewRemote(host, image.RemoteOptions{Insecure: j.Insecure})
 		if err != nil {
 			return phase.Done, err
 		}
-		ref, err := remote.ParseReference(cs.Pushed.Ref)
+		ref, err := remote.ParseReference(t.ref)
 		if err != nil {
 			return phase.Done, err
 		}
 		if _, err := remote.Head(ctx, ref); err != nil {
 			if errors.Is(err, image.ErrNotFound) {
-				return phase.Done, fmt.Errorf("the registry no longer has %s (pushed %s): push it again with `devk push %s`", cs.Pushed.Ref, cs.Pushed.PushedAt.Format(time.RFC3339), name)
+				return phase.Done, fmt.Errorf("the registry no longer has %s: push it again with `devk push %s`", t.ref, t.name)
 			}
-			return phase.Done, fmt.Errorf("check %s in its registry: %w", cs.Pushed.Ref, err)
+			return phase.Done, fmt.Errorf("check %s in its registry: %w", t.ref, err)
 		}
 		n++
 	}

@@ -48,8 +48,12 @@ type podSwap struct {
 	t0            time.Time
 }
 
-// newSwap is the swap of c to its last pushed image.
+// newSwap is the swap of c to its last pushed image (with Debug, to
+// the debug image or, stopping, the image it replaced).
 func (j *Job) newSwap(c build.Component) (*podSwap, error) {
+	if j.Debug != nil {
+		return j.newDebugSwap(c)
+	}
 	cs, err := j.pushed(c.Name)
 	if err != nil {
 		return nil, err
@@ -67,7 +71,8 @@ func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
 		return nil, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push)", t.Image)
 	}
 	m := ManifestFor(j.Node.ManifestsDir, t.Pod)
-	pod, _, err := m.Read()
+	m.Debug = j.Debug
+	pod, data, err := m.Read()
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +80,20 @@ func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &podSwap{job: j, target: t, m: m, ctr: c.DeepCopy(), health: healthURL(c), unchanged: c.Image == t.Image}
+	unchanged := c.Image == t.Image
+	if unchanged && j.Debug != nil {
+		// The debug image may run with other debugger flags.
+		out, _, err := WithImage(data, pod, t.Pod, t.Image, j.Debug, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		want, err := staticpod.Parse(out)
+		if err != nil {
+			return nil, err
+		}
+		unchanged = staticpod.SameButStamp(pod, want)
+	}
+	p := &podSwap{job: j, target: t, m: m, ctr: c.DeepCopy(), health: healthURL(c), unchanged: unchanged}
 	p.res = &Result{Pod: t.Pod, OldImage: c.Image, NewImage: t.Image, Unchanged: p.unchanged}
 	return p, nil
 }

@@ -105,6 +105,9 @@ func printDigestReports(g *globalOptions, reports []digest.Report) error {
 		if r.Absent {
 			verdict += " (not on the cluster)"
 		}
+		if r.Debug {
+			verdict += " (the debug image: `devk debug --stop " + r.Component + "` puts the normal build back)"
+		}
 		fmt.Fprintf(g.stdout, "%s: %s\n", r.Component, verdict)
 	}
 	return nil

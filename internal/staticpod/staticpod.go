@@ -4,6 +4,7 @@
 package staticpod
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,6 +25,25 @@ import (
 // status, so the mirror pod would not show the new pod for minutes. It
 // also tells `devk up` that the image in the manifest was swapped in.
 const WrittenAnnotation = "devk.dev/written"
+
+// DebugAnnotation, on a manifest `devk debug` wrote, holds the
+// component's container as it was before, as JSON: `devk debug --stop`
+// and `devk swap` put it back from there, probes and flags as they were.
+const DebugAnnotation = "devk.dev/debug-original"
+
+// DebugOriginal is the container a manifest `devk debug` wrote replaced,
+// and false for any other manifest.
+func DebugOriginal(pod *corev1.Pod) (*corev1.Container, bool, error) {
+	raw, ok := pod.Annotations[DebugAnnotation]
+	if !ok {
+		return nil, false, nil
+	}
+	var c corev1.Container
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return nil, true, fmt.Errorf("pod %s: annotation %s is not a container: %w", pod.Name, DebugAnnotation, err)
+	}
+	return &c, true, nil
+}
 
 // HAStopGrace is how long an old static pod container gets after SIGTERM
 // on a node whose API server a swap or a certificate renewal took out of

@@ -1,0 +1,105 @@
+package swap
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/internal/staticpod"
+)
+
+// Debugging is how a swap runs a static pod's component under a debugger
+// (`devk debug`), or ends that (Stop).
+type Debugging struct {
+	// Image is the debug image (repo@sha256:…): the component's with the
+	// debugger in it; empty: the one last pushed (state.json's
+	// DebugPushed).
+	Image string
+	// Command is the container's command under the debugger, given its
+	// own (the component's binary and flags).
+	Command func(command []string) ([]string, error)
+	// Stop puts back the container the debug manifest replaced (kept in
+	// staticpod.DebugAnnotation): image, command and probes as they were.
+	Stop bool
+}
+
+// killsPaused are the probes that would restart a component paused at a
+// breakpoint; readiness stays (a paused component is not ready).
+var killsPaused = []string{"livenessProbe", "startupProbe"}
+
+// debugContainer rewrites the manifest's container ctr (as the manifest
+// spells it) in place: a container `devk debug` wrote is first put back
+// as it was (staticpod.DebugAnnotation, which then goes); with d to
+// start debugging, the container as it is is kept in the annotation, its
+// command wrapped by d.Command and the probes that kill a paused process
+// dropped. ann is the manifest's annotations.
+func debugContainer(ctr, ann map[string]any, d *Debugging) error {
+	if raw, ok := ann[staticpod.DebugAnnotation].(string); ok {
+		var orig map[string]any
+		if err := json.Unmarshal([]byte(raw), &orig); err != nil {
+			return fmt.Errorf("annotation %s is not a container: %w", staticpod.DebugAnnotation, err)
+		}
+		clear(ctr)
+		for k, v := range orig {
+			ctr[k] = v
+		}
+		delete(ann, staticpod.DebugAnnotation)
+	}
+	if d == nil || d.Stop {
+		return nil
+	}
+	orig, err := json.Marshal(ctr)
+	if err != nil {
+		return err
+	}
+	var command []string
+	if err := remarshal(ctr["command"], &command); err != nil || len(command) == 0 {
+		return fmt.Errorf("the container has no command to run under the debugger (a manifest devk or kubeadm wrote names the binary and its flags in command)")
+	}
+	if command, err = d.Command(command); err != nil {
+		return err
+	}
+	ctr["command"] = command
+	for _, p := range killsPaused {
+		delete(ctr, p)
+	}
+	ann[staticpod.DebugAnnotation] = string(orig)
+	return nil
+}
+
+// remarshal converts v, as a generic YAML document holds it, into out.
+func remarshal(v, out any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// newDebugSwap is the swap of c to its debug image or, stopping, back to
+// the container its debug manifest replaced.
+func (j *Job) newDebugSwap(c build.Component) (*podSwap, error) {
+	image := j.Debug.Image
+	if image == "" && !j.Debug.Stop {
+		cs := j.state.Components[c.Name]
+		if cs == nil || cs.DebugPushed == nil {
+			return nil, fmt.Errorf("no debug image of %s was pushed: run `devk debug %s`", c.Name, c.Name)
+		}
+		image = cs.DebugPushed.Ref
+	}
+	if j.Debug.Stop {
+		pod, _, err := ManifestFor(j.Node.ManifestsDir, c.Binary).Read()
+		if err != nil {
+			return nil, err
+		}
+		orig, debugging, err := staticpod.DebugOriginal(pod)
+		if err != nil {
+			return nil, err
+		}
+		if !debugging {
+			return nil, fmt.Errorf("%s is not being debugged (its manifest has no %s annotation): nothing to stop", c.Binary, staticpod.DebugAnnotation)
+		}
+		image = orig.Image
+	}
+	return j.newPodSwap(podImage{Pod: c.Binary, Image: image})
+}
