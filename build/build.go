@@ -46,6 +46,10 @@ type Options struct {
 	// changedPackages); for one built from a module (etcd, CoreDNS), the
 	// module's own packages.
 	DebugPackages []string
+	// DebugChanged adds to DebugPackages the tree's packages changed
+	// since the last normal build (`devk debug`'s default; without
+	// DebugPackages a debug build compiles those alone).
+	DebugChanged bool
 	// GoFlags are extra `go build` flags, passed through.
 	GoFlags []string
 	// LDFlags are appended to the version ldflags.

@@ -22,11 +22,13 @@ import (
 const maxListedDebugPackages = 5
 
 // chooseDebugPackages sets the patterns the tree's components compile
-// with -N -l: Options.DebugPackages, else the tree's packages changed
-// since the components' last normal build.
+// with -N -l: Options.DebugPackages, and (without them, or with
+// DebugChanged) the tree's packages changed since the components' last
+// normal build.
 func (j *Job) chooseDebugPackages(ctx context.Context) (phase.Outcome, error) {
-	if len(j.DebugPackages) > 0 {
-		j.debugPkgs = j.DebugPackages
+	named := j.DebugPackages
+	if len(named) > 0 && (!j.DebugChanged || slices.Contains(named, DebugAll)) {
+		j.debugPkgs = named
 		return phase.Unchanged("%s (named)", strings.Join(j.debugPkgs, " ")), nil
 	}
 	var roots []string
@@ -34,13 +36,20 @@ func (j *Job) chooseDebugPackages(ctx context.Context) (phase.Outcome, error) {
 		roots = append(roots, c.Package)
 	}
 	since, err := j.lastNormalCompile()
+	if err != nil && len(named) > 0 {
+		j.debugPkgs = named
+		return phase.Unchanged("%s (named; no normal build to find changed packages by)", strings.Join(named, " ")), nil
+	}
 	if err != nil {
 		return phase.Done, err
 	}
-	pkgs, err := changedPackages(ctx, execx.Cmd{Dir: j.Tree.Root, Env: j.env()}, j.GoFlags, roots, since)
+	changed, err := changedPackages(ctx, execx.Cmd{Dir: j.Tree.Root, Env: j.env()}, j.GoFlags, roots, since)
 	if err != nil {
 		return phase.Done, err
 	}
+	pkgs := slices.Concat(named, changed)
+	slices.Sort(pkgs)
+	pkgs = slices.Compact(pkgs)
 	j.debugPkgs = pkgs
 	if len(pkgs) == 0 {
 		return phase.Unchanged("none changed since the last normal build (%s): symbols kept, optimised everywhere; name packages with --debug-pkg",
@@ -51,7 +60,7 @@ func (j *Job) chooseDebugPackages(ctx context.Context) (phase.Outcome, error) {
 	if len(pkgs) > len(shown) {
 		more = fmt.Sprintf(" and %d more", len(pkgs)-len(shown))
 	}
-	return phase.Unchanged("%d changed since the last normal build: %s%s", len(pkgs), strings.Join(shown, " "), more), nil
+	return phase.Unchanged("%d named or changed since the last normal build: %s%s", len(pkgs), strings.Join(shown, " "), more), nil
 }
 
 // debugPackagesOf are the patterns c compiles with -N -l in a debug

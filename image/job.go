@@ -95,6 +95,10 @@ type Result struct {
 
 // NewJob prepares the pipeline; nothing is built or pushed.
 func NewJob(bo build.Options, o Options) (*Job, error) {
+	if o.Debugger && len(bo.Components) > 0 && !slices.Contains(bo.Components, build.Delve) {
+		// Built with the rest, at its pinned version.
+		bo.Components = append(slices.Clone(bo.Components), build.Delve)
+	}
 	bj, err := build.NewJob(bo)
 	if err != nil {
 		return nil, err

@@ -128,6 +128,28 @@ func (m *Map) treeModule(p string) (source.Module, bool) {
 	return source.Module{}, false
 }
 
+// Reported is the path a binary built from the tree reports for the
+// tree's file rel (relative to Root): its module's path, then the file's
+// path in that module (what Delve sets a breakpoint at); false for a
+// file in none of the tree's modules.
+func (m *Map) Reported(rel string) (string, bool) {
+	rel = path.Clean(filepath.ToSlash(rel))
+	var in *source.Module
+	for i, mod := range m.Modules {
+		dir := path.Clean(mod.Dir)
+		if (dir == "." || strings.HasPrefix(rel, dir+"/")) && (in == nil || len(dir) > len(path.Clean(in.Dir))) {
+			in = &m.Modules[i]
+		}
+	}
+	if in == nil || !filepath.IsLocal(rel) || strings.HasPrefix(rel, "vendor/") {
+		return "", false
+	}
+	if dir := path.Clean(in.Dir); dir != "." {
+		rel = strings.TrimPrefix(rel, dir+"/")
+	}
+	return in.Path + "/" + rel, true
+}
+
 // stdlib says a path is the standard library's: its first element has no
 // dot, as module paths outside it do (the go command's rule).
 func stdlib(p string) bool {

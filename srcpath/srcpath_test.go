@@ -96,6 +96,30 @@ func TestFile(t *testing.T) {
 	}
 }
 
+// TestReported: a tree file's path as the binary reports it, which File
+// maps back to the same file; files in no module of the tree are not.
+func TestReported(t *testing.T) {
+	m := newMap(t, testtree.Copy(t))
+	for _, c := range []struct{ rel, want string }{
+		{"cmd/kube-apiserver/main.go", "k8s.io/kubernetes/cmd/kube-apiserver/main.go"},
+		{"staging/src/k8s.io/client-go/pkg/version/version.go", "k8s.io/client-go/pkg/version/version.go"},
+		{"./staging/src/k8s.io/client-go/../client-go/pkg/version/version.go", "k8s.io/client-go/pkg/version/version.go"},
+	} {
+		got, ok := m.Reported(c.rel)
+		if !ok || got != c.want {
+			t.Errorf("Reported(%q) = %q, %v; want %q", c.rel, got, ok, c.want)
+		}
+		if back := m.File(got); back != filepath.ToSlash(filepath.Clean(c.rel)) {
+			t.Errorf("File(Reported(%q)) = %q", c.rel, back)
+		}
+	}
+	for _, rel := range []string{"vendor/github.com/foo/bar/bar.go", "../outside.go", "/etc/passwd"} {
+		if got, ok := m.Reported(rel); ok {
+			t.Errorf("Reported(%q) = %q, want none", rel, got)
+		}
+	}
+}
+
 // stackdump builds a -trimpath program in a copy of the fixture tree (in
 // workspace mode, as devk builds components) that prints its goroutines
 // as /debug/pprof/goroutine?debug=2 does; it calls into a staging module.

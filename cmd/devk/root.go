@@ -154,6 +154,7 @@ Exit status:
 		newCertsCmd(g),
 		newExportCmd(g),
 		newStacksCmd(g),
+		newDebugCmd(g),
 	)
 	groupCommands(root)
 	registerClusterCompletion(root)
@@ -179,7 +180,7 @@ var groupOf = map[string]string{
 	"swap": "swap", "digest": "swap",
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",
-	"stacks":  "debug",
+	"stacks": "debug", "debug": "debug",
 	"version": "other", "completion": "other", "help": "other",
 }
 

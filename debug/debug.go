@@ -1,0 +1,299 @@
+// Package debug is `devk debug`: a static-pod component rebuilt for a
+// debugger (symbols kept, -N -l where the user debugs), its image with
+// Delve in it pushed, and swapped in the way `devk swap` does (journal,
+// lock, rollback, digests) with the container running `dlv exec
+// --headless` around the component's own command; then the breakpoints
+// set through Delve's API, and the substitute-path rules from the
+// binary's module paths to the tree written for dlv, VS Code and GoLand.
+// --stop puts the container back as it was.
+package debug
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/phase"
+	"github.com/devk/devk/source"
+	"github.com/devk/devk/srcpath"
+	"github.com/devk/devk/swap"
+)
+
+// DefaultPort is where the debugger of the first component debugged on
+// a node listens (Delve's customary port); Ports gives each component
+// its own so that several can be debugged at once.
+const DefaultPort = 2345
+
+// Ports are the debugger ports by component, DefaultPort and up.
+var Ports = map[string]int{
+	"apiserver":          DefaultPort,
+	"controller-manager": DefaultPort + 1,
+	"scheduler":          DefaultPort + 2,
+	"etcd":               DefaultPort + 3,
+}
+
+// AttachTimeout bounds the wait for the debugger to accept a client
+// once the component runs under it.
+const AttachTimeout = 30 * time.Second
+
+// Components are what `devk debug` runs under Delve: the static pods.
+func Components() []string {
+	var out []string
+	for _, c := range build.Catalog {
+		if c.StaticPod {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// Options say what to debug where.
+type Options struct {
+	// Component is the static pod's component: apiserver,
+	// controller-manager, scheduler, etcd.
+	Component string
+	// TreeDir is the tree to build; empty: the working directory's.
+	TreeDir string
+	// Address is the node's address the debugger listens on (a devk
+	// node's on devk's bridge); Port its port (zero: Ports').
+	Address string
+	Port    int
+	// Breaks are FILE:LINE breakpoints, FILE relative to the tree.
+	Breaks []string
+	// DebugPackages are package patterns compiled with -N -l besides
+	// the tree's packages changed since the last normal build and the
+	// packages of Breaks (build.DebugAll: everything).
+	DebugPackages []string
+	// HA says the component runs on several control-plane nodes: a
+	// paused controller loses its lease (said in the result's notes).
+	HA bool
+	// Stop puts the normal container back instead.
+	Stop bool
+	// Swap is the swap's node, lock and waits (its Components and
+	// Debug are set here).
+	Swap swap.Options
+	// Image says where images go.
+	Image    image.Options
+	Reporter progress.Reporter
+}
+
+// Result is what `devk debug` did and how to attach.
+type Result struct {
+	Component string `json:"component"`
+	// Image is the debug image running (repo@sha256:…); after --stop,
+	// the normal one.
+	Image string `json:"image"`
+	// Address is where the debugger listens (host:port, reachable from
+	// the host on devk's bridge); Connect the dlv command line.
+	Address string `json:"address,omitempty"`
+	Connect string `json:"connect,omitempty"`
+	// SubstitutePath maps the binary's module paths to the tree, the
+	// module cache and GOROOT (Delve's order: from the binary's path).
+	SubstitutePath []srcpath.Rule `json:"substitutePath,omitempty"`
+	// InitFile holds the rules as dlv commands (`dlv connect --init`);
+	// LaunchJSON and GoLand are IDE configurations attaching to Address.
+	InitFile   string `json:"initFile,omitempty"`
+	LaunchJSON string `json:"launchJSON,omitempty"`
+	GoLand     string `json:"goland,omitempty"`
+	// Breakpoints are those set.
+	Breakpoints []Breakpoint `json:"breakpoints,omitempty"`
+	// DebugPackages are the patterns compiled with -N -l.
+	DebugPackages []string `json:"debugPackages,omitempty"`
+	// Notes say what devk changed so a paused component survives, and
+	// what it could not.
+	Notes []string `json:"notes,omitempty"`
+	// Stopped says --stop put the normal container back.
+	Stopped bool         `json:"stopped,omitempty"`
+	Swap    *swap.Report `json:"swap,omitempty"`
+}
+
+// Breakpoint is one breakpoint set in the running component.
+type Breakpoint struct {
+	ID int `json:"id"`
+	// File is tree-relative; Reported is the path the binary reports.
+	File     string `json:"file"`
+	Reported string `json:"reported"`
+	Line     int    `json:"line"`
+	Function string `json:"function,omitempty"`
+}
+
+// job is one `devk debug` run.
+type job struct {
+	Options
+	comp   build.Component
+	tree   *source.Tree
+	srcmap *srcpath.Map
+	breaks []breakAt
+	img    *image.Job
+	swap   *swap.Job
+	res    *Result
+}
+
+// Phases are `devk debug`: check, the build and push phases of `devk
+// build --push` (a debug build with the debugger in the image), the
+// phases of `devk swap` under swap/, then attach and the IDE files.
+func Phases() []*phase.Phase[*job] {
+	ps := []*phase.Phase[*job]{{
+		Name:  "check",
+		Short: "check the component, the breakpoints (a file of the tree, a line with code) and the debugger's port",
+		Run:   phase.Method((*job).check),
+	}}
+	ps = append(ps, phase.Map(image.BuildPhases(), func(j *job) *image.Job { return j.img })...)
+	swaps := phase.Map(swap.Phases(), func(j *job) *swap.Job {
+		if j.swap == nil {
+			return &swap.Job{} // a plan
+		}
+		return j.swap
+	})
+	const parent = "swap"
+	phase.Nest(parent, swaps)
+	return append(ps, &phase.Phase[*job]{
+		Name:     parent,
+		Short:    "swap the debug image in, the component under dlv, its liveness and startup probes off (the phases of devk swap)",
+		Children: swaps,
+		Run: func(_ context.Context, j *job) (phase.Outcome, error) {
+			// The push recorded the debug image: read it now.
+			sj, err := swap.NewJob(j.Swap)
+			if err != nil {
+				return phase.Done, err
+			}
+			j.swap = sj
+			return phase.Unchanged("%s", j.comp.Name), nil
+		},
+	}, &phase.Phase[*job]{
+		Name:  "attach",
+		Short: "connect to the debugger, set the breakpoints and let the component run on",
+		Run:   phase.Method((*job).attach),
+	}, &phase.Phase[*job]{
+		Name:  "ide",
+		Short: "write the substitute-path rules as a dlv init file, a VS Code launch.json and a GoLand run configuration",
+		Run:   phase.Method((*job).ide),
+	})
+}
+
+// Run debugs (or with Stop, stops debugging) o.Component.
+func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
+	if o.Reporter == nil {
+		o.Reporter = progress.Discard()
+	}
+	comp, err := Lookup(o.Component)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Component: comp.Name}
+	o.Swap.Components = []string{comp.Name}
+	o.Swap.Reporter = o.Reporter
+	if o.Stop {
+		o.Swap.Debug = &swap.Debugging{Stop: true}
+		rep, err := swap.Run(ctx, o.Swap, popts)
+		res.Swap, res.Stopped = rep, err == nil
+		if rep != nil && len(rep.StaticPods) > 0 {
+			res.Image = rep.StaticPods[0].NewImage
+		}
+		return res, err
+	}
+	if o.Port == 0 {
+		o.Port = Ports[comp.Name]
+	}
+	if o.Address == "" {
+		return res, fmt.Errorf("no address for the debugger to listen on: on a node devk did not make pass --address, the node's IP")
+	}
+	j := &job{Options: o, comp: comp, res: res}
+	if j.tree, err = source.Open(o.TreeDir); err != nil {
+		return res, err
+	}
+	if j.srcmap, err = srcpath.New(ctx, j.tree); err != nil {
+		return res, err
+	}
+	if j.breaks, err = parseBreaks(j.tree.Root, j.srcmap, o.Breaks); err != nil {
+		return res, err
+	}
+	pkgs := slices.Clone(o.DebugPackages)
+	for _, b := range j.breaks {
+		pkgs = append(pkgs, b.pkg)
+	}
+	slices.Sort(pkgs)
+	bo := build.Options{TreeDir: j.tree.Root, Components: []string{comp.Name}, Debug: true, DebugPackages: slices.Compact(pkgs), DebugChanged: true, Reporter: o.Reporter}
+	io := o.Image
+	io.Debugger, io.Push = true, true
+	if j.img, err = image.NewJob(bo, io); err != nil {
+		return res, err
+	}
+	j.Swap.Debug = &swap.Debugging{Command: j.command}
+	j.Swap.TreeDir = j.tree.Root
+	popts.Reporter = o.Reporter
+	_, err = phase.Run(ctx, Phases(), j, popts)
+	if j.swap != nil {
+		err = j.swap.Close(ctx, err)
+		res.Swap = j.swap.Report
+	}
+	return res, err
+}
+
+// Lookup is the static-pod component name names.
+func Lookup(name string) (build.Component, error) {
+	c, err := build.Lookup(name)
+	if err != nil || !c.StaticPod {
+		return build.Component{}, fmt.Errorf("devk debug runs a static pod under the debugger: %s, not %q", strings.Join(Components(), ", "), name)
+	}
+	return c, nil
+}
+
+// listen is the debugger's host:port.
+func (j *job) listen() string { return net.JoinHostPort(j.Address, strconv.Itoa(j.Port)) }
+
+// check refuses what would fail after the node was changed: a
+// breakpoint nowhere (parseBreaks did), a port another process holds.
+func (j *job) check(ctx context.Context) (phase.Outcome, error) {
+	if err := j.portFree(ctx); err != nil {
+		return phase.Done, err
+	}
+	if j.HA && j.comp.Name != "apiserver" && j.comp.Name != "etcd" {
+		j.res.Notes = append(j.res.Notes, fmt.Sprintf("%s keeps leader election on a cluster of several control planes: paused longer than its lease, another replica takes over and this one exits when it runs on (its pod restarts under the debugger)", j.comp.Name))
+	}
+	return phase.Unchanged("%s at %s, %d breakpoint(s)", j.comp.Name, j.listen(), len(j.breaks)), nil
+}
+
+// portFree fails when something other than this component's debugger
+// (which the swap replaces) accepts connections at the port.
+func (j *job) portFree(ctx context.Context) error {
+	d := net.Dialer{Timeout: time.Second}
+	conn, err := d.DialContext(ctx, "tcp", j.listen())
+	if err != nil {
+		return nil
+	}
+	conn.Close()
+	if pod, _, err := swap.ManifestFor(j.Swap.Node.ManifestsDir, j.comp.Binary).Read(); err == nil {
+		if _, debugging, _ := staticpod.DebugOriginal(pod); debugging {
+			if c, err := staticpod.Container(pod, j.comp.Binary); err == nil && slices.Contains(c.Command, "--listen="+j.listen()) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%s is in use by another process on the node: pass --port (nothing was changed)", j.listen())
+}
+
+// command is the container's command under Delve: dlv exec, headless,
+// on the node's address, the component run on at once (--continue), its
+// own flags after `--`; for the controllers of one control plane, leader
+// election off (a paused leader loses its lease and exits).
+func (j *job) command(own []string) ([]string, error) {
+	if len(own) == 0 {
+		return nil, fmt.Errorf("no command")
+	}
+	flags := slices.Clone(own[1:])
+	if !j.HA && (j.comp.Name == "controller-manager" || j.comp.Name == "scheduler") {
+		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--leader-elect" || strings.HasPrefix(f, "--leader-elect=") })
+		flags = append(flags, "--leader-elect=false")
+	}
+	cmd := []string{image.DebuggerPath, "exec", "--headless", "--accept-multiclient", "--api-version=2", "--listen=" + j.listen(), "--continue", own[0], "--"}
+	return append(cmd, flags...), nil
+}
