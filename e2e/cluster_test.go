@@ -229,6 +229,11 @@ func TestClusterUpDown(t *testing.T) {
 	// module cache, GOROOT) and a line within it.
 	step(t, "stacks", func(t *testing.T) { checkStacks(t, tree, devk) })
 
+	// The API server under Delve, a breakpoint hit, and back.
+	step(t, "debug", func(t *testing.T) {
+		checkDebug(t, tree, filepath.Join(dir, "manifests"), res.Kubeconfig, res.Node, devk, func(args ...string) Result { return Devk(t, tree, env, args...) })
+	})
+
 	step(t, "daemon logs", func(t *testing.T) { checkDaemonLogs(t, home, "devk") })
 
 	// up again: nothing changes.
