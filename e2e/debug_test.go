@@ -140,8 +140,8 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName string, devk
 
 	var res struct {
 		Component, Image, Address, Connect, InitFile, LaunchJSON, GoLand string
-		SubstitutePath                                                  []struct{ From, To string }
-		Breakpoints                                                     []struct {
+		SubstitutePath                                                   []struct{ From, To string }
+		Breakpoints                                                      []struct {
 			File string
 			Line int
 		}
