@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -173,18 +176,28 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName string, devk
 		}
 		before := restarts()
 		readySince := readyTransition(t, ctx, cs, nodeName)
-		// A client without clientFor's timeout: the request waits.
+		// A request without client-go's timeouts: the whole process is
+		// stopped at the breakpoint (whoever hit it first: the kubelet and
+		// the controllers ask for /version too), so even its TLS handshake
+		// waits.
 		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			t.Fatal(err)
 		}
-		waiting, err := kubernetes.NewForConfig(rc)
+		tlsConfig, err := rest.TLSConfigFor(rc)
 		if err != nil {
 			t.Fatal(err)
 		}
+		waiting := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 		answered := make(chan error, 1)
 		go func() {
-			_, err := waiting.Discovery().ServerVersion()
+			resp, err := waiting.Get(rc.Host + "/version")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("%s", resp.Status)
+				}
+			}
 			answered <- err
 		}()
 		select {
