@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/phase"
 )
 
 // attach connects to the component's debugger, sets the breakpoints
 // (the component halted for as long as that takes) and lets it run on.
 func (j *job) attach(ctx context.Context) (phase.Outcome, error) {
-	d, err := Dial(ctx, j.listen(), AttachTimeout)
+	d, err := delve.Dial(ctx, j.listen(), AttachTimeout)
 	if err != nil {
 		return phase.Done, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
@@ -273,7 +274,7 @@ func (j *job) portFree(ctx context.Context) error {
 	conn.Close()
 	if pod, _, err := swap.ManifestFor(j.Swap.Node.ManifestsDir, j.comp.Binary).Read(); err == nil {
 		if _, debugging, _ := staticpod.DebugOriginal(pod); debugging {
-			if c, err := staticpod.Container(pod, j.comp.Binary); err == nil && slices.Contains(c.Command, "--listen="+j.listen()) {
+			if c, err := staticpod.Container(pod, j.comp.Binary); err == nil && slices.Contains(c.Command, delve.ListenFlag(j.listen())) {
 				return nil
 			}
 		}
@@ -282,18 +283,36 @@ func (j *job) portFree(ctx context.Context) error {
 }
 
 // command is the container's command under Delve: dlv exec, headless,
-// on the node's address, the component run on at once (--continue), its
-// own flags after `--`; for the controllers of one control plane, leader
-// election off (a paused leader loses its lease and exits).
+// on the node's address, the component run on at once, its own flags
+// after `--`, with what a component paused at a breakpoint needs
+// (debugFlags).
 func (j *job) command(own []string) ([]string, error) {
 	if len(own) == 0 {
 		return nil, fmt.Errorf("no command")
 	}
 	flags := slices.Clone(own[1:])
-	if !j.HA && (j.comp.Name == "controller-manager" || j.comp.Name == "scheduler") {
-		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--leader-elect" || strings.HasPrefix(f, "--leader-elect=") })
-		flags = append(flags, "--leader-elect=false")
+	for name, value := range j.debugFlags() {
+		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--"+name || strings.HasPrefix(f, "--"+name+"=") })
+		flags = append(flags, "--"+name+"="+value)
 	}
-	cmd := []string{image.DebuggerPath, "exec", "--headless", "--accept-multiclient", "--api-version=2", "--listen=" + j.listen(), "--continue", own[0], "--"}
-	return append(cmd, flags...), nil
+	slices.Sort(flags[len(flags)-len(j.debugFlags()):])
+	return delve.Command(image.DebuggerPath, j.listen(), append([]string{own[0]}, flags...)), nil
+}
+
+// DebugRequestTimeout is the API server's --request-timeout while it is
+// debugged: a request held at a breakpoint answers when the debugger
+// lets it go, not with the 504 of the default minute.
+const DebugRequestTimeout = time.Hour
+
+// debugFlags are the flags a paused component needs: the API server's
+// request timeout; for the controllers of one control plane, leader
+// election off (a paused leader loses its lease and exits).
+func (j *job) debugFlags() map[string]string {
+	switch {
+	case j.comp.Name == "apiserver":
+		return map[string]string{"request-timeout": DebugRequestTimeout.String()}
+	case !j.HA && (j.comp.Name == "controller-manager" || j.comp.Name == "scheduler"):
+		return map[string]string{"leader-elect": "false"}
+	}
+	return nil
 }

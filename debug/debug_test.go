@@ -80,7 +80,8 @@ func TestCommand(t *testing.T) {
 	}{
 		{"scheduler", false, []string{"--bind-address=10.250.0.2", "--leader-elect=false"}},
 		{"scheduler", true, own[1:]},
-		{"apiserver", false, own[1:]},
+		{"apiserver", false, append(own[1:], "--request-timeout=1h0m0s")},
+		{"etcd", false, own[1:]},
 	} {
 		j := &job{Options: Options{Address: "10.250.0.2", Port: 2347, HA: c.ha}}
 		j.comp.Name = c.comp

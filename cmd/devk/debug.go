@@ -39,9 +39,10 @@ The container runs ` + "`dlv exec --headless --accept-multiclient --continue`" +
 component's own command and flags, listening on the node's address on
 devk's bridge (port ` + strconv.Itoa(debug.DefaultPort) + ` for the API server, the next ports for the others).
 So that a component paused at a breakpoint is not killed, its liveness and
-startup probes are off (readiness stays: a paused component is not ready)
-and, on a cluster of one control plane, the controller-manager and
-scheduler run with --leader-elect=false. On several control planes the
+startup probes are off (readiness stays: a paused component is not ready),
+the API server's --request-timeout is ` + debug.DebugRequestTimeout.String() + ` (a request held at a breakpoint
+answers when you continue, not with a 504) and, on a cluster of one control
+plane, the controller-manager and scheduler run with --leader-elect=false. On several control planes the
 one on --node is debugged; a paused controller there loses its lease.
 
 --break FILE:LINE (tree-relative, repeatable) is checked against the tree

@@ -197,6 +197,10 @@ func (p NodeFiles) KubeletConfig() string { return p.join("kubelet-config.yaml")
 // so that swapping it is an atomic rename).
 func (p NodeFiles) KubeletBinary() string { return p.join("bin", "kubelet") }
 
+// KubeletDebugger records that the node's kubelet runs under the
+// debugger (`devk debug kubelet`, delve.Debugged); none: on its own.
+func (p NodeFiles) KubeletDebugger() string { return p.join("kubelet-debugger.json") }
+
 // Etcd is etcd's data dir.
 func (p NodeFiles) Etcd() string { return p.join("etcd") }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/devk/devk/cluster/internal/cgroups"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/atomicfile"
+	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/poll"
@@ -31,12 +32,20 @@ import (
 )
 
 // KubeletArgs is node n's kubelet's own command line: its binary, then
-// its flags sorted, the config file's extra args over the defaults.
+// its flags sorted, the config file's extra args over the defaults;
+// under the debugger (`devk debug kubelet` recorded it) that command line
+// is dlv's (delve.Command).
 func (n Node) KubeletArgs() []string {
 	own, flags := kubeletconfig.Flags(*n.Config, n.Files, n.Net)
 	maps.Copy(flags, config.WithoutOwned(config.Kubelet, n.Config.Spec.Kubelet.ExtraArgs))
 	maps.Copy(flags, own)
-	return append([]string{n.Files.KubeletBinary()}, staticpod.FlagList(flags)...)
+	argv := append([]string{n.Files.KubeletBinary()}, staticpod.FlagList(flags)...)
+	// A record devk cannot read runs the kubelet on its own; `devk debug
+	// kubelet` and --stop say what is wrong with it.
+	if d, err := delve.ReadDebugged(n.Files.KubeletDebugger()); err == nil && d != nil {
+		return delve.Command(d.Debugger, d.Listen, argv)
+	}
+	return argv
 }
 
 // KubeletArgv is the command devk runs: node n's kubelet in the node's

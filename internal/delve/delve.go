@@ -1,17 +1,40 @@
-package debug
+// Package delve is how devk runs Delve (the headless `dlv exec` command
+// line around a component's own, in a static pod or as the supervised
+// kubelet) and talks to it (the JSON-RPC API's calls devk makes). It is
+// a leaf: it imports nothing of devk's but poll and atomicfile.
+package delve
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/rpc"
 	"net/rpc/jsonrpc"
+	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/poll"
 )
+
+// Command is the command line that runs command (a binary and its
+// flags) under the headless debugger dlv, serving clients at listen
+// (host:port) and letting the program run at once (--continue); its own
+// flags follow `--`.
+func Command(dlv, listen string, command []string) []string {
+	out := []string{dlv, "exec", "--headless", "--accept-multiclient", "--api-version=2", "--listen=" + listen, "--continue", command[0], "--"}
+	return append(out, command[1:]...)
+}
+
+// ListenFlag is the flag of Command that names where the debugger
+// listens, for telling whether a command line runs it there.
+func ListenFlag(listen string) string { return "--listen=" + listen }
 
 // Delve's JSON-RPC API, version 2 (Delve's Documentation/api/json-rpc):
 // the four calls devk makes, with the fields it reads. (Delve's own client
@@ -49,15 +72,15 @@ type delveBreakpoint struct {
 // Delve is a client of a headless Delve's JSON-RPC API.
 type Delve struct{ c *rpc.Client }
 
-// attachPoll is how often Dial tries the debugger's port.
-const attachPoll = 200 * time.Millisecond
+// dialPoll is how often Dial tries the debugger's port.
+const dialPoll = 200 * time.Millisecond
 
 // Dial connects to the headless debugger at addr, trying until it
 // accepts or timeout passes, and selects API version 2.
 func Dial(ctx context.Context, addr string, timeout time.Duration) (*Delve, error) {
 	var conn net.Conn
-	err := wait.PollUntilContextTimeout(ctx, attachPoll, timeout, true, func(ctx context.Context) (bool, error) {
-		d := net.Dialer{Timeout: attachPoll}
+	err := wait.PollUntilContextTimeout(ctx, dialPoll, timeout, true, func(ctx context.Context) (bool, error) {
+		d := net.Dialer{Timeout: dialPoll}
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return false, nil
@@ -120,4 +143,37 @@ func (d *Delve) Close(cont bool) error {
 		}{delveContinue}, &struct{ State DelveState }{}, nil)
 	}
 	return d.c.Close()
+}
+
+// Debugged records that a program devk supervises (the kubelet) runs
+// under the debugger: where dlv is and where it listens. Its file's
+// presence is the switch: the program's command line is Command's.
+type Debugged struct {
+	Debugger string `json:"debugger"`
+	Listen   string `json:"listen"`
+}
+
+// ReadDebugged is the record at path; nil when there is none.
+func ReadDebugged(path string) (*Debugged, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d Debugged
+	if err := json.Unmarshal(data, &d); err != nil || d.Debugger == "" || d.Listen == "" {
+		return nil, fmt.Errorf("%s is not a record of devk debug (remove it, or run `devk debug --stop kubelet`): %v", path, err)
+	}
+	return &d, nil
+}
+
+// Write records d at path, atomically.
+func (d Debugged) Write(path string) error {
+	data, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(path, append(data, '\n'), 0o600, filepath.Dir(path))
 }
