@@ -20,6 +20,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/delve"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
@@ -39,17 +40,23 @@ var Ports = map[string]int{
 	"controller-manager": DefaultPort + 1,
 	"scheduler":          DefaultPort + 2,
 	"etcd":               DefaultPort + 3,
+	Kubelet:              DefaultPort + 4,
 }
+
+// Kubelet is the one component `devk debug` runs under Delve that is not
+// a static pod: devk supervises it.
+const Kubelet = "kubelet"
 
 // AttachTimeout bounds the wait for the debugger to accept a client
 // once the component runs under it.
 const AttachTimeout = 30 * time.Second
 
-// Components are what `devk debug` runs under Delve: the static pods.
+// Components are what `devk debug` runs under Delve: the static pods and
+// the kubelet.
 func Components() []string {
 	var out []string
 	for _, c := range build.Catalog {
-		if c.StaticPod {
+		if c.StaticPod || c.Name == Kubelet {
 			out = append(out, c.Name)
 		}
 	}
@@ -79,8 +86,13 @@ type Options struct {
 	// Stop puts the normal container back instead.
 	Stop bool
 	// Swap is the swap's node, lock and waits (its Components and
-	// Debug are set here).
+	// Debug are set here); for the kubelet, Swap.Kubelets is the one
+	// debugged.
 	Swap swap.Options
+	// Node is the files of the node whose kubelet is debugged: dlv goes
+	// beside its binary, and the record that runs it under dlv
+	// (KubeletDebugger) beside its config.
+	Node layout.NodeFiles
 	// Image says where images go.
 	Image    image.Options
 	Reporter progress.Reporter
@@ -90,8 +102,9 @@ type Options struct {
 type Result struct {
 	Component string `json:"component"`
 	// Image is the debug image running (repo@sha256:…); after --stop,
-	// the normal one.
-	Image string `json:"image"`
+	// the normal one. The kubelet has none: Binary is its debug build.
+	Image  string `json:"image,omitempty"`
+	Binary string `json:"binary,omitempty"`
 	// Address is where the debugger listens (host:port, reachable from
 	// the host on devk's bridge); Connect the dlv command line.
 	Address string `json:"address,omitempty"`
@@ -136,6 +149,8 @@ type job struct {
 	img    *image.Job
 	swap   *swap.Job
 	res    *Result
+	// recorded says the debugger phase wrote the kubelet's record.
+	recorded bool
 }
 
 // Phases are `devk debug`: check, the build and push phases of `devk
@@ -148,6 +163,12 @@ func Phases() []*phase.Phase[*job] {
 		Run:   phase.Method((*job).check),
 	}}
 	ps = append(ps, phase.Map(image.BuildPhases(), func(j *job) *image.Job { return j.img })...)
+	ps = append(ps, &phase.Phase[*job]{
+		Name:  "debugger",
+		Short: "the kubelet's: dlv beside its binary, and the record that makes its next start run it under dlv",
+		If:    func(j *job) (bool, string) { return j.comp.Name == Kubelet, "a static pod runs dlv from its image" },
+		Run:   phase.Method((*job).kubeletDebugger),
+	})
 	swaps := phase.Map(swap.Phases(), func(j *job) *swap.Job {
 		if j.swap == nil {
 			return &swap.Job{} // a plan
@@ -193,7 +214,12 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	o.Swap.Components = []string{comp.Name}
 	o.Swap.Reporter = o.Reporter
 	if o.Stop {
-		o.Swap.Debug = &swap.Debugging{Stop: true}
+		o.Swap.Debug = &swap.Debugging{Stop: true, Restart: comp.Name == Kubelet}
+		if comp.Name == Kubelet {
+			if err := stopKubelet(o.Node); err != nil {
+				return res, err
+			}
+		}
 		rep, err := swap.Run(ctx, o.Swap, popts)
 		res.Swap, res.Stopped = rep, err == nil
 		if rep != nil && len(rep.StaticPods) > 0 {
@@ -225,6 +251,11 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	bo := build.Options{TreeDir: j.tree.Root, Components: []string{comp.Name}, Debug: true, DebugPackages: slices.Compact(pkgs), DebugChanged: true, Reporter: o.Reporter}
 	io := o.Image
 	io.Debugger, io.Push = true, true
+	if comp.Name == Kubelet {
+		// A binary devk runs, with dlv beside it: no image.
+		bo.Components = append(bo.Components, build.Delve)
+		io.Debugger, io.Push = false, false
+	}
 	if j.img, err = image.NewJob(bo, io); err != nil {
 		return res, err
 	}
@@ -236,14 +267,17 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 		err = j.swap.Close(ctx, err)
 		res.Swap = j.swap.Report
 	}
+	if err != nil && j.recorded {
+		err = j.undoKubeletDebugger(ctx, err)
+	}
 	return res, err
 }
 
 // Lookup is the static-pod component name names.
 func Lookup(name string) (build.Component, error) {
 	c, err := build.Lookup(name)
-	if err != nil || !c.StaticPod {
-		return build.Component{}, fmt.Errorf("devk debug runs a static pod under the debugger: %s, not %q", strings.Join(Components(), ", "), name)
+	if err != nil || !slices.Contains(Components(), c.Name) {
+		return build.Component{}, fmt.Errorf("devk debug runs a static pod or the kubelet under the debugger: %s, not %q", strings.Join(Components(), ", "), name)
 	}
 	return c, nil
 }
@@ -272,7 +306,11 @@ func (j *job) portFree(ctx context.Context) error {
 		return nil
 	}
 	conn.Close()
-	if pod, _, err := swap.ManifestFor(j.Swap.Node.ManifestsDir, j.comp.Binary).Read(); err == nil {
+	if j.comp.Name == Kubelet {
+		if d, err := delve.ReadDebugged(j.Node.KubeletDebugger()); err == nil && d != nil && d.Listen == j.listen() {
+			return nil
+		}
+	} else if pod, _, err := swap.ManifestFor(j.Swap.Node.ManifestsDir, j.comp.Binary).Read(); err == nil {
 		if _, debugging, _ := staticpod.DebugOriginal(pod); debugging {
 			if c, err := staticpod.Container(pod, j.comp.Binary); err == nil && slices.Contains(c.Command, delve.ListenFlag(j.listen())) {
 				return nil

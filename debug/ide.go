@@ -31,8 +31,8 @@ func (j *job) ide(_ context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	cs := st.Component(j.comp.Name)
-	if cs.Debug == nil || cs.DebugPushed == nil {
-		return phase.Done, fmt.Errorf("state.json has no debug build of %s pushed", j.comp.Name)
+	if cs.Debug == nil || (cs.DebugPushed == nil && j.comp.StaticPod) {
+		return phase.Done, fmt.Errorf("state.json has no debug build of %s (pushed)", j.comp.Name)
 	}
 	deps, err := srcpath.Deps(cs.Debug.Path)
 	if err != nil {
@@ -47,7 +47,12 @@ func (j *job) ide(_ context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	r := j.res
-	r.Image, r.Address, r.SubstitutePath, r.DebugPackages = cs.DebugPushed.Ref, j.listen(), rules, cs.Debug.DebugPackages
+	r.Address, r.SubstitutePath, r.DebugPackages = j.listen(), rules, cs.Debug.DebugPackages
+	if j.comp.StaticPod {
+		r.Image = cs.DebugPushed.Ref
+	} else {
+		r.Binary = cs.Debug.Path
+	}
 	r.InitFile = filepath.Join(dir, j.comp.Binary+".dlv")
 	r.LaunchJSON = filepath.Join(dir, "launch.json")
 	r.GoLand = filepath.Join(dir, golandDir, j.comp.Binary+".run.xml")

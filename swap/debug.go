@@ -9,7 +9,8 @@ import (
 )
 
 // Debugging is how a swap runs a static pod's component under a debugger
-// (`devk debug`), or ends that (Stop).
+// (`devk debug`), or ends that (Stop); for the kubelet, which binary it
+// installs (the debug build's, or with Stop the normal one).
 type Debugging struct {
 	// Image is the debug image (repo@sha256:…): the component's with the
 	// debugger in it; empty: the one last pushed (state.json's
@@ -19,8 +20,13 @@ type Debugging struct {
 	// own (the component's binary and flags).
 	Command func(command []string) ([]string, error)
 	// Stop puts back the container the debug manifest replaced (kept in
-	// staticpod.DebugAnnotation): image, command and probes as they were.
+	// staticpod.DebugAnnotation): image, command and probes as they were;
+	// for the kubelet, its normal build.
 	Stop bool
+	// Restart restarts the kubelet even when its binary holds the same
+	// bytes: its command line changed (it runs under the debugger now,
+	// or no longer).
+	Restart bool
 }
 
 // killsPaused are the probes that would restart a component paused at a

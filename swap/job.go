@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -185,8 +186,8 @@ func NewJob(o Options) (*Job, error) {
 		}
 		return j, nil
 	}
-	if o.Debug != nil && o.Debug.Stop {
-		return j, nil // the manifest names what to go back to
+	if o.Debug != nil && o.Debug.Stop && !slices.ContainsFunc(j.comps, func(c build.Component) bool { return !c.StaticPod }) {
+		return j, nil // the manifests name what to go back to
 	}
 	if j.tree, err = source.Open(o.TreeDir); err != nil {
 		return nil, err

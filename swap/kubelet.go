@@ -141,11 +141,12 @@ func (j *Job) swapBinary(ctx context.Context, c build.Component, dest string, ch
 	if j.Rollback {
 		out.BinaryResult, err = RollbackBinary(ctx, dest, check)
 	} else {
+		debug := j.Debug != nil && !j.Debug.Stop
 		cs := j.state.Components[c.Name]
-		if cs == nil || cs.Binary == nil {
+		if cs == nil || cs.BinaryOf(debug) == nil {
 			return out, fmt.Errorf("%s is not built yet: run `devk build %s`", c.Name, c.Name)
 		}
-		out.BinaryResult, err = InstallBinary(ctx, cs.Binary.Path, dest, check)
+		out.BinaryResult, err = InstallBinary(ctx, cs.BinaryOf(debug).Path, dest, check)
 	}
 	return out, err
 }
@@ -155,7 +156,7 @@ func (j *Job) swapBinary(ctx context.Context, c build.Component, dest string, ch
 func (j *Job) swapKubelet(ctx context.Context, c build.Component, k KubeletNode) (BinaryOutcome, error) {
 	out, err := j.swapBinary(ctx, c, k.Binary, versionCheck("--version"))
 	out.Node = k.Node
-	if err != nil || !out.Changed {
+	if err != nil || (!out.Changed && (j.Debug == nil || !j.Debug.Restart)) {
 		return out, err
 	}
 	restart := func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,10 +24,13 @@ func newDebugCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "debug COMPONENT",
 		Short: "Run a control-plane component under Delve, with breakpoints, and print how to attach",
-		Long: `Rebuild a static-pod component (` + strings.Join(debug.Components(), ", ") + `) for a
-debugger and run it under Delve in its pod, the way ` + "`devk swap`" + ` swaps it in:
-journal, lock, rollback on failure, digests verified (` + "`devk digest verify`" + `
-compares the pod with the debug image while it runs).
+		Long: `Rebuild a component (` + strings.Join(debug.Components(), ", ") + `) for a debugger and
+run it under Delve. A static pod runs in its pod, swapped in the way ` + "`devk swap`" + `
+does: journal, lock, rollback on failure, digests verified (` + "`devk digest verify`" + `
+compares the pod with the debug image while it runs). The kubelet, which devk
+supervises, runs as ` + "`dlv exec`" + ` of its debug build on its node (--node), swapped
+as ` + "`devk swap kubelet`" + ` swaps it: restarted, the node Ready again, else the old
+kubelet back; its pods keep running.
 
 The build keeps symbols and DWARF and compiles without optimisation or
 inlining (-N -l) only where you debug: the tree's packages changed since the
@@ -64,6 +68,7 @@ is debugged; --stop ends that.`,
   devk debug apiserver --break staging/src/k8s.io/apiserver/pkg/server/routes/version.go:57
   dlv connect 10.250.0.2:2345 --init _output/devk/debug/kube-apiserver.dlv
   devk debug scheduler --debug-pkg ./pkg/scheduler/...
+  devk debug kubelet --node devk-worker --break pkg/kubelet/kubelet.go:1750
   devk debug --stop apiserver`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(debug.Components),
@@ -107,7 +112,7 @@ is debugged; --stop ends that.`,
 	f.StringVar(&o.Address, "address", "", "the node's address the debugger listens on (default: a devk node's address on devk's bridge; required for a node devk did not make)")
 	f.BoolVar(&o.Stop, "stop", false, "put the component's own container back: image, command and probes as before devk debug")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree to build (default: the one around the working directory)")
-	f.StringVar(&onNode, "node", "", "the control-plane node whose component to debug (default: node 0)")
+	f.StringVar(&onNode, "node", "", "the node whose component to debug (default: node 0; a static pod's must be a control-plane node)")
 	f.DurationVar(&o.Swap.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the component to be healthy under the debugger before rolling back")
 	f.BoolVar(&o.Image.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	node.add(f)
@@ -136,6 +141,15 @@ func debugNode(r resolvedNode, onNode string, o *debug.Options) error {
 	if err != nil {
 		return fmt.Errorf("--node: %w", err)
 	}
+	if o.Address == "" {
+		o.Address = n.IP
+	}
+	if o.Component == debug.Kubelet {
+		// Any node's; the kubelets of the others are left alone.
+		o.Swap.Kubelets = slices.DeleteFunc(o.Swap.Kubelets, func(k swap.KubeletNode) bool { return k.Node != onNode })
+		o.Node, err = c.Files.Node(c.Config, onNode)
+		return err
+	}
 	for _, cp := range cps {
 		if cp.Name == onNode {
 			o.Swap.Node, o.Swap.NodeName, o.Swap.Relist = cp.Node, cp.Name, cp.Relist
@@ -145,9 +159,6 @@ func debugNode(r resolvedNode, onNode string, o *debug.Options) error {
 		return fmt.Errorf("--node %s is not a control-plane node (%s are)", onNode, strings.Join(c.Config.ControlPlaneNames(), ", "))
 	}
 	o.Swap.ControlPlanes = nil // one node, not a rolling swap
-	if o.Address == "" {
-		o.Address = n.IP
-	}
 	return nil
 }
 
@@ -160,7 +171,7 @@ func printDebug(g *globalOptions, r *debug.Result) {
 	if r.Address == "" {
 		return
 	}
-	fmt.Fprintf(w, "%s runs under Delve: %s\n", r.Component, r.Image)
+	fmt.Fprintf(w, "%s runs under Delve: %s%s\n", r.Component, r.Image, r.Binary)
 	for _, b := range r.Breakpoints {
 		fmt.Fprintf(w, "  breakpoint %d at %s:%d (%s)\n", b.ID, b.File, b.Line, b.Function)
 	}
