@@ -231,7 +231,7 @@ func TestClusterUpDown(t *testing.T) {
 
 	// The API server under Delve, a breakpoint hit, and back.
 	step(t, "debug", func(t *testing.T) {
-		checkDebug(t, tree, filepath.Join(dir, "manifests"), res.Kubeconfig, res.Node, devk, func(args ...string) Result { return Devk(t, tree, env, args...) })
+		checkDebug(t, tree, filepath.Join(dir, "manifests"), res.Kubeconfig, res.Node, res.Images["pause"], devk, func(args ...string) Result { return Devk(t, tree, env, args...) })
 	})
 
 	step(t, "daemon logs", func(t *testing.T) { checkDaemonLogs(t, home, "devk") })

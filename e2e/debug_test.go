@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -31,23 +32,79 @@ import (
 // breakpoint before it checks that nothing killed it.
 const debugPause = 60 * time.Second
 
-// versionHandlerLine is the first line of the API server's /version
-// handler in the tree (the line after `func (v Version) handleVersion`).
-func versionHandlerLine(t *testing.T, tree string) (string, int) {
+// funcBody is the first line of the body of the function whose
+// declaration line starts with decl, in file of the tree.
+func funcBody(t *testing.T, tree, file, decl string) int {
 	t.Helper()
-	const file = "staging/src/k8s.io/apiserver/pkg/server/routes/version.go"
 	data, err := os.ReadFile(filepath.Join(tree, file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		if strings.HasPrefix(sc.Text(), "func (v Version) handleVersion(") {
-			return file, n + 1
+		if strings.HasPrefix(sc.Text(), decl) && strings.HasSuffix(sc.Text(), "{") {
+			return n + 1
 		}
 	}
-	t.Fatalf("no handleVersion in %s", file)
-	return "", 0
+	t.Fatalf("no %q in %s", decl, file)
+	return 0
+}
+
+// Breakpoints of the debug step: the API server's /version handler, the
+// deployment controller's sync, the kubelet's pod sync.
+const (
+	versionFile    = "staging/src/k8s.io/apiserver/pkg/server/routes/version.go"
+	deploymentFile = "pkg/controller/deployment/deployment_controller.go"
+	kubeletFile    = "pkg/kubelet/kubelet.go"
+)
+
+// atBreakpoint connects the test's own dlv to the debugger at addr with
+// devk's init file, from outside the tree (so it prints absolute paths):
+// `stack 0` waits for the component to stop, and must show want
+// (FILE:LINE); then every breakpoint goes and the component runs on.
+func atBreakpoint(t *testing.T, ctx context.Context, dlv, addr, init, want string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, dlv, "connect", addr, "--init", init, "--allow-non-terminal-interactive")
+	cmd.Dir = t.TempDir()
+	cmd.Stdin = strings.NewReader("stack 0\nclearall\nquit -c\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("dlv connect %s: %v\n%s", addr, err, out)
+	}
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("dlv did not show the stop at %s:\n%s", want, out)
+	}
+}
+
+// debugResult is what `devk debug -o json` prints.
+type debugResult struct {
+	Component, Image, Binary, Address, Connect, InitFile, LaunchJSON, GoLand string
+	SubstitutePath                                                           []struct{ From, To string }
+	Breakpoints                                                              []struct {
+		File string
+		Line int
+	}
+}
+
+// debugAt runs `devk debug COMPONENT --break file:line` and checks its
+// result: a breakpoint at that line, the IDE files written.
+func debugAt(t *testing.T, devk func(t *testing.T, args ...string) Result, component, file string, line int, args ...string) debugResult {
+	t.Helper()
+	r := devk(t, append([]string{"debug", component, "--break", file + ":" + strconv.Itoa(line), "-o", "json"}, args...)...)
+	var res debugResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("devk debug -o json printed %q: %v", r.Stdout, err)
+	}
+	if (res.Image == "") == (res.Binary == "") || len(res.SubstitutePath) == 0 || len(res.Breakpoints) != 1 || res.Breakpoints[0].Line != line {
+		t.Fatalf("devk debug %s: %+v", component, res)
+	}
+	for _, f := range []string{res.InitFile, res.LaunchJSON, res.GoLand} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("devk debug wrote no %s: %v", f, err)
+		}
+	}
+	return res
 }
 
 // delveClient builds dlv from the Delve module at devk's pin with the
@@ -110,14 +167,15 @@ func readyTransition(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 // line (after devk's substitute-path rules) for a minute without the pod
 // being restarted or the node going NotReady, and answers once the
 // client continues. Then --stop puts the container back byte for byte.
-// Bad input changes nothing.
-func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName string, devk func(t *testing.T, args ...string) Result, devkErr func(args ...string) Result) {
+// The controller-manager survives a minute's pause; the kubelet under
+// dlv stops in its pod sync. Bad input changes nothing.
+func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName, pauseImage string, devk func(t *testing.T, args ...string) Result, devkErr func(args ...string) Result) {
 	cs := clientFor(t, kubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	manifest := filepath.Join(manifests, "kube-apiserver.yaml")
 	before := manifestContainer(t, manifest)
-	file, line := versionHandlerLine(t, tree)
+	file, line := versionFile, funcBody(t, tree, versionFile, "func (v Version) handleVersion(")
 
 	t.Run("bad input changes nothing", func(t *testing.T) {
 		for _, c := range []struct {
@@ -141,40 +199,23 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName string, devk
 		}
 	})
 
-	var res struct {
-		Component, Image, Address, Connect, InitFile, LaunchJSON, GoLand string
-		SubstitutePath                                                   []struct{ From, To string }
-		Breakpoints                                                      []struct {
-			File string
-			Line int
-		}
-	}
+	var res debugResult
 	step(t, "debug apiserver", func(t *testing.T) {
-		r := devk(t, "debug", "apiserver", "--break", file+":"+strconv.Itoa(line), "-o", "json")
-		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-			t.Fatalf("devk debug -o json printed %q: %v", r.Stdout, err)
-		}
-		if !strings.Contains(res.Image, "@sha256:") || len(res.SubstitutePath) == 0 || len(res.Breakpoints) != 1 || res.Breakpoints[0].Line != line {
-			t.Fatalf("devk debug: %+v", res)
-		}
-		for _, f := range []string{res.InitFile, res.LaunchJSON, res.GoLand} {
-			if _, err := os.Stat(f); err != nil {
-				t.Errorf("devk debug wrote no %s: %v", f, err)
-			}
-		}
+		res = debugAt(t, devk, "apiserver", file, line)
 		devk(t, "digest", "verify", "apiserver")
 	})
+	dlv := delveClient(t)
+	restarts := func(t *testing.T, pod string) int32 {
+		t.Helper()
+		p, err := cs.CoreV1().Pods("kube-system").Get(ctx, pod+"-"+nodeName, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			t.Fatalf("mirror pod %s: %v", pod, err)
+		}
+		return p.Status.ContainerStatuses[0].RestartCount
+	}
 
 	step(t, "a request stops at the breakpoint", func(t *testing.T) {
-		dlv := delveClient(t)
-		restarts := func() int32 {
-			p, err := cs.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-"+nodeName, metav1.GetOptions{})
-			if err != nil || len(p.Status.ContainerStatuses) == 0 {
-				t.Fatalf("the API server's mirror pod: %v", err)
-			}
-			return p.Status.ContainerStatuses[0].RestartCount
-		}
-		before := restarts()
+		before := restarts(t, "kube-apiserver")
 		readySince := readyTransition(t, ctx, cs, nodeName)
 		// A request without client-go's timeouts: the whole process is
 		// stopped at the breakpoint (whoever hit it first: the kubelet and
@@ -205,19 +246,8 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName string, devk
 			t.Fatalf("/version answered (%v) with a breakpoint in its handler", err)
 		case <-time.After(debugPause):
 		}
-		// The client connects from the host to the printed address, with
-		// devk's rules, from a directory outside the tree (dlv then prints
-		// absolute paths).
-		cmd := exec.CommandContext(ctx, dlv, "connect", res.Address, "--init", res.InitFile, "--allow-non-terminal-interactive")
-		cmd.Dir = t.TempDir()
-		cmd.Stdin = strings.NewReader("stack 0\nclearall\nquit -c\n")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("dlv connect %s: %v\n%s", res.Address, err, out)
-		}
-		if want := filepath.Join(tree, file) + ":" + strconv.Itoa(line); !strings.Contains(string(out), want) {
-			t.Fatalf("dlv did not show the stop at %s:\n%s", want, out)
-		}
+		// The client connects from the host to the printed address.
+		atBreakpoint(t, ctx, dlv, res.Address, res.InitFile, filepath.Join(tree, file)+":"+strconv.Itoa(line))
 		select {
 		case err := <-answered:
 			if err != nil {
@@ -229,7 +259,7 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName string, devk
 		if after := readyTransition(t, ctx, cs, nodeName); !after.Equal(&readySince) {
 			t.Errorf("node %s's Ready condition changed during the %s pause (last transition %s, was %s)", nodeName, debugPause, after, readySince)
 		}
-		if after := restarts(); after != before {
+		if after := restarts(t, "kube-apiserver"); after != before {
 			t.Errorf("the API server's container restarted %d times during the pause", after-before)
 		}
 	})
@@ -240,5 +270,80 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName string, devk
 			t.Errorf("after --stop the container is\n%s\nwant, as before devk debug,\n%s", got, before)
 		}
 		devk(t, "digest", "verify", "apiserver")
+	})
+
+	// The controller-manager paused in the deployment controller for a
+	// minute: not restarted, and (leader election off) not exiting; the
+	// Deployment then rolls out.
+	step(t, "controller-manager paused", func(t *testing.T) {
+		line := funcBody(t, tree, deploymentFile, "func (dc *DeploymentController) syncDeployment(")
+		r := debugAt(t, devk, "controller-manager", deploymentFile, line)
+		before := restarts(t, "kube-controller-manager")
+		one := int32(1)
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-debug", Namespace: "default"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &one,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "e2e-debug"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "e2e-debug"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: pauseImage}}},
+				},
+			},
+		}
+		if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(debugPause)
+		atBreakpoint(t, ctx, dlv, r.Address, r.InitFile, filepath.Join(tree, deploymentFile)+":"+strconv.Itoa(line))
+		eventually(t, ctx, "the Deployment to roll out after the pause", func() error {
+			got, err := cs.AppsV1().Deployments("default").Get(ctx, d.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got.Status.AvailableReplicas != 1 {
+				return fmt.Errorf("%d of 1 replicas available", got.Status.AvailableReplicas)
+			}
+			return nil
+		})
+		if after := restarts(t, "kube-controller-manager"); after != before {
+			t.Errorf("the controller-manager's container restarted %d times during the pause", after-before)
+		}
+		devk(t, "debug", "--stop", "controller-manager")
+		devk(t, "digest", "verify", "controller-manager")
+		if err := cs.AppsV1().Deployments("default").Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+
+	// The kubelet under dlv: its pod sync stops at the breakpoint when a
+	// pod is created; the pod runs once it goes on; --stop puts its own
+	// kubelet back.
+	step(t, "kubelet", func(t *testing.T) {
+		line := funcBody(t, tree, kubeletFile, "func (kl *Kubelet) SyncPod(")
+		r := debugAt(t, devk, "kubelet", kubeletFile, line)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-debug-kubelet", Namespace: "default"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: pauseImage}}},
+		}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		atBreakpoint(t, ctx, dlv, r.Address, r.InitFile, filepath.Join(tree, kubeletFile)+":"+strconv.Itoa(line))
+		eventually(t, ctx, "the pod to run once the kubelet goes on", func() error {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pod is %s", p.Status.Phase)
+			}
+			return nil
+		})
+		devk(t, "debug", "--stop", "kubelet")
+		readyTransition(t, ctx, cs, nodeName)
+		if err := cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
 	})
 }
