@@ -9,13 +9,16 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 )
 
 // Components are the components whose goroutines Fetch reads, by the
 // names `devk swap` and `devk build` give them.
-var Components = []string{APIServer, ControllerManager, Scheduler, Kubelet}
+var Components = []string{APIServer, ControllerManager, Scheduler, Kubelet, Etcd}
 
 // The components' names.
 const (
@@ -23,6 +26,7 @@ const (
 	ControllerManager = "controller-manager"
 	Scheduler         = "scheduler"
 	Kubelet           = "kubelet"
+	Etcd              = "etcd"
 )
 
 // CheckComponent says whether Fetch reads component's goroutines.
@@ -30,7 +34,7 @@ func CheckComponent(component string) error {
 	if slices.Contains(Components, component) {
 		return nil
 	}
-	return fmt.Errorf("unknown component %q: want one of %s (etcd's stacks are not read yet)", component, strings.Join(Components, ", "))
+	return fmt.Errorf("unknown component %q: want one of %s", component, strings.Join(Components, ", "))
 }
 
 // GoroutinePath is the profiling endpoint's goroutine dump; DumpDebug
@@ -50,9 +54,12 @@ type Endpoint struct {
 	Component string
 	Node      string
 	// Host is https://IP:PORT, requested with the admin kubeconfig's
-	// client certificate.
+	// client certificate (etcd's: with TLS's).
 	Host string
 	Path string
+	// TLS, for etcd, is the etcd CA and the client certificate (the
+	// node's healthcheck client) its client URL requires.
+	TLS *rest.TLSClientConfig
 }
 
 // URL is the endpoint's full address, for messages and the result.
@@ -74,6 +81,8 @@ func EndpointOf(cfg layout.Config, n layout.NodeNet, component string) (Endpoint
 		port = cfg.Ports.ControllerManager
 	case Scheduler:
 		port = cfg.Ports.Scheduler
+	case Etcd:
+		port = cfg.Ports.EtcdClient
 	case Kubelet:
 		e.Host = cfg.APIServerURL()
 		e.Path = "/api/v1/nodes/" + url.PathEscape(n.Name) + "/proxy" + GoroutinePath
@@ -90,9 +99,15 @@ func EndpointOf(cfg layout.Config, n layout.NodeNet, component string) (Endpoint
 }
 
 // Fetch reads the goroutine dump at e with the kubeconfig's credentials
-// (the cluster's admin.conf).
+// (the cluster's admin.conf), or e.TLS's.
 func Fetch(ctx context.Context, kubeconfig string, e Endpoint) ([]byte, error) {
-	cs, err := kube.Client(kubeconfig, kube.WithHost(e.Host), kube.WithTimeout(FetchTimeout))
+	var cs *kubernetes.Clientset
+	var err error
+	if e.TLS != nil {
+		cs, err = kube.ClientForConfig(&rest.Config{Host: e.Host, TLSClientConfig: *e.TLS}, kube.WithTimeout(FetchTimeout))
+	} else {
+		cs, err = kube.Client(kubeconfig, kube.WithHost(e.Host), kube.WithTimeout(FetchTimeout))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,10 @@ import (
 	"regexp"
 	"strings"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/pki"
 	"github.com/devk/devk/source"
 	"github.com/devk/devk/srcpath"
 )
@@ -65,6 +68,14 @@ func Get(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.Component == Etcd {
+		nf, err := files.Node(cfg, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		e.TLS = &rest.TLSClientConfig{CAFile: pki.CertPath(nf.PKI(), layout.EtcdCAName),
+			CertFile: pki.CertPath(nf.PKI(), EtcdClientCert), KeyFile: pki.KeyPath(nf.PKI(), EtcdClientCert)}
+	}
 	tree, err := source.Open(o.TreeDir)
 	if err != nil {
 		return nil, err
@@ -84,6 +95,10 @@ func Get(ctx context.Context, o Options) (*Result, error) {
 	return &Result{Component: e.Component, Node: e.Node, URL: e.URL(), Tree: tree.Root, Goroutines: len(gs),
 		Groups: Keep(GroupStacks(MapPaths(gs, paths)), o.Match)}, nil
 }
+
+// EtcdClientCert is the certificate `devk stacks etcd` reads etcd's
+// goroutines with: the node's etcd health-check client (kubeadm's).
+const EtcdClientCert = "etcd/healthcheck-client"
 
 // MapPaths sets each frame's Path: the file its reported path names here.
 func MapPaths(gs []Goroutine, m *srcpath.Map) []Goroutine {

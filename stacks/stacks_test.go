@@ -282,7 +282,9 @@ func TestEndpointOf(t *testing.T) {
 		{Scheduler, "", "https://10.250.0.2:10259/debug/pprof/goroutine?debug=2", ""},
 		{Kubelet, "dev-worker", cfg.APIServerURL() + "/api/v1/nodes/dev-worker/proxy/debug/pprof/goroutine?debug=2", ""},
 		{Scheduler, "dev-worker", "", "node dev-worker is a worker: it runs no scheduler; pick a control-plane node with --node (dev-control-plane)"},
-		{"etcd", "", "", `unknown component "etcd": want one of apiserver, controller-manager, scheduler, kubelet (etcd's stacks are not read yet)`},
+		{Etcd, "", "https://10.250.0.2:2379/debug/pprof/goroutine?debug=2", ""},
+		{Etcd, "dev-worker", "", "node dev-worker is a worker: it runs no etcd"},
+		{"coredns", "", "", `unknown component "coredns": want one of apiserver, controller-manager, scheduler, kubelet, etcd`},
 		{APIServer, "dev-nope", "", `cluster dev has no node "dev-nope"`},
 	} {
 		t.Run(c.component+"@"+c.node, func(t *testing.T) {

@@ -20,7 +20,9 @@ func newStacksCmd(g *globalOptions) *cobra.Command {
 own profiling endpoint (/debug/pprof/goroutine?debug=2) with the cluster's
 admin credentials: kube-apiserver and, on their secure ports,
 kube-controller-manager and kube-scheduler at the node's address; the
-kubelet through the API server's node proxy. (etcd's are not read yet.)
+kubelet through the API server's node proxy; etcd's on its client URL
+(devk runs it with --enable-pprof) with the node's etcd health-check client
+certificate.
 
 Each frame's file, a module path in a -trimpath build, is mapped to the
 file here: relative to the tree (k8s.io/kubernetes at its root, each staging

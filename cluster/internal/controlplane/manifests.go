@@ -146,6 +146,9 @@ func etcdPod(in ManifestInput) podSpec {
 			"peer-trusted-ca-file":        etcdCA,
 			"peer-client-cert-auth":       "true",
 			"snapshot-count":              "10000",
+			// The goroutine dumps `devk stacks etcd` reads, on the
+			// client URL (client certificates required).
+			"enable-pprof": "true",
 		},
 		// /health works on every etcd 3.5 and 3.6 (/livez and /readyz came later).
 		liveness:  livenessProbe(etcdMetricsHost, cfg.Ports.EtcdMetrics, "/health?exclude=NOSPACE&serializable=true", corev1.URISchemeHTTP),
