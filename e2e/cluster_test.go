@@ -88,7 +88,8 @@ func TestClusterUpDown(t *testing.T) {
 	}
 	t.Logf("devk up took %.1fs", res.Seconds)
 	cs := clientFor(t, res.Kubeconfig)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The whole scenario's bound: its debug step alone takes minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
 	step(t, "node Ready", func(t *testing.T) {
