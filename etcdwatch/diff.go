@@ -71,11 +71,8 @@ type DiffResult struct {
 // on instead of reading the database, so its cost follows the number of
 // changes, not the size of the database.
 func Diff(ctx context.Context, o DiffOptions) error {
-	if err := o.Validate(); err != nil {
-		return err
-	}
 	log := o.log()
-	cli, t, exclude, err := o.connect(ctx, ResolvePrefix, o.Exclude)
+	cli, t, exclude, err := o.connect(ctx, o.Validate, ResolvePrefix, o.Exclude)
 	if err != nil {
 		return err
 	}
@@ -89,10 +86,7 @@ func Diff(ctx context.Context, o DiffOptions) error {
 		from = cli.Revision
 	}
 
-	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML}
-	if o.Format == output.JSON {
-		b.format = JSONFormat
-	}
+	b := o.changes(cli, nil)
 	// Record from now on, while the command runs: etcd streams a watch
 	// that starts at the next revision live, while one that starts in the
 	// past waits for its next history sync (up to 100 ms).

@@ -42,10 +42,7 @@ type GetResult struct {
 
 // Get reads one key, at a revision if asked, and prints it decoded.
 func Get(ctx context.Context, o GetOptions) error {
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	cli, t, _, err := o.connect(ctx, ResolveObject, nil)
+	cli, t, _, err := o.connect(ctx, o.Validate, ResolveObject, nil)
 	if err != nil {
 		return err
 	}

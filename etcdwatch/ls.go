@@ -43,11 +43,8 @@ type KeyEntry struct {
 // Ls lists keys (or counts them per resource) under a prefix, reading
 // keys only, a page at a time, all pages at one revision.
 func Ls(ctx context.Context, o LsOptions) error {
-	if err := o.Validate(); err != nil {
-		return err
-	}
 	log := o.log()
-	cli, t, _, err := o.connect(ctx, ResolvePrefix, nil)
+	cli, t, _, err := o.connect(ctx, o.Validate, ResolvePrefix, nil)
 	if err != nil {
 		return err
 	}

@@ -51,9 +51,13 @@ func (q Query) validate(verb string, resolve resolver, exclude []string) error {
 	return err
 }
 
-// connect connects to etcd and resolves Target (and the exclude names)
-// against the cluster's key prefix.
-func (q Query) connect(ctx context.Context, resolve resolver, exclude []string) (*Client, Target, map[string]bool, error) {
+// connect checks the command's options (validate, its Validate method),
+// connects to etcd and resolves Target (and the exclude names) against
+// the cluster's key prefix.
+func (q Query) connect(ctx context.Context, validate func() error, resolve resolver, exclude []string) (*Client, Target, map[string]bool, error) {
+	if err := validate(); err != nil {
+		return nil, Target{}, nil, err
+	}
 	cli, err := Connect(ctx, q.Conn)
 	if err != nil {
 		return nil, Target{}, nil, err
@@ -67,6 +71,16 @@ func (q Query) connect(ctx context.Context, resolve resolver, exclude []string) 
 	}
 	cli.Close()
 	return nil, Target{}, nil, err
+}
+
+// changes renders the changes watch and diff print, under the cluster's
+// key prefix; cache is nil for a diff.
+func (q Query) changes(cli *Client, cache *renderCache) changeBuilder {
+	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: q.Decode, format: YAML, cache: cache}
+	if q.Format == output.JSON {
+		b.format = JSONFormat
+	}
+	return b
 }
 
 // log is the query's reporter, never nil.

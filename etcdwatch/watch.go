@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/devk/devk/internal/output"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -67,11 +66,7 @@ func excludeSet(names []string, t Target) (map[string]bool, error) {
 // renderings only saves decoding it a second time. It returns when ctx
 // ends.
 func Watch(ctx context.Context, o WatchOptions) error {
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	log := o.log()
-	cli, t, exclude, err := o.connect(ctx, ResolvePrefix, o.Exclude)
+	cli, t, exclude, err := o.connect(ctx, o.Validate, ResolvePrefix, o.Exclude)
 	if err != nil {
 		return err
 	}
@@ -89,12 +84,10 @@ func Watch(ctx context.Context, o WatchOptions) error {
 	if from == 0 {
 		from = cli.Revision + 1
 	}
+	log := o.log()
 	log.Infof("watching %s from revision %d (Ctrl-C to stop)", t.Key, from)
 
-	b := changeBuilder{prefix: cli.Endpoint.Prefix, decode: o.Decode, format: YAML, cache: newRenderCache(watchCacheSize)}
-	if o.Format == output.JSON {
-		b.format = JSONFormat
-	}
+	b := o.changes(cli, newRenderCache(watchCacheSize))
 	wch, stop, err := cli.openWatch(ctx, t.Key, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -68,11 +68,7 @@ func EncodeStored(obj runtime.Object) ([]byte, error) {
 
 // MustEncodeStored is EncodeStored for fixtures that are known to encode.
 func MustEncodeStored(obj runtime.Object) []byte {
-	b, err := EncodeStored(obj)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return mustBytes(EncodeStored(obj))
 }
 
 // CustomResourceDefinition is the CRD of widgets.<group>: namespaced, one

@@ -171,7 +171,11 @@ func Encode(obj runtime.Object) ([]byte, error) {
 
 // MustEncode is Encode for fixtures that are known to encode.
 func MustEncode(obj runtime.Object) []byte {
-	b, err := Encode(obj)
+	return mustBytes(Encode(obj))
+}
+
+// mustBytes is b, or a panic with err: fixtures are known to encode.
+func mustBytes(b []byte, err error) []byte {
 	if err != nil {
 		panic(err)
 	}
