@@ -58,21 +58,42 @@ func nodeFiles(n layout.ControlPlaneNode) NodeFiles {
 	return NodeFiles{Name: n.Name, Files: filesOf(n.Node)}
 }
 
-// Cert is one certificate or kubeconfig client certificate.
-type Cert struct {
-	// Node is the node whose file it is ("" on an unnamed node).
+// Entry is what a report says of every certificate and CA: whose and
+// which file it is, and when it expires.
+type Entry struct {
+	// Node is the node whose file it is ("" on an unnamed node); every
+	// control-plane node has its own copy of each CA.
 	Node string `json:"node,omitempty"`
-	// Name is kubeadm's: "apiserver", "etcd-server", "admin.conf", ….
+	// Name is kubeadm's: "ca", "apiserver", "etcd-server", "admin.conf", ….
 	Name string `json:"name"`
 	// Path is the file: the certificate, or the kubeconfig that holds it.
 	Path string `json:"path"`
 	// Missing says the file is not there; the times are then zero.
-	Missing   bool      `json:"missing,omitempty"`
-	NotAfter  time.Time `json:"notAfter"`
-	Residual  Duration  `json:"residual"`
-	Serial    string    `json:"serial,omitempty"`
-	CA        string    `json:"ca"`
-	Renewable bool      `json:"renewable"`
+	Missing  bool      `json:"missing,omitempty"`
+	NotAfter time.Time `json:"notAfter"`
+	Residual Duration  `json:"residual"`
+}
+
+// fill sets when the certificate read (crt, err) expires, or that the
+// file is missing.
+func (e *Entry) fill(crt *x509.Certificate, err error, now time.Time) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		e.Missing = true
+		return nil
+	case err != nil:
+		return err
+	}
+	e.NotAfter, e.Residual = crt.NotAfter, Duration(crt.NotAfter.Sub(now))
+	return nil
+}
+
+// Cert is one certificate or kubeconfig client certificate.
+type Cert struct {
+	Entry
+	Serial    string `json:"serial,omitempty"`
+	CA        string `json:"ca"`
+	Renewable bool   `json:"renewable"`
 	// Why says why it cannot be renewed, when it cannot.
 	Why string `json:"why,omitempty"`
 	// UsedBy are the static pods whose manifests name the file, or who
@@ -87,14 +108,7 @@ type Cert struct {
 
 // CA is one certificate authority.
 type CA struct {
-	// Node is the node whose copy of the CA it is ("" on an unnamed
-	// node): every control-plane node has one.
-	Node     string    `json:"node,omitempty"`
-	Name     string    `json:"name"`
-	Path     string    `json:"path"`
-	Missing  bool      `json:"missing,omitempty"`
-	NotAfter time.Time `json:"notAfter"`
-	Residual Duration  `json:"residual"`
+	Entry
 	// External says devk has the CA's certificate but not its key: the
 	// CA is managed elsewhere, and what it signs cannot be renewed here.
 	External bool `json:"external"`
@@ -185,15 +199,12 @@ func Inspect(n layout.Node, now time.Time) (*Report, error) {
 		if !s.IsCA() {
 			continue
 		}
-		ca := CA{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name)}
+		ca := CA{Entry: Entry{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name)}}
 		crt, err := readCert(ca.Path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			ca.Missing = true
-		case err != nil:
+		if err := ca.fill(crt, err, now); err != nil {
 			return nil, err
-		default:
-			ca.NotAfter, ca.Residual = crt.NotAfter, residual(crt, now)
+		}
+		if !ca.Missing {
 			if _, err := os.Stat(pki.KeyPath(f.PKIDir, s.Name)); errors.Is(err, fs.ErrNotExist) {
 				ca.External = true
 			}
@@ -216,7 +227,7 @@ func Inspect(n layout.Node, now time.Time) (*Report, error) {
 			continue
 		}
 		pods := users[filepath.Clean(pki.CertPath(f.PKIDir, s.Name))]
-		c := Cert{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name), CA: kubeadmName(s.CA), UsedBy: slices.Clone(pods), spec: s.Name, caSpec: s.CA, pods: pods}
+		c := Cert{Entry: Entry{Name: kubeadmName(s.Name), Path: pki.CertPath(f.PKIDir, s.Name)}, CA: kubeadmName(s.CA), UsedBy: slices.Clone(pods), spec: s.Name, caSpec: s.CA, pods: pods}
 		crt, err := readCert(c.Path)
 		if err := c.fill(crt, err, now); err != nil {
 			return nil, err
@@ -233,7 +244,7 @@ func Inspect(n layout.Node, now time.Time) (*Report, error) {
 		}
 		path := filepath.Join(f.KubeconfigDir, k.Name+".conf")
 		pods := users[filepath.Clean(path)]
-		c := Cert{Name: k.Name + ".conf", Path: path, CA: pki.CAName, UsedBy: slices.Clone(pods), caSpec: pki.CAName, pods: pods}
+		c := Cert{Entry: Entry{Name: k.Name + ".conf", Path: path}, CA: pki.CAName, UsedBy: slices.Clone(pods), caSpec: pki.CAName, pods: pods}
 		if u, ok := otherUsers[k.Name]; ok {
 			c.UsedBy = append(c.UsedBy, u)
 		}
@@ -253,19 +264,11 @@ func Inspect(n layout.Node, now time.Time) (*Report, error) {
 
 // fill sets what the certificate says, or that the file is missing.
 func (c *Cert) fill(crt *x509.Certificate, err error, now time.Time) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		c.Missing = true
-		return nil
-	case err != nil:
+	if err := c.Entry.fill(crt, err, now); err != nil || c.Missing {
 		return err
 	}
-	c.NotAfter, c.Residual, c.Serial = crt.NotAfter, residual(crt, now), crt.SerialNumber.Text(16)
+	c.Serial = crt.SerialNumber.Text(16)
 	return nil
-}
-
-func residual(crt *x509.Certificate, now time.Time) Duration {
-	return Duration(crt.NotAfter.Sub(now))
 }
 
 // readCert reads the first certificate of a PEM file; a missing file's

@@ -63,9 +63,9 @@ func TestPrintExpirationNodes(t *testing.T) {
 	}
 	named := &certs.Report{
 		Nodes: []certs.NodeFiles{{Name: "cp1"}, {Name: "cp2"}},
-		Certs: []certs.Cert{{Node: "cp1", Name: "apiserver", NotAfter: at, Residual: certs.Duration(48 * time.Hour), CA: "ca", Renewable: true, UsedBy: []string{"kube-apiserver"}},
-			{Node: "cp2", Name: "apiserver", NotAfter: at, Residual: certs.Duration(48 * time.Hour), CA: "ca", Renewable: true, UsedBy: []string{"kube-apiserver"}}},
-		CAs: []certs.CA{{Node: "cp1", Name: "ca", NotAfter: at, Residual: certs.Duration(9 * 365 * 24 * time.Hour)}, {Node: "cp2", Name: "ca", NotAfter: at, Residual: certs.Duration(9 * 365 * 24 * time.Hour)}},
+		Certs: []certs.Cert{{Entry: certs.Entry{Node: "cp1", Name: "apiserver", NotAfter: at, Residual: certs.Duration(48 * time.Hour)}, CA: "ca", Renewable: true, UsedBy: []string{"kube-apiserver"}},
+			{Entry: certs.Entry{Node: "cp2", Name: "apiserver", NotAfter: at, Residual: certs.Duration(48 * time.Hour)}, CA: "ca", Renewable: true, UsedBy: []string{"kube-apiserver"}}},
+		CAs: []certs.CA{{Entry: certs.Entry{Node: "cp1", Name: "ca", NotAfter: at, Residual: certs.Duration(9 * 365 * 24 * time.Hour)}}, {Entry: certs.Entry{Node: "cp2", Name: "ca", NotAfter: at, Residual: certs.Duration(9 * 365 * 24 * time.Hour)}}},
 	}
 	want := strings.Join([]string{
 		"NODE   CERTIFICATE   EXPIRES                  RESIDUAL TIME   CERTIFICATE AUTHORITY   RENEWABLE   USED BY",
