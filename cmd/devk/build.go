@@ -108,9 +108,7 @@ component, and the digest is recorded in _output/devk/state.json for
 			if g.ComponentLogs() {
 				o.Log = g.stderr
 			}
-			popts := flags.Options()
-			popts.PlanOut = g.stderr
-			popts.Summary = g.Debug()
+			popts := g.phaseOptions(&flags)
 			if flags.Only == "image" || flags.Only == "push" {
 				imgOpts.Push = true // `devk build phase push` asks for it
 			}

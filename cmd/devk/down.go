@@ -36,9 +36,7 @@ back with the same certificates and the same etcd contents.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Reporter = g.Reporter()
 			defer g.followLogs(cmd.Context(), o.Name)()
-			popts := flags.Options()
-			popts.PlanOut = g.stderr
-			popts.Summary = g.Debug()
+			popts := g.phaseOptions(&flags)
 			t0 := time.Now()
 			c, _, err := cluster.Down(cmd.Context(), o, popts)
 			if errors.Is(err, layout.ErrNoCluster) {

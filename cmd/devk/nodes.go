@@ -86,9 +86,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 			}
 			o.Token = tok
 			o.Reporter = g.Reporter()
-			popts := flags.Options()
-			popts.PlanOut = g.stderr
-			popts.Summary = g.Debug()
+			popts := g.phaseOptions(&flags)
 			t0 := time.Now()
 			j, _, err := cluster.AddNode(cmd.Context(), o, popts)
 			if err != nil {
@@ -193,9 +191,7 @@ cluster (` + "`devk down`" + `). Needs root.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node = args[0]
 			o.Reporter = g.Reporter()
-			popts := flags.Options()
-			popts.PlanOut = g.stderr
-			popts.Summary = g.Debug()
+			popts := g.phaseOptions(&flags)
 			t0 := time.Now()
 			j, _, err := cluster.RemoveNode(cmd.Context(), o, popts)
 			if err != nil || flags.DryRun {

@@ -68,9 +68,7 @@ fails the push rather than hanging it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bo.Components = args
 			bo.Reporter = g.Reporter()
-			popts := flags.Options()
-			popts.PlanOut = g.stderr
-			popts.Summary = g.Debug()
+			popts := g.phaseOptions(&flags)
 			t0 := time.Now()
 			j, err := image.RunPush(cmd.Context(), bo, o, popts)
 			if err != nil || flags.DryRun {

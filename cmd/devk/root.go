@@ -15,6 +15,7 @@ import (
 	"github.com/devk/devk/internal/output"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/phase"
 )
 
 // globalOptions are the flags every command shares.
@@ -59,6 +60,14 @@ func (g *globalOptions) Reporter() progress.Reporter {
 		mode = progress.JSON
 	}
 	return progress.New(g.stderr, progress.Options{Mode: mode, Verbose: g.Debug(), Quiet: g.Quiet})
+}
+
+// phaseOptions are the runner's options for a command's phase flags:
+// the plan (--dry-run) on stderr, and with -v the phases' summary.
+func (g *globalOptions) phaseOptions(flags *phase.Flags) phase.Options {
+	popts := flags.Options()
+	popts.PlanOut, popts.Summary = g.stderr, g.Debug()
+	return popts
 }
 
 // Structured reports whether results are a data format (-o json|yaml),

@@ -96,8 +96,8 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
 			if o.KubectlDest == "" {
 				o.KubectlDest = swap.DefaultKubectlDest(r.Home)
 			}
-			popts := flags.Options()
-			popts.Reporter, popts.PlanOut, popts.Summary = o.Reporter, g.stderr, g.Debug()
+			popts := g.phaseOptions(&flags)
+			popts.Reporter = o.Reporter
 			rep, err := swap.Run(cmd.Context(), o, popts)
 			if !flags.DryRun {
 				printSwap(g, rep)

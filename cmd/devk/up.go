@@ -96,9 +96,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 			if cmd.Flags().Changed("cert-validity") {
 				o.CertValidity = &certValidity
 			}
-			popts := flags.Options()
-			popts.PlanOut = g.stderr
-			popts.Summary = g.Debug()
+			popts := g.phaseOptions(&flags)
 			t0 := time.Now()
 			c, res, err := cluster.Up(cmd.Context(), o, popts)
 			if err != nil {

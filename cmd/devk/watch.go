@@ -75,8 +75,7 @@ components built from the same commit with your changes.`,
 				}
 			}
 			o.Swap.Insecure = o.Image.Insecure
-			o.Phases = flags.Options()
-			o.Phases.PlanOut, o.Phases.Summary = g.stderr, g.Debug()
+			o.Phases = g.phaseOptions(&flags)
 			return loop.Run(cmd.Context(), o)
 		},
 	}
