@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -44,6 +45,17 @@ func (f *etcdFlags) query(cmd *cobra.Command, g *globalOptions, q *etcdwatch.Que
 	return nil
 }
 
+// runE is a command's RunE: the query filled from the flags and the
+// arguments (see query), then run.
+func (f *etcdFlags) runE(g *globalOptions, q *etcdwatch.Query, d *decodeFlags, run func(context.Context) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := f.query(cmd, g, q, args, d); err != nil {
+			return err
+		}
+		return run(cmd.Context())
+	}
+}
+
 // decodeFlags are the flags of the commands that print values.
 type decodeFlags struct {
 	showSecrets bool
@@ -54,6 +66,14 @@ func (d *decodeFlags) bind(cmd *cobra.Command, defaultIgnore []string) {
 	f := cmd.Flags()
 	f.BoolVar(&d.showSecrets, "show-secrets", false, "print Secret data in the clear (redacted by default, sizes kept)")
 	f.StringSliceVar(&d.ignore, "ignore", defaultIgnore, "field paths to leave out of printed values and diffs, comma separated (e.g. metadata.managedFields,status.conditions)")
+}
+
+// bindChanges binds the flags of the commands that print changes (watch,
+// diff): --exclude into exclude, and the decode flags, leaving out
+// DefaultIgnore's fields unless told.
+func (d *decodeFlags) bindChanges(cmd *cobra.Command, exclude *[]string) {
+	cmd.Flags().StringSliceVar(exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
+	d.bind(cmd, etcdwatch.DefaultIgnore)
 }
 
 func (d *decodeFlags) options() (etcdwatch.DecodeOptions, error) {
@@ -144,12 +164,7 @@ time, all at one revision.`,
   devk etcd ls deploy -o json           # keys with their revisions, as JSON`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeResources,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.query(cmd, g, &o.Query, args, nil); err != nil {
-				return err
-			}
-			return etcdwatch.Ls(cmd.Context(), o)
-		},
+		RunE:              f.runE(g, &o.Query, nil, func(ctx context.Context) error { return etcdwatch.Ls(ctx, o) }),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only keys in this namespace")
@@ -178,12 +193,7 @@ created, and how many times. A namespaced RESOURCE/NAME means namespace
   devk etcd get node/devk-control-plane -o json             # the object as JSON`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeResources,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.query(cmd, g, &o.Query, args, &d); err != nil {
-				return err
-			}
-			return etcdwatch.Get(cmd.Context(), o)
-		},
+		RunE:              f.runE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Get(ctx, o) }),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of RESOURCE/NAME (default \"default\")")
@@ -217,18 +227,12 @@ values (--ignore '' keeps it).`,
   devk etcd watch -o json | jq .type        # one JSON object per event`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeResources,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.query(cmd, g, &o.Query, args, &d); err != nil {
-				return err
-			}
-			return etcdwatch.Watch(cmd.Context(), o)
-		},
+		RunE:              f.runE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Watch(ctx, o) }),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.FromRev, "from-rev", 0, "start from this revision (replays history), not from now")
-	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
-	d.bind(cmd, etcdwatch.DefaultIgnore)
+	d.bindChanges(cmd, &o.Exclude)
 	resultHelp(cmd, etcdwatch.Change{}, true)
 	return cmd
 }
@@ -284,8 +288,7 @@ metadata.managedFields (--ignore '' keeps it).`,
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.SinceRev, "since-rev", 0, "diff from this revision instead of from now (no command needed)")
-	fl.StringSliceVar(&o.Exclude, "exclude", etcdwatch.DefaultExclude, "resources to leave out unless named")
-	d.bind(cmd, etcdwatch.DefaultIgnore)
+	d.bindChanges(cmd, &o.Exclude)
 	resultHelp(cmd, etcdwatch.DiffResult{}, false)
 	return cmd
 }
