@@ -289,11 +289,8 @@ func Renew(ctx context.Context, o RenewOptions, popts phase.Options) (*RenewJob,
 	}
 	if !popts.DryRun {
 		for _, n := range o.Nodes {
-			if n.PutBack == nil {
-				continue
-			}
-			if err := n.PutBack(ctx, false); err != nil {
-				return j, fmt.Errorf("node %s: put its API server back into the load balancer: %w", n.Name, err)
+			if err := n.EnsureIn(ctx); err != nil {
+				return j, err
 			}
 		}
 	}

@@ -41,11 +41,8 @@ func runRolling(ctx context.Context, o Options, popts phase.Options) (*Report, e
 	}
 	if !popts.DryRun {
 		for _, cp := range o.ControlPlanes {
-			if cp.PutBack == nil {
-				continue
-			}
-			if err := cp.PutBack(ctx, false); err != nil {
-				return rep, fmt.Errorf("node %s: put its API server back into the load balancer: %w", cp.Name, err)
+			if err := cp.EnsureIn(ctx); err != nil {
+				return rep, err
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package layout
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // ControlPlaneNode is one control-plane node of a cluster as a job that
 // visits them one at a time (a rolling swap, certs renew) sees it: its
@@ -25,4 +28,18 @@ type ControlPlaneNode struct {
 	// balancer's checks pass on it again. PutBack of a node that is in
 	// already does nothing.
 	PutBack func(ctx context.Context, untilUp bool) error
+}
+
+// EnsureIn puts the node's API server back into the load balancer, if it
+// is behind one, without waiting: what a rolling job does first to each
+// node, since one that was killed may have left it out (its checks decide
+// whether it then gets traffic).
+func (n ControlPlaneNode) EnsureIn(ctx context.Context) error {
+	if n.PutBack == nil {
+		return nil
+	}
+	if err := n.PutBack(ctx, false); err != nil {
+		return fmt.Errorf("node %s: put its API server back into the load balancer: %w", n.Name, err)
+	}
+	return nil
 }
