@@ -179,16 +179,7 @@ func ParseEtcdVersion(s string) (string, error) {
 	if i := strings.LastIndexByte(v, '-'); i >= 0 && i+1 < len(v) && strings.Trim(v[i+1:], "0123456789") == "" {
 		v = v[:i]
 	}
-	if !strings.HasPrefix(v, "v") {
-		v = "v" + v
-	}
-	if err := validname.EtcdVersion(v); err != nil {
-		if shown := validname.EtcdVersion(s); shown != nil {
-			err = shown // quote what was written, not the "v"-prefixed form
-		}
-		return "", err
-	}
-	return v, nil
+	return moduleVersion(s, v, validname.EtcdVersion)
 }
 
 // ParseCoreDNSVersion turns a CoreDNS version as kubeadm writes it
@@ -196,12 +187,18 @@ func ParseEtcdVersion(s string) (string, error) {
 // github.com/coredns/coredns, refusing anything that is not one
 // (validname.CoreDNSVersion).
 func ParseCoreDNSVersion(s string) (string, error) {
-	v := s
+	return moduleVersion(s, s, validname.CoreDNSVersion)
+}
+
+// moduleVersion is v (s as written, trimmed) with its "v" prefix, if
+// valid says it is a version; an error quotes s where s itself is not
+// one.
+func moduleVersion(s, v string, valid func(string) error) (string, error) {
 	if !strings.HasPrefix(v, "v") {
 		v = "v" + v
 	}
-	if err := validname.CoreDNSVersion(v); err != nil {
-		if shown := validname.CoreDNSVersion(s); shown != nil {
+	if err := valid(v); err != nil {
+		if shown := valid(s); shown != nil {
 			err = shown // quote what was written, not the "v"-prefixed form
 		}
 		return "", err
