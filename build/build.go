@@ -333,6 +333,16 @@ func (j *Job) testComponents() []Component {
 	return out
 }
 
+// compileIO is what compiling comps reads (their packages in the tree)
+// and writes (their binaries).
+func (j *Job) compileIO(comps []Component) (reads, writes []string) {
+	for _, c := range comps {
+		reads = append(reads, filepath.Join(j.Tree.Root, c.Package))
+		writes = append(writes, j.BinaryPath(c))
+	}
+	return reads, writes
+}
+
 func (j *Job) wants(name string) bool {
 	for _, c := range j.Components {
 		if c.Name == name {
@@ -376,14 +386,7 @@ func Phases() []*phase.Phase[*Job] {
 			If: func(j *Job) (bool, string) {
 				return len(j.treeComponents()) > 0, "no tree component asked for"
 			},
-			IO: func(j *Job) ([]string, []string) {
-				var reads, writes []string
-				for _, c := range j.treeComponents() {
-					reads = append(reads, filepath.Join(j.Tree.Root, c.Package))
-					writes = append(writes, j.BinaryPath(c))
-				}
-				return reads, writes
-			},
+			IO:  func(j *Job) ([]string, []string) { return j.compileIO(j.treeComponents()) },
 			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compile(ctx, j) },
 		},
 		{
@@ -392,14 +395,7 @@ func Phases() []*phase.Phase[*Job] {
 			If: func(j *Job) (bool, string) {
 				return len(j.testComponents()) > 0, "no test binary asked for"
 			},
-			IO: func(j *Job) ([]string, []string) {
-				var reads, writes []string
-				for _, c := range j.testComponents() {
-					reads = append(reads, filepath.Join(j.Tree.Root, c.Package))
-					writes = append(writes, j.BinaryPath(c))
-				}
-				return reads, writes
-			},
+			IO:  func(j *Job) ([]string, []string) { return j.compileIO(j.testComponents()) },
 			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compileTests(ctx, j) },
 		},
 	}
