@@ -39,14 +39,9 @@ import (
 type AddonResult struct {
 	Component string `json:"component"`
 	// Workload names the object: DaemonSet kube-system/kube-proxy.
-	Workload   string `json:"workload"`
-	OldImage   string `json:"oldImage"`
-	NewImage   string `json:"newImage"`
-	Unchanged  bool   `json:"unchanged,omitempty"`
-	RolledBack bool   `json:"rolledBack,omitempty"`
-	// Restored is set by --rollback.
-	Restored bool    `json:"restored,omitempty"`
-	Checks   []Check `json:"checks"`
+	Workload string `json:"workload"`
+	ImageChange
+	Checks []Check `json:"checks"`
 	// RolledOut is when the controller had every pod on the new image
 	// and available; Took includes the checks.
 	RolledOut time.Duration `json:"rolledOut"`
@@ -107,6 +102,15 @@ func (j *Job) apiClient() (kubernetes.Interface, error) {
 	return c, nil
 }
 
+// getAddon reads w from the cluster (addon.Get: nil when it has none).
+func (j *Job) getAddon(ctx context.Context, w addon.Workload) (*addon.State, error) {
+	cs, err := j.apiClient()
+	if err != nil {
+		return nil, err
+	}
+	return addon.Get(ctx, cs, w)
+}
+
 // newAddonSwap is the swap of w to its last pushed image (a rollback: to
 // the image its annotation recorded). The workload must exist.
 func (j *Job) newAddonSwap(ctx context.Context, w addon.Workload) (*addonSwap, error) {
@@ -122,11 +126,7 @@ func (j *Job) newAddonSwap(ctx context.Context, w addon.Workload) (*addonSwap, e
 			return nil, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push %s)", a.target, w.Component)
 		}
 	}
-	cs, err := j.apiClient()
-	if err != nil {
-		return nil, err
-	}
-	s, err := addon.Get(ctx, cs, w)
+	s, err := j.getAddon(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (j *Job) newAddonSwap(ctx context.Context, w addon.Workload) (*addonSwap, e
 		}
 	}
 	a.unchanged = cur == a.target
-	a.res = &AddonResult{Component: w.Component, Workload: w.String(), OldImage: cur, NewImage: a.target, Unchanged: a.unchanged, Restored: j.Rollback}
+	a.res = &AddonResult{Component: w.Component, Workload: w.String(), ImageChange: ImageChange{OldImage: cur, NewImage: a.target, Unchanged: a.unchanged, Restored: j.Rollback}}
 	return a, nil
 }
 
@@ -158,11 +158,7 @@ func (j *Job) outdatedAddons(ctx context.Context) ([]addon.Workload, error) {
 		if cs == nil || cs.Pushed == nil {
 			continue
 		}
-		api, err := j.apiClient()
-		if err != nil {
-			return nil, err
-		}
-		s, err := addon.Get(ctx, api, w)
+		s, err := j.getAddon(ctx, w)
 		if err != nil {
 			return nil, err
 		}
@@ -177,10 +173,7 @@ func (j *Job) outdatedAddons(ctx context.Context) ([]addon.Workload, error) {
 // its result is reported.
 func (a *addonSwap) start(ctx context.Context) (*Target, error) {
 	a.job.currentAddon = a
-	if a.t0.IsZero() {
-		a.t0 = time.Now()
-		a.job.Report.Addons = append(a.job.Report.Addons, a.res)
-	}
+	reportOnce(&a.t0, &a.job.Report.Addons, a.res)
 	return a.job.connect(ctx)
 }
 

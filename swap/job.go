@@ -438,6 +438,15 @@ func addonNames() []string {
 	return out
 }
 
+// selectAll decides which static pods and addons the job swaps
+// (selectPods, selectAddons).
+func (j *Job) selectAll(ctx context.Context) error {
+	if err := j.selectPods(); err != nil {
+		return err
+	}
+	return j.selectAddons(ctx)
+}
+
 // selectAddons decides, once, which addons the job swaps (or rolls
 // back): those named, else those on the cluster whose workload does not
 // name their last pushed digest.

@@ -92,18 +92,24 @@ type podImage struct {
 // Check is one verification and what it found.
 type Check = digest.Check
 
-// Result is the outcome of swapping one static pod.
-type Result struct {
-	Pod string `json:"pod"`
-	// Node is the control-plane node it ran on, in a rolling swap.
-	Node       string `json:"node,omitempty"`
+// ImageChange is what the swap of a static pod and of an addon both
+// report: the image before and after, and what became of the change.
+type ImageChange struct {
 	OldImage   string `json:"oldImage"`
 	NewImage   string `json:"newImage"`
 	Unchanged  bool   `json:"unchanged,omitempty"`
 	RolledBack bool   `json:"rolledBack,omitempty"`
-	// Restored is set by an explicit --rollback, and when an interrupted
-	// swap was undone.
+	// Restored is set by an explicit --rollback, and for a static pod
+	// when an interrupted swap was undone.
 	Restored bool `json:"restored,omitempty"`
+}
+
+// Result is the outcome of swapping one static pod.
+type Result struct {
+	Pod string `json:"pod"`
+	// Node is the control-plane node it ran on, in a rolling swap.
+	Node string `json:"node,omitempty"`
+	ImageChange
 	// Resumed says this finished a swap that was interrupted.
 	Resumed bool    `json:"resumed,omitempty"`
 	Checks  []Check `json:"checks"`

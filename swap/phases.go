@@ -308,10 +308,7 @@ func (j *Job) resume(ctx context.Context) (phase.Outcome, error) {
 }
 
 func (j *Job) runSelect(ctx context.Context) (phase.Outcome, error) {
-	if err := j.selectPods(); err != nil {
-		return phase.Done, err
-	}
-	if err := j.selectAddons(ctx); err != nil {
+	if err := j.selectAll(ctx); err != nil {
 		return phase.Done, err
 	}
 	if len(j.comps) == 0 && len(j.addons) == 0 && len(j.pods) == 0 && len(j.addonSwaps) == 0 && len(j.Report.StaticPods) == 0 {
@@ -341,10 +338,7 @@ func (j *Job) runSelect(ctx context.Context) (phase.Outcome, error) {
 
 // checkRegistry checks that the registry still has each pushed image.
 func (j *Job) checkRegistry(ctx context.Context) (phase.Outcome, error) {
-	if err := j.selectPods(); err != nil {
-		return phase.Done, err
-	}
-	if err := j.selectAddons(ctx); err != nil {
+	if err := j.selectAll(ctx); err != nil {
 		return phase.Done, err
 	}
 	// What each swap points at: the pushed image (a debug swap's debug

@@ -94,7 +94,7 @@ func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
 		unchanged = staticpod.SameButStamp(pod, want)
 	}
 	p := &podSwap{job: j, target: t, m: m, ctr: c.DeepCopy(), health: healthURL(c), unchanged: unchanged}
-	p.res = &Result{Pod: t.Pod, OldImage: c.Image, NewImage: t.Image, Unchanged: p.unchanged}
+	p.res = &Result{Pod: t.Pod, ImageChange: ImageChange{OldImage: c.Image, NewImage: t.Image, Unchanged: p.unchanged}}
 	return p, nil
 }
 
@@ -120,7 +120,7 @@ func (j *Job) newRollback(c build.Component) (*podSwap, error) {
 		current = c.Image
 	}
 	p := &podSwap{job: j, target: podImage{Pod: c.Binary, Image: bc.Image}, m: m, ctr: bc.DeepCopy(), health: healthURL(bc), unchanged: bc.Image == current}
-	p.res = &Result{Pod: c.Binary, OldImage: current, NewImage: bc.Image, Restored: true, Unchanged: p.unchanged}
+	p.res = &Result{Pod: c.Binary, ImageChange: ImageChange{OldImage: current, NewImage: bc.Image, Restored: true, Unchanged: p.unchanged}}
 	return p, nil
 }
 
@@ -140,11 +140,17 @@ func (p *podSwap) reached(st stage) {
 // its result is reported, and the node is connected.
 func (p *podSwap) start(ctx context.Context) (*Target, error) {
 	p.job.current = p
-	if p.t0.IsZero() {
-		p.t0 = time.Now()
-		p.job.Report.StaticPods = append(p.job.Report.StaticPods, p.res)
-	}
+	reportOnce(&p.t0, &p.job.Report.StaticPods, p.res)
 	return p.job.connect(ctx)
+}
+
+// reportOnce starts a swap's clock (t0) and adds its result to the
+// report (list), on its first phase only.
+func reportOnce[R any](t0 *time.Time, list *[]*R, res *R) {
+	if t0.IsZero() {
+		*t0 = time.Now()
+		*list = append(*list, res)
+	}
 }
 
 // pull pulls the new image through CRI before the manifest changes: the

@@ -71,7 +71,7 @@ func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Resul
 			current = c.Image
 		}
 	}
-	res := &Result{Pod: podName, OldImage: j.OldImage, NewImage: j.NewImage, Resumed: true}
+	res := &Result{Pod: podName, ImageChange: ImageChange{OldImage: j.OldImage, NewImage: j.NewImage}, Resumed: true}
 	n.Reporter.Infof("%s: a swap to %s was interrupted at %s; finishing it", podName, shortRef(j.NewImage), j.Started.Local().Format("15:04:05"))
 	switch current {
 	case j.NewImage:
