@@ -3,7 +3,6 @@ package conformance
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path"
@@ -19,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/source"
 )
 
@@ -90,20 +90,12 @@ func TestFilesLayer(t *testing.T) {
 	}
 	defer rc.Close()
 	var names []string
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	testutil.EachTarEntry(t, rc, func(h *tar.Header, _ io.Reader) {
 		if !h.ModTime.Equal(created) {
 			t.Errorf("%s: mtime %s", h.Name, h.ModTime)
 		}
 		names = append(names, h.Name)
-	}
+	})
 	want := "etc/ etc/group etc/passwd localhost.key uploads/"
 	if strings.Join(names, " ") != want {
 		t.Errorf("entries %q, want %q", strings.Join(names, " "), want)
@@ -173,17 +165,10 @@ func imageFiles(t *testing.T, img v1.Image) map[string]int64 {
 	rc := mutate.Extract(img)
 	defer rc.Close()
 	out := map[string]int64{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	testutil.EachTarEntry(t, rc, func(h *tar.Header, _ io.Reader) {
 		out["/"+strings.TrimSuffix(h.Name, "/")] = h.Mode
-	}
+	})
+	return out
 }
 
 // TestRecipeImages: each image is laid out as its Dockerfile lays it out

@@ -26,6 +26,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/registry"
 )
 
@@ -249,36 +250,32 @@ func extract(t *testing.T, img v1.Image, path string) string {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			t.Fatalf("the layer holds %v, not %s", names, path)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	out := ""
+	testutil.EachTarEntry(t, rc, func(h *tar.Header, body io.Reader) {
 		names = append(names, h.Name)
-		if h.Name != path {
-			continue
+		if h.Name != path || out != "" {
+			return
 		}
 		if h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 {
 			t.Fatalf("%s in the layer: type %c mode %o, want an executable file", path, h.Typeflag, h.Mode)
 		}
-		out := filepath.Join(t.TempDir(), filepath.Base(path))
+		out = filepath.Join(t.TempDir(), filepath.Base(path))
 		f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY, 0o755)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := io.Copy(f, tr); err != nil {
+		if _, err := io.Copy(f, body); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-		return out
+	})
+	if out == "" {
+		t.Fatalf("the layer holds %v, not %s", names, path)
 	}
+	return out
 }
 
 // TestBuildProgressInLogFile builds a small command of the tree with its

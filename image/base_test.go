@@ -1,10 +1,7 @@
 package image
 
 import (
-	"archive/tar"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,34 +175,7 @@ func unpack(t *testing.T, img v1.Image, dir string) {
 	t.Helper()
 	rc := mutate.Extract(img)
 	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, h.Name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeSymlink:
-			err = os.Symlink(h.Linkname, p)
-		case tar.TypeReg:
-			var f *os.File
-			if f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode)&os.ModePerm); err == nil {
-				_, err = io.Copy(f, tr)
-				f.Close()
-			}
-		default:
-			t.Fatalf("%s: unexpected type %q", h.Name, h.Typeflag)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.Untar(t, rc, dir)
 }
 
 func TestUnknownBaseKind(t *testing.T) {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/testtree"
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/phase"
 )
 
@@ -162,33 +163,20 @@ func TestLayerContents(t *testing.T) {
 	if err != nil || hit {
 		t.Fatalf("hit %v err %v", hit, err)
 	}
-	rc, err := l.Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachLayerEntry(t, l, func(h *tar.Header, body io.Reader) {
 		names = append(names, h.Name)
 		if h.Uid != 0 || h.Gid != 0 || !h.ModTime.Equal(time.Unix(0, 0)) || h.Mode != 0o755 || h.Uname != "" {
 			t.Errorf("%s: uid %d gid %d mtime %s mode %o uname %q", h.Name, h.Uid, h.Gid, h.ModTime, h.Mode, h.Uname)
 		}
 		if h.Typeflag == tar.TypeReg {
-			got, _ := io.ReadAll(tr)
+			got, _ := io.ReadAll(body)
 			want, _ := os.ReadFile(bin)
 			if !bytes.Equal(got, want) {
 				t.Errorf("%s does not hold the binary", h.Name)
 			}
 		}
-	}
+	})
 	if strings.Join(names, " ") != "usr/ usr/local/ usr/local/bin/ usr/local/bin/kube-apiserver" {
 		t.Fatalf("layer entries %v", names)
 	}
@@ -209,6 +197,18 @@ func TestLayerContents(t *testing.T) {
 	}
 }
 
+// eachLayerEntry calls fn with each entry of the layer's uncompressed tar
+// and its contents.
+func eachLayerEntry(t *testing.T, l v1.Layer, fn func(h *tar.Header, body io.Reader)) {
+	t.Helper()
+	rc, err := l.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	testutil.EachTarEntry(t, rc, fn)
+}
+
 // TestLayerAtRoot: a binary at the image's root (/coredns, /agnhost) is
 // one tar entry, cached apart from the same binary under BinDir.
 func TestLayerAtRoot(t *testing.T) {
@@ -219,26 +219,13 @@ func TestLayerAtRoot(t *testing.T) {
 	if err != nil || hit {
 		t.Fatalf("hit %v err %v", hit, err)
 	}
-	rc, err := atRoot.Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachLayerEntry(t, atRoot, func(h *tar.Header, _ io.Reader) {
 		names = append(names, h.Name)
 		if h.Mode != 0o755 || !h.ModTime.Equal(time.Unix(0, 0)) {
 			t.Errorf("%s: mode %o mtime %s", h.Name, h.Mode, h.ModTime)
 		}
-	}
+	})
 	if strings.Join(names, " ") != "kube-apiserver" {
 		t.Fatalf("layer entries %v, want the binary alone", names)
 	}

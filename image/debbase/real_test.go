@@ -1,12 +1,9 @@
 package debbase
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +66,7 @@ func TestIptablesBase(t *testing.T) {
 	}
 
 	root := t.TempDir()
-	extract(t, &first, root)
+	testutil.Untar(t, &first, root)
 	if _, err := os.Stat(filepath.Join(root, "usr/lib/x86_64-linux-gnu/libc.so.6")); err != nil && strings.Contains(pkgs[0].Architecture, "amd64") {
 		t.Error(err)
 	}
@@ -102,38 +99,6 @@ func TestIptablesBase(t *testing.T) {
 	}
 }
 
-// extract unpacks a tar into dir (the test's own, minimal tar -x).
-func extract(t *testing.T, r io.Reader, dir string) {
-	t.Helper()
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, h.Name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, os.FileMode(h.Mode)&os.ModePerm)
-		case tar.TypeSymlink:
-			err = os.Symlink(h.Linkname, p)
-		case tar.TypeReg:
-			var data []byte
-			if data, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(p, data, os.FileMode(h.Mode)&os.ModePerm)
-			}
-		default:
-			t.Fatalf("%s: unexpected type %q", h.Name, h.Typeflag)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestBusyboxBases makes the busybox bases the e2e test images run on and
 // runs what the specs run in their containers with chroot: sh, the
 // applets through /bin (merged into /usr/bin), and OpenBSD's nc with the
@@ -152,7 +117,7 @@ func TestBusyboxBases(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := t.TempDir()
-			extract(t, &buf, root)
+			testutil.Untar(t, &buf, root)
 			if os.Geteuid() != 0 {
 				t.Log("not root: chroot is not run")
 				return
