@@ -13,6 +13,7 @@ import (
 
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/testtree"
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
 )
@@ -40,14 +41,8 @@ func TestResolve(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Resolve(tc.args)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if testutil.WantErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var names []string
 			for _, c := range got {

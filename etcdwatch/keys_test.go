@@ -2,8 +2,9 @@ package etcdwatch
 
 import (
 	"errors"
-	"strings"
 	"testing"
+
+	"github.com/devk/devk/internal/testutil"
 )
 
 func TestParseKey(t *testing.T) {
@@ -65,14 +66,11 @@ func TestLookupResource(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := LookupResource(tc.in)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrUnknownResource) {
-					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			if testutil.WantErr(t, err, tc.wantErr) {
+				if !errors.Is(err, ErrUnknownResource) {
+					t.Fatalf("err = %v, want ErrUnknownResource", err)
 				}
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if r.Name != tc.want || r.Dir != tc.wantDirs {
 				t.Errorf("got %s (dir %s), want %s (dir %s)", r.Name, r.Dir, tc.want, tc.wantDirs)
@@ -103,14 +101,8 @@ func TestResolveObject(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ResolveObject("", tc.arg, tc.ns)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if testutil.WantErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got.Key != tc.want || !got.Exact {
 				t.Errorf("key = %q, want %q", got.Key, tc.want)
@@ -142,14 +134,8 @@ func TestResolvePrefix(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ResolvePrefix("", tc.arg, tc.ns)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if testutil.WantErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got.Key != tc.want || got.Namespace != tc.wantNS {
 				t.Errorf("got %q ns %q, want %q ns %q", got.Key, got.Namespace, tc.want, tc.wantNS)

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/registry"
 )
 
@@ -98,14 +99,8 @@ func TestPlainHTTPNeedsInsecure(t *testing.T) {
 			// devk's credential alone, found for the registry we serve:
 			// no docker config of the machine applies.
 			r, err := image.NewRemote(addr, image.RemoteOptions{Insecure: tc.insecure, Keychain: image.CredentialKeychain(credential)})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want it to say %q", err, tc.wantErr)
-				}
+			if testutil.WantErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if r.Addr != tc.wantAddr {
 				t.Fatalf("Addr %q, want %q", r.Addr, tc.wantAddr)
