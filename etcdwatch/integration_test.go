@@ -96,15 +96,8 @@ func TestLs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			tc.o.Conn, tc.o.Out = conn(), &out
-			err := Ls(context.Background(), tc.o)
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
-					t.Fatalf("err = %v, want %v with %q", err, tc.wantErr, tc.errText)
-				}
+			if wantErrIs(t, Ls(context.Background(), tc.o), tc.wantErr, tc.errText) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
@@ -185,15 +178,8 @@ func TestGet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			tc.o.Conn, tc.o.Out = conn(), &out
-			err := Get(context.Background(), tc.o)
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
-					t.Fatalf("err = %v, want %v with %q", err, tc.wantErr, tc.errText)
-				}
+			if wantErrIs(t, Get(context.Background(), tc.o), tc.wantErr, tc.errText) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			for _, want := range tc.contains {
 				if !strings.Contains(out.String(), want) {
@@ -621,4 +607,21 @@ func TestHelperIsRealCommand(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
 		t.Fatalf("helper exit = %v, want status 4", err)
 	}
+}
+
+// wantErrIs checks a table case's error: with want set, err must be it
+// and say text, and wantErrIs returns true (the case ends there); with
+// want nil, any error fails t.
+func wantErrIs(t *testing.T, err, want error, text string) bool {
+	t.Helper()
+	if want != nil {
+		if !errors.Is(err, want) || !strings.Contains(err.Error(), text) {
+			t.Fatalf("err = %v, want %v with %q", err, want, text)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
 }
