@@ -131,14 +131,7 @@ func getCertsSecret(t *testing.T, cs *fake.Clientset) *corev1.Secret {
 // under test: what one side writes the other reads.
 func kubeadmDecrypt(t *testing.T, data []byte, key Key) []byte {
 	t.Helper()
-	block, err := aes.NewCipher(key[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gcm := kubeadmGCM(t, key)
 	if len(data) < gcm.NonceSize() {
 		t.Fatalf("value of %d bytes: shorter than the nonce", len(data))
 	}
@@ -151,6 +144,17 @@ func kubeadmDecrypt(t *testing.T, data []byte, key Key) []byte {
 
 func kubeadmEncrypt(t *testing.T, data []byte, key Key) []byte {
 	t.Helper()
+	gcm := kubeadmGCM(t, key)
+	nonce := make([]byte, gcm.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		t.Fatal(err)
+	}
+	return gcm.Seal(nonce, nonce, data, nil)
+}
+
+// kubeadmGCM is the AES-GCM both of kubeadm's functions use.
+func kubeadmGCM(t *testing.T, key Key) cipher.AEAD {
+	t.Helper()
 	block, err := aes.NewCipher(key[:])
 	if err != nil {
 		t.Fatal(err)
@@ -159,11 +163,7 @@ func kubeadmEncrypt(t *testing.T, data []byte, key Key) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nonce := make([]byte, gcm.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		t.Fatal(err)
-	}
-	return gcm.Seal(nonce, nonce, data, nil)
+	return gcm
 }
 
 func TestRoundTrip(t *testing.T) {
