@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,6 +44,19 @@ func oneNodeStatus() *status.Status {
 	}
 }
 
+// statusHead is how oneNodeStatus's text begins, with one node or more:
+// the cluster, node 0 and the supervised processes.
+var statusHead = []string{
+	"cluster devk (v1.34.4) in /home/u/.devk/clusters/devk",
+	"node devk-control-plane at 10.250.0.2: Ready",
+	"network namespace /run/netns/devk-devk-control-plane",
+	"",
+	"PROCESS     STATE    PID  LOG",
+	"containerd  running  101  /home/u/.devk/clusters/devk/logs/containerd.log",
+	"kubelet     stopped  -    /home/u/.devk/clusters/devk/logs/kubelet.log",
+	"",
+}
+
 func statusText(st *status.Status) string {
 	var out bytes.Buffer
 	printStatus(&globalOptions{stdout: &out}, st)
@@ -53,15 +67,7 @@ func statusText(st *status.Status) string {
 // before status read every node (the text below is the old printStatus's
 // output for this status).
 func TestPrintStatusOneNode(t *testing.T) {
-	want := strings.Join([]string{
-		"cluster devk (v1.34.4) in /home/u/.devk/clusters/devk",
-		"node devk-control-plane at 10.250.0.2: Ready",
-		"network namespace /run/netns/devk-devk-control-plane",
-		"",
-		"PROCESS     STATE    PID  LOG",
-		"containerd  running  101  /home/u/.devk/clusters/devk/logs/containerd.log",
-		"kubelet     stopped  -    /home/u/.devk/clusters/devk/logs/kubelet.log",
-		"",
+	want := strings.Join(slices.Concat(statusHead, []string{
 		"COMPONENT                STATE    HEALTHY  RESTARTS  MANIFEST                     RUNNING",
 		"etcd                     running  yes      0         etcd@0123456789ab            etcd@0123456789ab",
 		"kube-apiserver           running  yes      2         kube-apiserver@aaaaaaaaaaaa  kube-apiserver@bbbbbbbbbbbb (differs)",
@@ -70,7 +76,7 @@ func TestPrintStatusOneNode(t *testing.T) {
 		"last run:",
 		"  preflight  0.012s  ",
 		"",
-	}, "\n")
+	}), "\n")
 	if got := statusText(oneNodeStatus()); got != want {
 		t.Errorf("one node's status text changed:\n%s\nwant:\n%s", got, want)
 	}
@@ -93,15 +99,7 @@ func TestPrintStatusNodes(t *testing.T) {
 		status.Node{Name: "devk-worker2", Role: layout.RoleWorker, IP: "10.250.0.4", Message: "no Node object",
 			RuntimeMessage: "containerd is not running: `devk up` starts it again (its log: /w2/logs/containerd.log)"},
 	)
-	want := strings.Join([]string{
-		"cluster devk (v1.34.4) in /home/u/.devk/clusters/devk",
-		"node devk-control-plane at 10.250.0.2: Ready",
-		"network namespace /run/netns/devk-devk-control-plane",
-		"",
-		"PROCESS     STATE    PID  LOG",
-		"containerd  running  101  /home/u/.devk/clusters/devk/logs/containerd.log",
-		"kubelet     stopped  -    /home/u/.devk/clusters/devk/logs/kubelet.log",
-		"",
+	want := strings.Join(slices.Concat(statusHead, []string{
 		"NODE                ROLE           IP          PODS           STATUS          KUBELET  PROCESSES",
 		"devk-control-plane  control-plane  10.250.0.2  10.244.0.0/24  Ready           v1.34.4  containerd running, kubelet stopped",
 		"devk-worker         worker         10.250.0.3  10.244.1.0/24  Ready           v1.34.4  containerd running, kubelet running",
@@ -119,7 +117,7 @@ func TestPrintStatusNodes(t *testing.T) {
 		"last run:",
 		"  preflight  0.012s  ",
 		"",
-	}, "\n")
+	}), "\n")
 	if got := statusText(st); got != want {
 		t.Errorf("status text of three nodes:\n%s\nwant:\n%s", got, want)
 	}
