@@ -84,6 +84,35 @@ func appendTo(t *testing.T, path, text string) {
 	}
 }
 
+// breakMain makes the tree's main package in path exit at start (unless
+// asked for --version), saying that name refuses to start; the returned
+// func puts the file back.
+func breakMain(t *testing.T, path, name string) (restore func()) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this "+name+" refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
+	if bytes.Equal(broken, src) {
+		t.Fatalf("could not find func main in %s", path)
+	}
+	os.WriteFile(path, broken, 0o644)
+	return func() { os.WriteFile(path, src, 0o644) }
+}
+
+// wantRolledBack checks that the swap of a broken name (breakMain) failed
+// and was rolled back, its output quoting the log of what would not start.
+func wantRolledBack(t *testing.T, r Result, name string) {
+	t.Helper()
+	if r.Err == nil {
+		t.Fatalf("a broken %s swapped without error:\n%s", name, r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
+		t.Fatalf("rollback not reported with the log of the %s that would not start:\nstdout:\n%s\nstderr:\n%s", name, r.Stdout, r.Stderr)
+	}
+}
+
 // manifestImage reads the image a static pod manifest names.
 func manifestImage(t *testing.T, path string) string {
 	t.Helper()
@@ -213,25 +242,10 @@ func TestSwap(t *testing.T) {
 	})
 
 	step(t, "apiserver that exits is rolled back", func(t *testing.T) {
-		src, err := os.ReadFile(apiserverMain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this apiserver refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
-		if bytes.Equal(broken, src) {
-			t.Fatal("could not find func main in cmd/kube-apiserver/apiserver.go")
-		}
-		defer os.WriteFile(apiserverMain, src, 0o644)
-		os.WriteFile(apiserverMain, broken, 0o644)
+		defer breakMain(t, apiserverMain, "apiserver")()
 		devk(t, "build", "apiserver", "--push")
 		t0 := time.Now()
-		r := Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s", "-v")
-		if r.Err == nil {
-			t.Fatalf("a broken apiserver swapped without error:\n%s", r.Stdout)
-		}
-		if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
-			t.Fatalf("rollback not reported with the container's log:\nstdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-		}
+		wantRolledBack(t, Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s", "-v"), "apiserver")
 		t.Logf("broken apiserver rolled back in %s", time.Since(t0).Round(time.Second))
 		if got := manifestImage(t, apiManifest); got != good {
 			t.Fatalf("after rollback the manifest names %s, want %s", got, good)
@@ -456,25 +470,10 @@ func TestSwapAddon(t *testing.T) {
 	})
 
 	step(t, "kube-proxy that cannot start is rolled back", func(t *testing.T) {
-		src, err := os.ReadFile(proxyMain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this kube-proxy refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
-		if bytes.Equal(broken, src) {
-			t.Fatal("could not find func main in cmd/kube-proxy/proxy.go")
-		}
-		defer os.WriteFile(proxyMain, src, 0o644)
-		os.WriteFile(proxyMain, broken, 0o644)
+		defer breakMain(t, proxyMain, "kube-proxy")()
 		devk(t, "build", "kube-proxy", "--push")
 		t0 := time.Now()
-		r := Devk(t, tree, env, "swap", "kube-proxy", "--timeout", "90s", "-v")
-		if r.Err == nil {
-			t.Fatalf("a broken kube-proxy swapped without error:\n%s", r.Stdout)
-		}
-		if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
-			t.Fatalf("rollback not reported with the pod's log:\nstdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-		}
+		wantRolledBack(t, Devk(t, tree, env, "swap", "kube-proxy", "--timeout", "90s", "-v"), "kube-proxy")
 		t.Logf("broken kube-proxy rolled back in %s", time.Since(t0).Round(time.Second))
 		if img, ann := proxyImage(t); img != good || ann["devk.dev/previous-image"] != installed {
 			t.Fatalf("after the rollback the DaemonSet names %s (annotations %v), want %s", img, ann, good)
