@@ -1,6 +1,7 @@
 // Package testutil holds what tests of several packages share: a
 // directory's snapshot, a free loopback address, the skip of a test that
-// needs a Debian machine. Only tests import it.
+// needs a Debian machine, a tar's entries read or written out, a table
+// case's wanted error. Only tests import it.
 package testutil
 
 import (
