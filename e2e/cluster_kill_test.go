@@ -43,9 +43,7 @@ func TestUpDownKillPoints(t *testing.T) {
 		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
 	}
 	tree := Tree(t)
-	home := t.TempDir()
-	kubeconfig := filepath.Join(home, "user-kubeconfig")
-	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
+	home, kubeconfig, env := ownHome(t)
 	must := func(args ...string) Result {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, args...)

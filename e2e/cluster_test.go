@@ -57,9 +57,7 @@ func TestClusterUpDown(t *testing.T) {
 		}
 	}
 	tree := Tree(t)
-	home := t.TempDir()
-	kubeconfig := filepath.Join(home, "user-kubeconfig")
-	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
+	home, kubeconfig, env := ownHome(t)
 	devk := func(t *testing.T, args ...string) Result {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, args...)
@@ -516,9 +514,7 @@ func TestClusterBadInput(t *testing.T) {
 		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
 	}
 	tree := Tree(t)
-	home := t.TempDir()
-	kubeconfig := filepath.Join(home, "user-kubeconfig")
-	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
+	home, kubeconfig, env := ownHome(t)
 
 	t.Run("port in use", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:5000")

@@ -101,6 +101,15 @@ var (
 	treeErr  error
 )
 
+// ownHome is a DEVK_HOME of the test's own with the user's kubeconfig in
+// it, and the environment that names both, for a test that makes its own
+// cluster.
+func ownHome(t testing.TB) (home, kubeconfig string, env []string) {
+	home = t.TempDir()
+	kubeconfig = filepath.Join(home, "user-kubeconfig")
+	return home, kubeconfig, []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
+}
+
 // Tree returns the shared v1.34.4 tree, getting it on first use.
 func Tree(t testing.TB) string {
 	t.Helper()

@@ -84,6 +84,18 @@ func appendTo(t *testing.T, path, text string) {
 	}
 }
 
+// swapJSON runs `devk swap component -o json` through devk and decodes
+// its report, which must list pods static pods and addons addons.
+func swapJSON(t *testing.T, devk func(*testing.T, ...string) Result, component string, pods, addons int) swapReport {
+	t.Helper()
+	var rep swapReport
+	r := devk(t, "swap", component, "-o", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.StaticPods) != pods || len(rep.Addons) != addons {
+		t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
+	}
+	return rep
+}
+
 // breakMain makes the tree's main package in path exit at start (unless
 // asked for --version), saying that name refuses to start; the returned
 // func puts the file back.
@@ -181,14 +193,9 @@ func TestSwap(t *testing.T) {
 		// /version must say so after the swap.
 		appendTo(top, configGo, "\n// DevkE2ESwap proves the swapped apiserver is this build.\nfunc DevkE2ESwap() string { return \"swapped\" }\n")
 		devk(t, "build", "apiserver", "--push")
-		var rep swapReport
 		// Named: other tests share this cluster and may have left another
 		// component behind its last pushed build, which a bare swap takes too.
-		r := devk(t, "swap", "apiserver", "-o", "json")
-		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.StaticPods) != 1 {
-			t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
-		}
-		sp := rep.StaticPods[0]
+		sp := swapJSON(t, devk, "apiserver", 1, 0).StaticPods[0]
 		if sp.Pod != "kube-apiserver" || sp.RolledBack || len(sp.Checks) < 5 {
 			t.Fatalf("swap result: %+v", sp)
 		}
@@ -441,12 +448,7 @@ func TestSwapAddon(t *testing.T) {
 	step(t, "rebuilt kube-proxy", func(t *testing.T) {
 		appendTo(top, proxyMain, "\n// devkE2ESwapProxy proves the swapped kube-proxy is this build.\nfunc devkE2ESwapProxy() string { return \"swapped\" }\n")
 		devk(t, "build", "kube-proxy", "--push")
-		var rep swapReport
-		r := devk(t, "swap", "kube-proxy", "-o", "json")
-		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.Addons) != 1 {
-			t.Fatalf("swap -o json: %v\n%s", err, r.Stdout)
-		}
-		a := rep.Addons[0]
+		a := swapJSON(t, devk, "kube-proxy", 0, 1).Addons[0]
 		if a.Component != "kube-proxy" || a.RolledBack || a.OldImage != installed || a.NewImage == installed || len(a.Checks) < 3 {
 			t.Fatalf("swap result: %+v", a)
 		}
