@@ -24,6 +24,14 @@ import (
 
 var errNotYet = errors.New("not yet")
 
+// swapCheck is one of a swap's verifications in its report.
+type swapCheck struct {
+	Check string `json:"check"`
+	Want  string `json:"want"`
+	Got   string `json:"got"`
+	OK    bool   `json:"ok"`
+}
+
 type swapReport struct {
 	StaticPods []struct {
 		Pod        string `json:"pod"`
@@ -33,13 +41,8 @@ type swapReport struct {
 		// Ready and Took are swap's durations (JSON nanoseconds).
 		Ready  time.Duration `json:"ready"`
 		Took   time.Duration `json:"took"`
-		Checks []struct {
-			Check string `json:"check"`
-			Want  string `json:"want"`
-			Got   string `json:"got"`
-			OK    bool   `json:"ok"`
-		} `json:"checks"`
-		Log []string `json:"log"`
+		Checks []swapCheck   `json:"checks"`
+		Log    []string      `json:"log"`
 	} `json:"staticPods"`
 	Addons []struct {
 		Component  string        `json:"component"`
@@ -48,14 +51,9 @@ type swapReport struct {
 		NewImage   string        `json:"newImage"`
 		RolledBack bool          `json:"rolledBack"`
 		RolledOut  time.Duration `json:"rolledOut"`
-		Checks     []struct {
-			Check string `json:"check"`
-			Want  string `json:"want"`
-			Got   string `json:"got"`
-			OK    bool   `json:"ok"`
-		} `json:"checks"`
-		Pod string   `json:"pod"`
-		Log []string `json:"log"`
+		Checks     []swapCheck   `json:"checks"`
+		Pod        string        `json:"pod"`
+		Log        []string      `json:"log"`
 	} `json:"addons"`
 	Binaries []struct {
 		Component string `json:"component"`
