@@ -144,26 +144,18 @@ func readTarball(t *testing.T, path string) (map[string]string, map[string]fs.Fi
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(zr)
 	files, modes := map[string]string{}, map[string]fs.FileMode{}
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	testutil.EachTarEntry(t, zr, func(hdr *tar.Header, body io.Reader) {
 		name := strings.TrimSuffix(hdr.Name, "/")
 		modes[name] = hdr.FileInfo().Mode()
 		if hdr.Typeflag == tar.TypeReg {
-			data, err := io.ReadAll(tr)
+			data, err := io.ReadAll(body)
 			if err != nil {
 				t.Fatal(err)
 			}
 			files[name] = string(data)
 		}
-	}
+	})
 	return files, modes
 }
 
