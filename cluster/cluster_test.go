@@ -21,6 +21,18 @@ func testCluster() (layout.Config, layout.ClusterFiles) {
 	return cfg, layout.HomeFiles("/home/u/.devk").Cluster("devk")
 }
 
+// testClusterWith is testCluster with nodes of role added by name.
+func testClusterWith(t *testing.T, role string, names ...string) (layout.Config, layout.ClusterFiles) {
+	t.Helper()
+	cfg, p := testCluster()
+	for _, name := range names {
+		if _, err := cfg.AddNode(name, role, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg, p
+}
+
 func TestConfigAddresses(t *testing.T) {
 	cfg := layout.NewConfig("dev2")
 	if err := cfg.PlaceAmong(nil, nil); err != nil {

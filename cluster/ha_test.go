@@ -16,13 +16,8 @@ import (
 // threeControlPlanes is a cluster made with --control-planes 3.
 func threeControlPlanes(t *testing.T) *Cluster {
 	t.Helper()
-	cfg, p := testCluster()
+	cfg, p := testClusterWith(t, layout.RoleControlPlane, "devk-control-plane2", "devk-control-plane3")
 	cfg.ControlPlaneEndpoint = cfg.LoadBalancerEndpoint()
-	for _, name := range []string{"devk-control-plane2", "devk-control-plane3"} {
-		if _, err := cfg.AddNode(name, layout.RoleControlPlane, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := cfg.Validate("devk"); err != nil {
 		t.Fatal(err)
 	}

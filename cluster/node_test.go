@@ -14,12 +14,7 @@ import (
 // pod subnet already.
 func twoWorkers(t *testing.T) *Cluster {
 	t.Helper()
-	cfg, p := testCluster()
-	for _, name := range []string{"devk-worker", "devk-worker2"} {
-		if _, err := cfg.AddNode(name, layout.RoleWorker, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg, p := testClusterWith(t, layout.RoleWorker, "devk-worker", "devk-worker2")
 	cfg.Network.Nodes[0].PodCIDR = "10.244.0.0/24"
 	cfg.Network.Nodes[1].PodCIDR = "10.244.1.0/24"
 	return &Cluster{Config: cfg, Files: p}
