@@ -94,33 +94,32 @@ func swapJSON(t *testing.T, devk func(*testing.T, ...string) Result, component s
 	return rep
 }
 
-// breakMain makes the tree's main package in path exit at start (unless
-// asked for --version), saying that name refuses to start; the returned
-// func puts the file back.
-func breakMain(t *testing.T, path, name string) (restore func()) {
+// swapBroken builds component with its main package (the file at path)
+// made to exit at start unless asked for --version, pushes it and swaps
+// it through devk: the swap must fail and be rolled back, its output
+// quoting the log of what would not start. The file is put back after.
+func swapBroken(t *testing.T, devk func(*testing.T, ...string) Result, tree string, env []string, path, component string) {
 	t.Helper()
 	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this "+name+" refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
+	broken := bytes.Replace(src, []byte("func main() {"), []byte("func main() {\n\tif len(os.Args) > 1 && os.Args[1] != \"--version\" {\n\t\tprintln(\"devk e2e: this "+component+" refuses to start\")\n\t\tos.Exit(1)\n\t}"), 1)
 	if bytes.Equal(broken, src) {
 		t.Fatalf("could not find func main in %s", path)
 	}
+	defer os.WriteFile(path, src, 0o644)
 	os.WriteFile(path, broken, 0o644)
-	return func() { os.WriteFile(path, src, 0o644) }
-}
-
-// wantRolledBack checks that the swap of a broken name (breakMain) failed
-// and was rolled back, its output quoting the log of what would not start.
-func wantRolledBack(t *testing.T, r Result, name string) {
-	t.Helper()
+	devk(t, "build", component, "--push")
+	t0 := time.Now()
+	r := Devk(t, tree, env, "swap", component, "--timeout", "90s", "-v")
 	if r.Err == nil {
-		t.Fatalf("a broken %s swapped without error:\n%s", name, r.Stdout)
+		t.Fatalf("a broken %s swapped without error:\n%s", component, r.Stdout)
 	}
 	if !strings.Contains(r.Stdout, "ROLLED BACK") || !strings.Contains(r.Stderr, "refuses to start") {
-		t.Fatalf("rollback not reported with the log of the %s that would not start:\nstdout:\n%s\nstderr:\n%s", name, r.Stdout, r.Stderr)
+		t.Fatalf("rollback not reported with the log of the %s that would not start:\nstdout:\n%s\nstderr:\n%s", component, r.Stdout, r.Stderr)
 	}
+	t.Logf("broken %s rolled back in %s", component, time.Since(t0).Round(time.Second))
 }
 
 // manifestImage reads the image a static pod manifest names.
@@ -247,11 +246,7 @@ func TestSwap(t *testing.T) {
 	})
 
 	step(t, "apiserver that exits is rolled back", func(t *testing.T) {
-		defer breakMain(t, apiserverMain, "apiserver")()
-		devk(t, "build", "apiserver", "--push")
-		t0 := time.Now()
-		wantRolledBack(t, Devk(t, tree, env, "swap", "apiserver", "--timeout", "90s", "-v"), "apiserver")
-		t.Logf("broken apiserver rolled back in %s", time.Since(t0).Round(time.Second))
+		swapBroken(t, devk, tree, env, apiserverMain, "apiserver")
 		if got := manifestImage(t, apiManifest); got != good {
 			t.Fatalf("after rollback the manifest names %s, want %s", got, good)
 		}
@@ -470,11 +465,7 @@ func TestSwapAddon(t *testing.T) {
 	})
 
 	step(t, "kube-proxy that cannot start is rolled back", func(t *testing.T) {
-		defer breakMain(t, proxyMain, "kube-proxy")()
-		devk(t, "build", "kube-proxy", "--push")
-		t0 := time.Now()
-		wantRolledBack(t, Devk(t, tree, env, "swap", "kube-proxy", "--timeout", "90s", "-v"), "kube-proxy")
-		t.Logf("broken kube-proxy rolled back in %s", time.Since(t0).Round(time.Second))
+		swapBroken(t, devk, tree, env, proxyMain, "kube-proxy")
 		if img, ann := proxyImage(t); img != good || ann["devk.dev/previous-image"] != installed {
 			t.Fatalf("after the rollback the DaemonSet names %s (annotations %v), want %s", img, ann, good)
 		}
