@@ -19,10 +19,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/build"
@@ -142,6 +144,16 @@ func manifestContainer(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// deleteAndWait deletes what the test made and waits until gone says it
+// is: the steps after it (up again changes nothing) snapshot the pods.
+func deleteAndWait(t *testing.T, ctx context.Context, cs kubernetes.Interface, what string, del, gone func() error) {
+	t.Helper()
+	if err := del(); err != nil {
+		t.Fatalf("delete the %s: %v", what, err)
+	}
+	eventually(t, ctx, "the "+what+" to be gone", gone)
 }
 
 // readyTransition is when the node's Ready condition last changed; it
@@ -311,9 +323,15 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName, pauseImage 
 		}
 		devk(t, "debug", "--stop", "controller-manager")
 		devk(t, "digest", "verify", "controller-manager")
-		if err := cs.AppsV1().Deployments("default").Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil {
-			t.Error(err)
-		}
+		deleteAndWait(t, ctx, cs, "Deployment", func() error {
+			return cs.AppsV1().Deployments("default").Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+		}, func() error {
+			pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=e2e-debug"})
+			if err == nil && len(pods.Items) > 0 {
+				return fmt.Errorf("%d pods left", len(pods.Items))
+			}
+			return err
+		})
 	})
 
 	// The kubelet under dlv: its pod sync stops at the breakpoint when a
@@ -342,8 +360,17 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName, pauseImage 
 		})
 		devk(t, "debug", "--stop", "kubelet")
 		readyTransition(t, ctx, cs, nodeName)
-		if err := cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
-			t.Error(err)
-		}
+		deleteAndWait(t, ctx, cs, "pod", func() error {
+			return cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		}, func() error {
+			_, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			if err == nil {
+				return fmt.Errorf("pod %s still there", pod.Name)
+			}
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
 	})
 }
