@@ -57,3 +57,51 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 		t.Fatalf("a fresh manifest names %s, want %s", img, upImage)
 	}
 }
+
+// TestUpPutsBackAnInterruptedRun: a `devk run` killed with its static pod
+// taken out leaves the manifest out of the manifests dir; `devk up`
+// puts that manifest back (with the image it named, a swapped-in one
+// here), drops the run's journal and waits for the pod.
+func TestUpPutsBackAnInterruptedRun(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	upImage := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("1", 64)
+	swapped := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("2", 64)
+	c.Config.Images["scheduler"] = upImage
+	sp := StaticPod{Name: "kube-scheduler", Component: "scheduler"}
+	if _, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil {
+		t.Fatal(err)
+	}
+	m := swap.ManifestFor(c.FirstNode().Files.Manifests(), sp.Name)
+	if _, err := m.Begin(sp.Name, swapped); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WriteImage(sp.Name, swapped); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.BeginRun(sp.Name, []string{"kube-scheduler"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Vacate(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.writeManifest(ctx, c.FirstNode(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Changed || !strings.Contains(out.Detail, "devk run") {
+		t.Errorf("outcome %+v does not say the manifest was put back", out)
+	}
+	if img, _ := staticpod.Image(m.Path, sp.Name); img != swapped {
+		t.Errorf("manifest names %s after up, want the swapped-in %s it named before the run", img, swapped)
+	}
+	if j, _ := m.InProgress(); j != nil {
+		t.Errorf("the run's journal is still there: %+v", j)
+	}
+	if _, ok := c.manifestsWritten[m.Path]; !ok {
+		t.Error("wait-control-plane is not told to wait for the pod put back")
+	}
+}

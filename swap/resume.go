@@ -53,8 +53,17 @@ func (n *Target) awaitRestored(ctx context.Context, m Manifest, podName string, 
 // (else rolled back, as the swap would have); a vacated manifest is put
 // back; a manifest back on the old image has its pod waited for; a
 // manifest that names neither image (rewritten since, by `devk up` or by
-// hand) is left alone. The journal is gone afterwards.
+// hand) is left alone. An interrupted `devk run` (j.Run) is put back
+// (putBack). The journal is gone afterwards.
 func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Result, error) {
+	if j.Run != nil {
+		n.Reporter.Infof("%s: `devk run` took it out at %s and was interrupted; putting it back", podName, j.Started.Local().Format("15:04:05"))
+		res, err := n.putBack(ctx, podName, j, true)
+		if res != nil {
+			res.Resumed = true
+		}
+		return res, err
+	}
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, podName)
 	backup, err := m.ReadBackup()
