@@ -10,6 +10,23 @@ import (
 	"github.com/devk/devk/swap"
 )
 
+// swapIn swaps image into sp's manifest on node 0 as `devk swap` writes
+// it (its steps on the files, without a node).
+func swapIn(t *testing.T, c *Cluster, sp StaticPod, image string) swap.Manifest {
+	t.Helper()
+	m := swap.ManifestFor(c.FirstNode().Files.Manifests(), sp.Name)
+	if _, err := m.Begin(sp.Name, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WriteImage(sp.Name, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestUpKeepsSwappedImages: after `devk swap`, running `devk up` again
 // changes nothing: the manifest keeps the swapped-in image and is not
 // rewritten (a rewrite would restart the pod).
@@ -23,16 +40,7 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	if out, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil || !out.Changed {
 		t.Fatalf("first write: %v, %+v; want a change", err, out)
 	}
-	m := swap.ManifestFor(c.FirstNode().Files.Manifests(), sp.Name)
-	if _, err := m.Begin(sp.Name, swapped); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WriteImage(sp.Name, swapped); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Finish(); err != nil {
-		t.Fatal(err)
-	}
+	m := swapIn(t, c, sp, swapped)
 	before, _ := os.ReadFile(m.Path)
 	out, err := c.writeManifest(ctx, c.FirstNode(), sp)
 	if err != nil {
@@ -72,16 +80,7 @@ func TestUpPutsBackAnInterruptedRun(t *testing.T) {
 	if _, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil {
 		t.Fatal(err)
 	}
-	m := swap.ManifestFor(c.FirstNode().Files.Manifests(), sp.Name)
-	if _, err := m.Begin(sp.Name, swapped); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WriteImage(sp.Name, swapped); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Finish(); err != nil {
-		t.Fatal(err)
-	}
+	m := swapIn(t, c, sp, swapped)
 	if _, err := m.BeginRun(sp.Name, []string{"kube-scheduler"}); err != nil {
 		t.Fatal(err)
 	}

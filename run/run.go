@@ -273,16 +273,11 @@ func (j *Job) argv() []string {
 
 // lockNode takes the node's lock, once, for the whole run: no swap, up
 // or other run changes the node while its pod is out.
-func (j *Job) lockNode() error {
-	if j.lock != nil {
-		return nil
+func (j *Job) lockNode() (err error) {
+	if j.lock == nil {
+		j.lock, err = nodelock.Acquire(j.Node.ManifestsDir, nodelock.Command())
 	}
-	l, err := nodelock.Acquire(j.Node.ManifestsDir, nodelock.Command())
-	if err != nil {
-		return err
-	}
-	j.lock = l
-	return nil
+	return err
 }
 
 // connect locks the node and connects to its API server and runtime,

@@ -68,7 +68,7 @@ func (n *Target) putBack(ctx context.Context, podName string, j *Journal, handov
 	cctx := interrupt.Cleanup(ctx)
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, podName)
-	res := &Result{Pod: podName, ImageChange: ImageChange{OldImage: j.OldImage, NewImage: j.OldImage, Restored: true}, Run: true}
+	res := &Result{Pod: podName, ImageChange: ImageChange{OldImage: j.OldImage}, Run: true}
 	if j.Run != nil {
 		if stopped, err := j.Run.Process.Stop(cctx, RunStopGrace); err != nil {
 			return res, fmt.Errorf("%s: stop the process `devk run` left (pid %d): %w; the journal stays", podName, j.Run.Process.PID, err)
@@ -84,29 +84,15 @@ func (n *Target) putBack(ctx context.Context, podName string, j *Journal, handov
 	if err != nil {
 		return res, err
 	}
-	switch current := currentImage(m, podName); current {
-	case "":
-		var h func()
-		if handover {
-			h = n.handover(cctx, m, podName, podState{})
-		}
-		if _, err := m.Restore(old.Name, h); err != nil {
-			return res, fmt.Errorf("put %s back: %w (the manifest is at %s; `%s` tries again)", podName, err, m.PendingPath(), n.command())
-		}
-		failpoint.Hit("run/after-put-back")
-	case j.OldImage:
-	default:
-		n.Reporter.Infof("%s: its manifest names %s now, not the image it ran before `devk run`: left as it is", podName, shortRef(current))
-		res.NewImage, res.Unchanged = current, true
+	var h func()
+	if handover {
+		h = n.handover(cctx, m, podName, podState{})
+	}
+	if left, err := n.restoreOld(m, podName, old, j, currentImage(m, podName), h, res); left || err != nil {
 		res.Took = time.Since(t0)
-		return res, m.Discard()
+		return res, err
 	}
-	// The take-out stopped the pod's container: that exit is not the put
-	// back failing.
-	before := anyContainer
-	if st, err := n.observe(cctx, podName, old.Name, healthURL(old)); err == nil {
-		before.crashed = st.crashed
-	}
+	before := n.exitedBefore(cctx, podName, old)
 	s, mirrorErr, err := n.settle(cctx, podName, old.Name, healthURL(old), before, digest.Of(j.OldImage), t0, res)
 	if err != nil {
 		if cctx.Err() != nil {
