@@ -10,6 +10,14 @@ import (
 	"github.com/devk/devk/swap"
 )
 
+// schedulerPod is the static pod these tests write, schedulerUpImage
+// the image up records for it, schedulerSwapped one a swap put in.
+var (
+	schedulerPod     = StaticPod{Name: "kube-scheduler", Component: "scheduler"}
+	schedulerUpImage = "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("1", 64)
+	schedulerSwapped = "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("2", 64)
+)
+
 // swapIn swaps image into sp's manifest on node 0 as `devk swap` writes
 // it (its steps on the files, without a node).
 func swapIn(t *testing.T, c *Cluster, sp StaticPod, image string) swap.Manifest {
@@ -32,15 +40,12 @@ func swapIn(t *testing.T, c *Cluster, sp StaticPod, image string) swap.Manifest 
 // rewritten (a rewrite would restart the pod).
 func TestUpKeepsSwappedImages(t *testing.T) {
 	ctx := context.Background()
-	c := newTestCluster(t)
-	upImage := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("1", 64)
-	swapped := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("2", 64)
-	c.Config.Images["scheduler"] = upImage
-	sp := StaticPod{Name: "kube-scheduler", Component: "scheduler"}
+	c, sp := newTestCluster(t), schedulerPod
+	c.Config.Images["scheduler"] = schedulerUpImage
 	if out, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil || !out.Changed {
 		t.Fatalf("first write: %v, %+v; want a change", err, out)
 	}
-	m := swapIn(t, c, sp, swapped)
+	m := swapIn(t, c, sp, schedulerSwapped)
 	before, _ := os.ReadFile(m.Path)
 	out, err := c.writeManifest(ctx, c.FirstNode(), sp)
 	if err != nil {
@@ -50,8 +55,8 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	if string(after) != string(before) || out.Changed {
 		t.Fatalf("up rewrote a swapped manifest (changed=%v): %s", out.Changed, out.Detail)
 	}
-	if img, _ := staticpod.Image(m.Path, sp.Name); img != swapped {
-		t.Fatalf("manifest names %s after up, want the swapped %s", img, swapped)
+	if img, _ := staticpod.Image(m.Path, sp.Name); img != schedulerSwapped {
+		t.Fatalf("manifest names %s after up, want the swapped %s", img, schedulerSwapped)
 	}
 	if d := out.Detail; !strings.Contains(d, "swapped in") {
 		t.Errorf("detail %q does not say the image was swapped in", d)
@@ -61,8 +66,8 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 	if _, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil {
 		t.Fatal(err)
 	}
-	if img, _ := staticpod.Image(m.Path, sp.Name); img != upImage {
-		t.Fatalf("a fresh manifest names %s, want %s", img, upImage)
+	if img, _ := staticpod.Image(m.Path, sp.Name); img != schedulerUpImage {
+		t.Fatalf("a fresh manifest names %s, want %s", img, schedulerUpImage)
 	}
 }
 
@@ -72,15 +77,12 @@ func TestUpKeepsSwappedImages(t *testing.T) {
 // here), drops the run's journal and waits for the pod.
 func TestUpPutsBackAnInterruptedRun(t *testing.T) {
 	ctx := context.Background()
-	c := newTestCluster(t)
-	upImage := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("1", 64)
-	swapped := "127.0.0.1:5000/kube-scheduler@sha256:" + strings.Repeat("2", 64)
-	c.Config.Images["scheduler"] = upImage
-	sp := StaticPod{Name: "kube-scheduler", Component: "scheduler"}
+	c, sp := newTestCluster(t), schedulerPod
+	c.Config.Images["scheduler"] = schedulerUpImage
 	if _, err := c.writeManifest(ctx, c.FirstNode(), sp); err != nil {
 		t.Fatal(err)
 	}
-	m := swapIn(t, c, sp, swapped)
+	m := swapIn(t, c, sp, schedulerSwapped)
 	if _, err := m.BeginRun(sp.Name, []string{"kube-scheduler"}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +96,8 @@ func TestUpPutsBackAnInterruptedRun(t *testing.T) {
 	if !out.Changed || !strings.Contains(out.Detail, "devk run") {
 		t.Errorf("outcome %+v does not say the manifest was put back", out)
 	}
-	if img, _ := staticpod.Image(m.Path, sp.Name); img != swapped {
-		t.Errorf("manifest names %s after up, want the swapped-in %s it named before the run", img, swapped)
+	if img, _ := staticpod.Image(m.Path, sp.Name); img != schedulerSwapped {
+		t.Errorf("manifest names %s after up, want the swapped-in %s it named before the run", img, schedulerSwapped)
 	}
 	if j, _ := m.InProgress(); j != nil {
 		t.Errorf("the run's journal is still there: %+v", j)
