@@ -43,6 +43,13 @@ type runResult struct {
 	} `json:"putBack"`
 }
 
+// runPoints are the failpoints of `devk run` up to the process: the
+// engine's before each phase, and those inside the hand-over.
+var runPoints = []string{
+	"run/backup", "swap/after-backup", "swap/after-journal", "run/take-out", "swap/after-vacate",
+	"swap/handover", "run/after-take-out", "run/run", "run/started",
+}
+
 // backgroundRun is `devk run` started in the background.
 type backgroundRun struct {
 	cmd            *exec.Cmd
@@ -182,6 +189,27 @@ func TestRun(t *testing.T) {
 			t.Errorf("launch configuration: %v", err)
 		}
 		back(t)
+	})
+
+	// Killed at each step, then `devk swap scheduler` puts the pod back;
+	// a Ctrl-C (SIGINT to devk alone) while the scheduler runs ends the
+	// run as the terminal's does.
+	step(t, "kill points", func(t *testing.T) {
+		for _, point := range runPoints {
+			t.Run(point, func(t *testing.T) {
+				if r := atPoint(t, sc.Tree, sc.Env, point, "kill", "run", "scheduler"); !killedBySignal(r.Err, syscall.SIGKILL) {
+					t.Fatalf("devk run at %s: %v, want killed\n%s", point, r.Err, r.Stderr)
+				}
+				devk(t, "swap", "scheduler")
+				back(t)
+			})
+		}
+		t.Run("run/started=int", func(t *testing.T) {
+			if r := atPoint(t, sc.Tree, sc.Env, "run/started", "int", "run", "scheduler"); r.Err != nil {
+				t.Fatalf("devk run after a Ctrl-C: %v\n%s", r.Err, r.Stderr)
+			}
+			back(t)
+		})
 	})
 
 	for _, next := range [][]string{{"swap", "scheduler"}, {"up"}} {
