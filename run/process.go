@@ -67,6 +67,9 @@ func start(argv, env []string, dir string, stdout, stderr io.Writer) (*process, 
 			close(p.done)
 			return
 		}
+		// Until Wait reaps it, the process (a zombie, if it has ended
+		// already) has its start time in /proc.
+		p.id, _ = supervise.Identify(p.cmd.Process.Pid)
 		started <- nil
 		p.err = p.cmd.Wait()
 		close(p.done)
@@ -74,12 +77,6 @@ func start(argv, env []string, dir string, stdout, stderr io.Writer) (*process, 
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
-	id, err := supervise.Identify(p.cmd.Process.Pid)
-	if err != nil {
-		<-p.done
-		return nil, fmt.Errorf("%s exited at once: %v", argv[0], p.err)
-	}
-	p.id = id
 	return p, nil
 }
 

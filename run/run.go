@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,9 @@ type Job struct {
 	running     bool
 	interrupted bool
 	stop        chan struct{}
+	// userCtx is Run's context, which a Ctrl-C cancels (the phases' is
+	// canceled only when no process runs).
+	userCtx context.Context
 }
 
 // Components are what devk run takes: the control plane's static pods
@@ -215,6 +219,7 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	// ctx's).
 	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
+	j.userCtx = ctx
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -349,29 +354,49 @@ func (j *Job) binary() (string, error) {
 	if cs == nil || cs.Binary == nil {
 		return "", fmt.Errorf("no %s built in %s yet: run `devk build %s`, or pass --go-run", j.comp.Name, j.tree.Root, j.comp.Name)
 	}
+	if here := runtime.GOOS + "/" + runtime.GOARCH; cs.Binary.Platform != "" && cs.Binary.Platform != here {
+		return "", fmt.Errorf("the last %s built in %s is for %s, not this machine's %s: run `devk build %s`", j.comp.Name, j.tree.Root, cs.Binary.Platform, here, j.comp.Name)
+	}
 	if _, err := os.Stat(cs.Binary.Path); err != nil {
 		return "", fmt.Errorf("%s's binary is gone (%w): run `devk build %s`", j.comp.Name, err, j.comp.Name)
 	}
 	return cs.Binary.Path, nil
 }
 
-// commandLine reads the manifest and makes the process's Spec, and
+// commandLine makes the process's Spec from the manifest (prepare) and
 // prints it.
 func (j *Job) commandLine(context.Context) (phase.Outcome, error) {
+	if err := j.prepare(); err != nil {
+		return phase.Done, err
+	}
+	printSpec(j.Info, j.comp.Binary, j.argv(), j.spec)
+	return phase.Unchanged("%s with %d flags from %s", filepath.Base(j.Result.Binary), len(j.spec.Argv)-1, j.m.Path), nil
+}
+
+// prepare reads the manifest and makes the process's Spec, once: every
+// phase after command relies on it, also when it runs alone (`devk run
+// phase run`).
+func (j *Job) prepare() error {
+	if j.ctr != nil {
+		return nil
+	}
 	pod, _, err := j.m.Read()
 	if err != nil {
-		return phase.Done, err
+		return err
 	}
 	bin, err := j.binary()
 	if err != nil {
-		return phase.Done, err
+		return err
 	}
-	if j.spec, err = Command(pod, j.comp, bin); err != nil {
-		return phase.Done, err
+	spec, err := Command(pod, j.comp, bin)
+	if err != nil {
+		return err
 	}
-	if j.ctr, err = staticpod.Container(pod, j.comp.Binary); err != nil {
-		return phase.Done, err
+	ctr, err := staticpod.Container(pod, j.comp.Binary)
+	if err != nil {
+		return err
 	}
+	j.spec, j.ctr = spec, ctr
 	j.grace = time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		j.grace = time.Duration(*g) * time.Second
@@ -380,8 +405,7 @@ func (j *Job) commandLine(context.Context) (phase.Outcome, error) {
 	if j.Result.Env == nil {
 		j.Result.Env = []string{}
 	}
-	printSpec(j.Info, j.comp.Binary, j.argv(), j.spec)
-	return phase.Unchanged("%s with %d flags from %s", filepath.Base(bin), len(j.spec.Argv)-1, j.m.Path), nil
+	return nil
 }
 
 // printSpec prints the command line, one argument a line, and the
@@ -411,16 +435,23 @@ func printSpec(w io.Writer, binary string, argv []string, s Spec) {
 
 // launchConfig writes the IDE launch configuration of the same run.
 func (j *Job) launchConfig(context.Context) (phase.Outcome, error) {
+	if err := j.prepare(); err != nil {
+		return phase.Done, err
+	}
 	cfg := launch(j.comp.Name, filepath.Join(j.tree.Root, j.comp.Package), j.HostIP, j.spec)
 	if err := writeLaunch(j.Result.LaunchJSON, cfg); err != nil {
 		return phase.Done, err
 	}
+	fmt.Fprintf(j.Info, "the same from an IDE on this machine: %q in %s\n", cfg.Name, j.Result.LaunchJSON)
 	return phase.Changed("%q in %s", cfg.Name, j.Result.LaunchJSON), nil
 }
 
 // backup keeps the manifest as the pending backup and writes the run's
 // journal.
 func (j *Job) backup(ctx context.Context) (phase.Outcome, error) {
+	if err := j.prepare(); err != nil {
+		return phase.Done, err
+	}
 	if _, err := j.connect(ctx); err != nil {
 		return phase.Done, err
 	}
@@ -434,6 +465,9 @@ func (j *Job) backup(ctx context.Context) (phase.Outcome, error) {
 // takeOut moves the manifest out and waits for the kubelet to let go
 // of the pod.
 func (j *Job) takeOut(ctx context.Context) (phase.Outcome, error) {
+	if err := j.prepare(); err != nil {
+		return phase.Done, err
+	}
 	t, err := j.connect(ctx)
 	if err != nil {
 		return phase.Done, err
@@ -449,8 +483,11 @@ func (j *Job) takeOut(ctx context.Context) (phase.Outcome, error) {
 // runProcess runs the process in the node until it ends or a Ctrl-C
 // stops it.
 func (j *Job) runProcess(ctx context.Context) (phase.Outcome, error) {
+	if err := j.prepare(); err != nil {
+		return phase.Done, err
+	}
 	j.mu.Lock()
-	if j.interrupted {
+	if j.interrupted || (j.userCtx != nil && j.userCtx.Err() != nil) {
 		j.mu.Unlock()
 		return phase.Done, fmt.Errorf("interrupted before %s started", j.comp.Binary)
 	}

@@ -145,7 +145,4 @@ func printRun(g *globalOptions, r *devkrun.Result) {
 		printSwapped(w, p.Pod, status, p.NewImage, "", "ready", p.Ready, p.Took)
 		printChecks(w, p.Checks)
 	}
-	if r.LaunchJSON != "" {
-		fmt.Fprintf(w, "IDE launch configuration: %s\n", r.LaunchJSON)
-	}
 }
