@@ -6,26 +6,17 @@ import (
 	"github.com/devk/devk/phase"
 )
 
-// Phases are `devk run`: the node's interrupted swaps and runs are
-// finished first; the command line is made from the manifest (and, with
-// --go-run, the binary compiled) and printed, and its IDE launch
-// configuration written, before anything on the node changes; then the
-// pod is handed over to the process as a swap hands it to a new image,
-// the process runs, and the pod is put back and verified.
+// Phases are `devk run`: with --go-run the binary is compiled first
+// (the node is not locked for that); the node's interrupted swaps and
+// runs are finished; the command line is made from the manifest and
+// printed, and its IDE launch configuration written, before anything on
+// the node changes; then the pod is handed over to the process as a swap
+// hands it to a new image, the process runs, and the pod is put back and
+// verified.
 func Phases() []*phase.Phase[*Job] {
 	manifest := func(j *Job) string { return j.m.Path }
 	cri := func(j *Job) string { return "CRI " + j.Node.CRISocket }
 	return []*phase.Phase[*Job]{
-		{
-			Name:  "resume",
-			Short: "finish the node's interrupted swaps and put back the static pods of interrupted runs, from their journals",
-			IO: func(j *Job) ([]string, []string) {
-				work := j.m.WorkDir
-				return []string{filepath.Join(work, "*.swap.json"), filepath.Join(work, "*.yaml.swapping")},
-					[]string{filepath.Join(j.Node.ManifestsDir, "*.yaml") + " (only of interrupted swaps and runs)"}
-			},
-			Run: phase.Method((*Job).resume),
-		},
 		{
 			Name:  "compile",
 			Short: "--go-run: build the tree's main package with a plain go build, as go run does",
@@ -36,6 +27,16 @@ func Phases() []*phase.Phase[*Job] {
 				return []string{filepath.Join(j.tree.Root, j.comp.Package)}, []string{j.goRunBinary()}
 			},
 			Run: phase.Method((*Job).compile),
+		},
+		{
+			Name:  "resume",
+			Short: "finish the node's interrupted swaps and put back the static pods of interrupted runs, from their journals",
+			IO: func(j *Job) ([]string, []string) {
+				work := j.m.WorkDir
+				return []string{filepath.Join(work, "*.swap.json"), filepath.Join(work, "*.yaml.swapping")},
+					[]string{filepath.Join(j.Node.ManifestsDir, "*.yaml") + " (only of interrupted swaps and runs)"}
+			},
+			Run: phase.Method((*Job).resume),
 		},
 		{
 			Name:  "command",
