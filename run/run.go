@@ -229,8 +229,11 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	}()
 	_, err = phase.Run(pctx, Phases(), j, popts)
 	err = j.Close(pctx, err)
-	if err == nil && j.Result.Exit != nil && !j.Result.Exit.Stopped && j.Result.Exit.Code != 0 {
-		err = fmt.Errorf("%s ended with %s; its static pod is back", j.comp.Binary, j.Result.Exit)
+	if e := j.Result.Exit; err == nil && e != nil && !e.Stopped && e.Code != 0 {
+		err = fmt.Errorf("%s ended with %s", j.comp.Binary, e)
+		if j.Result.PutBack != nil {
+			err = fmt.Errorf("%w; its static pod is back", err)
+		}
 	}
 	return j.Result, err
 }
