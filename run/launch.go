@@ -1,13 +1,10 @@
 package run
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/devk/devk/internal/atomicfile"
+	"github.com/devk/devk/internal/launchjson"
 )
 
 // LaunchFile is the name of the VS Code launch configuration devk run
@@ -16,9 +13,6 @@ const LaunchFile = "launch.json"
 
 // launchDir is that directory, under the tree's _output/devk.
 const launchDir = "run"
-
-// launchVersion is the launch.json format VS Code reads.
-const launchVersion = "0.2.0"
 
 // bindAddressFlag is the flag a control-plane component binds its
 // serving port with: the node's address in devk's manifests.
@@ -68,45 +62,8 @@ func launch(component, program, hostIP string, s Spec) launchConfig {
 	return launchConfig{Name: launchName(component), Type: "go", Request: "launch", Mode: "auto", Program: program, Args: args, Env: env, Cwd: s.Dir}
 }
 
-// writeLaunch writes cfg into the launch.json at path, replacing the
-// configuration of the same name and keeping every other one (another
-// component's run, or one the user added).
+// writeLaunch writes cfg into the launch.json at path, in place of
+// the configuration of the same name (launchjson).
 func writeLaunch(path string, cfg launchConfig) error {
-	file := struct {
-		Version        string           `json:"version"`
-		Configurations []map[string]any `json:"configurations"`
-	}{Version: launchVersion}
-	if data, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(data, &file); err != nil {
-			return fmt.Errorf("%s is not a launch configuration devk can add to: %w (move it away)", path, err)
-		}
-	} else if !os.IsNotExist(err) {
-		return err
-	}
-	var own map[string]any
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, &own); err != nil {
-		return err
-	}
-	replaced := false
-	for i, c := range file.Configurations {
-		if c["name"] == cfg.Name {
-			file.Configurations[i], replaced = own, true
-		}
-	}
-	if !replaced {
-		file.Configurations = append(file.Configurations, own)
-	}
-	out, err := json.MarshalIndent(file, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, append(out, '\n'), 0o644, dir)
+	return launchjson.Write(path, cfg.Name, cfg)
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/devk/devk/internal/launchjson"
 )
 
 func TestLaunchBindsTheHostsAddress(t *testing.T) {
@@ -23,8 +25,8 @@ func TestLaunchBindsTheHostsAddress(t *testing.T) {
 }
 
 // TestWriteLaunchKeepsOtherConfigurations: a second run of the same
-// component replaces its configuration; another component's, and one
-// the user added (with fields devk does not know), stay.
+// component replaces its configuration (now last); another component's,
+// and one the user added (with fields devk does not know), stay.
 func TestWriteLaunchKeepsOtherConfigurations(t *testing.T) {
 	path := LaunchPath(filepath.Join(t.TempDir(), "_output", "devk"))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -59,13 +61,13 @@ func TestWriteLaunchKeepsOtherConfigurations(t *testing.T) {
 	for _, c := range file.Configurations {
 		names = append(names, c["name"].(string))
 	}
-	if want := []string{"mine", "devk run scheduler", "devk run apiserver"}; !reflect.DeepEqual(names, want) || file.Version != launchVersion {
+	if want := []string{"mine", "devk run apiserver", "devk run scheduler"}; !reflect.DeepEqual(names, want) || file.Version != launchjson.Version {
 		t.Fatalf("configurations %v (version %q), want %v", names, file.Version, want)
 	}
 	if port := file.Configurations[0]["port"]; port != float64(2345) {
 		t.Errorf("the user's configuration lost its port: %v", file.Configurations[0])
 	}
-	if args := file.Configurations[1]["args"]; !reflect.DeepEqual(args, []any{"--v=4"}) {
+	if args := file.Configurations[2]["args"]; !reflect.DeepEqual(args, []any{"--v=4"}) {
 		t.Errorf("the scheduler's configuration has args %v, want the last run's", args)
 	}
 
