@@ -32,11 +32,15 @@ const rootDir = "/"
 
 // Command is the Spec of component c run from binary in place of the
 // static pod: the manifest's command (its first word must be c's binary:
-// a manifest running another program, such as a debugger, is refused),
+// a manifest running another program, such as `devk debug`'s debugger,
+// is refused),
 // args and env; each volume the container mounts must be a hostPath at
 // the same path, so that the process finds its files where the
 // container did.
 func Command(pod *corev1.Pod, c build.Component, binary string) (Spec, error) {
+	if _, debugging, _ := staticpod.DebugOriginal(pod); debugging {
+		return Spec{}, fmt.Errorf("%s runs under `devk debug`: end that first (`devk debug --stop %s`)", c.Binary, c.Name)
+	}
 	ctr, err := staticpod.Container(pod, c.Binary)
 	if err != nil {
 		return Spec{}, err

@@ -64,6 +64,11 @@ func TestCommand(t *testing.T) {
 				p.Spec.Containers[0].Command = []string{"dlv", "exec", "--", "/usr/local/bin/kube-scheduler"}
 			},
 			wantErr: `runs "dlv exec -- /usr/local/bin/kube-scheduler", not kube-scheduler`},
+		{name: "a manifest devk debug wrote",
+			edit: func(p *corev1.Pod) {
+				p.Annotations = map[string]string{staticpod.DebugAnnotation: `{"name":"kube-scheduler","image":"x"}`}
+			},
+			wantErr: "runs under `devk debug`: end that first (`devk debug --stop scheduler`)"},
 		{name: "env from a secret",
 			edit: func(p *corev1.Pod) {
 				p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "t"}}}}
