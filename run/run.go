@@ -427,10 +427,10 @@ func printSpec(w io.Writer, binary string, argv []string, s Spec) {
 		fmt.Fprintf(w, "%s%s%s\n", indent, execx.Cmd{Name: a}.String(), sep)
 	}
 	if len(s.Env) == 0 {
-		fmt.Fprintln(w, "with no environment variables (as in its container)")
+		fmt.Fprintln(w, "with an empty environment (the manifest sets none)")
 		return
 	}
-	fmt.Fprintln(w, "with only these environment variables:")
+	fmt.Fprintln(w, "with only the manifest's environment:")
 	for _, e := range s.Env {
 		fmt.Fprintf(w, "  %s\n", execx.Cmd{Name: e}.String())
 	}

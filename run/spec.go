@@ -19,8 +19,9 @@ type Spec struct {
 	// command line is built: a debugger wraps it whole (dlv exec … --
 	// Argv).
 	Argv []string
-	// Env is the container's environment (NAME=value), and nothing else
-	// of devk's: the process sees what the container saw.
+	// Env is the manifest's environment for the container (NAME=value),
+	// and nothing of devk's: no proxy, no GO* or KUBECONFIG of the shell
+	// devk runs in.
 	Env []string
 	// Dir is the working directory: the container's, else /.
 	Dir string
