@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,23 +55,54 @@ var runPoints = []string{
 type backgroundRun struct {
 	cmd            *exec.Cmd
 	stdout, stderr syncbuf.Buffer
+	done           chan struct{}
+	err            error // Wait's, once done is closed
 }
+
+// runEndTimeout bounds the wait for a `devk run` to end once told to:
+// the scheduler's stop, then the put-back (at most its --timeout).
+const runEndTimeout = 5 * time.Minute
 
 func startRun(t *testing.T, sc *SharedCluster, args ...string) *backgroundRun {
 	t.Helper()
-	b := &backgroundRun{cmd: exec.Command(devkBin, append([]string{"run"}, args...)...)}
+	b := &backgroundRun{cmd: exec.Command(devkBin, append([]string{"run"}, args...)...), done: make(chan struct{})}
 	b.cmd.Dir, b.cmd.Env = sc.Tree, append(os.Environ(), sc.Env...)
 	b.cmd.Stdout, b.cmd.Stderr = &b.stdout, &b.stderr
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { b.err = b.cmd.Wait(); close(b.done) }()
 	t.Cleanup(func() {
-		if b.cmd.ProcessState == nil {
+		select {
+		case <-b.done:
+		default:
 			_ = b.cmd.Process.Kill()
-			_ = b.cmd.Wait()
+			<-b.done
 		}
 	})
 	return b
+}
+
+// ended says whether the run has ended.
+func (b *backgroundRun) ended() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the run to end, at most runEndTimeout.
+func (b *backgroundRun) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-b.done:
+		return b.err
+	case <-time.After(runEndTimeout):
+		t.Fatalf("devk run did not end within %s:\n%s", runEndTimeout, b.stderr.String())
+		return nil
+	}
 }
 
 // TestRun runs the scheduler out of its static pod with `devk run`: the
@@ -106,8 +138,8 @@ func TestRun(t *testing.T) {
 		t.Helper()
 		var j *swap.Journal
 		eventually(t, ctx, "devk run to start the scheduler", func() error {
-			if b.cmd.ProcessState != nil {
-				t.Fatalf("devk run ended early:\n%s", b.stderr.String())
+			if b.ended() {
+				t.Fatalf("devk run ended early (%v):\n%s", b.err, b.stderr.String())
 			}
 			var err error
 			if j, err = m.InProgress(); err != nil || j == nil || j.Run == nil || !j.Run.Process.Running() {
@@ -164,13 +196,10 @@ func TestRun(t *testing.T) {
 			}
 			return nil
 		})
-		if !strings.Contains(b.stderr.String(), "e2e-run-scheduled") {
-			t.Logf("the scheduler's log does not name the pod (its verbosity is the manifest's)")
-		}
 		if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.cmd.Wait(); err != nil {
+		if err := b.wait(t); err != nil {
 			t.Fatalf("devk run after Ctrl-C: %v\n%s", err, b.stderr.String())
 		}
 		var r runResult
@@ -219,7 +248,9 @@ func TestRun(t *testing.T) {
 			if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			_ = b.cmd.Wait()
+			if err := b.wait(t); !killedBySignal(err, syscall.SIGKILL) {
+				t.Fatalf("devk run: %v, want killed", err)
+			}
 			eventually(t, ctx, "the scheduler to die with devk", func() error {
 				if j.Run.Process.Running() {
 					return fmt.Errorf("pid %d still runs", j.Run.Process.PID)
