@@ -3,6 +3,7 @@ package run
 import (
 	"path/filepath"
 
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/phase"
 )
 
@@ -16,6 +17,13 @@ import (
 func Phases() []*phase.Phase[*Job] {
 	manifest := func(j *Job) string { return j.m.Path }
 	cri := func(j *Job) string { return "CRI " + j.Node.CRISocket }
+	mirror := func(j *Job) string {
+		node := j.NodeName
+		if node == "" {
+			node = "<node>"
+		}
+		return "mirror pod kube-system/" + kube.MirrorPodName(j.comp.Binary, node)
+	}
 	return []*phase.Phase[*Job]{
 		{
 			Name:  "compile",
@@ -74,7 +82,7 @@ func Phases() []*phase.Phase[*Job] {
 			Needs: []string{"backup"},
 			IO: func(j *Job) ([]string, []string) {
 				return []string{cri(j) + " sandboxes and containers"},
-					[]string{manifest(j) + " -> " + j.m.WorkDir, cri(j) + " (stop " + j.comp.Binary + "'s containers)"}
+					[]string{manifest(j) + " -> " + j.m.VacatedPath(), cri(j) + " (stop " + j.comp.Binary + "'s containers)"}
 			},
 			Run: phase.Method((*Job).takeOut),
 		},
@@ -83,7 +91,7 @@ func Phases() []*phase.Phase[*Job] {
 			Short: "run the process in the node, in the foreground, until it ends or Ctrl-C stops it",
 			Needs: []string{"take-out"},
 			IO: func(j *Job) ([]string, []string) {
-				return nil, []string{j.m.JournalPath() + " (the process)"}
+				return []string{"the binary the command phase printed"}, []string{j.m.JournalPath() + " (the process)"}
 			},
 			Run: phase.Method((*Job).runProcess),
 		},
@@ -92,7 +100,8 @@ func Phases() []*phase.Phase[*Job] {
 			Short: "put the manifest back, wait until the pod runs its image healthy, verify it as a swap does, drop the journal",
 			Needs: []string{"backup"},
 			IO: func(j *Job) ([]string, []string) {
-				return []string{j.m.PendingPath(), cri(j) + " containers", "mirror pod"}, []string{manifest(j), j.m.JournalPath() + " (removed)"}
+				return []string{j.m.PendingPath(), cri(j) + " containers", mirror(j), j.comp.Binary + "'s health endpoint (its manifest's probe)"},
+					[]string{manifest(j), j.m.JournalPath() + " (removed)"}
 			},
 			Run: phase.Method((*Job).putBack),
 		},

@@ -135,3 +135,29 @@ func TestProcessFailureFailsTheRun(t *testing.T) {
 		t.Errorf("result %+v", r)
 	}
 }
+
+// TestPlan: --dry-run names each phase and what it reads and writes,
+// and changes nothing.
+func TestPlan(t *testing.T) {
+	o := runFixture(t)
+	manifest := filepath.Join(o.Node.ManifestsDir, "kube-scheduler.yaml")
+	before, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan syncbuf.Buffer
+	if _, err := Run(context.Background(), o, phase.Options{DryRun: true, PlanOut: &plan}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"compile", "take-out", "put-back", "writes " + filepath.Join(o.TreeDir, "_output", "devk", "run", LaunchFile), manifest} {
+		if !strings.Contains(plan.String(), want) {
+			t.Errorf("the plan does not say %q:\n%s", want, plan.String())
+		}
+	}
+	if after, _ := os.ReadFile(manifest); string(after) != string(before) {
+		t.Error("a dry run changed the manifest")
+	}
+	if _, err := os.Stat(filepath.Join(o.TreeDir, "_output", "devk", "run")); !os.IsNotExist(err) {
+		t.Errorf("a dry run wrote the launch configuration (%v)", err)
+	}
+}

@@ -62,6 +62,9 @@ func (m Manifest) BackupPath() string { return filepath.Join(m.WorkDir, m.name()
 // or fails never costs a step of rollback history.
 func (m Manifest) PendingPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.swapping") }
 
+// VacatedPath is where a hand-over moves the manifest out to (Vacate).
+func (m Manifest) VacatedPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.vacated") }
+
 // JournalPath records a swap in progress, so an interrupted one can be
 // finished or undone by the next run.
 func (m Manifest) JournalPath() string { return filepath.Join(m.WorkDir, m.name()+".swap.json") }
@@ -342,7 +345,7 @@ func (m Manifest) InProgress() (*Journal, error) {
 // the same name is gone, and one that finds it still terminating waits
 // out a 10 s back-off.
 func (m Manifest) Vacate() error {
-	err := os.Rename(m.Path, filepath.Join(m.WorkDir, m.name()+".yaml.vacated"))
+	err := os.Rename(m.Path, m.VacatedPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

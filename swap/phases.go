@@ -179,7 +179,7 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				IO: io(func(j *Job) ([]string, []string) {
 					m := manifest(j)
 					return []string{cri(j) + " sandboxes and containers", filepath.Join(j.Node.KubeletRootDir, "pods", "<uid>"), mirror(j)},
-						[]string{m.Path + " -> " + filepath.Join(m.WorkDir, c.Binary+".yaml.vacated"), cri(j) + " (stop " + c.Binary + "'s containers)"}
+						[]string{m.Path + " -> " + m.VacatedPath(), cri(j) + " (stop " + c.Binary + "'s containers)"}
 				}),
 				Run: pod((*podSwap).handOver),
 			},
