@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -84,7 +85,9 @@ back. It needs root (the node's namespaces).`,
 			popts.Reporter, popts.PlanOut, popts.Summary = o.Reporter, g.stderr, g.Debug()
 			r, err := devkrun.Run(cmd.Context(), o, popts)
 			if r != nil && !flags.DryRun {
-				printRun(g, r)
+				if perr := printRun(g, r); err == nil {
+					err = perr
+				}
 			}
 			return err
 		},
@@ -115,7 +118,7 @@ func runNode(o *devkrun.Options, name, nodeName string) (*cluster.Cluster, error
 		return nil, fmt.Errorf("--node: %w", err)
 	}
 	if !n.Net.IsControlPlane() {
-		return nil, fmt.Errorf("--node %s is a worker: the static pods run on the control-plane nodes (%v)", nodeName, c.Config.ControlPlaneNames())
+		return nil, fmt.Errorf("--node %s is a worker: the static pods run on the control-plane nodes (%s)", nodeName, strings.Join(c.Config.ControlPlaneNames(), ", "))
 	}
 	o.Node, o.NodeName = n.Files.ControlPlane(c.Config, n.Net), n.Name()
 	o.Enter, o.HostIP = n.Enter, c.Config.Network.HostIP
@@ -125,10 +128,9 @@ func runNode(o *devkrun.Options, name, nodeName string) (*cluster.Cluster, error
 }
 
 // printRun says how the process ended and that the pod is back.
-func printRun(g *globalOptions, r *devkrun.Result) {
+func printRun(g *globalOptions, r *devkrun.Result) error {
 	if g.Structured() {
-		_ = g.Result(r)
-		return
+		return g.Result(r)
 	}
 	w := g.stdout
 	for _, res := range r.Resumed {
@@ -145,4 +147,5 @@ func printRun(g *globalOptions, r *devkrun.Result) {
 		printSwapped(w, p.Pod, status, p.NewImage, "", "ready", p.Ready, p.Took)
 		printChecks(w, p.Checks)
 	}
+	return nil
 }
