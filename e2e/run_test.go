@@ -36,11 +36,8 @@ type runResult struct {
 		Stopped bool `json:"stopped"`
 	} `json:"exit"`
 	PutBack *struct {
-		NewImage string `json:"newImage"`
-		Checks   []struct {
-			Check string `json:"check"`
-			OK    bool   `json:"ok"`
-		} `json:"checks"`
+		NewImage string      `json:"newImage"`
+		Checks   []swapCheck `json:"checks"`
 	} `json:"putBack"`
 }
 
@@ -211,7 +208,7 @@ func TestRun(t *testing.T) {
 		}
 		for _, c := range r.PutBack.Checks {
 			if !c.OK {
-				t.Errorf("check %s failed after the put-back", c.Check)
+				t.Errorf("check %s failed after the put-back: got %s, want %s", c.Check, c.Got, c.Want)
 			}
 		}
 		if _, err := os.Stat(r.LaunchJSON); err != nil {

@@ -81,8 +81,8 @@ back. It needs root (the node's namespaces).`,
 				return err
 			}
 			defer g.followLogs(cmd.Context(), c.Config.Name)()
-			popts := flags.Options()
-			popts.Reporter, popts.PlanOut, popts.Summary = o.Reporter, g.stderr, g.Debug()
+			popts := g.phaseOptions(&flags)
+			popts.Reporter = o.Reporter
 			r, err := devkrun.Run(cmd.Context(), o, popts)
 			if r != nil && !flags.DryRun {
 				if perr := printRun(g, r); err == nil {
