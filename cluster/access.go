@@ -33,3 +33,6 @@ func (c *Cluster) NameFlag() string { return c.nameFlag() }
 
 // NoCluster is the error of a command on a cluster that does not exist.
 func (c *Cluster) NoCluster() error { return c.noCluster() }
+
+// NodeNamed is the cluster's node called name (node 0 for "").
+func (c *Cluster) NodeNamed(name string) (Node, error) { return c.nodeNamed(name) }

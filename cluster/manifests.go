@@ -12,6 +12,7 @@ import (
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/swap"
 )
 
 // StaticPod names a control-plane static pod: its manifest file and the
@@ -65,8 +66,17 @@ func (c *Cluster) writeManifest(ctx context.Context, n Node, sp StaticPod) (phas
 
 // writeManifestWith is writeManifest with what in sets beyond the
 // cluster's config, paths and image (a joining etcd member's cluster).
-func (c *Cluster) writeManifestWith(_ context.Context, n Node, sp StaticPod, in controlplane.ManifestInput) (phase.Outcome, error) {
+func (c *Cluster) writeManifestWith(ctx context.Context, n Node, sp StaticPod, in controlplane.ManifestInput) (phase.Outcome, error) {
 	path := n.Files.ManifestPath(sp.Name)
+	// A `devk run` killed with its pod taken out: the manifest it took
+	// out is the installed one (it may name a swapped-in image).
+	returned, err := swap.ManifestFor(n.Files.Manifests(), sp.Name).ReturnRun(ctx, sp.Name)
+	if err != nil {
+		return phase.Done, err
+	}
+	if returned {
+		c.noteManifestWritten(path, time.Now())
+	}
 	installed := controlplane.InstalledPod(path)
 	img, swapped, err := c.manifestImage(sp, installed)
 	if err != nil {
@@ -88,7 +98,7 @@ func (c *Cluster) writeManifestWith(_ context.Context, n Node, sp StaticPod, in 
 	}
 	if installed != nil {
 		if rendered, err := staticpod.Parse(data); err == nil && staticpod.SameButStamp(installed, rendered) {
-			return phase.Unchanged("unchanged %s", short), nil
+			return manifestOutcome(short, returned, false), nil
 		}
 	}
 	written := time.Now()
@@ -97,13 +107,32 @@ func (c *Cluster) writeManifestWith(_ context.Context, n Node, sp StaticPod, in 
 		return phase.Done, err
 	}
 	if changed {
-		if c.manifestsWritten == nil {
-			c.manifestsWritten = map[string]time.Time{}
-		}
-		c.manifestsWritten[path] = written
+		c.noteManifestWritten(path, written)
 	}
-	if !changed {
-		return phase.Unchanged("unchanged %s", short), nil
+	return manifestOutcome(short, returned, changed), nil
+}
+
+// manifestOutcome says what writeManifest did to the manifest of the
+// image short: put it back from an interrupted `devk run` (returned),
+// wrote it (changed), both, or neither.
+func manifestOutcome(short string, returned, changed bool) phase.Outcome {
+	switch {
+	case returned && !changed:
+		return phase.Changed("put back %s after an interrupted `devk run`", short)
+	case returned:
+		return phase.Changed("put back after an interrupted `devk run`, wrote %s", short)
+	case !changed:
+		return phase.Unchanged("unchanged %s", short)
 	}
-	return phase.Changed("wrote %s", short), nil
+	return phase.Changed("wrote %s", short)
+}
+
+// noteManifestWritten records that this run put the manifest at path in
+// place at t: wait-control-plane waits for the container the kubelet
+// starts from it.
+func (c *Cluster) noteManifestWritten(path string, t time.Time) {
+	if c.manifestsWritten == nil {
+		c.manifestsWritten = map[string]time.Time{}
+	}
+	c.manifestsWritten[path] = t
 }

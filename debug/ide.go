@@ -2,11 +2,8 @@ package debug
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/xml"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +12,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/execx"
+	"github.com/devk/devk/internal/launchjson"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/srcpath"
 )
@@ -107,35 +105,14 @@ func quoteArg(s string) string {
 // place of one of that name. VS Code's substitutePath maps the other
 // way round from Delve's: "from" is the local directory.
 func launchJSON(path, name, host string, port int, rules []srcpath.Rule) ([]byte, error) {
-	doc := map[string]any{"version": "0.2.0"}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, err
-	default:
-		if err := json.Unmarshal(data, &doc); err != nil {
-			return nil, fmt.Errorf("%s is not JSON devk can add to (move it away): %w", path, err)
-		}
-	}
 	var subst []map[string]string
 	for _, r := range rules {
 		subst = append(subst, map[string]string{"from": r.To, "to": r.From})
 	}
-	cfg := map[string]any{
-		"name": name, "type": "go", "request": "attach", "mode": "remote",
+	return launchjson.With(path, name, map[string]any{
+		"type": "go", "request": "attach", "mode": "remote",
 		"host": host, "port": port, "substitutePath": subst,
-	}
-	cfgs, _ := doc["configurations"].([]any)
-	var out []any
-	for _, c := range cfgs {
-		if m, ok := c.(map[string]any); ok && m["name"] == name {
-			continue
-		}
-		out = append(out, c)
-	}
-	doc["configurations"] = append(out, cfg)
-	return json.MarshalIndent(doc, "", "  ")
+	})
 }
 
 // golandRun is a GoLand "Go Remote" run configuration.

@@ -359,18 +359,13 @@ func (j *Job) connect(ctx context.Context) (*Target, error) {
 	if err := j.lockNode(); err != nil {
 		return nil, err
 	}
-	c, err := digest.Connect(ctx, nd, j.NodeName)
+	t, closeTarget, err := Connect(ctx, nd, j.NodeName)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Runtime.Version(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	j.target = &Target{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, NetNS: nd.NetNS, Client: c.Client, Runtime: c.Runtime,
-		Reporter: j.Reporter, Timeout: j.Timeout, LogLines: DefaultLogLines, Command: j.Command, StopGrace: j.StopGrace}
-	j.target.Relist = j.Relist
-	closers := []func(){c.Close}
+	t.Reporter, t.Timeout, t.Command, t.StopGrace, t.Relist = j.Reporter, j.Timeout, j.Command, j.StopGrace, j.Relist
+	j.target = t
+	closers := []func(){closeTarget}
 	j.target.Others = digest.NodeRuntimes{}
 	for name, socket := range j.OtherRuntimes {
 		rt, err := cri.Dial(socket)
@@ -390,6 +385,25 @@ func (j *Job) connect(ctx context.Context) (*Target, error) {
 		}
 	}
 	return j.target, nil
+}
+
+// Connect connects to the node nd's API server and runtime
+// (digest.Connect, nodeName as there) and checks that the runtime
+// answers: the Target a static pod's swap or run talks to. The caller
+// sets its Reporter, Timeout, Command, StopGrace and Relist; close ends
+// the connection.
+func Connect(ctx context.Context, nd layout.Node, nodeName string) (t *Target, close func(), err error) {
+	c, err := digest.Connect(ctx, nd, nodeName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := c.Runtime.Version(ctx); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	t = &Target{ManifestsDir: nd.ManifestsDir, KubeletRootDir: nd.KubeletRootDir, NodeName: c.NodeName, NetNS: nd.NetNS, Client: c.Client, Runtime: c.Runtime,
+		Reporter: progress.Discard(), Timeout: DefaultTimeout, LogLines: DefaultLogLines}
+	return t, c.Close, nil
 }
 
 // selectComponents sorts the names into catalog components (static

@@ -20,6 +20,7 @@ import (
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/internal/supervise"
 )
 
 // ErrNoBackup is returned by a rollback with nothing to restore.
@@ -61,6 +62,9 @@ func (m Manifest) BackupPath() string { return filepath.Join(m.WorkDir, m.name()
 // or fails never costs a step of rollback history.
 func (m Manifest) PendingPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.swapping") }
 
+// VacatedPath is where a hand-over moves the manifest out to (Vacate).
+func (m Manifest) VacatedPath() string { return filepath.Join(m.WorkDir, m.name()+".yaml.vacated") }
+
 // JournalPath records a swap in progress, so an interrupted one can be
 // finished or undone by the next run.
 func (m Manifest) JournalPath() string { return filepath.Join(m.WorkDir, m.name()+".swap.json") }
@@ -73,6 +77,20 @@ type Journal struct {
 	OldImage string    `json:"oldImage"`
 	NewImage string    `json:"newImage"`
 	Started  time.Time `json:"started"`
+	// Run is set by `devk run`, which takes the static pod out for a
+	// process run in its place: NewImage is empty, and the pod is put
+	// back (PutBack) however far the run got.
+	Run *RunRecord `json:"run,omitempty"`
+}
+
+// RunRecord is what a `devk run` journal knows of the process it runs
+// in a static pod's place.
+type RunRecord struct {
+	// Argv is the process's command line, as started (in the node).
+	Argv []string `json:"argv"`
+	// Process is the process once it started: the command that puts the
+	// pod back after devk was killed stops it first, if it outlived devk.
+	Process supervise.ProcessID `json:"process,omitzero"`
 }
 
 // Read parses the manifest.
@@ -199,6 +217,38 @@ var ErrPutBack = errors.New("the old manifest is back in place")
 // finished or undone by the next run. It checks that the manifest's
 // container can be pointed at image, and returns the image it replaces.
 func (m Manifest) Begin(container, image string) (old string, err error) {
+	return m.begin(container, image, nil)
+}
+
+// BeginRun is a `devk run`'s first step, before the node is touched: as
+// Begin, with a journal that names the run (argv, the command it will
+// start) instead of a new image. It returns the manifest's image.
+func (m Manifest) BeginRun(container string, argv []string) (old string, err error) {
+	return m.begin(container, "", &RunRecord{Argv: argv})
+}
+
+// RecordRun notes in the journal of a run the process it started.
+func (m Manifest) RecordRun(p supervise.ProcessID) error {
+	j, err := m.InProgress()
+	if err != nil {
+		return err
+	}
+	if j == nil || j.Run == nil {
+		return fmt.Errorf("%s records no run of %s", m.JournalPath(), m.name())
+	}
+	j.Run.Process = p
+	return m.writeJournal(*j)
+}
+
+func (m Manifest) writeJournal(j Journal) error {
+	data, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(m.JournalPath(), data, 0o600, m.WorkDir)
+}
+
+func (m Manifest) begin(container, image string, run *RunRecord) (old string, err error) {
 	pod, data, err := m.Read()
 	if err != nil {
 		return "", err
@@ -213,8 +263,7 @@ func (m Manifest) Begin(container, image string) (old string, err error) {
 		return "", err
 	}
 	failpoint.Hit("swap/after-backup")
-	j, _ := json.MarshalIndent(Journal{Manifest: m.Path, Backup: m.PendingPath(), OldImage: old, NewImage: image, Started: time.Now().UTC()}, "", "  ")
-	if err := atomicfile.Write(m.JournalPath(), j, 0o600, m.WorkDir); err != nil {
+	if err := m.writeJournal(Journal{Manifest: m.Path, Backup: m.PendingPath(), OldImage: old, NewImage: image, Started: time.Now().UTC(), Run: run}); err != nil {
 		return "", err
 	}
 	failpoint.Hit("swap/after-journal")
@@ -296,7 +345,7 @@ func (m Manifest) InProgress() (*Journal, error) {
 // the same name is gone, and one that finds it still terminating waits
 // out a 10 s back-off.
 func (m Manifest) Vacate() error {
-	err := os.Rename(m.Path, filepath.Join(m.WorkDir, m.name()+".yaml.vacated"))
+	err := os.Rename(m.Path, m.VacatedPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

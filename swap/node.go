@@ -111,8 +111,11 @@ type Result struct {
 	Node string `json:"node,omitempty"`
 	ImageChange
 	// Resumed says this finished a swap that was interrupted.
-	Resumed bool    `json:"resumed,omitempty"`
-	Checks  []Check `json:"checks"`
+	Resumed bool `json:"resumed,omitempty"`
+	// Run says the pod was put back after `devk run` ran a process in
+	// its place (Restored is set too).
+	Run    bool    `json:"run,omitempty"`
+	Checks []Check `json:"checks"`
 	// Ready is when the new container ran the digest and was healthy;
 	// Took includes the mirror pod catching up and the checks.
 	Ready time.Duration `json:"ready"`

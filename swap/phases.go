@@ -26,7 +26,7 @@ func Phases() []*phase.Phase[*Job] {
 	ps := []*phase.Phase[*Job]{
 		{
 			Name:  "resume",
-			Short: "finish or undo the swaps a kill or a second Ctrl-C interrupted, from their journals",
+			Short: "finish or undo the swaps a kill or a second Ctrl-C interrupted, and put back the static pods of interrupted `devk run`s, from their journals",
 			If: func(j *Job) (bool, string) {
 				return j.Node.ManifestsDir != "" && j.touchesNode(), "the node is not touched"
 			},
@@ -179,7 +179,7 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				IO: io(func(j *Job) ([]string, []string) {
 					m := manifest(j)
 					return []string{cri(j) + " sandboxes and containers", filepath.Join(j.Node.KubeletRootDir, "pods", "<uid>"), mirror(j)},
-						[]string{m.Path + " -> " + filepath.Join(m.WorkDir, c.Binary+".yaml.vacated"), cri(j) + " (stop " + c.Binary + "'s containers)"}
+						[]string{m.Path + " -> " + m.VacatedPath(), cri(j) + " (stop " + c.Binary + "'s containers)"}
 				}),
 				Run: pod((*podSwap).handOver),
 			},
@@ -276,30 +276,14 @@ func (j *Job) resume(ctx context.Context) (phase.Outcome, error) {
 	if err := j.lockNode(); err != nil {
 		return phase.Done, err
 	}
+	res, err := ResumeAll(ctx, j.Node.ManifestsDir, j.connect, func(c build.Component) bool { return j.Rollback && j.named(c.Name) })
+	j.Report.StaticPods = append(j.Report.StaticPods, res...)
+	if err != nil {
+		return phase.Done, err
+	}
 	var done []string
-	for _, c := range build.Catalog {
-		if !c.StaticPod || (j.Rollback && j.named(c.Name)) {
-			continue
-		}
-		jr, err := ManifestFor(j.Node.ManifestsDir, c.Binary).InProgress()
-		if err != nil {
-			return phase.Done, err
-		}
-		if jr == nil {
-			continue
-		}
-		n, err := j.connect(ctx)
-		if err != nil {
-			return phase.Done, err
-		}
-		res, err := n.Resume(ctx, c.Binary, jr)
-		if res != nil {
-			j.Report.StaticPods = append(j.Report.StaticPods, res)
-		}
-		if err != nil {
-			return phase.Done, err
-		}
-		done = append(done, c.Binary)
+	for _, r := range res {
+		done = append(done, r.Pod)
 	}
 	if len(done) == 0 {
 		return phase.Unchanged("no swap was interrupted"), nil

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/devk/devk/digest"
+	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/internal/staticpod"
 )
@@ -47,14 +48,58 @@ func (n *Target) awaitRestored(ctx context.Context, m Manifest, podName string, 
 	return fmt.Errorf("%s: %w", podName, why)
 }
 
+// restoreOld is what undoing an interrupted swap and ending a run share
+// once the manifest does not name the swap's new image: a manifest moved
+// out (current "") is restored from the backup after handover (when not
+// nil); one naming the old image stays; one naming another image (it was
+// rewritten since, by `devk up` or by hand) is left alone, the journal
+// dropped, and left is true. res says what the pod runs.
+func (n *Target) restoreOld(m Manifest, podName string, old *corev1.Container, j *Journal, current string, handover func(), res *Result) (left bool, err error) {
+	res.NewImage, res.Restored = j.OldImage, true
+	switch current {
+	case "":
+		if _, err := m.Restore(old.Name, handover); err != nil {
+			return false, fmt.Errorf("put %s back: %w (the manifest is at %s; `%s` tries again)", podName, err, m.PendingPath(), n.command())
+		}
+		failpoint.Hit("swap/after-put-back")
+	case j.OldImage:
+	default:
+		n.Reporter.Infof("%s: its manifest names %s now, not %s as before (it was rewritten since): left as it is", podName, shortRef(current), shortRef(j.OldImage))
+		res.NewImage, res.Restored, res.Unchanged = current, false, true
+		return true, m.Discard()
+	}
+	return false, nil
+}
+
+// exitedBefore is the state to wait for a put-back pod from: any
+// container on the image will do, but the one the hand-over (or an
+// interrupted swap's) stopped exited before, and that is not the
+// put-back pod failing.
+func (n *Target) exitedBefore(ctx context.Context, podName string, c *corev1.Container) podState {
+	before := anyContainer
+	if st, err := n.observe(ctx, podName, c.Name, healthURL(c)); err == nil {
+		before.crashed = st.crashed
+	}
+	return before
+}
+
 // Resume completes a swap that a kill or a second Ctrl-C interrupted,
 // from what its journal and the node show: a new manifest in place is
 // waited for and kept if its pod runs healthy on the journal's digest
 // (else rolled back, as the swap would have); a vacated manifest is put
 // back; a manifest back on the old image has its pod waited for; a
 // manifest that names neither image (rewritten since, by `devk up` or by
-// hand) is left alone. The journal is gone afterwards.
+// hand) is left alone. An interrupted `devk run` (j.Run) is put back
+// (putBack). The journal is gone afterwards.
 func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Result, error) {
+	if j.Run != nil {
+		n.Reporter.Infof("%s: `devk run` took it out at %s and was interrupted; putting it back", podName, j.Started.Local().Format("15:04:05"))
+		res, err := n.putBack(ctx, podName, j, true)
+		if res != nil {
+			res.Resumed = true
+		}
+		return res, err
+	}
 	t0 := time.Now()
 	m := ManifestFor(n.ManifestsDir, podName)
 	backup, err := m.ReadBackup()
@@ -65,16 +110,10 @@ func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	current := ""
-	if pod, _, err := m.Read(); err == nil {
-		if c, err := staticpod.Container(pod, podName); err == nil {
-			current = c.Image
-		}
-	}
+	current := currentImage(m, podName)
 	res := &Result{Pod: podName, ImageChange: ImageChange{OldImage: j.OldImage, NewImage: j.NewImage}, Resumed: true}
 	n.Reporter.Infof("%s: a swap to %s was interrupted at %s; finishing it", podName, shortRef(j.NewImage), j.Started.Local().Format("15:04:05"))
-	switch current {
-	case j.NewImage:
+	if current == j.NewImage {
 		// As the swap would have: ready, then the mirror pod catching up
 		// (restarting devk's kubelet if it lags after an API server swap).
 		s, mirrorErr, err := n.settle(ctx, podName, old.Name, healthURL(old), anyContainer, digest.Of(j.NewImage), t0, res)
@@ -96,25 +135,12 @@ func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Resul
 		err = n.rollBack(ctx, m, podName, old, err)
 		res.Took = time.Since(t0)
 		return res, err
-	case "":
-		res.NewImage, res.Restored = j.OldImage, true
-		if _, err := m.Restore(old.Name, n.handover(ctx, m, podName, podState{})); err != nil {
-			return res, err
-		}
-	case j.OldImage:
-		res.NewImage, res.Restored = j.OldImage, true
-	default:
-		n.Reporter.Infof("%s: its manifest names %s now, neither image of the interrupted swap: left as it is", podName, shortRef(current))
-		res.NewImage, res.Unchanged = current, true
+	}
+	if left, err := n.restoreOld(m, podName, old, j, current, n.handover(ctx, m, podName, podState{}), res); left || err != nil {
 		res.Took = time.Since(t0)
-		return res, m.Discard()
+		return res, err
 	}
-	// The interrupted swap's hand-over (or the restore's) may have just
-	// stopped the old container: that exit is not the put-back failing.
-	before := anyContainer
-	if st, err := n.observe(ctx, podName, old.Name, healthURL(old)); err == nil {
-		before.crashed = st.crashed
-	}
+	before := n.exitedBefore(ctx, podName, old)
 	if _, err := n.waitFor(ctx, podName, old.Name, healthURL(old), before, digest.Of(j.OldImage), false); err != nil {
 		return res, fmt.Errorf("%s: put back on %s after an interrupted swap, but %w", podName, shortRef(j.OldImage), err)
 	}

@@ -470,6 +470,11 @@ func TestBadInput(t *testing.T) {
 		{name: "stacks, match not a regexp", args: []string{"stacks", "apiserver", "--match", "routes("}, want: `--match "routes(" is not a regular expression`},
 		{name: "stacks, no such node", args: []string{"stacks", "scheduler", "--node", "nosuch", "--tree", tree}, want: `--node: cluster devk has no node "nosuch"; its nodes: devk-control-plane`},
 		{name: "stacks, climbing name", args: []string{"stacks", "apiserver", "--name", "../x", "--tree", tree}, want: `cluster name "../x"`},
+		{name: "run, not a static pod of the tree", args: []string{"run", "etcd", "--tree", tree}, want: "devk run takes apiserver, controller-manager, scheduler: etcd is not a static pod built from the tree"},
+		{name: "run, unknown component", args: []string{"run", "../kubectl", "--tree", tree}, want: `devk run takes apiserver, controller-manager, scheduler: unknown component "../kubectl"`},
+		{name: "run, no such node", args: []string{"run", "scheduler", "--node", "nosuch", "--tree", tree}, want: `--node: cluster devk has no node "nosuch"; its nodes: devk-control-plane`},
+		{name: "run, climbing name", args: []string{"run", "scheduler", "--name", "../x", "--tree", tree}, want: `cluster name "../x"`},
+		{name: "run, nothing built", args: []string{"run", "apiserver", "--tree", tree}, want: "no apiserver built in " + tree + " yet: run `devk build apiserver`, or pass --go-run"},
 		{name: "etcd get, namespace with a slash", args: etcdArgs("get", "-n", "../x", "cm/y"), want: `namespace "../x"`},
 
 		// registry

@@ -164,6 +164,7 @@ Exit status:
 		newExportCmd(g),
 		newStacksCmd(g),
 		newDebugCmd(g),
+		newRunCmd(g),
 	)
 	groupCommands(root)
 	registerClusterCompletion(root)
@@ -189,7 +190,7 @@ var groupOf = map[string]string{
 	"swap": "swap", "digest": "swap",
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",
-	"stacks": "debug", "debug": "debug",
+	"stacks": "debug", "debug": "debug", "run": "debug",
 	"version": "other", "completion": "other", "help": "other",
 }
 

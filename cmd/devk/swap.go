@@ -145,18 +145,7 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 		}
 	}
 	for _, r := range rep.StaticPods {
-		status := swapStatus(r.RolledBack, r.Restored, r.Unchanged)
-		switch {
-		case r.Resumed && r.RolledBack:
-			status = "ROLLED BACK the interrupted swap:"
-		case r.Resumed && r.Restored:
-			status = "undid the interrupted swap:"
-		case r.Resumed && r.Unchanged:
-			status = "dropped the journal of the interrupted swap (its manifest was rewritten since):"
-		case r.Resumed:
-			status = "finished the interrupted swap:"
-		}
-		printSwapped(w, r.Pod, status, r.NewImage, r.OldImage, "ready", r.Ready, r.Took)
+		printSwapped(w, r.Pod, staticPodStatus(r), r.NewImage, r.OldImage, "ready", r.Ready, r.Took)
 		printChecks(w, r.Checks)
 		printLog(g.stderr, "the new "+r.Pod+" container", r.Log)
 	}
@@ -166,6 +155,26 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 		printChecks(w, r.Checks)
 		printLog(g.stderr, "pod "+r.Pod+" (container "+r.Component+")", r.Log)
 	}
+}
+
+// staticPodStatus is what a swap of a static pod did, or the resume of
+// an interrupted swap or run, as printSwap says it.
+func staticPodStatus(r *swap.Result) string {
+	switch {
+	case r.Resumed && r.Run && r.Unchanged:
+		return "dropped the journal of the interrupted run (its manifest was rewritten since):"
+	case r.Resumed && r.Run:
+		return "put back after an interrupted devk run:"
+	case r.Resumed && r.RolledBack:
+		return "ROLLED BACK the interrupted swap:"
+	case r.Resumed && r.Restored:
+		return "undid the interrupted swap:"
+	case r.Resumed && r.Unchanged:
+		return "dropped the journal of the interrupted swap (its manifest was rewritten since):"
+	case r.Resumed:
+		return "finished the interrupted swap:"
+	}
+	return swapStatus(r.RolledBack, r.Restored, r.Unchanged)
 }
 
 // swapStatus is what a swap of a static pod or an addon did, as

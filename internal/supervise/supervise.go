@@ -94,11 +94,46 @@ func (p Dir) Running(name string) (int, bool) {
 	if err1 != nil || err2 != nil || pid <= 0 {
 		return 0, false
 	}
-	now, zombie, err := procStat(pid)
-	if err != nil || now != start || zombie {
+	if !(ProcessID{PID: pid, Start: start}).Running() {
 		return 0, false
 	}
 	return pid, true
+}
+
+// ProcessID names one process as a pid file does: its pid and start
+// time, so that a recycled pid is never taken for it.
+type ProcessID struct {
+	PID int `json:"pid"`
+	// Start is its start time in clock ticks since boot (procStat).
+	Start uint64 `json:"start"`
+}
+
+// Identify is the ProcessID of the process that is pid now.
+func Identify(pid int) (ProcessID, error) {
+	start, _, err := procStat(pid)
+	if err != nil {
+		return ProcessID{}, err
+	}
+	return ProcessID{PID: pid, Start: start}, nil
+}
+
+// Running says whether the process still runs: not gone, not a zombie,
+// its pid not taken by another.
+func (id ProcessID) Running() bool {
+	if id.PID <= 0 {
+		return false
+	}
+	now, zombie, err := procStat(id.PID)
+	return err == nil && now == id.Start && !zombie
+}
+
+// Stop ends the process if it still runs (KillWait, given grace); it
+// reports whether it did run.
+func (id ProcessID) Stop(ctx context.Context, grace time.Duration) (bool, error) {
+	if !id.Running() {
+		return false, nil
+	}
+	return true, KillWait(ctx, id.PID, grace)
 }
 
 // Start starts p unless it is running already; it reports whether it
