@@ -11,6 +11,7 @@ package debug
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -329,11 +330,11 @@ func (j *job) command(own []string) ([]string, error) {
 		return nil, fmt.Errorf("no command")
 	}
 	flags := slices.Clone(own[1:])
-	for name, value := range j.debugFlags() {
+	set := j.debugFlags()
+	for _, name := range slices.Sorted(maps.Keys(set)) {
 		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--"+name || strings.HasPrefix(f, "--"+name+"=") })
-		flags = append(flags, "--"+name+"="+value)
+		flags = append(flags, "--"+name+"="+set[name])
 	}
-	slices.Sort(flags[len(flags)-len(j.debugFlags()):])
 	return delve.Command(image.DebuggerPath, j.listen(), append([]string{own[0]}, flags...)), nil
 }
 

@@ -76,8 +76,8 @@ func checkStacks(t *testing.T, tree string, devk func(t *testing.T, args ...stri
 						continue
 					}
 					checkFrameFile(t, tree, f.Path, f.Line)
-					// The tree's (relative), or etcd's in the module cache.
-					if strings.Contains("/"+f.Path, "/"+want) {
+					// The tree's (relative to it), or etcd's (in the module cache).
+					if strings.HasPrefix(f.Path, want) || filepath.IsAbs(f.Path) && strings.Contains(f.Path, "/"+want) {
 						inTree++
 					}
 				}

@@ -65,10 +65,10 @@ devk swap or debug). Delve's API has no authentication: any process on
 this machine that reaches devk's bridge can drive the component while it
 is debugged; --stop ends that.`,
 		Example: `  devk debug apiserver
-  devk debug apiserver --break staging/src/k8s.io/apiserver/pkg/server/routes/version.go:57
+  devk debug apiserver --break staging/src/k8s.io/apiserver/pkg/server/routes/version.go:56
   dlv connect 10.250.0.2:2345 --init _output/devk/debug/kube-apiserver.dlv
   devk debug scheduler --debug-pkg ./pkg/scheduler/...
-  devk debug kubelet --node devk-worker --break pkg/kubelet/kubelet.go:1750
+  devk debug kubelet --node devk-worker --break pkg/kubelet/kubelet.go:1901   # SyncPod in v1.34.4
   devk debug --stop apiserver`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(debug.Components),
