@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/etcdwatch/etcdtest"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/testtree"
@@ -216,7 +217,7 @@ func exitStatus(err error) int {
 	if err == nil {
 		return 0
 	}
-	var ec exitCoder
+	var ec cli.ExitCoder
 	if errors.As(err, &ec) {
 		return ec.ExitCode()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/pki"
@@ -55,11 +56,11 @@ func TestExitStatus(t *testing.T) {
 		stderr string
 	}{
 		{"success", context.Background(), []string{"version"}, 0, ""},
-		{"unknown command", context.Background(), []string{"bogus"}, ExitFailure, `devk: unknown command "bogus"`},
-		{"bad flag", context.Background(), []string{"version", "--bogus"}, ExitFailure, "unknown flag"},
+		{"unknown command", context.Background(), []string{"bogus"}, cli.ExitFailure, `devk: unknown command "bogus"`},
+		{"bad flag", context.Background(), []string{"version", "--bogus"}, cli.ExitFailure, "unknown flag"},
 		{"nothing expires within a day", context.Background(), append(expiration, "--fail-within", "1d"), 0, ""},
-		{"a certificate expires within 100 years", context.Background(), append(expiration, "--fail-within", "36500d"), ExitExpiring, "expire"},
-		{"interrupted", interrupted, []string{"etcd", "ls", "--endpoints", "http://127.0.0.1:1", "--dial-timeout", "1s"}, ExitInterrupted, "devk: interrupted"},
+		{"a certificate expires within 100 years", context.Background(), append(expiration, "--fail-within", "36500d"), cli.ExitExpiring, "expire"},
+		{"interrupted", interrupted, []string{"etcd", "ls", "--endpoints", "http://127.0.0.1:1", "--dial-timeout", "1s"}, cli.ExitInterrupted, "devk: interrupted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,8 +75,8 @@ func TestExitStatus(t *testing.T) {
 	}
 	// digest verify's mismatch is 2 as well; "could not read" is any
 	// other error, so 1.
-	var ec exitCoder = &digest.MismatchError{}
-	if ec.ExitCode() != 2 || ExitExpiring != 2 {
-		t.Errorf("a check's finding exits %d (digest) and %d (certs); the help says 2", ec.ExitCode(), ExitExpiring)
+	var ec cli.ExitCoder = &digest.MismatchError{}
+	if ec.ExitCode() != 2 || cli.ExitExpiring != 2 {
+		t.Errorf("a check's finding exits %d (digest) and %d (certs); the help says 2", ec.ExitCode(), cli.ExitExpiring)
 	}
 }

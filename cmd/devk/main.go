@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/phase"
 )
@@ -30,9 +31,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if interrupt.Interrupted(ctx) {
 		fmt.Fprintln(stderr, "devk: interrupted:", err)
-		return ExitInterrupted
+		return cli.ExitInterrupted
 	}
-	var ec exitCoder
+	var ec cli.ExitCoder
 	if errors.As(err, &ec) {
 		if msg := err.Error(); msg != "" {
 			fmt.Fprintln(stderr, "devk:", msg)
@@ -44,21 +45,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var pf *phase.Failed
 	if errors.As(err, &pf) && err == error(pf) {
 		fmt.Fprintf(stderr, "devk: phase %s failed (see above)\n", pf.Path)
-		return ExitFailure
+		return cli.ExitFailure
 	}
 	fmt.Fprintln(stderr, "devk:", err)
-	return ExitFailure
+	return cli.ExitFailure
 }
 
-// ExitFailure is the exit status of a command that failed.
-const ExitFailure = 1
-
-// ExitInterrupted is the exit status after Ctrl-C (SIGINT or SIGTERM),
-// as shells report a command killed by SIGINT.
-const ExitInterrupted = 130
-
-// exitCoder is an error that asks for a specific exit status.
-type exitCoder interface {
-	error
-	ExitCode() int
-}
+// version is set with -ldflags "-X main.version=..." by `make build`.
+var version = cli.DevVersion

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/cmd/devk/internal/cli"
 )
 
 func runDevk(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -72,24 +74,6 @@ func TestCompletion(t *testing.T) {
 	}
 }
 
-func TestVerbosityArgs(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"swap -v", "swap -v"},
-		{"swap -v 2", "swap -v=2"},
-		{"-v 0 up", "-v=0 up"},
-		{"build --verbosity 3 apiserver", "build --verbosity=3 apiserver"},
-		{"swap -v apiserver", "swap -v apiserver"},
-		{"-v=2 up", "-v=2 up"},
-		// after --, the arguments are a command devk runs: kubectl's -v
-		{"etcd diff -v -- kubectl -v 6 get pods", "etcd diff -v -- kubectl -v 6 get pods"},
-	}
-	for _, tc := range tests {
-		if got := strings.Join(verbosityArgs(strings.Fields(tc.in)), " "); got != tc.want {
-			t.Errorf("verbosityArgs(%s) = %s, want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestVerbositySpellings(t *testing.T) {
 	for _, args := range [][]string{
 		{"version", "-v"}, {"version", "-v", "2"}, {"version", "-v=1"}, {"version", "--verbosity", "2"}, {"version", "--verbose"},
@@ -136,8 +120,8 @@ func TestEveryCommandIsGrouped(t *testing.T) {
 // TestStructuredResults checks -o yaml and -o json print the same
 // documented result, and that each command printing one documents it.
 func TestStructuredResults(t *testing.T) {
-	var fromJSON, fromYAML versionInfo
-	for format, v := range map[string]*versionInfo{"json": &fromJSON, "yaml": &fromYAML} {
+	var fromJSON, fromYAML cli.VersionInfo
+	for format, v := range map[string]*cli.VersionInfo{"json": &fromJSON, "yaml": &fromYAML} {
 		out, _, err := runDevk(t, "version", "-o", format)
 		if err != nil {
 			t.Fatal(err)
@@ -154,7 +138,10 @@ func TestStructuredResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d downResult
+	var d struct {
+		Name    string `json:"name"`
+		Existed bool   `json:"existed"`
+	}
 	if err := yaml.Unmarshal([]byte(out), &d); err != nil || d.Name != "none" || d.Existed {
 		t.Errorf("down -o yaml: %+v, %v\n%s", d, err, out)
 	}

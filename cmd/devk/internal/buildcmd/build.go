@@ -1,4 +1,4 @@
-package main
+package buildcmd
 
 import (
 	"fmt"
@@ -10,13 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/validname"
 	"github.com/devk/devk/phase"
 )
 
-func newBuildCmd(g *globalOptions) *cobra.Command {
+func NewBuildCmd(g *cli.Options) *cobra.Command {
 	var (
 		o       build.Options
 		imgOpts image.Options
@@ -106,9 +107,9 @@ component, and the digest is recorded in _output/devk/state.json for
 			o.GoFlags = strings.Fields(goflags)
 			o.Reporter = g.Reporter()
 			if g.ComponentLogs() {
-				o.Log = g.stderr
+				o.Log = g.Stderr
 			}
-			popts := g.phaseOptions(&flags)
+			popts := g.PhaseOptions(&flags)
 			if flags.Only == "image" || flags.Only == "push" {
 				imgOpts.Push = true // `devk build phase push` asks for it
 			}
@@ -136,7 +137,7 @@ component, and the digest is recorded in _output/devk/state.json for
 	addImageFlags(f, &imgOpts)
 	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(validname.Platforms(), cobra.ShellCompDirectiveNoFileComp))
 	phase.Bind(cmd, image.BuildPhases(), &flags)
-	resultHelp(cmd, buildResult{}, false)
+	cli.ResultHelp(cmd, buildResult{}, false)
 	return cmd
 }
 
@@ -149,11 +150,11 @@ func completeComponentOrPackage(_ *cobra.Command, _ []string, toComplete string)
 	return build.CompletionNames(), cobra.ShellCompDirectiveNoFileComp
 }
 
-func printBuild(g *globalOptions, j *build.Job, took time.Duration) error {
+func printBuild(g *cli.Options, j *build.Job, took time.Duration) error {
 	if g.Structured() {
 		return g.Result(buildResult{Version: j.Version.GitVersion, Platform: j.Platform, Seconds: took.Seconds(), Binaries: j.Binaries})
 	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tSTATUS\tSIZE\tBUILD TIME\tSHA256\tBINARY")
 	for _, b := range j.Binaries {
 		status := "unchanged"
@@ -167,7 +168,7 @@ func printBuild(g *globalOptions, j *build.Job, took time.Duration) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, status, progress.Size(b.Size), progress.Round(b.Took), b.SHA256[:12], rel)
 	}
 	tw.Flush()
-	fmt.Fprintf(g.stdout, "built %s (%s) in %s\n", j.Version.GitVersion, j.Platform, progress.Round(took))
+	fmt.Fprintf(g.Stdout, "built %s (%s) in %s\n", j.Version.GitVersion, j.Platform, progress.Round(took))
 	return nil
 }
 

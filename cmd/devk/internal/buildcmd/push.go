@@ -1,4 +1,4 @@
-package main
+package buildcmd
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -22,7 +23,7 @@ func addImageFlags(f *pflag.FlagSet, o *image.Options) {
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback (loopback registries get it anyway)")
 }
 
-func newPushCmd(g *globalOptions) *cobra.Command {
+func NewPushCmd(g *cli.Options) *cobra.Command {
 	var (
 		bo    build.Options
 		o     image.Options
@@ -68,7 +69,7 @@ fails the push rather than hanging it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bo.Components = args
 			bo.Reporter = g.Reporter()
-			popts := g.phaseOptions(&flags)
+			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
 			j, err := image.RunPush(cmd.Context(), bo, o, popts)
 			if err != nil || flags.DryRun {
@@ -81,22 +82,22 @@ fails the push rather than hanging it.`,
 	f.StringVar(&bo.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
 	addImageFlags(f, &o)
 	phase.Bind(cmd, image.PushPhases(), &flags)
-	resultHelp(cmd, buildResult{}, false)
+	cli.ResultHelp(cmd, buildResult{}, false)
 	return cmd
 }
 
 // printPushed writes repo@sha256:… per component on stdout.
-func printPushed(g *globalOptions, j *image.Job, took time.Duration) error {
+func printPushed(g *cli.Options, j *image.Job, took time.Duration) error {
 	if g.Structured() {
 		return g.Result(buildResult{Version: j.Version.GitVersion, Platform: j.Platform, Seconds: took.Seconds(), Binaries: j.Binaries, Images: j.Images, Bases: j.Bases})
 	}
 	var names []string
 	for _, r := range j.Images {
-		fmt.Fprintln(g.stdout, r.Ref)
+		fmt.Fprintln(g.Stdout, r.Ref)
 		names = append(names, r.Repository+":"+r.Tag)
 	}
 	if !g.Quiet {
-		fmt.Fprintf(g.stderr, "pushed %s in %s\n", strings.Join(names, ", "), progress.Round(took))
+		fmt.Fprintf(g.Stderr, "pushed %s in %s\n", strings.Join(names, ", "), progress.Round(took))
 	}
 	return nil
 }

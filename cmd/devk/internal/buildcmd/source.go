@@ -1,4 +1,4 @@
-package main
+package buildcmd
 
 import (
 	"fmt"
@@ -7,11 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
 )
 
-func newSourceCmd(g *globalOptions) *cobra.Command {
+func NewSourceCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "source",
 		Short: "Get a buildable Kubernetes tree, or describe the one you are in",
@@ -20,7 +21,7 @@ func newSourceCmd(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func newSourceGetCmd(g *globalOptions) *cobra.Command {
+func newSourceGetCmd(g *cli.Options) *cobra.Command {
 	var flags phase.Flags
 	cmd := &cobra.Command{
 		Use:   "get VERSION [DIR]",
@@ -41,7 +42,7 @@ left untouched.`,
   devk source get v1.34.4 ~/src/k8s-1.34 && cd ~/src/k8s-1.34 && devk build apiserver`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o := source.GetOptions{Version: args[0], Dir: "kubernetes", Reporter: g.Reporter(), Phases: flags, PlanOut: g.stderr}
+			o := source.GetOptions{Version: args[0], Dir: "kubernetes", Reporter: g.Reporter(), Phases: flags, PlanOut: g.Stderr}
 			if len(args) == 2 {
 				o.Dir = args[1]
 			}
@@ -53,19 +54,19 @@ left untouched.`,
 				return g.Result(res)
 			}
 			if res.Already {
-				fmt.Fprintf(g.stdout, "%s already holds Kubernetes %s\n", res.Root, res.Version)
+				fmt.Fprintf(g.Stdout, "%s already holds Kubernetes %s\n", res.Root, res.Version)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "Kubernetes %s is in %s (%d files", res.Version, res.Root, res.Files)
+			fmt.Fprintf(g.Stdout, "Kubernetes %s is in %s (%d files", res.Version, res.Root, res.Files)
 			if len(res.Dropped) > 0 {
-				fmt.Fprintf(g.stdout, "; not published, left out of go.work: %s", strings.Join(res.Dropped, ", "))
+				fmt.Fprintf(g.Stdout, "; not published, left out of go.work: %s", strings.Join(res.Dropped, ", "))
 			}
-			fmt.Fprintf(g.stdout, ")\nnext: cd %s && devk build apiserver\n", res.Root)
+			fmt.Fprintf(g.Stdout, ")\nnext: cd %s && devk build apiserver\n", res.Root)
 			return nil
 		},
 	}
 	phase.Bind(cmd, source.GetPhases(), &flags)
-	resultHelp(cmd, source.GetResult{}, false)
+	cli.ResultHelp(cmd, source.GetResult{}, false)
 	return cmd
 }
 
@@ -77,7 +78,7 @@ type sourceInfo struct {
 	GoToolchain string         `json:"goToolchain"`
 }
 
-func newSourceInfoCmd(g *globalOptions) *cobra.Command {
+func newSourceInfoCmd(g *cli.Options) *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "info",
@@ -105,7 +106,7 @@ Go version the tree asks for.`,
 			if g.Structured() {
 				return g.Result(info)
 			}
-			w := g.stdout
+			w := g.Stdout
 			fmt.Fprintf(w, "root:        %s\n", info.Root)
 			fmt.Fprintf(w, "version:     %s\n", v.GitVersion)
 			fmt.Fprintf(w, "commit:      %s (%s)\n", v.GitCommit, v.GitTreeState)
@@ -119,6 +120,6 @@ Go version the tree asks for.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
-	resultHelp(cmd, sourceInfo{}, false)
+	cli.ResultHelp(cmd, sourceInfo{}, false)
 	return cmd
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"slices"
@@ -13,9 +13,9 @@ import (
 // Shell completion of the names commands take, derived from build's
 // catalog and the addons so a new component completes everywhere.
 
-// staticPodAndAddonNames are what the cluster runs as static pods and
+// StaticPodAndAddonNames are what the cluster runs as static pods and
 // addons: what digest verify checks.
-func staticPodAndAddonNames() []string {
+func StaticPodAndAddonNames() []string {
 	var out []string
 	for _, c := range build.Catalog {
 		if c.StaticPod {
@@ -30,15 +30,15 @@ func staticPodAndAddonNames() []string {
 	return out
 }
 
-// swappableNames are what devk swap takes: static pods, addons and the
+// SwappableNames are what devk swap takes: static pods, addons and the
 // kubectl and kubelet binaries.
-func swappableNames() []string {
-	return append(staticPodAndAddonNames(), "kubectl", "kubelet")
+func SwappableNames() []string {
+	return append(StaticPodAndAddonNames(), "kubectl", "kubelet")
 }
 
-// treeComponentNames are the components built from the tree (what devk
+// TreeComponentNames are the components built from the tree (what devk
 // watch can watch).
-func treeComponentNames() []string {
+func TreeComponentNames() []string {
 	var out []string
 	for _, c := range build.Catalog {
 		if !c.External {
@@ -48,8 +48,12 @@ func treeComponentNames() []string {
 	return out
 }
 
-// completeNames completes each argument from names, once each.
-func completeNames(names func() []string) cobra.CompletionFunc {
+// KubeadmNode is kubeadm's layout of a node, which the help of the
+// flags naming a node devk did not make gives as the default.
+var KubeadmNode = layout.Kubeadm("")
+
+// CompleteNames completes each argument from names, once each.
+func CompleteNames(names func() []string) cobra.CompletionFunc {
 	return func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		var out []string
 		for _, n := range names() {
@@ -70,15 +74,15 @@ func completeClusterNames(*cobra.Command, []string, string) ([]string, cobra.She
 	return layout.Clusters(home), cobra.ShellCompDirectiveNoFileComp
 }
 
-// registerClusterCompletion completes --name (and etcd's old --cluster)
+// RegisterClusterCompletion completes --name (and etcd's old --cluster)
 // with cluster names on every command that has it.
-func registerClusterCompletion(c *cobra.Command) {
+func RegisterClusterCompletion(c *cobra.Command) {
 	for _, name := range []string{"name", "cluster"} {
 		if c.LocalFlags().Lookup(name) != nil || c.PersistentFlags().Lookup(name) != nil {
 			_ = c.RegisterFlagCompletionFunc(name, completeClusterNames)
 		}
 	}
 	for _, sub := range c.Commands() {
-		registerClusterCompletion(sub)
+		RegisterClusterCompletion(sub)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding"
@@ -10,11 +10,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// resultHelp documents a command's result for -o json|yaml in its help:
+// ResultHelp documents a command's result for -o json|yaml in its help:
 // the shape of v's type as its json tags name the fields, derived from
 // the type itself, so the help cannot drift from what is printed.
 // stream says the command prints one such document per event.
-func resultHelp(cmd *cobra.Command, v any, stream bool) {
+func ResultHelp(cmd *cobra.Command, v any, stream bool) {
 	what := "one document"
 	if stream {
 		what = "one document per event (JSON: one per line; YAML: each after ---)"

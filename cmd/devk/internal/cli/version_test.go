@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"runtime/debug"
@@ -14,15 +14,15 @@ func TestVersionOf(t *testing.T) {
 		bi            *debug.BuildInfo
 		want, commit  string
 	}{
-		{"go install @version", devVersion, installed, "v0.3.0", ""},
+		{"go install @version", DevVersion, installed, "v0.3.0", ""},
 		{"make build stamps git describe", "v0.3.0-2-gabc123", installed, "v0.3.0-2-gabc123", ""},
-		{"go build in a checkout", devVersion, local, devVersion, "abc123"},
-		{"no build info", devVersion, nil, devVersion, ""},
+		{"go build in a checkout", DevVersion, local, DevVersion, "abc123"},
+		{"no build info", DevVersion, nil, DevVersion, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := versionOf(tc.stamped, tc.bi)
+			v := VersionOf(tc.stamped, tc.bi)
 			if v.Version != tc.want || v.Commit != tc.commit {
-				t.Fatalf("versionOf = %+v, want version %q commit %q", v, tc.want, tc.commit)
+				t.Fatalf("VersionOf = %+v, want version %q commit %q", v, tc.want, tc.commit)
 			}
 		})
 	}

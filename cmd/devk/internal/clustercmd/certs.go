@@ -1,4 +1,4 @@
-package main
+package clustercmd
 
 import (
 	"cmp"
@@ -13,17 +13,14 @@ import (
 
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
 
-// ExitExpiring is check-expiration's status when --fail-within finds a
-// certificate expiring sooner (or missing).
-const ExitExpiring = 2
-
-// expiringError asks for ExitExpiring.
+// expiringError asks for cli.ExitExpiring.
 type expiringError struct {
 	names  []string
 	within string
@@ -34,7 +31,7 @@ func (e *expiringError) Error() string {
 		len(e.names), e.within, strings.Join(e.names, ", "), pki.RenewBefore)
 }
 
-func (e *expiringError) ExitCode() int { return ExitExpiring }
+func (e *expiringError) ExitCode() int { return cli.ExitExpiring }
 
 // certsFlags name the nodes whose certificates a certs command reads: a
 // devk cluster's control-plane nodes by --name (and --node), or
@@ -60,9 +57,9 @@ func (f *certsFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.Name, "name", layout.DefaultName, "the devk cluster")
 	fl.StringSliceVar(&f.Nodes, "node", nil, "only these control-plane nodes of the devk cluster (repeatable; default: every one)")
-	fl.StringVar(&f.PKIDir, "pki-dir", "", "the certificates' directory, for a node devk did not make (kubeadm: "+kubeadmNode.PKIDir+")")
-	fl.StringVar(&f.KubeconfigDir, "kubeconfig-dir", "", "the directory of admin.conf and the other kubeconfigs (kubeadm: "+filepath.Dir(kubeadmNode.Kubeconfig)+")")
-	fl.StringVar(&f.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, to tell which components use each file (kubeadm: "+kubeadmNode.ManifestsDir+")")
+	fl.StringVar(&f.PKIDir, "pki-dir", "", "the certificates' directory, for a node devk did not make (kubeadm: "+cli.KubeadmNode.PKIDir+")")
+	fl.StringVar(&f.KubeconfigDir, "kubeconfig-dir", "", "the directory of admin.conf and the other kubeconfigs (kubeadm: "+filepath.Dir(cli.KubeadmNode.Kubeconfig)+")")
+	fl.StringVar(&f.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, to tell which components use each file (kubeadm: "+cli.KubeadmNode.ManifestsDir+")")
 }
 
 // nodes resolves the flags: the directories given (--pki-dir names a node
@@ -71,7 +68,7 @@ func (f *certsFlags) add(cmd *cobra.Command) {
 // with its own files and runtime, node 0 first (those --node names, or
 // every one that has joined). c is the devk cluster, nil for a kubeadm
 // node.
-func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.RenewNode, err error) {
+func (f *certsFlags) nodes(g *cli.Options) (c *cluster.Cluster, out []certs.RenewNode, err error) {
 	if f.PKIDir != "" {
 		if len(f.Nodes) > 0 {
 			return nil, nil, fmt.Errorf("--node names control-plane nodes of a devk cluster; a node devk did not make is the one --pki-dir names (its kubelet's name: --node-name)")
@@ -85,7 +82,7 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 		return nil, []certs.RenewNode{{ControlPlaneNode: layout.ControlPlaneNode{Name: f.NodeName, Node: kn}}}, nil
 	}
 	if f.KubeconfigDir != "" || f.ManifestsDir != "" {
-		return nil, nil, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", kubeadmNode.PKIDir)
+		return nil, nil, fmt.Errorf("for a node that devk did not make, pass --pki-dir (kubeadm: %s) too", cli.KubeadmNode.PKIDir)
 	}
 	if f.CRISocket != "" || f.NodeName != "" {
 		return nil, nil, fmt.Errorf("--cri-socket and --node-name are for a node devk did not make (with --pki-dir): a devk cluster's nodes are known by name, pick them with --node")
@@ -95,7 +92,7 @@ func (f *certsFlags) nodes(g *globalOptions) (c *cluster.Cluster, out []certs.Re
 		return nil, nil, err
 	}
 	if _, _, err := layout.Open(home, f.Name); err != nil {
-		return nil, nil, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, kubeadmNode.PKIDir)
+		return nil, nil, fmt.Errorf("%w; for a kubeadm node pass --pki-dir %s", err, cli.KubeadmNode.PKIDir)
 	}
 	if c, err = cluster.Open(cluster.Options{Name: f.Name, UserKubeconfig: f.UserKubeconfig, Reporter: g.Reporter()}); err != nil {
 		return nil, nil, err
@@ -158,7 +155,7 @@ func lockCertNodes(c *cluster.Cluster, nodes []certs.RenewNode) (release func(),
 	return l.Release, nil
 }
 
-func newCertsCmd(g *globalOptions) *cobra.Command {
+func NewCertsCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
 		Short: "Check when a control plane's certificates expire; renew them, restart what uses them, verify",
@@ -167,7 +164,7 @@ func newCertsCmd(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func newCertsCheckCmd(g *globalOptions) *cobra.Command {
+func newCertsCheckCmd(g *cli.Options) *cobra.Command {
 	var f certsFlags
 	var within string
 	cmd := &cobra.Command{
@@ -240,11 +237,11 @@ sooner or is missing (for cron and CI); 1 on any other error.`,
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&within, "fail-within", "", "exit 2 if anything expires within this time or is missing: days (30d) or a Go duration (720h)")
-	resultHelp(cmd, certs.Report{}, false)
+	cli.ResultHelp(cmd, certs.Report{}, false)
 	return cmd
 }
 
-func printExpiration(g *globalOptions, r *certs.Report) {
+func printExpiration(g *cli.Options, r *certs.Report) {
 	when := func(t time.Time) string { return t.UTC().Format("Jan 02, 2006 15:04 MST") }
 	// NODE leads each row when the nodes have names (a devk cluster's);
 	// a kubeadm node given by its directories is one unnamed node.
@@ -255,7 +252,7 @@ func printExpiration(g *globalOptions, r *certs.Report) {
 		}
 		return strings.Join(cols, "\t") + "\n"
 	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 3, ' ', 0)
 	fmt.Fprint(tw, row("NODE", "CERTIFICATE", "EXPIRES", "RESIDUAL TIME", "CERTIFICATE AUTHORITY", "RENEWABLE", "USED BY"))
 	for _, c := range r.Certs {
 		if c.Missing {
@@ -287,7 +284,7 @@ func orDash(s string) string {
 	return s
 }
 
-func newCertsRenewCmd(g *globalOptions) *cobra.Command {
+func newCertsRenewCmd(g *cli.Options) *cobra.Command {
 	var f certsFlags
 	var flags phase.Flags
 	o := certs.RenewOptions{Validity: pki.CertValidity, Timeout: certs.DefaultRestartTimeout}
@@ -368,12 +365,12 @@ Unattended, as kubespray's timer does it (cron, as root):
 				// HAProxy each node's API server is taken out around its
 				// restart and stops gracefully.
 				o.UserKubeconfig, o.StopGrace = c.UserKubeconfigFile(), c.StaticPodStopGrace()
-				defer g.followLogs(cmd.Context(), c.Config.Name)()
+				defer g.FollowLogs(cmd.Context(), c.Config.Name)()
 			}
 			o.Nodes, o.Names = nodes, args
 			popts := flags.Options()
 			popts.Reporter = g.Reporter()
-			popts.PlanOut = g.stderr
+			popts.PlanOut = g.Stderr
 			if !flags.DryRun {
 				release, err := lockCertNodes(c, nodes)
 				if err != nil {
@@ -392,7 +389,7 @@ Unattended, as kubespray's timer does it (cron, as root):
 				return err
 			}
 			if j.KubeconfigMerged != "" {
-				fmt.Fprintf(g.stdout, "\nyour kubeconfig: %s\n", j.KubeconfigMerged)
+				fmt.Fprintf(g.Stdout, "\nyour kubeconfig: %s\n", j.KubeconfigMerged)
 			}
 			return nil
 		},
@@ -405,14 +402,14 @@ Unattended, as kubespray's timer does it (cron, as root):
 	fl.DurationVar(&o.Timeout, "timeout", certs.DefaultRestartTimeout, "how long to wait for the restarted pods to serve the new certificates")
 	fl.StringVar(&f.UserKubeconfig, "write-kubeconfig", "", "a devk cluster's: the kubeconfig whose context devk-NAME gets a renewed admin.conf's credentials, as up merged it (default $KUBECONFIG, else ~/.kube/config)")
 	phase.Bind(cmd, certs.RenewPhases(), &flags)
-	resultHelp(cmd, certs.RenewJob{}, false)
+	cli.ResultHelp(cmd, certs.RenewJob{}, false)
 	return cmd
 }
 
 // printRenewed is renew's table: NODE first on a devk cluster.
-func printRenewed(g *globalOptions, j *certs.RenewJob) error {
+func printRenewed(g *cli.Options, j *certs.RenewJob) error {
 	named := slices.ContainsFunc(j.Nodes, func(n certs.RenewNode) bool { return n.Name != "" })
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 3, ' ', 0)
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 3, ' ', 0)
 	if named {
 		fmt.Fprint(tw, "NODE\t")
 	}

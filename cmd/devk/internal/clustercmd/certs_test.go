@@ -1,4 +1,4 @@
-package main
+package clustercmd
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/cmd/devk/internal/cli"
+	"github.com/devk/devk/cmd/devk/internal/clitest"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/pki"
 )
@@ -58,7 +60,7 @@ func TestPrintExpirationNodes(t *testing.T) {
 	at := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	text := func(r *certs.Report) string {
 		var out bytes.Buffer
-		printExpiration(&globalOptions{stdout: &out}, r)
+		printExpiration(&cli.Options{Stdout: &out}, r)
 		return out.String()
 	}
 	named := &certs.Report{
@@ -145,7 +147,7 @@ func TestCertsReadEveryNode(t *testing.T) {
 			}
 		}
 	}
-	stdout, stderr, err := runDevk(t, "certs", "check-expiration", "--name", "ha", "-o", "json")
+	stdout, stderr, err := clitest.Run(t, NewCertsCmd, "certs", "check-expiration", "--name", "ha", "-o", "json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -172,7 +174,7 @@ func TestCertsReadEveryNode(t *testing.T) {
 	if got := strings.Count(stdout, `"name":"apiserver"`); got != 3 {
 		t.Errorf("%d apiserver rows, want one per node", got)
 	}
-	stdout, _, err = runDevk(t, "certs", "check-expiration", "--name", "ha", "--node", "ha-control-plane2")
+	stdout, _, err = clitest.Run(t, NewCertsCmd, "certs", "check-expiration", "--name", "ha", "--node", "ha-control-plane2")
 	if err != nil {
 		t.Fatal(err)
 	}

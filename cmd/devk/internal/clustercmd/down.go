@@ -1,4 +1,4 @@
-package main
+package clustercmd
 
 import (
 	"errors"
@@ -8,12 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
 
-func newDownCmd(g *globalOptions) *cobra.Command {
+func NewDownCmd(g *cli.Options) *cobra.Command {
 	var (
 		o     cluster.Options
 		flags phase.Flags
@@ -35,15 +36,15 @@ back with the same certificates and the same etcd contents.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Reporter = g.Reporter()
-			defer g.followLogs(cmd.Context(), o.Name)()
-			popts := g.phaseOptions(&flags)
+			defer g.FollowLogs(cmd.Context(), o.Name)()
+			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
 			c, _, err := cluster.Down(cmd.Context(), o, popts)
 			if errors.Is(err, layout.ErrNoCluster) {
 				if g.Structured() {
 					return g.Result(downResult{Name: o.Name})
 				}
-				fmt.Fprintf(g.stdout, "cluster %s does not exist; nothing to do\n", o.Name)
+				fmt.Fprintf(g.Stdout, "cluster %s does not exist; nothing to do\n", o.Name)
 				return nil
 			}
 			if err != nil || flags.DryRun {
@@ -54,9 +55,9 @@ back with the same certificates and the same etcd contents.`,
 				return g.Result(downResult{Name: c.Config.Name, Existed: true, KeptData: o.KeepData, Seconds: took.Seconds()})
 			}
 			if o.KeepData {
-				fmt.Fprintf(g.stdout, "cluster %s is down in %s; pki and etcd data kept in %s\n", c.Config.Name, progress.Round(took), c.Files.Dir)
+				fmt.Fprintf(g.Stdout, "cluster %s is down in %s; pki and etcd data kept in %s\n", c.Config.Name, progress.Round(took), c.Files.Dir)
 			} else {
-				fmt.Fprintf(g.stdout, "cluster %s is gone in %s\n", c.Config.Name, progress.Round(took))
+				fmt.Fprintf(g.Stdout, "cluster %s is gone in %s\n", c.Config.Name, progress.Round(took))
 			}
 			return nil
 		},
@@ -68,9 +69,9 @@ back with the same certificates and the same etcd contents.`,
 	// --kubeconfig meant this before it meant, everywhere, the credentials
 	// devk talks to an API server with (as kubectl's).
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "same as --write-kubeconfig")
-	deprecate(f, "kubeconfig", "use --write-kubeconfig (--kubeconfig is the credentials devk uses, as kubectl's)")
+	cli.Deprecate(f, "kubeconfig", "use --write-kubeconfig (--kubeconfig is the credentials devk uses, as kubectl's)")
 	phase.Bind(cmd, cluster.DownPhases(), &flags)
-	resultHelp(cmd, downResult{}, false)
+	cli.ResultHelp(cmd, downResult{}, false)
 	return cmd
 }
 

@@ -1,18 +1,18 @@
-package main
+package clustercmd
 
 import (
 	"fmt"
 	"path/filepath"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster/export"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 )
 
-func newExportCmd(g *globalOptions) *cobra.Command {
+func NewExportCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Export what debugging a cluster needs",
@@ -21,7 +21,7 @@ func newExportCmd(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func newExportLogsCmd(g *globalOptions) *cobra.Command {
+func newExportLogsCmd(g *cli.Options) *cobra.Command {
 	var o export.Options
 	cmd := &cobra.Command{
 		Use:   "logs [DIR]",
@@ -59,8 +59,8 @@ status means the export itself could not be written.`,
 				o.Dest = args[0]
 			}
 			o.Reporter = g.Reporter()
-			o.DevkVersion = devkVersionLine()
-			res, err := export.Logs(cmd.Context(), o, phase.Options{Reporter: o.Reporter, PlanOut: g.stderr, Summary: g.Debug()})
+			o.DevkVersion = g.Version().Line()
+			res, err := export.Logs(cmd.Context(), o, phase.Options{Reporter: o.Reporter, PlanOut: g.Stderr, Summary: g.Debug()})
 			if err != nil {
 				return err
 			}
@@ -69,31 +69,20 @@ status means the export itself could not be written.`,
 				if res.Tar {
 					where = export.ErrorsFile + " in the tarball"
 				}
-				fmt.Fprintf(g.stderr, "warning: %d things could not be collected (%s):\n", len(res.Missing), where)
+				fmt.Fprintf(g.Stderr, "warning: %d things could not be collected (%s):\n", len(res.Missing), where)
 				for _, m := range res.Missing {
-					fmt.Fprintf(g.stderr, "  %s\n", m)
+					fmt.Fprintf(g.Stderr, "  %s\n", m)
 				}
 			}
 			if g.Structured() {
 				return g.Result(res)
 			}
-			fmt.Fprintln(g.stdout, res.Path)
+			fmt.Fprintln(g.Stdout, res.Path)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
 	cmd.Flags().BoolVar(&o.Tar, "tar", false, "write a gzipped tarball ("+export.TarSuffix+") instead of a directory")
-	resultHelp(cmd, export.Result{}, false)
+	cli.ResultHelp(cmd, export.Result{}, false)
 	return cmd
-}
-
-// devkVersionLine is what `devk version` prints, with the commit.
-func devkVersionLine() string {
-	bi, _ := debug.ReadBuildInfo()
-	v := versionOf(version, bi)
-	s := v.String()
-	if v.Commit != "" {
-		s += " " + v.Commit
-	}
-	return s
 }

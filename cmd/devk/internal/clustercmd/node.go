@@ -1,4 +1,4 @@
-package main
+package clustercmd
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
@@ -19,7 +20,7 @@ import (
 	"github.com/devk/devk/phase"
 )
 
-func newNodeCmd(g *globalOptions) *cobra.Command {
+func NewNodeCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Add nodes to a running cluster, or remove them",
@@ -52,7 +53,7 @@ type nodeResult struct {
 	Seconds float64  `json:"seconds"`
 }
 
-func newNodeAddCmd(g *globalOptions) *cobra.Command {
+func newNodeAddCmd(g *cli.Options) *cobra.Command {
 	var (
 		o         cluster.NodeOptions
 		flags     phase.Flags
@@ -86,7 +87,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 			}
 			o.Token = tok
 			o.Reporter = g.Reporter()
-			popts := g.phaseOptions(&flags)
+			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
 			j, _, err := cluster.AddNode(cmd.Context(), o, popts)
 			if err != nil {
@@ -104,7 +105,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 			if g.Structured() {
 				return g.Result(r)
 			}
-			fmt.Fprintf(g.stdout, "node %s joined cluster %s in %s: %s, pods %s; the cluster has %d nodes\n", r.Node, r.Cluster, progress.Round(took), r.IP, r.PodCIDR, len(r.Nodes))
+			fmt.Fprintf(g.Stdout, "node %s joined cluster %s in %s: %s, pods %s; the cluster has %d nodes\n", r.Node, r.Cluster, progress.Round(took), r.IP, r.PodCIDR, len(r.Nodes))
 			return nil
 		},
 	}
@@ -116,7 +117,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 	f.StringSliceVar(&o.CAHashes, "discovery-token-ca-cert-hash", nil, "pin the cluster's CA by the SHA-256 of its public key, sha256:<hex> (kubeadm's flag; repeatable; default: the hash of the cluster's own CA)")
 	f.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", join.DefaultTimeout, "how long discovery waits for the API server and for cluster-info signed for the token")
 	phase.Bind(cmd, cluster.JoinPhases(), &flags)
-	resultHelp(cmd, nodeResult{}, false)
+	cli.ResultHelp(cmd, nodeResult{}, false)
 	return cmd
 }
 
@@ -170,7 +171,7 @@ func joinTokenFlags(token, file string, stdin io.Reader) (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-func newNodeRemoveCmd(g *globalOptions) *cobra.Command {
+func newNodeRemoveCmd(g *cli.Options) *cobra.Command {
 	var (
 		o     cluster.NodeOptions
 		flags phase.Flags
@@ -191,7 +192,7 @@ cluster (` + "`devk down`" + `). Needs root.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node = args[0]
 			o.Reporter = g.Reporter()
-			popts := g.phaseOptions(&flags)
+			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
 			j, _, err := cluster.RemoveNode(cmd.Context(), o, popts)
 			if err != nil || flags.DryRun {
@@ -202,13 +203,13 @@ cluster (` + "`devk down`" + `). Needs root.`,
 			if g.Structured() {
 				return g.Result(r)
 			}
-			fmt.Fprintf(g.stdout, "node %s is gone from cluster %s in %s; %d nodes left\n", r.Node, r.Cluster, progress.Round(took), len(r.Nodes))
+			fmt.Fprintf(g.Stdout, "node %s is gone from cluster %s in %s; %d nodes left\n", r.Node, r.Cluster, progress.Round(took), len(r.Nodes))
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	addNodeOptionsFlags(f, &o)
 	phase.Bind(cmd, cluster.RemovePhases(), &flags)
-	resultHelp(cmd, nodeResult{}, false)
+	cli.ResultHelp(cmd, nodeResult{}, false)
 	return cmd
 }

@@ -1,4 +1,4 @@
-package main
+package clustercmd
 
 import (
 	"fmt"
@@ -10,10 +10,11 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/status"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 )
 
-func newStatusCmd(g *globalOptions) *cobra.Command {
+func NewStatusCmd(g *cli.Options) *cobra.Command {
 	var o cluster.Options
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -44,7 +45,7 @@ It changes nothing.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
-	resultHelp(cmd, status.Status{}, false)
+	cli.ResultHelp(cmd, status.Status{}, false)
 	return cmd
 }
 
@@ -58,8 +59,8 @@ func shortImage(ref string) string {
 	return ref
 }
 
-func printStatus(g *globalOptions, st *status.Status) {
-	w := g.stdout
+func printStatus(g *cli.Options, st *status.Status) {
+	w := g.Stdout
 	ready := "Ready"
 	if !st.NodeReady {
 		ready = "not Ready: " + st.NodeMessage

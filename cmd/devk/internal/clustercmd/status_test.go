@@ -1,4 +1,4 @@
-package main
+package clustercmd
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/devk/devk/cluster/status"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -59,7 +60,7 @@ var statusHead = []string{
 
 func statusText(st *status.Status) string {
 	var out bytes.Buffer
-	printStatus(&globalOptions{stdout: &out}, st)
+	printStatus(&cli.Options{Stdout: &out}, st)
 	return out.String()
 }
 

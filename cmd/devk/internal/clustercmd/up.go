@@ -1,4 +1,4 @@
-package main
+package clustercmd
 
 import (
 	"errors"
@@ -10,13 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
 
-func newUpCmd(g *globalOptions) *cobra.Command {
+func NewUpCmd(g *cli.Options) *cobra.Command {
 	var (
 		o            cluster.Options
 		flags        phase.Flags
@@ -89,14 +90,14 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 			if !cmd.Flags().Changed("name") {
 				o.Name = "" // the config file's, else the default
 			}
-			defer g.followLogs(cmd.Context(), o.Name)()
+			defer g.FollowLogs(cmd.Context(), o.Name)()
 			if cmd.Flags().Changed("keep-taint") {
 				o.KeepTaint = &keepTaint
 			}
 			if cmd.Flags().Changed("cert-validity") {
 				o.CertValidity = &certValidity
 			}
-			popts := g.phaseOptions(&flags)
+			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
 			c, res, err := cluster.Up(cmd.Context(), o, popts)
 			if err != nil {
@@ -123,7 +124,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	// --kubeconfig meant this before it meant, everywhere, the credentials
 	// devk talks to an API server with (as kubectl's).
 	f.StringVar(&o.UserKubeconfig, "kubeconfig", "", "same as --write-kubeconfig")
-	deprecate(f, "kubeconfig", "use --write-kubeconfig (--kubeconfig is the credentials devk uses, as kubectl's)")
+	cli.Deprecate(f, "kubeconfig", "use --write-kubeconfig (--kubeconfig is the credentials devk uses, as kubectl's)")
 	f.DurationVar(&o.WaitTimeout, "wait", cluster.DefaultWaitTimeout, "how long wait-control-plane waits for the control plane and node")
 	f.DurationVar(&certValidity, "cert-validity", pki.CertValidity, "lifetime of the certificates and kubeconfig client certificates up issues (e.g. 10m, to test rotation; later ups remember it); existing ones are replaced with half their life or a day left")
 	f.BoolVar(&o.RenewCerts, "renew-certs", false, "renew every certificate once the control plane runs, restart what uses them and verify (devk certs renew all); up warns when any expires within 30 days")
@@ -132,7 +133,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	f.BoolVar(&o.AllowBridgeForward, strings.TrimPrefix(cluster.AllowBridgeForwardFlag, "--"), false, "add one rule to the host's iptables FORWARD chain accepting traffic between the cluster's nodes on its bridge, for hosts whose FORWARD policy drops it (Docker's); down removes it")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
-	resultHelp(cmd, upResult{}, false)
+	cli.ResultHelp(cmd, upResult{}, false)
 	return cmd
 }
 
@@ -158,7 +159,7 @@ type upResult struct {
 	Kubectl string `json:"kubectl,omitempty"`
 }
 
-func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
+func printUp(g *cli.Options, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
 	r := upResult{Name: c.Config.Name, Dir: c.Files.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.FirstNode().Files.Kubeconfig("admin"),
 		Node: c.Config.FirstNode().Name, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun}
 	kubectl := "kubectl"
@@ -169,19 +170,19 @@ func printUp(g *globalOptions, c *cluster.Cluster, res phase.Result, took time.D
 		return g.Result(r)
 	}
 	if only != "" {
-		fmt.Fprintf(g.stdout, "phase %s of cluster %s done in %s\n", only, r.Name, progress.Round(took))
+		fmt.Fprintf(g.Stdout, "phase %s of cluster %s done in %s\n", only, r.Name, progress.Round(took))
 		return nil
 	}
 	if r.Changed {
-		fmt.Fprintf(g.stdout, "cluster %s is up (%s, node %s) in %s\n", r.Name, r.Version, r.Node, progress.Round(took))
+		fmt.Fprintf(g.Stdout, "cluster %s is up (%s, node %s) in %s\n", r.Name, r.Version, r.Node, progress.Round(took))
 	} else {
-		fmt.Fprintf(g.stdout, "cluster %s was up and healthy already; nothing changed (checked in %s)\n", r.Name, progress.Round(took))
+		fmt.Fprintf(g.Stdout, "cluster %s was up and healthy already; nothing changed (checked in %s)\n", r.Name, progress.Round(took))
 	}
-	fmt.Fprintf(g.stdout, "  %s --kubeconfig %s get pods -A\n", kubectl, r.Kubeconfig)
-	fmt.Fprintf(g.stdout, "  or: kubectl --context %s (context added to your kubeconfig)", r.Context)
+	fmt.Fprintf(g.Stdout, "  %s --kubeconfig %s get pods -A\n", kubectl, r.Kubeconfig)
+	fmt.Fprintf(g.Stdout, "  or: kubectl --context %s (context added to your kubeconfig)", r.Context)
 	if r.Kubectl != "" {
-		fmt.Fprintf(g.stdout, "; kubectl built from the tree: %s", r.Kubectl)
+		fmt.Fprintf(g.Stdout, "; kubectl built from the tree: %s", r.Kubectl)
 	}
-	fmt.Fprintln(g.stdout)
+	fmt.Fprintln(g.Stdout)
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package e2ecmd
 
 import (
 	"fmt"
@@ -7,12 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/conformance"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 )
 
-func newE2ECmd(g *globalOptions) *cobra.Command {
+func NewE2ECmd(g *cli.Options) *cobra.Command {
 	o := conformance.Options{Parallel: 1}
 	cmd := &cobra.Command{
 		Use:   "e2e",
@@ -54,7 +55,7 @@ finished, and exits 130.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Reporter = g.Reporter()
 			if g.ComponentLogs() {
-				o.Log = g.stderr
+				o.Log = g.Stderr
 			}
 			res, err := conformance.Run(cmd.Context(), o)
 			if res == nil {
@@ -79,12 +80,12 @@ finished, and exits 130.`,
 	f.IntVar(&o.Parallel, "parallel", 1, fmt.Sprintf("ginkgo processes, 1 to %d (1: e2e.test alone)", conformance.MaxParallel))
 	f.BoolVar(&o.DryRun, "dry-run", false, "list the specs that would run, and run none")
 	cmd.AddCommand(newE2EImagesCmd(g))
-	resultHelp(cmd, conformance.Result{}, false)
+	cli.ResultHelp(cmd, conformance.Result{}, false)
 	return cmd
 }
 
-func printE2E(g *globalOptions, r *conformance.Result) {
-	w := g.stdout
+func printE2E(g *cli.Options, r *conformance.Result) {
+	w := g.Stdout
 	if r.Summary == nil { // --dry-run
 		for _, s := range r.Specs {
 			fmt.Fprintln(w, s)

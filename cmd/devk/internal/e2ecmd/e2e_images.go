@@ -1,4 +1,4 @@
-package main
+package e2ecmd
 
 import (
 	"fmt"
@@ -7,11 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/conformance"
 	"github.com/devk/devk/internal/layout"
 )
 
-func newE2EImagesCmd(g *globalOptions) *cobra.Command {
+func newE2EImagesCmd(g *cli.Options) *cobra.Command {
 	var o conformance.ImagesOptions
 	cmd := &cobra.Command{
 		Use:   "images",
@@ -61,12 +62,12 @@ use them (specs there fail or skip for want of them).`,
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
-	resultHelp(cmd, conformance.ImagesResult{}, false)
+	cli.ResultHelp(cmd, conformance.ImagesResult{}, false)
 	return cmd
 }
 
-func printE2EImages(g *globalOptions, r *conformance.ImagesResult) {
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+func printE2EImages(g *cli.Options, r *conformance.ImagesResult) {
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "IMAGE\tBUILT FROM\tDIGEST")
 	var missing []conformance.ImageRow
 	for _, row := range r.Images {
@@ -80,11 +81,11 @@ func printE2EImages(g *globalOptions, r *conformance.ImagesResult) {
 	if len(missing) == 0 {
 		return
 	}
-	fmt.Fprintf(g.stdout, "\nnot built (%d): specs that use them fail or skip\n", len(missing))
+	fmt.Fprintf(g.Stdout, "\nnot built (%d): specs that use them fail or skip\n", len(missing))
 	for _, row := range missing {
-		fmt.Fprintf(g.stdout, "  %s: %s\n", row.Upstream(), row.Missing)
+		fmt.Fprintf(g.Stdout, "  %s: %s\n", row.Upstream(), row.Missing)
 		if len(row.UsedBy) > 0 {
-			fmt.Fprintf(g.stdout, "      used by %s\n", strings.Join(row.UsedBy, ", "))
+			fmt.Fprintf(g.Stdout, "      used by %s\n", strings.Join(row.UsedBy, ", "))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package etcdcmd
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/layout"
 )
@@ -28,7 +29,7 @@ func (f *etcdFlags) options(cmd *cobra.Command) etcdwatch.ConnOptions {
 // query fills what every etcd command shares: the connection, the target
 // (when one is given), how values are decoded (d may be nil) and where
 // output and progress go.
-func (f *etcdFlags) query(cmd *cobra.Command, g *globalOptions, q *etcdwatch.Query, target []string, d *decodeFlags) error {
+func (f *etcdFlags) query(cmd *cobra.Command, g *cli.Options, q *etcdwatch.Query, target []string, d *decodeFlags) error {
 	q.Conn = f.options(cmd)
 	if len(target) == 1 {
 		q.Target = target[0]
@@ -39,15 +40,15 @@ func (f *etcdFlags) query(cmd *cobra.Command, g *globalOptions, q *etcdwatch.Que
 			return err
 		}
 	}
-	q.Format = g.format
-	q.Out = g.stdout
+	q.Format = g.Format()
+	q.Out = g.Stdout
 	q.Log = g.Reporter()
 	return nil
 }
 
 // runE is a command's RunE: the query filled from the flags and the
 // arguments (see query), then run.
-func (f *etcdFlags) runE(g *globalOptions, q *etcdwatch.Query, d *decodeFlags, run func(context.Context) error) func(*cobra.Command, []string) error {
+func (f *etcdFlags) runE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, run func(context.Context) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := f.query(cmd, g, q, args, d); err != nil {
 			return err
@@ -91,7 +92,7 @@ func completeResources(_ *cobra.Command, args []string, _ string) ([]string, cob
 	return etcdwatch.ResourceNames(), cobra.ShellCompDirectiveNoFileComp
 }
 
-func newEtcdCmd(g *globalOptions) *cobra.Command {
+func NewEtcdCmd(g *cli.Options) *cobra.Command {
 	f := &etcdFlags{}
 	cmd := &cobra.Command{
 		Use:   "etcd",
@@ -134,7 +135,7 @@ http:// endpoints are used without TLS.`,
 	pf.StringVar(&f.conn.Cluster, "name", layout.DefaultName, "devk cluster whose etcd to use")
 	// --cluster was this flag's name before every command took --name.
 	pf.StringVar(&f.conn.Cluster, "cluster", layout.DefaultName, "same as --name")
-	deprecate(pf, "cluster", "use --name, as every devk command does")
+	cli.Deprecate(pf, "cluster", "use --name, as every devk command does")
 	pf.StringVar(&f.conn.Prefix, "etcd-prefix", "", "the API server's --etcd-prefix (default: from its manifest, else /registry)")
 	pf.DurationVar(&f.conn.DialTimeout, "dial-timeout", etcdwatch.DefaultDialTimeout, "how long to wait for etcd to accept the connection and answer a first read")
 	pf.DurationVar(&f.conn.CommandTimeout, "command-timeout", etcdwatch.DefaultCommandTimeout, "how long each request to etcd may take once connected (watch's stream of changes is not limited)")
@@ -147,7 +148,7 @@ http:// endpoints are used without TLS.`,
 	return cmd
 }
 
-func newEtcdLsCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+func newEtcdLsCmd(g *cli.Options, f *etcdFlags) *cobra.Command {
 	var o etcdwatch.LsOptions
 	cmd := &cobra.Command{
 		Use:   "ls [RESOURCE[/NAMESPACE] | /PREFIX]",
@@ -170,11 +171,11 @@ time, all at one revision.`,
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only keys in this namespace")
 	fl.BoolVar(&o.Count, "count", false, "print the number of keys per resource instead of the keys")
 	fl.Int64Var(&o.Rev, "rev", 0, "list the keys as they were at this revision")
-	resultHelp(cmd, etcdwatch.LsResult{}, false)
+	cli.ResultHelp(cmd, etcdwatch.LsResult{}, false)
 	return cmd
 }
 
-func newEtcdGetCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+func newEtcdGetCmd(g *cli.Options, f *etcdFlags) *cobra.Command {
 	var (
 		o etcdwatch.GetOptions
 		d decodeFlags
@@ -199,11 +200,11 @@ created, and how many times. A namespaced RESOURCE/NAME means namespace
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of RESOURCE/NAME (default \"default\")")
 	fl.Int64Var(&o.Rev, "rev", 0, "read the value as it was at this revision")
 	d.bind(cmd, nil)
-	resultHelp(cmd, etcdwatch.GetResult{}, false)
+	cli.ResultHelp(cmd, etcdwatch.GetResult{}, false)
 	return cmd
 }
 
-func newEtcdWatchCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+func newEtcdWatchCmd(g *cli.Options, f *etcdFlags) *cobra.Command {
 	var (
 		o etcdwatch.WatchOptions
 		d decodeFlags
@@ -233,11 +234,11 @@ values (--ignore '' keeps it).`,
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.FromRev, "from-rev", 0, "start from this revision (replays history), not from now")
 	d.bindChanges(cmd, &o.Exclude)
-	resultHelp(cmd, etcdwatch.Change{}, true)
+	cli.ResultHelp(cmd, etcdwatch.Change{}, true)
 	return cmd
 }
 
-func newEtcdDiffCmd(g *globalOptions, f *etcdFlags) *cobra.Command {
+func newEtcdDiffCmd(g *cli.Options, f *etcdFlags) *cobra.Command {
 	var (
 		o etcdwatch.DiffOptions
 		d decodeFlags
@@ -281,7 +282,7 @@ metadata.managedFields (--ignore '' keeps it).`,
 				return err
 			}
 			o.Stdin = cmd.InOrStdin()
-			o.CommandOut = g.stderr
+			o.CommandOut = g.Stderr
 			return etcdwatch.Diff(cmd.Context(), o)
 		},
 	}
@@ -289,6 +290,6 @@ metadata.managedFields (--ignore '' keeps it).`,
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.SinceRev, "since-rev", 0, "diff from this revision instead of from now (no command needed)")
 	d.bindChanges(cmd, &o.Exclude)
-	resultHelp(cmd, etcdwatch.DiffResult{}, false)
+	cli.ResultHelp(cmd, etcdwatch.DiffResult{}, false)
 	return cmd
 }

@@ -1,4 +1,4 @@
-package main
+package etcdcmd
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/devk/devk/cmd/devk/internal/clitest"
 	"github.com/devk/devk/etcdwatch/etcdtest"
 	"github.com/devk/devk/internal/syncbuf"
 )
@@ -42,7 +43,7 @@ func TestEtcdArgErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// flags before any --, which ends devk's flags
 			args := append(append(append([]string{}, tc.args[:2]...), ep...), tc.args[2:]...)
-			_, _, err := runDevk(t, args...)
+			_, _, err := clitest.Run(t, NewEtcdCmd, args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -52,7 +53,7 @@ func TestEtcdArgErrors(t *testing.T) {
 
 func TestEtcdHelpTeaches(t *testing.T) {
 	for _, sub := range []string{"ls", "get", "watch", "diff"} {
-		out, _, err := runDevk(t, "etcd", sub, "--help")
+		out, _, err := clitest.Run(t, NewEtcdCmd, "etcd", sub, "--help")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestEtcdCommands(t *testing.T) {
 			} else {
 				args = append(args, "--endpoints", srv.Endpoint)
 			}
-			out, _, err := runDevk(t, args...)
+			out, _, err := clitest.Run(t, NewEtcdCmd, args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +164,7 @@ func TestEtcdCommandTimeout(t *testing.T) {
 			}
 			args := slices.Concat(tc.args[:at], []string{"--endpoints", ep, "--command-timeout", timeout.String()}, tc.args[at:])
 			start := time.Now()
-			_, _, err := runDevk(t, args...)
+			_, _, err := clitest.Run(t, NewEtcdCmd, args...)
 			took := time.Since(start)
 			if err == nil {
 				t.Fatal("no error from an etcd that does not answer")
@@ -318,7 +319,7 @@ func runUntil(t *testing.T, args []string, events int) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb syncbuf.Buffer
-	cmd := newRootCmd(&out, &errb, args)
+	cmd := clitest.Root(&out, &errb, args, NewEtcdCmd)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	if events > 0 {

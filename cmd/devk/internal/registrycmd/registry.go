@@ -1,4 +1,4 @@
-package main
+package registrycmd
 
 import (
 	"fmt"
@@ -11,12 +11,13 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/registry"
 )
 
-func newRegistryCmd(g *globalOptions) *cobra.Command {
+func NewRegistryCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "registry",
 		Short: "Run devk's embedded image registry, or list what a registry holds",
@@ -25,7 +26,7 @@ func newRegistryCmd(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func newRegistryServeCmd(g *globalOptions) *cobra.Command {
+func newRegistryServeCmd(g *cli.Options) *cobra.Command {
 	o := registry.ServeOptions{MaxBlobSize: registry.DefaultMaxBlobSize, MaxStorage: registry.DefaultMaxStorage}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -68,12 +69,12 @@ stdout gets the address once it accepts requests (handy with --addr
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.Debug() {
-				o.Log = g.stderr
+				o.Log = g.Stderr
 			}
 			o.Ready = func(addr string) {
-				fmt.Fprintln(g.stdout, addr)
+				fmt.Fprintln(g.Stdout, addr)
 				if !g.Quiet {
-					fmt.Fprintf(g.stderr, "registry serving on http://%s, content in %s\n", addr, o.Root)
+					fmt.Fprintf(g.Stderr, "registry serving on http://%s, content in %s\n", addr, o.Root)
 				}
 			}
 			if o.Root == "" {
@@ -114,7 +115,7 @@ func (s *sizeFlag) Set(v string) error {
 	return nil
 }
 
-func newRegistryCredentialCmd(g *globalOptions) *cobra.Command {
+func newRegistryCredentialCmd(g *cli.Options) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "credential",
@@ -137,7 +138,7 @@ never printed otherwise.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(g.stdout, secret)
+			fmt.Fprintln(g.Stdout, secret)
 			return nil
 		},
 	}
@@ -145,7 +146,7 @@ never printed otherwise.`,
 	return cmd
 }
 
-func newRegistryLsCmd(g *globalOptions) *cobra.Command {
+func newRegistryLsCmd(g *cli.Options) *cobra.Command {
 	var (
 		addr string
 		ro   image.RemoteOptions
@@ -175,11 +176,11 @@ digest each tag points to now.`,
 				return g.Result(repos)
 			}
 			if len(repos) == 0 {
-				fmt.Fprintf(g.stderr, "registry %s holds no repositories\n", r.Addr)
+				fmt.Fprintf(g.Stderr, "registry %s holds no repositories\n", r.Addr)
 				return nil
 			}
 			host, _, _ := strings.Cut(r.Addr, "/")
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "REPOSITORY\tTAG\tDIGEST")
 			for _, repo := range repos {
 				if len(repo.Tags) == 0 {
@@ -194,11 +195,11 @@ digest each tag points to now.`,
 	}
 	cmd.Flags().StringVar(&addr, "registry", image.DefaultRegistry(), "registry to list, HOST[:PORT][/PREFIX]; $DEVK_REGISTRY changes the default")
 	cmd.Flags().BoolVar(&ro.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
-	resultHelp(cmd, []registry.Repository{}, false)
+	cli.ResultHelp(cmd, []registry.Repository{}, false)
 	return cmd
 }
 
-func newRegistryForwardCmd(g *globalOptions) *cobra.Command {
+func newRegistryForwardCmd(g *cli.Options) *cobra.Command {
 	o := registry.ForwardOptions{To: image.DefaultRegistryAddr}
 	var allow string
 	cmd := &cobra.Command{
@@ -232,11 +233,11 @@ unanswered. SIGTERM or Ctrl-C stops it.`,
 				}
 				o.Allow = n
 			}
-			o.Log = log.New(g.stderr, "forward ", log.LstdFlags)
+			o.Log = log.New(g.Stderr, "forward ", log.LstdFlags)
 			o.Ready = func(addr string) {
-				fmt.Fprintln(g.stdout, addr)
+				fmt.Fprintln(g.Stdout, addr)
 				if !g.Quiet {
-					fmt.Fprintf(g.stderr, "relaying %s to the registry at %s\n", addr, o.To)
+					fmt.Fprintf(g.Stderr, "relaying %s to the registry at %s\n", addr, o.To)
 				}
 			}
 			return registry.Forward(cmd.Context(), o)

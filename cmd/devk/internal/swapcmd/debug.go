@@ -1,4 +1,4 @@
-package main
+package swapcmd
 
 import (
 	"fmt"
@@ -9,12 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/debug"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/swap"
 )
 
-func newDebugCmd(g *globalOptions) *cobra.Command {
+func NewDebugCmd(g *cli.Options) *cobra.Command {
 	var (
 		o      debug.Options
 		node   nodeFlags
@@ -71,7 +72,7 @@ is debugged; --stop ends that.`,
   devk debug kubelet --node devk-worker --break pkg/kubelet/kubelet.go:1901   # SyncPod in v1.34.4
   devk debug --stop apiserver`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeNames(debug.Components),
+		ValidArgsFunction: cli.CompleteNames(debug.Components),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := debug.Lookup(args[0]); err != nil {
 				return err
@@ -90,7 +91,7 @@ is debugged; --stop ends that.`,
 			}
 			o.Swap.Command = node.command("debug")
 			popts := flags.Options()
-			popts.PlanOut, popts.Summary = g.stderr, g.Debug()
+			popts.PlanOut, popts.Summary = g.Stderr, g.Debug()
 			res, err := debug.Run(cmd.Context(), o, popts)
 			if flags.DryRun || res == nil {
 				return err
@@ -117,7 +118,7 @@ is debugged; --stop ends that.`,
 	f.BoolVar(&o.Image.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	node.add(f)
 	phase.Bind(cmd, debug.Phases(), &flags)
-	resultHelp(cmd, debug.Result{}, false)
+	cli.ResultHelp(cmd, debug.Result{}, false)
 	return cmd
 }
 
@@ -162,8 +163,8 @@ func debugNode(r resolvedNode, onNode string, o *debug.Options) error {
 	return nil
 }
 
-func printDebug(g *globalOptions, r *debug.Result) {
-	w := g.stdout
+func printDebug(g *cli.Options, r *debug.Result) {
+	w := g.Stdout
 	if r.Stopped {
 		fmt.Fprintf(w, "%s: the normal container is back (%s)\n", r.Component, r.Image)
 		return

@@ -1,4 +1,4 @@
-package main
+package swapcmd
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/image"
 )
 
-func newDigestCmd(g *globalOptions) *cobra.Command {
+func NewDigestCmd(g *cli.Options) *cobra.Command {
 	var (
 		o    digest.Options
 		node nodeFlags
@@ -35,7 +36,7 @@ registry is down).`,
 		Example: `  devk digest apiserver
   devk digest apiserver scheduler -o json`,
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: completeNames(build.Names),
+		ValidArgsFunction: cli.CompleteNames(build.Names),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			// With a cluster whose runtime is up, also show what the
@@ -61,13 +62,13 @@ registry is down).`,
 	f.BoolVar(&o.Remote.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	node.add(f)
 	cmd.AddCommand(newDigestVerifyCmd(g))
-	resultHelp(cmd, []digest.Report{}, false)
+	cli.ResultHelp(cmd, []digest.Report{}, false)
 	return cmd
 }
 
 // runDigest compares and prints; a mismatch is printed and then returned
 // (exit status 2), a failure to look is returned unprinted.
-func runDigest(ctx context.Context, g *globalOptions, o digest.Options) error {
+func runDigest(ctx context.Context, g *cli.Options, o digest.Options) error {
 	reports, err := digest.Run(ctx, o)
 	var mismatch *digest.MismatchError
 	if err != nil && !errors.As(err, &mismatch) {
@@ -79,11 +80,11 @@ func runDigest(ctx context.Context, g *globalOptions, o digest.Options) error {
 	return err
 }
 
-func printDigestReports(g *globalOptions, reports []digest.Report) error {
+func printDigestReports(g *cli.Options, reports []digest.Report) error {
 	if g.Structured() {
 		return g.Result(reports)
 	}
-	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tSOURCE\tDIGEST\tREF\tNOTE")
 	for _, r := range reports {
 		for _, ob := range r.Observations {
@@ -108,7 +109,7 @@ func printDigestReports(g *globalOptions, reports []digest.Report) error {
 		if r.Debug {
 			verdict += " (the debug image: `devk debug --stop " + r.Component + "` puts the normal build back)"
 		}
-		fmt.Fprintf(g.stdout, "%s: %s\n", r.Component, verdict)
+		fmt.Fprintf(g.Stdout, "%s: %s\n", r.Component, verdict)
 	}
 	return nil
 }

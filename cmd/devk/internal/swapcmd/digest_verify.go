@@ -1,4 +1,4 @@
-package main
+package swapcmd
 
 import (
 	"fmt"
@@ -6,11 +6,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/addon"
 )
 
-func newDigestVerifyCmd(g *globalOptions) *cobra.Command {
+func newDigestVerifyCmd(g *cli.Options) *cobra.Command {
 	var (
 		o    digest.Options
 		node nodeFlags
@@ -33,7 +34,7 @@ be read.`,
 		Example: `  devk digest verify
   devk digest verify apiserver && echo "the cluster runs my build"
   devk digest verify kube-proxy`,
-		ValidArgsFunction: completeNames(staticPodAndAddonNames),
+		ValidArgsFunction: cli.CompleteNames(cli.StaticPodAndAddonNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := node.resolve()
 			if err != nil {
@@ -71,6 +72,6 @@ be read.`,
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree (default: the one around the working directory)")
 	f.BoolVar(&o.Remote.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	node.add(f)
-	resultHelp(cmd, []digest.Report{}, false)
+	cli.ResultHelp(cmd, []digest.Report{}, false)
 	return cmd
 }

@@ -1,4 +1,4 @@
-package main
+package swapcmd
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
@@ -34,15 +35,12 @@ type nodeFlags struct {
 	Nodes []string
 }
 
-// kubeadmNode is the layout the flags' help names.
-var kubeadmNode = layout.Kubeadm("")
-
 func (n *nodeFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&n.Name, "name", layout.DefaultName, "the devk cluster")
-	f.StringVar(&n.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, for a node devk did not make (kubeadm: "+kubeadmNode.ManifestsDir+")")
-	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: "+kubeadmNode.Kubeconfig+")")
-	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: "+kubeadmNode.CRISocket+")")
-	f.StringVar(&n.KubeletRootDir, "kubelet-root-dir", "", "the kubelet's --root-dir, for a node devk did not make (default "+kubeadmNode.KubeletRootDir+")")
+	f.StringVar(&n.ManifestsDir, "manifests-dir", "", "the kubelet's static pod dir, for a node devk did not make (kubeadm: "+cli.KubeadmNode.ManifestsDir+")")
+	f.StringVar(&n.Kubeconfig, "kubeconfig", "", "kubeconfig for the node's API server (kubeadm: "+cli.KubeadmNode.Kubeconfig+")")
+	f.StringVar(&n.CRISocket, "cri-socket", "", "the node's CRI socket (kubeadm: "+cli.KubeadmNode.CRISocket+")")
+	f.StringVar(&n.KubeletRootDir, "kubelet-root-dir", "", "the kubelet's --root-dir, for a node devk did not make (default "+cli.KubeadmNode.KubeletRootDir+")")
 	f.StringVar(&n.NodeName, "node-name", "", "the kubelet's node name, for a node devk did not make (default: read from the node's runtime, where the kubelet names a static pod <pod>-<node>; else the host name, as kubeadm)")
 }
 

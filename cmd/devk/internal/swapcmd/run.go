@@ -1,4 +1,4 @@
-package main
+package swapcmd
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -15,7 +16,7 @@ import (
 	"github.com/devk/devk/swap"
 )
 
-func newRunCmd(g *globalOptions) *cobra.Command {
+func NewRunCmd(g *cli.Options) *cobra.Command {
 	var (
 		o        devkrun.Options
 		name     string
@@ -65,23 +66,23 @@ back. It needs root (the node's namespaces).`,
   devk run scheduler --dry-run                # the phases, what each reads and writes
   devk run scheduler -o json                  # the result on stdout, the process's output on stderr`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeNames(devkrun.Names),
+		ValidArgsFunction: cli.CompleteNames(devkrun.Names),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Component = args[0]
 			if _, err := devkrun.Lookup(o.Component); err != nil {
 				return err
 			}
 			o.Reporter = g.Reporter()
-			o.Stdout, o.Stderr, o.Info = g.stdout, g.stderr, g.stdout
+			o.Stdout, o.Stderr, o.Info = g.Stdout, g.Stderr, g.Stdout
 			if g.Structured() {
-				o.Stdout, o.Info = g.stderr, g.stderr
+				o.Stdout, o.Info = g.Stderr, g.Stderr
 			}
 			c, err := runNode(&o, name, nodeName)
 			if err != nil {
 				return err
 			}
-			defer g.followLogs(cmd.Context(), c.Config.Name)()
-			popts := g.phaseOptions(&flags)
+			defer g.FollowLogs(cmd.Context(), c.Config.Name)()
+			popts := g.PhaseOptions(&flags)
 			popts.Reporter = o.Reporter
 			r, err := devkrun.Run(cmd.Context(), o, popts)
 			if r != nil && !flags.DryRun {
@@ -99,7 +100,7 @@ back. It needs root (the node's namespaces).`,
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose binary to run (default: the one around the working directory)")
 	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the static pod to run healthy again once it is put back")
 	phase.Bind(cmd, devkrun.Phases(), &flags)
-	resultHelp(cmd, devkrun.Result{}, false)
+	cli.ResultHelp(cmd, devkrun.Result{}, false)
 	return cmd
 }
 
@@ -128,11 +129,11 @@ func runNode(o *devkrun.Options, name, nodeName string) (*cluster.Cluster, error
 }
 
 // printRun says how the process ended and that the pod is back.
-func printRun(g *globalOptions, r *devkrun.Result) error {
+func printRun(g *cli.Options, r *devkrun.Result) error {
 	if g.Structured() {
 		return g.Result(r)
 	}
-	w := g.stdout
+	w := g.Stdout
 	for _, res := range r.Resumed {
 		printSwapped(w, res.Pod, staticPodStatus(res), res.NewImage, res.OldImage, "ready", res.Ready, res.Took)
 	}

@@ -1,4 +1,4 @@
-package main
+package swapcmd
 
 import (
 	"fmt"
@@ -6,11 +6,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/stacks"
 )
 
-func newStacksCmd(g *globalOptions) *cobra.Command {
+func NewStacksCmd(g *cli.Options) *cobra.Command {
 	var o stacks.Options
 	var match string
 	cmd := &cobra.Command{
@@ -38,7 +39,7 @@ It changes nothing.`,
   vim -q <(devk stacks scheduler --match 'scheduleOne')
   devk stacks kubelet --node devk-worker -o json`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeNames(func() []string { return stacks.Components }),
+		ValidArgsFunction: cli.CompleteNames(func() []string { return stacks.Components }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Component = args[0]
 			if match != "" {
@@ -55,7 +56,7 @@ It changes nothing.`,
 			if g.Structured() {
 				return g.Result(r)
 			}
-			return stacks.WriteText(g.stdout, r)
+			return stacks.WriteText(g.Stdout, r)
 		},
 	}
 	f := cmd.Flags()
@@ -63,6 +64,6 @@ It changes nothing.`,
 	f.StringVar(&o.Node, "node", "", "the node whose component to read (default: node 0; the controller-manager and scheduler run on control-plane nodes)")
 	f.StringVar(&match, "match", "", "keep only the stacks with a frame whose function or path matches this regular expression")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree the component was built from (default: the one around the working directory)")
-	resultHelp(cmd, stacks.Result{}, false)
+	cli.ResultHelp(cmd, stacks.Result{}, false)
 	return cmd
 }

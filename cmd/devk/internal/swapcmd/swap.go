@@ -1,4 +1,4 @@
-package main
+package swapcmd
 
 import (
 	"fmt"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/swap"
 )
 
-func newSwapCmd(g *globalOptions) *cobra.Command {
+func NewSwapCmd(g *cli.Options) *cobra.Command {
 	var (
 		o     swap.Options
 		node  nodeFlags
@@ -82,7 +83,7 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
   devk swap kubelet
   devk swap --dry-run apiserver
   devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included`,
-		ValidArgsFunction: completeNames(swappableNames),
+		ValidArgsFunction: cli.CompleteNames(cli.SwappableNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.Reporter = g.Reporter()
@@ -91,12 +92,12 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
 				return err
 			}
 			if r.Cluster != nil {
-				defer g.followLogs(cmd.Context(), r.Cluster.Config.Name)()
+				defer g.FollowLogs(cmd.Context(), r.Cluster.Config.Name)()
 			}
 			if o.KubectlDest == "" {
 				o.KubectlDest = swap.DefaultKubectlDest(r.Home)
 			}
-			popts := g.phaseOptions(&flags)
+			popts := g.PhaseOptions(&flags)
 			popts.Reporter = o.Reporter
 			rep, err := swap.Run(cmd.Context(), o, popts)
 			if !flags.DryRun {
@@ -113,11 +114,11 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
 	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the new pod to be healthy (an addon: for its rollout) before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	phase.Bind(cmd, swap.Phases(), &flags)
-	resultHelp(cmd, swap.Report{}, false)
+	cli.ResultHelp(cmd, swap.Report{}, false)
 	return cmd
 }
 
-func printSwap(g *globalOptions, rep *swap.Report) {
+func printSwap(g *cli.Options, rep *swap.Report) {
 	if rep == nil {
 		return
 	}
@@ -125,7 +126,7 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 		g.Result(rep)
 		return
 	}
-	w := g.stdout
+	w := g.Stdout
 	if rep.Nothing != "" {
 		fmt.Fprintf(w, "nothing to swap: %s\n", rep.Nothing)
 	}
@@ -147,13 +148,13 @@ func printSwap(g *globalOptions, rep *swap.Report) {
 	for _, r := range rep.StaticPods {
 		printSwapped(w, r.Pod, staticPodStatus(r), r.NewImage, r.OldImage, "ready", r.Ready, r.Took)
 		printChecks(w, r.Checks)
-		printLog(g.stderr, "the new "+r.Pod+" container", r.Log)
+		printLog(g.Stderr, "the new "+r.Pod+" container", r.Log)
 	}
 	for _, r := range rep.Addons {
 		status := swapStatus(r.RolledBack, r.Restored, r.Unchanged)
 		printSwapped(w, r.Component+" ("+r.Workload+")", status, r.NewImage, r.OldImage, "rolled out", r.RolledOut, r.Took)
 		printChecks(w, r.Checks)
-		printLog(g.stderr, "pod "+r.Pod+" (container "+r.Component+")", r.Log)
+		printLog(g.Stderr, "pod "+r.Pod+" (container "+r.Component+")", r.Log)
 	}
 }
 

@@ -1,17 +1,18 @@
-package main
+package swapcmd
 
 import (
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/loop"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/swap"
 )
 
-func newWatchCmd(g *globalOptions) *cobra.Command {
+func NewWatchCmd(g *cli.Options) *cobra.Command {
 	var (
 		o     loop.Options
 		node  nodeFlags
@@ -48,12 +49,12 @@ components built from the same commit with your changes.`,
   devk watch apiserver --dry-run               # the plan of one cycle
   devk watch apiserver --skip-phases swap/apiserver/hand-over`,
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: completeNames(treeComponentNames),
+		ValidArgsFunction: cli.CompleteNames(cli.TreeComponentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Build.Components = args
 			o.Reporter = g.Reporter()
 			o.Build.Reporter = o.Reporter
-			o.Out = g.stdout
+			o.Out = g.Stdout
 			if !o.NoSwap {
 				if _, err := node.swapNode(&o.Swap); err != nil {
 					return err
@@ -63,7 +64,7 @@ components built from the same commit with your changes.`,
 				}
 			}
 			if !o.NoSwap && node.ManifestsDir == "" {
-				defer g.followLogs(cmd.Context(), node.Name)()
+				defer g.FollowLogs(cmd.Context(), node.Name)()
 			}
 			if o.E2E.Focus != "" {
 				if node.ManifestsDir != "" {
@@ -71,11 +72,11 @@ components built from the same commit with your changes.`,
 				}
 				o.E2E.Name, o.E2E.Parallel = node.Name, 1
 				if g.ComponentLogs() {
-					o.E2E.Log = g.stderr
+					o.E2E.Log = g.Stderr
 				}
 			}
 			o.Swap.Insecure = o.Image.Insecure
-			o.Phases = g.phaseOptions(&flags)
+			o.Phases = g.PhaseOptions(&flags)
 			return loop.Run(cmd.Context(), o)
 		},
 	}
