@@ -12,7 +12,7 @@ import (
 	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
-	"github.com/devk/devk/swap"
+	"github.com/devk/devk/swap/binary"
 )
 
 // kubeletDebugger puts the dlv the build made beside the node's kubelet
@@ -31,7 +31,7 @@ func (j *job) kubeletDebugger(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, fmt.Errorf("no dlv was built: run `devk build %s`", build.Delve)
 	}
 	dest := filepath.Join(filepath.Dir(j.Node.KubeletBinary()), filepath.Base(dlv.Path))
-	if _, err := swap.InstallBinary(ctx, dlv.Path, dest, nil); err != nil {
+	if _, err := binary.Install(ctx, dlv.Path, dest, nil); err != nil {
 		return phase.Done, err
 	}
 	want := delve.Debugged{Debugger: dest, Listen: j.listen()}

@@ -37,6 +37,15 @@ func Of(ref string) string {
 	return ""
 }
 
+// ShortRef is an image reference by digest cut short for messages:
+// repo@sha256: and the digest's first 12 hex digits.
+func ShortRef(ref string) string {
+	if i := strings.LastIndex(ref, "@sha256:"); i >= 0 && len(ref) > i+20 {
+		return ref[:i+20]
+	}
+	return ref
+}
+
 // Runtime is what digest reads from a node's container runtime;
 // internal/cri's Client is the real one.
 type Runtime interface {

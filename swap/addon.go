@@ -2,30 +2,22 @@ package swap
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
-	coreac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/internal/kube"
-	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/swap/rollout"
 )
 
 // An addon (kube-proxy's DaemonSet, CoreDNS's Deployment) is swapped
-// through the API server, not the node: set-image applies the pushed
+// through the API server, not the node (swap/rollout): set-image applies the pushed
 // image to the workload's container, the workload's controller rolls it
 // out, and verify checks every pod. The previous image is recorded on
 // the object itself (addon.PreviousImageAnnotation), in the same apply
@@ -177,36 +169,6 @@ func (a *addonSwap) start(ctx context.Context) (*Target, error) {
 	return a.job.connect(ctx)
 }
 
-// apply server-side applies image to the addon's container with the
-// swap's annotations ann, as addon.FieldManager: only those fields, so
-// `devk up`'s own stay its own. An annotation left out of ann that the
-// swap applied before is removed.
-func applyImage(ctx context.Context, cs kubernetes.Interface, w addon.Workload, image string, ann map[string]string) error {
-	tmpl := coreac.PodTemplateSpec().WithSpec(coreac.PodSpec().WithContainers(coreac.Container().WithName(w.Container).WithImage(image)))
-	opts := metav1.ApplyOptions{FieldManager: addon.FieldManager, Force: true}
-	var err error
-	switch w.Kind {
-	case addon.DaemonSet:
-		ac := appsac.DaemonSet(w.Name, w.Namespace).WithSpec(appsac.DaemonSetSpec().WithTemplate(tmpl))
-		if len(ann) > 0 {
-			ac.WithAnnotations(ann)
-		}
-		_, err = cs.AppsV1().DaemonSets(w.Namespace).Apply(ctx, ac, opts)
-	case addon.Deployment:
-		ac := appsac.Deployment(w.Name, w.Namespace).WithSpec(appsac.DeploymentSpec().WithTemplate(tmpl))
-		if len(ann) > 0 {
-			ac.WithAnnotations(ann)
-		}
-		_, err = cs.AppsV1().Deployments(w.Namespace).Apply(ctx, ac, opts)
-	default:
-		err = fmt.Errorf("unknown kind %q", w.Kind)
-	}
-	if err != nil {
-		return fmt.Errorf("set the image of %s: %w", w, err)
-	}
-	return nil
-}
-
 // setImage applies the target image, recording the image it replaces
 // (a rollback keeps the record: a second --rollback finds it restored).
 func (a *addonSwap) setImage(ctx context.Context) (phase.Outcome, error) {
@@ -218,12 +180,12 @@ func (a *addonSwap) setImage(ctx context.Context) (phase.Outcome, error) {
 	if a.job.Rollback {
 		ann[addon.PreviousImageAnnotation] = a.target
 	}
-	n.Reporter.Infof("%s: %s -> %s", a.w.Component, shortRef(a.old), shortRef(a.target))
+	n.Reporter.Infof("%s: %s -> %s", a.w.Component, digest.ShortRef(a.old), digest.ShortRef(a.target))
 	a.applied = true // an apply that errs may still have landed
-	if err := applyImage(ctx, n.Client, a.w, a.target, ann); err != nil {
+	if err := rollout.SetImage(ctx, n.Client, a.w, a.target, ann); err != nil {
 		return phase.Done, err
 	}
-	return phase.Changed("%s names %s (was %s)", a.w, shortRef(a.target), shortRef(a.old)), nil
+	return phase.Changed("%s names %s (was %s)", a.w, digest.ShortRef(a.target), digest.ShortRef(a.old)), nil
 }
 
 // rollout waits for the controller to roll the target out to every pod.
@@ -232,9 +194,9 @@ func (a *addonSwap) rollout(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	if err := n.awaitRollout(ctx, a.w, a.target, a.res); err != nil {
+	if a.res.Pod, err = rollout.Wait(ctx, n.Client, a.w, a.target, n.timeout()); err != nil {
 		if !a.applied && !a.job.Rollback {
-			return phase.Done, fmt.Errorf("%w (%s named %s before this swap; `%s --rollback %s` goes back to the image a swap replaced)", err, a.w, shortRef(a.target), n.command(), a.w.Component)
+			return phase.Done, fmt.Errorf("%w (%s named %s before this swap; `%s --rollback %s` goes back to the image a swap replaced)", err, a.w, digest.ShortRef(a.target), n.command(), a.w.Component)
 		}
 		return phase.Done, err
 	}
@@ -281,152 +243,17 @@ func (a *addonSwap) undo(ctx context.Context, err error) error {
 	a.done = true
 	defer func() { a.res.Took = time.Since(a.t0) }()
 	cctx := interrupt.Cleanup(ctx)
-	a.res.Pod, a.res.Log = n.failingPod(cctx, a.w, a.target)
+	a.res.Pod, a.res.Log = rollout.FailingPod(cctx, n.Client, a.w, a.target, max(n.LogLines, DefaultLogLines))
 	a.res.RolledBack = true
-	n.Reporter.Infof("%s: %v; rolling back to %s", a.w.Component, err, shortRef(a.old))
-	if aerr := applyImage(cctx, n.Client, a.w, a.old, a.oldAnn); aerr != nil {
+	n.Reporter.Infof("%s: %v; rolling back to %s", a.w.Component, err, digest.ShortRef(a.old))
+	if aerr := rollout.SetImage(cctx, n.Client, a.w, a.old, a.oldAnn); aerr != nil {
 		return fmt.Errorf("%s: %w; and the rollback failed: %v (it named %s; `%s` tries again)", a.w.Component, err, aerr, a.old, n.command())
 	}
-	var back AddonResult
-	if werr := n.awaitRollout(cctx, a.w, a.old, &back); werr != nil {
+	if _, werr := rollout.Wait(cctx, n.Client, a.w, a.old, n.timeout()); werr != nil {
 		if cctx.Err() != nil {
-			return fmt.Errorf("%s: %w; %s names %s again, stopped waiting for its rollout", a.w.Component, err, a.w, shortRef(a.old))
+			return fmt.Errorf("%s: %w; %s names %s again, stopped waiting for its rollout", a.w.Component, err, a.w, digest.ShortRef(a.old))
 		}
-		return fmt.Errorf("%s: %w; %s names %s again, but its rollout did not complete: %v", a.w.Component, err, a.w, shortRef(a.old), werr)
+		return fmt.Errorf("%s: %w; %s names %s again, but its rollout did not complete: %v", a.w.Component, err, a.w, digest.ShortRef(a.old), werr)
 	}
 	return fmt.Errorf("%s: %w: %w", a.w.Component, ErrRolledBack, err)
 }
-
-// awaitRollout polls until the workload's controller has rolled image
-// out: every pod on it and available, no old pod left. A pod of image
-// whose container crash-loops or cannot get its image fails the wait at
-// once, naming the pod and its container's state; so does the workload
-// naming another image (someone changed it meanwhile) or vanishing.
-func (n *Target) awaitRollout(ctx context.Context, w addon.Workload, image string, res *AddonResult) error {
-	timeout := n.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	stage := "the controller to start the rollout"
-	pending := "" // a pod of image that is not ready, and why
-	var doneSince time.Time
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		s, err := addon.Get(ctx, n.Client, w)
-		if err != nil {
-			stage = err.Error()
-			return false, nil // the API may blink: look again
-		}
-		if s == nil {
-			return false, fmt.Errorf("%s was deleted during the rollout", w)
-		}
-		if got := s.Image(); got != image {
-			return false, fmt.Errorf("%s names %s now, not %s: changed by someone else during the rollout", w, got, image)
-		}
-		pods, err := s.Pods(ctx, n.Client)
-		if err != nil {
-			stage = err.Error()
-			return false, nil
-		}
-		pending = ""
-		for i := range pods {
-			p := &pods[i]
-			if w.PodImage(p) != image {
-				continue
-			}
-			if why := w.Failing(p); why != "" {
-				res.Pod = p.Name
-				return false, fmt.Errorf("the rollout of %s failed: pod %s: %s", shortRef(image), p.Name, why)
-			}
-			if why := w.NotReady(p); why != "" && pending == "" {
-				pending = "; pod " + p.Name + ": " + why
-			}
-		}
-		done, why := s.RolledOut()
-		if !done {
-			stage = why
-			doneSince = time.Time{}
-			return false, nil
-		}
-		// A container without a readiness probe counts as ready the
-		// moment it runs, so one that exits at once can look rolled out
-		// for a relist or two: it must stay so for addonSettle (a
-		// quarter of a short timeout).
-		if doneSince.IsZero() {
-			doneSince = time.Now()
-		}
-		stage = "the rolled-out pods to keep running"
-		return time.Since(doneSince) >= min(addonSettle, timeout/4), nil
-	})
-	switch {
-	case err == nil:
-		return nil
-	case poll.TimedOut(ctx, err):
-		return fmt.Errorf("timed out after %s waiting for %s to roll out %s: waiting for %s%s", timeout, w, shortRef(image), stage, pending)
-	case ctx.Err() != nil:
-		return fmt.Errorf("interrupted during the rollout of %s: %w", w, context.Cause(ctx))
-	}
-	return err
-}
-
-// failingPod is the pod of image whose container failed, with the last
-// lines of its log through the API (the previous container's when the
-// kubelet restarted it); empty when no pod of image fails.
-func (n *Target) failingPod(ctx context.Context, w addon.Workload, image string) (string, []string) {
-	s, err := addon.Get(ctx, n.Client, w)
-	if err != nil || s == nil {
-		return "", nil
-	}
-	pods, err := s.Pods(ctx, n.Client)
-	if err != nil {
-		return "", nil
-	}
-	// The failing pod first; else any pod of the new image: a container
-	// that exits at once can look ready for a moment (no readiness
-	// probe), and verify, not the rollout, is what caught it.
-	pick := -1
-	for i := range pods {
-		if w.PodImage(&pods[i]) != image {
-			continue
-		}
-		if w.Failing(&pods[i]) != "" {
-			pick = i
-			break
-		}
-		if pick < 0 {
-			pick = i
-		}
-	}
-	if pick >= 0 {
-		p := &pods[pick]
-		st := w.ContainerStatus(p)
-		previous := st != nil && st.State.Terminated == nil && st.LastTerminationState.Terminated != nil
-		lines, err := podLog(ctx, n.Client, p, w.Container, previous, max(n.LogLines, DefaultLogLines))
-		if err != nil {
-			lines = []string{"(no log: " + err.Error() + ")"}
-		}
-		return p.Name, lines
-	}
-	return "", nil
-}
-
-// podLog is the tail of a container's log through the API's pods/log.
-func podLog(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, container string, previous bool, lines int) ([]string, error) {
-	tail := int64(lines)
-	rc, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Previous: previous, TailLines: &tail}).Stream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, maxLogBytes))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	text := strings.TrimRight(string(data), "\n")
-	if text == "" {
-		return nil, nil
-	}
-	return strings.Split(text, "\n"), nil
-}
-
-// maxLogBytes bounds the log a failed rollout shows.
-const maxLogBytes = 64 << 10

@@ -28,6 +28,7 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/testtree"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/swap/rollout"
 )
 
 // The images `devk up` installed the addons with.
@@ -125,7 +126,7 @@ func (fx *addonFixture) awaitRolledOut(t *testing.T) {
 		if err != nil || s == nil {
 			t.Fatalf("%s: %v", w, err)
 		}
-		if err := n.awaitRollout(context.Background(), w, s.Image(), &AddonResult{}); err != nil {
+		if _, err := rollout.Wait(context.Background(), n.Client, w, s.Image(), n.timeout()); err != nil {
 			t.Fatal(err)
 		}
 	}

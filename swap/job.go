@@ -21,6 +21,7 @@ import (
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
+	"github.com/devk/devk/swap/binary"
 )
 
 // Options say what to swap where.
@@ -128,7 +129,7 @@ type BinaryOutcome struct {
 	Component string `json:"component"`
 	// Node is the node whose kubelet it is (kubelet only).
 	Node string `json:"node,omitempty"`
-	BinaryResult
+	binary.Result
 }
 
 // Job is one swap (or rollback): what it was asked, what its phases

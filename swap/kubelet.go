@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/build"
-	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/swap/binary"
 )
 
 // nodeReadyPoll is how often the wait for a restarted kubelet looks at
@@ -24,7 +24,7 @@ const nodeReadyPoll = 500 * time.Millisecond
 func kubectlPhase() *phase.Phase[*Job] {
 	return binaryPhase("kubectl", "install the built kubectl: compare bytes, atomic rename keeping PATH.prev, `kubectl version --client`",
 		func(j *Job) ([]string, []string) {
-			return []string{j.builtBinary("kubectl")}, []string{j.KubectlDest, PrevPath(j.KubectlDest)}
+			return []string{j.builtBinary("kubectl")}, []string{j.KubectlDest, binary.PrevPath(j.KubectlDest)}
 		})
 }
 
@@ -38,7 +38,7 @@ func kubeletPhase() *phase.Phase[*Job] {
 			var writes []string
 			for _, k := range j.Kubelets {
 				reads = append(reads, "Node and Lease "+k.Node)
-				writes = append(writes, k.Binary, PrevPath(k.Binary), k.Node+"'s kubelet process (restarted)")
+				writes = append(writes, k.Binary, binary.PrevPath(k.Binary), k.Node+"'s kubelet process (restarted)")
 			}
 			return reads, writes
 		})
@@ -102,7 +102,7 @@ func (j *Job) builtBinary(name string) string {
 // those of the binaries it got to, the failed one's too when it changed.
 func (j *Job) swapBinaries(ctx context.Context, c build.Component) ([]BinaryOutcome, error) {
 	if c.Name != "kubelet" {
-		out, err := j.swapBinary(ctx, c, j.KubectlDest, KubectlCheck)
+		out, err := j.swapBinary(ctx, c, j.KubectlDest, binary.KubectlVersion)
 		if err != nil && !out.Changed {
 			return nil, err
 		}
@@ -132,21 +132,21 @@ func (j *Job) swapBinaries(ctx context.Context, c build.Component) ([]BinaryOutc
 
 // swapBinary installs the built binary of c at dest (or puts dest's
 // .prev back), checked by check.
-func (j *Job) swapBinary(ctx context.Context, c build.Component, dest string, check CheckFunc) (BinaryOutcome, error) {
+func (j *Job) swapBinary(ctx context.Context, c build.Component, dest string, check binary.Check) (BinaryOutcome, error) {
 	out := BinaryOutcome{Component: c.Name}
 	if dest == "" {
 		return out, fmt.Errorf("no destination for %s: pass --dest PATH", c.Name)
 	}
 	var err error
 	if j.Rollback {
-		out.BinaryResult, err = RollbackBinary(ctx, dest, check)
+		out.Result, err = binary.Rollback(ctx, dest, check)
 	} else {
 		debug := j.Debug != nil && !j.Debug.Stop
 		cs := j.state.Components[c.Name]
 		if cs == nil || cs.BinaryOf(debug) == nil {
 			return out, fmt.Errorf("%s is not built yet: run `devk build %s`", c.Name, c.Name)
 		}
-		out.BinaryResult, err = InstallBinary(ctx, cs.BinaryOf(debug).Path, dest, check)
+		out.Result, err = binary.Install(ctx, cs.BinaryOf(debug).Path, dest, check)
 	}
 	return out, err
 }
@@ -154,7 +154,7 @@ func (j *Job) swapBinary(ctx context.Context, c build.Component, dest string, ch
 // swapKubelet installs the kubelet on node k, restarts it and waits for
 // the node to be Ready with it; if it is not, the old kubelet goes back.
 func (j *Job) swapKubelet(ctx context.Context, c build.Component, k KubeletNode) (BinaryOutcome, error) {
-	out, err := j.swapBinary(ctx, c, k.Binary, versionCheck("--version"))
+	out, err := j.swapBinary(ctx, c, k.Binary, binary.VersionFlag("--version"))
 	out.Node = k.Node
 	if err != nil || (!out.Changed && (j.Debug == nil || !j.Debug.Restart)) {
 		return out, err
@@ -169,7 +169,7 @@ func (j *Job) swapKubelet(ctx context.Context, c build.Component, k KubeletNode)
 	if rerr := restart(ctx); rerr != nil {
 		// Put the old kubelet back and restart it again.
 		if !j.Rollback && out.Prev != "" {
-			if _, err := RollbackBinary(ctx, k.Binary, nil); err == nil {
+			if _, err := binary.Rollback(ctx, k.Binary, nil); err == nil {
 				if err := restart(context.WithoutCancel(ctx)); err == nil {
 					return out, fmt.Errorf("the new kubelet did not bring node %s Ready (%v): %w; the old kubelet is back and Ready", k.Node, rerr, ErrRolledBack)
 				}
@@ -218,16 +218,4 @@ func (j *Job) waitNodeReady(ctx context.Context, name string, since time.Time) e
 		return fmt.Errorf("node %s not Ready after %s: %s", name, timeout, last)
 	}
 	return err
-}
-
-// versionCheck runs `binary flag` and returns what it printed.
-func versionCheck(flag string) CheckFunc {
-	return func(ctx context.Context, path string) (string, error) {
-		out, err := execx.Output(ctx, execx.Cmd{Name: path, Args: []string{flag}})
-		if err != nil {
-			return "", err
-		}
-		v := strings.TrimSpace(string(out))
-		return strings.TrimPrefix(v, "Kubernetes "), nil
-	}
 }

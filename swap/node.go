@@ -3,7 +3,6 @@ package swap
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -62,6 +61,14 @@ type Target struct {
 	Command string
 	// StopGrace is the old container's grace in the hand-over (Options).
 	StopGrace time.Duration
+}
+
+// timeout is Timeout, DefaultTimeout when zero.
+func (n *Target) timeout() time.Duration {
+	if n.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return n.Timeout
 }
 
 func (n *Target) command() string {
@@ -256,11 +263,4 @@ func shortDigest(d string) string {
 		return d[:19]
 	}
 	return d
-}
-
-func shortRef(ref string) string {
-	if i := strings.LastIndex(ref, "@sha256:"); i >= 0 && len(ref) > i+20 {
-		return ref[:i+20]
-	}
-	return ref
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/kube"
@@ -116,7 +117,7 @@ func podPhases(c build.Component) *phase.Phase[*Job] {
 				return false, "--rollback"
 			}
 			if p := j.pods[c.Name]; p != nil && p.unchanged {
-				return false, "the manifest names " + shortRef(p.target.Image) + " already"
+				return false, "the manifest names " + digest.ShortRef(p.target.Image) + " already"
 			}
 			return true, ""
 		}
@@ -405,7 +406,7 @@ func addonPhases(w addon.Workload) *phase.Phase[*Job] {
 				Needs: []string{"select"},
 				If: func(j *Job) (bool, string) {
 					if a := j.addonSwaps[w.Component]; a != nil && a.unchanged {
-						return false, obj + " names " + shortRef(a.target) + " already"
+						return false, obj + " names " + digest.ShortRef(a.target) + " already"
 					}
 					return true, ""
 				},

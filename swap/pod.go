@@ -161,7 +161,7 @@ func (p *podSwap) pull(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	n.Reporter.Infof("%s: %s -> %s", p.target.Pod, shortRef(p.ctr.Image), shortRef(p.target.Image))
+	n.Reporter.Infof("%s: %s -> %s", p.target.Pod, digest.ShortRef(p.ctr.Image), digest.ShortRef(p.target.Image))
 	t0 := time.Now()
 	if _, err := n.Runtime.PullImage(ctx, p.target.Image); err != nil {
 		return phase.Done, fmt.Errorf("%w; nothing was changed", err)
@@ -220,7 +220,7 @@ func (p *podSwap) write(ctx context.Context) (phase.Outcome, error) {
 	}
 	p.stage = stageWritten
 	failpoint.Hit("swap/after-write")
-	return phase.Changed("%s names %s", p.m.Path, shortRef(p.target.Image)), nil
+	return phase.Changed("%s names %s", p.m.Path, digest.ShortRef(p.target.Image)), nil
 }
 
 // ready waits until a new container runs the digest and is healthy.
@@ -349,7 +349,7 @@ func (p *podSwap) undo(ctx context.Context, err error) error {
 			p.res.Log = n.lastLog(ctx, p.target.Pod, p.ctr.Name, p.before.containerID)
 		}
 		p.res.RolledBack = true
-		n.Reporter.Infof("%s: %v; rolling back to %s", p.target.Pod, err, shortRef(p.ctr.Image))
+		n.Reporter.Infof("%s: %v; rolling back to %s", p.target.Pod, err, digest.ShortRef(p.ctr.Image))
 		return n.rollBack(ctx, p.m, p.target.Pod, p.ctr, err)
 	case stageReady:
 		// The new pod runs healthy on the digest: keep it.

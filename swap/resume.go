@@ -64,7 +64,7 @@ func (n *Target) restoreOld(m Manifest, podName string, old *corev1.Container, j
 		failpoint.Hit("swap/after-put-back")
 	case j.OldImage:
 	default:
-		n.Reporter.Infof("%s: its manifest names %s now, not %s as before (it was rewritten since): left as it is", podName, shortRef(current), shortRef(j.OldImage))
+		n.Reporter.Infof("%s: its manifest names %s now, not %s as before (it was rewritten since): left as it is", podName, digest.ShortRef(current), digest.ShortRef(j.OldImage))
 		res.NewImage, res.Restored, res.Unchanged = current, false, true
 		return true, m.Discard()
 	}
@@ -112,7 +112,7 @@ func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Resul
 	}
 	current := currentImage(m, podName)
 	res := &Result{Pod: podName, ImageChange: ImageChange{OldImage: j.OldImage, NewImage: j.NewImage}, Resumed: true}
-	n.Reporter.Infof("%s: a swap to %s was interrupted at %s; finishing it", podName, shortRef(j.NewImage), j.Started.Local().Format("15:04:05"))
+	n.Reporter.Infof("%s: a swap to %s was interrupted at %s; finishing it", podName, digest.ShortRef(j.NewImage), j.Started.Local().Format("15:04:05"))
 	if current == j.NewImage {
 		// As the swap would have: ready, then the mirror pod catching up
 		// (restarting devk's kubelet if it lags after an API server swap).
@@ -142,7 +142,7 @@ func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Resul
 	}
 	before := n.exitedBefore(ctx, podName, old)
 	if _, err := n.waitFor(ctx, podName, old.Name, healthURL(old), before, digest.Of(j.OldImage), false); err != nil {
-		return res, fmt.Errorf("%s: put back on %s after an interrupted swap, but %w", podName, shortRef(j.OldImage), err)
+		return res, fmt.Errorf("%s: put back on %s after an interrupted swap, but %w", podName, digest.ShortRef(j.OldImage), err)
 	}
 	res.Took = time.Since(t0)
 	return res, m.Discard()

@@ -106,7 +106,7 @@ func (n *Target) putBack(ctx context.Context, podName string, j *Journal, handov
 		return res, err
 	}
 	if mirrorErr != nil {
-		return res, fmt.Errorf("%s runs %s again and is healthy, but %w", podName, shortRef(j.OldImage), mirrorErr)
+		return res, fmt.Errorf("%s runs %s again and is healthy, but %w", podName, digest.ShortRef(j.OldImage), mirrorErr)
 	}
 	return res, checksError(res.Checks)
 }

@@ -30,10 +30,6 @@ const (
 	// may have been created and still count as the new one (the
 	// runtime's clock and ours).
 	crashSlack = time.Second
-	// addonSettle is how long a rolled-out addon's pods must keep
-	// running before the rollout counts: longer than the kubelet's relist
-	// (1 s) and status update, so a container that exits at start shows.
-	addonSettle = 3 * time.Second
 )
 
 // waitFor polls until a container other than before's runs digest, is
@@ -41,10 +37,7 @@ const (
 // config hash and the digest.
 func (n *Target) waitFor(ctx context.Context, podName, container, health string, before podState, want string, mirror bool) (podState, error) {
 	since := time.Now()
-	timeout := n.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := n.timeout()
 	var last podState
 	stage := "the kubelet to start the new container"
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {

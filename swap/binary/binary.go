@@ -1,4 +1,8 @@
-package swap
+// Package binary replaces a binary in place, as `devk swap kubectl` and
+// `devk swap kubelet` do: atomically, keeping the one it replaces as
+// PATH.prev, running the new one's version check and putting the old one
+// back when it fails; and the rollback to PATH.prev.
+package binary
 
 import (
 	"context"
@@ -9,13 +13,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/execx"
 )
 
-// BinaryResult says what InstallBinary did.
-type BinaryResult struct {
+// ErrNoPrev is returned by a rollback with no PATH.prev to restore.
+var ErrNoPrev = errors.New("no previous binary to roll back to")
+
+// Result says what Install or Rollback did.
+type Result struct {
 	Dest    string `json:"dest"`
 	Prev    string `json:"prev,omitempty"`
 	Changed bool   `json:"changed"`
@@ -23,18 +31,18 @@ type BinaryResult struct {
 	Version string `json:"version,omitempty"`
 }
 
-// CheckFunc runs an installed binary and says what version it is.
-type CheckFunc func(ctx context.Context, path string) (string, error)
+// Check runs an installed binary and says what version it is.
+type Check func(ctx context.Context, path string) (string, error)
 
 // PrevPath is where the binary replaced by the last install is kept.
 func PrevPath(dest string) string { return dest + ".prev" }
 
-// InstallBinary puts src at dest: nothing happens when the bytes are equal;
+// Install puts src at dest: nothing happens when the bytes are equal;
 // otherwise the new binary is written beside dest, fsynced and renamed over
 // it, the old one is kept as dest.prev, and check runs the result. A failed
 // check puts the old binary back and returns the check's error.
-func InstallBinary(ctx context.Context, src, dest string, check CheckFunc) (res BinaryResult, err error) {
-	res = BinaryResult{Dest: dest}
+func Install(ctx context.Context, src, dest string, check Check) (res Result, err error) {
+	res = Result{Dest: dest}
 	in, err := os.Open(src)
 	if err != nil {
 		return res, fmt.Errorf("new binary: %w (build it first)", err)
@@ -99,11 +107,11 @@ func InstallBinary(ctx context.Context, src, dest string, check CheckFunc) (res 
 	return res, nil
 }
 
-// RollbackBinary puts dest.prev back at dest (atomically; .prev is kept).
-func RollbackBinary(ctx context.Context, dest string, check CheckFunc) (BinaryResult, error) {
-	res := BinaryResult{Dest: dest, Prev: PrevPath(dest)}
+// Rollback puts dest.prev back at dest (atomically; .prev is kept).
+func Rollback(ctx context.Context, dest string, check Check) (Result, error) {
+	res := Result{Dest: dest, Prev: PrevPath(dest)}
 	if _, err := os.Stat(res.Prev); errors.Is(err, fs.ErrNotExist) {
-		return res, fmt.Errorf("%w: there is no %s", ErrNoBackup, res.Prev)
+		return res, fmt.Errorf("%w: there is no %s", ErrNoPrev, res.Prev)
 	}
 	same, err := atomicfile.SameContent(res.Prev, dest)
 	if err != nil {
@@ -144,9 +152,9 @@ func linkOrCopy(from, to string) error {
 	}, 0o755, "")
 }
 
-// KubectlCheck runs `kubectl version --client -o json` and returns the
+// KubectlVersion runs `kubectl version --client -o json` and returns the
 // client's gitVersion.
-func KubectlCheck(ctx context.Context, path string) (string, error) {
+func KubectlVersion(ctx context.Context, path string) (string, error) {
 	out, err := execx.Output(ctx, execx.Cmd{Name: path, Args: []string{"version", "--client", "-o", "json"}})
 	if err != nil {
 		return "", err
@@ -160,4 +168,17 @@ func KubectlCheck(ctx context.Context, path string) (string, error) {
 		return "", fmt.Errorf("%s version --client -o json printed %q, not a version", path, out)
 	}
 	return v.ClientVersion.GitVersion, nil
+}
+
+// VersionFlag is the check of a binary that prints its version for flag
+// (the kubelet's --version): what it printed, without "Kubernetes ".
+func VersionFlag(flag string) Check {
+	return func(ctx context.Context, path string) (string, error) {
+		out, err := execx.Output(ctx, execx.Cmd{Name: path, Args: []string{flag}})
+		if err != nil {
+			return "", err
+		}
+		v := strings.TrimSpace(string(out))
+		return strings.TrimPrefix(v, "Kubernetes "), nil
+	}
 }
