@@ -24,23 +24,14 @@ var outsideTheMap = []string{"bench/", "e2e", "hack/"}
 // may import only packages the tree lists below it. Every package must be
 // in the tree, so that the map cannot fall behind the code.
 func TestLayering(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := moduleRoot(t)
 	order := treeOrder(t, filepath.Join(root, "ARCHITECTURE.md"))
 	rank := map[string]int{}
 	for i, p := range order {
 		rank[p] = i
 	}
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	edges, pkgs := 0, 0
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range goList(t, root, `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`) {
 		fields := strings.Fields(line)
 		pkg, ok := strings.CutPrefix(fields[0], module)
 		if !ok || outside(pkg) {
@@ -71,6 +62,28 @@ func TestLayering(t *testing.T) {
 		verdict = "some point up or are not mapped"
 	}
 	t.Logf("%d imports between %d packages checked against a tree of %d: %s", edges, pkgs, len(order), verdict)
+}
+
+// moduleRoot is devk's module directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// goList runs `go list -f format ./...` in root: a line per package.
+func goList(t *testing.T, root, format string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", format, "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
 func outside(pkg string) bool {

@@ -3,7 +3,6 @@ package archtest
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,18 +17,8 @@ const maxPackageLines = 4000
 // maxPackageLines lines outside its tests (every .go file of its
 // directory but *_test.go, whatever its build tags).
 func TestPackageSize(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}}", "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	largest, most := "", 0
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range goList(t, moduleRoot(t), "{{.ImportPath}} {{.Dir}}") {
 		pkg, dir, ok := strings.Cut(line, " ")
 		if !ok {
 			t.Fatalf("go list printed %q", line)
