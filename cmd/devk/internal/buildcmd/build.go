@@ -1,3 +1,5 @@
+// Package buildcmd is the commands that make what runs: `devk source`,
+// `devk build`, `devk push` and `devk version`.
 package buildcmd
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/devk/devk/phase"
 )
 
+// NewBuildCmd is `devk build`.
 func NewBuildCmd(g *cli.Options) *cobra.Command {
 	var (
 		o       build.Options

@@ -23,6 +23,7 @@ func addImageFlags(f *pflag.FlagSet, o *image.Options) {
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback (loopback registries get it anyway)")
 }
 
+// NewPushCmd is `devk push`.
 func NewPushCmd(g *cli.Options) *cobra.Command {
 	var (
 		bo    build.Options

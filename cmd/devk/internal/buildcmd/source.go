@@ -12,6 +12,7 @@ import (
 	"github.com/devk/devk/source"
 )
 
+// NewSourceCmd is `devk source`.
 func NewSourceCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "source",

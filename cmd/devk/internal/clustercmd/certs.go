@@ -155,6 +155,7 @@ func lockCertNodes(c *cluster.Cluster, nodes []certs.RenewNode) (release func(),
 	return l.Release, nil
 }
 
+// NewCertsCmd is `devk certs`.
 func NewCertsCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",

@@ -14,6 +14,7 @@ import (
 	"github.com/devk/devk/phase"
 )
 
+// NewDownCmd is `devk down`.
 func NewDownCmd(g *cli.Options) *cobra.Command {
 	var (
 		o     cluster.Options

@@ -12,6 +12,7 @@ import (
 	"github.com/devk/devk/phase"
 )
 
+// NewExportCmd is `devk export`.
 func NewExportCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export",

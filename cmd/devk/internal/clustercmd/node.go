@@ -20,6 +20,7 @@ import (
 	"github.com/devk/devk/phase"
 )
 
+// NewNodeCmd is `devk node`.
 func NewNodeCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",

@@ -14,6 +14,7 @@ import (
 	"github.com/devk/devk/internal/layout"
 )
 
+// NewStatusCmd is `devk status`.
 func NewStatusCmd(g *cli.Options) *cobra.Command {
 	var o cluster.Options
 	cmd := &cobra.Command{

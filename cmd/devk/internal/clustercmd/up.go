@@ -1,3 +1,5 @@
+// Package clustercmd is the commands of a devk cluster's life: `devk up`,
+// `devk down`, `devk node`, `devk status`, `devk certs` and `devk export`.
 package clustercmd
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/devk/devk/pki"
 )
 
+// NewUpCmd is `devk up`.
 func NewUpCmd(g *cli.Options) *cobra.Command {
 	var (
 		o            cluster.Options

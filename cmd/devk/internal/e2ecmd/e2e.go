@@ -1,3 +1,5 @@
+// Package e2ecmd is `devk e2e`: the tree's end-to-end tests against a
+// devk cluster, and their images.
 package e2ecmd
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/devk/devk/internal/progress"
 )
 
+// NewE2ECmd is `devk e2e`.
 func NewE2ECmd(g *cli.Options) *cobra.Command {
 	o := conformance.Options{Parallel: 1}
 	cmd := &cobra.Command{

@@ -1,3 +1,5 @@
+// Package etcdcmd is `devk etcd`: ls, get, watch and diff of what the
+// API server keeps in etcd.
 package etcdcmd
 
 import (
@@ -92,6 +94,7 @@ func completeResources(_ *cobra.Command, args []string, _ string) ([]string, cob
 	return etcdwatch.ResourceNames(), cobra.ShellCompDirectiveNoFileComp
 }
 
+// NewEtcdCmd is `devk etcd`.
 func NewEtcdCmd(g *cli.Options) *cobra.Command {
 	f := &etcdFlags{}
 	cmd := &cobra.Command{

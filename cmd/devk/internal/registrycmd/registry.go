@@ -1,3 +1,5 @@
+// Package registrycmd is `devk registry`: the embedded registry served,
+// listed, forwarded to, and its credential.
 package registrycmd
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/devk/devk/registry"
 )
 
+// NewRegistryCmd is `devk registry`.
 func NewRegistryCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "registry",

@@ -15,6 +15,7 @@ import (
 	"github.com/devk/devk/swap"
 )
 
+// NewDebugCmd is `devk debug`.
 func NewDebugCmd(g *cli.Options) *cobra.Command {
 	var (
 		o      debug.Options

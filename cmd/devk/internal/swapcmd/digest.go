@@ -15,6 +15,7 @@ import (
 	"github.com/devk/devk/image"
 )
 
+// NewDigestCmd is `devk digest`.
 func NewDigestCmd(g *cli.Options) *cobra.Command {
 	var (
 		o    digest.Options

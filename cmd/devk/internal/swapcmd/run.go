@@ -16,6 +16,7 @@ import (
 	"github.com/devk/devk/swap"
 )
 
+// NewRunCmd is `devk run`.
 func NewRunCmd(g *cli.Options) *cobra.Command {
 	var (
 		o        devkrun.Options

@@ -11,6 +11,7 @@ import (
 	"github.com/devk/devk/stacks"
 )
 
+// NewStacksCmd is `devk stacks`.
 func NewStacksCmd(g *cli.Options) *cobra.Command {
 	var o stacks.Options
 	var match string

@@ -1,3 +1,6 @@
+// Package swapcmd is the commands that change or look into what a node
+// runs: `devk swap`, `devk digest`, `devk watch`, `devk debug`, `devk run`
+// and `devk stacks`, and the flags naming the node they act on.
 package swapcmd
 
 import (
@@ -15,6 +18,7 @@ import (
 	"github.com/devk/devk/swap"
 )
 
+// NewSwapCmd is `devk swap`.
 func NewSwapCmd(g *cli.Options) *cobra.Command {
 	var (
 		o     swap.Options

@@ -12,6 +12,7 @@ import (
 	"github.com/devk/devk/swap"
 )
 
+// NewWatchCmd is `devk watch`.
 func NewWatchCmd(g *cli.Options) *cobra.Command {
 	var (
 		o     loop.Options
