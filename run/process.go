@@ -23,9 +23,9 @@ type process struct {
 	// terminal, unless set.
 	stopSignal syscall.Signal
 	cmd        *exec.Cmd
-	id   supervise.ProcessID
-	done chan struct{}
-	err  error // Wait's, once done is closed
+	id         supervise.ProcessID
+	done       chan struct{}
+	err        error // Wait's, once done is closed
 }
 
 // Exit is how the process ended.

@@ -12,9 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
-	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -134,8 +134,8 @@ type Job struct {
 	Options
 	Result *Result
 
-	comp  build.Component
-	tree  *source.Tree
+	comp build.Component
+	tree *source.Tree
 	// build is --debug's build of the component and Delve (made in any
 	// case, for plans); dlv the debugger it made.
 	build *build.Job
