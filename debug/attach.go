@@ -25,13 +25,22 @@ func (j *job) attach(ctx context.Context) (phase.Outcome, error) {
 		d.Close(false)
 		return phase.Done, fmt.Errorf("%s exited under the debugger (status %d): see `devk export logs`", j.comp.Binary, st.ExitStatus)
 	}
+	// A component at its start stays there for the user's client;
+	// one running is halted while the breakpoints go in, then runs on.
+	cont := !j.StopAtStart
+	j.res.WaitsAtStart = j.StopAtStart
 	if len(j.breaks) == 0 {
 		d.Close(false)
+		if j.StopAtStart {
+			return phase.Unchanged("dlv at %s: %s waits before main; connect and continue", j.listen(), j.comp.Binary), nil
+		}
 		return phase.Unchanged("dlv at %s: %s runs", j.listen(), j.comp.Binary), nil
 	}
-	if err := d.Halt(); err != nil {
-		d.Close(true)
-		return phase.Done, fmt.Errorf("halt %s to set breakpoints: %w", j.comp.Binary, err)
+	if st.Running {
+		if err := d.Halt(); err != nil {
+			d.Close(cont)
+			return phase.Done, fmt.Errorf("halt %s to set breakpoints: %w", j.comp.Binary, err)
+		}
 	}
 	var errs []error
 	for _, b := range j.breaks {
@@ -42,11 +51,14 @@ func (j *job) attach(ctx context.Context) (phase.Outcome, error) {
 		}
 		j.res.Breakpoints = append(j.res.Breakpoints, Breakpoint{ID: bp.ID, File: b.file, Reported: bp.File, Line: bp.Line, Function: bp.FunctionName})
 	}
-	if err := d.Close(true); err != nil {
-		errs = append(errs, fmt.Errorf("let %s run on: %w", j.comp.Binary, err))
+	if err := d.Close(cont); err != nil {
+		errs = append(errs, fmt.Errorf("disconnect from the debugger: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return phase.Done, fmt.Errorf("%s runs under the debugger at %s, but breakpoints failed: %w", j.comp.Binary, j.listen(), err)
+	}
+	if j.StopAtStart {
+		return phase.Changed("%d breakpoint(s) set; %s waits before main: connect and continue", len(j.res.Breakpoints), j.comp.Binary), nil
 	}
 	return phase.Changed("%d breakpoint(s) set", len(j.res.Breakpoints)), nil
 }

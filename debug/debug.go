@@ -84,6 +84,10 @@ type Options struct {
 	// HA says the component runs on several control-plane nodes: a
 	// paused controller loses its lease (said in the result's notes).
 	HA bool
+	// StopAtStart leaves the component waiting before main for a
+	// client to continue it (dlv without --continue): the swap waits for
+	// the container (or kubelet) to run, not for it to be healthy.
+	StopAtStart bool
 	// Stop puts the normal container back instead.
 	Stop bool
 	// Swap is the swap's node, lock and waits (its Components and
@@ -106,18 +110,7 @@ type Result struct {
 	// the normal one. The kubelet has none: Binary is its debug build.
 	Image  string `json:"image,omitempty"`
 	Binary string `json:"binary,omitempty"`
-	// Address is where the debugger listens (host:port, reachable from
-	// the host on devk's bridge); Connect the dlv command line.
-	Address string `json:"address,omitempty"`
-	Connect string `json:"connect,omitempty"`
-	// SubstitutePath maps the binary's module paths to the tree, the
-	// module cache and GOROOT (Delve's order: from the binary's path).
-	SubstitutePath []srcpath.Rule `json:"substitutePath,omitempty"`
-	// InitFile holds the rules as dlv commands (`dlv connect --init`);
-	// LaunchJSON and GoLand are IDE configurations attaching to Address.
-	InitFile   string `json:"initFile,omitempty"`
-	LaunchJSON string `json:"launchJSON,omitempty"`
-	GoLand     string `json:"goland,omitempty"`
+	Attach
 	// Breakpoints are those set.
 	Breakpoints []Breakpoint `json:"breakpoints,omitempty"`
 	// DebugPackages are the patterns compiled with -N -l.
@@ -125,6 +118,9 @@ type Result struct {
 	// Notes say what devk changed so a paused component survives, and
 	// what it could not.
 	Notes []string `json:"notes,omitempty"`
+	// WaitsAtStart says the component waits before main for a client
+	// to continue it (--stop-at-start).
+	WaitsAtStart bool `json:"waitsAtStart,omitempty"`
 	// Stopped says --stop put the normal container back.
 	Stopped bool         `json:"stopped,omitempty"`
 	Swap    *swap.Report `json:"swap,omitempty"`
@@ -260,7 +256,7 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	if j.img, err = image.NewJob(bo, io); err != nil {
 		return res, err
 	}
-	j.Swap.Debug = &swap.Debugging{Command: j.command}
+	j.Swap.Debug = &swap.Debugging{Command: j.command, StopAtStart: o.StopAtStart}
 	j.Swap.TreeDir = j.tree.Root
 	popts.Reporter = o.Reporter
 	_, err = phase.Run(ctx, Phases(), j, popts)
@@ -285,6 +281,11 @@ func Lookup(name string) (build.Component, error) {
 
 // listen is the debugger's host:port.
 func (j *job) listen() string { return net.JoinHostPort(j.Address, strconv.Itoa(j.Port)) }
+
+// debugged is how the component runs under the debugger at dlv.
+func (j *job) debugged(dlv string) delve.Debugged {
+	return delve.Debugged{Debugger: dlv, Listen: j.listen(), StopAtStart: j.StopAtStart}
+}
 
 // check refuses what would fail after the node was changed: a
 // breakpoint nowhere (parseBreaks did), a port another process holds.
@@ -324,18 +325,25 @@ func (j *job) portFree(ctx context.Context) error {
 // command is the container's command under Delve: dlv exec, headless,
 // on the node's address, the component run on at once, its own flags
 // after `--`, with what a component paused at a breakpoint needs
-// (debugFlags).
+// (PausableArgv).
 func (j *job) command(own []string) ([]string, error) {
 	if len(own) == 0 {
 		return nil, fmt.Errorf("no command")
 	}
-	flags := slices.Clone(own[1:])
-	set := j.debugFlags()
+	return j.debugged(image.DebuggerPath).Command(PausableArgv(own, j.comp.Name, j.HA)), nil
+}
+
+// PausableArgv is argv (a component's binary and flags) with the flags
+// a component paused at a breakpoint needs (pauseFlags) in place of its
+// own, appended in name order.
+func PausableArgv(argv []string, component string, ha bool) []string {
+	flags := slices.Clone(argv[1:])
+	set := pauseFlags(component, ha)
 	for _, name := range slices.Sorted(maps.Keys(set)) {
 		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--"+name || strings.HasPrefix(f, "--"+name+"=") })
 		flags = append(flags, "--"+name+"="+set[name])
 	}
-	return delve.Command(image.DebuggerPath, j.listen(), append([]string{own[0]}, flags...)), nil
+	return append([]string{argv[0]}, flags...)
 }
 
 // DebugRequestTimeout is the API server's --request-timeout while it is
@@ -343,14 +351,14 @@ func (j *job) command(own []string) ([]string, error) {
 // lets it go, not with the 504 of the default minute.
 const DebugRequestTimeout = time.Hour
 
-// debugFlags are the flags a paused component needs: the API server's
+// pauseFlags are the flags a paused component needs: the API server's
 // request timeout; for the controllers of one control plane, leader
 // election off (a paused leader loses its lease and exits).
-func (j *job) debugFlags() map[string]string {
+func pauseFlags(component string, ha bool) map[string]string {
 	switch {
-	case j.comp.Name == "apiserver":
+	case component == "apiserver":
 		return map[string]string{"request-timeout": DebugRequestTimeout.String()}
-	case !j.HA && (j.comp.Name == "controller-manager" || j.comp.Name == "scheduler"):
+	case !ha && (component == "controller-manager" || component == "scheduler"):
 		return map[string]string{"leader-elect": "false"}
 	}
 	return nil
