@@ -405,7 +405,7 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName, pauseImage 
 		if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			t.Fatalf("the API through etcd under the debugger: %v", err)
 		}
-		out := dlvSession(t, ctx, dlv, r.Address, r.InitFile, "halt\ngoroutines\nquit -c\n")
+		out := dlvSession(t, ctx, dlv, r.Address, r.InitFile, "goroutines\nquit -c\n")
 		if !strings.Contains(out, "go.etcd.io/etcd/server") {
 			t.Errorf("dlv shows no goroutine of etcd's server:\n%s", out)
 		}

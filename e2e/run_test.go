@@ -37,7 +37,7 @@ type runResult struct {
 	Debugger   *struct {
 		Address string `json:"address"`
 	} `json:"debugger"`
-	Exit       *struct {
+	Exit *struct {
 		Code    int  `json:"code"`
 		Stopped bool `json:"stopped"`
 	} `json:"exit"`
