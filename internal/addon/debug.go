@@ -118,12 +118,12 @@ func debugTemplate(tmpl *corev1.PodTemplateSpec, meta *metav1.ObjectMeta, dep *a
 		meta.Annotations = map[string]string{}
 	}
 	ann := meta.Annotations
-	if raw, ok := ann[staticpod.DebugAnnotation]; ok {
-		var orig corev1.Container
-		if err := json.Unmarshal([]byte(raw), &orig); err != nil {
-			return fmt.Errorf("annotation %s is not a container: %w", staticpod.DebugAnnotation, err)
+	if _, ok := ann[staticpod.DebugAnnotation]; ok {
+		orig, err := (&State{Workload: w, Annotations: ann}).DebugOriginal()
+		if err != nil {
+			return err
 		}
-		*ctr = orig
+		*ctr = *orig
 		delete(ann, staticpod.DebugAnnotation)
 		if r, ok := ann[DebugReplicasAnnotation]; ok && dep != nil {
 			n, err := strconv.ParseInt(r, 10, 32)
@@ -146,23 +146,8 @@ func debugTemplate(tmpl *corev1.PodTemplateSpec, meta *metav1.ObjectMeta, dep *a
 	if err != nil {
 		return err
 	}
-	own := ctr.Command
-	if len(own) == 0 {
-		own = d.Entrypoint
-	}
-	if len(own) == 0 {
-		return fmt.Errorf("%s's container names no command and its image no entrypoint: nothing to run under the debugger", w)
-	}
-	if ctr.Command, err = d.Command(own); err != nil {
-		return err
-	}
-	ctr.Image = d.Image
-	// The probes that restart a component paused at a breakpoint go;
-	// readiness stays (a paused component is not ready).
-	ctr.LivenessProbe, ctr.StartupProbe = nil, nil
-	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: DebugIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
-	if !tmpl.Spec.HostNetwork {
-		ctr.Ports = append(ctr.Ports, corev1.ContainerPort{Name: debugPortName, ContainerPort: d.Port, HostPort: d.Port, Protocol: corev1.ProtocolTCP})
+	if *ctr, err = DebugContainer(*ctr, tmpl.Spec.HostNetwork, d); err != nil {
+		return fmt.Errorf("%s: %w", w, err)
 	}
 	ann[staticpod.DebugAnnotation] = string(kept)
 	if dep != nil && ptr.Deref(dep.Replicas, 1) > 1 {
@@ -170,4 +155,46 @@ func debugTemplate(tmpl *corev1.PodTemplateSpec, meta *metav1.ObjectMeta, dep *a
 		dep.Replicas = ptr.To(int32(1))
 	}
 	return nil
+}
+
+// DebugContainer is container c run under the debugger as d says: the
+// debug image, its command (the image's entrypoint when it names none)
+// wrapped by d.Command, the probes that restart a paused process gone
+// (readiness stays: a paused component is not ready), its pod's IP in
+// DebugIPEnv and, off the host network, the debugger's port published
+// on the node.
+func DebugContainer(c corev1.Container, hostNetwork bool, d Debug) (corev1.Container, error) {
+	c = *c.DeepCopy()
+	own := c.Command
+	if len(own) == 0 {
+		own = d.Entrypoint
+	}
+	if len(own) == 0 {
+		return c, errors.New("the container names no command and its image no entrypoint: nothing to run under the debugger")
+	}
+	var err error
+	if c.Command, err = d.Command(own); err != nil {
+		return c, err
+	}
+	c.Image = d.Image
+	c.LivenessProbe, c.StartupProbe = nil, nil
+	c.Env = append(c.Env, corev1.EnvVar{Name: DebugIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+	if !hostNetwork {
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: debugPortName, ContainerPort: d.Port, HostPort: d.Port, Protocol: corev1.ProtocolTCP})
+	}
+	return c, nil
+}
+
+// DebugOriginal is the container the workload ran before it was
+// debugged; an error when it is not (or the annotation is not one).
+func (s *State) DebugOriginal() (*corev1.Container, error) {
+	raw, ok := s.Annotations[staticpod.DebugAnnotation]
+	if !ok {
+		return nil, fmt.Errorf("%s is %w (no %s annotation): nothing to stop", s.Workload, ErrNotDebugged, staticpod.DebugAnnotation)
+	}
+	var c corev1.Container
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return nil, fmt.Errorf("%s: annotation %s is not a container: %w", s.Workload, staticpod.DebugAnnotation, err)
+	}
+	return &c, nil
 }
