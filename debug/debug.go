@@ -20,6 +20,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
@@ -42,22 +43,24 @@ var Ports = map[string]int{
 	"scheduler":          DefaultPort + 2,
 	"etcd":               DefaultPort + 3,
 	Kubelet:              DefaultPort + 4,
+	"kube-proxy":         DefaultPort + 5,
+	build.CoreDNS:        DefaultPort + 6,
 }
 
-// Kubelet is the one component `devk debug` runs under Delve that is not
-// a static pod: devk supervises it.
+// Kubelet is the one component `devk debug` runs under Delve that is
+// neither a static pod nor an addon: devk supervises it.
 const Kubelet = "kubelet"
 
 // AttachTimeout bounds the wait for the debugger to accept a client
 // once the component runs under it.
 const AttachTimeout = 30 * time.Second
 
-// Components are what `devk debug` runs under Delve: the static pods and
-// the kubelet.
+// Components are what `devk debug` runs under Delve: the static pods,
+// the kubelet and the addons.
 func Components() []string {
 	var out []string
 	for _, c := range build.Catalog {
-		if c.StaticPod || c.Name == Kubelet {
+		if _, isAddon := addon.Lookup(c.Name); c.StaticPod || c.Name == Kubelet || isAddon {
 			out = append(out, c.Name)
 		}
 	}
@@ -111,6 +114,9 @@ type Result struct {
 	Image  string `json:"image,omitempty"`
 	Binary string `json:"binary,omitempty"`
 	Attach
+	// Addresses are, for an addon, every pod's debugger (Address is the
+	// first: the pod on --node, if one runs there).
+	Addresses []string `json:"addresses,omitempty"`
 	// Breakpoints are those set.
 	Breakpoints []Breakpoint `json:"breakpoints,omitempty"`
 	// DebugPackages are the patterns compiled with -N -l.
@@ -139,7 +145,9 @@ type Breakpoint struct {
 // job is one `devk debug` run.
 type job struct {
 	Options
-	comp   build.Component
+	comp build.Component
+	// addon is the component's workload if it is an addon.
+	addon  *addon.Workload
 	tree   *source.Tree
 	srcmap *srcpath.Map
 	breaks []breakAt
@@ -222,6 +230,9 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 		if rep != nil && len(rep.StaticPods) > 0 {
 			res.Image = rep.StaticPods[0].NewImage
 		}
+		if rep != nil && len(rep.Addons) > 0 {
+			res.Image = rep.Addons[0].NewImage
+		}
 		return res, err
 	}
 	if o.Port == 0 {
@@ -231,6 +242,12 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 		return res, fmt.Errorf("no address for the debugger to listen on: on a node devk did not make pass --address, the node's IP")
 	}
 	j := &job{Options: o, comp: comp, res: res}
+	if w, ok := addon.Lookup(comp.Name); ok {
+		j.addon = &w
+		if o.StopAtStart {
+			return res, fmt.Errorf("--stop-at-start is for static pods and the kubelet: the controller of %s rolls its pods out one at a time, each ready before the next, and a pod waiting before main is never ready (set a --break early instead)", w)
+		}
+	}
 	if j.tree, err = source.Open(o.TreeDir); err != nil {
 		return res, err
 	}
@@ -256,7 +273,7 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	if j.img, err = image.NewJob(bo, io); err != nil {
 		return res, err
 	}
-	j.Swap.Debug = &swap.Debugging{Command: j.command, StopAtStart: o.StopAtStart}
+	j.Swap.Debug = &swap.Debugging{Command: j.command, StopAtStart: o.StopAtStart, Port: int32(j.Port)}
 	j.Swap.TreeDir = j.tree.Root
 	popts.Reporter = o.Reporter
 	_, err = phase.Run(ctx, Phases(), j, popts)
@@ -274,7 +291,7 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 func Lookup(name string) (build.Component, error) {
 	c, err := build.Lookup(name)
 	if err != nil || !slices.Contains(Components(), c.Name) {
-		return build.Component{}, fmt.Errorf("devk debug runs a static pod or the kubelet under the debugger: %s, not %q", strings.Join(Components(), ", "), name)
+		return build.Component{}, fmt.Errorf("devk debug runs a static pod, the kubelet or an addon under the debugger: %s, not %q", strings.Join(Components(), ", "), name)
 	}
 	return c, nil
 }
@@ -282,9 +299,15 @@ func Lookup(name string) (build.Component, error) {
 // listen is the debugger's host:port.
 func (j *job) listen() string { return net.JoinHostPort(j.Address, strconv.Itoa(j.Port)) }
 
-// debugged is how the component runs under the debugger at dlv.
+// debugged is how the component runs under the debugger at dlv: an
+// addon's listens on its pod's address, which the kubelet puts in its
+// command line (each pod its own).
 func (j *job) debugged(dlv string) delve.Debugged {
-	return delve.Debugged{Debugger: dlv, Listen: j.listen(), StopAtStart: j.StopAtStart}
+	listen := j.listen()
+	if j.addon != nil {
+		listen = net.JoinHostPort(addon.DebugListenHost, strconv.Itoa(j.Port))
+	}
+	return delve.Debugged{Debugger: dlv, Listen: listen, StopAtStart: j.StopAtStart}
 }
 
 // check refuses what would fail after the node was changed: a
@@ -311,6 +334,10 @@ func (j *job) portFree(ctx context.Context) error {
 	if j.comp.Name == Kubelet {
 		if d, err := delve.ReadDebugged(j.Node.KubeletDebugger()); err == nil && d != nil && d.Listen == j.listen() {
 			return nil
+		}
+	} else if j.addon != nil {
+		if st, err := j.addonState(ctx); err == nil && st != nil && st.Debugging() {
+			return nil // the swap replaces its pods
 		}
 	} else if pod, _, err := swap.ManifestFor(j.Swap.Node.ManifestsDir, j.comp.Binary).Read(); err == nil {
 		if _, debugging, _ := staticpod.DebugOriginal(pod); debugging {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,13 +318,20 @@ func (j *Job) Close(ctx context.Context, err error) error {
 func (j *Job) argv() []string {
 	argv := j.spec.Argv
 	if j.Debug {
-		argv = j.debugged().Command(argv)
+		argv = append(slices.Clone(diesWithDevk), j.debugged().Command(argv)...)
 	}
 	if j.Enter == nil {
 		return argv
 	}
 	return j.Enter(argv...)
 }
+
+// diesWithDevk runs the debugger as the first process of a PID
+// namespace of its own (with its own /proc, which Delve reads), killed
+// when unshare dies, which dies with devk (start's parent-death signal):
+// so the component Delve started goes too. Delve starts it in a process
+// group of its own and a killed Delve leaves it running.
+var diesWithDevk = []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"}
 
 // debugged is how --debug runs the binary under the debugger.
 func (j *Job) debugged() delve.Debugged {

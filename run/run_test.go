@@ -175,6 +175,9 @@ while :; do sleep 0.05; done
 // election off on one control plane; Ctrl-C sends the debugger SIGTERM.
 // (dlv stands in: Delve itself runs the component in e2e/run_test.go.)
 func TestDebugRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the debugger runs in a PID namespace of its own (unshare --pid)")
+	}
 	for _, atStart := range []bool{false, true} {
 		o := runFixture(t)
 		dir := t.TempDir()
@@ -197,8 +200,10 @@ func TestDebugRun(t *testing.T) {
 		o.Stdout = &out
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
+		var r *Result
 		go func() {
-			_, err := Run(ctx, o, phase.Options{Only: "run"})
+			var err error
+			r, err = Run(ctx, o, phase.Options{Only: "run"})
 			done <- err
 		}()
 		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -216,6 +221,9 @@ func TestDebugRun(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("a debug run ended by Ctrl-C failed: %v", err)
+		}
+		if !strings.Contains(strings.Join(r.Command, " "), "unshare --pid --fork --mount-proc --kill-child=SIGKILL "+dlv+" exec") {
+			t.Errorf("command %q: the debugger not in a PID namespace of its own", r.Command)
 		}
 		if !strings.Contains(out.String(), "terminated") {
 			t.Errorf("the debugger did not get SIGTERM: %q", out.String())

@@ -28,6 +28,9 @@ type Debugging struct {
 	// (or the kubelet) runs: not for health, the mirror pod or the node's
 	// Ready, which need the component to run on.
 	StopAtStart bool
+	// Port is the debugger's: an addon's pod off the host network
+	// publishes it on its node.
+	Port int32
 	// Restart restarts the kubelet even when its binary holds the same
 	// bytes: its command line changed (it runs under the debugger now,
 	// or no longer).

@@ -32,7 +32,11 @@ does: journal, lock, rollback on failure, digests verified (` + "`devk digest ve
 compares the pod with the debug image while it runs). The kubelet, which devk
 supervises, runs as ` + "`dlv exec`" + ` of its debug build on its node (--node), swapped
 as ` + "`devk swap kubelet`" + ` swaps it: restarted, the node Ready again, else the old
-kubelet back; its pods keep running.
+kubelet back; its pods keep running. An addon (kube-proxy's DaemonSet,
+CoreDNS's Deployment) is changed through the API server as ` + "`devk swap`" + ` swaps
+it: every pod of the workload runs under its own debugger at its node's
+address (CoreDNS, off the host network, publishes the port on its node and
+runs one replica while debugged); --break is set in each.
 
 The build keeps symbols and DWARF and compiles without optimisation or
 inlining (-N -l) only where you debug: the tree's packages changed since the
@@ -76,6 +80,7 @@ is debugged; --stop ends that.`,
   devk debug scheduler --debug-pkg ./pkg/scheduler/...
   devk debug scheduler --stop-at-start   # waits before main: dlv connect 10.250.0.2:2347, then continue
   devk debug kubelet --node devk-worker --break pkg/kubelet/kubelet.go:1901   # SyncPod in v1.34.4
+  devk debug kube-proxy --break pkg/proxy/iptables/proxier.go:736             # syncProxyRules, on every node
   devk debug --stop apiserver`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cli.CompleteNames(debug.Components),

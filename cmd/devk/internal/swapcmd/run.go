@@ -57,8 +57,10 @@ leader election off on one control plane), and writes how to attach as
 ` + "`devk debug`" + ` does (a dlv init file with the substitute-path rules, a VS Code
 attach configuration and a GoLand one under _output/devk/debug/). Set
 breakpoints from your client; --stop-at-start leaves the component waiting
-before main until your client continues it. Ctrl-C sends the debugger
-SIGTERM (it ends and kills the component), then puts the pod back.
+before main until your client continues it. Delve runs as the first
+process of a PID namespace of its own, so that the component it starts dies
+with it and with devk. Ctrl-C sends the debugger SIGTERM (it ends and kills
+the component), then puts the pod back.
 
 Safety: devk takes the pod out as ` + "`devk swap`" + ` hands a pod over (the manifest
 kept as a pending backup, a journal written, the manifest moved out, the
