@@ -1,7 +1,6 @@
 package swap
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/devk/devk/build"
@@ -41,57 +40,14 @@ type Debugging struct {
 // debugger client (Debugging.StopAtStart).
 func (j *Job) atStart() bool { return j.Debug != nil && !j.Debug.Stop && j.Debug.StopAtStart }
 
-// killsPaused are the probes that would restart a component paused at a
-// breakpoint; readiness stays (a paused component is not ready).
-var killsPaused = []string{"livenessProbe", "startupProbe"}
-
-// debugContainer rewrites the manifest's container ctr (as the manifest
-// spells it) in place: a container `devk debug` wrote is first put back
-// as it was (staticpod.DebugAnnotation, which then goes); with d to
-// start debugging, the container as it is is kept in the annotation, its
-// command wrapped by d.Command and the probes that kill a paused process
-// dropped. ann is the manifest's annotations.
-func debugContainer(ctr, ann map[string]any, d *Debugging) error {
-	if raw, ok := ann[staticpod.DebugAnnotation].(string); ok {
-		var orig map[string]any
-		if err := json.Unmarshal([]byte(raw), &orig); err != nil {
-			return fmt.Errorf("annotation %s is not a container: %w", staticpod.DebugAnnotation, err)
-		}
-		clear(ctr)
-		for k, v := range orig {
-			ctr[k] = v
-		}
-		delete(ann, staticpod.DebugAnnotation)
-	}
+// wrap is how staticpod.WithImage wraps a container's command under the
+// debugger: nil (the container put back as it was) for no debugging or
+// a stop.
+func (d *Debugging) wrap() func(command []string) ([]string, error) {
 	if d == nil || d.Stop {
 		return nil
 	}
-	orig, err := json.Marshal(ctr)
-	if err != nil {
-		return err
-	}
-	var command []string
-	if err := remarshal(ctr["command"], &command); err != nil || len(command) == 0 {
-		return fmt.Errorf("the container has no command to run under the debugger (a manifest devk or kubeadm wrote names the binary and its flags in command)")
-	}
-	if command, err = d.Command(command); err != nil {
-		return err
-	}
-	ctr["command"] = command
-	for _, p := range killsPaused {
-		delete(ctr, p)
-	}
-	ann[staticpod.DebugAnnotation] = string(orig)
-	return nil
-}
-
-// remarshal converts v, as a generic YAML document holds it, into out.
-func remarshal(v, out any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
+	return d.Command
 }
 
 // newDebugSwap is the swap of c to its debug image or, stopping, back to

@@ -166,7 +166,7 @@ func TestDebugNeedsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = WithImage(data, pod, "kube-scheduler", "x@sha256:dddd", &Debugging{Command: underDlv}, time.Now())
+	_, _, err = staticpod.WithImage(data, pod, "kube-scheduler", "x@sha256:dddd", underDlv, time.Now())
 	if err == nil || !strings.Contains(err.Error(), "no command") {
 		t.Fatalf("got %v, want the missing command named", err)
 	}

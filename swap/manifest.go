@@ -146,65 +146,6 @@ func (m Manifest) readBackup() (*corev1.Pod, []byte, error) {
 	return &pod, data, nil
 }
 
-// WrittenAnnotation is stamped on every manifest a swap writes (see
-// staticpod.WrittenAnnotation).
-const WrittenAnnotation = staticpod.WrittenAnnotation
-
-// WithImage returns the manifest bytes with the container's image set to
-// image (unchanged when image is empty) and WrittenAnnotation set to now,
-// and the image it replaced. A new image also ends or starts debugging
-// (debugContainer: a container `devk debug` wrote is put back as it was;
-// with debug, the new one runs under the debugger). Every other field is
-// kept.
-func WithImage(data []byte, pod *corev1.Pod, container, image string, debug *Debugging, now time.Time) ([]byte, string, error) {
-	c, err := staticpod.Container(pod, container)
-	if err != nil {
-		return nil, "", err
-	}
-	old := c.Image
-	// A generic map keeps the fields corev1.Pod does not know.
-	var obj map[string]any
-	if err := yaml.Unmarshal(data, &obj); err != nil {
-		return nil, "", err
-	}
-	md, _ := obj["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		obj["metadata"] = md
-	}
-	ann, _ := md["annotations"].(map[string]any)
-	if ann == nil {
-		ann = map[string]any{}
-		md["annotations"] = ann
-	}
-	ann[WrittenAnnotation] = now.UTC().Format(time.RFC3339Nano)
-	if image != "" {
-		spec, _ := obj["spec"].(map[string]any)
-		ctrs, _ := spec["containers"].([]any)
-		set := 0
-		for _, ct := range ctrs {
-			if m, ok := ct.(map[string]any); ok && (m["name"] == c.Name) {
-				if err := debugContainer(m, ann, debug); err != nil {
-					return nil, "", fmt.Errorf("%s: %w", c.Name, err)
-				}
-				m["image"] = image
-				set++
-			}
-		}
-		if set == 0 {
-			// corev1.Pod read it (encoding/json matches keys in any case,
-			// and skips a null entry), but the document does not spell
-			// spec.containers[].name as Kubernetes writes it.
-			return nil, "", fmt.Errorf("the manifest's spec.containers has no entry named %q as written (keys spelt as Kubernetes spells them): fix the manifest", c.Name)
-		}
-	}
-	out, err := yaml.Marshal(obj)
-	if err != nil {
-		return nil, "", err
-	}
-	return out, old, nil
-}
-
 // ErrPutBack wraps the error of a swap that put the old manifest back
 // before the new one was in place (the new one could not be written, or
 // the hand-over was interrupted): the caller waits for the old pod and
@@ -253,7 +194,7 @@ func (m Manifest) begin(container, image string, run *RunRecord) (old string, er
 	if err != nil {
 		return "", err
 	}
-	if _, old, err = WithImage(data, pod, container, image, m.Debug, time.Now()); err != nil {
+	if _, old, err = staticpod.WithImage(data, pod, container, image, m.Debug.wrap(), time.Now()); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(m.WorkDir, 0o700); err != nil {
@@ -373,7 +314,7 @@ func (m Manifest) Restore(container string, handover func()) (string, error) {
 
 // writeFromBackup writes the backup into place with the container's image
 // set to image (empty: as the backup names it) and a new
-// WrittenAnnotation; it returns the image written.
+// staticpod.WrittenAnnotation; it returns the image written.
 func (m Manifest) writeFromBackup(container, image string) (string, error) {
 	pod, data, err := m.readBackup()
 	if err != nil {
@@ -387,7 +328,7 @@ func (m Manifest) writeFromBackup(container, image string) (string, error) {
 	if image == "" {
 		debug = nil // the backup as it was
 	}
-	out, _, err := WithImage(data, pod, container, image, debug, time.Now())
+	out, _, err := staticpod.WithImage(data, pod, container, image, debug.wrap(), time.Now())
 	if err != nil {
 		return "", err
 	}

@@ -17,9 +17,9 @@ import (
 // kubelet's manifests dir, and a swap reads it, picks a container and
 // rewrites its image. Whatever the bytes, the container name and the
 // image (an image reference, as a swap has one): nothing panics; Read accepts only Pods; and when Read accepts a
-// manifest and WithImage rewrites it, the rewrite reads back as a Pod
+// manifest and staticpod.WithImage rewrites it, the rewrite reads back as a Pod
 // whose chosen container runs the new image, whose other containers are
-// untouched, stamped with WrittenAnnotation, and otherwise the same
+// untouched, stamped with staticpod.WrittenAnnotation, and otherwise the same
 // document field for field (fields corev1.Pod does not know included),
 // in which staticpod sees the swapped image and the same pod.
 func FuzzManifestImage(f *testing.F) {
@@ -61,7 +61,7 @@ func FuzzManifestImage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, old, err := WithImage(read, pod, container, image, nil, now)
+		out, old, err := staticpod.WithImage(read, pod, container, image, nil, now)
 		if !inDocument(read, c.Name) {
 			// corev1.Pod read a container the document does not spell as
 			// written (a null entry, a key in another case): WithImage
@@ -100,8 +100,8 @@ func FuzzManifestImage(f *testing.F) {
 				t.Fatalf("container %q changed from %q to %q; only %q was to change", ct.Name, pod.Spec.Containers[i].Image, ct.Image, c.Name)
 			}
 		}
-		if got := pod2.Annotations[WrittenAnnotation]; got != now.Format(time.RFC3339Nano) {
-			t.Fatalf("%s = %q after the rewrite", WrittenAnnotation, got)
+		if got := pod2.Annotations[staticpod.WrittenAnnotation]; got != now.Format(time.RFC3339Nano) {
+			t.Fatalf("%s = %q after the rewrite", staticpod.WrittenAnnotation, got)
 		}
 		if len(pod.Spec.Containers) == 1 {
 			if got, swapped := staticpod.SwappedImage(pod2); !swapped || got != want {
@@ -125,7 +125,7 @@ func FuzzManifestImage(f *testing.F) {
 }
 
 // document is a manifest as a generic document without what a swap
-// rewrites: the WrittenAnnotation (and the maps holding only it) and the
+// rewrites: the staticpod.WrittenAnnotation (and the maps holding only it) and the
 // images of the containers.
 func document(t *testing.T, data []byte) map[string]any {
 	t.Helper()
@@ -135,7 +135,7 @@ func document(t *testing.T, data []byte) map[string]any {
 	}
 	if md, ok := doc["metadata"].(map[string]any); ok || doc["metadata"] == nil {
 		if ann, ok := md["annotations"].(map[string]any); ok || md["annotations"] == nil {
-			delete(ann, WrittenAnnotation)
+			delete(ann, staticpod.WrittenAnnotation)
 			if len(ann) == 0 {
 				delete(md, "annotations")
 			}

@@ -84,7 +84,7 @@ func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
 	unchanged := c.Image == t.Image
 	if unchanged && j.Debug != nil {
 		// The debug image may run with other debugger flags.
-		out, _, err := WithImage(data, pod, t.Pod, t.Image, j.Debug, time.Time{})
+		out, _, err := staticpod.WithImage(data, pod, t.Pod, t.Image, j.Debug.wrap(), time.Time{})
 		if err != nil {
 			return nil, err
 		}

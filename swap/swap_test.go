@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/devk/devk/internal/staticpod"
 )
 
 const apiserverManifest = `apiVersion: v1
@@ -60,7 +62,7 @@ func TestSetImageAndRestore(t *testing.T) {
 	if c.Image != newImage || len(c.Command) != 2 || !pod.Spec.HostNetwork || pod.Labels["tier"] != "control-plane" {
 		t.Fatalf("the new manifest lost or missed something:\n%+v", pod)
 	}
-	first := pod.Annotations[WrittenAnnotation]
+	first := pod.Annotations[staticpod.WrittenAnnotation]
 	if first == "" {
 		t.Fatal("no written stamp: swapping back would reuse a terminated pod UID")
 	}
@@ -89,7 +91,7 @@ func TestSetImageAndRestore(t *testing.T) {
 		t.Fatalf("restore did not bring the old manifest back: %+v, %v", pod, err)
 	}
 	// The same image as before, yet a new pod UID for the kubelet.
-	if stamp := pod.Annotations[WrittenAnnotation]; stamp == "" || stamp == first {
+	if stamp := pod.Annotations[staticpod.WrittenAnnotation]; stamp == "" || stamp == first {
 		t.Fatalf("restored manifest stamp %q (swap wrote %q): want a new one", stamp, first)
 	}
 	// The journal stays until the caller has seen the old pod run again.
