@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -59,6 +60,7 @@ const (
 	versionFile    = "staging/src/k8s.io/apiserver/pkg/server/routes/version.go"
 	deploymentFile = "pkg/controller/deployment/deployment_controller.go"
 	kubeletFile    = "pkg/kubelet/kubelet.go"
+	proxierFile    = "pkg/proxy/iptables/proxier.go"
 )
 
 // atBreakpoint connects the test's own dlv to the debugger at addr with
@@ -83,6 +85,7 @@ type debugResult struct {
 	}
 	WaitsAtStart bool
 	Notes        []string
+	Addresses    []string
 }
 
 // debugJSON runs `devk debug ARGS -o json` and decodes its result.
@@ -461,6 +464,47 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName, pauseImage 
 			return nil
 		})
 	})
+}
+
+// checkDebugAddon: kube-proxy under the debugger on every node, a
+// breakpoint in its rule sync hit when a Service is created, the rules
+// written once it goes on; --stop puts the DaemonSet's container back.
+func checkDebugAddon(t *testing.T, tree, kubeconfig string, devk func(t *testing.T, args ...string) Result) {
+	cs := clientFor(t, kubeconfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dlv := delveClient(t)
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ds.Spec.Template.Spec.Containers[0]
+	line := funcBody(t, tree, proxierFile, "func (proxier *Proxier) syncProxyRules(")
+	r := debugAt(t, devk, "kube-proxy", proxierFile, line)
+	if len(r.Addresses) == 0 || r.Addresses[0] != r.Address {
+		t.Fatalf("devk debug kube-proxy: addresses %v, address %s", r.Addresses, r.Address)
+	}
+	devk(t, "digest", "verify", "kube-proxy")
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-debug-proxy", Namespace: "default"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "e2e-debug-proxy"}},
+	}
+	if _, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{})
+	for _, addr := range r.Addresses {
+		atBreakpoint(t, ctx, dlv, addr, r.InitFile, filepath.Join(tree, proxierFile)+":"+strconv.Itoa(line))
+	}
+	devk(t, "debug", "--stop", "kube-proxy")
+	ds, err = cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := ds.Spec.Template.Spec.Containers[0]; !apiequality.Semantic.DeepEqual(after, before) {
+		t.Errorf("after --stop kube-proxy's container is\n%+v\nwant\n%+v", after, before)
+	}
+	devk(t, "digest", "verify", "kube-proxy")
 }
 
 // atStartPause is how long a component waiting before main is watched
