@@ -207,7 +207,7 @@ func apiserverPod(in ManifestInput) podSpec {
 		requests:  cpu("250m"),
 	}
 	s.hostPath("k8s-certs", dir, corev1.HostPathDirectory)
-	return s
+	return withAudit(in, s)
 }
 
 // controller is what differs between the two controllers of the control
