@@ -294,8 +294,9 @@ func (c *Client) PullImage(ctx context.Context, ref string) (string, error) {
 
 // Sandbox is what devk needs of one pod sandbox.
 type Sandbox struct {
-	ID        string
-	PodName   string
+	ID           string
+	PodName      string
+	PodNamespace string
 	PodUID    string
 	Ready     bool
 	CreatedAt time.Time
@@ -308,20 +309,23 @@ type Sandbox struct {
 // from; it passes a pod's annotations on to its sandbox.
 const configSourceAnnotation = "kubernetes.io/config.source"
 
-// Sandboxes lists the pod sandboxes in namespace, newest first.
+// Sandboxes lists the pod sandboxes in namespace (every namespace's
+// when it is ""), newest first.
 func (c *Client) Sandboxes(ctx context.Context, namespace string) ([]Sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	resp, err := c.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{LabelPodNamespace: namespace},
-	}})
+	f := &runtimeapi.PodSandboxFilter{}
+	if namespace != "" {
+		f.LabelSelector = map[string]string{LabelPodNamespace: namespace}
+	}
+	resp, err := c.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: f})
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes on %s: %w", c.Endpoint, err)
 	}
 	out := make([]Sandbox, 0, len(resp.Items))
 	for _, p := range resp.Items {
 		out = append(out, Sandbox{
-			ID: p.Id, PodName: p.GetMetadata().GetName(), PodUID: p.GetMetadata().GetUid(),
+			ID: p.Id, PodName: p.GetMetadata().GetName(), PodNamespace: p.GetMetadata().GetNamespace(), PodUID: p.GetMetadata().GetUid(),
 			Ready: p.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: time.Unix(0, p.CreatedAt),
 			Static: p.Annotations[configSourceAnnotation] == "file",
 		})
