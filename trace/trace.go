@@ -155,19 +155,19 @@ func Phases() []*phase.Phase[*job] {
 		{Name: "preflight", Short: "find the cluster's audit logs, etcd and nodes; refuse a cluster without an audit log",
 			Run: phase.Method((*job).preflight)},
 		{Name: "record", Short: "start reading the audit logs at their ends and etcd's history at its revision",
-			Run: phase.Method((*job).record)},
+			Needs: []string{"preflight"}, Run: phase.Method((*job).record)},
 		{Name: "nodes-before", Short: "read each node's iptables rules (inside its network namespace) and its runtime's containers",
-			If: nodes, Run: phase.Method((*job).nodesBefore)},
+			Needs: []string{"preflight"}, If: nodes, Run: phase.Method((*job).nodesBefore)},
 		{Name: "command", Short: "run the command, or with --follow print what happens until Ctrl-C",
-			Run: phase.Method((*job).command)},
-		{Name: "settle", Short: "follow until the cluster is quiet for --settle (at most --for)",
+			Needs: []string{"record"}, Run: phase.Method((*job).command)},
+		{Name: "settle", Short: "follow until the cluster is quiet for --settle (at most --for)", Needs: []string{"command"},
 			If: func(j *job) (bool, string) {
 				if j.o.Follow {
 					return false, "--follow"
 				}
 				return true, ""
 			}, Run: phase.Method((*job).settle)},
-		{Name: "collect", Short: "diff the nodes, list the window's Events, join requests and etcd writes",
+		{Name: "collect", Short: "diff the nodes, list the window's Events, join requests and etcd writes", Needs: []string{"record"},
 			If: func(j *job) (bool, string) {
 				if j.o.Follow {
 					return false, "--follow"

@@ -165,6 +165,7 @@ Exit status:
 		newStacksCmd(g),
 		newDebugCmd(g),
 		newRunCmd(g),
+		newTraceCmd(g),
 	)
 	groupCommands(root)
 	registerClusterCompletion(root)
@@ -190,7 +191,7 @@ var groupOf = map[string]string{
 	"swap": "swap", "digest": "swap",
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",
-	"stacks": "debug", "debug": "debug", "run": "debug",
+	"stacks": "debug", "debug": "debug", "run": "debug", "trace": "debug",
 	"version": "other", "completion": "other", "help": "other",
 }
 
