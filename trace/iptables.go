@@ -79,8 +79,9 @@ type RulesDiff struct {
 func (d RulesDiff) Empty() bool { return len(d.Added) == 0 && len(d.Removed) == 0 }
 
 // DiffRules compares two snapshots line by line within each chain, as
-// multisets: a rule moved within its chain is no change, a chain
-// declared or gone is a ":CHAIN" line.
+// multisets: a rule moved within its chain is no change, a user chain
+// declared or gone is a ":CHAIN" line, a built-in chain's changed
+// policy a ":CHAIN POLICY" line.
 func DiffRules(before, after Rules) RulesDiff {
 	d := RulesDiff{Added: []Rule{}, Removed: []Rule{}}
 	for _, table := range Tables {
@@ -95,11 +96,20 @@ func DiffRules(before, after Rules) RulesDiff {
 		for _, chain := range sortedKeys(chains) {
 			bl, inB := b[chain]
 			al, inA := a[chain]
+			// A chain on one side only: a user chain's declaration is a
+			// change; a built-in chain (one with a policy) comes and
+			// goes with its table, which nf_tables makes on first use.
 			switch {
 			case inA && !inB:
-				d.Added = append(d.Added, Rule{table, chain, ":" + chain})
+				al = withoutPolicy(al)
+				if len(al) == len(a[chain]) {
+					d.Added = append(d.Added, Rule{table, chain, ":" + chain})
+				}
 			case inB && !inA:
-				d.Removed = append(d.Removed, Rule{table, chain, ":" + chain})
+				bl = withoutPolicy(bl)
+				if len(bl) == len(b[chain]) {
+					d.Removed = append(d.Removed, Rule{table, chain, ":" + chain})
+				}
 			}
 			for _, l := range minus(al, bl) {
 				d.Added = append(d.Added, Rule{table, chain, l})
@@ -110,6 +120,11 @@ func DiffRules(before, after Rules) RulesDiff {
 		}
 	}
 	return d
+}
+
+// withoutPolicy is a chain's lines without its policy line.
+func withoutPolicy(lines []string) []string {
+	return slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.HasPrefix(l, ":") })
 }
 
 // minus is the lines of a not in b, counting repeats, in a's order.
