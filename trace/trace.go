@@ -178,7 +178,8 @@ func Phases() []*phase.Phase[*job] {
 }
 
 // Run traces the command (or follows the cluster) and returns the
-// trace. A command that fails still gives its trace, with its exit code.
+// trace. A command that fails still gives its trace, with its exit code;
+// --follow returns nothing when ctx ends.
 func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -189,10 +190,10 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	}
 	defer j.close()
 	if _, err := phase.Run(ctx, Phases(), j, popts); err != nil {
-		if j.res.Start.IsZero() {
-			return nil, err
+		if o.Follow && ctx.Err() != nil && j.tails != nil {
+			return nil, nil // --follow runs until Ctrl-C
 		}
-		return &j.res, err
+		return nil, err
 	}
 	if popts.DryRun {
 		return nil, nil

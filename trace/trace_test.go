@@ -24,6 +24,7 @@ import (
 	"github.com/devk/devk/etcdwatch/etcdtest"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/output"
+	"github.com/devk/devk/internal/syncbuf"
 	"github.com/devk/devk/phase"
 )
 
@@ -269,4 +270,52 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("error %v", err)
 		}
 	})
+}
+
+// TestFollow: --follow prints a write another client makes, with the
+// client, within a second.
+func TestFollow(t *testing.T) {
+	srv, cli := etcdtest.StartT(t)
+	audit := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(audit, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var live syncbuf.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{Follow: true, Live: &live, Settle: DefaultSettle, For: DefaultFor, NoNodes: true,
+			Source: &Source{AuditLogs: []string{audit},
+				Etcd: etcdwatch.ConnOptions{Endpoints: []string{srv.Endpoint}, Home: "/nonexistent", KubeadmDir: "/nonexistent"}}}, phase.Options{})
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(time.Second) // following from now on
+	start := time.Now()
+	resp, err := cli.Put(context.Background(), "/registry/configmaps/default/x", string(etcdtest.MustEncode(etcdtest.ConfigMap("default", "x", 1))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(audit, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(auditLine("cm", "create", "kubectl/v1.34.4 (linux/amd64) kubernetes/abc", hostIP,
+		&auditv1.ObjectReference{Resource: "configmaps", Namespace: "default", Name: "x", APIVersion: "v1"}, 201, fmt.Sprint(resp.Header.Revision), "x"))
+	f.Close()
+	want := fmt.Sprintf("etcd ADDED /registry/configmaps/default/x (revision %d) by kubectl", resp.Header.Revision)
+	for !strings.Contains(live.String(), want) {
+		if time.Since(start) > time.Second {
+			t.Fatalf("not printed within a second:\n%s", live.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(live.String(), "kubectl CREATE v1/configmaps default/x → 201") {
+		t.Errorf("the request is not printed:\n%s", live.String())
+	}
 }
