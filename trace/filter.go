@@ -19,7 +19,7 @@ const (
 type Filter struct {
 	// Resources are resource names (pods, services, endpointslices), with
 	// or without a group (endpointslices.discovery.k8s.io).
-	Resources []string
+	Resources  []string
 	Namespaces []string
 	// UserAgents match a request's User-Agent by substring
 	// (kubectl, endpointslice-controller, kube-proxy).

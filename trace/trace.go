@@ -132,8 +132,8 @@ type job struct {
 
 	nodeIPs  map[string]bool
 	cmdStart time.Time
-	before  map[string]nodeState
-	last    map[string]nodeState
+	before   map[string]nodeState
+	last     map[string]nodeState
 
 	mu           sync.Mutex
 	requests     []Request

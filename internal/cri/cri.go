@@ -297,9 +297,9 @@ type Sandbox struct {
 	ID           string
 	PodName      string
 	PodNamespace string
-	PodUID    string
-	Ready     bool
-	CreatedAt time.Time
+	PodUID       string
+	Ready        bool
+	CreatedAt    time.Time
 	// Static says the kubelet made it for a static pod (a manifest in its
 	// staticPodPath): the pod's kubernetes.io/config.source is "file".
 	Static bool
