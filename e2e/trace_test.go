@@ -33,8 +33,10 @@ type traceResult struct {
 	}
 	Nodes []struct {
 		Node     string
-		IPTables struct{ Added, Removed []struct{ Table, Chain, Rule string } }
-		Error    string
+		IPTables struct {
+			Added, Removed []struct{ Table, Chain, Rule string }
+		}
+		Error string
 	}
 	Events []struct{ Namespace, Object, Reason string }
 }
