@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -93,7 +94,7 @@ func DiffRules(before, after Rules) RulesDiff {
 		for c := range a {
 			chains[c] = true
 		}
-		for _, chain := range sortedKeys(chains) {
+		for _, chain := range slices.Sorted(maps.Keys(chains)) {
 			bl, inB := b[chain]
 			al, inA := a[chain]
 			// A chain on one side only: a user chain's declaration is a
@@ -141,15 +142,6 @@ func minus(a, b []string) []string {
 		}
 		out = append(out, l)
 	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
 

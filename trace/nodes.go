@@ -100,7 +100,7 @@ func rulesText(r Rules) []byte {
 type PodChange struct {
 	// Kind is sandbox or container.
 	Kind string `json:"kind"`
-	// ID is the runtime's ID, shortened to 13 characters as crictl does.
+	// ID is the runtime's ID, shortened (cri.ShortID).
 	ID        string `json:"id"`
 	Pod       string `json:"pod"`
 	Container string `json:"container,omitempty"`
@@ -131,25 +131,18 @@ func diffPods(before, after map[string]podThing) []PodChange {
 	out := []PodChange{}
 	for id, a := range after {
 		if b, ok := before[id]; !ok || b.State != a.State {
-			out = append(out, PodChange{Kind: a.Kind, ID: shortID(id), Pod: a.Pod, Container: a.Container, From: b.State, To: a.State})
+			out = append(out, PodChange{Kind: a.Kind, ID: cri.ShortID(id), Pod: a.Pod, Container: a.Container, From: b.State, To: a.State})
 		}
 	}
 	for id, b := range before {
 		if _, ok := after[id]; !ok {
-			out = append(out, PodChange{Kind: b.Kind, ID: shortID(id), Pod: b.Pod, Container: b.Container, From: b.State})
+			out = append(out, PodChange{Kind: b.Kind, ID: cri.ShortID(id), Pod: b.Pod, Container: b.Container, From: b.State})
 		}
 	}
 	slices.SortFunc(out, func(x, y PodChange) int {
 		return strings.Compare(x.Kind+" "+x.Pod+" "+x.Container+" "+x.ID, y.Kind+" "+y.Pod+" "+y.Container+" "+y.ID)
 	})
 	return out
-}
-
-func shortID(id string) string {
-	if len(id) > 13 {
-		return id[:13]
-	}
-	return id
 }
 
 // NodeTrace is what changed on one node in the window.

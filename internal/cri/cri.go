@@ -158,7 +158,7 @@ func (c *Client) ContainerStatus(ctx context.Context, id string) (*Status, error
 	defer cancel()
 	resp, err := c.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
-		return nil, fmt.Errorf("status of container %s: %w", short(id), err)
+		return nil, fmt.Errorf("status of container %s: %w", ShortID(id), err)
 	}
 	s := resp.Status
 	return &Status{
@@ -176,7 +176,7 @@ func (c *Client) StopContainer(ctx context.Context, id string, grace time.Durati
 	ctx, cancel := context.WithTimeout(ctx, grace+stopMargin)
 	defer cancel()
 	if _, err := c.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: int64(grace.Seconds())}); err != nil {
-		return fmt.Errorf("stop container %s: %w", short(id), err)
+		return fmt.Errorf("stop container %s: %w", ShortID(id), err)
 	}
 	return nil
 }
@@ -192,11 +192,11 @@ func (c *Client) RemoveSandbox(ctx context.Context, id string) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, removeRetryInterval, removeRetryTimeout, true, func(ctx context.Context) (bool, error) {
 		if _, err := c.RT.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-			last = fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
+			last = fmt.Errorf("stop pod sandbox %s: %w", ShortID(id), err)
 			return false, nil
 		}
 		if _, err := c.RT.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
-			last = fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
+			last = fmt.Errorf("remove pod sandbox %s: %w", ShortID(id), err)
 			return false, nil
 		}
 		return true, nil
@@ -264,7 +264,9 @@ func (c *Client) RemoveAll(ctx context.Context, own func(podUID string) bool) (i
 	return n, first
 }
 
-func short(id string) string {
+// ShortID is a container's or sandbox's ID as devk prints it: its first
+// 12 characters.
+func ShortID(id string) string {
 	if len(id) > 12 {
 		return id[:12]
 	}
