@@ -255,7 +255,6 @@ func (s CRI) Observe(ctx context.Context, t Target) (Observation, error) {
 	return Observation{Ref: "container " + cri.ShortID(st.ID), Digest: Of(st.ImageRef)}, nil
 }
 
-
 // Mirror is the imageID the kubelet reports in the mirror pod's status.
 type Mirror struct {
 	Client   kubernetes.Interface

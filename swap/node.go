@@ -244,7 +244,6 @@ func (n *Target) lastLog(ctx context.Context, podName, container, oldID string) 
 // shows at least.
 const DefaultLogLines = 20
 
-
 func shortDigest(d string) string {
 	if len(d) > 19 {
 		return d[:19]
