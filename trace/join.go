@@ -45,7 +45,9 @@ type objectKey struct{ group, resource, namespace, name string }
 // write's revision), then, for a request whose response names no
 // version (a binding, an eviction, a request logged at Metadata, a
 // delete), by the object and the latest request on it no later than the
-// write. reqs and writes are in time order.
+// write. A write is seen (its Time) after its request was received, on
+// the same clock: a request after a write did not make it. reqs and
+// writes are in time order.
 func join(reqs []Request, writes []EtcdWrite) {
 	byObject := map[objectKey][]int{}
 	for i, r := range reqs {
@@ -62,6 +64,11 @@ func join(reqs []Request, writes []EtcdWrite) {
 	for wi := range writes {
 		w := &writes[wi]
 		for _, i := range byObject[objectKey{w.Group, w.Resource, w.Namespace, w.Name}] {
+			if w.Time.Before(reqs[i].Time) {
+				// a delete answers with the object's last version, an
+				// earlier write's revision
+				break
+			}
 			if rv, err := strconv.ParseInt(reqs[i].ResourceVersion, 10, 64); err == nil && rv == w.Revision {
 				link(i, w)
 				break
@@ -79,16 +86,13 @@ func join(reqs []Request, writes []EtcdWrite) {
 			if w.Type == etcdwatch.Deleted && r.Verb != "delete" && r.Verb != "deletecollection" {
 				continue
 			}
+			if r.Time.After(w.Time) {
+				break // a request comes before its write
+			}
 			if r.ResourceVersion != "" && r.Verb != "delete" {
 				continue // it names its own write
 			}
-			if r.Time.After(w.Time) && best >= 0 {
-				break
-			}
 			best = i
-			if r.Time.After(w.Time) {
-				break
-			}
 		}
 		if best >= 0 {
 			link(best, w)

@@ -495,17 +495,33 @@ func (j *job) collect(ctx context.Context) (phase.Outcome, error) {
 	return phase.Unchanged("%d requests, %d etcd writes, %d events", len(j.res.Requests), len(j.res.Etcd), len(j.res.Events)), nil
 }
 
+// componentUsers are the prefixes of the users the cluster's own
+// components authenticate as. On an HA cluster their requests reach an
+// API server through HAProxy on this machine, so the source address
+// alone does not tell them from the command's.
+var componentUsers = []string{"system:node:", "system:serviceaccount:", "system:kube-", "system:apiserver", "system:bootstrap:"}
+
+func component(user string) bool {
+	for _, p := range componentUsers {
+		if strings.HasPrefix(user, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // assemble joins requests and etcd writes and keeps what the options
 // ask for: write requests (reads too with Reads, counted either way),
 // each marked when the command made it (received while it ran, from
-// this machine rather than a node), the etcd writes, filtered.
+// this machine rather than a node, as a user that is no component of
+// the cluster), the etcd writes, filtered.
 func assemble(reqs []Request, writes []EtcdWrite, o Options, start, exit time.Time, nodeIPs map[string]bool) ([]Request, map[string]int, []EtcdWrite) {
 	slices.SortStableFunc(reqs, func(a, b Request) int { return a.Time.Compare(b.Time) })
 	join(reqs, writes)
 	outR := []Request{}
 	var reads map[string]int
 	for _, r := range reqs {
-		r.FromCommand = !exit.IsZero() && !r.Time.Before(start) && !r.Time.After(exit) && !nodeIPs[r.sourceIP]
+		r.FromCommand = !exit.IsZero() && !r.Time.Before(start) && !r.Time.After(exit) && !nodeIPs[r.sourceIP] && !component(r.User)
 		if r.Read() {
 			if reads == nil {
 				reads = map[string]int{}

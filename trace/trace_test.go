@@ -53,8 +53,10 @@ func TestMain(m *testing.M) {
 }
 
 // auditLine is one line as the API server's JSON log backend writes it.
-func auditLine(id, verb, ua, ip string, ref *auditv1.ObjectReference, code int32, rv, respName string) []byte {
-	now := metav1.NewMicroTime(time.Now())
+// received is when the API server received the request: before its
+// etcd write.
+func auditLine(received time.Time, id, verb, ua, ip string, ref *auditv1.ObjectReference, code int32, rv, respName string) []byte {
+	now := metav1.NewMicroTime(received)
 	ev := auditv1.Event{
 		TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"},
 		Level:    auditv1.LevelRequestResponse, AuditID: types.UID(id), Stage: auditv1.StageResponseComplete,
@@ -98,30 +100,31 @@ func helper() error {
 	steps := []struct {
 		key  string
 		obj  runtime.Object
-		line func(rv string) []byte
+		line func(received time.Time, rv string) []byte
 	}{
-		{"/registry/services/specs/default/web", etcdtest.Service("default", "web", 1), func(rv string) []byte {
-			return auditLine("svc", "create", "kubectl/v1.34.4 (linux/amd64) kubernetes/abc", hostIP,
+		{"/registry/services/specs/default/web", etcdtest.Service("default", "web", 1), func(received time.Time, rv string) []byte {
+			return auditLine(received, "svc", "create", "kubectl/v1.34.4 (linux/amd64) kubernetes/abc", hostIP,
 				&auditv1.ObjectReference{Resource: "services", Namespace: "default", Name: "web", APIVersion: "v1"}, 201, rv, "web")
 		}},
-		{"/registry/endpointslices/default/web-x7k2p", etcdtest.EndpointSlice("default", "web-x7k2p", 1), func(rv string) []byte {
-			return auditLine("slice", "create", "kube-controller-manager/v1.34.4 (linux/amd64) kubernetes/abc/endpointslice-controller", nodeIP,
+		{"/registry/endpointslices/default/web-x7k2p", etcdtest.EndpointSlice("default", "web-x7k2p", 1), func(received time.Time, rv string) []byte {
+			return auditLine(received, "slice", "create", "kube-controller-manager/v1.34.4 (linux/amd64) kubernetes/abc/endpointslice-controller", nodeIP,
 				&auditv1.ObjectReference{Resource: "endpointslices", APIGroup: "discovery.k8s.io", Namespace: "default", APIVersion: "v1"}, 201, rv, "web-x7k2p")
 		}},
-		{"/registry/pods/default/web-abc", etcdtest.Pod("default", "web-abc", 1), func(string) []byte {
-			return auditLine("bind", "create", "kube-scheduler/v1.34.4 (linux/amd64) kubernetes/abc/scheduler", nodeIP,
+		{"/registry/pods/default/web-abc", etcdtest.Pod("default", "web-abc", 1), func(received time.Time, _ string) []byte {
+			return auditLine(received, "bind", "create", "kube-scheduler/v1.34.4 (linux/amd64) kubernetes/abc/scheduler", nodeIP,
 				&auditv1.ObjectReference{Resource: "pods", Namespace: "default", Name: "web-abc", APIVersion: "v1", Subresource: "binding"}, 201, "", "")
 		}},
 		{"/registry/secrets/default/db", etcdtest.Secret("default", "db", 1), nil},
 		{"/registry/leases/kube-node-lease/devk-worker", etcdtest.Lease("kube-node-lease", "devk-worker", 1), nil},
 	}
 	for _, s := range steps {
+		received := time.Now()
 		rv, err := put(s.key, s.obj)
 		if err != nil {
 			return err
 		}
 		if s.line != nil {
-			if _, err := log.Write(s.line(rv)); err != nil {
+			if _, err := log.Write(s.line(received, rv)); err != nil {
 				return err
 			}
 		}
@@ -141,7 +144,7 @@ func TestRun(t *testing.T) {
 	inNS(t, ns, "-t", "nat", "-N", "KUBE-NODEPORTS")
 	srv, _ := etcdtest.StartT(t)
 	audit := filepath.Join(t.TempDir(), "audit.log")
-	if err := os.WriteFile(audit, auditLine("old", "create", "kubectl/v1", hostIP,
+	if err := os.WriteFile(audit, auditLine(time.Now(), "old", "create", "kubectl/v1", hostIP,
 		&auditv1.ObjectReference{Resource: "configmaps", Namespace: "default", Name: "before", APIVersion: "v1"}, 201, "1", "before"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +308,7 @@ func TestFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write(auditLine("cm", "create", "kubectl/v1.34.4 (linux/amd64) kubernetes/abc", hostIP,
+	f.Write(auditLine(start, "cm", "create", "kubectl/v1.34.4 (linux/amd64) kubernetes/abc", hostIP,
 		&auditv1.ObjectReference{Resource: "configmaps", Namespace: "default", Name: "x", APIVersion: "v1"}, 201, fmt.Sprint(resp.Header.Revision), "x"))
 	f.Close()
 	want := fmt.Sprintf("etcd ADDED /registry/configmaps/default/x (revision %d) by kubectl", resp.Header.Revision)

@@ -28,8 +28,9 @@ after the command's exit), and print one timeline, oldest first:
   kubelet, kube-scheduler…, verb, group/version/resource[/subresource],
   namespace/name, response code, latency; a write's body, Secrets redacted as
   ` + "`devk etcd`" + ` redacts them). The command's own are marked [command] (received
-  while it ran, from this machine rather than a node). Reads and watches are
-  counted, and listed with --reads.
+  while it ran, from this machine rather than a node, by a user that is no
+  component of the cluster). Reads and watches are counted, and listed with
+  --reads.
 - etcd: each key written or deleted (leases left out), with its revision and
   the decoded diff (` + "`devk etcd watch`" + `'s), beneath the request that made it:
   joined by object and the resourceVersion of the request's response, else by
