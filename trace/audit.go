@@ -65,8 +65,9 @@ func (r Request) Read() bool { return readVerbs[r.Verb] }
 
 // ParseAuditLine reads one line of an API server's JSON audit log (an
 // audit.k8s.io/v1 Event). ok is false for an event trace does not show
-// as a request: one of a stage before the response (a watch's
-// ResponseStarted counts, as it is all a long watch logs for a while).
+// as a request: one of a stage before the response. A watch counts
+// once, when its response starts (all a long watch logs for a while),
+// unless it failed before that.
 func ParseAuditLine(line []byte) (r Request, ok bool, err error) {
 	var ev auditv1.Event
 	if err := json.Unmarshal(line, &ev); err != nil {
@@ -76,7 +77,11 @@ func ParseAuditLine(line []byte) (r Request, ok bool, err error) {
 		return Request{}, false, fmt.Errorf("not an audit event: kind %q", ev.Kind)
 	}
 	switch ev.Stage {
-	case auditv1.StageResponseComplete, auditv1.StagePanic:
+	case auditv1.StageResponseComplete:
+		if ev.Verb == "watch" && ev.ResponseStatus != nil && ev.ResponseStatus.Code == 200 {
+			return Request{}, false, nil // counted when it started
+		}
+	case auditv1.StagePanic:
 	case auditv1.StageResponseStarted:
 		if ev.Verb != "watch" {
 			return Request{}, false, nil
