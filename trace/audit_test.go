@@ -32,7 +32,7 @@ func TestParseAuditLine(t *testing.T) {
 		}
 	}
 	if len(got) != 7 {
-		t.Fatalf("%d requests, want 7 (the RequestReceived stage left out)", len(got))
+		t.Fatalf("%d requests, want 7 (the RequestReceived stage and a watch's end left out)", len(got))
 	}
 	svc, node, slice, bind, watch, secret, secretBody := got[0], got[1], got[2], got[3], got[4], got[5], got[6]
 	if svc.Client != "kubectl" || svc.Verb != "create" || svc.Resource != "v1/services" || svc.Namespace != "default" || svc.Name != "web" ||

@@ -39,23 +39,18 @@ type podThing struct {
 	State     string
 }
 
-// snapshot reads a node's rules and its runtime's sandboxes and
-// containers.
-func snapshot(ctx context.Context, n Node) (nodeState, error) {
+// snapshot reads a node's rules and, through rt (nil: none), its
+// runtime's sandboxes and containers.
+func snapshot(ctx context.Context, n Node, rt *cri.Client) (nodeState, error) {
 	out, err := SaveRules(ctx, n.NetNS)
 	if err != nil {
 		return nodeState{}, fmt.Errorf("node %s: read its iptables rules: %w", n.Name, err)
 	}
 	s := nodeState{rules: ParseSave(out), pods: map[string]podThing{}}
 	s.rulesSum = sha256.Sum256(rulesText(s.rules))
-	if n.CRISocket == "" {
+	if rt == nil {
 		return s, nil
 	}
-	rt, err := cri.Dial(n.CRISocket)
-	if err != nil {
-		return s, fmt.Errorf("node %s: %w", n.Name, err)
-	}
-	defer rt.Close()
 	sbs, err := rt.Sandboxes(ctx, "")
 	if err != nil {
 		return s, fmt.Errorf("node %s: %w", n.Name, err)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/devk/devk/etcdwatch"
+	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/output"
 	"github.com/devk/devk/internal/progress"
@@ -131,6 +132,7 @@ type job struct {
 	stopEtcd context.CancelFunc
 
 	nodeIPs  map[string]bool
+	runtimes map[string]*cri.Client
 	cmdStart time.Time
 	before   map[string]nodeState
 	last     map[string]nodeState
@@ -204,6 +206,9 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 func (j *job) close() {
 	for _, t := range j.tails {
 		t.Close()
+	}
+	for _, rt := range j.runtimes {
+		rt.Close()
 	}
 	if j.stopEtcd != nil {
 		j.stopEtcd()
@@ -312,10 +317,17 @@ func (j *job) record(ctx context.Context) (phase.Outcome, error) {
 }
 
 func (j *job) nodesBefore(ctx context.Context) (phase.Outcome, error) {
-	j.before, j.last = map[string]nodeState{}, map[string]nodeState{}
+	j.before, j.last, j.runtimes = map[string]nodeState{}, map[string]nodeState{}, map[string]*cri.Client{}
 	rules := 0
 	for _, n := range j.src.Nodes {
-		s, err := snapshot(ctx, n)
+		if n.CRISocket != "" {
+			rt, err := cri.Dial(n.CRISocket)
+			if err != nil {
+				return phase.Done, fmt.Errorf("node %s: %w (--no-nodes traces without the nodes)", n.Name, err)
+			}
+			j.runtimes[n.Name] = rt
+		}
+		s, err := snapshot(ctx, n, j.runtimes[n.Name])
 		if err != nil {
 			return phase.Done, fmt.Errorf("%w (--no-nodes traces without the nodes)", err)
 		}
@@ -364,7 +376,7 @@ func (j *job) pollNodes(ctx context.Context) map[string]NodeTrace {
 	}
 	out := map[string]NodeTrace{}
 	for _, n := range j.src.Nodes {
-		s, err := snapshot(ctx, n)
+		s, err := snapshot(ctx, n, j.runtimes[n.Name])
 		if err != nil {
 			continue // the final read reports it
 		}
@@ -464,7 +476,7 @@ func (j *job) collect(ctx context.Context) (phase.Outcome, error) {
 	if !j.o.NoNodes {
 		for _, n := range j.src.Nodes {
 			nt := NodeTrace{Node: n.Name, IPTables: RulesDiff{Added: []Rule{}, Removed: []Rule{}}, Containers: []PodChange{}}
-			s, err := snapshot(ctx, n)
+			s, err := snapshot(ctx, n, j.runtimes[n.Name])
 			if err != nil {
 				nt.Error = err.Error()
 				s = j.last[n.Name]
