@@ -20,6 +20,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
@@ -42,22 +43,24 @@ var Ports = map[string]int{
 	"scheduler":          DefaultPort + 2,
 	"etcd":               DefaultPort + 3,
 	Kubelet:              DefaultPort + 4,
+	"kube-proxy":         DefaultPort + 5,
+	build.CoreDNS:        DefaultPort + 6,
 }
 
-// Kubelet is the one component `devk debug` runs under Delve that is not
-// a static pod: devk supervises it.
+// Kubelet is the one component `devk debug` runs under Delve that is
+// neither a static pod nor an addon: devk supervises it.
 const Kubelet = "kubelet"
 
 // AttachTimeout bounds the wait for the debugger to accept a client
 // once the component runs under it.
 const AttachTimeout = 30 * time.Second
 
-// Components are what `devk debug` runs under Delve: the static pods and
-// the kubelet.
+// Components are what `devk debug` runs under Delve: the static pods,
+// the kubelet and the addons.
 func Components() []string {
 	var out []string
 	for _, c := range build.Catalog {
-		if c.StaticPod || c.Name == Kubelet {
+		if _, isAddon := addon.Lookup(c.Name); c.StaticPod || c.Name == Kubelet || isAddon {
 			out = append(out, c.Name)
 		}
 	}
@@ -84,6 +87,10 @@ type Options struct {
 	// HA says the component runs on several control-plane nodes: a
 	// paused controller loses its lease (said in the result's notes).
 	HA bool
+	// StopAtStart leaves the component waiting before main for a
+	// client to continue it (dlv without --continue): the swap waits for
+	// the container (or kubelet) to run, not for it to be healthy.
+	StopAtStart bool
 	// Stop puts the normal container back instead.
 	Stop bool
 	// Swap is the swap's node, lock and waits (its Components and
@@ -106,18 +113,10 @@ type Result struct {
 	// the normal one. The kubelet has none: Binary is its debug build.
 	Image  string `json:"image,omitempty"`
 	Binary string `json:"binary,omitempty"`
-	// Address is where the debugger listens (host:port, reachable from
-	// the host on devk's bridge); Connect the dlv command line.
-	Address string `json:"address,omitempty"`
-	Connect string `json:"connect,omitempty"`
-	// SubstitutePath maps the binary's module paths to the tree, the
-	// module cache and GOROOT (Delve's order: from the binary's path).
-	SubstitutePath []srcpath.Rule `json:"substitutePath,omitempty"`
-	// InitFile holds the rules as dlv commands (`dlv connect --init`);
-	// LaunchJSON and GoLand are IDE configurations attaching to Address.
-	InitFile   string `json:"initFile,omitempty"`
-	LaunchJSON string `json:"launchJSON,omitempty"`
-	GoLand     string `json:"goland,omitempty"`
+	Attach
+	// Addresses are, for an addon, every pod's debugger (Address is the
+	// first: the pod on --node, if one runs there).
+	Addresses []string `json:"addresses,omitempty"`
 	// Breakpoints are those set.
 	Breakpoints []Breakpoint `json:"breakpoints,omitempty"`
 	// DebugPackages are the patterns compiled with -N -l.
@@ -125,6 +124,9 @@ type Result struct {
 	// Notes say what devk changed so a paused component survives, and
 	// what it could not.
 	Notes []string `json:"notes,omitempty"`
+	// WaitsAtStart says the component waits before main for a client
+	// to continue it (--stop-at-start).
+	WaitsAtStart bool `json:"waitsAtStart,omitempty"`
 	// Stopped says --stop put the normal container back.
 	Stopped bool         `json:"stopped,omitempty"`
 	Swap    *swap.Report `json:"swap,omitempty"`
@@ -143,7 +145,9 @@ type Breakpoint struct {
 // job is one `devk debug` run.
 type job struct {
 	Options
-	comp   build.Component
+	comp build.Component
+	// addon is the component's workload if it is an addon.
+	addon  *addon.Workload
 	tree   *source.Tree
 	srcmap *srcpath.Map
 	breaks []breakAt
@@ -226,6 +230,9 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 		if rep != nil && len(rep.StaticPods) > 0 {
 			res.Image = rep.StaticPods[0].NewImage
 		}
+		if rep != nil && len(rep.Addons) > 0 {
+			res.Image = rep.Addons[0].NewImage
+		}
 		return res, err
 	}
 	if o.Port == 0 {
@@ -235,6 +242,12 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 		return res, fmt.Errorf("no address for the debugger to listen on: on a node devk did not make pass --address, the node's IP")
 	}
 	j := &job{Options: o, comp: comp, res: res}
+	if w, ok := addon.Lookup(comp.Name); ok {
+		j.addon = &w
+		if o.StopAtStart {
+			return res, fmt.Errorf("--stop-at-start is for static pods and the kubelet: the controller of %s rolls its pods out one at a time, each ready before the next, and a pod waiting before main is never ready (set a --break early instead)", w)
+		}
+	}
 	if j.tree, err = source.Open(o.TreeDir); err != nil {
 		return res, err
 	}
@@ -260,7 +273,7 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	if j.img, err = image.NewJob(bo, io); err != nil {
 		return res, err
 	}
-	j.Swap.Debug = &swap.Debugging{Command: j.command}
+	j.Swap.Debug = &swap.Debugging{Command: j.command, StopAtStart: o.StopAtStart, Port: int32(j.Port)}
 	j.Swap.TreeDir = j.tree.Root
 	popts.Reporter = o.Reporter
 	_, err = phase.Run(ctx, Phases(), j, popts)
@@ -278,13 +291,24 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 func Lookup(name string) (build.Component, error) {
 	c, err := build.Lookup(name)
 	if err != nil || !slices.Contains(Components(), c.Name) {
-		return build.Component{}, fmt.Errorf("devk debug runs a static pod or the kubelet under the debugger: %s, not %q", strings.Join(Components(), ", "), name)
+		return build.Component{}, fmt.Errorf("devk debug runs a static pod, the kubelet or an addon under the debugger: %s, not %q", strings.Join(Components(), ", "), name)
 	}
 	return c, nil
 }
 
 // listen is the debugger's host:port.
 func (j *job) listen() string { return net.JoinHostPort(j.Address, strconv.Itoa(j.Port)) }
+
+// debugged is how the component runs under the debugger at dlv: an
+// addon's listens on its pod's address, which the kubelet puts in its
+// command line (each pod its own).
+func (j *job) debugged(dlv string) delve.Debugged {
+	listen := j.listen()
+	if j.addon != nil {
+		listen = net.JoinHostPort(addon.DebugListenHost, strconv.Itoa(j.Port))
+	}
+	return delve.Debugged{Debugger: dlv, Listen: listen, StopAtStart: j.StopAtStart}
+}
 
 // check refuses what would fail after the node was changed: a
 // breakpoint nowhere (parseBreaks did), a port another process holds.
@@ -311,6 +335,10 @@ func (j *job) portFree(ctx context.Context) error {
 		if d, err := delve.ReadDebugged(j.Node.KubeletDebugger()); err == nil && d != nil && d.Listen == j.listen() {
 			return nil
 		}
+	} else if j.addon != nil {
+		if st, err := j.addonState(ctx); err == nil && st != nil && st.Debugging() {
+			return nil // the swap replaces its pods
+		}
 	} else if pod, _, err := swap.ManifestFor(j.Swap.Node.ManifestsDir, j.comp.Binary).Read(); err == nil {
 		if _, debugging, _ := staticpod.DebugOriginal(pod); debugging {
 			if c, err := staticpod.Container(pod, j.comp.Binary); err == nil && slices.Contains(c.Command, delve.ListenFlag(j.listen())) {
@@ -324,18 +352,25 @@ func (j *job) portFree(ctx context.Context) error {
 // command is the container's command under Delve: dlv exec, headless,
 // on the node's address, the component run on at once, its own flags
 // after `--`, with what a component paused at a breakpoint needs
-// (debugFlags).
+// (PausableArgv).
 func (j *job) command(own []string) ([]string, error) {
 	if len(own) == 0 {
 		return nil, fmt.Errorf("no command")
 	}
-	flags := slices.Clone(own[1:])
-	set := j.debugFlags()
+	return j.debugged(image.DebuggerPath).Command(PausableArgv(own, j.comp.Name, j.HA)), nil
+}
+
+// PausableArgv is argv (a component's binary and flags) with the flags
+// a component paused at a breakpoint needs (pauseFlags) in place of its
+// own, appended in name order.
+func PausableArgv(argv []string, component string, ha bool) []string {
+	flags := slices.Clone(argv[1:])
+	set := pauseFlags(component, ha)
 	for _, name := range slices.Sorted(maps.Keys(set)) {
 		flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--"+name || strings.HasPrefix(f, "--"+name+"=") })
 		flags = append(flags, "--"+name+"="+set[name])
 	}
-	return delve.Command(image.DebuggerPath, j.listen(), append([]string{own[0]}, flags...)), nil
+	return append([]string{argv[0]}, flags...)
 }
 
 // DebugRequestTimeout is the API server's --request-timeout while it is
@@ -343,14 +378,14 @@ func (j *job) command(own []string) ([]string, error) {
 // lets it go, not with the 504 of the default minute.
 const DebugRequestTimeout = time.Hour
 
-// debugFlags are the flags a paused component needs: the API server's
+// pauseFlags are the flags a paused component needs: the API server's
 // request timeout; for the controllers of one control plane, leader
 // election off (a paused leader loses its lease and exits).
-func (j *job) debugFlags() map[string]string {
+func pauseFlags(component string, ha bool) map[string]string {
 	switch {
-	case j.comp.Name == "apiserver":
+	case component == "apiserver":
 		return map[string]string{"request-timeout": DebugRequestTimeout.String()}
-	case !j.HA && (j.comp.Name == "controller-manager" || j.comp.Name == "scheduler"):
+	case !ha && (component == "controller-manager" || component == "scheduler"):
 		return map[string]string{"leader-elect": "false"}
 	}
 	return nil

@@ -70,26 +70,32 @@ func firstCodeLine(t *testing.T, root, rel string) string {
 
 // TestCommand: the container runs under dlv on the node's address, its
 // own command after `--`; the controllers of one control plane lose
-// leader election, those of several keep it.
+// leader election, those of several keep it; --stop-at-start leaves out
+// --continue.
 func TestCommand(t *testing.T) {
 	own := []string{"/usr/local/bin/kube-scheduler", "--bind-address=10.250.0.2", "--leader-elect=true"}
 	for _, c := range []struct {
-		comp string
-		ha   bool
-		want []string
+		comp    string
+		ha      bool
+		atStart bool
+		want    []string
 	}{
-		{"scheduler", false, []string{"--bind-address=10.250.0.2", "--leader-elect=false"}},
-		{"scheduler", true, own[1:]},
-		{"apiserver", false, append(own[1:], "--request-timeout=1h0m0s")},
-		{"etcd", false, own[1:]},
+		{"scheduler", false, false, []string{"--bind-address=10.250.0.2", "--leader-elect=false"}},
+		{"scheduler", true, false, own[1:]},
+		{"scheduler", true, true, own[1:]},
+		{"apiserver", false, false, append(own[1:], "--request-timeout=1h0m0s")},
+		{"etcd", false, false, own[1:]},
 	} {
-		j := &job{Options: Options{Address: "10.250.0.2", Port: 2347, HA: c.ha}}
+		j := &job{Options: Options{Address: "10.250.0.2", Port: 2347, HA: c.ha, StopAtStart: c.atStart}}
 		j.comp.Name = c.comp
 		got, err := j.command(own)
 		if err != nil {
 			t.Fatal(err)
 		}
 		head := []string{"/usr/local/bin/dlv", "exec", "--headless", "--accept-multiclient", "--api-version=2", "--listen=10.250.0.2:2347", "--continue", own[0], "--"}
+		if c.atStart {
+			head = slices.DeleteFunc(head, func(a string) bool { return a == "--continue" })
+		}
 		if !slices.Equal(got[:len(head)], head) || !slices.Equal(got[len(head):], c.want) {
 			t.Errorf("%s (HA %v): %q", c.comp, c.ha, got)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,9 +21,72 @@ import (
 // Dir is where `devk debug` writes its files in a tree.
 func Dir(treeRoot string) string { return filepath.Join(treeRoot, "_output", "devk", "debug") }
 
-// ide writes how to attach: the substitute-path rules of the debug
-// binary (from its build info) as a dlv init file, a VS Code launch.json
-// configuration and a GoLand run configuration, and fills the result.
+// Attach is how to attach to a component's debugger: where it listens,
+// the dlv command line, the substitute-path rules of its binary and the
+// files holding them for dlv and the IDEs.
+type Attach struct {
+	// Address is where the debugger listens (host:port, reachable from
+	// the host on devk's bridge); Connect the dlv command line.
+	Address string `json:"address,omitempty"`
+	Connect string `json:"connect,omitempty"`
+	// SubstitutePath maps the binary's module paths to the tree, the
+	// module cache and GOROOT (Delve's order: from the binary's path).
+	SubstitutePath []srcpath.Rule `json:"substitutePath,omitempty"`
+	// InitFile holds the rules as dlv commands (`dlv connect --init`);
+	// LaunchJSON and GoLand are IDE configurations attaching to Address.
+	InitFile   string `json:"initFile,omitempty"`
+	LaunchJSON string `json:"launchJSON,omitempty"`
+	GoLand     string `json:"goland,omitempty"`
+}
+
+// WriteAttach writes how to attach to binary (a debug build of the tree
+// srcmap maps) under the debugger at host:port: the substitute-path
+// rules from its build info as a dlv init file, a VS Code launch.json
+// configuration and a GoLand run configuration, named name, under the
+// tree's Dir.
+func WriteAttach(treeRoot string, srcmap *srcpath.Map, binary, name, host string, port int) (*Attach, error) {
+	deps, err := srcpath.Deps(binary)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := srcmap.Rules(deps)
+	if err != nil {
+		return nil, err
+	}
+	dir := Dir(treeRoot)
+	if err := os.MkdirAll(filepath.Join(dir, golandDir), 0o755); err != nil {
+		return nil, err
+	}
+	file := strings.ReplaceAll(name, " ", "-")
+	a := &Attach{
+		Address:        net.JoinHostPort(host, strconv.Itoa(port)),
+		SubstitutePath: rules,
+		InitFile:       filepath.Join(dir, filepath.Base(binary)+".dlv"),
+		LaunchJSON:     filepath.Join(dir, "launch.json"),
+		GoLand:         filepath.Join(dir, golandDir, file+".run.xml"),
+	}
+	a.Connect = execx.Cmd{Name: "dlv", Args: []string{"connect", a.Address, "--init", a.InitFile}}.String()
+	if err := atomicfile.Write(a.InitFile, dlvInit(rules), 0o644, dir); err != nil {
+		return nil, err
+	}
+	launch, err := launchJSON(a.LaunchJSON, name, host, port, rules)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(a.LaunchJSON, launch, 0o644, dir); err != nil {
+		return nil, err
+	}
+	goland, err := golandConfig(name, host, port)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(a.GoLand, goland, 0o644, dir); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// ide writes how to attach (WriteAttach) and fills the result.
 func (j *job) ide(_ context.Context) (phase.Outcome, error) {
 	st, err := build.LoadState(j.tree.Root)
 	if err != nil {
@@ -32,47 +96,18 @@ func (j *job) ide(_ context.Context) (phase.Outcome, error) {
 	if cs.Debug == nil || (cs.DebugPushed == nil && j.comp.StaticPod) {
 		return phase.Done, fmt.Errorf("state.json has no debug build of %s (pushed)", j.comp.Name)
 	}
-	deps, err := srcpath.Deps(cs.Debug.Path)
+	a, err := WriteAttach(j.tree.Root, j.srcmap, cs.Debug.Path, j.configName(), j.Address, j.Port)
 	if err != nil {
-		return phase.Done, err
-	}
-	rules, err := j.srcmap.Rules(deps)
-	if err != nil {
-		return phase.Done, err
-	}
-	dir := Dir(j.tree.Root)
-	if err := os.MkdirAll(filepath.Join(dir, golandDir), 0o755); err != nil {
 		return phase.Done, err
 	}
 	r := j.res
-	r.Address, r.SubstitutePath, r.DebugPackages = j.listen(), rules, cs.Debug.DebugPackages
+	r.Attach, r.DebugPackages = *a, cs.Debug.DebugPackages
 	if j.comp.StaticPod {
 		r.Image = cs.DebugPushed.Ref
 	} else {
 		r.Binary = cs.Debug.Path
 	}
-	r.InitFile = filepath.Join(dir, j.comp.Binary+".dlv")
-	r.LaunchJSON = filepath.Join(dir, "launch.json")
-	r.GoLand = filepath.Join(dir, golandDir, j.comp.Binary+".run.xml")
-	r.Connect = execx.Cmd{Name: "dlv", Args: []string{"connect", j.listen(), "--init", r.InitFile}}.String()
-	if err := atomicfile.Write(r.InitFile, dlvInit(rules), 0o644, dir); err != nil {
-		return phase.Done, err
-	}
-	launch, err := launchJSON(r.LaunchJSON, j.configName(), j.Address, j.Port, rules)
-	if err != nil {
-		return phase.Done, err
-	}
-	if err := atomicfile.Write(r.LaunchJSON, launch, 0o644, dir); err != nil {
-		return phase.Done, err
-	}
-	goland, err := golandConfig(j.configName(), j.Address, j.Port)
-	if err != nil {
-		return phase.Done, err
-	}
-	if err := atomicfile.Write(r.GoLand, goland, 0o644, dir); err != nil {
-		return phase.Done, err
-	}
-	return phase.Changed("%d substitute-path rules in %s, %s, %s", len(rules), r.InitFile, r.LaunchJSON, r.GoLand), nil
+	return phase.Changed("%d substitute-path rules in %s, %s, %s", len(a.SubstitutePath), a.InitFile, a.LaunchJSON, a.GoLand), nil
 }
 
 // golandDir holds the GoLand run configurations (a project's .run/

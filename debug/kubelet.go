@@ -34,7 +34,7 @@ func (j *job) kubeletDebugger(ctx context.Context) (phase.Outcome, error) {
 	if _, err := swap.InstallBinary(ctx, dlv.Path, dest, nil); err != nil {
 		return phase.Done, err
 	}
-	want := delve.Debugged{Debugger: dest, Listen: j.listen()}
+	want := j.debugged(dest)
 	old, err := delve.ReadDebugged(j.Node.KubeletDebugger())
 	if err == nil && old != nil && *old == want {
 		return phase.Unchanged("the kubelet runs under %s at %s already", dest, want.Listen), nil

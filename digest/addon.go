@@ -170,6 +170,17 @@ func (s Workload) Observe(ctx context.Context, t Target) (Observation, error) {
 	return ob, nil
 }
 
+// Debugging says the addon's workload runs its container under a
+// debugger (`devk debug`): its debug image is the one to compare with.
+func (s Workload) Debugging(t Target) bool {
+	w, _, skip := notAddon(t)
+	if skip {
+		return false
+	}
+	st, err := addon.Get(context.Background(), s.Client, w)
+	return err == nil && st != nil && st.Debugging()
+}
+
 // Pods is the digest every pod of an addon runs: each pod's imageID and,
 // for the pods on this node, the running container's CRI imageRef. Pods
 // that disagree, or do not run, give no digest and a note naming them.

@@ -232,6 +232,7 @@ func TestClusterUpDown(t *testing.T) {
 	step(t, "debug", func(t *testing.T) {
 		checkDebug(t, tree, filepath.Join(dir, "manifests"), res.Kubeconfig, res.Node, res.Images["pause"], devk, func(args ...string) Result { return Devk(t, tree, env, args...) })
 	})
+	step(t, "debug an addon", func(t *testing.T) { checkDebugAddon(t, tree, res.Kubeconfig, devk) })
 
 	step(t, "daemon logs", func(t *testing.T) { checkDaemonLogs(t, home, "devk") })
 

@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -59,6 +60,7 @@ const (
 	versionFile    = "staging/src/k8s.io/apiserver/pkg/server/routes/version.go"
 	deploymentFile = "pkg/controller/deployment/deployment_controller.go"
 	kubeletFile    = "pkg/kubelet/kubelet.go"
+	proxierFile    = "pkg/proxy/iptables/proxier.go"
 )
 
 // atBreakpoint connects the test's own dlv to the debugger at addr with
@@ -67,14 +69,8 @@ const (
 // (FILE:LINE); then every breakpoint goes and the component runs on.
 func atBreakpoint(t *testing.T, ctx context.Context, dlv, addr, init, want string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, dlv, "connect", addr, "--init", init, "--allow-non-terminal-interactive")
-	cmd.Dir = t.TempDir()
-	cmd.Stdin = strings.NewReader("stack 0\nclearall\nquit -c\n")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("dlv connect %s: %v\n%s", addr, err, out)
-	}
-	if !strings.Contains(string(out), want) {
+	out := dlvSession(t, ctx, dlv, addr, init, "stack 0\nclearall\nquit -c\n")
+	if !strings.Contains(out, want) {
 		t.Fatalf("dlv did not show the stop at %s:\n%s", want, out)
 	}
 }
@@ -87,17 +83,41 @@ type debugResult struct {
 		File string
 		Line int
 	}
+	WaitsAtStart bool
+	Notes        []string
+	Addresses    []string
+}
+
+// debugJSON runs `devk debug ARGS -o json` and decodes its result.
+func debugJSON(t *testing.T, devk func(t *testing.T, args ...string) Result, args ...string) debugResult {
+	t.Helper()
+	r := devk(t, append(append([]string{"debug"}, args...), "-o", "json")...)
+	var res debugResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("devk debug -o json printed %q: %v", r.Stdout, err)
+	}
+	return res
+}
+
+// dlvSession runs the test's own dlv against the debugger at addr with
+// devk's init file and the commands in script, and returns its output.
+func dlvSession(t *testing.T, ctx context.Context, dlv, addr, init, script string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, dlv, "connect", addr, "--init", init, "--allow-non-terminal-interactive")
+	cmd.Dir = t.TempDir()
+	cmd.Stdin = strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("dlv connect %s: %v\n%s", addr, err, out)
+	}
+	return string(out)
 }
 
 // debugAt runs `devk debug COMPONENT --break file:line` and checks its
 // result: a breakpoint at that line, the IDE files written.
 func debugAt(t *testing.T, devk func(t *testing.T, args ...string) Result, component, file string, line int, args ...string) debugResult {
 	t.Helper()
-	r := devk(t, append([]string{"debug", component, "--break", file + ":" + strconv.Itoa(line), "-o", "json"}, args...)...)
-	var res debugResult
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("devk debug -o json printed %q: %v", r.Stdout, err)
-	}
+	res := debugJSON(t, devk, append([]string{component, "--break", file + ":" + strconv.Itoa(line)}, args...)...)
 	if (res.Image == "") == (res.Binary == "") || len(res.SubstitutePath) == 0 || len(res.Breakpoints) != 1 || res.Breakpoints[0].Line != line {
 		t.Fatalf("devk debug %s: %+v", component, res)
 	}
@@ -373,4 +393,120 @@ func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName, pauseImage 
 			return err
 		})
 	})
+
+	// etcd under the debugger (its code is a module's, not the tree's:
+	// no --break): the API answers through it, the client sees its
+	// goroutines at module-cache paths, --stop puts it back byte for byte.
+	step(t, "etcd", func(t *testing.T) {
+		manifest := filepath.Join(manifests, "etcd.yaml")
+		before := manifestContainer(t, manifest)
+		r := debugJSON(t, devk, "etcd")
+		if r.Address == "" || r.Image == "" || len(r.SubstitutePath) == 0 {
+			t.Fatalf("devk debug etcd: %+v", r)
+		}
+		devk(t, "digest", "verify", "etcd")
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			t.Fatalf("the API through etcd under the debugger: %v", err)
+		}
+		out := dlvSession(t, ctx, dlv, r.Address, r.InitFile, "goroutines\nquit -c\n")
+		if !strings.Contains(out, "go.etcd.io/etcd/server") {
+			t.Errorf("dlv shows no goroutine of etcd's server:\n%s", out)
+		}
+		devk(t, "debug", "--stop", "etcd")
+		if got := manifestContainer(t, manifest); got != before {
+			t.Errorf("after --stop etcd's container is\n%s\nwant\n%s", got, before)
+		}
+		devk(t, "digest", "verify", "etcd")
+	})
+
+	// --stop-at-start: the scheduler waits before main, so a new pod
+	// stays unscheduled until the client continues it.
+	step(t, "scheduler stopped at start", func(t *testing.T) {
+		r := debugJSON(t, devk, "scheduler", "--stop-at-start")
+		if !r.WaitsAtStart || r.Address == "" {
+			t.Fatalf("devk debug scheduler --stop-at-start: %+v", r)
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-debug-at-start", Namespace: "default"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: pauseImage}}},
+		}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(atStartPause)
+		if p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+			t.Fatalf("pod scheduled to %q (%v) while the scheduler waits before main", p.Spec.NodeName, err)
+		}
+		dlvSession(t, ctx, dlv, r.Address, r.InitFile, "quit -c\n")
+		eventually(t, ctx, "the pod to be scheduled once the scheduler runs on", func() error {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Spec.NodeName != nodeName {
+				return fmt.Errorf("pod is on %q", p.Spec.NodeName)
+			}
+			return nil
+		})
+		eventually(t, ctx, "digest verify scheduler under the debugger", func() error {
+			if r := devkErr("digest", "verify", "scheduler"); r.Err != nil {
+				return fmt.Errorf("%v\n%s", r.Err, r.Stdout)
+			}
+			return nil
+		})
+		devk(t, "debug", "--stop", "scheduler")
+		deleteAndWait(t, ctx, cs, "pod", func() error {
+			return cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		}, func() error {
+			if _, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pod %s: %v", pod.Name, err)
+			}
+			return nil
+		})
+	})
 }
+
+// checkDebugAddon: kube-proxy under the debugger on every node, a
+// breakpoint in its rule sync hit when a Service is created, the rules
+// written once it goes on; --stop puts the DaemonSet's container back.
+func checkDebugAddon(t *testing.T, tree, kubeconfig string, devk func(t *testing.T, args ...string) Result) {
+	cs := clientFor(t, kubeconfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dlv := delveClient(t)
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ds.Spec.Template.Spec.Containers[0]
+	line := funcBody(t, tree, proxierFile, "func (proxier *Proxier) syncProxyRules(")
+	r := debugAt(t, devk, "kube-proxy", proxierFile, line)
+	if len(r.Addresses) == 0 || r.Addresses[0] != r.Address {
+		t.Fatalf("devk debug kube-proxy: addresses %v, address %s", r.Addresses, r.Address)
+	}
+	devk(t, "digest", "verify", "kube-proxy")
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-debug-proxy", Namespace: "default"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "e2e-debug-proxy"}},
+	}
+	if _, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{})
+	for _, addr := range r.Addresses {
+		atBreakpoint(t, ctx, dlv, addr, r.InitFile, filepath.Join(tree, proxierFile)+":"+strconv.Itoa(line))
+	}
+	devk(t, "debug", "--stop", "kube-proxy")
+	ds, err = cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := ds.Spec.Template.Spec.Containers[0]; !apiequality.Semantic.DeepEqual(after, before) {
+		t.Errorf("after --stop kube-proxy's container is\n%+v\nwant\n%+v", after, before)
+	}
+	devk(t, "digest", "verify", "kube-proxy")
+}
+
+// atStartPause is how long a component waiting before main is watched
+// doing nothing.
+const atStartPause = 10 * time.Second

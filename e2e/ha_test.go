@@ -382,6 +382,40 @@ func TestHAControlPlane(t *testing.T) {
 		devk(t, "digest", "verify", "apiserver")
 	})
 
+	// The scheduler of the second control plane under the debugger: the
+	// one on --node alone, leader election kept (the result says what a
+	// paused replica does), verified by digest; --stop puts it back byte
+	// for byte.
+	step(t, "debug on a second control plane", func(t *testing.T) {
+		manifest := func(n string) string { return filepath.Join(paths.NodesDir(), n, "manifests", "kube-scheduler.yaml") }
+		before := map[string]string{}
+		for _, n := range cps {
+			before[n] = manifestContainer(t, manifest(n))
+		}
+		r := debugJSON(t, devk, "scheduler", "--node", cps[1])
+		if len(r.Notes) == 0 || !strings.Contains(strings.Join(r.Notes, " "), "leader election") {
+			t.Errorf("devk debug scheduler on HA says nothing of leader election: %+v", r)
+		}
+		debugged := manifestContainer(t, manifest(cps[1]))
+		if !strings.Contains(debugged, "dlv") || strings.Contains(debugged, "--leader-elect=false") {
+			t.Errorf("the scheduler on %s: want dlv, leader election kept:\n%s", cps[1], debugged)
+		}
+		for _, n := range []string{cps[0], cps[2]} {
+			if got := manifestContainer(t, manifest(n)); got != before[n] {
+				t.Errorf("devk debug --node %s changed the scheduler on %s", cps[1], n)
+			}
+		}
+		if n, _, err := cfg.FindNode(cps[1]); err != nil || !strings.HasPrefix(r.Address, n.IP+":") {
+			t.Errorf("the debugger listens at %s, not on %s's address", r.Address, cps[1])
+		}
+		devk(t, "digest", "verify", "scheduler")
+		devk(t, "debug", "--stop", "scheduler", "--node", cps[1])
+		if got := manifestContainer(t, manifest(cps[1])); got != before[cps[1]] {
+			t.Errorf("after --stop the scheduler on %s is\n%s\nwant\n%s", cps[1], got, before[cps[1]])
+		}
+		devk(t, "digest", "verify", "scheduler")
+	})
+
 	// Every control-plane node's certificates checked and renewed,
 	// rolling, under load through HAProxy (renew_test.go).
 	step(t, "certs", func(t *testing.T) { haCerts(t, c, name, cps, admin) })

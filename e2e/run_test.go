@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/devk/devk/debug"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/syncbuf"
 	"github.com/devk/devk/swap"
@@ -31,7 +34,10 @@ type runResult struct {
 	Node       string   `json:"node"`
 	Command    []string `json:"command"`
 	LaunchJSON string   `json:"launchJSON"`
-	Exit       *struct {
+	Debugger   *struct {
+		Address string `json:"address"`
+	} `json:"debugger"`
+	Exit *struct {
 		Code    int  `json:"code"`
 		Stopped bool `json:"stopped"`
 	} `json:"exit"`
@@ -78,6 +84,22 @@ func startRun(t *testing.T, sc *SharedCluster, args ...string) *backgroundRun {
 		}
 	})
 	return b
+}
+
+// processOf is "PID EXE" of a process whose executable's path ends in
+// suffix; empty when none runs.
+func processOf(t *testing.T, suffix string) string {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if exe, err := os.Readlink(p); err == nil && strings.HasSuffix(exe, suffix) {
+			return strings.TrimSuffix(strings.TrimPrefix(p, "/proc/"), "/exe") + " " + exe
+		}
+	}
+	return ""
 }
 
 // ended says whether the run has ended.
@@ -236,6 +258,77 @@ func TestRun(t *testing.T) {
 			}
 			back(t)
 		})
+	})
+
+	// --debug --stop-at-start: the debug build under Delve waits before
+	// main (a new pod stays unscheduled) until the test's own client
+	// continues it; Ctrl-C puts the pod back. Killed with kill -9, the
+	// debugger and the scheduler under it die with devk.
+	step(t, "run --debug, stopped at start", func(t *testing.T) {
+		dlv := delveClient(t)
+		b := startRun(t, sc, "scheduler", "--debug", "--stop-at-start", "-o", "json")
+		out(t, b)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-run-debug", Namespace: "default"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: cfg.Images["pause"]}}},
+		}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
+		time.Sleep(atStartPause)
+		if p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+			t.Fatalf("pod scheduled to %q (%v) while the scheduler waits before main", p.Spec.NodeName, err)
+		}
+		addr := cfg.FirstNode().IP + ":" + strconv.Itoa(debug.Ports["scheduler"])
+		dlvSession(t, ctx, dlv, addr, filepath.Join(debug.Dir(sc.Tree), "kube-scheduler.dlv"), "quit -c\n")
+		eventually(t, ctx, "the scheduler under Delve to schedule the pod once continued", func() error {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Spec.NodeName != node {
+				return fmt.Errorf("pod is on %q", p.Spec.NodeName)
+			}
+			return nil
+		})
+		if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.wait(t); err != nil {
+			t.Fatalf("devk run --debug after Ctrl-C: %v\n%s", err, b.stderr.String())
+		}
+		var r runResult
+		if err := json.Unmarshal([]byte(b.stdout.String()), &r); err != nil {
+			t.Fatalf("devk run -o json printed %q: %v", b.stdout.String(), err)
+		}
+		if r.Debugger == nil || r.Debugger.Address != addr || !slices.ContainsFunc(r.Command, func(a string) bool { return strings.HasSuffix(a, "/dlv") }) || r.Exit == nil || !r.Exit.Stopped {
+			t.Errorf("result %+v: want the scheduler stopped under dlv at %s", r, addr)
+		}
+		back(t)
+
+		b = startRun(t, sc, "scheduler", "--debug")
+		out(t, b)
+		debugBin := ""
+		eventually(t, ctx, "the scheduler's debug build to run under dlv", func() error {
+			debugBin = processOf(t, "-debug/kube-scheduler")
+			if debugBin == "" {
+				return fmt.Errorf("no process runs a debug kube-scheduler")
+			}
+			return nil
+		})
+		if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		b.wait(t)
+		eventually(t, ctx, "the debugger and the scheduler to die with devk", func() error {
+			if p := processOf(t, "-debug/kube-scheduler"); p != "" {
+				return fmt.Errorf("%s still runs", p)
+			}
+			return nil
+		})
+		devk(t, "swap", "scheduler")
+		back(t)
 	})
 
 	for _, next := range [][]string{{"swap", "scheduler"}, {"up"}} {

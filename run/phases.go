@@ -3,11 +3,16 @@ package run
 import (
 	"path/filepath"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/phase"
 )
 
-// Phases are `devk run`: with --go-run the binary is compiled first
+// buildParent is the phase holding --debug's build phases.
+const buildParent = "build"
+
+// Phases are `devk run`: with --debug the debug build is made first,
+// with --go-run the binary is compiled first
 // (the node is not locked for that); the node's interrupted swaps and
 // runs are finished; the command line is made from the manifest and
 // printed, and its IDE launch configuration written, before anything on
@@ -24,7 +29,14 @@ func Phases() []*phase.Phase[*Job] {
 		}
 		return "mirror pod kube-system/" + kube.MirrorPodName(j.comp.Binary, node)
 	}
+	builds := phase.Nest(buildParent, phase.Map(build.Phases(), func(j *Job) *build.Job { return j.build }))
 	return []*phase.Phase[*Job]{
+		{
+			Name:     buildParent,
+			Short:    "--debug: the component's debug build (-N -l where the tree changed since its last normal build) and Delve, as devk build --debug makes them",
+			If:       func(j *Job) (bool, string) { return j.Debug, "--debug not given" },
+			Children: builds,
+		},
 		{
 			Name:  "compile",
 			Short: "--go-run: build the tree's main package with a plain go build, as go run does",

@@ -19,10 +19,13 @@ import (
 // process is the foreground process devk run starts in the static
 // pod's place.
 type process struct {
-	cmd  *exec.Cmd
-	id   supervise.ProcessID
-	done chan struct{}
-	err  error // Wait's, once done is closed
+	// stopSignal is what a Ctrl-C sends it first: SIGINT, as in its own
+	// terminal, unless set.
+	stopSignal syscall.Signal
+	cmd        *exec.Cmd
+	id         supervise.ProcessID
+	done       chan struct{}
+	err        error // Wait's, once done is closed
 }
 
 // Exit is how the process ended.
@@ -81,7 +84,7 @@ func start(argv, env []string, dir string, stdout, stderr io.Writer) (*process, 
 }
 
 // wait waits until the process ends. When ctx is canceled (Ctrl-C) it
-// sends its process group SIGINT, as a Ctrl-C in its own terminal would,
+// sends its process group SIGINT (or stopSignal), as a Ctrl-C in its own terminal would,
 // and SIGKILL after grace, or at once on a second Ctrl-C (the cleanup
 // context's end).
 func (p *process) wait(ctx context.Context, stop <-chan struct{}, grace time.Duration) Exit {
@@ -90,7 +93,11 @@ func (p *process) wait(ctx context.Context, stop <-chan struct{}, grace time.Dur
 	case <-p.done:
 	case <-stop:
 		stopped = true
-		p.signal(syscall.SIGINT)
+		sig := p.stopSignal
+		if sig == 0 {
+			sig = syscall.SIGINT
+		}
+		p.signal(sig)
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {

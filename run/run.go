@@ -12,16 +12,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/debug"
+	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/layout"
@@ -30,6 +36,7 @@ import (
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/source"
+	"github.com/devk/devk/srcpath"
 	"github.com/devk/devk/swap"
 )
 
@@ -48,6 +55,19 @@ type Options struct {
 	// GoRun compiles the tree's main package with a plain `go build`, as
 	// `go run` does, instead of running what `devk build` made.
 	GoRun bool
+	// Debug runs the component's debug build (`devk build --debug`, made
+	// first: -N -l where the tree changed, and Delve) under the headless
+	// debugger, listening at DebugAddress:DebugPort (the node's address
+	// on devk's bridge; the port debug.Ports'); StopAtStart leaves it
+	// waiting before main for a client to continue it.
+	Debug        bool
+	StopAtStart  bool
+	DebugAddress string
+	DebugPort    int
+	// HA says the component runs on several control-plane nodes: under
+	// the debugger the controllers keep leader election (debug's
+	// PausableArgv).
+	HA bool
 
 	// Node is the node whose static pod the process replaces; NodeName
 	// its kubelet's node name (empty: found from its runtime).
@@ -88,6 +108,8 @@ type Result struct {
 	Dir string   `json:"dir"`
 	// LaunchJSON is the VS Code launch configuration written for it.
 	LaunchJSON string `json:"launchJSON"`
+	// Debugger is how to attach to it under the debugger (--debug).
+	Debugger *debug.Attach `json:"debugger,omitempty"`
 	// Exit is how the process ended (nil: it did not run).
 	Exit *Exit         `json:"exit,omitempty"`
 	Ran  time.Duration `json:"ran"`
@@ -113,8 +135,12 @@ type Job struct {
 	Options
 	Result *Result
 
-	comp  build.Component
-	tree  *source.Tree
+	comp build.Component
+	tree *source.Tree
+	// build is --debug's build of the component and Delve (made in any
+	// case, for plans); dlv the debugger it made.
+	build *build.Job
+	dlv   string
 	m     swap.Manifest
 	ctr   *corev1.Container
 	spec  Spec
@@ -192,11 +218,28 @@ func NewJob(o Options) (*Job, error) {
 			*w = io.Discard
 		}
 	}
+	if o.Debug && o.GoRun {
+		return nil, errors.New("--go-run compiles with a plain go build, --debug with devk's debug build (-N -l where you changed the tree, and Delve): pick one")
+	}
+	if o.StopAtStart && !o.Debug {
+		return nil, errors.New("--stop-at-start waits for a debugger client: it needs --debug")
+	}
+	if o.Debug && o.DebugAddress == "" {
+		return nil, errors.New("no address for the debugger to listen on: pass --address, the node's IP")
+	}
+	if o.Debug && o.DebugPort == 0 {
+		o.DebugPort = debug.Ports[c.Name]
+	}
 	tree, err := source.Open(o.TreeDir)
 	if err != nil {
 		return nil, err
 	}
 	j := &Job{Options: o, comp: c, tree: tree, m: swap.ManifestFor(o.Node.ManifestsDir, c.Binary), stop: make(chan struct{})}
+	// Made also without --debug, for the plan of its skipped phases.
+	bo := build.Options{TreeDir: tree.Root, Components: []string{c.Name, build.Delve}, Debug: true, DebugChanged: true, Reporter: o.Reporter}
+	if j.build, err = build.NewJob(bo); err != nil {
+		return nil, err
+	}
 	j.Result = &Result{Component: c.Name, Node: o.NodeName, LaunchJSON: LaunchPath(tree.OutputDir())}
 	return j, nil
 }
@@ -270,13 +313,29 @@ func (j *Job) Close(ctx context.Context, err error) error {
 	return err
 }
 
-// argv is the command line the process runs with: the Spec's, inside
-// the node.
+// argv is the command line the process runs with: the Spec's (under
+// the debugger with --debug), inside the node.
 func (j *Job) argv() []string {
-	if j.Enter == nil {
-		return j.spec.Argv
+	argv := j.spec.Argv
+	if j.Debug {
+		argv = append(slices.Clone(diesWithDevk), j.debugged().Command(argv)...)
 	}
-	return j.Enter(j.spec.Argv...)
+	if j.Enter == nil {
+		return argv
+	}
+	return j.Enter(argv...)
+}
+
+// diesWithDevk runs the debugger as the first process of a PID
+// namespace of its own (with its own /proc, which Delve reads), killed
+// when unshare dies, which dies with devk (start's parent-death signal):
+// so the component Delve started goes too. Delve starts it in a process
+// group of its own and a killed Delve leaves it running.
+var diesWithDevk = []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"}
+
+// debugged is how --debug runs the binary under the debugger.
+func (j *Job) debugged() delve.Debugged {
+	return delve.Debugged{Debugger: j.dlv, Listen: net.JoinHostPort(j.DebugAddress, strconv.Itoa(j.DebugPort)), StopAtStart: j.StopAtStart}
 }
 
 // lockNode takes the node's lock, once, for the whole run: no swap, up
@@ -344,26 +403,41 @@ func (j *Job) compile(ctx context.Context) (phase.Outcome, error) {
 }
 
 // binary is the tree's binary of the component: the --go-run build's,
-// else the last `devk build`'s.
-func (j *Job) binary() (string, error) {
+// else the last `devk build`'s (--debug: `devk build --debug`'s); and
+// with --debug the dlv that build made.
+func (j *Job) binary() (bin, dlv string, err error) {
 	if j.GoRun {
-		return j.goRunBinary(), nil
+		return j.goRunBinary(), "", nil
 	}
 	st, err := build.LoadState(j.tree.Root)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	cs := st.Components[j.comp.Name]
-	if cs == nil || cs.Binary == nil {
-		return "", fmt.Errorf("no %s built in %s yet: run `devk build %s`, or pass --go-run", j.comp.Name, j.tree.Root, j.comp.Name)
+	if bin, err = builtBinary(st, j.tree.Root, j.comp.Name, j.Debug); err != nil || !j.Debug {
+		return bin, "", err
 	}
-	if here := runtime.GOOS + "/" + runtime.GOARCH; cs.Binary.Platform != "" && cs.Binary.Platform != here {
-		return "", fmt.Errorf("the last %s built in %s is for %s, not this machine's %s: run `devk build %s`", j.comp.Name, j.tree.Root, cs.Binary.Platform, here, j.comp.Name)
+	dlv, err = builtBinary(st, j.tree.Root, build.Delve, false)
+	return bin, dlv, err
+}
+
+// builtBinary is the binary of component name state.json records (the
+// debug build's with debug), checked to be this machine's and present.
+func builtBinary(st *build.StateFile, root, name string, debug bool) (string, error) {
+	how := "devk build " + name
+	if debug {
+		how = "devk build --debug " + name
 	}
-	if _, err := os.Stat(cs.Binary.Path); err != nil {
-		return "", fmt.Errorf("%s's binary is gone (%w): run `devk build %s`", j.comp.Name, err, j.comp.Name)
+	b := st.Component(name).BinaryOf(debug)
+	if b == nil {
+		return "", fmt.Errorf("no %s built in %s yet: run `%s`, or pass --go-run", name, root, how)
 	}
-	return cs.Binary.Path, nil
+	if here := runtime.GOOS + "/" + runtime.GOARCH; b.Platform != "" && b.Platform != here {
+		return "", fmt.Errorf("the last %s built in %s is for %s, not this machine's %s: run `%s`", name, root, b.Platform, here, how)
+	}
+	if _, err := os.Stat(b.Path); err != nil {
+		return "", fmt.Errorf("%s's binary is gone (%w): run `%s`", name, err, how)
+	}
+	return b.Path, nil
 }
 
 // commandLine makes the process's Spec from the manifest (prepare) and
@@ -387,13 +461,16 @@ func (j *Job) prepare() error {
 	if err != nil {
 		return err
 	}
-	bin, err := j.binary()
+	bin, dlv, err := j.binary()
 	if err != nil {
 		return err
 	}
 	spec, err := Command(pod, j.comp, bin)
 	if err != nil {
 		return err
+	}
+	if j.Debug {
+		spec.Argv, j.dlv = debug.PausableArgv(spec.Argv, j.comp.Name, j.HA), dlv
 	}
 	ctr, err := staticpod.Container(pod, j.comp.Binary)
 	if err != nil {
@@ -436,8 +513,9 @@ func printSpec(w io.Writer, binary string, argv []string, s Spec) {
 	}
 }
 
-// launchConfig writes the IDE launch configuration of the same run.
-func (j *Job) launchConfig(context.Context) (phase.Outcome, error) {
+// launchConfig writes the IDE launch configuration of the same run and,
+// with --debug, how to attach to it (debug.WriteAttach).
+func (j *Job) launchConfig(ctx context.Context) (phase.Outcome, error) {
 	if err := j.prepare(); err != nil {
 		return phase.Done, err
 	}
@@ -446,7 +524,24 @@ func (j *Job) launchConfig(context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	fmt.Fprintf(j.Info, "the same from an IDE on this machine: %q in %s\n", cfg.Name, j.Result.LaunchJSON)
-	return phase.Changed("%q in %s", cfg.Name, j.Result.LaunchJSON), nil
+	if !j.Debug {
+		return phase.Changed("%q in %s", cfg.Name, j.Result.LaunchJSON), nil
+	}
+	srcmap, err := srcpath.New(ctx, j.tree)
+	if err != nil {
+		return phase.Done, err
+	}
+	a, err := debug.WriteAttach(j.tree.Root, srcmap, j.Result.Binary, launchName(j.comp.Name), j.DebugAddress, j.DebugPort)
+	if err != nil {
+		return phase.Done, err
+	}
+	j.Result.Debugger = a
+	wait := "runs on at once"
+	if j.StopAtStart {
+		wait = "waits before main until a client continues it"
+	}
+	fmt.Fprintf(j.Info, "under Delve at %s (%s): %s\n", a.Address, wait, a.Connect)
+	return phase.Changed("%q in %s; attach with %s", cfg.Name, j.Result.LaunchJSON, a.Connect), nil
 }
 
 // backup keeps the manifest as the pending backup and writes the run's
@@ -495,6 +590,9 @@ func (j *Job) runProcess(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, fmt.Errorf("interrupted before %s started", j.comp.Binary)
 	}
 	p, err := start(j.argv(), j.spec.Env, j.spec.Dir, j.Stdout, j.Stderr)
+	if err == nil && j.Debug {
+		p.stopSignal = syscall.SIGTERM // headless dlv ends on it and kills its program
+	}
 	if err != nil {
 		j.mu.Unlock()
 		return phase.Done, err

@@ -161,3 +161,85 @@ func TestPlan(t *testing.T) {
 		t.Errorf("a dry run wrote the launch configuration (%v)", err)
 	}
 }
+
+// dlvScript stands in for Delve: it says with which arguments it runs,
+// and ends with status 0 on SIGTERM (headless dlv's stop), not SIGINT.
+const dlvScript = `#!/bin/sh
+trap 'echo terminated; exit 0' TERM
+echo "dlv $*"
+while :; do sleep 0.05; done
+`
+
+// TestDebugRun: --debug runs the debug build under the debugger on the
+// node's address (--continue unless --stop-at-start), with leader
+// election off on one control plane; Ctrl-C sends the debugger SIGTERM.
+// (dlv stands in: Delve itself runs the component in e2e/run_test.go.)
+func TestDebugRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the debugger runs in a PID namespace of its own (unshare --pid)")
+	}
+	for _, atStart := range []bool{false, true} {
+		o := runFixture(t)
+		dir := t.TempDir()
+		debugBin, dlv := filepath.Join(dir, "kube-scheduler"), filepath.Join(dir, "dlv")
+		for path, script := range map[string]string{debugBin: stopScript, dlv: dlvScript} {
+			if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		here := runtime.GOOS + "/" + runtime.GOARCH
+		if err := build.UpdateState(o.TreeDir, func(st *build.StateFile) error {
+			st.Component("scheduler").Debug = &build.BinaryRecord{Path: debugBin, Platform: here}
+			st.Component(build.Delve).Binary = &build.BinaryRecord{Path: dlv, Platform: here}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		o.Debug, o.StopAtStart, o.DebugAddress = true, atStart, "127.0.0.1"
+		var out syncbuf.Buffer
+		o.Stdout = &out
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		var r *Result
+		go func() {
+			var err error
+			r, err = Run(ctx, o, phase.Options{Only: "run"})
+			done <- err
+		}()
+		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return strings.Contains(out.String(), "dlv "), nil
+		}); err != nil {
+			t.Fatalf("the debugger never ran: %q", out.String())
+		}
+		want := "dlv exec --headless --accept-multiclient --api-version=2 --listen=127.0.0.1:2347 --continue " + debugBin + " -- --kubeconfig=/home/u/.devk/clusters/devk/scheduler.conf --bind-address=10.250.0.2 --secure-port=10259 --v=2 --leader-elect=false"
+		if atStart {
+			want = strings.Replace(want, "--continue ", "", 1)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stop at start %v: the debugger printed %q, want %q", atStart, out.String(), want)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("a debug run ended by Ctrl-C failed: %v", err)
+		}
+		if !strings.Contains(strings.Join(r.Command, " "), "unshare --pid --fork --mount-proc --kill-child=SIGKILL "+dlv+" exec") {
+			t.Errorf("command %q: the debugger not in a PID namespace of its own", r.Command)
+		}
+		if !strings.Contains(out.String(), "terminated") {
+			t.Errorf("the debugger did not get SIGTERM: %q", out.String())
+		}
+	}
+	o := runFixture(t)
+	for _, c := range []struct {
+		debug, goRun, atStart bool
+		want                  string
+	}{
+		{true, true, false, "pick one"},
+		{false, false, true, "it needs --debug"},
+	} {
+		o.Debug, o.GoRun, o.StopAtStart, o.DebugAddress = c.debug, c.goRun, c.atStart, "127.0.0.1"
+		if _, err := NewJob(o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err %v, want %q", c, err, c.want)
+		}
+	}
+}

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
 	coreac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/interrupt"
@@ -61,8 +63,10 @@ type addonSwap struct {
 	// undo applies back.
 	old    string
 	oldAnn map[string]string
-	// unchanged: the workload names target already.
-	unchanged bool
+	// unchanged: the workload names target already (as the debug swap
+	// would write it). debugging: it runs under the debugger (`devk
+	// debug`), so any swap changes its container.
+	unchanged, debugging bool
 	// applied: this run applied target, so a failure before verify
 	// passed is undone; done: verify passed (or the undo ran).
 	applied, done bool
@@ -115,7 +119,17 @@ func (j *Job) getAddon(ctx context.Context, w addon.Workload) (*addon.State, err
 // the image its annotation recorded). The workload must exist.
 func (j *Job) newAddonSwap(ctx context.Context, w addon.Workload) (*addonSwap, error) {
 	a := &addonSwap{job: j, w: w}
-	if !j.Rollback {
+	switch {
+	case j.Debug != nil && !j.Debug.Stop:
+		if a.target = j.Debug.Image; a.target == "" {
+			cs := j.state.Components[w.Component]
+			if cs == nil || cs.DebugPushed == nil {
+				return nil, fmt.Errorf("no debug image of %s was pushed: run `devk debug %s`", w.Component, w.Component)
+			}
+			a.target = cs.DebugPushed.Ref
+		}
+	case j.Debug != nil: // stop: the image the kept container names, below
+	case !j.Rollback:
 		// What was pushed first: it needs no API server.
 		ps, err := j.pushed(w.Component)
 		if err != nil {
@@ -144,9 +158,52 @@ func (j *Job) newAddonSwap(ctx context.Context, w addon.Workload) (*addonSwap, e
 			return nil, fmt.Errorf("%s has no %s annotation: no swap replaced its image, so there is nothing to roll back to", w, addon.PreviousImageAnnotation)
 		}
 	}
-	a.unchanged = cur == a.target
+	a.debugging = s.Debugging()
+	if j.Debug != nil && j.Debug.Stop {
+		kept, err := s.DebugOriginal()
+		if err != nil {
+			return nil, err
+		}
+		a.target = kept.Image
+	}
+	// A debugged workload changes on any swap: a debug swap may change
+	// the debugger's flags, any other puts the container back.
+	a.unchanged = cur == a.target && !a.debugging && j.Debug == nil
+	if j.Debug != nil && !j.Debug.Stop && a.debugging && cur == a.target {
+		if same, err := a.sameDebug(s); err != nil || same {
+			a.unchanged = true
+		}
+	}
 	a.res = &AddonResult{Component: w.Component, Workload: w.String(), ImageChange: ImageChange{OldImage: cur, NewImage: a.target, Unchanged: a.unchanged, Restored: j.Rollback}}
 	return a, nil
+}
+
+// debug is how the swap changes the addon's container: under the
+// debugger (the job's Debug), or back as it was before (a stop, or any
+// other swap of a debugged addon), with the target image.
+func (a *addonSwap) debug() addon.Debug {
+	d := addon.Debug{Image: a.target, Stop: a.job.Debug == nil || a.job.Debug.Stop}
+	if !d.Stop {
+		d.Command, d.Port = a.job.Debug.Command, a.job.Debug.Port
+		if c, err := build.Lookup(a.w.Component); err == nil {
+			d.Entrypoint = c.Layout.Entrypoint
+		}
+	}
+	return d
+}
+
+// sameDebug says whether the debugged workload s runs the container a
+// debug swap would make (the same debugger flags).
+func (a *addonSwap) sameDebug(s *addon.State) (bool, error) {
+	kept, err := s.DebugOriginal()
+	if err != nil {
+		return false, err
+	}
+	want, err := addon.DebugContainer(*kept, s.Template.Spec.HostNetwork, a.debug())
+	if err != nil {
+		return false, err
+	}
+	return apiequality.Semantic.DeepEqual(want, *s.Container()), nil
 }
 
 // outdatedAddons are the addons the tree pushed whose workload, present
@@ -220,6 +277,11 @@ func (a *addonSwap) setImage(ctx context.Context) (phase.Outcome, error) {
 	}
 	n.Reporter.Infof("%s: %s -> %s", a.w.Component, shortRef(a.old), shortRef(a.target))
 	a.applied = true // an apply that errs may still have landed
+	if a.job.Debug != nil || a.debugging {
+		if err := addon.SetDebug(ctx, n.Client, a.w, a.debug()); err != nil {
+			return phase.Done, err
+		}
+	}
 	if err := applyImage(ctx, n.Client, a.w, a.target, ann); err != nil {
 		return phase.Done, err
 	}
@@ -284,6 +346,12 @@ func (a *addonSwap) undo(ctx context.Context, err error) error {
 	a.res.Pod, a.res.Log = n.failingPod(cctx, a.w, a.target)
 	a.res.RolledBack = true
 	n.Reporter.Infof("%s: %v; rolling back to %s", a.w.Component, err, shortRef(a.old))
+	if a.job.Debug != nil && !a.job.Debug.Stop && !a.debugging {
+		// It was not debugged: the kept container goes back.
+		if derr := addon.SetDebug(cctx, n.Client, a.w, addon.Debug{Stop: true}); derr != nil {
+			return fmt.Errorf("%s: %w; and the rollback failed: %v (`%s` tries again)", a.w.Component, err, derr, n.command())
+		}
+	}
 	if aerr := applyImage(cctx, n.Client, a.w, a.old, a.oldAnn); aerr != nil {
 		return fmt.Errorf("%s: %w; and the rollback failed: %v (it named %s; `%s` tries again)", a.w.Component, err, aerr, a.old, n.command())
 	}

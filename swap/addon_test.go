@@ -16,6 +16,7 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
 	coreac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -371,4 +372,85 @@ func (f *fakeNode) runningPod(prefix string) string {
 		}
 	}
 	return ""
+}
+
+// TestAddonDebugSwap: a debug swap runs each addon's container under the
+// debugger (its debug image, the command wrapped, CoreDNS at one replica
+// with the port on its node), verified against the debug image; again,
+// nothing changes; --stop puts the container and the replicas back as
+// they were; a plain swap of a debugged addon puts the container back
+// with the new image.
+func TestAddonDebugSwap(t *testing.T) {
+	fx := newAddonFixture(t)
+	if _, err := fx.run(t, Options{}, phase.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]*addon.State{"kube-proxy": fx.state(t, "kube-proxy"), "coredns": fx.state(t, "coredns")}
+	// The pushed images stand in for the debug images.
+	if err := build.UpdateState(fx.tree, func(st *build.StateFile) error {
+		for comp, ref := range fx.pushed {
+			rec := *st.Components[comp].Pushed
+			rec.Ref = strings.Replace(ref, "@", ":debug@", 1)
+			st.Components[comp].DebugPushed = &rec
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wrap := func(own []string) ([]string, error) {
+		return append([]string{"/usr/local/bin/dlv", "exec", "--listen=" + addon.DebugListenHost + ":2351", own[0], "--"}, own[1:]...), nil
+	}
+	debug := func() *Debugging { return &Debugging{Command: wrap, Port: 2351} }
+	rep, err := fx.run(t, Options{Components: []string{"kube-proxy", "coredns"}, Debug: debug()}, phase.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for comp := range fx.pushed {
+		s := fx.state(t, comp)
+		c := s.Container()
+		if !s.Debugging() || c.Command[0] != "/usr/local/bin/dlv" || !strings.Contains(c.Image, ":debug@") {
+			t.Errorf("%s under the debugger: %+v", comp, c)
+		}
+		if r := addonResult(t, rep, comp); len(r.Checks) == 0 || len(failedAddonChecks(r)) > 0 {
+			t.Errorf("%s: checks %v", comp, failedAddonChecks(r))
+		}
+	}
+	if s := fx.state(t, "coredns"); s.Desired != 1 || s.Container().Ports[0].HostPort != 2351 {
+		t.Errorf("coredns under the debugger: %d replicas, ports %+v", s.Desired, s.Container().Ports)
+	}
+	rep, err = fx.run(t, Options{Components: []string{"kube-proxy"}, Debug: debug()}, phase.Options{})
+	if err != nil || !addonResult(t, rep, "kube-proxy").Unchanged {
+		t.Fatalf("debugging again: %v, %+v", err, rep)
+	}
+
+	if _, err := fx.run(t, Options{Components: []string{"kube-proxy"}, Debug: &Debugging{Stop: true}}, phase.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := fx.state(t, "kube-proxy"); s.Debugging() || !apiequality.Semantic.DeepEqual(s.Template, before["kube-proxy"].Template) {
+		t.Errorf("after --stop kube-proxy's template is\n%+v\nwant\n%+v", s.Template, before["kube-proxy"].Template)
+	}
+	if _, err := fx.run(t, Options{Components: []string{"kube-proxy"}, Debug: &Debugging{Stop: true}}, phase.Options{}); !errors.Is(err, addon.ErrNotDebugged) {
+		t.Errorf("--stop of an addon not debugged: %v", err)
+	}
+
+	// A plain swap of the debugged CoreDNS: its own container back, two
+	// replicas, the pushed image.
+	if _, err := fx.run(t, Options{Components: []string{"coredns"}}, phase.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s := fx.state(t, "coredns")
+	want := before["coredns"].Template.DeepCopy()
+	if s.Debugging() || s.Desired != 2 || !apiequality.Semantic.DeepEqual(s.Template, *want) {
+		t.Errorf("after a plain swap coredns is\n%+v (%d replicas)\nwant\n%+v (2)", s.Template, s.Desired, want)
+	}
+}
+
+func failedAddonChecks(r *AddonResult) []string {
+	var bad []string
+	for _, c := range r.Checks {
+		if !c.OK {
+			bad = append(bad, c.Name+": got "+c.Got+", want "+c.Want)
+		}
+	}
+	return bad
 }

@@ -23,11 +23,23 @@ type Debugging struct {
 	// staticpod.DebugAnnotation): image, command and probes as they were;
 	// for the kubelet, its normal build.
 	Stop bool
+	// StopAtStart: the component waits before main for a debugger
+	// client to continue it, so the swap waits only until its container
+	// (or the kubelet) runs: not for health, the mirror pod or the node's
+	// Ready, which need the component to run on.
+	StopAtStart bool
+	// Port is the debugger's: an addon's pod off the host network
+	// publishes it on its node.
+	Port int32
 	// Restart restarts the kubelet even when its binary holds the same
 	// bytes: its command line changed (it runs under the debugger now,
 	// or no longer).
 	Restart bool
 }
+
+// atStart says the swap leaves its component waiting before main for a
+// debugger client (Debugging.StopAtStart).
+func (j *Job) atStart() bool { return j.Debug != nil && !j.Debug.Stop && j.Debug.StopAtStart }
 
 // killsPaused are the probes that would restart a component paused at a
 // breakpoint; readiness stays (a paused component is not ready).

@@ -2,16 +2,22 @@ package swap
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/internal/testutil"
+	"github.com/devk/devk/phase"
 )
 
 // debugManifest is a control-plane manifest as devk writes it: probes, a
@@ -183,4 +189,44 @@ func containerYAML(t *testing.T, manifest []byte) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// TestDebugStopAtStart: a component left waiting before main serves
+// nothing, so its debug swap checks only what the node runs (manifest
+// and CRI), not its health (which fails here: the probe's port is
+// closed) nor its mirror pod; the container runs the debug command.
+func TestDebugStopAtStart(t *testing.T) {
+	fx := newSwapFixture(t)
+	data, err := os.ReadFile(fx.m.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := strconv.Itoa(testutil.FreePort(t))
+	data = regexp.MustCompile(`port: \d+`).ReplaceAll(data, []byte("port: "+closed))
+	if err := os.WriteFile(fx.m.Path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Debugging{Image: fx.pushed, Command: underDlv, StopAtStart: true}
+	rep, err := fx.run(t, context.Background(), Options{Components: []string{"apiserver"}, Debug: d}, phase.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.StaticPods[0]
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name)
+	}
+	if bad := failedChecks(r); len(bad) > 0 || !slices.Equal(names, []string{digest.CheckManifest, digest.CheckCRI}) {
+		t.Fatalf("checks %q, failed %v: want the manifest's and CRI's alone, passing", names, bad)
+	}
+	if got := fx.node.running("kube-apiserver"); got != fx.pushed {
+		t.Fatalf("the node runs %q, want the debug image %s", got, fx.pushed)
+	}
+	pod, _, err := fx.m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := pod.Spec.Containers[0]; c.Command[0] != "/usr/local/bin/dlv" {
+		t.Fatalf("command %q: not under the debugger", c.Command)
+	}
 }

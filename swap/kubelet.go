@@ -164,6 +164,9 @@ func (j *Job) swapKubelet(ctx context.Context, c build.Component, k KubeletNode)
 		if err := k.Restart(ctx); err != nil {
 			return err
 		}
+		if j.atStart() {
+			return nil // it waits before main for a debugger client: not Ready until continued
+		}
 		return j.waitNodeReady(ctx, k.Node, since)
 	}
 	if rerr := restart(ctx); rerr != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,6 +95,9 @@ func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
 		unchanged = staticpod.SameButStamp(pod, want)
 	}
 	p := &podSwap{job: j, target: t, m: m, ctr: c.DeepCopy(), health: healthURL(c), unchanged: unchanged}
+	if j.atStart() {
+		p.health = "" // the component waits before main: running is all it does
+	}
 	p.res = &Result{Pod: t.Pod, ImageChange: ImageChange{OldImage: c.Image, NewImage: t.Image, Unchanged: p.unchanged}}
 	return p, nil
 }
@@ -256,13 +260,18 @@ func (p *podSwap) verify(ctx context.Context) (phase.Outcome, error) {
 		if p.job.Rollback {
 			p.stage = stageReady // already on the backup's image: Close drops the journal
 		}
-	} else {
+	} else if !p.job.atStart() {
 		s, mirrorErr = n.awaitMirror(ctx, p.target.Pod, p.ctr.Name, p.health, p.before, p.after, p.want(), p.res)
 		if !p.job.Rollback {
 			failpoint.Hit("swap/verify")
 		}
 	}
 	p.res.Checks = n.verify(ctx, p.target, s, p.health)
+	if p.job.atStart() {
+		// Until a client continues it the component serves nothing: its
+		// health and its pod's report through the API wait for that.
+		p.res.Checks = slices.DeleteFunc(nodeChecks(p.res.Checks), func(c Check) bool { return c.Name == checkHealthy })
+	}
 	p.res.Took = time.Since(p.t0)
 	if err := checksError(nodeChecks(p.res.Checks)); err != nil {
 		if (p.stage == stageWritten || p.stage == stageReady) && !p.job.Rollback {
@@ -279,6 +288,9 @@ func (p *podSwap) verify(ctx context.Context) (phase.Outcome, error) {
 	}
 	if err := checksError(p.res.Checks); err != nil {
 		return phase.Done, err
+	}
+	if p.job.atStart() {
+		return phase.Unchanged("%d checks passed; %s waits before main for a debugger client: health and the mirror pod are checked once it runs on (devk digest verify)", len(p.res.Checks), p.target.Pod), nil
 	}
 	return phase.Unchanged("%d checks passed", len(p.res.Checks)), nil
 }

@@ -30,7 +30,11 @@ does: journal, lock, rollback on failure, digests verified (` + "`devk digest ve
 compares the pod with the debug image while it runs). The kubelet, which devk
 supervises, runs as ` + "`dlv exec`" + ` of its debug build on its node (--node), swapped
 as ` + "`devk swap kubelet`" + ` swaps it: restarted, the node Ready again, else the old
-kubelet back; its pods keep running.
+kubelet back; its pods keep running. An addon (kube-proxy's DaemonSet,
+CoreDNS's Deployment) is changed through the API server as ` + "`devk swap`" + ` swaps
+it: every pod of the workload runs under its own debugger at its node's
+address (CoreDNS, off the host network, publishes the port on its node and
+runs one replica while debugged); --break is set in each.
 
 The build keeps symbols and DWARF and compiles without optimisation or
 inlining (-N -l) only where you debug: the tree's packages changed since the
@@ -57,6 +61,10 @@ module cache and GOROOT as a dlv init file (` + "`dlv connect ADDR --init FILE`"
 VS Code launch.json attach configuration and a GoLand run configuration
 under _output/devk/debug/.
 
+--stop-at-start starts the component without --continue: it waits before
+main until a client continues it (the swap checks only that the debug image
+runs: health, the mirror pod and the kubelet's Ready come once it runs on).
+
 --stop puts the container back as it was, image, command and probes byte
 for byte (so does ` + "`devk swap COMPONENT`" + `, with the pushed image).
 
@@ -68,7 +76,9 @@ is debugged; --stop ends that.`,
   devk debug apiserver --break staging/src/k8s.io/apiserver/pkg/server/routes/version.go:56
   dlv connect 10.250.0.2:2345 --init _output/devk/debug/kube-apiserver.dlv
   devk debug scheduler --debug-pkg ./pkg/scheduler/...
+  devk debug scheduler --stop-at-start   # waits before main: dlv connect 10.250.0.2:2347, then continue
   devk debug kubelet --node devk-worker --break pkg/kubelet/kubelet.go:1901   # SyncPod in v1.34.4
+  devk debug kube-proxy --break pkg/proxy/iptables/proxier.go:736             # syncProxyRules, on every node
   devk debug --stop apiserver`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(debug.Components),
@@ -110,6 +120,7 @@ is debugged; --stop ends that.`,
 	f.StringArrayVar(&o.DebugPackages, "debug-pkg", nil, "also compile this go package `pattern` with -N -l (repeatable; "+build.DebugAll+": every package)")
 	f.IntVar(&o.Port, "port", 0, "the debugger's port (default: "+strconv.Itoa(debug.DefaultPort)+" for the API server, the next ports for the controller-manager, scheduler and etcd)")
 	f.StringVar(&o.Address, "address", "", "the node's address the debugger listens on (default: a devk node's address on devk's bridge; required for a node devk did not make)")
+	f.BoolVar(&o.StopAtStart, "stop-at-start", false, "leave the component waiting before main for your client to continue it (dlv without --continue); the swap then checks only that it runs the debug image")
 	f.BoolVar(&o.Stop, "stop", false, "put the component's own container back: image, command and probes as before devk debug")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree to build (default: the one around the working directory)")
 	f.StringVar(&onNode, "node", "", "the node whose component to debug (default: node 0; a static pod's must be a control-plane node)")
@@ -171,7 +182,11 @@ func printDebug(g *globalOptions, r *debug.Result) {
 	if r.Address == "" {
 		return
 	}
-	fmt.Fprintf(w, "%s runs under Delve: %s%s\n", r.Component, r.Image, r.Binary)
+	if r.WaitsAtStart {
+		fmt.Fprintf(w, "%s waits under Delve before main (connect, then continue): %s%s\n", r.Component, r.Image, r.Binary)
+	} else {
+		fmt.Fprintf(w, "%s runs under Delve: %s%s\n", r.Component, r.Image, r.Binary)
+	}
 	for _, b := range r.Breakpoints {
 		fmt.Fprintf(w, "  breakpoint %d at %s:%d (%s)\n", b.ID, b.File, b.Line, b.Function)
 	}

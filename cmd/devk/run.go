@@ -45,6 +45,21 @@ machine's). It reads the cluster's certificates and keys, so the IDE must
 run as the user devk runs as; and it is for when the static pod is out
 (while ` + "`devk run`" + ` waits, or with the component stopped another way).
 
+--debug runs it under Delve instead: devk first makes the component's debug
+build as ` + "`devk build --debug`" + ` does (symbols kept, -N -l for the tree's
+packages changed since its last normal build) and Delve, then runs
+` + "`dlv exec --headless --continue`" + ` around the same command line, listening on the
+node's address on devk's bridge (the port ` + "`devk debug`" + ` gives the component),
+with the flags a paused component needs (the API server's request timeout,
+leader election off on one control plane), and writes how to attach as
+` + "`devk debug`" + ` does (a dlv init file with the substitute-path rules, a VS Code
+attach configuration and a GoLand one under _output/devk/debug/). Set
+breakpoints from your client; --stop-at-start leaves the component waiting
+before main until your client continues it. Delve runs as the first
+process of a PID namespace of its own, so that the component it starts dies
+with it and with devk. Ctrl-C sends the debugger SIGTERM (it ends and kills
+the component), then puts the pod back.
+
 Safety: devk takes the pod out as ` + "`devk swap`" + ` hands a pod over (the manifest
 kept as a pending backup, a journal written, the manifest moved out, the
 container stopped through CRI, the kubelet let go of the pod) and holds the
@@ -60,6 +75,7 @@ process that ends with an error makes devk exit non-zero once the pod is
 back. It needs root (the node's namespaces).`,
 		Example: `  devk build scheduler && devk run scheduler
   devk run scheduler --go-run                 # compile cmd/kube-scheduler first, as go run does
+  devk run scheduler --debug --stop-at-start  # under Delve, waiting for: dlv connect 10.250.0.2:2347
   devk run controller-manager --tree ~/src/kubernetes
   devk run apiserver --node devk-control-plane2
   devk run scheduler --dry-run                # the phases, what each reads and writes
@@ -96,6 +112,9 @@ back. It needs root (the node's namespaces).`,
 	f.StringVar(&name, "name", layout.DefaultName, "the devk cluster")
 	f.StringVar(&nodeName, "node", "", "the control-plane node whose static pod to run in place of (default: the node devk up made)")
 	f.BoolVar(&o.GoRun, "go-run", false, "compile the tree's cmd/<binary> with a plain go build, as go run does, instead of running what devk build made")
+	f.BoolVar(&o.Debug, "debug", false, "run the component's debug build under Delve (built first, with Delve), listening on the node's address")
+	f.BoolVar(&o.StopAtStart, "stop-at-start", false, "with --debug: wait before main until a debugger client continues it")
+	f.IntVar(&o.DebugPort, "port", 0, "with --debug: the debugger's port (default: the one devk debug gives the component)")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose binary to run (default: the one around the working directory)")
 	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the static pod to run healthy again once it is put back")
 	phase.Bind(cmd, devkrun.Phases(), &flags)
@@ -122,6 +141,7 @@ func runNode(o *devkrun.Options, name, nodeName string) (*cluster.Cluster, error
 	}
 	o.Node, o.NodeName = n.Files.ControlPlane(c.Config, n.Net), n.Name()
 	o.Enter, o.HostIP = n.Enter, c.Config.Network.HostIP
+	o.DebugAddress, o.HA = n.Net.IP, len(c.Config.ControlPlaneNames()) > 1
 	o.Relist = func(ctx context.Context) error { return c.RelistNodeKubelet(ctx, n.Name()) }
 	o.Command = "devk swap" + c.NameFlag()
 	return c, nil

@@ -24,12 +24,16 @@ import (
 )
 
 // Command is the command line that runs command (a binary and its
-// flags) under the headless debugger dlv, serving clients at listen
-// (host:port) and letting the program run at once (--continue); its own
-// flags follow `--`.
-func Command(dlv, listen string, command []string) []string {
-	out := []string{dlv, "exec", "--headless", "--accept-multiclient", "--api-version=2", "--listen=" + listen, "--continue", command[0], "--"}
-	return append(out, command[1:]...)
+// flags) under the headless debugger d.Debugger, serving clients at
+// d.Listen (host:port); the program runs at once (--continue) unless
+// d.StopAtStart, when it waits before main for a client to continue it.
+// Its own flags follow `--`.
+func (d Debugged) Command(command []string) []string {
+	out := []string{d.Debugger, "exec", "--headless", "--accept-multiclient", "--api-version=2", ListenFlag(d.Listen)}
+	if !d.StopAtStart {
+		out = append(out, "--continue")
+	}
+	return append(append(out, command[0], "--"), command[1:]...)
 }
 
 // ListenFlag is the flag of Command that names where the debugger
@@ -145,12 +149,14 @@ func (d *Delve) Close(cont bool) error {
 	return d.c.Close()
 }
 
-// Debugged records that a program devk supervises (the kubelet) runs
-// under the debugger: where dlv is and where it listens. Its file's
+// Debugged is how a program runs under the debugger: where dlv is,
+// where it listens, whether it waits for a client before main. For a
+// program devk supervises (the kubelet) it is recorded in a file whose
 // presence is the switch: the program's command line is Command's.
 type Debugged struct {
-	Debugger string `json:"debugger"`
-	Listen   string `json:"listen"`
+	Debugger    string `json:"debugger"`
+	Listen      string `json:"listen"`
+	StopAtStart bool   `json:"stopAtStart,omitempty"`
 }
 
 // ReadDebugged is the record at path; nil when there is none.

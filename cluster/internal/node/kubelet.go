@@ -34,7 +34,7 @@ import (
 // KubeletArgs is node n's kubelet's own command line: its binary, then
 // its flags sorted, the config file's extra args over the defaults;
 // under the debugger (`devk debug kubelet` recorded it) that command line
-// is dlv's (delve.Command).
+// is dlv's (delve.Debugged.Command).
 func (n Node) KubeletArgs() []string {
 	own, flags := kubeletconfig.Flags(*n.Config, n.Files, n.Net)
 	maps.Copy(flags, config.WithoutOwned(config.Kubelet, n.Config.Spec.Kubelet.ExtraArgs))
@@ -43,7 +43,7 @@ func (n Node) KubeletArgs() []string {
 	// A record devk cannot read runs the kubelet on its own; `devk debug
 	// kubelet` and --stop say what is wrong with it.
 	if d, err := delve.ReadDebugged(n.Files.KubeletDebugger()); err == nil && d != nil {
-		return delve.Command(d.Debugger, d.Listen, argv)
+		return d.Command(argv)
 	}
 	return argv
 }
