@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
@@ -436,34 +438,34 @@ func (j *job) command(ctx context.Context) (phase.Outcome, error) {
 }
 
 func (j *job) settle(ctx context.Context) (phase.Outcome, error) {
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
+	var state settleState
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-j.etcdDone:
+			if j.etcdErr != nil {
+				return false, j.etcdErr
+			}
+		default:
+		}
 		if err := j.pollAudit(); err != nil {
-			return phase.Done, err
+			return false, err
 		}
 		j.pollNodes(ctx)
 		j.mu.Lock()
 		last := j.lastActivity
 		j.mu.Unlock()
-		switch settled(j.res.Exit, last, time.Now(), j.o.Settle, j.o.For) {
-		case quiet:
-			j.res.Settled = true
-			return phase.Unchanged("quiet for %s after %s", j.o.Settle, progress.Round(time.Since(j.res.Exit))), nil
-		case timedOut:
-			j.res.Notes = append(j.res.Notes, fmt.Sprintf("the cluster was still busy %s after the command (--for): the trace stops there", j.o.For))
-			return phase.Unchanged("still busy after --for %s", j.o.For), nil
-		}
-		select {
-		case <-ctx.Done():
-			return phase.Done, ctx.Err()
-		case <-tick.C:
-		case <-j.etcdDone:
-			if j.etcdErr != nil {
-				return phase.Done, j.etcdErr
-			}
-		}
+		state = settled(j.res.Exit, last, time.Now(), j.o.Settle, j.o.For)
+		return state != waiting, nil
+	})
+	switch {
+	case err != nil:
+		return phase.Done, err
+	case state == timedOut:
+		j.res.Notes = append(j.res.Notes, fmt.Sprintf("the cluster was still busy %s after the command (--for): the trace stops there", j.o.For))
+		return phase.Unchanged("still busy after --for %s", j.o.For), nil
 	}
+	j.res.Settled = true
+	return phase.Unchanged("quiet for %s after %s", j.o.Settle, progress.Round(time.Since(j.res.Exit))), nil
 }
 
 func (j *job) collect(ctx context.Context) (phase.Outcome, error) {
