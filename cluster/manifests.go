@@ -144,8 +144,8 @@ func (c *Cluster) noteManifestWritten(path string, t time.Time) {
 }
 
 // writeAuditPolicy puts the API server's audit policy on node n before
-// its manifest names it. The policy is read when the API server starts:
-// a changed one takes effect at its next restart.
+// its manifest names it. The API server reads it when it starts; the
+// manifest carries its digest, so a changed policy restarts the pod.
 func writeAuditPolicy(spec layout.Spec, n Node) error {
 	data, err := controlplane.AuditPolicy(spec)
 	if err != nil {

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"strconv"
@@ -49,8 +50,19 @@ func withAudit(in ManifestInput, s podSpec) podSpec {
 	s.hostPath(auditPolicyVolume, p.AuditPolicy(), corev1.HostPathFile)
 	s.mounts[len(s.mounts)-1].ReadOnly = true
 	s.hostPath(auditLogVolume, p.AuditLogDir(), corev1.HostPathDirectoryOrCreate)
+	// The API server reads its policy when it starts: the policy's
+	// digest on the pod makes a changed policy a changed manifest, which
+	// the next up writes, and the kubelet restarts the pod. A policy that
+	// cannot be read is reported by the phase that writes it.
+	if data, err := AuditPolicy(in.Config.Spec); err == nil {
+		s.annotations = map[string]string{AuditPolicyAnnotation: fmt.Sprintf("sha256:%x", sha256.Sum256(data))}
+	}
 	return s
 }
+
+// AuditPolicyAnnotation holds, on the API server's pod, the digest of
+// the audit policy it was started with.
+const AuditPolicyAnnotation = "devk.dev/audit-policy"
 
 // DefaultAuditPolicy is devk's: writes with their request and response
 // bodies, reads and watches as metadata, nothing for the traffic an idle

@@ -137,6 +137,29 @@ func TestManifestAudit(t *testing.T) {
 	if ro, ok := mounts["audit-log:/home/u/.devk/clusters/devk/logs/audit"]; !ok || ro {
 		t.Errorf("the log dir is not mounted writable: %v", mounts)
 	}
+	digest := func(cfg layout.Config) string {
+		data, err := Manifest("kube-apiserver", ManifestInput{Config: cfg, Node: cfg.FirstNode(), Files: p, Image: digestRef})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseManifest(t, data).Annotations[AuditPolicyAnnotation]
+	}
+	own := filepath.Join(t.TempDir(), "own.yaml")
+	if err := os.WriteFile(own, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withOwn := cfg
+	withOwn.Spec.Audit.PolicyFile = own
+	devks, owns := digest(cfg), digest(withOwn)
+	if !strings.HasPrefix(devks, "sha256:") || devks == owns {
+		t.Errorf("the policy's digest on the pod: devk's %q, the file's %q", devks, owns)
+	}
+	if err := os.WriteFile(own, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: None\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if digest(withOwn) == owns {
+		t.Error("a changed policy file leaves the manifest as it was: the API server would not read it")
+	}
 	off := false
 	cfg.Spec.Audit.Enabled = &off
 	cmd, mounts = render(cfg)
