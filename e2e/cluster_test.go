@@ -387,10 +387,14 @@ const hostDevicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
 // host's by design (`ip netns add` makes /run/netns, devk-<node> is
 // there while the node is, and other programs on the machine make their
 // own; containerd's pods' are in the node's state dir); devk's lock
-// files (nodelock.RootDir, on tmpfs); the package manager's state and
-// logs, which another user of the machine may change meanwhile.
+// files (nodelock.RootDir, on tmpfs); libmount's state dir /run/mount,
+// which any `mount` run as root makes when it is missing (a machine that
+// booted with systemd has it; a fresh VM without may not, and devk's
+// mounts in a node's namespace share the host's /run); the package
+// manager's state and logs, which another user of the machine may change
+// meanwhile.
 func hostFSIgnored(path string) bool {
-	for _, d := range []string{"/run/netns", "/run/devk", "/var/lib/dpkg", "/var/lib/apt", "/var/log/apt"} {
+	for _, d := range []string{"/run/netns", "/run/devk", "/run/mount", "/var/lib/dpkg", "/var/lib/apt", "/var/log/apt"} {
 		if path == d || strings.HasPrefix(path, d+"/") {
 			return true
 		}
