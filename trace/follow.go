@@ -31,11 +31,8 @@ func (j *job) follow(ctx context.Context) error {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	var (
-		recent   []Request
-		pending  []EtcdWrite
-		seenR    int
-		seenW    int
-		printedW = map[int64]bool{}
+		recent  []Request
+		pending []EtcdWrite
 	)
 	for {
 		select {
@@ -52,12 +49,10 @@ func (j *job) follow(ctx context.Context) error {
 			return err
 		}
 		nodes := j.pollNodes(ctx)
+		// take what came since the last poll: --follow keeps nothing else
 		j.mu.Lock()
-		newR := append([]Request(nil), j.requests[seenR:]...)
-		newW := append([]EtcdWrite(nil), j.writes[seenW:]...)
-		seenR, seenW = len(j.requests), len(j.writes)
-		// what --follow printed needs not be kept
-		j.requests, j.writes, seenR, seenW = nil, nil, 0, 0
+		newR, newW := j.requests, j.writes
+		j.requests, j.writes = nil, nil
 		j.mu.Unlock()
 
 		now := time.Now()
@@ -74,6 +69,7 @@ func (j *job) follow(ctx context.Context) error {
 		writes := append(pending, newW...)
 		join(recent, writes)
 		pending = nil
+		printedW := map[int64]bool{}
 		byRev := map[int64]*EtcdWrite{}
 		for i := range writes {
 			byRev[writes[i].Revision] = &writes[i]
@@ -113,9 +109,6 @@ func (j *job) follow(ctx context.Context) error {
 			if err := j.emitWrite(w, by); err != nil {
 				return err
 			}
-		}
-		if len(printedW) > 4096 {
-			printedW = map[int64]bool{}
 		}
 		for _, n := range j.src.Nodes {
 			if nt, ok := nodes[n.Name]; ok {
