@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-func fixtureLines(t *testing.T) [][]byte {
+func fixtureLines(t testing.TB) [][]byte {
 	t.Helper()
 	data, err := os.ReadFile("testdata/audit.log")
 	if err != nil {
