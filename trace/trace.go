@@ -110,7 +110,7 @@ type Result struct {
 	Requests []Request `json:"requests"`
 	// Reads counts the read requests by verb (all of them, listed or not).
 	Reads map[string]int `json:"reads,omitempty"`
-	// Etcd are the writes to etcd (leases left out).
+	// Etcd are the writes to etcd (leases and masterleases left out).
 	Etcd []EtcdWrite `json:"etcd"`
 	// Nodes are what changed on each node.
 	Nodes []NodeTrace `json:"nodes"`
@@ -221,6 +221,11 @@ func (j *job) close() {
 	}
 }
 
+// masterLeases are the keys the API servers' endpoint reconciler renews
+// every 10 s (its own TTL keys, no API resource): like leases, they
+// would keep a trace from ever settling.
+const masterLeases = "masterleases"
+
 // ErrNoAudit says the cluster's API server writes no audit log.
 var ErrNoAudit = errors.New("no audit log")
 
@@ -307,6 +312,9 @@ func (j *job) record(ctx context.Context) (phase.Outcome, error) {
 	go func() {
 		defer close(j.etcdDone)
 		j.etcdErr = etcdwatch.Follow(wctx, cli, cli.Revision, etcdwatch.DecodeOptions{Ignore: bodyIgnore}, etcdwatch.DefaultExclude, func(c etcdwatch.Change) error {
+			if c.Group == "" && c.Resource == masterLeases {
+				return nil
+			}
 			now := time.Now()
 			j.mu.Lock()
 			j.writes = append(j.writes, etcdWrite(c, now))

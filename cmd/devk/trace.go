@@ -31,10 +31,11 @@ after the command's exit), and print one timeline, oldest first:
   while it ran, from this machine rather than a node, by a user that is no
   component of the cluster). Reads and watches are counted, and listed with
   --reads.
-- etcd: each key written or deleted (leases left out), with its revision and
-  the decoded diff (` + "`devk etcd watch`" + `'s), beneath the request that made it:
-  joined by object and the resourceVersion of the request's response, else by
-  object and time (a binding, a delete, a request logged without its body).
+- etcd: each key written or deleted (leases and the API servers' masterleases
+  left out), with its revision and the decoded diff (` + "`devk etcd watch`" + `'s),
+  beneath the request that made it: joined by object and the resourceVersion
+  of the request's response, else by object and time (a binding, a delete, a
+  request logged without its body).
 - nodes: on every node, the lines added to and removed from iptables-save of
   its network namespace (filter, nat, mangle), grouped by table and chain, and
   the pod sandboxes and containers started, stopped or removed (its CRI).
