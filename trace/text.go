@@ -22,9 +22,9 @@ const timeFormat = "15:04:05.000"
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
 	exit := fmt.Sprintf("exit %d", r.ExitCode)
-	how := fmt.Sprintf("quiet for the last %s", progress.Round(r.End.Sub(r.Exit)))
+	how := fmt.Sprintf("settled %s after the exit", progress.Round(r.End.Sub(r.Exit)))
 	if !r.Settled {
-		how = "still busy when it stopped"
+		how = fmt.Sprintf("still busy %s after the exit", progress.Round(r.End.Sub(r.Exit)))
 	}
 	fmt.Fprintf(&b, "# devk trace -- %s (%s): %s to %s, %s\n", strings.Join(r.Command, " "), exit,
 		r.Start.Format(timeFormat), r.End.Format(timeFormat), how)
