@@ -13,7 +13,8 @@ const DefaultServiceCIDR = "10.96.0.0/16"
 
 // Spec is what a cluster's config file (`devk up --config`) sets beyond
 // the layout, as last applied: feature gates, the API server's runtime
-// config, each component's extra flags, and which addons up applies.
+// config, each component's extra flags, which addons up applies, and
+// the API server's audit log.
 // The networks and the taint it sets are the Config's own fields
 // (PodCIDR, ServiceCIDR, Network.Subnet, KeepTaint). A later `devk up`
 // without --config keeps it.
