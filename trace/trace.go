@@ -143,6 +143,8 @@ type job struct {
 	requests     []Request
 	writes       []EtcdWrite
 	lastActivity time.Time
+	// badLines counts the audit log's lines that are no audit event.
+	badLines int
 
 	res Result
 }
@@ -354,11 +356,16 @@ func (j *job) nodesBefore(ctx context.Context) (phase.Outcome, error) {
 // pollAudit reads the lines the API servers wrote since the last poll.
 func (j *job) pollAudit() error {
 	var got []Request
+	bad := 0
 	for _, t := range j.tails {
 		lines, err := t.Lines()
 		for _, l := range lines {
 			r, ok, perr := ParseAuditLine(l)
-			if perr != nil || !ok || strings.HasPrefix(r.UserAgent, Agent) {
+			if perr != nil {
+				bad++
+				continue
+			}
+			if !ok || strings.HasPrefix(r.UserAgent, Agent) {
 				continue
 			}
 			got = append(got, r)
@@ -369,6 +376,7 @@ func (j *job) pollAudit() error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.badLines += bad
 	for _, r := range got {
 		if !r.Read() && r.resource != "leases" {
 			j.lastActivity = time.Now()
@@ -391,7 +399,7 @@ func (j *job) pollNodes(ctx context.Context) map[string]NodeTrace {
 			continue // the final read reports it
 		}
 		prev := j.last[n.Name]
-		var nt NodeTrace
+		nt := NodeTrace{IPTables: RulesDiff{Added: []Rule{}, Removed: []Rule{}}}
 		if s.rulesSum != prev.rulesSum {
 			nt.IPTables = DiffRules(prev.rules, s.rules)
 		}
@@ -505,8 +513,11 @@ func (j *job) collect(ctx context.Context) (phase.Outcome, error) {
 		j.res.Notes = append(j.res.Notes, fmt.Sprintf("the Events could not be listed: %v", err))
 	}
 	j.mu.Lock()
-	reqs, writes := j.requests, j.writes
+	reqs, writes, bad := j.requests, j.writes, j.badLines
 	j.mu.Unlock()
+	if bad > 0 {
+		j.res.Notes = append(j.res.Notes, fmt.Sprintf("%d lines of the audit logs were no audit.k8s.io/v1 event (is --audit-log-format json?) and are left out", bad))
+	}
 	j.res.Requests, j.res.Reads, j.res.Etcd = assemble(reqs, writes, j.o, j.cmdStart, j.res.Exit, j.nodeIPs)
 	j.res.Events = []Event{}
 	for _, e := range events {
