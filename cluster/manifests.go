@@ -10,6 +10,7 @@ import (
 
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/internal/atomicfile"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/swap"
@@ -83,6 +84,11 @@ func (c *Cluster) writeManifestWith(ctx context.Context, n Node, sp StaticPod, i
 		return phase.Done, err
 	}
 	in.Config, in.Node, in.Files, in.Image = c.Config, n.Net, n.Files, img
+	if sp.Name == "kube-apiserver" && c.Config.Spec.Audit.On() {
+		if err := writeAuditPolicy(c.Config.Spec, n); err != nil {
+			return phase.Done, err
+		}
+	}
 	if swapped {
 		// The swap's stamp stays with its image: a manifest rewritten for
 		// a changed flag still tells the next up the image was swapped in.
@@ -135,4 +141,16 @@ func (c *Cluster) noteManifestWritten(path string, t time.Time) {
 		c.manifestsWritten = map[string]time.Time{}
 	}
 	c.manifestsWritten[path] = t
+}
+
+// writeAuditPolicy puts the API server's audit policy on node n before
+// its manifest names it. The API server reads it when it starts; the
+// manifest carries its digest, so a changed policy restarts the pod.
+func writeAuditPolicy(spec layout.Spec, n Node) error {
+	data, err := controlplane.AuditPolicy(spec)
+	if err != nil {
+		return err
+	}
+	_, err = atomicfile.WriteIfChanged(n.Files.AuditPolicy(), data, 0o600, n.Files.Tmp())
+	return err
 }

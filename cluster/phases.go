@@ -205,7 +205,11 @@ func manifestPhase(sp StaticPod, name string) *phase.Phase[*Cluster] {
 		Name:  name,
 		Short: "static pod manifest " + sp.Name + ".yaml",
 		IO: func(c *Cluster) ([]string, []string) {
-			return []string{c.Files.ConfigFile() + " (images)", c.FirstNode().Files.PKI()}, []string{c.FirstNode().Files.ManifestPath(sp.Name)}
+			writes := []string{c.FirstNode().Files.ManifestPath(sp.Name)}
+			if sp.Name == "kube-apiserver" && c.Config.Spec.Audit.On() {
+				writes = append([]string{c.FirstNode().Files.AuditPolicy()}, writes...)
+			}
+			return []string{c.Files.ConfigFile() + " (images)", c.FirstNode().Files.PKI()}, writes
 		},
 		Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) {
 			return c.writeManifest(ctx, c.FirstNode(), sp)

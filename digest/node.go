@@ -261,14 +261,7 @@ func (s CRI) Observe(ctx context.Context, t Target) (Observation, error) {
 	if st == nil {
 		return Observation{Note: "no running container"}, nil
 	}
-	return Observation{Ref: "container " + shortID(st.ID), Digest: Of(st.ImageRef)}, nil
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
+	return Observation{Ref: "container " + cri.ShortID(st.ID), Digest: Of(st.ImageRef)}, nil
 }
 
 // Mirror is the imageID the kubelet reports in the mirror pod's status.

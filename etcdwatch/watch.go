@@ -145,3 +145,48 @@ func eventChange(b changeBuilder, ev *clientv3.Event) Change {
 	c.Writes = 0
 	return c
 }
+
+// Follow calls fn with every write to the cluster's keys after revision
+// from, one Change each, decoded and diffed against the key's previous
+// value as Watch prints them (Secrets redacted unless decode says
+// otherwise), leaving out the resources named in exclude. It returns
+// nil when ctx ends, fn's error, or why etcd ended the watch.
+func Follow(ctx context.Context, cli *Client, from int64, decode DecodeOptions, exclude []string, fn func(Change) error) error {
+	skip, err := excludeSet(exclude, Target{})
+	if err != nil {
+		return err
+	}
+	prefix := cli.Endpoint.Prefix
+	b := changeBuilder{prefix: prefix, decode: decode, format: YAML, cache: newRenderCache(watchCacheSize)}
+	wch, stop, err := cli.openWatch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(from+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watch %s: %w", prefix, err)
+	}
+	defer stop()
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			return fmt.Errorf("watch %s: %w", prefix, &RevisionError{Requested: from + 1, Oldest: resp.CompactRevision, Current: resp.Header.Revision, Err: ErrCompacted})
+		}
+		if err := resp.Err(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch %s on etcd %s: %w", prefix, strings.Join(cli.Endpoint.Endpoints, ","), err)
+		}
+		for _, ev := range resp.Events {
+			if skip[ParseKey(prefix, string(ev.Kv.Key)).Resource] {
+				continue
+			}
+			if err := fn(eventChange(b, ev)); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("etcd %s closed the watch of %s", strings.Join(cli.Endpoint.Endpoints, ","), prefix)
+}

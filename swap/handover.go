@@ -122,9 +122,9 @@ func (n *Target) stopRestarted(ctx context.Context, podName string, ours func(st
 			continue
 		}
 		uids[ct.PodUID] = true
-		n.Reporter.Debugf("a container of %s still runs (%s); stopping it", podName, shortID(ct.ID))
+		n.Reporter.Debugf("a container of %s still runs (%s); stopping it", podName, cri.ShortID(ct.ID))
 		if err := n.Runtime.StopContainer(ctx, ct.ID, 0); err != nil {
-			n.Reporter.Debugf("stop %s: %v", shortID(ct.ID), err)
+			n.Reporter.Debugf("stop %s: %v", cri.ShortID(ct.ID), err)
 		}
 	}
 }

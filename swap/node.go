@@ -251,13 +251,6 @@ func (n *Target) lastLog(ctx context.Context, podName, container, oldID string) 
 // shows at least.
 const DefaultLogLines = 20
 
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
 func shortDigest(d string) string {
 	if len(d) > 19 {
 		return d[:19]

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,6 +36,7 @@ type apiServer struct {
 
 	mu      sync.Mutex
 	clients map[string]bool // the remote address of each connection a request came on
+	patches []string        // the bodies of -write's patches
 }
 
 // connections is how many connections the requests came on.
@@ -51,6 +53,15 @@ func newAPIServer(t *testing.T, reject int64) *apiServer {
 		s.mu.Lock()
 		s.clients[r.RemoteAddr] = true
 		s.mu.Unlock()
+		if r.Method == http.MethodPatch && r.URL.Path == writePath && r.Header.Get("Content-Type") == "application/merge-patch+json" {
+			body, _ := io.ReadAll(r.Body)
+			s.mu.Lock()
+			s.patches = append(s.patches, string(body))
+			s.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"kind":"PodTemplate","apiVersion":"v1","metadata":{"name":%q,"namespace":%q}}`, writeName, writeNamespace)
+			return
+		}
 		if r.Method != http.MethodGet || r.URL.Path != targetPath {
 			http.Error(w, "not served by this test: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 			return
@@ -123,6 +134,31 @@ func checkCounts(t *testing.T, s *summary) {
 	}
 	if sent != s.Sent || ok != s.Succeeded || failed != s.Failed {
 		t.Errorf("per second: %d sent, %d succeeded, %d failed; the totals: %d, %d, %d", sent, ok, failed, s.Sent, s.Succeeded, s.Failed)
+	}
+}
+
+// TestWrite: -write sends merge patches of the PodTemplate, each a new
+// value of the annotation.
+func TestWrite(t *testing.T) {
+	srv := newAPIServer(t, 0)
+	o := testOptions(t, srv, modeShared)
+	o.write = true
+	s, err := run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, s)
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if s.Failed != 0 || s.Sent == 0 || len(srv.patches) != s.Sent || s.Request != "PATCH "+writePath {
+		t.Fatalf("%d sent (%s), %d failed, the server got %d patches", s.Sent, s.Request, s.Failed, len(srv.patches))
+	}
+	seen := map[string]bool{}
+	for _, p := range srv.patches {
+		if seen[p] || !strings.Contains(p, `"apiload/seq"`) {
+			t.Errorf("patch %s repeated or without the annotation", p)
+		}
+		seen[p] = true
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,6 +38,16 @@ const (
 // targetPath is the URL path of that GET (what the tests serve).
 const targetPath = "/api/v1/namespaces/" + targetNamespace + "/configmaps/" + targetName
 
+// With -write each request is a write instead: a merge patch of one
+// annotation of the PodTemplate writeNamespace/writeName (which the bench
+// creates), a resource no controller watches and that devk's audit
+// policy logs with its bodies (RequestResponse), the costliest level.
+const (
+	writeNamespace = "default"
+	writeName      = "apiload"
+	writePath      = "/api/v1/namespaces/" + writeNamespace + "/podtemplates/" + writeName
+)
+
 // How a new connection is dialed: client-go's own dialer settings.
 const (
 	dialTimeout   = 30 * time.Second
@@ -49,6 +60,8 @@ type client struct {
 	server  string // the kubeconfig's server: the load balancer
 	request string // what each request is, for the summary
 	dialer  *countingDialer
+	write   bool
+	seq     atomic.Int64
 }
 
 // newClient makes the clientset of o.mode from o.kubeconfig: client-go's
@@ -90,12 +103,20 @@ func newClient(o options) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
 	}
+	if o.write {
+		return &client{cs: cs, server: cfg.Host, request: "PATCH " + writePath, dialer: d, write: true}, nil
+	}
 	return &client{cs: cs, server: cfg.Host, request: "GET " + targetPath, dialer: d}, nil
 }
 
-// get sends one request; at records what the transport saw of it.
+// get sends one request (with -write, the patch); at records what the transport saw of it.
 func (c *client) get(ctx context.Context, at *attempts) error {
 	ctx = context.WithValue(ctx, attemptsKey{}, at)
+	if c.write {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"apiload/seq":"%d"}}}`, c.seq.Add(1))
+		_, err := c.cs.CoreV1().PodTemplates(writeNamespace).Patch(ctx, writeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
 	_, err := c.cs.CoreV1().ConfigMaps(targetNamespace).Get(ctx, targetName, metav1.GetOptions{})
 	return err
 }

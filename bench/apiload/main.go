@@ -80,6 +80,7 @@ type options struct {
 	out        string
 	mode       string
 	ready      string
+	write      bool
 	// log gets the progress lines: the start, each new kind of failure.
 	log io.Writer
 }
@@ -92,6 +93,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", defaultTimeout, "bound on each request, client-go's retries included")
 	flag.StringVar(&o.out, "out", "", "write the JSON summary to this file (default: stdout)")
 	flag.StringVar(&o.mode, "mode", modeShared, "shared: one clientset and its HTTP/2 connection; fresh: a new TCP+TLS connection per request")
+	flag.BoolVar(&o.write, "write", false, "send writes (a merge patch of PodTemplate default/apiload, which must exist) instead of GETs")
 	flag.StringVar(&o.ready, "ready", "", "create this file once the first request has succeeded (an old one is removed at start)")
 	flag.Parse()
 	if err := mainErr(o); err != nil {

@@ -26,6 +26,18 @@ var fullConfig = func() string {
 	return string(data)
 }()
 
+// TestAuditPolicyFile: a policy file relative to the config file is
+// kept as the path beside it.
+func TestAuditPolicyFile(t *testing.T) {
+	c, err := Decode([]byte(header+"audit:\n  policyFile: policies/audit.yaml\n"), "/home/u/devk/devk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Audit.PolicyFile; got != "/home/u/devk/policies/audit.yaml" || !c.Audit.On() {
+		t.Errorf("policyFile %q, on %v", got, c.Audit.On())
+	}
+}
+
 // TestProblems: every problem names its key and line, and
 // says what is wanted.
 func TestProblems(t *testing.T) {
@@ -41,6 +53,9 @@ func TestProblems(t *testing.T) {
 		{"a repeated key", header + "addons:\n  coreDNS: false\n  coreDNS: true\n", []string{`line 5: key "coreDNS" already set`}},
 		{"a too short certificate life", header + "certValidity: 30s\n", []string{"devk.yaml:3: certValidity: is 30s: give a lifetime from 2m0s to"}},
 		{"a certificate life beyond the CAs'", header + "certValidity: 100000h\n", []string{"devk.yaml:3: certValidity: is 100000h0m0s"}},
+		{"a policy for no audit log", header + "audit:\n  enabled: false\n  policyFile: /etc/policy.yaml\n",
+			[]string{"devk.yaml:5: audit.policyFile: is set, but audit.enabled is false: leave one of them out"}},
+		{"an audit key misspelt", header + "audit:\n  policy: p.yaml\n", []string{"devk.yaml:4: audit.policy: unknown key (known here: enabled, policyFile)"}},
 		{"a string for a bool", header + "addons:\n  kubeProxy: maybe\n", []string{"devk.yaml:4: addons.kubeProxy: is string, want true or false"}},
 		{"a bool for a string", header + "runtimeConfig:\n  api/all: true\n", []string{`devk.yaml:3: runtimeConfig: is bool, want a string (quote it`}},
 		{"not YAML", header + "networking: [\n", []string{"devk.yaml: not YAML"}},

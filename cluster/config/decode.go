@@ -72,8 +72,8 @@ func Decode(data []byte, file string) (*Cluster, error) {
 	if err := p.err(); err != nil {
 		return nil, err
 	}
-	c.normalize()
 	c.file, c.root = file, &root
+	c.normalize()
 	return &c, nil
 }
 

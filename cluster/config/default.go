@@ -1,6 +1,10 @@
 package config
 
-import "github.com/devk/devk/internal/layout"
+import (
+	"path/filepath"
+
+	"github.com/devk/devk/internal/layout"
+)
 
 // The defaults of what a file leaves out. They are read through these
 // methods, not written into the file's values: a problem names the key
@@ -58,6 +62,11 @@ func or(s, def string) string {
 // normalize drops empty maps, so that a spec compares and stores the
 // same however the file spelled "nothing".
 func (c *Cluster) normalize() {
+	// A policy file relative to the config file: the spec keeps it
+	// absolute, for the next up without --config.
+	if f := c.Audit.PolicyFile; f != "" && !filepath.IsAbs(f) && c.file != "" {
+		c.Audit.PolicyFile = filepath.Join(filepath.Dir(c.file), f)
+	}
 	if len(c.FeatureGates) == 0 {
 		c.FeatureGates = nil
 	}

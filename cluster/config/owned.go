@@ -74,7 +74,9 @@ var Owned = map[string]OwnedSettings{
 			"etcd-cafile", "etcd-certfile", "etcd-keyfile", "etcd-servers",
 			"kubelet-client-certificate", "kubelet-client-key", "proxy-client-cert-file", "proxy-client-key-file",
 			"requestheader-client-ca-file", "service-account-key-file", "service-account-signing-key-file",
-			"service-cluster-ip-range", "tls-cert-file", "tls-private-key-file"},
+			"service-cluster-ip-range", "tls-cert-file", "tls-private-key-file",
+			// the audit log `devk trace` reads (audit.enabled, audit.policyFile)
+			"audit-policy-file", "audit-log-path", "audit-log-format"},
 		Security: securityFlags[APIServer],
 	},
 	ControllerManager: {

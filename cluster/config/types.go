@@ -40,7 +40,7 @@ type Cluster struct {
 	// Name names the cluster; --name, when given too, must agree.
 	Name string `json:"name,omitempty"`
 	// Spec: featureGates, runtimeConfig, apiServer, controllerManager,
-	// scheduler, kubelet, kubeProxy, addons, certValidity; cluster.json
+	// scheduler, kubelet, kubeProxy, addons, certValidity, audit; cluster.json
 	// stores it as it is.
 	layout.Spec `json:",inline"`
 	// Networking are the cluster's networks.

@@ -122,6 +122,9 @@ func validateSpec(s layout.Spec, p *problems) {
 			p.add([]string{"certValidity"}, "is %s: give a lifetime from %s to %s (the CAs' ten years), e.g. 10m or 8760h", v, MinCertValidity, pki.CAValidity)
 		}
 	}
+	if s.Audit.PolicyFile != "" && !s.Audit.On() {
+		p.add([]string{"audit", "policyFile"}, "is set, but audit.enabled is false: leave one of them out")
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.RuntimeConfig)) {
 		v := s.RuntimeConfig[k]
 		if k == "" || strings.ContainsAny(k, ",= ") || v == "" || strings.ContainsAny(v, ", ") {

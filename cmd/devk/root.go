@@ -12,6 +12,7 @@ import (
 	"github.com/devk/devk/cmd/devk/internal/etcdcmd"
 	"github.com/devk/devk/cmd/devk/internal/registrycmd"
 	"github.com/devk/devk/cmd/devk/internal/swapcmd"
+	"github.com/devk/devk/cmd/devk/internal/tracecmd"
 )
 
 // newRootCmd is devk's command tree, to run with args (os.Args[1:]).
@@ -68,6 +69,7 @@ Exit status:
 		swapcmd.NewStacksCmd(g),
 		swapcmd.NewDebugCmd(g),
 		swapcmd.NewRunCmd(g),
+		tracecmd.NewTraceCmd(g),
 	)
 	groupCommands(root)
 	cli.RegisterClusterCompletion(root)
@@ -93,7 +95,7 @@ var groupOf = map[string]string{
 	"swap": "swap", "digest": "swap",
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",
-	"stacks": "debug", "debug": "debug", "run": "debug",
+	"stacks": "debug", "debug": "debug", "run": "debug", "trace": "debug",
 	"version": "other", "completion": "other", "help": "other",
 }
 

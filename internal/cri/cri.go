@@ -158,7 +158,7 @@ func (c *Client) ContainerStatus(ctx context.Context, id string) (*Status, error
 	defer cancel()
 	resp, err := c.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
-		return nil, fmt.Errorf("status of container %s: %w", short(id), err)
+		return nil, fmt.Errorf("status of container %s: %w", ShortID(id), err)
 	}
 	s := resp.Status
 	return &Status{
@@ -176,7 +176,7 @@ func (c *Client) StopContainer(ctx context.Context, id string, grace time.Durati
 	ctx, cancel := context.WithTimeout(ctx, grace+stopMargin)
 	defer cancel()
 	if _, err := c.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: int64(grace.Seconds())}); err != nil {
-		return fmt.Errorf("stop container %s: %w", short(id), err)
+		return fmt.Errorf("stop container %s: %w", ShortID(id), err)
 	}
 	return nil
 }
@@ -192,11 +192,11 @@ func (c *Client) RemoveSandbox(ctx context.Context, id string) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, removeRetryInterval, removeRetryTimeout, true, func(ctx context.Context) (bool, error) {
 		if _, err := c.RT.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-			last = fmt.Errorf("stop pod sandbox %s: %w", short(id), err)
+			last = fmt.Errorf("stop pod sandbox %s: %w", ShortID(id), err)
 			return false, nil
 		}
 		if _, err := c.RT.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
-			last = fmt.Errorf("remove pod sandbox %s: %w", short(id), err)
+			last = fmt.Errorf("remove pod sandbox %s: %w", ShortID(id), err)
 			return false, nil
 		}
 		return true, nil
@@ -264,7 +264,9 @@ func (c *Client) RemoveAll(ctx context.Context, own func(podUID string) bool) (i
 	return n, first
 }
 
-func short(id string) string {
+// ShortID is a container's or sandbox's ID as devk prints it: its first
+// 12 characters.
+func ShortID(id string) string {
 	if len(id) > 12 {
 		return id[:12]
 	}
@@ -294,11 +296,12 @@ func (c *Client) PullImage(ctx context.Context, ref string) (string, error) {
 
 // Sandbox is what devk needs of one pod sandbox.
 type Sandbox struct {
-	ID        string
-	PodName   string
-	PodUID    string
-	Ready     bool
-	CreatedAt time.Time
+	ID           string
+	PodName      string
+	PodNamespace string
+	PodUID       string
+	Ready        bool
+	CreatedAt    time.Time
 	// Static says the kubelet made it for a static pod (a manifest in its
 	// staticPodPath): the pod's kubernetes.io/config.source is "file".
 	Static bool
@@ -308,20 +311,23 @@ type Sandbox struct {
 // from; it passes a pod's annotations on to its sandbox.
 const configSourceAnnotation = "kubernetes.io/config.source"
 
-// Sandboxes lists the pod sandboxes in namespace, newest first.
+// Sandboxes lists the pod sandboxes in namespace (every namespace's
+// when it is ""), newest first.
 func (c *Client) Sandboxes(ctx context.Context, namespace string) ([]Sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	resp, err := c.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{LabelPodNamespace: namespace},
-	}})
+	f := &runtimeapi.PodSandboxFilter{}
+	if namespace != "" {
+		f.LabelSelector = map[string]string{LabelPodNamespace: namespace}
+	}
+	resp, err := c.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: f})
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes on %s: %w", c.Endpoint, err)
 	}
 	out := make([]Sandbox, 0, len(resp.Items))
 	for _, p := range resp.Items {
 		out = append(out, Sandbox{
-			ID: p.Id, PodName: p.GetMetadata().GetName(), PodUID: p.GetMetadata().GetUid(),
+			ID: p.Id, PodName: p.GetMetadata().GetName(), PodNamespace: p.GetMetadata().GetNamespace(), PodUID: p.GetMetadata().GetUid(),
 			Ready: p.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: time.Unix(0, p.CreatedAt),
 			Static: p.Annotations[configSourceAnnotation] == "file",
 		})

@@ -201,6 +201,17 @@ func (p NodeFiles) KubeletBinary() string { return p.join("bin", "kubelet") }
 // debugger (`devk debug kubelet`, delve.Debugged); none: on its own.
 func (p NodeFiles) KubeletDebugger() string { return p.join("kubelet-debugger.json") }
 
+// AuditPolicy is the API server's --audit-policy-file: devk's policy,
+// or a copy of the config file's audit.policyFile.
+func (p NodeFiles) AuditPolicy() string { return p.join("audit-policy.yaml") }
+
+// AuditLogDir holds the API server's audit log and its rotated backups
+// (audit-<time>.log beside it), readable from the host.
+func (p NodeFiles) AuditLogDir() string { return filepath.Join(p.Logs(), "audit") }
+
+// AuditLog is the API server's --audit-log-path.
+func (p NodeFiles) AuditLog() string { return filepath.Join(p.AuditLogDir(), "audit.log") }
+
 // Etcd is etcd's data dir.
 func (p NodeFiles) Etcd() string { return p.join("etcd") }
 

@@ -82,6 +82,8 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 		{"CNINetworks", nd.CNINetworks(), "cni/networks"},
 		{"Logs", nd.Logs(), "logs"},
 		{"PodLogs", nd.PodLogs(), "logs/pods"},
+		{"AuditPolicy", nd.AuditPolicy(), "audit-policy.yaml"},
+		{"AuditLog", nd.AuditLog(), "logs/audit/audit.log"},
 		{"Run", nd.Run(), "run"},
 		{"PIDFile(kubelet)", nd.PIDFile("kubelet"), "run/kubelet.pid"},
 		{"PIDFile(containerd)", nd.PIDFile("containerd"), "run/containerd.pid"},

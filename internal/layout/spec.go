@@ -13,7 +13,8 @@ const DefaultServiceCIDR = "10.96.0.0/16"
 
 // Spec is what a cluster's config file (`devk up --config`) sets beyond
 // the layout, as last applied: feature gates, the API server's runtime
-// config, each component's extra flags, and which addons up applies.
+// config, each component's extra flags, which addons up applies, and
+// the API server's audit log.
 // The networks and the taint it sets are the Config's own fields
 // (PodCIDR, ServiceCIDR, Network.Subnet, KeepTaint). A later `devk up`
 // without --config keeps it.
@@ -32,7 +33,23 @@ type Spec struct {
 	// kubeconfig client certificates up issues (kubeadm's year when
 	// unset); the CAs keep ten years.
 	CertValidity *metav1.Duration `json:"certValidity,omitempty"`
+	// Audit is the API server's audit log, which `devk trace` reads.
+	Audit Audit `json:"audit,omitzero"`
 }
+
+// Audit says whether the API server writes an audit log and by which
+// policy: devk's (nil Enabled and no PolicyFile) or the user's own.
+type Audit struct {
+	// Enabled: nil means yes.
+	Enabled *bool `json:"enabled,omitempty"`
+	// PolicyFile is an audit.k8s.io/v1 Policy on this machine (an
+	// absolute path) used instead of devk's; up copies it to each
+	// control-plane node.
+	PolicyFile string `json:"policyFile,omitempty"`
+}
+
+// On says whether the API server writes an audit log.
+func (a Audit) On() bool { return On(a.Enabled) }
 
 // LeafValidity is CertValidity as a duration, 0 when unset.
 func (s Spec) LeafValidity() time.Duration {

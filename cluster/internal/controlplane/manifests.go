@@ -86,6 +86,8 @@ type podSpec struct {
 	liveness  *corev1.Probe
 	readiness *corev1.Probe
 	requests  corev1.ResourceList
+	// annotations go on the pod (beside ManifestInput's).
+	annotations map[string]string
 }
 
 // hostPath mounts path from the host at the same path in the container.
@@ -207,7 +209,7 @@ func apiserverPod(in ManifestInput) podSpec {
 		requests:  cpu("250m"),
 	}
 	s.hostPath("k8s-certs", dir, corev1.HostPathDirectory)
-	return s
+	return withAudit(in, s)
 }
 
 // controller is what differs between the two controllers of the control
@@ -428,7 +430,14 @@ func Manifest(name string, in ManifestInput) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("no static pod %q: the control plane is etcd, kube-apiserver, kube-controller-manager and kube-scheduler", name)
 	}
-	data, err := yaml.Marshal(staticPod(name, in.Image, s, in.Annotations))
+	annotations := maps.Clone(s.annotations)
+	if len(in.Annotations) > 0 {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		maps.Copy(annotations, in.Annotations)
+	}
+	data, err := yaml.Marshal(staticPod(name, in.Image, s, annotations))
 	if err != nil {
 		return nil, err
 	}
