@@ -75,12 +75,12 @@ lists, and the Events through the API.`,
 				return err
 			}
 			o.Filter = f
+			o.Stdin, o.CommandOut = cmd.InOrStdin(), g.stderr
+			o.Live, o.Format = g.stdout, g.format
 			if err := o.Validate(); err != nil {
 				return err
 			}
 			o.Reporter = g.Reporter()
-			o.Stdin, o.CommandOut = cmd.InOrStdin(), g.stderr
-			o.Live, o.Format = g.stdout, g.format
 			popts := g.phaseOptions(&flags)
 			popts.Reporter = o.Reporter
 			res, err := trace.Run(cmd.Context(), o, popts)
