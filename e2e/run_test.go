@@ -194,19 +194,23 @@ func TestRun(t *testing.T) {
 		})
 	}
 
-	step(t, "run and Ctrl-C", func(t *testing.T) {
-		b := startRun(t, sc, "scheduler", "-o", "json")
-		out(t, b)
+	// newPod creates a pod for the scheduler to place, gone at the end.
+	newPod := func(t *testing.T, name string) {
+		t.Helper()
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-run-scheduled", Namespace: "default"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: cfg.Images["pause"]}}},
 		}
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
-		eventually(t, ctx, "the foreground scheduler to schedule a pod", func() error {
-			p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		t.Cleanup(func() { _ = cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}) })
+	}
+	// scheduled waits until pod name is bound to the node.
+	scheduled := func(t *testing.T, what, name string) {
+		t.Helper()
+		eventually(t, ctx, what, func() error {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -215,6 +219,10 @@ func TestRun(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// ctrlC stops the run as a Ctrl-C does and reads its result.
+	ctrlC := func(t *testing.T, b *backgroundRun) runResult {
+		t.Helper()
 		if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
@@ -225,6 +233,15 @@ func TestRun(t *testing.T) {
 		if err := json.Unmarshal([]byte(b.stdout.String()), &r); err != nil {
 			t.Fatalf("devk run -o json printed %q: %v", b.stdout.String(), err)
 		}
+		return r
+	}
+
+	step(t, "run and Ctrl-C", func(t *testing.T) {
+		b := startRun(t, sc, "scheduler", "-o", "json")
+		out(t, b)
+		newPod(t, "e2e-run-scheduled")
+		scheduled(t, "the foreground scheduler to schedule a pod", "e2e-run-scheduled")
+		r := ctrlC(t, b)
 		if r.Exit == nil || !r.Exit.Stopped || r.PutBack == nil || r.PutBack.NewImage != image || len(r.Command) == 0 {
 			t.Errorf("result %+v: want a stopped scheduler and the pod back on %s", r, image)
 		}
@@ -268,40 +285,15 @@ func TestRun(t *testing.T) {
 		dlv := delveClient(t)
 		b := startRun(t, sc, "scheduler", "--debug", "--stop-at-start", "-o", "json")
 		out(t, b)
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-run-debug", Namespace: "default"},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: cfg.Images["pause"]}}},
-		}
-		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
+		newPod(t, "e2e-run-debug")
 		time.Sleep(atStartPause)
-		if p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		if p, err := cs.CoreV1().Pods("default").Get(ctx, "e2e-run-debug", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
 			t.Fatalf("pod scheduled to %q (%v) while the scheduler waits before main", p.Spec.NodeName, err)
 		}
 		addr := cfg.FirstNode().IP + ":" + strconv.Itoa(debug.Ports["scheduler"])
 		dlvSession(t, ctx, dlv, addr, filepath.Join(debug.Dir(sc.Tree), "kube-scheduler.dlv"), "quit -c\n")
-		eventually(t, ctx, "the scheduler under Delve to schedule the pod once continued", func() error {
-			p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Spec.NodeName != node {
-				return fmt.Errorf("pod is on %q", p.Spec.NodeName)
-			}
-			return nil
-		})
-		if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.wait(t); err != nil {
-			t.Fatalf("devk run --debug after Ctrl-C: %v\n%s", err, b.stderr.String())
-		}
-		var r runResult
-		if err := json.Unmarshal([]byte(b.stdout.String()), &r); err != nil {
-			t.Fatalf("devk run -o json printed %q: %v", b.stdout.String(), err)
-		}
+		scheduled(t, "the scheduler under Delve to schedule the pod once continued", "e2e-run-debug")
+		r := ctrlC(t, b)
 		if r.Debugger == nil || r.Debugger.Address != addr || !slices.ContainsFunc(r.Command, func(a string) bool { return strings.HasSuffix(a, "/dlv") }) || r.Exit == nil || !r.Exit.Stopped {
 			t.Errorf("result %+v: want the scheduler stopped under dlv at %s", r, addr)
 		}

@@ -477,6 +477,7 @@ func TestBadInput(t *testing.T) {
 		{name: "trace, bad filter", args: []string{"trace", "--filter", "verb=get", "--", "true"}, want: `--filter "verb=get": unknown key "verb"`},
 		{name: "trace, no settle", args: []string{"trace", "--settle", "0s", "--", "true"}, want: "--settle 0s: give a positive duration"},
 		{name: "trace, no such cluster", args: []string{"trace", "--name", "nosuch", "--", "true"}, want: `nosuch`},
+		{name: "trace --follow, no such cluster", args: []string{"trace", "--follow", "--name", "nosuch"}, want: `nosuch`},
 		{name: "trace, no audit log yet", args: []string{"trace", "--", "true"}, want: "no audit log at "},
 		{name: "run, not a static pod of the tree", args: []string{"run", "etcd", "--tree", tree}, want: "devk run takes apiserver, controller-manager, scheduler: etcd is not a static pod built from the tree"},
 		{name: "run, unknown component", args: []string{"run", "../kubectl", "--tree", tree}, want: `devk run takes apiserver, controller-manager, scheduler: unknown component "../kubectl"`},

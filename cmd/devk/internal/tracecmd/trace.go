@@ -79,12 +79,12 @@ lists, and the Events through the API.`,
 				return err
 			}
 			o.Filter = f
+			o.Stdin, o.CommandOut = cmd.InOrStdin(), g.Stderr
+			o.Live, o.Format = g.Stdout, g.Format()
 			if err := o.Validate(); err != nil {
 				return err
 			}
 			o.Reporter = g.Reporter()
-			o.Stdin, o.CommandOut = cmd.InOrStdin(), g.Stderr
-			o.Live, o.Format = g.Stdout, g.Format()
 			popts := g.PhaseOptions(&flags)
 			popts.Reporter = o.Reporter
 			res, err := trace.Run(cmd.Context(), o, popts)
