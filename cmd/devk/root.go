@@ -37,6 +37,9 @@ Exit status:
   2    a check found what it checks for: digest verify found a digest that
        differs, certs check-expiration --fail-within found a certificate
        expiring sooner
+  125  node exec: devk itself failed (otherwise node exec exits with its
+       command's status; 126: the command is not executable in the node,
+       127: not found there)
   130  interrupted (Ctrl-C or SIGTERM); what was being changed is rolled
        back or left resumable, as the command's help says`,
 		Example: `  devk source get v1.34.4 && cd kubernetes-v1.34.4

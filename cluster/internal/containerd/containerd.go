@@ -224,6 +224,10 @@ func CNIBinDir() string {
 	return "/usr/lib/cni"
 }
 
+// Namespace is the containerd namespace the CRI plugin keeps the pods'
+// containers and images in (ctr's --namespace for them).
+const Namespace = "k8s.io"
+
 // Binary is the containerd on $PATH, else the bare name (its start
 // fails with exec's error).
 func Binary() string {

@@ -24,7 +24,7 @@ import (
 func NewNodeCmd(g *cli.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "Add nodes to a running cluster, or remove them",
+		Short: "Add nodes to a running cluster, remove them, run a command in one",
 		Long: `Add a worker node to a running devk cluster, or remove one. Each node is its
 own network namespace on the cluster's bridge, with its own containerd,
 kubelet, cgroup root and pod subnet; the nodes route each other's pods.
@@ -34,12 +34,16 @@ bootstrap token (ConfigMap kube-public/cluster-info, its JWS signature
 checked with the token, the CA pinned by the hash of its public key) and
 its kubelet gets its client certificate by TLS bootstrap (a CSR the
 controller-manager approves and signs). ` + "`devk up --nodes N`" + ` joins workers
-the same way.`,
+the same way.
+
+` + "`devk node exec`" + ` runs a command inside a node, as ` + "`docker exec`" + ` into a kind
+node.`,
 		Example: `  devk node add                  # the next free name: devk-worker, devk-worker2, …
   devk node add devk-worker3 --dry-run
-  devk node remove devk-worker`,
+  devk node remove devk-worker
+  devk node exec devk-worker -- iptables-save`,
 	}
-	cmd.AddCommand(newNodeAddCmd(g), newNodeRemoveCmd(g))
+	cmd.AddCommand(newNodeAddCmd(g), newNodeRemoveCmd(g), newNodeExecCmd(g))
 	return cmd
 }
 
