@@ -342,6 +342,7 @@ func TestBadInput(t *testing.T) {
 		{"digest", "apiserver", "--tree", tree},
 		{"watch", "apiserver", "--tree", tree, "--once"},
 		{"export", "logs", filepath.Join(fx.sandbox, "export")},
+		{"node", "exec", "--", "true"},
 	}
 
 	// registry roots
@@ -588,6 +589,16 @@ func TestBadInput(t *testing.T) {
 		{name: "node add, no token file", args: []string{"node", "add", "--token-file", filepath.Join(fx.sandbox, "none")}, want: "--token-file: open " + filepath.Join(fx.sandbox, "none")},
 		{name: "node add, no token in the file", args: []string{"node", "add", "--token-file", badToken}, want: "--token-file: " + badToken + ": bad bootstrap token"},
 		{name: "node add, no token on stdin", args: []string{"node", "add", "--token-file", "-"}, want: "--token-file: stdin holds no bootstrap token"},
+		{name: "node exec, no cluster", args: []string{"node", "exec", "--", "true"}, home: filepath.Join(fx.sandbox, "homes", "empty"), want: `no devk cluster "devk"`},
+		{name: "node exec, no --", args: []string{"node", "exec", "ip", "addr"}, want: "put the command after --: devk node exec -- ip addr"},
+		{name: "node exec, nothing", args: []string{"node", "exec"}, want: "give the command to run after --"},
+		{name: "node exec, no command", args: []string{"node", "exec", "--"}, want: "no command after --"},
+		{name: "node exec, two nodes", args: []string{"node", "exec", "a", "b", "--", "true"}, want: "one node before --, not 2 (a b)"},
+		{name: "node exec, a bad node name", args: []string{"node", "exec", "../x", "--", "true"}, want: `node name "../x"`},
+		{name: "node exec, no such node", args: []string{"node", "exec", "nosuch", "--", "true"}, want: `cluster devk has no node "nosuch"; its nodes: devk-control-plane`},
+		{name: "node exec, a node not up", args: []string{"node", "exec", "--", "true"}, want: "node devk-control-plane has no "},
+		{name: "node exec, -o json", args: []string{"node", "exec", "-o", "json", "--", "true"}, want: "node exec's output is CMD's own: leave -o out"},
+		{name: "node exec, unknown flag", args: []string{"node", "exec", "--bogus", "--", "true"}, want: "unknown flag: --bogus"},
 		{name: "watch, unknown phase to skip", args: []string{"watch", "apiserver", "--tree", tree, "--no-swap", "--once", "--skip-phases", "swap/nope"}, want: `unknown phase "swap/nope"`, timeout: watchTimeout},
 	}
 	for _, tp := range tampers {

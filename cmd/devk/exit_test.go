@@ -20,6 +20,7 @@ import (
 // TestExitStatus runs devk as main does and checks the status scripts
 // see, as `devk --help` and docs/usage.md document them.
 func TestExitStatus(t *testing.T) {
+	t.Setenv("DEVK_HOME", t.TempDir()) // node exec looks for its cluster there
 	pkiDir, confDir := t.TempDir(), t.TempDir()
 	cfg := pki.Config{NodeName: "node-1", ServiceIP: net.ParseIP("10.96.0.1"), AdvertiseIP: net.ParseIP("10.250.0.2"), DNSDomain: "cluster.local"}
 	for _, s := range pki.Specs(cfg) {
@@ -60,6 +61,7 @@ func TestExitStatus(t *testing.T) {
 		{"bad flag", context.Background(), []string{"version", "--bogus"}, cli.ExitFailure, "unknown flag"},
 		{"nothing expires within a day", context.Background(), append(expiration, "--fail-within", "1d"), 0, ""},
 		{"a certificate expires within 100 years", context.Background(), append(expiration, "--fail-within", "36500d"), cli.ExitExpiring, "expire"},
+		{"node exec, devk's own failure", context.Background(), []string{"node", "exec", "--name", "nosuch", "--", "true"}, cli.ExitExecFailed, `devk: no devk cluster "nosuch"`},
 		{"interrupted", interrupted, []string{"etcd", "ls", "--endpoints", "http://127.0.0.1:1", "--dial-timeout", "1s"}, cli.ExitInterrupted, "devk: interrupted"},
 	}
 	for _, tc := range tests {

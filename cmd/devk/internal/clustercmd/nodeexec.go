@@ -43,7 +43,8 @@ CMD gets devk's environment with these set:
   CNI_PATH                    the CNI plugins' directory
   DEVK_CLUSTER, DEVK_NODE     where CMD runs
 It runs in devk's working directory (in / if the node has no such
-directory), with devk's stdin, stdout and stderr; no terminal is allocated.
+directory), with devk's stdin, stdout and stderr: on a terminal, devk's
+terminal (none is allocated).
 
 Once the node and CMD are found, devk becomes CMD (it execs it): CMD gets
 the signals sent to devk, Ctrl-C included, and devk exits with CMD's exit
@@ -57,9 +58,9 @@ cluster.json and enters the node. CMD may change anything: it runs as root
 in the node. Needs root.`,
 		Example: `  devk node exec -- ip -br addr                    # node 0's address
   devk node exec devk-worker -- iptables-save -t nat
-  devk node exec -- ctr images ls                   # the node's containerd
-  devk node exec -- kubectl get nodes               # admin.conf on a control-plane node
-  devk node exec --name dev2 -- sh                  # a shell (no terminal: no prompt)`,
+  devk node exec -- ctr images ls                  # the node's containerd
+  devk node exec -- kubectl get nodes              # admin.conf on a control-plane node
+  devk node exec --name dev2 -- bash               # a shell in the node, on your terminal`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			node, command, err := execArgs(args, cmd.ArgsLenAtDash())
 			o.Node, o.Command = node, command
