@@ -248,3 +248,56 @@ func TestExec(t *testing.T) {
 func withNetNS(n Node, netns string) Node { n.Net.NetNS = netns; return n }
 
 func withFiles(n Node, f layout.NodeFiles) Node { n.Files = f; return n }
+
+// TestExecEnv: a control-plane node's command gets admin.conf, a
+// worker's kubelet.conf; ctr's variables only on devk's own containerd;
+// the caller's PATH (or the default) after the node's directories; each
+// variable once, the node's in place of the caller's.
+func TestExecEnv(t *testing.T) {
+	cfg := layout.NewConfig("devk")
+	if err := cfg.PlaceAmong(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	files := layout.HomeFiles("/home/u/.devk").Cluster("devk")
+	cp := Node{Net: cfg.FirstNode(), Files: files.FirstNode(), Config: &cfg}
+	worker := Node{Net: layout.NodeNet{Name: "devk-worker", Role: layout.RoleWorker}, Files: files.FirstNode(), Config: &cfg}
+	env := func(n Node, environ []string, socket string) []string {
+		return n.execEnv(ExecInput{Environ: environ, CRISocket: socket, ClusterName: "devk"})
+	}
+	bin := filepath.Dir(cp.Files.KubeletBinary())
+	for _, tc := range []struct {
+		name      string
+		got       []string
+		want, not []string
+	}{
+		{name: "control plane", got: env(cp, []string{"KUBECONFIG=/x", "TERM=xterm"}, cp.Files.ContainerdSocket()),
+			want: []string{"KUBECONFIG=" + cp.Files.Kubeconfig("admin"), "TERM=xterm", "CONTAINERD_ADDRESS=" + cp.Files.ContainerdSocket(), "PATH=" + bin + ":" + DefaultExecPath + ":" + containerd.CNIBinDir()},
+			not:  []string{"KUBECONFIG=/x"}},
+		{name: "worker", got: env(worker, []string{"PATH=/bin"}, cp.Files.ContainerdSocket()),
+			want: []string{"KUBECONFIG=" + cp.Files.Kubeconfig("kubelet"), "PATH=" + bin + ":/bin:" + containerd.CNIBinDir(), "DEVK_NODE=devk-worker"}},
+		{name: "a runtime of the user's", got: env(cp, nil, "/run/crio/crio.sock"),
+			want: []string{"CONTAINER_RUNTIME_ENDPOINT=unix:///run/crio/crio.sock"},
+			not:  []string{"CONTAINERD_ADDRESS=/run/crio/crio.sock", "CONTAINERD_NAMESPACE=k8s.io"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, w := range tc.want {
+				if !slices.Contains(tc.got, w) {
+					t.Errorf("lacks %s: %q", w, tc.got)
+				}
+			}
+			for _, w := range tc.not {
+				if slices.Contains(tc.got, w) {
+					t.Errorf("has %s: %q", w, tc.got)
+				}
+			}
+			seen := map[string]bool{}
+			for _, kv := range tc.got {
+				k, _, _ := strings.Cut(kv, "=")
+				if seen[k] {
+					t.Errorf("%s twice: %q", k, tc.got)
+				}
+				seen[k] = true
+			}
+		})
+	}
+}
