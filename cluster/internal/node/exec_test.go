@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,9 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/internal/layout"
@@ -81,7 +78,8 @@ func runExec(t *testing.T, e Exec, stdin string) execResult {
 // TestExec runs commands in a real node (network and mount namespaces
 // the test makes): they see the node's address and mounts and its files,
 // get the node's environment, stdin, the working directory, and their
-// exit status and signals are their own; a command the node lacks, or
+// exit status is their own (cmd/devk's TestNodeExec sends devk a
+// signal); a command the node lacks, or
 // cannot execute, and a node without its namespaces are refused before
 // anything runs.
 func TestExec(t *testing.T) {
@@ -180,43 +178,6 @@ func TestExec(t *testing.T) {
 			t.Errorf("pwd from a directory the node lacks: %+v; want /", r)
 		}
 	})
-	t.Run("signals", func(t *testing.T) {
-		e, err := n.Exec(ctx, in("", "sh", "-c", `trap 'echo got INT; exit 42' INT; echo ready; while :; do sleep 0.05; done`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := &exec.Cmd{Path: e.Path, Args: e.Argv, Env: e.Env}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
-		if !sc.Scan() || sc.Text() != "ready" {
-			t.Fatalf("the command did not start: %q", sc.Text())
-		}
-		if err := cmd.Process.Signal(syscall.SIGINT); err != nil { // to the pid devk would have
-			t.Fatal(err)
-		}
-		done := make(chan string, 1)
-		go func() {
-			sc.Scan()
-			cmd.Wait()
-			done <- sc.Text()
-		}()
-		select {
-		case line := <-done:
-			if line != "got INT" || cmd.ProcessState.ExitCode() != 42 {
-				t.Errorf("SIGINT: %q, status %d; want the command's trap to run and its status 42", line, cmd.ProcessState.ExitCode())
-			}
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			t.Fatal("the command did not end on SIGINT")
-		}
-	})
-
 	for _, tc := range []struct {
 		name    string
 		in      ExecInput
