@@ -146,7 +146,12 @@ func Run(ctx context.Context, o Options) ([]Report, error) {
 	return Compare(ctx, comps, st, sources)
 }
 
-// Compare asks each source about each component.
+// Compare asks each source about each component. A component debugged
+// (`devk debug`) is compared with its debug image; on several nodes of
+// which only some run it under the debugger (`devk debug --node`), each
+// node's views are compared with the image it should run, and the
+// sources of the tree's state (pushed, registry) are asked for both,
+// the debug image's labelled "-debug".
 func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, sources []Source) ([]Report, error) {
 	var reports []Report
 	var bad []string
@@ -155,20 +160,63 @@ func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, 
 		if cs := st.Components[c.Name]; cs != nil {
 			t.State = *cs
 		}
+		debugged := map[string]bool{} // node -> runs the debug image
+		nodes := map[string]bool{}
 		for _, s := range sources {
-			t.Debug = t.Debug || debugging(s, t)
+			on, ok := s.(OnNode)
+			if ok {
+				nodes[on.Node] = true
+			}
+			if debugging(s, t) {
+				if ok {
+					debugged[on.Node] = true
+				}
+				t.Debug = true
+			}
 		}
+		mixed := t.Debug && len(debugged) > 0 && len(debugged) < len(nodes)
 		rep := Report{Component: c.Name, Debug: t.Debug}
-		for _, s := range sources {
+		var normal, debug []Observation
+		observe := func(s Source, t Target, label string) error {
 			ob, err := s.Observe(ctx, t)
 			if err != nil {
-				return reports, fmt.Errorf("%s: %s digest: %w", c.Name, s.Name(), err)
+				return fmt.Errorf("%s: %s digest: %w", c.Name, s.Name(), err)
 			}
-			ob.Source = s.Name()
+			ob.Source = s.Name() + label
 			rep.Observations = append(rep.Observations, ob)
 			rep.Absent = rep.Absent || ob.Absent
+			if t.Debug {
+				debug = append(debug, ob)
+			} else {
+				normal = append(normal, ob)
+			}
+			return nil
 		}
-		rep.Match = Agree(rep.Observations)
+		for _, s := range sources {
+			var err error
+			on, isNode := s.(OnNode)
+			switch {
+			case !mixed:
+				err = observe(s, t, "")
+			case isNode:
+				nt := t
+				nt.Debug = debugged[on.Node]
+				err = observe(s, nt, "")
+			default:
+				nt := t
+				nt.Debug = false
+				if err = observe(s, nt, ""); err == nil {
+					err = observe(s, t, "-debug")
+				}
+			}
+			if err != nil {
+				return reports, err
+			}
+		}
+		rep.Match = Agree(normal) && (len(debug) == 0 || Agree(debug))
+		if !mixed {
+			rep.Match = Agree(rep.Observations)
+		}
 		if !rep.Match {
 			bad = append(bad, c.Name)
 		}

@@ -196,3 +196,50 @@ func TestMismatchError(t *testing.T) {
 func authnNone() image.RemoteOptions {
 	return image.RemoteOptions{Keychain: authn.NewMultiKeychain()}
 }
+
+// nodeView is a node's view of a component in tests: the digest it
+// sees and whether it runs it under the debugger.
+type nodeView struct {
+	digest    string
+	debugging bool
+}
+
+func (nodeView) Name() string { return "view" }
+
+func (v nodeView) Observe(context.Context, Target) (Observation, error) {
+	return Observation{Digest: v.digest}, nil
+}
+
+func (v nodeView) Debugging(Target) bool { return v.debugging }
+
+// TestCompareOneNodeDebugged: on several control planes with one of them
+// under the debugger, each node is compared with the image it should
+// run, and the state's pushes with both; a node running neither fails.
+func TestCompareOneNodeDebugged(t *testing.T) {
+	const normal, debug = "sha256:" + "aa", "sha256:" + "dd"
+	st := &build.StateFile{Components: map[string]*build.ComponentState{"scheduler": {
+		Pushed:      &build.PushRecord{Ref: "r/kube-scheduler@" + normal, Digest: normal},
+		DebugPushed: &build.PushRecord{Ref: "r/kube-scheduler@" + debug, Digest: debug},
+	}}}
+	c, err := build.Lookup("scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		second string
+		match  bool
+	}{{debug, true}, {normal, false}} {
+		sources := []Source{Pushed{}, OnNode{"cp1", nodeView{digest: normal}}, OnNode{"cp2", nodeView{digest: tc.second, debugging: true}}, OnNode{"cp3", nodeView{digest: normal}}}
+		reps, err := Compare(context.Background(), []build.Component{c}, st, sources)
+		if got := len(reps) == 1 && reps[0].Match; got != tc.match || (err == nil) != tc.match {
+			t.Fatalf("cp2 (debugged) at %s: match %v (%v), want %v: %+v", tc.second, got, err, tc.match, reps)
+		}
+		var labels []string
+		for _, o := range reps[0].Observations {
+			labels = append(labels, o.Source+"="+o.Digest)
+		}
+		if want := "pushed=" + normal + " pushed-debug=" + debug; !strings.HasPrefix(strings.Join(labels, " "), want) || !reps[0].Debug {
+			t.Errorf("observations %v: want both pushes first (%s), debug reported", labels, want)
+		}
+	}
+}

@@ -387,7 +387,13 @@ func TestHAControlPlane(t *testing.T) {
 	// paused replica does), verified by digest; --stop puts it back byte
 	// for byte.
 	step(t, "debug on a second control plane", func(t *testing.T) {
-		manifest := func(n string) string { return filepath.Join(paths.NodesDir(), n, "manifests", "kube-scheduler.yaml") }
+		manifest := func(n string) string {
+			f, err := paths.Node(cfg, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(f.Manifests(), "kube-scheduler.yaml")
+		}
 		before := map[string]string{}
 		for _, n := range cps {
 			before[n] = manifestContainer(t, manifest(n))
