@@ -54,6 +54,6 @@ func NodeExec(ctx context.Context, o ExecOptions) (Exec, error) {
 	}
 	return n.Exec(ctx, node.ExecInput{
 		Command: o.Command, Dir: o.Dir, Environ: os.Environ(), Extra: c.daemonEnv(),
-		ToolDirs: []string{filepath.Dir(c.KubectlPath())}, CRISocket: c.criSocket(n), ClusterName: c.Config.Name,
+		ToolDirs: []string{filepath.Dir(c.KubectlPath())}, CRISocket: c.criSocket(n),
 	})
 }

@@ -56,8 +56,6 @@ type ExecInput struct {
 	ToolDirs []string
 	// CRISocket is the node's runtime.
 	CRISocket string
-	// ClusterName is the node's cluster's name.
-	ClusterName string
 }
 
 // Sentinel errors of a command that cannot run in the node, which `devk
@@ -171,7 +169,7 @@ func (n Node) execEnv(in ExecInput) []string {
 		"KUBECONFIG=" + kubeconfig,
 		"CONTAINER_RUNTIME_ENDPOINT=unix://" + in.CRISocket,
 		"CNI_PATH=" + containerd.CNIBinDir(),
-		"DEVK_CLUSTER=" + in.ClusterName,
+		"DEVK_CLUSTER=" + n.Config.Name,
 		"DEVK_NODE=" + n.Name(),
 	}
 	if in.CRISocket == n.Files.ContainerdSocket() {

@@ -106,7 +106,7 @@ func TestExec(t *testing.T) {
 	}
 	environ := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "KUBECONFIG=/home/u/.kube/config", "HOME=/root", "PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	in := func(dir string, command ...string) ExecInput {
-		return ExecInput{Command: command, Dir: dir, Environ: environ, Extra: []string{"NO_PROXY=10.99.7.0/24"}, ToolDirs: []string{"/opt/devk/bin"}, CRISocket: n.Files.ContainerdSocket(), ClusterName: "exectest"}
+		return ExecInput{Command: command, Dir: dir, Environ: environ, Extra: []string{"NO_PROXY=10.99.7.0/24"}, ToolDirs: []string{"/opt/devk/bin"}, CRISocket: n.Files.ContainerdSocket()}
 	}
 	run := func(t *testing.T, dir, stdin string, command ...string) execResult {
 		t.Helper()
@@ -223,7 +223,7 @@ func TestExecEnv(t *testing.T) {
 	cp := Node{Net: cfg.FirstNode(), Files: files.FirstNode(), Config: &cfg}
 	worker := Node{Net: layout.NodeNet{Name: "devk-worker", Role: layout.RoleWorker}, Files: files.FirstNode(), Config: &cfg}
 	env := func(n Node, environ []string, socket string) []string {
-		return n.execEnv(ExecInput{Environ: environ, CRISocket: socket, ClusterName: "devk"})
+		return n.execEnv(ExecInput{Environ: environ, CRISocket: socket})
 	}
 	bin := filepath.Dir(cp.Files.KubeletBinary())
 	for _, tc := range []struct {
