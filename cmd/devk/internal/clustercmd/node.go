@@ -193,7 +193,8 @@ take it out of cluster.json. The node ` + "`devk up`" + ` made goes only with th
 cluster (` + "`devk down`" + `). Needs root.`,
 		Example: `  devk node remove devk-worker
   devk node remove devk-worker2 --dry-run`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNodeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node = args[0]
 			o.Reporter = g.Reporter()

@@ -85,6 +85,7 @@ in the node. Needs root.`,
 			return execFailed(fmt.Errorf("run %s in node %s: exec %s: %w", e.Command[0], e.Node, e.Path, err))
 		},
 	}
+	cmd.ValidArgsFunction = completeNodeNames
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return execFailed(err) })
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "the cluster")
 	return cmd
@@ -131,4 +132,19 @@ func execFailed(err error) error {
 		return nil
 	}
 	return &execError{err: err, code: cli.ExitExecFailed}
+}
+
+// completeNodeNames offers the nodes of the cluster --name names, for a
+// command's first argument.
+func completeNodeNames(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	name, _ := cmd.Flags().GetString("name")
+	home, err := layout.HomeDir("")
+	if len(args) > 0 || err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cfg, err := layout.ReadConfig(layout.HomeFiles(home).Cluster(name).ConfigFile())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return cfg.NodeNames(), cobra.ShellCompDirectiveNoFileComp
 }

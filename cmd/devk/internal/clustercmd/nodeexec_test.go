@@ -1,9 +1,14 @@
 package clustercmd
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/devk/devk/cmd/devk/internal/clitest"
+	"github.com/devk/devk/internal/layout"
 )
 
 // TestExecArgs: node exec's arguments split at -- into the node (none:
@@ -41,5 +46,54 @@ func TestExecArgs(t *testing.T) {
 				t.Errorf("node %q, command %q; want %q, %q", node, command, tc.node, tc.command)
 			}
 		})
+	}
+}
+
+// TestCompleteNodeNames: node exec's and node remove's first argument
+// completes to the nodes of the cluster --name names, and to nothing
+// after it.
+func TestCompleteNodeNames(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("DEVK_HOME", home)
+	cfg := layout.NewConfig("dev2")
+	if err := cfg.PlaceAmong(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.AddNode("dev2-worker", layout.RoleWorker, nil); err != nil {
+		t.Fatal(err)
+	}
+	data, err := layout.EncodeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := layout.HomeFiles(home).Cluster("dev2")
+	if err := os.MkdirAll(filepath.Dir(files.ConfigFile()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files.ConfigFile(), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"node", "exec", "--name", "dev2", ""}, []string{"dev2-control-plane", "dev2-worker"}},
+		{[]string{"node", "remove", "--name", "dev2", ""}, []string{"dev2-control-plane", "dev2-worker"}},
+		{[]string{"node", "exec", "--name", "dev2", "dev2-worker", ""}, nil},
+		{[]string{"node", "exec", ""}, nil}, // no cluster devk
+	} {
+		stdout, _, err := clitest.Run(t, NewNodeCmd, append([]string{"__complete"}, tc.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+			if !strings.HasPrefix(l, ":") {
+				got = append(got, l)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("devk %s: %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
 	}
 }
