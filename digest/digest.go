@@ -163,14 +163,12 @@ func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, 
 		debugged := map[string]bool{} // node -> runs the debug image
 		nodes := map[string]bool{}
 		for _, s := range sources {
-			on, ok := s.(OnNode)
-			if ok {
-				nodes[on.Node] = true
+			node, isNode := viewOf(s)
+			if isNode {
+				nodes[node] = true
 			}
 			if debugging(s, t) {
-				if ok {
-					debugged[on.Node] = true
-				}
+				debugged[node] = true
 				t.Debug = true
 			}
 		}
@@ -194,13 +192,13 @@ func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, 
 		}
 		for _, s := range sources {
 			var err error
-			on, isNode := s.(OnNode)
+			node, isNode := viewOf(s)
 			switch {
 			case !mixed:
 				err = observe(s, t, "")
 			case isNode:
 				nt := t
-				nt.Debug = debugged[on.Node]
+				nt.Debug = debugged[node]
 				err = observe(s, nt, "")
 			default:
 				nt := t
@@ -226,6 +224,19 @@ func Compare(ctx context.Context, comps []build.Component, st *build.StateFile, 
 		return reports, &MismatchError{Components: bad}
 	}
 	return reports, nil
+}
+
+// viewOf says which node's view of what runs source s is: an OnNode's
+// node, "" for the views of the first (or only) node; false for the
+// tree's own records (pushed, registry).
+func viewOf(s Source) (node string, isNode bool) {
+	switch v := s.(type) {
+	case Pushed, *Registry:
+		return "", false
+	case OnNode:
+		return v.Node, true
+	}
+	return "", true
 }
 
 // debugging says source s sees the component run under a debugger

@@ -229,7 +229,9 @@ func TestCompareOneNodeDebugged(t *testing.T) {
 		second string
 		match  bool
 	}{{debug, true}, {normal, false}} {
-		sources := []Source{Pushed{}, OnNode{"cp1", nodeView{digest: normal}}, OnNode{"cp2", nodeView{digest: tc.second, debugging: true}}, OnNode{"cp3", nodeView{digest: normal}}}
+		// The first node's views are not labelled with it (as verify
+		// makes them).
+		sources := []Source{Pushed{}, nodeView{digest: normal}, OnNode{"cp2", nodeView{digest: tc.second, debugging: true}}, OnNode{"cp3", nodeView{digest: normal}}}
 		reps, err := Compare(context.Background(), []build.Component{c}, st, sources)
 		if got := len(reps) == 1 && reps[0].Match; got != tc.match || (err == nil) != tc.match {
 			t.Fatalf("cp2 (debugged) at %s: match %v (%v), want %v: %+v", tc.second, got, err, tc.match, reps)
@@ -238,8 +240,8 @@ func TestCompareOneNodeDebugged(t *testing.T) {
 		for _, o := range reps[0].Observations {
 			labels = append(labels, o.Source+"="+o.Digest)
 		}
-		if want := "pushed=" + normal + " pushed-debug=" + debug; !strings.HasPrefix(strings.Join(labels, " "), want) || !reps[0].Debug {
-			t.Errorf("observations %v: want both pushes first (%s), debug reported", labels, want)
+		if want := "pushed=" + normal + " pushed-debug=" + debug + " view=" + normal + " view@cp2=" + tc.second; strings.Join(labels[:4], " ") != want || len(labels) != 5 || !reps[0].Debug {
+			t.Errorf("observations %v: want %s, then cp3's; debug reported", labels, want)
 		}
 	}
 }
