@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/delve"
@@ -101,13 +103,15 @@ func (j *job) attachAt(ctx context.Context, addr string) ([]Breakpoint, error) {
 	return bps, nil
 }
 
-// addonState reads the addon's workload (nil when the cluster has none).
-func (j *job) addonState(ctx context.Context) (*addon.State, error) {
+// addonState reads the addon's workload (nil when the cluster has
+// none), and the client it read it with.
+func (j *job) addonState(ctx context.Context) (*addon.State, kubernetes.Interface, error) {
 	cs, err := kube.Client(j.Swap.Node.Kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return addon.Get(ctx, cs, *j.addon)
+	st, err := addon.Get(ctx, cs, *j.addon)
+	return st, cs, err
 }
 
 // addonDebuggers are where the debuggers of the addon's pods that run
@@ -115,16 +119,12 @@ func (j *job) addonState(ctx context.Context) (*addon.State, error) {
 // address (a host-network pod listens there; another's port is
 // published there), the pod on the node of Address first.
 func (j *job) addonDebuggers(ctx context.Context) ([]string, error) {
-	st, err := j.addonState(ctx)
+	st, cs, err := j.addonState(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
 		return nil, fmt.Errorf("the cluster has no %s", j.addon)
-	}
-	cs, err := kube.Client(j.Swap.Node.Kubeconfig)
-	if err != nil {
-		return nil, err
 	}
 	pods, err := st.Pods(ctx, cs)
 	if err != nil {

@@ -336,7 +336,7 @@ func (j *job) portFree(ctx context.Context) error {
 			return nil
 		}
 	} else if j.addon != nil {
-		if st, err := j.addonState(ctx); err == nil && st != nil && st.Debugging() {
+		if st, _, err := j.addonState(ctx); err == nil && st != nil && st.Debugging() {
 			return nil // the swap replaces its pods
 		}
 	} else if pod, _, err := swap.ManifestFor(j.Swap.Node.ManifestsDir, j.comp.Binary).Read(); err == nil {
