@@ -1,6 +1,7 @@
 package build
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -58,6 +59,10 @@ type Options struct {
 	// kubeadm names.
 	EtcdVersion    string
 	CoreDNSVersion string
+	// CoreDNSPlugins is empty for a CoreDNS with the plugins devk's and
+	// kubeadm's Corefiles use (coreDNSPlugins), CoreDNSPluginsAll for
+	// CoreDNS's whole set.
+	CoreDNSPlugins string
 
 	Reporter progress.Reporter
 	// Log, when set, receives go build's own output as it happens.
@@ -136,6 +141,9 @@ func NewJob(o Options) (*Job, error) {
 		platform = "linux/" + runtime.GOARCH
 	} else if err := validname.Platform(platform); err != nil {
 		return nil, err
+	}
+	if o.CoreDNSPlugins != "" && o.CoreDNSPlugins != CoreDNSPluginsAll {
+		return nil, fmt.Errorf("--coredns-plugins %q: give %s for CoreDNS's every plugin, or leave it out for devk's (%s)", o.CoreDNSPlugins, CoreDNSPluginsAll, strings.Join(CoreDNSDirectives(), ", "))
 	}
 	flagVersions := map[string]string{}
 	for _, f := range [][2]string{{"etcd", o.EtcdVersion}, {CoreDNS, o.CoreDNSVersion}} {
@@ -222,8 +230,9 @@ func addPackages(comps []Component, tree *source.Tree, treeDir string, paths []s
 }
 
 // pinnedVersion is how an external component's version is chosen: the
-// flag that overrides it (checked by parse; none for dlv) or fromTree,
-// what the tree's kubeadm names or devk's pin; by says which, for help.
+// flag that overrides it (checked by parse; none for dlv and kwok) or
+// fromTree, what the tree's kubeadm names or devk's pin; by says which,
+// for help.
 type pinnedVersion struct {
 	name     string
 	parse    func(string) (string, error)
@@ -235,7 +244,14 @@ type pinnedVersion struct {
 var pinnedVersions = map[string]pinnedVersion{
 	"etcd":  {"--etcd-version", source.ParseEtcdVersion, (*source.Tree).EtcdVersion, "the version kubeadm names (" + source.EtcdVersionConst + ")"},
 	CoreDNS: {"--coredns-version", source.ParseCoreDNSVersion, (*source.Tree).CoreDNSVersion, "the version kubeadm names (" + source.CoreDNSVersionConst + ")"},
-	Delve:   {"", nil, func(*source.Tree) (string, error) { return DelveVersion, nil }, "devk's pin (" + DelveVersion + ")"},
+	Delve:   devkPin(DelveVersion),
+	Kwok:    devkPin(KwokVersion),
+}
+
+// devkPin is the version of a component kubeadm does not name: devk's
+// pin, v, which no flag overrides.
+func devkPin(v string) pinnedVersion {
+	return pinnedVersion{fromTree: func(*source.Tree) (string, error) { return v, nil }, by: "devk's pin (" + v + ")"}
 }
 
 // remedy is what to do when the pinned version fails to build.
@@ -575,18 +591,16 @@ func compile(ctx context.Context, j *Job) error {
 // as c's project stamps its releases.
 func compileModule(ctx context.Context, j *Job, c Component) error {
 	v := j.pinned[c.Name] // checked by NewJob
-	dir, err := writeBuildModule(j.Tree, c, v)
+	_, main := j.modulePackage(c)
+	dir, err := writeBuildModule(j.Tree, c, v, main)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(j.BinaryPath(c)), 0o755); err != nil {
 		return err
 	}
-	args := j.commonFlags([]string{"-X " + c.StampVar + "=" + v}, j.DebugBuild(c), j.debugPackagesOf(c))
-	args = append(args, "-o", j.BinaryPath(c), c.Package)
-	env := append(j.env(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	cmd := execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env}
-	j.inputs[c.Name] = moduleInputs(j.goVersion, cmd)
+	cmd := j.moduleBuildCmd(c, dir)
+	j.inputs[c.Name] = moduleInputs(j.goVersion, cmd, main)
 	if reuse, err := j.unchangedModuleBuild(c); err != nil || reuse {
 		j.reused[c.Name] = reuse
 		return err
@@ -599,6 +613,27 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 		return fmt.Errorf("%s %s failed to build (%s):\n%w", c.Name, v, pinnedVersions[c.Name].remedy(), err)
 	}
 	return nil
+}
+
+// moduleBuildCmd is the go build of external component c, at its pinned
+// version, in the build module at dir: outside any workspace, stamped
+// with the version at c.StampVar.
+func (j *Job) moduleBuildCmd(c Component, dir string) execx.Cmd {
+	pkg, _ := j.modulePackage(c)
+	args := j.commonFlags([]string{"-X " + c.StampVar + "=" + j.pinned[c.Name]}, j.DebugBuild(c), j.debugPackagesOf(c))
+	args = append(args, "-o", j.BinaryPath(c), pkg)
+	env := append(j.env(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	return execx.Cmd{Name: "go", Args: args, Dir: dir, Env: env}
+}
+
+// modulePackage is the package an external component's build names, and
+// the main.go devk writes for it, if any: CoreDNS's own main, or with
+// devk's plugins (the default) devk's main in the build module (".").
+func (j *Job) modulePackage(c Component) (pkg string, main []byte) {
+	if c.Name == CoreDNS && j.CoreDNSPlugins != CoreDNSPluginsAll {
+		return ".", coreDNSMain()
+	}
+	return c.Package, nil
 }
 
 // compileTests builds each test component with go test -c: the flags
@@ -633,12 +668,15 @@ func compileTests(ctx context.Context, j *Job) error {
 // pins, the flags and the stamp) with its environment, and the Go
 // toolchain's version; "" when the toolchain is not known. A module
 // build's output depends on nothing else.
-func moduleInputs(goVersion string, cmd execx.Cmd) string {
+func moduleInputs(goVersion string, cmd execx.Cmd, main []byte) string {
 	if goVersion == "" {
 		return ""
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%q\n%q\n%q\n", goVersion, cmd.Args, cmd.Env, goEnviron())
+	if main != nil {
+		fmt.Fprintf(h, "main.go\n%s", main)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -689,11 +727,13 @@ func (j *Job) unchangedModuleBuild(c Component) (bool, error) {
 }
 
 // writeBuildModule writes the go.mod of the module that builds c at
-// version v, at _output/devk/<name>-build/<v>, and returns its directory.
+// version v, at _output/devk/<name>-build/<v>, and its main.go when main
+// is not nil (a main package of devk's making, as CoreDNS's with devk's
+// plugins), and returns its directory.
 // The directory is made through an os.Root at the tree, so neither ".."
 // nor a symbolic link in the tree takes the write outside it. The go.sum
 // beside it is go's: kept, it makes the next build need nothing new.
-func writeBuildModule(t *source.Tree, c Component, v string) (string, error) {
+func writeBuildModule(t *source.Tree, c Component, v string, main []byte) (string, error) {
 	dir, err := validname.PathIn(t.OutputDir(), c.Name+"-build", v)
 	if err != nil {
 		return "", err
@@ -715,6 +755,14 @@ func writeBuildModule(t *source.Tree, c Component, v string) (string, error) {
 	if old, err := root.ReadFile(path); err != nil || !strings.HasPrefix(string(old), gomod) {
 		if err := root.WriteFile(path, []byte(gomod), 0o644); err != nil {
 			return "", fmt.Errorf("%s build module: %w", c.Name, err)
+		}
+	}
+	if main != nil {
+		path := filepath.Join(rel, "main.go")
+		if old, err := root.ReadFile(path); err != nil || !bytes.Equal(old, main) {
+			if err := root.WriteFile(path, main, 0o644); err != nil {
+				return "", fmt.Errorf("%s build module: %w", c.Name, err)
+			}
 		}
 	}
 	return dir, nil

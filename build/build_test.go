@@ -31,10 +31,11 @@ func TestResolve(t *testing.T) {
 		{name: "all but etcd", args: []string{"all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm"}},
 		{name: "etcd when named", args: []string{"all", "etcd"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "etcd"}},
 		{name: "coredns when named", args: []string{"coredns", "kubectl"}, want: []string{"kubectl", "coredns"}},
-		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, e2e, ginkgo, dlv, or all"},
+		{name: "unknown lists the valid ones", args: []string{"apiservr"}, wantErr: "use one of apiserver, controller-manager, scheduler, kubelet, kubectl, kube-proxy, kubeadm, etcd, coredns, e2e, ginkgo, dlv, kwok, or all"},
 		{name: "e2e brings ginkgo, all leaves both out", args: []string{"e2e", "all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "e2e", "ginkgo"}},
 		{name: "ginkgo alone", args: []string{"ginkgo"}, want: []string{"ginkgo"}},
 		{name: "dlv when named, all leaves it out", args: []string{"all", "dlv"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "dlv"}},
+		{name: "kwok when named, all leaves it out", args: []string{"kwok", "all"}, want: []string{"apiserver", "controller-manager", "scheduler", "kubelet", "kubectl", "kube-proxy", "kubeadm", "kwok"}},
 		{name: "a package path is not a component here", args: []string{"./test/images/agnhost"}, wantErr: "only `devk build` and `devk push` take"},
 		{name: "none", args: nil, wantErr: "name a component"},
 	}
@@ -311,7 +312,7 @@ func TestModuleBuildReuse(t *testing.T) {
 	}
 	cmd := execx.Cmd{Name: "go", Args: []string{"build", "-o", path, etcd.Package}, Env: j.env()}
 	j.goVersion = "go1.26.0"
-	j.inputs[etcd.Name] = moduleInputs(j.goVersion, cmd)
+	j.inputs[etcd.Name] = moduleInputs(j.goVersion, cmd, nil)
 	if reuse, err := j.unchangedModuleBuild(etcd); reuse || err != nil {
 		t.Fatalf("nothing recorded yet: reuse = %v, %v", reuse, err)
 	}
@@ -324,23 +325,24 @@ func TestModuleBuildReuse(t *testing.T) {
 	}
 
 	t.Setenv("GOCACHE", t.TempDir()) // where go caches: the same build
-	if moduleInputs(j.goVersion, cmd) != j.inputs[etcd.Name] {
+	if moduleInputs(j.goVersion, cmd, nil) != j.inputs[etcd.Name] {
 		t.Error("GOCACHE changed the inputs")
 	}
 	for name, in := range map[string]func() string{
-		"another toolchain": func() string { return moduleInputs("go1.26.1", cmd) },
-		"GOEXPERIMENT":      func() string { t.Setenv("GOEXPERIMENT", "loopvar"); return moduleInputs(j.goVersion, cmd) },
+		"another toolchain": func() string { return moduleInputs("go1.26.1", cmd, nil) },
+		"GOEXPERIMENT":      func() string { t.Setenv("GOEXPERIMENT", "loopvar"); return moduleInputs(j.goVersion, cmd, nil) },
 		"another flag": func() string {
 			c := cmd
 			c.Args = append([]string{"-race"}, cmd.Args...)
-			return moduleInputs(j.goVersion, c)
+			return moduleInputs(j.goVersion, c, nil)
 		},
+		"a main package of devk's": func() string { return moduleInputs(j.goVersion, cmd, coreDNSMain()) },
 	} {
 		if in() == j.inputs[etcd.Name] {
 			t.Errorf("%s: the same inputs", name)
 		}
 	}
-	if moduleInputs("", cmd) != "" {
+	if moduleInputs("", cmd, nil) != "" {
 		t.Error("an unknown toolchain has inputs: it must always build")
 	}
 

@@ -33,7 +33,8 @@ type Component struct {
 	Base string
 	// Module is the module an External component is built from, at the
 	// version the tree's kubeadm constants name in VersionConst (or, for
-	// a component kubeadm does not name, devk's pin: DelveVersion);
+	// a component kubeadm does not name, devk's pin: DelveVersion,
+	// KwokVersion);
 	// StampVar is the linker variable set to that version (-X), as the
 	// project's own build stamps it.
 	Module       string
@@ -143,6 +144,12 @@ var Catalog = []Component{
 	// does CoreDNS's.
 	{Name: Delve, Binary: "dlv", Package: "github.com/go-delve/delve/cmd/dlv", External: true, Tool: true, Debugger: true,
 		Module: "github.com/go-delve/delve", StampVar: "main.Build"},
+	// kwok, whose fake nodes devk runs in a cluster: a Tool, since devk
+	// supervises it beside the control plane rather than as an image.
+	// kwok's release build (hack/releases.sh) stamps consts.Version with
+	// the release's tag, which `kwok --version` prints.
+	{Name: Kwok, Binary: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", External: true, Tool: true,
+		Module: "sigs.k8s.io/kwok", StampVar: "sigs.k8s.io/kwok/pkg/consts.Version"},
 }
 
 // Delve is the catalog name of the debugger, dlv.
@@ -153,6 +160,15 @@ const Delve = "dlv"
 // to 1.26 (the trees devk builds) and needs Go 1.25 or newer to build
 // (its go.mod).
 const DelveVersion = "v1.27.2"
+
+// Kwok is the catalog name of kwok, which fakes nodes and their pods.
+const Kwok = "kwok"
+
+// KwokVersion is the kwok release devk builds kwok from: the newest the
+// Go module proxy serves (2026-12), whose client-go (v0.36) speaks to the
+// API servers of the trees devk builds; it needs Go 1.26 or newer to
+// build (its go.mod).
+const KwokVersion = "v0.8.0"
 
 // E2E and Ginkgo are the catalog names of the tree's e2e suite and of the
 // ginkgo CLI.
@@ -195,9 +211,9 @@ func Lookup(name string) (Component, error) {
 // Resolve turns user arguments into components, in catalog order without
 // duplicates. "all" means every Kubernetes component of the tree (etcd
 // and CoreDNS are built only when named, since they come from their own
-// modules; so are the tools, e2e and ginkgo, which are no part of a
-// cluster and take minutes). A component brings those it names in With.
-// Package paths are NewJob's to resolve, against a tree.
+// modules; so are the tools, e2e, ginkgo, dlv and kwok, which are no
+// part of a cluster and take minutes). A component brings those it names
+// in With. Package paths are NewJob's to resolve, against a tree.
 func Resolve(args []string) ([]Component, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("name a component: %s, or all", strings.Join(Names(), ", "))

@@ -122,10 +122,11 @@ func TestDebugBuild(t *testing.T) {
 
 // TestDebugFlags: the go build flags of each kind of component in a
 // debug job; dlv is built as released in every job, to the normal
-// directory; a pattern go would misread is refused.
+// directory; kwok, a tool from a module, is debug-built as etcd is; a
+// pattern go would misread is refused.
 func TestDebugFlags(t *testing.T) {
 	root := testtree.New(t)
-	j, err := NewJob(Options{TreeDir: root, Components: []string{"apiserver", "etcd", Delve}, Debug: true})
+	j, err := NewJob(Options{TreeDir: root, Components: []string{"apiserver", "etcd", Delve, Kwok}, Debug: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestDebugFlags(t *testing.T) {
 	for _, c := range j.Components {
 		byName[c.Name] = c
 	}
-	etcd, dlv := byName["etcd"], byName[Delve]
+	etcd, dlv, kwok := byName["etcd"], byName[Delve], byName[Kwok]
 	j.debugPkgs = []string{"k8s.io/apiserver/pkg/server", "k8s.io/component-base/version"}
 	tests := []struct {
 		name     string
@@ -149,6 +150,8 @@ func TestDebugFlags(t *testing.T) {
 			[]string{"-gcflags=go.etcd.io/etcd/server/v3/...=-N -l"}, nil, j.DebugBinDir()},
 		{"dlv: as released", j.commonFlags(nil, j.DebugBuild(dlv), j.debugPackagesOf(dlv)),
 			[]string{"-trimpath", "-ldflags=-s -w"}, []string{"-gcflags"}, j.BinDir()},
+		{"kwok: its module's packages", j.commonFlags(nil, j.DebugBuild(kwok), j.debugPackagesOf(kwok)),
+			[]string{"-gcflags=sigs.k8s.io/kwok/...=-N -l"}, []string{"-s -w"}, j.DebugBinDir()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,11 +168,11 @@ func TestDebugFlags(t *testing.T) {
 			}
 		})
 	}
-	if filepath.Dir(j.BinaryPath(dlv)) != j.BinDir() || filepath.Dir(j.BinaryPath(etcd)) != j.DebugBinDir() {
-		t.Errorf("dlv at %s, etcd at %s", j.BinaryPath(dlv), j.BinaryPath(etcd))
+	if filepath.Dir(j.BinaryPath(dlv)) != j.BinDir() || filepath.Dir(j.BinaryPath(etcd)) != j.DebugBinDir() || filepath.Dir(j.BinaryPath(kwok)) != j.DebugBinDir() {
+		t.Errorf("dlv at %s, etcd at %s, kwok at %s", j.BinaryPath(dlv), j.BinaryPath(etcd), j.BinaryPath(kwok))
 	}
-	if j.pinned[Delve] != DelveVersion {
-		t.Errorf("dlv pinned at %q, want %s", j.pinned[Delve], DelveVersion)
+	if j.pinned[Delve] != DelveVersion || j.pinned[Kwok] != KwokVersion {
+		t.Errorf("dlv pinned at %q, kwok at %q; want %s, %s", j.pinned[Delve], j.pinned[Kwok], DelveVersion, KwokVersion)
 	}
 	for _, bad := range []string{"", "-N", "all=-N", "k8s.io/a k8s.io/b"} {
 		if _, err := NewJob(Options{TreeDir: root, Components: []string{"apiserver"}, Debug: true, DebugPackages: []string{bad}}); err == nil ||

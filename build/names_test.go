@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -171,12 +172,15 @@ func TestBuildResolvesPinnedVersions(t *testing.T) {
 	if err != nil || j.CoreDNSVersion != "v1.11.3" {
 		t.Fatalf("--coredns-version 1.11.3: %v, %v", j, err)
 	}
+	if _, err := NewJob(Options{TreeDir: root, Components: []string{"coredns"}, CoreDNSPlugins: "hosts"}); err == nil || !strings.Contains(err.Error(), `--coredns-plugins "hosts": give all for CoreDNS's every plugin, or leave it out for devk's (errors, log,`) {
+		t.Errorf("--coredns-plugins hosts: %v", err)
+	}
 	// A tree whose etcd version is broken still builds CoreDNS.
 	setEtcdVersion(t, root, "not-a-version")
 	if _, err := NewJob(Options{TreeDir: root, Components: []string{"coredns"}}); err != nil {
 		t.Fatalf("coredns read the etcd version: %v", err)
 	}
-	dir, err := writeBuildModule(j.Tree, j.Components[0], j.CoreDNSVersion)
+	dir, err := writeBuildModule(j.Tree, j.Components[0], j.CoreDNSVersion, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +212,42 @@ func TestCatalogNames(t *testing.T) {
 		if !errors.Is(err, ErrUnknownComponent) || !strings.Contains(err.Error(), "use one of apiserver") {
 			t.Errorf("Lookup(%q) = %v", n, err)
 		}
+	}
+}
+
+// TestModuleBuildStamps: each component built from a module is built
+// outside the tree's workspace, at its pinned version, stamped where its
+// project's release build stamps the release (kwok's hack/releases.sh:
+// consts.Version, which `kwok --version` prints).
+func TestModuleBuildStamps(t *testing.T) {
+	root := testtree.New(t)
+	tests := []struct{ component, stamp string }{
+		{"etcd", "-X go.etcd.io/etcd/api/v3/version.GitSHA=v3.6.5"},
+		{CoreDNS, "-X github.com/coredns/coredns/coremain.GitCommit=v1.12.1"},
+		{Delve, "-X main.Build=" + DelveVersion},
+		{Kwok, "-X sigs.k8s.io/kwok/pkg/consts.Version=" + KwokVersion},
+	}
+	for _, tc := range tests {
+		t.Run(tc.component, func(t *testing.T) {
+			j, err := NewJob(Options{TreeDir: root, Components: []string{tc.component}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := j.Components[0]
+			cmd := j.moduleBuildCmd(c, "/build-module")
+			if want := "-ldflags=" + tc.stamp + " -s -w"; !slices.Contains(cmd.Args, want) {
+				t.Errorf("args %q lack %q", cmd.Args, want)
+			}
+			pkg := c.Package
+			if c.Name == CoreDNS {
+				pkg = "." // devk's main, with devk's plugins
+			}
+			if n := len(cmd.Args); n < 3 || cmd.Args[n-3] != "-o" || cmd.Args[n-2] != j.BinaryPath(c) || cmd.Args[n-1] != pkg {
+				t.Errorf("args %q do not end with -o %s %s", cmd.Args, j.BinaryPath(c), pkg)
+			}
+			if cmd.Dir != "/build-module" || !slices.Contains(cmd.Env, "GOWORK=off") || !slices.Contains(cmd.Env, "CGO_ENABLED=0") {
+				t.Errorf("go build in %s with %q: want the build module, outside the workspace, CGO_ENABLED=0", cmd.Dir, cmd.Env)
+			}
+		})
 	}
 }

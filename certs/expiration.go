@@ -189,7 +189,7 @@ func Inspect(n layout.Node, now time.Time) (*Report, error) {
 	if _, err := os.Stat(pki.CertPath(f.PKIDir, pki.CAName)); err != nil {
 		return nil, fmt.Errorf("%s: %w (no %s.crt): pass the directory that holds ca.crt (kubeadm: /etc/kubernetes/pki)", f.PKIDir, ErrNotPKI, pki.CAName)
 	}
-	users, err := manifestUsers(f.ManifestsDir)
+	users, err := manifestUsers(f.ManifestsDir, n)
 	if err != nil {
 		return nil, err
 	}
@@ -319,8 +319,9 @@ func kubeconfigCert(path string) (*x509.Certificate, error) {
 }
 
 // manifestUsers maps each file a static pod's command line names (a flag's
-// value that is an absolute path) to the pods that name it.
-func manifestUsers(dir string) (map[string][]string, error) {
+// value that is an absolute path, as this machine sees it) to the pods
+// that name it.
+func manifestUsers(dir string, n layout.Node) (map[string][]string, error) {
 	out := map[string][]string{}
 	if dir == "" {
 		return out, nil
@@ -350,7 +351,7 @@ func manifestUsers(dir string) (map[string][]string, error) {
 				if !ok || !filepath.IsAbs(v) {
 					continue
 				}
-				p := filepath.Clean(v)
+				p := filepath.Clean(n.HostPath(v)) // a kubeadm manifest in a devk node names the node's paths
 				if !slices.Contains(out[p], pod.Name) {
 					out[p] = append(out[p], pod.Name)
 				}

@@ -245,3 +245,28 @@ func TestParseWithinAndHuman(t *testing.T) {
 		}
 	}
 }
+
+// TestManifestUsersInANode: kubeadm's manifests in a devk node name the
+// paths inside the node (/etc/kubernetes/…); the pods that use a file
+// are found by the file's path on this machine, so renew restarts them.
+func TestManifestUsersInANode(t *testing.T) {
+	dir := t.TempDir()
+	n := layout.Node{ManifestsDir: filepath.Join(dir, "manifests"), PKIDir: filepath.Join(dir, "pki"), EtcKubernetes: dir}
+	if err := os.MkdirAll(n.ManifestsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifest := "apiVersion: v1\nkind: Pod\nmetadata: {name: kube-apiserver, namespace: kube-system}\nspec:\n  containers:\n  - name: kube-apiserver\n    command: [kube-apiserver, --tls-cert-file=/etc/kubernetes/pki/apiserver.crt, --audit-log-path=/var/log/audit.log]\n"
+	if err := os.WriteFile(filepath.Join(n.ManifestsDir, "kube-apiserver.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	users, err := manifestUsers(n.ManifestsDir, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := users[filepath.Join(dir, "pki", "apiserver.crt")]; !slices.Equal(got, []string{"kube-apiserver"}) {
+		t.Errorf("users of the node's apiserver.crt = %v (all: %v)", got, users)
+	}
+	if got := users["/var/log/audit.log"]; !slices.Equal(got, []string{"kube-apiserver"}) {
+		t.Errorf("a path outside /etc/kubernetes is the machine's: %v", users)
+	}
+}

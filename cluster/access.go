@@ -36,3 +36,10 @@ func (c *Cluster) NoCluster() error { return c.noCluster() }
 
 // NodeNamed is the cluster's node called name (node 0 for "").
 func (c *Cluster) NodeNamed(name string) (Node, error) { return c.nodeNamed(name) }
+
+// DaemonEnv is what devk's daemons run with (daemonEnv), for what runs
+// in a node.
+func (c *Cluster) DaemonEnv() []string { return c.daemonEnv() }
+
+// CRISocket is node n's CRI runtime (criSocket).
+func (c *Cluster) CRISocket(n Node) string { return c.criSocket(n) }

@@ -96,6 +96,9 @@ func addonPhases() []*phase.Phase[*Cluster] {
 			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.applyAddon(ctx, a) },
 		}
 		p.If = func(c *Cluster) (bool, string) {
+			if c.Config.Spec.Kubeadm() {
+				return false, "kubeadm's addon phase made it (bootstrapper: kubeadm)"
+			}
 			if on, key := addons.On(c.Config.Spec.Addons, a.Name); !on {
 				return false, key + " is false in the cluster's config (devk up --config)"
 			}

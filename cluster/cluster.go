@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/devk/devk/cluster/config"
@@ -79,6 +80,14 @@ type Options struct {
 	// cluster a load balancer in front of the API servers, the endpoint
 	// of every kubeconfig.
 	ControlPlanes int
+	// Bootstrapper, for up, is what bootstraps a new cluster: devk's own
+	// phases (layout.BootstrapperDevk) or the tree's kubeadm
+	// (layout.BootstrapperKubeadm); "" is the config file's, else devk.
+	// An existing cluster's cannot change.
+	Bootstrapper string
+	// KubeadmSkipPhases, for up on a cluster kubeadm bootstraps, are
+	// passed to kubeadm init as --skip-phases.
+	KubeadmSkipPhases []string
 	// EtcdCommandTimeout bounds each etcd member call of a control-plane
 	// join or removal (list, add, promote, remove); zero means
 	// etcdwatch.DefaultCommandTimeout.
@@ -99,8 +108,9 @@ type Cluster struct {
 
 	// existed says cluster.json was there before this run.
 	existed bool
-	// kubeletBuilt is the kubelet binary the images phase built.
-	kubeletBuilt string
+	// kubeletBuilt and kubeadmBuilt are the binaries the images phase
+	// built (kubeadm for a cluster kubeadm bootstraps).
+	kubeletBuilt, kubeadmBuilt string
 	// kubeletStarted is when this run started the kubelet (zero if it
 	// found it running).
 	kubeletStarted time.Time
@@ -134,7 +144,7 @@ func Open(o Options) (*Cluster, error) {
 		if uc, err = config.Read(o.UserConfigFile); err != nil {
 			return nil, err
 		}
-		flags := config.Flags{Name: o.Name, CertValidity: o.CertValidity, Nodes: o.Nodes,
+		flags := config.Flags{Name: o.Name, Bootstrapper: o.Bootstrapper, CertValidity: o.CertValidity, Nodes: o.Nodes,
 			ControlPlanes: o.ControlPlanes, KeepTaint: o.KeepTaint}
 		if err := uc.Agrees(flags); err != nil {
 			return nil, err
@@ -142,6 +152,9 @@ func Open(o Options) (*Cluster, error) {
 		if o.Name == "" {
 			o.Name = uc.Name
 		}
+	}
+	if o.Bootstrapper != "" && o.Bootstrapper != layout.BootstrapperDevk && o.Bootstrapper != layout.BootstrapperKubeadm {
+		return nil, fmt.Errorf("--bootstrapper %s: want %s (devk's own phases) or %s (the tree's kubeadm init and join)", o.Bootstrapper, layout.BootstrapperDevk, layout.BootstrapperKubeadm)
 	}
 	if o.Name == "" {
 		o.Name = layout.DefaultName
@@ -172,9 +185,18 @@ func Open(o Options) (*Cluster, error) {
 			return nil, fmt.Errorf("%w\nthe file was changed by hand, or by an older devk: fix it, or apply a config file with `devk up --config`", err)
 		}
 		if uc != nil {
+			if uc.Spec.Bootstrapper == "" {
+				uc.Spec.Bootstrapper = cfg.Spec.Bootstrapper // a file that does not say keeps the cluster's
+			}
 			if err := uc.Unchangeable(cfg); err != nil {
 				return nil, err
 			}
+			if cfg.Spec.Kubeadm() && !reflect.DeepEqual(uc.Spec, cfg.Spec) {
+				return nil, fmt.Errorf("%s changes the config of cluster %s, which kubeadm bootstrapped: kubeadm's config is given once, at init; `devk down%s` first, then up with the file", o.UserConfigFile, cfg.Name, node.NameFlag(cfg.Name))
+			}
+		}
+		if o.Bootstrapper != "" && o.Bootstrapper != cfg.Spec.BootstrappedBy() {
+			return nil, fmt.Errorf("--bootstrapper %s, but %s made cluster %s, and a cluster's bootstrapper cannot change: `devk down%s` first", o.Bootstrapper, cfg.Spec.BootstrappedBy(), cfg.Name, node.NameFlag(cfg.Name))
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		c.Config = layout.NewConfig(o.Name)
@@ -190,6 +212,16 @@ func Open(o Options) (*Cluster, error) {
 		if len(uc.Nodes) > 0 {
 			c.Nodes, c.ControlPlanes, c.fileNodes = len(uc.Nodes), uc.ControlPlanes(), uc.JoinNodes()
 		}
+	}
+	if !c.existed && o.Bootstrapper == layout.BootstrapperKubeadm {
+		c.Config.Spec.Bootstrapper = layout.BootstrapperKubeadm
+	}
+	if key := config.PatchesKey(c.Config.Spec); key != "" && !c.Config.Spec.Kubeadm() {
+		return nil, fmt.Errorf("%s: %s patches kubeadm's config, but devk's own phases bootstrap cluster %s: add --bootstrapper %s (a new cluster) or bootstrapper: %s to the file, or leave %s out",
+			o.UserConfigFile, key, c.Config.Name, layout.BootstrapperKubeadm, layout.BootstrapperKubeadm, key)
+	}
+	if len(o.KubeadmSkipPhases) > 0 && !c.Config.Spec.Kubeadm() {
+		return nil, fmt.Errorf("--kubeadm-skip-phases: kubeadm does not bootstrap cluster %s: add --bootstrapper %s to make a new cluster with it", c.Config.Name, layout.BootstrapperKubeadm)
 	}
 	if o.KeepTaint != nil {
 		c.Config.KeepTaint = *o.KeepTaint

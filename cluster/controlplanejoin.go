@@ -12,7 +12,6 @@ import (
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/etcdwatch"
-	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/join/certshare"
 	"github.com/devk/devk/phase"
@@ -52,20 +51,6 @@ func isControlPlane(j *NodeJob) (bool, string) {
 		return false, "a worker"
 	}
 	return true, ""
-}
-
-// ControlPlaneOnly says whether step (a path of JoinPhases or
-// RemovePhases, as phase.Flatten gives it) runs only when a control-plane
-// node joins or leaves: a worker's join or removal skips it.
-func ControlPlaneOnly(step string) bool {
-	top, _, _ := strings.Cut(step, "/")
-	for _, p := range append(JoinPhases(), RemovePhases()...) {
-		if p.Name == top && p.If != nil {
-			ok, _ := p.If(&NodeJob{Cluster: &Cluster{}, Node: Node{Net: layout.NodeNet{Role: layout.RoleWorker}}})
-			return !ok
-		}
-	}
-	return false
 }
 
 // controlPlaneJoinPhases are kubeadm's control-plane-prepare phases: the

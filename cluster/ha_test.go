@@ -9,7 +9,6 @@ import (
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
-	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
 
@@ -169,19 +168,5 @@ func TestControlPlaneCounts(t *testing.T) {
 	}
 	if err := c.checkJoinControlPlane(); err == nil {
 		t.Error("node add --control-plane on a cluster without a load balancer")
-	}
-}
-
-func TestControlPlaneOnlySteps(t *testing.T) {
-	var cp []string
-	for _, st := range phase.Flatten(JoinPhases()) {
-		if ControlPlaneOnly(st.Path) {
-			cp = append(cp, st.Path)
-		}
-	}
-	want := []string{"control-plane-prepare", "control-plane-prepare/download-certs", "control-plane-prepare/certs", "control-plane-prepare/kubeconfig",
-		"etcd", "control-plane", "load-balancer", "mark-control-plane"}
-	if !slices.Equal(cp, want) {
-		t.Errorf("control-plane-only join steps %v, want %v", cp, want)
 	}
 }

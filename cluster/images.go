@@ -30,7 +30,11 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	}
 	t0 := time.Now()
 	sub := progress.Under(c.Reporter, "images")
-	bo := build.Options{TreeDir: c.TreeDir, Components: append([]string{"kubelet", "kubectl"}, images.Components()...), Reporter: sub}
+	comps := append([]string{"kubelet", "kubectl"}, images.Components()...)
+	if c.Config.Spec.Kubeadm() {
+		comps = append(comps, kubeadmComponent)
+	}
+	bo := build.Options{TreeDir: c.TreeDir, Components: comps, Reporter: sub}
 	bj, err := build.Run(ctx, bo, phase.Options{})
 	if err != nil {
 		return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
@@ -41,6 +45,8 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 		switch b.Name {
 		case "kubelet":
 			c.kubeletBuilt = b.Path
+		case kubeadmComponent:
+			c.kubeadmBuilt = b.Path
 		case "kubectl":
 			if kubectlChanged, err = node.InstallBinary(b.Path, c.KubectlPath()); err != nil {
 				return phase.Done, fmt.Errorf("install kubectl for you: %w", err)

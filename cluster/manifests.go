@@ -3,12 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/devk/devk/cluster/internal/controlplane"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
@@ -48,14 +48,6 @@ func (c *Cluster) manifestImage(sp StaticPod, installed *corev1.Pod) (img string
 		}
 	}
 	return img, false, nil
-}
-
-// shortImage names an image by digest briefly: repo@<12 hex digits>.
-func shortImage(ref string) string {
-	if i := strings.Index(ref, "@sha256:"); i >= 0 && len(ref) >= i+8+12 {
-		return ref[strings.LastIndex(ref[:i], "/")+1:i] + "@" + ref[i+8:i+8+12]
-	}
-	return ref
 }
 
 // writeManifest renders and installs one static pod manifest unless the
@@ -98,7 +90,7 @@ func (c *Cluster) writeManifestWith(ctx context.Context, n Node, sp StaticPod, i
 	if err != nil {
 		return phase.Done, err
 	}
-	short := shortImage(img)
+	short := digest.ShortImage(img)
 	if swapped {
 		short += " (swapped in)"
 	}

@@ -82,6 +82,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		},
 		{
 			Name:  "discovery",
+			If:    devkOnly(jobCluster),
 			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Cluster.Files.BootstrapToken(), pki.CertPath(j.Cluster.caDir(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
@@ -135,14 +136,24 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 			},
 		},
 		{
+			Name:  "kubeadm-join",
+			Short: "a cluster kubeadm bootstraps: kubeadm join inside the node with a bootstrap token devk makes and the CA pinned (a control-plane node after node 0's kubeadm uploaded the shared certificates with a new key); one that did not finish is kubeadm reset first",
+			If:    kubeadmOnly(jobCluster),
+			IO: func(j *NodeJob) ([]string, []string) {
+				return []string{pki.CertPath(j.Cluster.caDir(), pki.CAName) + " (the pin)"}, []string{"secret kube-system/bootstrap-token-*", j.Node.Files.KubeadmBinary(), j.Node.Files.KubeadmConfig(), j.Node.Files.KubeletRoot(), j.Node.Files.KubeadmDone(), "node " + j.Node.Name()}
+			},
+			Run: phase.Method((*NodeJob).runKubeadmJoin),
+		},
+		{
 			Name:     "control-plane-prepare",
 			Short:    "a control-plane node: the cluster's shared certificates (kubeadm's upload-certs and download-certs), its own certificates and kubeconfigs",
-			If:       isControlPlane,
+			If:       phase.Both(isControlPlane, devkOnly(jobCluster)),
 			Children: controlPlaneJoinPhases(),
 		},
 		{
 			Name:  "kubelet-start",
 			Short: "start the node's kubelet with the bootstrap kubeconfig; wait for its CSR to be approved and signed and for its Node to register",
+			If:    devkOnly(jobCluster),
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Cluster.FirstNode().Files.KubeletBinary(), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig)},
 					[]string{j.Node.Files.KubeletBinary(), j.Node.Files.KubeletConfig(), j.Node.Files.Kubeconfig("kubelet"), j.Node.Files.PIDFile("kubelet"), "node " + j.Node.Name()}
@@ -152,7 +163,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "etcd",
 			Short: "a control-plane node: its etcd member added as a learner through the others, its static pod (--initial-cluster-state=existing), promoted once in sync",
-			If:    isControlPlane,
+			If:    phase.Both(isControlPlane, devkOnly(jobCluster)),
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.Cluster.peerURL(j.Node), j.Node.Files.ManifestPath("etcd")}
 			},
@@ -161,7 +172,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "control-plane",
 			Short: "a control-plane node: its API server, controller-manager and scheduler static pods on its own address; wait until they are healthy",
-			If:    isControlPlane,
+			If:    phase.Both(isControlPlane, devkOnly(jobCluster)),
 			IO: func(j *NodeJob) ([]string, []string) {
 				var outs []string
 				for _, sp := range StaticPods[1:] {
@@ -191,7 +202,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "mark-control-plane",
 			Short: "a control-plane node: label it control-plane (tainted only with --keep-taint, as node 0)",
-			If:    isControlPlane,
+			If:    phase.Both(isControlPlane, devkOnly(jobCluster)),
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{"node " + j.Node.Name()}
 			},
@@ -224,8 +235,10 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 				if err := j.Cluster.SaveConfig(); err != nil {
 					return phase.Done, err
 				}
-				if _, err := j.Cluster.runUploadConfig(ctx); err != nil {
-					return phase.Done, err
+				if !j.Cluster.Config.Spec.Kubeadm() {
+					if _, err := j.Cluster.runUploadConfig(ctx); err != nil {
+						return phase.Done, err
+					}
 				}
 				return phase.Changed("%s joined (%d nodes)", j.Node.Name(), len(j.Cluster.Config.Network.Nodes)), nil
 			},

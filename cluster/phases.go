@@ -86,12 +86,33 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			},
 			Run: phase.Method((*Cluster).runImages),
 		},
-		{Name: "certs", Short: "kubeadm's certificate set (reused while valid)", Children: certPhases()},
-		{Name: "kubeconfig", Short: "kubeconfigs for admin, super-admin, controller-manager, scheduler, kubelet", Children: kubeconfigPhases()},
-		manifestPhase(StaticPods[0], "etcd"),
-		{Name: "control-plane", Short: "static pod manifests of the control plane, images by digest", Children: controlPlane},
+		{
+			Name:  "kubeadm-config",
+			Short: "a cluster kubeadm bootstraps: install the tree's kubeadm and kubelet on node 0; write kubeadm's config (Init, Cluster, Kubelet and KubeProxy configurations from devk's config, its kubeadmConfigPatches applied); tag devk's images with the names kubeadm lists",
+			If:    kubeadmOnly(self),
+			IO: func(c *Cluster) ([]string, []string) {
+				return []string{c.Files.ConfigFile()}, []string{c.FirstNode().Files.KubeadmBinary(), c.FirstNode().Files.KubeadmConfig(), c.Config.Registry + " (kubeadm's tags)"}
+			},
+			Run: phase.Method((*Cluster).runKubeadmConfig),
+		},
+		{
+			Name:  "kubeadm-init",
+			Short: "a cluster kubeadm bootstraps: kubeadm init inside node 0 (all its phases; its output with -v 1; the kubelet started through devk's systemctl in the node); one that did not finish is kubeadm reset first",
+			If:    kubeadmOnly(self),
+			Needs: []string{"kubeadm-config"},
+			IO: func(c *Cluster) ([]string, []string) {
+				n := c.FirstNode().Files
+				return []string{n.KubeadmConfig()}, []string{n.PKI(), n.Manifests(), n.Kubeconfig("admin"), n.KubeletRoot(), n.Etcd(), n.KubeadmDone(), "the cluster's objects (kubeadm's upload-config, bootstrap-token, addons)"}
+			},
+			Run: phase.Method((*Cluster).runKubeadmInit),
+		},
+		{Name: "certs", Short: "kubeadm's certificate set (reused while valid)", If: devkOnly(self), Children: certPhases()},
+		{Name: "kubeconfig", Short: "kubeconfigs for admin, super-admin, controller-manager, scheduler, kubelet", If: devkOnly(self), Children: kubeconfigPhases()},
+		phase.If(manifestPhase(StaticPods[0], "etcd"), devkOnly(self)),
+		{Name: "control-plane", Short: "static pod manifests of the control plane, images by digest", If: devkOnly(self), Children: controlPlane},
 		{
 			Name:  "kubelet-start",
+			If:    devkOnly(self),
 			Short: "write the kubelet's config and start it as a supervised process (pid file, log file)",
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.FirstNode().Files.Kubeconfig("kubelet")}, []string{c.FirstNode().Files.KubeletBinary(), c.FirstNode().Files.KubeletConfig(), c.FirstNode().Files.PIDFile("kubelet"), c.FirstNode().Files.LogFile("kubelet")}
@@ -100,6 +121,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "pull",
+			If:    devkOnly(self),
 			Short: "pull the node's images (control plane, pause, addons) into its containerd, all at once, while the kubelet starts: the addons' are there when their pods are scheduled",
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Files.ConfigFile() + " (images)"}, []string{c.FirstNode().Files.ContainerdSocket() + " (images)"}
@@ -108,6 +130,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "wait-control-plane",
+			If:    devkOnly(self),
 			Short: "wait for etcd, apiserver /readyz, controller-manager, scheduler and node Ready",
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Config.APIServerURL() + "/readyz", c.FirstNode().Files.Logs()}, nil
@@ -124,6 +147,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "certs-expiry",
+			If:    devkOnly(self),
 			Short: "warn about node 0's certificates and kubeconfigs that expire within 30 days; with --renew-certs renew them all, restart what uses them and verify (devk certs renew all --node NODE0; behind HAProxy its API server is out of it meanwhile)",
 			IO: func(c *Cluster) ([]string, []string) {
 				if c.RenewCerts {
@@ -139,6 +163,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "upload-config",
+			If:    devkOnly(self),
 			Short: "store cluster.json in ConfigMap kube-system/devk-config; bind admin.conf's group to cluster-admin",
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Files.ConfigFile()}, []string{"configmap kube-system/" + bootstrap.ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
@@ -147,6 +172,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "mark-control-plane",
+			If:    devkOnly(self),
 			Short: "label the node control-plane; no NoSchedule taint on this single node (kind's way) unless --keep-taint",
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"node " + c.Config.FirstNode().Name}
@@ -155,6 +181,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "bootstrap-token",
+			If:    devkOnly(self),
 			Short: "a bootstrap token, its RBAC and the cluster-info ConfigMap, as kubeadm makes for joining",
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{"secret kube-system/bootstrap-token-*", "configmap kube-public/cluster-info", c.Files.BootstrapToken()}
@@ -163,6 +190,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "kubelet-finalize",
+			If:    devkOnly(self),
 			Short: "move the kubelet's client credential to its rotating store and point kubelet.conf at it",
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.FirstNode().Files.Kubeconfig("kubelet")}, []string{c.FirstNode().Files.KubeletClientCurrent(), c.FirstNode().Files.Kubeconfig("kubelet")}
@@ -356,7 +384,7 @@ func (c *Cluster) recordRun(res phase.Result) {
 	}
 	c.Config.LastRun = nil
 	for _, t := range res.Timings {
-		c.Config.LastRun = append(c.Config.LastRun, layout.PhaseTiming{Phase: t.Path, Seconds: t.Duration.Seconds(), Skipped: t.Skipped, Failed: t.Failed})
+		c.Config.LastRun = append(c.Config.LastRun, layout.PhaseTiming{Phase: t.Path, Seconds: t.Duration.Seconds(), Skipped: t.Skipped, Failed: t.Failed, Changed: t.Changed})
 	}
 	_ = c.SaveConfig()
 }

@@ -52,6 +52,9 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	if err := preflight.CgroupSupport(cg, version); err != nil {
 		probs = append(probs, Problem{Check: "cgroups", What: err.Error()}) // the error says what to do
 	}
+	if err := c.kubeadmPreflight(version); err != nil {
+		probs = append(probs, Problem{Check: "kubeadm-config", What: err.Error()})
+	}
 	if note := preflight.SwapNote(); note != "" {
 		notes = append(notes, note)
 	}

@@ -212,9 +212,14 @@ func TestUserConfigAgainstTheMachine(t *testing.T) {
 		{"wider than a private range", "", header + "name: dev\nnetworking:\n  nodeSubnet: 172.0.0.0/8\n", nil, "172.0.0.0/8 is not in a private range"},
 		{"the name and --name", "dev2", header + "name: dev\n", nil, `devk.yaml:3: name: is "dev", but --name is "dev2": leave one of them out`},
 		{"the taint and --keep-taint", "", header + "controlPlaneTaint: remove\n", &yes, "controlPlaneTaint: is remove, but --keep-taint=true says otherwise"},
+		{"the bootstrapper and --bootstrapper", "", header + "bootstrapper: kubeadm\n", nil, "bootstrapper: is kubeadm, but --bootstrapper is devk: leave one of them out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Open(Options{Name: tc.cluster, Home: home, UserConfigFile: writeConfig(t, tc.body), KeepTaint: tc.keepTaint})
+			bootstrapper := ""
+			if strings.Contains(tc.body, "bootstrapper:") {
+				bootstrapper = layout.BootstrapperDevk
+			}
+			_, err := Open(Options{Name: tc.cluster, Home: home, UserConfigFile: writeConfig(t, tc.body), KeepTaint: tc.keepTaint, Bootstrapper: bootstrapper})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
@@ -235,6 +240,50 @@ func TestUserConfigAgainstTheMachine(t *testing.T) {
 	c := mustOpenWith(t, home, "", header+"networking:\n  podSubnet: 10.250.0.0/22\n")
 	if c.Config.Network.Subnet != "10.250.4.0/24" {
 		t.Errorf("node subnet %s beside podSubnet 10.250.0.0/22, want the first free /24 after it, 10.250.4.0/24", c.Config.Network.Subnet)
+	}
+}
+
+// TestBootstrapperFlag: --bootstrapper kubeadm makes a new cluster
+// kubeadm's, as the config file's key does; an existing cluster's cannot
+// change either way; a bad value and --kubeadm-skip-phases without
+// kubeadm are refused.
+func TestBootstrapperFlag(t *testing.T) {
+	home := t.TempDir()
+	c, err := Open(Options{Name: "kad", Home: home, Bootstrapper: layout.BootstrapperKubeadm, KubeadmSkipPhases: []string{"addon/kube-proxy"}})
+	if err != nil || !c.Config.Spec.Kubeadm() {
+		t.Fatalf("a new cluster with --bootstrapper kubeadm: %v, %+v", err, c.Config.Spec)
+	}
+	if err := c.SaveConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Open(Options{Name: "kad", Home: home}); err != nil || !again.Config.Spec.Kubeadm() {
+		t.Errorf("up again without the flag: %v", err)
+	}
+	d, err := Open(Options{Name: "own", Home: home})
+	if err != nil || d.Config.Spec.Kubeadm() {
+		t.Fatalf("a new cluster without the flag: %v", err)
+	}
+	if err := d.SaveConfig(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"kubeadm on devk's cluster", Options{Name: "own", Bootstrapper: layout.BootstrapperKubeadm}, "--bootstrapper kubeadm, but devk made cluster own, and a cluster's bootstrapper cannot change: `devk down --name own` first"},
+		{"devk on kubeadm's cluster", Options{Name: "kad", Bootstrapper: layout.BootstrapperDevk}, "--bootstrapper devk, but kubeadm made cluster kad"},
+		{"a bad value", Options{Name: "new", Bootstrapper: "kind"}, "--bootstrapper kind: want devk (devk's own phases) or kubeadm"},
+		{"skip phases without kubeadm", Options{Name: "own", KubeadmSkipPhases: []string{"preflight"}}, "--kubeadm-skip-phases: kubeadm does not bootstrap cluster own: add --bootstrapper kubeadm"},
+		{"patches for a cluster devk bootstraps", Options{Name: "new2", UserConfigFile: writeConfig(t, header+"kubeadmConfigPatches:\n- \"kind: ClusterConfiguration\"\n")}, "kubeadmConfigPatches patches kubeadm's config, but devk's own phases bootstrap cluster new2: add --bootstrapper kubeadm"},
+		{"a changed spec on kubeadm's cluster", Options{Name: "kad", UserConfigFile: writeConfig(t, header+"bootstrapper: kubeadm\napiServer:\n  extraArgs:\n    v: \"4\"\n")}, "changes the config of cluster kad, which kubeadm bootstrapped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Home = home
+			if _, err := Open(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -504,5 +553,32 @@ func TestUserConfigNodes(t *testing.T) {
 	}
 	if c.Config.ControlPlaneEndpoint != c.Config.Network.HostIP+":6443" {
 		t.Errorf("a new cluster of 2 control planes has endpoint %q, want the host bridge address %s", c.Config.ControlPlaneEndpoint, c.Config.Network.HostIP)
+	}
+}
+
+// TestKubeadmPatchRefusedBeforeAnythingIsMade: a kubeadmConfigPatches
+// entry that selects no document of kubeadm's config is a preflight
+// problem (nothing is made yet), naming the entry; a good one is none.
+func TestKubeadmPatchRefusedBeforeAnythingIsMade(t *testing.T) {
+	home := t.TempDir()
+	for _, tc := range []struct {
+		name, patches, want string
+	}{
+		{"no document", "kubeadmConfigPatches:\n- |\n  kind: NoSuchConfiguration\n  foo: bar\n", "kubeadmConfigPatches[0]: matches no document"},
+		{"a good patch", "kubeadmConfigPatches:\n- |\n  kind: ClusterConfiguration\n  apiServer:\n    extraArgs:\n    - name: v\n      value: \"2\"\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Open(Options{Home: home, Name: "kp", Bootstrapper: layout.BootstrapperKubeadm, UserConfigFile: writeConfig(t, header+tc.patches)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.kubeadmPreflight("v1.34.4")
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("a good patch is a problem: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("problem %v, want one saying %q", err, tc.want)
+			}
+		})
 	}
 }

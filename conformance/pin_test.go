@@ -2,33 +2,20 @@ package conformance
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
-	"github.com/devk/devk/image"
-	"github.com/devk/devk/registry"
+	"github.com/devk/devk/registry/registrytest"
 )
 
 // TestPinnedTags: against devk's own registry (in-process), only tags
 // `devk e2e images` recorded, at the digest it recorded, are taken; a
 // tag it did not push, or that moved, fails the run before any spec.
 func TestPinnedTags(t *testing.T) {
-	cred := filepath.Join(t.TempDir(), "registry-credential")
-	h, err := registry.New(t.TempDir(), &registry.Options{CredentialFile: cred})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close() })
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	r, err := image.NewRemote(addr, image.RemoteOptions{Keychain: image.CredentialKeychain(cred)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, r := registrytest.Start(t)
 	ctx := context.Background()
 	pushAs := func(upstreamPath, tag string) string {
 		t.Helper()

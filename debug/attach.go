@@ -87,7 +87,7 @@ func (j *job) attachAt(ctx context.Context, addr string) ([]Breakpoint, error) {
 	var bps []Breakpoint
 	var errs []error
 	for _, b := range j.breaks {
-		bp, err := d.Break(b.reported, b.line)
+		bp, err := d.Break(b.reported, b.line, AttachTimeout)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d (%s in the binary): %w", b.file, b.line, b.reported, err))
 			continue

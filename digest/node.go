@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,11 +38,53 @@ func Of(ref string) string {
 	return ""
 }
 
+// TagOf is the tag an image reference names (repo:tag, repo:tag@sha256:…),
+// "" when it names none.
+func TagOf(ref string) string {
+	if i := strings.LastIndex(ref, "@"); i >= 0 {
+		ref = ref[:i]
+	}
+	t, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return ""
+	}
+	return t.TagStr()
+}
+
+// TaggedLike is image (repo@sha256:…) written the way current is: when
+// current names a tag (kubeadm's manifests do, and kubeadm reads the
+// component's version from it), repo:tag@sha256:… with tag (else
+// current's own), so the runtime still pulls by digest; otherwise image
+// as it is.
+func TaggedLike(current, image, tag string) string {
+	d := Of(image)
+	if TagOf(current) == "" || d == "" {
+		return image
+	}
+	if tag == "" {
+		tag = TagOf(current)
+	}
+	repo := image[:strings.LastIndex(image, "@")]
+	if TagOf(repo) != "" {
+		repo = repo[:strings.LastIndex(repo, ":")]
+	}
+	return repo + ":" + tag + "@" + d
+}
+
 // ShortRef is an image reference by digest cut short for messages:
 // repo@sha256: and the digest's first 12 hex digits.
 func ShortRef(ref string) string {
 	if i := strings.LastIndex(ref, "@sha256:"); i >= 0 && len(ref) > i+20 {
 		return ref[:i+20]
+	}
+	return ref
+}
+
+// ShortImage is an image reference by digest shorter still, for tables:
+// the repository's last element @ the digest's first 12 hex digits.
+func ShortImage(ref string) string {
+	if i := strings.Index(ref, "@sha256:"); i >= 0 && len(ref) >= i+8+12 {
+		return ref[strings.LastIndex(ref[:i], "/")+1:i] + "@" + ref[i+8:i+8+12]
 	}
 	return ref
 }

@@ -149,3 +149,29 @@ func TestPodChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestTaggedLike: a manifest that names its image by tag (kubeadm's) gets
+// the new digest with the pushed tag beside it, which kubeadm reads the
+// version from; one by digest alone stays so.
+func TestTaggedLike(t *testing.T) {
+	d := "sha256:" + strings.Repeat("ab", 32)
+	img := "127.0.0.1:5000/kube-apiserver@" + d
+	for _, tt := range []struct {
+		current, tag, want string
+	}{
+		{"127.0.0.1:5000/kube-apiserver:v1.34.4", "v1.34.4", "127.0.0.1:5000/kube-apiserver:v1.34.4@" + d},
+		{"127.0.0.1:5000/kube-apiserver:v1.34.4", "", "127.0.0.1:5000/kube-apiserver:v1.34.4@" + d},
+		{"127.0.0.1:5000/kube-apiserver:v1.34.4@sha256:" + strings.Repeat("cd", 32), "v1.35.0-alpha.1", "127.0.0.1:5000/kube-apiserver:v1.35.0-alpha.1@" + d},
+		{"127.0.0.1:5000/kube-apiserver@sha256:" + strings.Repeat("cd", 32), "v1.34.4", img},
+	} {
+		if got := TaggedLike(tt.current, img, tt.tag); got != tt.want {
+			t.Errorf("TaggedLike(%s, …, %q) = %s, want %s", tt.current, tt.tag, got, tt.want)
+		}
+	}
+	if got := TagOf("127.0.0.1:5000/etcd:3.6.5-0@" + d); got != "3.6.5-0" {
+		t.Errorf("TagOf = %q", got)
+	}
+	if got := TagOf(img); got != "" {
+		t.Errorf("TagOf(a digest reference) = %q, want none", got)
+	}
+}

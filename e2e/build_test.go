@@ -5,6 +5,7 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/json"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,7 +27,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/debug"
+	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/testtree"
 	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/registry"
 )
@@ -45,22 +50,119 @@ type buildOutput struct {
 // the Go module proxy, as `devk debug` does: a static binary that reports
 // that release, recorded with its version, and not built again.
 func TestBuildDelve(t *testing.T) {
-	tree := Tree(t)
+	path := buildPinnedTool(t, Tree(t), build.Delve, build.DelveVersion)
+	v, err := exec.Command(path, "version").CombinedOutput()
+	if want := "Version: " + strings.TrimPrefix(build.DelveVersion, "v"); err != nil || !strings.Contains(string(v), want) {
+		t.Fatalf("dlv version: %v\n%s\nwant %q", err, v, want)
+	}
+}
+
+// breakProgram is a program that runs until killed, calling work.
+const breakProgram = `package main
+
+import "time"
+
+func work(i int) int { return i * 2 }
+
+func main() {
+	for i := 0; ; i++ {
+		_ = work(i)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+`
+
+// TestDelveBreakAtStart: devk's Delve client sets a breakpoint in a
+// program that dlv --continue has just started, as devk debug does on a
+// component it just swapped in. Delve answers a halt at once and stops
+// the target after, and a halt that comes as it resumes the target is
+// lost: the breakpoint's call then waited forever (seen here: devk debug
+// kube-proxy hung in CreateBreakpoint). Several starts, each breakpoint
+// set within the attach timeout.
+func TestDelveBreakAtStart(t *testing.T) {
+	dlv := buildPinnedTool(t, Tree(t), build.Delve, build.DelveVersion)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte(breakProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module breakprogram\n\ngo 1.24\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "prog")
+	if out, err := exec.Command("go", "build", "-C", dir, "-gcflags=all=-N -l", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	const starts = 6
+	for i := range starts {
+		addr := testutil.FreeAddr(t)
+		argv := delve.Debugged{Debugger: dlv, Listen: addr}.Command([]string{bin})
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stop := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }
+		d, err := delve.Dial(context.Background(), addr, debug.AttachTimeout)
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		st, err := d.State()
+		if err == nil && st.Running {
+			err = d.Halt()
+		}
+		t0 := time.Now()
+		var bp delve.Breakpoint
+		if err == nil {
+			bp, err = d.Break(src, 5, debug.AttachTimeout)
+		}
+		took := time.Since(t0)
+		_ = d.Close(true)
+		stop()
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		if bp.FunctionName != "main.work" {
+			t.Fatalf("start %d: breakpoint %+v, want one in main.work", i, bp)
+		}
+		t.Logf("start %d: breakpoint set in %s", i, took.Round(time.Millisecond))
+	}
+}
+
+// TestBuildKwok builds kwok from its module at devk's pin through the Go
+// module proxy, in a small tree of its own (kwok needs nothing of the
+// tree's): a static binary that reports the release as kwok's release
+// build stamps it, recorded with its version, and not built again.
+func TestBuildKwok(t *testing.T) {
+	path := buildPinnedTool(t, testtree.New(t), build.Kwok, build.KwokVersion)
+	v, err := exec.Command(path, "--version").CombinedOutput()
+	if want := "kwok version " + build.KwokVersion + " "; err != nil || !strings.Contains(string(v), want) {
+		t.Fatalf("kwok --version: %v\n%s\nwant %q", err, v, want)
+	}
+}
+
+// buildPinnedTool builds the tool name, built from a module at devk's pin
+// version, twice in tree: the second build changes nothing. It returns the
+// binary's path, checked to be in the platform's bin directory and static.
+func buildPinnedTool(t *testing.T, tree, name, version string) string {
+	t.Helper()
 	var out buildOutput
 	for i, wantChanged := range []bool{true, false} {
-		r := MustDevk(t, tree, "build", build.Delve, "-o", "json")
+		r := MustDevk(t, tree, "build", name, "-o", "json")
 		out = buildOutput{}
 		if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil || len(out.Binaries) != 1 {
-			t.Fatalf("devk build dlv -o json: %v\n%s", err, r.Stdout)
+			t.Fatalf("devk build %s -o json: %v\n%s", name, err, r.Stdout)
 		}
-		// The first build may find dlv built by an earlier run on this tree.
-		if b := out.Binaries[0]; b.Version != build.DelveVersion || (i > 0 && b.Changed != wantChanged) {
-			t.Fatalf("build %d: %+v, want version %s, changed %v", i+1, b, build.DelveVersion, wantChanged)
+		// The first build may find the tool built by an earlier run on
+		// this tree.
+		if b := out.Binaries[0]; b.Version != version || (i > 0 && b.Changed != wantChanged) {
+			t.Fatalf("build %d: %+v, want version %s, changed %v", i+1, b, version, wantChanged)
 		}
 	}
 	path := out.Binaries[0].Path
 	if filepath.Dir(path) != filepath.Join(tree, "_output", "devk", "bin", "linux_"+runtime.GOARCH) {
-		t.Errorf("dlv built at %s", path)
+		t.Errorf("%s built at %s", name, path)
 	}
 	f, err := elf.Open(path)
 	if err != nil {
@@ -72,10 +174,7 @@ func TestBuildDelve(t *testing.T) {
 			t.Errorf("%s is dynamically linked", path)
 		}
 	}
-	v, err := exec.Command(path, "version").CombinedOutput()
-	if want := "Version: " + strings.TrimPrefix(build.DelveVersion, "v"); err != nil || !strings.Contains(string(v), want) {
-		t.Fatalf("dlv version: %v\n%s\nwant %q", err, v, want)
-	}
+	return path
 }
 
 // TestSourceAndBuild gets the real v1.34.4 tree, builds the apiserver and
@@ -222,6 +321,22 @@ func TestBuildPushPackageAndCoreDNS(t *testing.T) {
 			for _, w := range im.wantOut {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("%s %s printed %q, want %q in it", im.path, strings.Join(im.run, " "), out, w)
+				}
+			}
+			if im.repo == "coredns" {
+				// Only devk's plugins are linked, each usable by its directive.
+				out, err := exec.Command(bin, "-plugins").CombinedOutput()
+				if err != nil {
+					t.Fatalf("coredns -plugins: %v\n%s", err, out)
+				}
+				linked := strings.Fields(string(out)) // one plugin a line
+				for _, d := range build.CoreDNSDirectives() {
+					if !slices.Contains(linked, d) {
+						t.Errorf("coredns -plugins lacks %s:\n%s", d, out)
+					}
+				}
+				if slices.Contains(linked, "hosts") {
+					t.Errorf("coredns links hosts, which devk's plugin set leaves out:\n%s", out)
 				}
 			}
 			if data, err := os.ReadFile(bin); im.stamped != "" && (err != nil || !bytes.Contains(data, []byte(im.stamped))) {

@@ -69,6 +69,8 @@ func TestUpDownKillPoints(t *testing.T) {
 			continue // a single-node cluster skips it; TestMultiNode kills node add at each of its join phases
 		case "load-balancer":
 			continue // so does it this one; TestHAControlPlane kills an HA up there
+		case "kubeadm-config", "kubeadm-init":
+			continue // a cluster of devk's own skips them; TestKubeadmBootstrapper kills a kubeadm up inside kubeadm's init
 		}
 		at("up", p)
 	}

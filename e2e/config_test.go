@@ -52,7 +52,7 @@ func TestClusterConfigFile(t *testing.T) {
 		t.Skip("needs root: runs containerd and a kubelet (run `make e2e` as root)")
 	}
 	tree := Tree(t)
-	home := t.TempDir()
+	home := newHome(t)
 	env := []string{"DEVK_HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "user-kubeconfig")}
 	dir := filepath.Join(home, "clusters", "cfg")
 	file := filepath.Join(home, "devk.yaml")

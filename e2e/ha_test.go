@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/joinsteps"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 )
@@ -192,7 +193,7 @@ func TestHAControlPlane(t *testing.T) {
 	fourth := name + "-control-plane4"
 	step(t, "a fourth control plane joins, killed and interrupted at each phase", func(t *testing.T) {
 		for _, st := range phase.Flatten(cluster.JoinPhases()) {
-			if !cluster.ControlPlaneOnly(st.Path) || len(st.Phase.Children) > 0 {
+			if !joinsteps.ControlPlaneOnly(st.Path) || len(st.Phase.Children) > 0 {
 				continue // TestMultiNode kills a join at the others; a parent runs only its children
 			}
 			point := "node-add/" + st.Path

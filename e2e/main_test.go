@@ -44,6 +44,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(2)
 	}
+	if err := holdRunLock(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: run lock:", err)
+		os.Exit(2)
+	}
+	sweepStaleClusters()
 	code := m.Run()
 	stopSharedCluster()
 	os.Exit(code)
@@ -105,7 +110,7 @@ var (
 // it, and the environment that names both, for a test that makes its own
 // cluster.
 func ownHome(t testing.TB) (home, kubeconfig string, env []string) {
-	home = t.TempDir()
+	home = newHome(t)
 	kubeconfig = filepath.Join(home, "user-kubeconfig")
 	return home, kubeconfig, []string{"DEVK_HOME=" + home, "KUBECONFIG=" + kubeconfig}
 }
@@ -149,7 +154,7 @@ func Cluster(t testing.TB) *SharedCluster {
 	}
 	tree := Tree(t)
 	clusterOnce.Do(func() {
-		home, err := os.MkdirTemp("", "devk-e2e-home-")
+		home, err := os.MkdirTemp("", homePrefix)
 		if err != nil {
 			sharedErr = err
 			return

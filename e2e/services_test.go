@@ -44,56 +44,7 @@ func TestServicesDNSAndStreams(t *testing.T) {
 	}
 
 	img := agnhost(t, c)
-
-	manifests := fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: %[1]q, args: [netexec, --http-port=8080]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  type: NodePort
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: client, namespace: default}
-spec:
-  containers: [{name: client, image: %[1]q, args: [netexec, --http-port=8080]}]
-`, img)
-	step(t, "workloads", func(t *testing.T) {
-		r := run(t, c.Tree, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s apply -f - <<'EOF'\n%sEOF", c.KubectlPath(), c.Kubeconfig, manifests))
-		if r.Err != nil {
-			t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
-		}
-		k(t, "rollout", "status", "deployment/web", "--timeout=120s")
-		k(t, "wait", "--for=condition=Ready", "pod/client", "--timeout=120s")
-	})
-
-	// From another pod: the Service by its short and full names, and the
-	// API server's Service by its cluster domain name.
-	// kube-proxy programs a new Service's endpoints within its sync
-	// period (it rejects connections until then): the first may be
-	// refused.
-	step(t, "Services by name from a pod", func(t *testing.T) {
-		for _, target := range []string{"web:80", "web.default.svc.cluster.local:80", "kubernetes.default.svc.cluster.local:443"} {
-			eventually(t, ctx, "a connection from pod client to "+target, func() error {
-				if r := c.Kubectl(t, "exec", "client", "--", "/agnhost", "connect", target, "--timeout=5s"); r.Err != nil {
-					return fmt.Errorf("%v: %s%s", r.Err, r.Stdout, r.Stderr)
-				}
-				return nil
-			})
-		}
-	})
+	webAndClient(t, ctx, c, c.Kubeconfig, img, "NodePort")
 
 	// kubectl logs: netexec's start line.
 	step(t, "kubectl logs", func(t *testing.T) {
@@ -192,6 +143,67 @@ spec:
 			t.Errorf("after the second cluster went, the first's NodePort answered %q", got)
 		}
 		k(t, "get", "nodes")
+	})
+}
+
+// webAndClient runs agnhost's netexec as Deployment web (two replicas)
+// behind Service web of type svcType, and as Pod client, on the cluster
+// of kubeconfig; then, from the client, it connects to the Service by its
+// short and full names and to the API server's Service by its cluster
+// domain name (CoreDNS and kube-proxy at work). kube-proxy programs a new
+// Service's endpoints within its sync period (it rejects connections
+// until then): the first may be refused.
+func webAndClient(t *testing.T, ctx context.Context, c *SharedCluster, kubeconfig, img, svcType string) {
+	t.Helper()
+	manifests := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: %[1]q, args: [netexec, --http-port=8080]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  type: %[2]s
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: default}
+spec:
+  containers: [{name: client, image: %[1]q, args: [netexec, --http-port=8080]}]
+`, img, svcType)
+	kubectl := func(t *testing.T, args ...string) Result {
+		t.Helper()
+		return run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	}
+	step(t, "workloads", func(t *testing.T) {
+		r := run(t, c.Tree, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s apply -f - <<'EOF'\n%sEOF", c.KubectlPath(), kubeconfig, manifests))
+		if r.Err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
+		}
+		for _, args := range [][]string{{"rollout", "status", "deployment/web", "--timeout=180s"}, {"wait", "--for=condition=Ready", "pod/client", "--timeout=180s"}} {
+			if r := kubectl(t, args...); r.Err != nil {
+				t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+			}
+		}
+	})
+	step(t, "Services by name from a pod", func(t *testing.T) {
+		for _, target := range []string{"web:80", "web.default.svc.cluster.local:80", "kubernetes.default.svc.cluster.local:443"} {
+			eventually(t, ctx, "a connection from pod client to "+target, func() error {
+				if r := kubectl(t, "exec", "client", "--", "/agnhost", "connect", target, "--timeout=5s"); r.Err != nil {
+					return fmt.Errorf("%v: %s%s", r.Err, r.Stdout, r.Stderr)
+				}
+				return nil
+			})
+		}
 	})
 }
 

@@ -37,7 +37,9 @@ func DebianBasePackages(kind string) []string { return slices.Clone(debianBases[
 // spaces, in name order.
 const LabelPackages = "dev.devk.debian.packages"
 
-// basePath is the PATH of a Debian base (Debian's default for root).
+// basePath is the PATH of every image devk makes (Debian's default for
+// root): a binary at /usr/local/bin runs by its name, as kubeadm's
+// manifests name them.
 const basePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // DebianBase is a base image made from Debian packages.

@@ -135,7 +135,7 @@ func Assemble(spec Spec, layer v1.Layer) (v1.Image, error) {
 	}
 	cf.Config.Cmd = slices.Clone(spec.Cmd)
 	if spec.Base == nil {
-		cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		cf.Config.Env = []string{basePath}
 	}
 	if cf.Config.Labels == nil {
 		cf.Config.Labels = map[string]string{}

@@ -184,6 +184,25 @@ func (r *Remote) Head(ctx context.Context, ref name.Reference) (*v1.Descriptor, 
 	return d, nil
 }
 
+// Tag points tag at the manifest (image or index) the registry has
+// under from, in from's repository or another of the same registry:
+// nothing is uploaded but the manifest.
+func (r *Remote) Tag(ctx context.Context, from name.Reference, tag name.Tag) error {
+	ctx, cancel := withTimeout(ctx, r.o.PushTimeout, "take the push")
+	defer cancel()
+	desc, err := remote.Get(from, r.options(remote.WithContext(ctx))...)
+	if err != nil {
+		if IsNotFound(err) {
+			return fmt.Errorf("%s: %w", from, ErrNotFound)
+		}
+		return r.explainFor(ctx, from.Context().RegistryStr(), err)
+	}
+	if err := remote.Tag(tag, desc, r.options(remote.WithContext(ctx))...); err != nil {
+		return r.explainFor(ctx, tag.RegistryStr(), err)
+	}
+	return nil
+}
+
 // Image pulls the image's manifest and config (layers lazily) for the
 // platform, choosing from an index when ref names one.
 func (r *Remote) Image(ctx context.Context, ref string, plat v1.Platform) (v1.Image, error) {

@@ -15,3 +15,21 @@ func Needs[S any](p *Phase[S], paths ...string) *Phase[S] {
 	p.Needs = paths
 	return p
 }
+
+// If sets p's condition and returns p, for a phase that a constructor
+// made: phase.If(manifestPhase(…), devkOnly).
+func If[S any](p *Phase[S], cond func(S) (bool, string)) *Phase[S] {
+	p.If = cond
+	return p
+}
+
+// Both is a condition that holds when a and b do; the first that does
+// not says why.
+func Both[S any](a, b func(S) (bool, string)) func(S) (bool, string) {
+	return func(s S) (bool, string) {
+		if ok, why := a(s); !ok {
+			return ok, why
+		}
+		return b(s)
+	}
+}

@@ -49,6 +49,10 @@ type fakeNode struct {
 	stopped    []string
 	// broken digests make containers that exit at once with code 1.
 	broken map[string]bool
+	// crashOnce digests make one container that exits at once with code
+	// 1 (a port the stopping container still holds), which the fake
+	// kubelet restarts, as the real one does after its back-off.
+	crashOnce map[string]bool
 	// onStop, when set, runs (unlocked) after each StopContainer.
 	onStop func(id string)
 	// restartOnce restarts the first stopped container in its sandbox,
@@ -64,7 +68,7 @@ type fakeNode struct {
 
 func newFakeNode(t *testing.T, dir, node string, pods ...string) *fakeNode {
 	f := &fakeNode{t: t, dir: dir, node: node, pods: pods, client: fake.NewClientset(), logDir: t.TempDir(),
-		interval: 10 * time.Millisecond, broken: map[string]bool{}, lingering: map[string]bool{}}
+		interval: 10 * time.Millisecond, broken: map[string]bool{}, crashOnce: map[string]bool{}, lingering: map[string]bool{}}
 	f.sync()
 	// The pods it found ran long before the test.
 	for _, c := range f.containers {
@@ -110,6 +114,9 @@ func (f *fakeNode) sync() {
 		uid := hex.EncodeToString(sum[:8])
 		switch {
 		case running != nil && running.PodUID == uid:
+			if c := f.newest(uid); c != nil && c.ExitCode != 0 && !f.broken[digest.Of(c.ImageRef)] {
+				f.newContainer(full, uid, name, c.ImageRef)
+			}
 			continue
 		case running != nil:
 			f.terminate(running) // the old pod goes first; the new one starts on the next pass
@@ -146,7 +153,8 @@ func (f *fakeNode) newContainer(full, uid, name, img string) *cri.Status {
 	f.nextID++
 	c := &cri.Status{Container: cri.Container{ID: fmt.Sprintf("c%063d", f.nextID), Name: name, PodName: full, PodNamespace: metav1.NamespaceSystem,
 		PodUID: uid, State: runtimeapi.ContainerState_CONTAINER_RUNNING, ImageRef: img, CreatedAt: time.Now()}}
-	if f.broken[digest.Of(img)] {
+	if f.broken[digest.Of(img)] || f.crashOnce[digest.Of(img)] {
+		delete(f.crashOnce, digest.Of(img))
 		c.State, c.ExitCode, c.Reason = runtimeapi.ContainerState_CONTAINER_EXITED, 1, "Error"
 		c.LogPath = filepath.Join(f.logDir, c.ID+".log")
 		line := time.Now().Format(time.RFC3339Nano) + " stderr F devk test: this apiserver refuses to start\n"
@@ -156,6 +164,16 @@ func (f *fakeNode) newContainer(full, uid, name, img string) *cri.Status {
 	}
 	f.containers = append(f.containers, c)
 	return c
+}
+
+// newest is the pod's newest container.
+func (f *fakeNode) newest(uid string) *cri.Status {
+	for i := len(f.containers) - 1; i >= 0; i-- {
+		if f.containers[i].PodUID == uid {
+			return f.containers[i]
+		}
+	}
+	return nil
 }
 
 func (f *fakeNode) start(full, uid, name, img string) {
@@ -243,6 +261,11 @@ func (f *fakeNode) StopContainer(ctx context.Context, id string, grace time.Dura
 		onStop(id)
 	}
 	return nil
+}
+
+// ImageDigest: the fake's images are all named by digest.
+func (f *fakeNode) ImageDigest(_ context.Context, ref string) (string, error) {
+	return digest.Of(ref), nil
 }
 
 func (f *fakeNode) PullImage(ctx context.Context, ref string) (string, error) {

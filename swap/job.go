@@ -557,7 +557,7 @@ func outdated(manifestsDir string, st *build.StateFile) ([]build.Component, erro
 		if err != nil {
 			return nil, err
 		}
-		if ctr.Image != cs.Pushed.Ref {
+		if digest.Of(ctr.Image) != digest.Of(cs.Pushed.Ref) {
 			out = append(out, c)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/testtree"
@@ -243,6 +244,35 @@ func TestInterruptedHandOverPutsTheOldManifestBack(t *testing.T) {
 	}
 	if j, _ := fx.m.InProgress(); j != nil {
 		t.Fatalf("journal left although the old pod runs again: %v", err)
+	}
+	if got := fx.node.running("kube-apiserver"); got != oldImage {
+		t.Fatalf("the node runs %q", got)
+	}
+}
+
+// TestPutBackWaitsOutACrash: the old image put back after an
+// interrupted hand-over crashes once (the stopping container still held
+// its port) and the kubelet restarts it: the put-back waits for it rather
+// than failing, and the journal goes.
+func TestPutBackWaitsOutACrash(t *testing.T) {
+	fx := newSwapFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fx.node.onStop = func(string) {
+		fx.node.mu.Lock()
+		fx.node.crashOnce[digest.Of(oldImage)] = true
+		fx.node.mu.Unlock()
+		cancel()
+	}
+	_, err := fx.run(t, ctx, Options{Components: []string{"apiserver"}}, phase.Options{})
+	if !errors.Is(err, ErrPutBack) || strings.Contains(err.Error(), "exited with code") {
+		t.Fatalf("err = %v, want ErrPutBack and the old pod back", err)
+	}
+	if fx.node.crashOnce[digest.Of(oldImage)] {
+		t.Fatal("the put-back container never crashed: the test checked nothing")
+	}
+	if j, _ := fx.m.InProgress(); j != nil {
+		t.Fatal("journal left although the old pod runs again")
 	}
 	if got := fx.node.running("kube-apiserver"); got != oldImage {
 		t.Fatalf("the node runs %q", got)

@@ -26,6 +26,7 @@ type Runtime interface {
 	Version(ctx context.Context) (string, error)
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	PullImage(ctx context.Context, ref string) (string, error)
+	ImageDigest(ctx context.Context, ref string) (string, error)
 }
 
 var _ Runtime = (*cri.Client)(nil)
@@ -89,11 +90,35 @@ type podImage struct {
 	// Pod is the static pod's (and its manifest's and container's) name:
 	// kube-apiserver, etcd.
 	Pod string
-	// Image is the new image, repo@sha256:….
+	// Image is the new image, repo@sha256:… (repo:tag@sha256:… where
+	// the manifest names its image by tag: digest.TaggedLike).
 	Image string
+	// Tag is the tag the image was pushed under, for TaggedLike.
+	Tag string
+	// Digest is what Image runs when Image names a tag alone (kubeadm's
+	// manifest, put back by --rollback): the runtime's digest for it.
+	Digest string
 	// Version, when set, is the gitVersion /version must report after the
 	// swap (the apiserver only).
 	Version string
+}
+
+// digest is the digest the pod must run: Image's own, else Digest.
+func (t podImage) digest() string {
+	if d := digest.Of(t.Image); d != "" {
+		return d
+	}
+	return t.Digest
+}
+
+// digestOf is the digest image runs: its own, or for a reference by tag
+// alone the one the node's runtime has for it ("" when it has none).
+func (n *Target) digestOf(ctx context.Context, image string) string {
+	if d := digest.Of(image); d != "" {
+		return d
+	}
+	d, _ := n.Runtime.ImageDigest(ctx, image)
+	return d
 }
 
 // Check is one verification and what it found.
@@ -149,6 +174,11 @@ type podState struct {
 	// crashed is an exited container of the pod, newest first: a new
 	// image that cannot start shows up here long before any timeout.
 	crashed *cri.Status
+	// restarts, in a podState to wait from, says a crash of the awaited
+	// container is not the end of the wait: the image was put back and
+	// ran before, and its first container may exit while the one being
+	// stopped still holds its ports; the kubelet starts it again.
+	restarts bool
 }
 
 // hadCrashed says whether cr is the exited container s saw already: one
@@ -161,6 +191,9 @@ func (s podState) hadCrashed(cr *cri.Status) bool {
 // anyContainer is the podState to wait from when any running container
 // of the right digest will do (not only one other than a known one).
 var anyContainer = podState{containerID: "\x00"}
+
+// putBackContainer is anyContainer for an image put back (restarts).
+var putBackContainer = podState{containerID: "\x00", restarts: true}
 
 // observe looks once at the static pod: its mirror pod, its running (or
 // crashed) container through CRI, its newest sandbox, and its health

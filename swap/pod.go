@@ -59,7 +59,7 @@ func (j *Job) newSwap(c build.Component) (*podSwap, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := podImage{Pod: c.Binary, Image: cs.Pushed.Ref}
+	t := podImage{Pod: c.Binary, Image: cs.Pushed.Ref, Tag: cs.Pushed.Tag}
 	if c.Name == "apiserver" && cs.Binary != nil && cs.Binary.SHA256 == cs.Pushed.BinarySHA256 {
 		t.Version = cs.Binary.Version
 	}
@@ -81,6 +81,7 @@ func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.Image = digest.TaggedLike(c.Image, t.Image, t.Tag)
 	unchanged := c.Image == t.Image
 	if unchanged && j.Debug != nil {
 		// The debug image may run with other debugger flags.
@@ -128,7 +129,7 @@ func (j *Job) newRollback(c build.Component) (*podSwap, error) {
 	return p, nil
 }
 
-func (p *podSwap) want() string { return digest.Of(p.target.Image) }
+func (p *podSwap) want() string { return p.target.digest() }
 
 // reached records that the swap this run wrote got to st. A phase run
 // alone (`devk swap phase apiserver/verify`) on a manifest this run did
@@ -145,7 +146,11 @@ func (p *podSwap) reached(st stage) {
 func (p *podSwap) start(ctx context.Context) (*Target, error) {
 	p.job.current = p
 	reportOnce(&p.t0, &p.job.Report.StaticPods, p.res)
-	return p.job.connect(ctx)
+	n, err := p.job.connect(ctx)
+	if err == nil && p.target.digest() == "" {
+		p.target.Digest = n.digestOf(ctx, p.target.Image) // a rollback to kubeadm's tag
+	}
+	return n, err
 }
 
 // reportOnce starts a swap's clock (t0) and adds its result to the

@@ -36,7 +36,7 @@ func (n *Target) awaitRestored(ctx context.Context, m Manifest, podName string, 
 	if ctx.Err() != nil {
 		n.Reporter.Infof("%s: the old manifest is back; waiting for the old pod (interrupt again to stop waiting)", podName)
 	}
-	if _, err := n.waitFor(cctx, podName, c.Name, healthURL(c), anyContainer, digest.Of(c.Image), false); err != nil {
+	if _, err := n.waitFor(cctx, podName, c.Name, healthURL(c), putBackContainer, n.digestOf(cctx, c.Image), false); err != nil {
 		if cctx.Err() != nil {
 			return fmt.Errorf("%s: %w; stopped waiting for the old pod: its manifest is in place and the journal stays (`%s` finishes the job)", podName, why, n.command())
 		}
@@ -76,7 +76,7 @@ func (n *Target) restoreOld(m Manifest, podName string, old *corev1.Container, j
 // interrupted swap's) stopped exited before, and that is not the
 // put-back pod failing.
 func (n *Target) exitedBefore(ctx context.Context, podName string, c *corev1.Container) podState {
-	before := anyContainer
+	before := putBackContainer
 	if st, err := n.observe(ctx, podName, c.Name, healthURL(c)); err == nil {
 		before.crashed = st.crashed
 	}
@@ -141,7 +141,7 @@ func (n *Target) Resume(ctx context.Context, podName string, j *Journal) (*Resul
 		return res, err
 	}
 	before := n.exitedBefore(ctx, podName, old)
-	if _, err := n.waitFor(ctx, podName, old.Name, healthURL(old), before, digest.Of(j.OldImage), false); err != nil {
+	if _, err := n.waitFor(ctx, podName, old.Name, healthURL(old), before, n.digestOf(ctx, j.OldImage), false); err != nil {
 		return res, fmt.Errorf("%s: put back on %s after an interrupted swap, but %w", podName, digest.ShortRef(j.OldImage), err)
 	}
 	res.Took = time.Since(t0)

@@ -93,7 +93,7 @@ func (n *Target) putBack(ctx context.Context, podName string, j *Journal, handov
 		return res, err
 	}
 	before := n.exitedBefore(cctx, podName, old)
-	s, mirrorErr, err := n.settle(cctx, podName, old.Name, healthURL(old), before, digest.Of(j.OldImage), t0, res)
+	s, mirrorErr, err := n.settle(cctx, podName, old.Name, healthURL(old), before, n.digestOf(cctx, j.OldImage), t0, res)
 	if err != nil {
 		if cctx.Err() != nil {
 			return res, fmt.Errorf("%s: stopped waiting for it: its manifest is back and the journal stays (`%s` finishes the job)", podName, n.command())

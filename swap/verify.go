@@ -25,7 +25,10 @@ const (
 // /version.
 func (n *Target) verify(ctx context.Context, t podImage, s podState, health string) []Check {
 	named, _ := staticpod.Image(ManifestFor(n.ManifestsDir, t.Pod).Path, t.Pod)
-	checks := digest.PodChecks(digest.Of(t.Image), digest.PodView{
+	if named == t.Image && digest.Of(named) == "" {
+		named = t.Digest // the tag it names, as the runtime resolved it
+	}
+	checks := digest.PodChecks(t.digest(), digest.PodView{
 		ManifestImage: named,
 		ImageRef:      s.imageRef,
 		PodUID:        s.podUID,

@@ -40,6 +40,7 @@ func (n *Target) waitFor(ctx context.Context, podName, container, health string,
 	timeout := n.timeout()
 	var last podState
 	stage := "the kubelet to start the new container"
+	restarted := "" // a put-back container that exited, which the kubelet restarts
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		s, err := n.observe(ctx, podName, container, health)
 		if err != nil {
@@ -47,7 +48,10 @@ func (n *Target) waitFor(ctx context.Context, podName, container, health string,
 		}
 		last = s
 		if cr := s.crashed; cr != nil && digest.Of(cr.ImageRef) == want && cr.CreatedAt.After(since.Add(-crashSlack)) && !before.hadCrashed(cr) {
-			return false, fmt.Errorf("the new container exited with code %d (%s)", cr.ExitCode, cr.Reason)
+			if !before.restarts {
+				return false, fmt.Errorf("the new container exited with code %d (%s)", cr.ExitCode, cr.Reason)
+			}
+			restarted = fmt.Sprintf(" (a container of it exited with code %d (%s), and the kubelet restarts it)", cr.ExitCode, cr.Reason)
 		}
 		switch {
 		case s.containerID == "" || s.containerID == before.containerID || digest.Of(s.imageRef) != want:
@@ -73,7 +77,7 @@ func (n *Target) waitFor(ctx context.Context, podName, container, health string,
 	case err == nil:
 		return last, nil
 	case poll.TimedOut(ctx, err):
-		return last, fmt.Errorf("timed out after %s waiting for %s", timeout, stage)
+		return last, fmt.Errorf("timed out after %s waiting for %s%s", timeout, stage, restarted)
 	case ctx.Err() != nil:
 		return last, ctx.Err()
 	}

@@ -143,6 +143,8 @@ type job struct {
 	requests     []Request
 	writes       []EtcdWrite
 	lastActivity time.Time
+	// open is the follow-up work seen to start and not yet finish.
+	open followUps
 	// badLines counts the audit log's lines that are no audit event.
 	badLines int
 
@@ -190,7 +192,7 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	j := &job{o: o, log: o.Reporter, etcdDone: make(chan struct{})}
+	j := &job{o: o, log: o.Reporter, etcdDone: make(chan struct{}), open: followUps{}}
 	if j.log == nil {
 		j.log = progress.Discard()
 	}
@@ -318,9 +320,13 @@ func (j *job) record(ctx context.Context) (phase.Outcome, error) {
 				return nil
 			}
 			now := time.Now()
+			w := etcdWrite(c, now)
 			j.mu.Lock()
-			j.writes = append(j.writes, etcdWrite(c, now))
-			j.lastActivity = now
+			j.writes = append(j.writes, w)
+			j.open.observe(c)
+			if !heartbeat(w) {
+				j.lastActivity = now
+			}
 			j.mu.Unlock()
 			return nil
 		})
@@ -378,7 +384,7 @@ func (j *job) pollAudit() error {
 	defer j.mu.Unlock()
 	j.badLines += bad
 	for _, r := range got {
-		if !r.Read() && r.resource != "leases" {
+		if !r.Read() && r.resource != "leases" && (j.o.NoEtcd || !heartbeatRequest(r)) {
 			j.lastActivity = time.Now()
 		}
 	}
@@ -468,16 +474,22 @@ func (j *job) settle(ctx context.Context) (phase.Outcome, error) {
 		}
 		j.pollNodes(ctx)
 		j.mu.Lock()
-		last := j.lastActivity
+		last, pending := j.lastActivity, len(j.open) > 0
 		j.mu.Unlock()
-		state = settled(j.res.Exit, last, time.Now(), j.o.Settle, j.o.For)
+		state = settled(j.res.Exit, last, time.Now(), pending, j.o.Settle, j.o.For)
 		return state != waiting, nil
 	})
 	switch {
 	case err != nil:
 		return phase.Done, err
 	case state == timedOut:
-		j.res.Notes = append(j.res.Notes, fmt.Sprintf("the cluster was still busy %s after the command (--for): the trace stops there", j.o.For))
+		busy := "still busy"
+		j.mu.Lock()
+		if open := j.open.String(); open != "" {
+			busy += " (waiting for " + open + ")"
+		}
+		j.mu.Unlock()
+		j.res.Notes = append(j.res.Notes, fmt.Sprintf("the cluster was %s %s after the command (--for): the trace stops there", busy, j.o.For))
 		return phase.Unchanged("still busy after --for %s", j.o.For), nil
 	}
 	j.res.Settled = true

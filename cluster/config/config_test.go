@@ -17,6 +17,9 @@ import (
 
 const header = "apiVersion: " + APIVersion + "\nkind: " + Kind + "\n"
 
+// kubeadmHeader starts a file of a cluster kubeadm bootstraps.
+const kubeadmHeader = header + "bootstrapper: kubeadm\n"
+
 // fullConfig sets every key but nodes; package cluster's tests read it too.
 var fullConfig = func() string {
 	data, err := os.ReadFile("testdata/full.yaml")
@@ -116,6 +119,26 @@ func TestProblems(t *testing.T) {
 		{"a gate name", header + "featureGates:\n  component-flagz: true\n", []string{"devk.yaml:4: featureGates.component-flagz: is not a feature gate name"}},
 		{"a runtime config", header + "runtimeConfig:\n  \"api/all,api/beta\": \"true\"\n", []string{`runtimeConfig["api/all,api/beta"]: "api/all,api/beta=true": want an API group/version`}},
 		{"the taint", header + "controlPlaneTaint: NoSchedule\n", []string{`devk.yaml:3: controlPlaneTaint: is "NoSchedule", want keep or remove`}},
+		{"a bootstrapper", header + "bootstrapper: kubeam\n", []string{`devk.yaml:3: bootstrapper: is "kubeam", want devk (the default) or kubeadm`}},
+		{"patches with devk's bootstrapper", header + "bootstrapper: devk\nkubeadmConfigPatches:\n- \"kind: ClusterConfiguration\"\n",
+			[]string{"devk.yaml:4: kubeadmConfigPatches: patches kubeadm's config, but the bootstrapper is devk: set bootstrapper: kubeadm, or leave kubeadmConfigPatches out"}},
+		{"JSON 6902 patches with devk's bootstrapper", header + "bootstrapper: devk\nkubeadmConfigPatchesJSON6902:\n- {kind: InitConfiguration, patch: \"[]\"}\n",
+			[]string{"devk.yaml:4: kubeadmConfigPatchesJSON6902: patches kubeadm's config, but the bootstrapper is devk"}},
+		{"a merge patch not YAML", kubeadmHeader + "kubeadmConfigPatches:\n- \"kind: [\"\n", []string{"devk.yaml:5: kubeadmConfigPatches[0]: is not YAML"}},
+		{"a merge patch without a kind", kubeadmHeader + "kubeadmConfigPatches:\n- |\n  apiServer: {}\n", []string{"devk.yaml:5: kubeadmConfigPatches[0]: has no kind: give the kind of the documents it patches, e.g. kind: ClusterConfiguration"}},
+		{"a merge patch's kind", kubeadmHeader + "kubeadmConfigPatches:\n- |\n  kind: [a]\n", []string{"devk.yaml:5: kubeadmConfigPatches[0]: kind is a list: want the kind of the documents it patches"}},
+		{"a merge patch's apiVersion", kubeadmHeader + "kubeadmConfigPatches:\n- |\n  kind: ClusterConfiguration\n  apiVersion: \"\"\n", []string{"devk.yaml:5: kubeadmConfigPatches[0]: apiVersion is an empty string: want the apiVersion of the documents it patches, e.g. kubeadm.k8s.io/v1beta4"}},
+		{"a merge patch that is a list", kubeadmHeader + "kubeadmConfigPatches:\n- |\n  - kind: ClusterConfiguration\n", []string{"devk.yaml:5: kubeadmConfigPatches[0]: is a list, not a mapping"}},
+		{"two documents in a merge patch", kubeadmHeader + "kubeadmConfigPatches:\n- \"kind: A\\n---\\nkind: B\\n\"\n", []string{"devk.yaml:5: kubeadmConfigPatches[0]: holds more than one YAML document: give each its own entry"}},
+		{"a repeated key in a merge patch", kubeadmHeader + "kubeadmConfigPatches:\n- |\n  kind: A\n  kind: B\n", []string{"devk.yaml:5: kubeadmConfigPatches[0]: is not YAML"}},
+		{"a JSON 6902 patch without a kind", kubeadmHeader + "kubeadmConfigPatchesJSON6902:\n- group: kubeadm.k8s.io\n  patch: \"[]\"\n", []string{"devk.yaml:5: kubeadmConfigPatchesJSON6902[0].kind: missing: give the kind of the documents it patches"}},
+		{"a JSON 6902 patch that is a mapping", kubeadmHeader + "kubeadmConfigPatchesJSON6902:\n- kind: InitConfiguration\n  patch: \"op: add\"\n", []string{"devk.yaml:6: kubeadmConfigPatchesJSON6902[0].patch: is a mapping, not a list of operations"}},
+		{"a JSON 6902 op", kubeadmHeader + "kubeadmConfigPatchesJSON6902:\n- kind: InitConfiguration\n  patch: |\n    - {op: add, path: /a, value: 1}\n    - {op: append, path: /a}\n", []string{"devk.yaml:6: kubeadmConfigPatchesJSON6902[0].patch: operation 1: op is append: want one of add, remove, replace, move, copy, test"}},
+		{"a JSON 6902 path", kubeadmHeader + "kubeadmConfigPatchesJSON6902:\n- kind: InitConfiguration\n  patch: \"[{op: remove, path: a.b}]\"\n", []string{"devk.yaml:6: kubeadmConfigPatchesJSON6902[0].patch: operation 0: path is a.b: want a JSON pointer such as /networking/dnsDomain"}},
+		{"a JSON 6902 test without a value", kubeadmHeader + "kubeadmConfigPatchesJSON6902:\n- kind: InitConfiguration\n  patch: \"[{op: test, path: ''}]\"\n", []string{"devk.yaml:6: kubeadmConfigPatchesJSON6902[0].patch: operation 0: test needs a value, e.g. {op: test, path: /networking/dnsDomain, value: example.local}"}},
+		{"a JSON 6902 move without a from", kubeadmHeader + "kubeadmConfigPatchesJSON6902:\n- kind: InitConfiguration\n  patch: \"[{op: move, path: /a}]\"\n", []string{"devk.yaml:6: kubeadmConfigPatchesJSON6902[0].patch: operation 0: move needs a from, e.g. {op: move, from: /networking/dnsDomain, path: /networking/serviceSubnet}"}},
+		{"a JSON 6902 from", kubeadmHeader + "kubeadmConfigPatchesJSON6902:\n- kind: InitConfiguration\n  patch: \"[{op: copy, from: 3, path: /a}]\"\n", []string{"devk.yaml:6: kubeadmConfigPatchesJSON6902[0].patch: operation 0: from is 3: want a JSON pointer such as /networking/dnsDomain"}},
+		{"kube-proxy's flags with kubeadm", kubeadmHeader + "kubeProxy:\n  extraArgs:\n    v: \"2\"\n", []string{"devk.yaml:5: kubeProxy.extraArgs: kubeadm runs kube-proxy with its config file alone: set its KubeProxyConfiguration (logging.verbosity for v) with kubeadmConfigPatches"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode([]byte(tc.body), "devk.yaml")
@@ -170,6 +193,69 @@ func TestOwnedFlagsRefused(t *testing.T) {
 	}
 }
 
+// TestKubeadm: a file of a cluster kubeadm bootstraps keeps its patches
+// as written, each checked as it will be applied.
+func TestKubeadm(t *testing.T) {
+	c, err := Decode([]byte(kubeadmHeader+`kubeadmConfigPatches:
+- |
+  kind: ClusterConfiguration
+  apiServer:
+    extraArgs:
+    - {name: v, value: "4"}
+kubeadmConfigPatchesJSON6902:
+- group: kubeadm.k8s.io
+  version: v1beta4
+  kind: InitConfiguration
+  patch: |
+    - op: add
+      path: /skipPhases
+      value: [addon/kube-proxy]
+`), "devk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Kubeadm() || c.BootstrappedBy() != layout.BootstrapperKubeadm || len(c.KubeadmConfigPatches) != 1 || len(c.KubeadmConfigPatchesJSON6902) != 1 {
+		t.Fatalf("spec %+v", c.Spec)
+	}
+	p, err := ParseMergePatch(c.KubeadmConfigPatches[0])
+	if err != nil || p.Kind != "ClusterConfiguration" || p.APIVersion != "" || p.Fields["kind"] != nil || p.Fields["apiServer"] == nil {
+		t.Errorf("merge patch %+v, %v", p, err)
+	}
+	ops, err := ParseJSON6902(c.KubeadmConfigPatchesJSON6902[0])
+	if want := `[{"op":"add","path":"/skipPhases","value":["addon/kube-proxy"]}]`; err != nil || string(ops) != want {
+		t.Errorf("JSON 6902 patch %s, %v; want %s", ops, err, want)
+	}
+	// Empty lists are no patches, for devk too.
+	c, err = Decode([]byte(header+"kubeadmConfigPatches: []\nkubeadmConfigPatchesJSON6902: []\n"), "devk.yaml")
+	if err != nil || c.Kubeadm() || c.BootstrappedBy() != layout.BootstrapperDevk || c.KubeadmConfigPatches != nil || c.KubeadmConfigPatchesJSON6902 != nil {
+		t.Errorf("empty patch lists: %+v, %v", c, err)
+	}
+}
+
+// TestBootstrapperUnchangeable: an existing cluster's bootstrapper
+// cannot change.
+func TestBootstrapperUnchangeable(t *testing.T) {
+	c, err := Decode([]byte(kubeadmHeader), "devk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := layout.NewConfig("dev")
+	if err := c.Unchangeable(made); err == nil || !strings.Contains(err.Error(), "devk.yaml:3: bootstrapper: is kubeadm, but devk made cluster dev, and a cluster's bootstrapper cannot change: `devk down --name dev` first") {
+		t.Errorf("a devk cluster to kubeadm: %v", err)
+	}
+	made.Spec.Bootstrapper = layout.BootstrapperKubeadm
+	if err := c.Unchangeable(made); err != nil && strings.Contains(err.Error(), "bootstrapper") {
+		t.Errorf("a kubeadm cluster stays kubeadm's: %v", err)
+	}
+	devk, err := Decode([]byte(header), "devk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devk.Unchangeable(made); err == nil || !strings.Contains(err.Error(), "devk.yaml: bootstrapper: is devk, but kubeadm made cluster dev") {
+		t.Errorf("a kubeadm cluster to devk: %v", err)
+	}
+}
+
 func TestNodes(t *testing.T) {
 	u, err := Decode([]byte(header+"nodes:\n- role: control-plane\n- role: worker\n- role: worker\n  name: big\n- role: control-plane\n"), "devk.yaml")
 	if err != nil {
@@ -195,43 +281,55 @@ func TestNodes(t *testing.T) {
 // docsPage is the config file's reference.
 const docsPage = "../../docs/config.md"
 
-// docsExample is the example file of docsPage, which sets every key.
-func docsExample(t *testing.T) string {
+// docsExamples are the example files of docsPage, the first of which
+// sets every key but kubeadm's patches, the second those.
+func docsExamples(t *testing.T) []string {
 	t.Helper()
 	text, err := os.ReadFile(docsPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(text), "```yaml\n")
-	if !ok {
-		t.Fatalf("%s has no example file", docsPage)
+	var examples []string
+	for rest := string(text); ; {
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```yaml\n"); !ok {
+			break
+		}
+		var example string
+		example, rest, _ = strings.Cut(rest, "```")
+		examples = append(examples, example)
 	}
-	example, _, _ := strings.Cut(rest, "```")
-	return example
+	if len(examples) < 2 {
+		t.Fatalf("%s has %d example files, want the whole file's and kubeadm's", docsPage, len(examples))
+	}
+	return examples
 }
 
-// TestDocsExample: the example file of docs/config.md is valid and says
-// what its comments say.
+// TestDocsExample: the example files of docs/config.md are valid, and
+// the first says what its comments say.
 func TestDocsExample(t *testing.T) {
-	u, err := Decode([]byte(docsExample(t)), "docs/config.md")
+	examples := docsExamples(t)
+	for _, e := range examples[1:] {
+		if _, err := Decode([]byte(e), "docs/config.md"); err != nil {
+			t.Errorf("an example in %s: %v", docsPage, err)
+		}
+	}
+	u, err := Decode([]byte(examples[0]), "docs/config.md")
 	if err != nil {
 		t.Fatalf("the example in %s: %v", docsPage, err)
 	}
 	if u.Name != "dev" || u.Networking.PodSubnet != layout.DefaultPodCIDR || u.Networking.ServiceSubnet != layout.DefaultServiceCIDR ||
-		u.ControlPlaneTaint != DefaultControlPlaneTaint || !layout.On(u.Addons.KubeProxy) || !layout.On(u.Addons.CoreDNS) {
+		u.ControlPlaneTaint != DefaultControlPlaneTaint || !layout.On(u.Addons.KubeProxy) || !layout.On(u.Addons.CoreDNS) ||
+		u.Bootstrapper != layout.BootstrapperDevk {
 		t.Errorf("the example in %s does not show the defaults it says: %+v", docsPage, u)
 	}
 }
 
-// TestDocsEveryKey: the example file of docs/config.md sets every key
+// TestDocsEveryKey: the example files of docs/config.md set every key
 // the types have, at its place (a list's keys in one of its items), and
 // so every key has its line of explanation there. A key added to the
 // types fails here until the reference shows it.
 func TestDocsEveryKey(t *testing.T) {
-	var root yaml3.Node
-	if err := yaml3.Unmarshal([]byte(docsExample(t)), &root); err != nil {
-		t.Fatal(err)
-	}
 	have := map[string]bool{}
 	var walk func(n *yaml3.Node, prefix string)
 	walk = func(n *yaml3.Node, prefix string) {
@@ -248,7 +346,13 @@ func TestDocsEveryKey(t *testing.T) {
 			}
 		}
 	}
-	walk(&root, "")
+	for _, e := range docsExamples(t) {
+		var root yaml3.Node
+		if err := yaml3.Unmarshal([]byte(e), &root); err != nil {
+			t.Fatal(err)
+		}
+		walk(&root, "")
+	}
 	for _, key := range typeKeys(reflect.TypeFor[Cluster](), "") {
 		if !have[key] {
 			t.Errorf("%s does not show %s", docsPage, key)

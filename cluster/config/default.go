@@ -73,6 +73,12 @@ func (c *Cluster) normalize() {
 	if len(c.RuntimeConfig) == 0 {
 		c.RuntimeConfig = nil
 	}
+	if len(c.KubeadmConfigPatches) == 0 {
+		c.KubeadmConfigPatches = nil
+	}
+	if len(c.KubeadmConfigPatchesJSON6902) == 0 {
+		c.KubeadmConfigPatchesJSON6902 = nil
+	}
 	for _, comp := range SpecComponents(&c.Spec) {
 		if len(comp.ExtraArgs) == 0 {
 			comp.ExtraArgs = nil

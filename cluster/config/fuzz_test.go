@@ -21,6 +21,7 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add([]byte(header + "kubelet:\n  extraArgs:\n    container-runtime-endpoint: x\n    anonymous-auth: \"true\"\n    max-pods: \"9\"\n"))
 	f.Add([]byte(header + "apiServer:\n  extraArgs:\n    authorization-mode: AlwaysAllow\n"))
 	f.Add([]byte(header + "runtimeConfig:\n  api/all: \"true\"\n"))
+	f.Add([]byte(kubeadmHeader + "kubeadmConfigPatches:\n- |\n  kind: ClusterConfiguration\n  clusterName: x\nkubeadmConfigPatchesJSON6902:\n- {group: kubeadm.k8s.io, version: v1beta4, kind: InitConfiguration, patch: \"[{op: remove, path: /x}]\"}\n"))
 	f.Add([]byte("null"))
 	f.Add([]byte(`"":`))
 	own := ownFlags()

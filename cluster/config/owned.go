@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/devk/devk/internal/layout"
@@ -279,4 +281,34 @@ func WithoutOwned(comp string, extraArgs map[string]string) map[string]string {
 		return ok || flag == FeatureGatesFlag || flag == RuntimeConfigFlag
 	})
 	return out
+}
+
+// SpecFlags are the flags spec s sets on component comp (keyed as in the
+// config file) through its own keys, not extraArgs: FeatureGatesFlag
+// (the spec's gates with comp's over them) and, for the API server,
+// RuntimeConfigFlag; each value sorted by key. None when it sets none.
+func SpecFlags(s layout.Spec, comp string) map[string]string {
+	out := map[string]string{}
+	if c, ok := SpecComponents(&s)[comp]; ok {
+		if g := s.Gates(*c); len(g) > 0 {
+			pairs := make(map[string]string, len(g))
+			for k, v := range g {
+				pairs[k] = strconv.FormatBool(v)
+			}
+			out[FeatureGatesFlag] = pairsFlag(pairs)
+		}
+	}
+	if comp == APIServer && len(s.RuntimeConfig) > 0 {
+		out[RuntimeConfigFlag] = pairsFlag(s.RuntimeConfig)
+	}
+	return out
+}
+
+// pairsFlag is a key=value,… flag value, sorted by key.
+func pairsFlag(m map[string]string) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return strings.Join(out, ",")
 }

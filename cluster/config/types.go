@@ -40,8 +40,9 @@ type Cluster struct {
 	// Name names the cluster; --name, when given too, must agree.
 	Name string `json:"name,omitempty"`
 	// Spec: featureGates, runtimeConfig, apiServer, controllerManager,
-	// scheduler, kubelet, kubeProxy, addons, certValidity, audit; cluster.json
-	// stores it as it is.
+	// scheduler, kubelet, kubeProxy, addons, certValidity, audit,
+	// bootstrapper and the kubeadm config's patches; cluster.json stores
+	// it as it is.
 	layout.Spec `json:",inline"`
 	// Networking are the cluster's networks.
 	Networking Networking `json:"networking,omitzero"`

@@ -122,6 +122,7 @@ func validateSpec(s layout.Spec, p *problems) {
 			p.add([]string{"certValidity"}, "is %s: give a lifetime from %s to %s (the CAs' ten years), e.g. 10m or 8760h", v, MinCertValidity, pki.CAValidity)
 		}
 	}
+	validateBootstrapper(s, p)
 	if s.Audit.PolicyFile != "" && !s.Audit.On() {
 		p.add([]string{"audit", "policyFile"}, "is set, but audit.enabled is false: leave one of them out")
 	}
@@ -153,6 +154,60 @@ func validateSpec(s layout.Spec, p *problems) {
 		}
 	}
 }
+
+// validateBootstrapper checks bootstrapper and what only kubeadm reads:
+// the patches of its config, each parsed as it will be applied.
+func validateBootstrapper(s layout.Spec, p *problems) {
+	switch s.Bootstrapper {
+	case "", layout.BootstrapperDevk, layout.BootstrapperKubeadm:
+	default:
+		p.add([]string{"bootstrapper"}, "is %q, want %s (the default) or %s", s.Bootstrapper, layout.BootstrapperDevk, layout.BootstrapperKubeadm)
+	}
+	if s.Bootstrapper == layout.BootstrapperDevk {
+		if key := PatchesKey(s); key != "" {
+			p.add([]string{key}, "patches kubeadm's config, but the bootstrapper is %s: set bootstrapper: %s, or leave %s out",
+				s.BootstrappedBy(), layout.BootstrapperKubeadm, key)
+		}
+		return
+	}
+	// Unset: --bootstrapper kubeadm may make it kubeadm's (Open refuses
+	// patches for a cluster devk bootstraps); the patches are checked.
+	for i, patch := range s.KubeadmConfigPatches {
+		if _, err := ParseMergePatch(patch); err != nil {
+			p.add([]string{keyMergePatches, strconv.Itoa(i)}, "%v", err)
+		}
+	}
+	for i, patch := range s.KubeadmConfigPatchesJSON6902 {
+		at := []string{keyJSON6902Patches, strconv.Itoa(i)}
+		if patch.Kind == "" {
+			p.add(append(at, "kind"), "missing: give the kind of the documents it patches (and their group and version), e.g. kind: ClusterConfiguration")
+		}
+		if _, err := ParseJSON6902(patch); err != nil {
+			p.add(append(at, "patch"), "%v", err)
+		}
+	}
+	if len(s.KubeProxy.ExtraArgs) > 0 && s.Kubeadm() {
+		p.add([]string{KubeProxy, "extraArgs"}, "kubeadm runs kube-proxy with its config file alone: set its KubeProxyConfiguration (logging.verbosity for v) with %s, and leave kubeProxy.extraArgs out", keyMergePatches)
+	}
+}
+
+// PatchesKey is the first key of s that patches kubeadm's config
+// (kubeadmConfigPatches, kubeadmConfigPatchesJSON6902), "" when none.
+func PatchesKey(s layout.Spec) string {
+	switch {
+	case len(s.KubeadmConfigPatches) > 0:
+		return keyMergePatches
+	case len(s.KubeadmConfigPatchesJSON6902) > 0:
+		return keyJSON6902Patches
+	}
+	return ""
+}
+
+// The config file's keys of the kubeadm config's patches.
+const (
+	keyMergePatches    = "kubeadmConfigPatches"
+	keyJSON6902Patches = "kubeadmConfigPatchesJSON6902"
+)
 
 // subnet parses the IPv4 network at key of networking; nil after adding
 // a problem.
@@ -232,6 +287,7 @@ func (c *Cluster) validateNetworking(p *problems) {
 // file can say too; each is unset when zero or nil.
 type Flags struct {
 	Name          string
+	Bootstrapper  string
 	CertValidity  *time.Duration
 	Nodes         int
 	ControlPlanes int
@@ -245,6 +301,9 @@ func (c *Cluster) Agrees(o Flags) error {
 	p := c.problemsAt()
 	if c.Name != "" && o.Name != "" && o.Name != c.Name {
 		p.add([]string{"name"}, "is %q, but --name is %q: leave one of them out (a file without a name serves any cluster)", c.Name, o.Name)
+	}
+	if c.Bootstrapper != "" && o.Bootstrapper != "" && c.Bootstrapper != o.Bootstrapper {
+		p.add([]string{"bootstrapper"}, "is %s, but --bootstrapper is %s: leave one of them out", c.Bootstrapper, o.Bootstrapper)
 	}
 	if c.CertValidity != nil && o.CertValidity != nil && c.CertValidity.Duration != *o.CertValidity {
 		p.add([]string{"certValidity"}, "is %s, but --cert-validity is %s: leave one of them out", c.CertValidity.Duration, *o.CertValidity)
@@ -263,10 +322,15 @@ func (c *Cluster) Agrees(o Flags) error {
 
 // Unchangeable refuses a file that changes what the existing cluster
 // cfg cannot change: its networks (the certificates, the node's
-// namespace, every Service and pod address depend on them). A
+// namespace, every Service and pod address depend on them) and its
+// bootstrapper (what made the nodes' control plane and files). A
 // nodeSubnet left out keeps the cluster's.
 func (c *Cluster) Unchangeable(cfg layout.Config) error {
 	p := c.problemsAt()
+	if want, has := c.BootstrappedBy(), cfg.Spec.BootstrappedBy(); want != has {
+		p.add([]string{"bootstrapper"}, "is %s, but %s made cluster %s, and a cluster's bootstrapper cannot change: `devk down --name %s` first, then up with the file",
+			want, has, cfg.Name, cfg.Name)
+	}
 	for _, f := range []struct{ key, want, has string }{
 		{"podSubnet", c.PodSubnet(), cfg.PodCIDR},
 		{"serviceSubnet", c.ServiceSubnet(), cfg.ServiceCIDR},

@@ -11,13 +11,21 @@ import (
 	"os"
 
 	"github.com/devk/devk/cmd/devk/internal/cli"
+	"github.com/devk/devk/cmd/devk/internal/systemctl"
 	"github.com/devk/devk/internal/interrupt"
 	"github.com/devk/devk/phase"
 )
 
 func main() {
 	ctx, stop := interrupt.Handle(context.Background())
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var code int
+	if systemctl.Invoked(os.Args[0]) {
+		// A node's init system (the systemctl link in its bin dir and
+		// over the host's systemctl inside it), not the CLI.
+		code = systemctl.Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, version)
+	} else {
+		code = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	}
 	stop()
 	os.Exit(code)
 }

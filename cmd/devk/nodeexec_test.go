@@ -59,18 +59,7 @@ func TestNodeExec(t *testing.T) {
 	if err := c.SaveConfig(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("ip", "netns", "add", n.Net.NetNS).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.Net.NetNS).Run() })
-	if _, err := n.EnsureMountNS(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := n.RemoveMounts(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	nodeNamespaces(t, ctx, n)
 	hostNet, _ := os.Readlink("/proc/self/ns/net")
 	hostMnt, _ := os.Readlink("/proc/self/ns/mnt")
 	nameFlag := []string{"node", "exec", "--name", name}
@@ -151,6 +140,25 @@ func TestNodeExec(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
 			t.Fatal("devk node exec did not end on SIGINT")
+		}
+	})
+}
+
+// nodeNamespaces makes node n's network namespace, and its mount
+// namespace as up makes it, both removed when the test ends (after the
+// clean-ups the test registers later).
+func nodeNamespaces(t *testing.T, ctx context.Context, n cluster.Node) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", n.Net.NetNS).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.Net.NetNS).Run() })
+	if _, err := n.EnsureMountNS(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := n.RemoveMounts(ctx); err != nil {
+			t.Error(err)
 		}
 	})
 }

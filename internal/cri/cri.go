@@ -273,6 +273,32 @@ func ShortID(id string) string {
 	return id
 }
 
+// ImageDigest is the digest (sha256:…) the runtime has for image ref as
+// pulled from ref's repository (its RepoDigests), "" when it has none:
+// what a reference by tag (repo:tag) runs.
+func (c *Client) ImageDigest(ctx context.Context, ref string) (string, error) {
+	resp, err := c.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		return "", fmt.Errorf("status of image %s: %w", ref, err)
+	}
+	if resp.Image == nil {
+		return "", nil
+	}
+	repo := ref
+	if i := strings.LastIndex(repo, "@"); i >= 0 {
+		repo = repo[:i]
+	}
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	for _, rd := range resp.Image.RepoDigests {
+		if name, d, ok := strings.Cut(rd, "@"); ok && name == repo {
+			return d, nil
+		}
+	}
+	return "", nil
+}
+
 // HasImage says whether the runtime has image ref.
 func (c *Client) HasImage(ctx context.Context, ref string) (bool, error) {
 	resp, err := c.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})

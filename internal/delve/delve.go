@@ -65,8 +65,8 @@ type DelveState struct {
 	} `json:"currentThread"`
 }
 
-// delveBreakpoint is what devk sends and reads of Delve's Breakpoint.
-type delveBreakpoint struct {
+// Breakpoint is what devk sends and reads of Delve's Breakpoint.
+type Breakpoint struct {
 	ID           int    `json:"id"`
 	File         string `json:"file"`
 	Line         int    `json:"line"`
@@ -74,7 +74,10 @@ type delveBreakpoint struct {
 }
 
 // Delve is a client of a headless Delve's JSON-RPC API.
-type Delve struct{ c *rpc.Client }
+type Delve struct {
+	c    *rpc.Client
+	addr string
+}
 
 // dialPoll is how often Dial tries the debugger's port.
 const dialPoll = 200 * time.Millisecond
@@ -98,7 +101,13 @@ func Dial(ctx context.Context, addr string, timeout time.Duration) (*Delve, erro
 	if err != nil {
 		return nil, err
 	}
-	d := &Delve{c: jsonrpc.NewClient(conn)}
+	return client(conn, addr)
+}
+
+// client is a client of the debugger on conn, at the API version devk
+// speaks.
+func client(conn net.Conn, addr string) (*Delve, error) {
+	d := &Delve{c: jsonrpc.NewClient(conn), addr: addr}
 	if err := d.call("SetApiVersion", struct{ APIVersion int }{delveAPIVersion}, &struct{}{}); err != nil {
 		d.c.Close()
 		return nil, fmt.Errorf("the debugger at %s: %w", addr, err)
@@ -130,11 +139,55 @@ func (d *Delve) Halt() error {
 	}{delveHalt}, &out)
 }
 
-// Break sets a breakpoint at file:line, file as the binary reports it.
-func (d *Delve) Break(file string, line int) (delveBreakpoint, error) {
-	var out struct{ Breakpoint delveBreakpoint }
-	err := d.call("CreateBreakpoint", struct{ Breakpoint delveBreakpoint }{delveBreakpoint{File: file, Line: line}}, &out)
-	return out.Breakpoint, err
+// haltRetry is how long Break waits on a breakpoint before it looks
+// whether the target still runs, and halts it again.
+const haltRetry = time.Second
+
+// Break sets a breakpoint at file:line, file as the binary reports it,
+// within timeout. Delve sets one only with the target stopped, and
+// answers a halt at once and stops the target after: a halt that came as
+// Delve resumed the target (dlv --continue just after its start) is
+// lost, and the breakpoint's call then waits for a stop that never
+// comes. So while it waits, Break looks every haltRetry, through a
+// connection of its own (Delve reads no further request on one whose
+// call waits), and halts the target again while it runs.
+func (d *Delve) Break(file string, line int, timeout time.Duration) (Breakpoint, error) {
+	var out struct{ Breakpoint Breakpoint }
+	call := d.c.Go(delveService+"CreateBreakpoint", struct{ Breakpoint Breakpoint }{Breakpoint{File: file, Line: line}}, &out, make(chan *rpc.Call, 1))
+	tick := time.NewTicker(haltRetry)
+	defer tick.Stop()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-call.Done:
+			return out.Breakpoint, call.Error
+		case <-tick.C:
+			if err := d.haltIfRunning(); err != nil {
+				return Breakpoint{}, err
+			}
+		case <-deadline.C:
+			return Breakpoint{}, fmt.Errorf("the debugger at %s did not set it within %s: its target did not stop", d.addr, timeout)
+		}
+	}
+}
+
+// haltIfRunning halts the target, through a second client, if it runs.
+func (d *Delve) haltIfRunning() error {
+	conn, err := net.DialTimeout("tcp", d.addr, dialPoll)
+	if err != nil {
+		return fmt.Errorf("the debugger at %s: %w", d.addr, err)
+	}
+	other, err := client(conn, d.addr)
+	if err != nil {
+		return err
+	}
+	defer other.c.Close()
+	st, err := other.State()
+	if err != nil || !st.Running {
+		return err
+	}
+	return other.Halt()
 }
 
 // Close disconnects; with cont it first lets the target run on (without

@@ -193,6 +193,25 @@ func (p NodeFiles) KubeletClientCurrent() string {
 // KubeletConfig is the kubelet's --config file.
 func (p NodeFiles) KubeletConfig() string { return p.join("kubelet-config.yaml") }
 
+// KubeadmBinary is the tree's kubeadm on a node kubeadm bootstraps,
+// beside its kubelet (first on the PATH of a command run in the node).
+func (p NodeFiles) KubeadmBinary() string { return p.join("bin", "kubeadm") }
+
+// KubeadmConfig is the config devk writes for kubeadm init or join on
+// the node: /etc/kubernetes/kubeadm.yaml inside it.
+func (p NodeFiles) KubeadmConfig() string { return p.join("kubeadm.yaml") }
+
+// KubeadmDone records that kubeadm init or join finished on the node
+// (its command and time): without it a node's kubeadm files are the
+// leftovers of one that failed or was killed, which `kubeadm reset`
+// clears before the next try.
+func (p NodeFiles) KubeadmDone() string { return p.join("kubeadm.done") }
+
+// ResolvConf and Hosts are a kubeadm node's /etc/resolv.conf and
+// /etc/hosts (bound over the host's inside the node).
+func (p NodeFiles) ResolvConf() string { return p.join("resolv.conf") }
+func (p NodeFiles) Hosts() string      { return p.join("hosts") }
+
 // KubeletBinary is the kubelet the node runs (a copy of the built one,
 // so that swapping it is an atomic rename).
 func (p NodeFiles) KubeletBinary() string { return p.join("bin", "kubelet") }
@@ -253,6 +272,15 @@ func (p NodeFiles) MountNS() string { return p.join("mntns", "mnt") }
 // path is this directory, so the host's is never written.
 func (p NodeFiles) NodeFS(path string) string { return p.join("fs", path) }
 
+// kubeadmEtc is the node's directory when kubeadm bootstraps c (its
+// manifests name the paths inside the node), else "".
+func (p NodeFiles) kubeadmEtc(c Config) string {
+	if !c.Spec.Kubeadm() {
+		return ""
+	}
+	return p.join()
+}
+
 // ControlPlane is control-plane node n of the devk cluster c, laid out as
 // Node describes, with these files.
 func (p NodeFiles) ControlPlane(c Config, n NodeNet) Node {
@@ -264,5 +292,6 @@ func (p NodeFiles) ControlPlane(c Config, n NodeNet) Node {
 		KubeletRootDir: p.KubeletRoot(),
 		EtcdURL:        c.NodeEtcdURL(n),
 		NetNS:          n.NetNSPath(),
+		EtcKubernetes:  p.kubeadmEtc(c),
 	}
 }

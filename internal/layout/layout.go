@@ -114,6 +114,8 @@ type PhaseTiming struct {
 	Seconds float64 `json:"seconds"`
 	Skipped string  `json:"skipped,omitempty"`
 	Failed  bool    `json:"failed,omitempty"`
+	// Changed says the phase changed something (its outcome).
+	Changed bool `json:"changed,omitempty"`
 }
 
 // Ports are the loopback ports a cluster listens on.

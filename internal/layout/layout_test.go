@@ -95,4 +95,25 @@ spec:
 	if got := HomeFiles(dir).Cluster("devk").FirstNode().ControlPlane(cfg, NodeNet{Name: "n", IP: "127.0.0.2"}).Etcd().Endpoints; !reflect.DeepEqual(got, []string{"https://127.0.0.2:12379"}) {
 		t.Fatalf("devk node's etcd = %v", got)
 	}
+	// A node kubeadm bootstrapped inside devk: its manifest names the
+	// paths inside the node and etcd on the node's loopback; from this
+	// machine they are the node's files and its address.
+	nf := HomeFiles(dir).Cluster("kad").FirstNode()
+	os.MkdirAll(nf.Manifests(), 0o755)
+	os.WriteFile(nf.ManifestPath("kube-apiserver"), []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: kube-apiserver, namespace: kube-system}
+spec:
+  containers:
+  - name: kube-apiserver
+    command: [kube-apiserver, --etcd-servers=https://127.0.0.1:2379, --etcd-cafile=/etc/kubernetes/pki/etcd/ca.crt,
+      --etcd-certfile=/etc/kubernetes/pki/apiserver-etcd-client.crt, --etcd-keyfile=/etc/kubernetes-other/k.key]
+`), 0o644)
+	cfg.Ports.EtcdClient = 2379
+	cfg.Spec.Bootstrapper = BootstrapperKubeadm
+	e = nf.ControlPlane(cfg, NodeNet{Name: "kad-control-plane", IP: "10.250.0.2"}).Etcd()
+	if !reflect.DeepEqual(e.Endpoints, []string{"https://10.250.0.2:2379"}) || e.CACert != nf.PKI()+"/etcd/ca.crt" ||
+		e.Cert != nf.PKI()+"/apiserver-etcd-client.crt" || e.Key != "/etc/kubernetes-other/k.key" {
+		t.Fatalf("kubeadm-in-devk node's etcd = %+v", e)
+	}
 }

@@ -1,8 +1,11 @@
 package layout
 
 import (
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/devk/devk/internal/staticpod"
@@ -48,6 +51,38 @@ type Node struct {
 	// health endpoints (etcd's) are; empty: this machine's (a kubeadm
 	// node's).
 	NetNS string
+	// EtcKubernetes is the directory the node's own paths call
+	// /etc/kubernetes: a devk node's mount namespace binds its files
+	// there, and kubeadm's manifests name the in-node paths. Empty: the
+	// paths are the host's (a kubeadm node's, or devk's own manifests).
+	EtcKubernetes string
+}
+
+// reachable is etcd endpoint ep as this machine reaches it: on a node
+// kubeadm made in a devk cluster, one on the loopback of the node's
+// network namespace (kubeadm's API server talks to its etcd on
+// 127.0.0.1) is the node's etcd URL, on its address.
+func (n Node) reachable(ep string) string {
+	if n.EtcKubernetes == "" || n.NetNS == "" || n.EtcdURL == "" {
+		return ep
+	}
+	if u, err := url.Parse(ep); err == nil {
+		if ip := net.ParseIP(u.Hostname()); (ip != nil && ip.IsLoopback()) || u.Hostname() == "localhost" {
+			return n.EtcdURL
+		}
+	}
+	return ep
+}
+
+// HostPath is path, as the node's manifests name it, on this machine.
+func (n Node) HostPath(path string) string {
+	if n.EtcKubernetes == "" {
+		return path
+	}
+	if rel, err := filepath.Rel(KubeadmDir, path); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.Join(n.EtcKubernetes, rel)
+	}
+	return path
 }
 
 // Kubeadm is the layout of a kubeadm node whose files are in dir (empty:
@@ -89,7 +124,7 @@ func (n Node) Etcd() Etcd {
 	}
 	get := func(flag, def string) string {
 		if v := flags[etcdFlagPrefix+flag]; v != "" {
-			return v
+			return n.HostPath(v)
 		}
 		return def
 	}
@@ -101,8 +136,9 @@ func (n Node) Etcd() Etcd {
 	}
 	for _, ep := range strings.Split(get("servers", n.EtcdURL), ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
-			e.Endpoints = append(e.Endpoints, ep)
+			e.Endpoints = append(e.Endpoints, n.reachable(ep))
 		}
 	}
+	e.Endpoints = slices.Compact(e.Endpoints)
 	return e
 }

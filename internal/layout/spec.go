@@ -11,6 +11,17 @@ import (
 // DefaultServiceCIDR is the cluster's Service network, kubeadm's.
 const DefaultServiceCIDR = "10.96.0.0/16"
 
+// The bootstrappers, Spec.Bootstrapper's values: what makes the nodes'
+// control plane and joins them.
+const (
+	// BootstrapperDevk is devk's own phases (the default; "" means it).
+	BootstrapperDevk = "devk"
+	// BootstrapperKubeadm is the tree's kubeadm: kubeadm init on node 0,
+	// kubeadm join on the others, from the config devk writes
+	// (cluster/internal/kubeadmconfig) with the spec's patches applied.
+	BootstrapperKubeadm = "kubeadm"
+)
+
 // Spec is what a cluster's config file (`devk up --config`) sets beyond
 // the layout, as last applied: feature gates, the API server's runtime
 // config, each component's extra flags, which addons up applies, and
@@ -35,6 +46,38 @@ type Spec struct {
 	CertValidity *metav1.Duration `json:"certValidity,omitempty"`
 	// Audit is the API server's audit log, which `devk trace` reads.
 	Audit Audit `json:"audit,omitzero"`
+	// Bootstrapper is BootstrapperDevk ("" too) or BootstrapperKubeadm.
+	Bootstrapper string `json:"bootstrapper,omitempty"`
+	// KubeadmConfigPatches are merge patches, each a YAML document with
+	// the kind (and, optionally, the apiVersion) of the kubeadm config
+	// documents it patches, as kind's kubeadmConfigPatches.
+	KubeadmConfigPatches []string `json:"kubeadmConfigPatches,omitempty"`
+	// KubeadmConfigPatchesJSON6902 are RFC 6902 patches of the kubeadm
+	// config documents, as kind's kubeadmConfigPatchesJSON6902.
+	KubeadmConfigPatchesJSON6902 []PatchJSON6902 `json:"kubeadmConfigPatchesJSON6902,omitempty"`
+}
+
+// PatchJSON6902 is an RFC 6902 JSON patch of the kubeadm config
+// documents of a group, version and kind (kind's shape).
+type PatchJSON6902 struct {
+	// Group, Version and Kind select the documents; an empty group or
+	// version selects any.
+	Group   string `json:"group,omitempty"`
+	Version string `json:"version,omitempty"`
+	Kind    string `json:"kind"`
+	// Patch is the list of operations, in YAML or JSON.
+	Patch string `json:"patch"`
+}
+
+// Kubeadm says whether kubeadm bootstraps the cluster.
+func (s Spec) Kubeadm() bool { return s.Bootstrapper == BootstrapperKubeadm }
+
+// BootstrappedBy is Bootstrapper, BootstrapperDevk when unset.
+func (s Spec) BootstrappedBy() string {
+	if s.Bootstrapper == "" {
+		return BootstrapperDevk
+	}
+	return s.Bootstrapper
 }
 
 // Audit says whether the API server writes an audit log and by which

@@ -81,12 +81,14 @@ func TestValidate(t *testing.T) {
 		t.Errorf("Validate(good) = %v", err)
 	}
 	for name, s := range map[string]Spec{
-		"bind outside the covers": {File: "/h/mntns/mnt", Covers: []string{"/run"}, Binds: []Bind{{Path: "/var/lib/cni", Dir: "/h/cni"}}},
-		"bind is a cover":         {File: "/h/mntns/mnt", Covers: []string{"/run"}, Binds: []Bind{{Path: "/run", Dir: "/h/run"}}},
-		"home under a cover":      {File: "/var/lib/devk/mntns/mnt", Covers: []string{"/var/lib"}, Binds: []Bind{{Path: "/var/lib/cni", Dir: "/var/lib/devk/fs/cni"}}},
-		"relative":                {File: "h/mntns/mnt", Covers: []string{"/run"}},
-		"comma":                   {File: "/h,x/mntns/mnt", Covers: []string{"/run"}},
-		"unclean":                 {File: "/h/../mntns/mnt", Covers: []string{"/run"}},
+		"bind outside the covers":   {File: "/h/mntns/mnt", Covers: []string{"/run"}, Binds: []Bind{{Path: "/var/lib/cni", Dir: "/h/cni"}}},
+		"bind is a cover":           {File: "/h/mntns/mnt", Covers: []string{"/run"}, Binds: []Bind{{Path: "/run", Dir: "/h/run"}}},
+		"home under a cover":        {File: "/var/lib/devk/mntns/mnt", Covers: []string{"/var/lib"}, Binds: []Bind{{Path: "/var/lib/cni", Dir: "/var/lib/devk/fs/cni"}}},
+		"relative":                  {File: "h/mntns/mnt", Covers: []string{"/run"}},
+		"comma":                     {File: "/h,x/mntns/mnt", Covers: []string{"/run"}},
+		"unclean":                   {File: "/h/../mntns/mnt", Covers: []string{"/run"}},
+		"file source under a cover": {File: "/h/mntns/mnt", Covers: []string{"/run"}, Files: []FileBind{{Path: "/usr/bin/systemctl", Source: "/run/devk/systemctl"}}},
+		"relative file path":        {File: "/h/mntns/mnt", Covers: []string{"/run"}, Files: []FileBind{{Path: "usr/bin/systemctl", Source: "/h/bin/systemctl"}}},
 	} {
 		if err := s.Validate(); err == nil {
 			t.Errorf("Validate(%s) took it", name)

@@ -10,7 +10,9 @@
 // directories it covers with an overlay whose upper layer is a tmpfs of
 // the namespace's own (so mount points can be made inside without
 // creating anything on the host), and the bind mounts (path inside → the
-// node's directory on the host). The namespace is a slave of the host's
+// node's directory on the host), and files bound over the host's where
+// the host has them (FileBind: a node's /usr/bin/systemctl is devk's).
+// The namespace is a slave of the host's
 // mounts: what the host mounts later appears in it, nothing it mounts
 // appears on the host. Processes enter it with `nsenter --mount=<File>`.
 package mountns
@@ -57,6 +59,9 @@ type Spec struct {
 	Covers []string
 	// Binds are the node's directories, in order.
 	Binds []Bind
+	// Files are files bound over the host's (EnsureFiles), where the
+	// host has them.
+	Files []FileBind
 }
 
 // source names the namespace's own tmpfs and overlays in mountinfo.
@@ -98,6 +103,9 @@ func (s Spec) Validate() error {
 	for _, b := range s.Binds {
 		paths = append(paths, b.Path, b.Dir)
 	}
+	for _, f := range s.Files {
+		paths = append(paths, f.Path, f.Source)
+	}
 	for _, p := range paths {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 			return fmt.Errorf("mount namespace path %q: want an absolute, clean path", p)
@@ -116,13 +124,21 @@ func (s Spec) Validate() error {
 		}
 	}
 	for _, c := range s.Covers {
-		for _, own := range append([]string{s.dir()}, bindDirs(s.Binds)...) {
+		for _, own := range append(append([]string{s.dir()}, bindDirs(s.Binds)...), fileSources(s.Files)...) {
 			if under(own, c) {
 				return fmt.Errorf("%s is under %s, which a node's mount namespace overlays: put DEVK_HOME elsewhere (the default is ~/.devk)", own, c)
 			}
 		}
 	}
 	return nil
+}
+
+func fileSources(fs []FileBind) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Source)
+	}
+	return out
 }
 
 func bindDirs(bs []Bind) []string {
@@ -209,18 +225,19 @@ func In(pid int, dev, ino uint64) bool {
 }
 
 // Ensure makes the namespace unless it is there and complete, and
-// reports whether it made it. Complete is what the marker says: make
+// reports whether it made it or bound a file. Complete is what the marker says: make
 // writes it last, naming the namespace's inode and the Spec, so one cut
 // short, one of another Spec (a devk that binds other paths) and one
 // dropped since (a reboot) are told apart without entering it. One not
 // complete is thrown away and made again, unless something runs in it.
+// Then the file binds are ensured (EnsureFiles) in either, old or new.
 func Ensure(ctx context.Context, s Spec) (bool, error) {
 	if err := s.Validate(); err != nil {
 		return false, err
 	}
 	if _, ino, ok := ID(s.File); ok {
 		if m, err := os.ReadFile(s.marker()); err == nil && string(m) == s.stamp(ino) {
-			return false, nil
+			return EnsureFiles(ctx, s)
 		}
 		if pids := Processes(s.File); len(pids) > 0 {
 			return false, fmt.Errorf("the mount namespace %s was made by an interrupted run, or for other mounts, and processes %v run in it: stop them (`devk down`), then up again", s.File, pids)
@@ -229,7 +246,11 @@ func Ensure(ctx context.Context, s Spec) (bool, error) {
 			return false, fmt.Errorf("drop the incomplete mount namespace %s: %w", s.File, err)
 		}
 	}
-	return true, s.make(ctx)
+	if err := s.make(ctx); err != nil {
+		return true, err
+	}
+	_, err := EnsureFiles(ctx, s)
+	return true, err
 }
 
 // make makes the namespace: a private mount on the host for its files,

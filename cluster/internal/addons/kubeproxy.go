@@ -100,22 +100,32 @@ func kubeProxyConfigMap(cfg layout.Config) (*corev1ac.ConfigMapApplyConfiguratio
 		WithData(map[string]string{kubeProxyConfigKey: string(conf), kubeProxyKubeconfig: string(kc)}), nil
 }
 
-// KubeProxyConfigYAML is kube-proxy's KubeProxyConfiguration: iptables
-// mode, the pod range as the cluster CIDR. Every conntrack setting is
-// zero, which tells kube-proxy to write no conntrack sysctl:
-// nf_conntrack_max is global and read-only outside the machine's initial
-// network namespace (kube-proxy would fail on it), and the timeouts need
-// no tuning on a throwaway cluster.
+// KubeProxyConfigYAML is devk's kube-proxy's KubeProxyConfiguration:
+// NodeKubeProxyConfiguration's, with the kubeconfig its ConfigMap
+// holds, serving on every address of the node.
 func KubeProxyConfigYAML(cfg layout.Config) ([]byte, error) {
-	kp := kubeproxyconfig.KubeProxyConfiguration{
-		TypeMeta:         metav1.TypeMeta{APIVersion: kubeproxyconfig.SchemeGroupVersion.String(), Kind: "KubeProxyConfiguration"},
-		ClientConnection: componentbaseconfig.ClientConnectionConfiguration{Kubeconfig: kubeProxyConfigDir + "/" + kubeProxyKubeconfig},
-		BindAddress:      "0.0.0.0",
-		Mode:             kubeproxyconfig.ProxyMode("iptables"),
-		ClusterCIDR:      cfg.PodCIDR,
+	kp := NodeKubeProxyConfiguration(cfg.PodCIDR, cfg.Spec)
+	kp.ClientConnection = componentbaseconfig.ClientConnectionConfiguration{Kubeconfig: kubeProxyConfigDir + "/" + kubeProxyKubeconfig}
+	kp.BindAddress = "0.0.0.0"
+	return yaml.Marshal(kp)
+}
+
+// NodeKubeProxyConfiguration is what every kube-proxy on devk's nodes
+// is configured with, whoever deploys it (devk's addon, kubeadm's from
+// cluster/internal/kubeadmconfig's config): iptables mode, the pod
+// range podCIDR as the cluster CIDR, spec's kube-proxy feature gates.
+// Every conntrack setting is zero, which tells kube-proxy to write no
+// conntrack sysctl: nf_conntrack_max is global and read-only outside
+// the machine's initial network namespace (kube-proxy would fail on
+// it), and the timeouts need no tuning on a throwaway cluster.
+func NodeKubeProxyConfiguration(podCIDR string, spec layout.Spec) kubeproxyconfig.KubeProxyConfiguration {
+	return kubeproxyconfig.KubeProxyConfiguration{
+		TypeMeta:    metav1.TypeMeta{APIVersion: kubeproxyconfig.SchemeGroupVersion.String(), Kind: "KubeProxyConfiguration"},
+		Mode:        kubeproxyconfig.ProxyMode("iptables"),
+		ClusterCIDR: podCIDR,
 		// A change reaches the running kube-proxy through its ConfigMap:
 		// kube-proxy exits when its config file changes, and restarts.
-		FeatureGates: cfg.Spec.Gates(cfg.Spec.KubeProxy),
+		FeatureGates: spec.Gates(spec.KubeProxy),
 		Conntrack: kubeproxyconfig.KubeProxyConntrackConfiguration{
 			MaxPerCore:            ptr.To[int32](0),
 			Min:                   ptr.To[int32](0),
@@ -123,7 +133,6 @@ func KubeProxyConfigYAML(cfg layout.Config) ([]byte, error) {
 			TCPCloseWaitTimeout:   &metav1.Duration{},
 		},
 	}
-	return yaml.Marshal(kp)
 }
 
 // kubeProxyKubeconfigYAML is kube-proxy's kubeconfig, as kubeadm writes

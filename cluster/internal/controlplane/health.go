@@ -28,6 +28,16 @@ func Checks(cfg layout.Config, n layout.NodeNet) []Check {
 			return kube.Probe(ctx, "https://"+net.JoinHostPort(n.IP, strconv.Itoa(port))+path)
 		}
 	}
+	// kubeadm binds the controller-manager and the scheduler to the
+	// node's loopback (--bind-address=127.0.0.1): asked from inside it.
+	controllers := probe
+	if cfg.Spec.Kubeadm() {
+		controllers = func(port int, path string) func(context.Context) error {
+			return func(ctx context.Context) error {
+				return kube.ProbeIn(ctx, n.NetNSPath(), "https://"+net.JoinHostPort(kubeadmControllersHost, strconv.Itoa(port))+path)
+			}
+		}
+	}
 	return []Check{
 		// etcd's health is on the node's loopback: asked from inside it.
 		{"etcd", func(ctx context.Context) error {
@@ -37,10 +47,14 @@ func Checks(cfg layout.Config, n layout.NodeNet) []Check {
 		// The node's own API server (with a load balancer, clients reach
 		// it through that; its checks ask the same /readyz).
 		{"kube-apiserver", probe(cfg.Ports.APIServer, "/readyz")},
-		{"kube-controller-manager", probe(cfg.Ports.ControllerManager, "/healthz")},
-		{"kube-scheduler", probe(cfg.Ports.Scheduler, "/healthz")},
+		{"kube-controller-manager", controllers(cfg.Ports.ControllerManager, "/healthz")},
+		{"kube-scheduler", controllers(cfg.Ports.Scheduler, "/healthz")},
 	}
 }
+
+// kubeadmControllersHost is where kubeadm's manifests bind the
+// controller-manager and the scheduler.
+const kubeadmControllersHost = "127.0.0.1"
 
 // ContainerLog is the newest log file of the control-plane container
 // name of node nodeName under podLogs (the kubelet's pod logs dir);

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -347,32 +346,9 @@ func withSpec(name string, spec layout.Spec, s podSpec) podSpec {
 	if s.defaults == nil {
 		s.defaults = map[string]string{}
 	}
-	if g := spec.Gates(c); len(g) > 0 {
-		s.args[config.FeatureGatesFlag] = gatesFlag(g)
-	}
-	if name == "kube-apiserver" && len(spec.RuntimeConfig) > 0 {
-		s.args[config.RuntimeConfigFlag] = pairsFlag(spec.RuntimeConfig)
-	}
+	maps.Copy(s.args, config.SpecFlags(spec, key))
 	maps.Copy(s.defaults, config.WithoutOwned(key, c.ExtraArgs))
 	return s
-}
-
-// gatesFlag is --feature-gates' value: Name=true,Other=false, sorted.
-func gatesFlag(g map[string]bool) string {
-	m := make(map[string]string, len(g))
-	for k, v := range g {
-		m[k] = strconv.FormatBool(v)
-	}
-	return pairsFlag(m)
-}
-
-// pairsFlag is a key=value,… flag value, sorted by key.
-func pairsFlag(m map[string]string) string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, k+"="+m[k])
-	}
-	return strings.Join(out, ",")
 }
 
 // flags are the pod's command-line flags: the defaults, then devk's own.

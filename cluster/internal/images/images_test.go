@@ -1,8 +1,13 @@
 package images
 
 import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseTags: --images-from takes the tags (or digests) it is
@@ -42,5 +47,30 @@ func TestParseTags(t *testing.T) {
 				t.Errorf("ParseTags(%q) gives %s %q, want %q", tt.in, comp, got.Tag(comp), want)
 			}
 		}
+	}
+}
+
+// TestPauseVersion: the pause program built from its embedded source
+// answers -v and exits 0, as kubeadm's upgrade health check needs (its
+// Job runs the pause image with -v and waits for it to complete).
+func TestPauseVersion(t *testing.T) {
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "main.go"), pauseSource, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module devk.local/pause\n\ngo 1.21\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "pause")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir, build.Env = src, append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build pause: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a pause that ignores -v never exits
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "-v").Output()
+	if err != nil || !strings.Contains(string(out), "pause") {
+		t.Fatalf("pause -v: %v, %q", err, out)
 	}
 }

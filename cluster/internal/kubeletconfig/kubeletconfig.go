@@ -6,6 +6,8 @@
 package kubeletconfig
 
 import (
+	"maps"
+
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/internal/layout"
@@ -22,15 +24,15 @@ type Input struct {
 	CRISocket string
 }
 
-// YAML renders the KubeletConfiguration: cgroupfs (no
-// systemd), failCgroupV1 false (these machines run cgroup v1; from 1.35
-// the kubelet refuses v1 unless told), the static pod dir, the runtime's
-// socket, webhook authn/authz as kubeadm, and every port on loopback.
+// YAML renders the KubeletConfiguration of a node devk bootstraps:
+// Shared's settings, the node's static pod dir, logs and runtime socket,
+// webhook authn/authz as kubeadm, and every port on the node's address.
 func YAML(in Input) ([]byte, error) {
 	cfg, p, n := in.Config, in.Files, in.Node
-	m := map[string]any{
-		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
-		"kind":                     "KubeletConfiguration",
+	m := Shared(cfg.Spec)
+	maps.Copy(m, map[string]any{
+		"apiVersion":               APIVersion,
+		"kind":                     Kind,
 		"address":                  n.IP,
 		"port":                     cfg.Ports.Kubelet,
 		"readOnlyPort":             0,
@@ -38,9 +40,6 @@ func YAML(in Input) ([]byte, error) {
 		"healthzPort":              cfg.Ports.KubeletHealthz,
 		"staticPodPath":            p.Manifests(),
 		"podLogsDir":               p.PodLogs(),
-		"cgroupDriver":             "cgroupfs",
-		"failCgroupV1":             false,
-		"failSwapOn":               false,
 		"containerRuntimeEndpoint": "unix://" + in.CRISocket,
 		"imageServiceEndpoint":     "unix://" + in.CRISocket,
 		"authentication": map[string]any{
@@ -55,7 +54,33 @@ func YAML(in Input) ([]byte, error) {
 		"clusterDNS":         []string{cfg.DNSIP()},
 		"clusterDomain":      cfg.DNSDomain,
 		"rotateCertificates": true,
-		"resolvConf":         "/etc/resolv.conf",
+	})
+	if n.CgroupRoot != "" {
+		m["cgroupRoot"] = n.CgroupRoot
+	}
+	return yaml.Marshal(m)
+}
+
+// The KubeletConfiguration's apiVersion and kind.
+const (
+	APIVersion = "kubelet.config.k8s.io/v1beta1"
+	Kind       = "KubeletConfiguration"
+)
+
+// Shared are the KubeletConfiguration fields of every kubelet devk
+// starts, whoever writes the rest of its file (YAML for a node devk
+// bootstraps, kubeadm from cluster/internal/kubeadmconfig's config):
+// none a path, port or address of one node. cgroupfs (no systemd),
+// failCgroupV1 false (these machines run cgroup v1; from 1.35 the
+// kubelet refuses v1 unless told), no swap check, the host's
+// resolv.conf, a throwaway cluster's eviction and image GC thresholds,
+// parallel pulls and quick syncs, and spec's kubelet feature gates.
+func Shared(spec layout.Spec) map[string]any {
+	m := map[string]any{
+		"cgroupDriver": "cgroupfs",
+		"failCgroupV1": false,
+		"failSwapOn":   false,
+		"resolvConf":   "/etc/resolv.conf",
 		// Static pods are picked up by inotify; the periodic scan is the
 		// fallback.
 		"fileCheckFrequency":        "5s",
@@ -74,13 +99,10 @@ func YAML(in Input) ([]byte, error) {
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
 	}
-	if n.CgroupRoot != "" {
-		m["cgroupRoot"] = n.CgroupRoot
-	}
-	if g := cfg.Spec.Gates(cfg.Spec.Kubelet); len(g) > 0 {
+	if g := spec.Gates(spec.Kubelet); len(g) > 0 {
 		m["featureGates"] = g
 	}
-	return yaml.Marshal(m)
+	return m
 }
 
 // BootstrapKubeconfig is the kubeconfig a joining node's kubelet makes

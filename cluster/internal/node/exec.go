@@ -56,6 +56,9 @@ type ExecInput struct {
 	ToolDirs []string
 	// CRISocket is the node's runtime.
 	CRISocket string
+	// Home is the resolved DEVK_HOME the node's cluster is in, which
+	// the command gets (devk's systemctl in the node finds it there).
+	Home string
 }
 
 // Sentinel errors of a command that cannot run in the node, which `devk
@@ -153,7 +156,8 @@ func (n Node) lookup(ctx context.Context, nsenter string, env []string, dir, com
 // what kubeadm leaves on each), the runtime for crictl
 // (CONTAINER_RUNTIME_ENDPOINT) and, on devk's own containerd, for ctr
 // (CONTAINERD_ADDRESS, CONTAINERD_NAMESPACE k8s.io: the pods'), CNI_PATH,
-// and DEVK_CLUSTER and DEVK_NODE, which say where the command runs.
+// and DEVK_HOME, DEVK_CLUSTER and DEVK_NODE, which say where the command
+// runs (devk's systemctl in the node reads them).
 func (n Node) execEnv(in ExecInput) []string {
 	path := envValue(in.Environ, "PATH")
 	if path == "" {
@@ -171,6 +175,9 @@ func (n Node) execEnv(in ExecInput) []string {
 		"CNI_PATH=" + containerd.CNIBinDir(),
 		"DEVK_CLUSTER=" + n.Config.Name,
 		"DEVK_NODE=" + n.Name(),
+	}
+	if in.Home != "" {
+		set = append(set, "DEVK_HOME="+in.Home)
 	}
 	if in.CRISocket == n.Files.ContainerdSocket() {
 		set = append(set, "CONTAINERD_ADDRESS="+in.CRISocket, "CONTAINERD_NAMESPACE="+containerd.Namespace)

@@ -36,10 +36,15 @@ import (
 // under the debugger (`devk debug kubelet` recorded it) that command line
 // is dlv's (delve.Debugged.Command).
 func (n Node) KubeletArgs() []string {
-	own, flags := kubeletconfig.Flags(*n.Config, n.Files, n.Net)
-	maps.Copy(flags, config.WithoutOwned(config.Kubelet, n.Config.Spec.Kubelet.ExtraArgs))
-	maps.Copy(flags, own)
-	argv := append([]string{n.Files.KubeletBinary()}, staticpod.FlagList(flags)...)
+	var argv []string
+	if n.Config.Spec.Kubeadm() {
+		argv = kubeadmKubeletArgs(n.Files.KubeletBinary(), n.Files.KubeletRoot())
+	} else {
+		own, flags := kubeletconfig.Flags(*n.Config, n.Files, n.Net)
+		maps.Copy(flags, config.WithoutOwned(config.Kubelet, n.Config.Spec.Kubelet.ExtraArgs))
+		maps.Copy(flags, own)
+		argv = append([]string{n.Files.KubeletBinary()}, staticpod.FlagList(flags)...)
+	}
 	// A record devk cannot read runs the kubelet on its own; `devk debug
 	// kubelet` and --stop say what is wrong with it.
 	if d, err := delve.ReadDebugged(n.Files.KubeletDebugger()); err == nil && d != nil {
@@ -168,13 +173,7 @@ func (n Node) StartKubelet(ctx context.Context, k Kubelet) (out phase.Outcome, s
 	}
 	started = t0
 	// The kubelet fails fast on a bad config: give it a moment to do so.
-	err = wait.PollUntilContextTimeout(ctx, kubeletPollInterval, kubeletFailFastWindow, true, func(ctx context.Context) (bool, error) {
-		if _, ok := procs.Running("kubelet"); !ok {
-			return false, fmt.Errorf("the kubelet exited at once; its log ends:\n%s", supervise.Tail(n.Files.LogFile("kubelet"), 20))
-		}
-		return kube.Probe(ctx, n.kubeletHealthURL()) == nil, nil
-	})
-	if err != nil && !poll.TimedOut(ctx, err) {
+	if err := n.kubeletFailFast(ctx); err != nil {
 		return phase.Done, started, err
 	}
 	return phase.Changed("kubelet started (pid %d)", pid), started, nil

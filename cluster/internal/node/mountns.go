@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/phase"
@@ -18,13 +21,14 @@ import (
 
 // nodeCovers are the host directories each node's mount namespace
 // overlays (the upper layer on a tmpfs of the namespace's own), so that
-// the mount points of nodeOwnPaths are made inside, not on the host. A
-// kubeadm node adds /etc (for /etc/kubernetes).
+// the mount points of nodeOwnPaths are made inside, not on the host.
 var nodeCovers = []string{"/var/lib", "/var/log", "/run"}
 
+// kubeadmCovers adds /etc to a kubeadm node's, for /etc/kubernetes.
+var kubeadmCovers = []string{"/etc"}
+
 // nodeOwnPaths are the paths that are the node's own directories inside
-// its mount namespace. A kubeadm node adds /etc/kubernetes and
-// /var/lib/etcd.
+// its mount namespace.
 var nodeOwnPaths = []string{
 	// The kubelet's device-plugin socket, whatever --root-dir says.
 	"/var/lib/kubelet/device-plugins",
@@ -41,20 +45,97 @@ var nodeOwnPaths = []string{
 	"/run/netns",
 }
 
-// mountNS is the mount namespace of the node whose files are at p.
-func mountNS(p layout.NodeFiles) mountns.Spec {
+// Paths kubeadm hard-codes, which a kubeadm node's mount namespace
+// binds to the node's directories where devk keeps the same files: the
+// node's dir is laid out as kubeadm's /etc/kubernetes (pki/, manifests/,
+// admin.conf, kubelet.conf…), its kubelet root as /var/lib/kubelet
+// (config.yaml, pki/, kubeadm-flags.env) and its etcd dir as
+// /var/lib/etcd, so every devk command finds kubeadm's files where it
+// finds its own.
+const (
+	kubeadmEtcKubernetes = "/etc/kubernetes"
+	kubeadmKubeletRoot   = "/var/lib/kubelet"
+	kubeadmEtcd          = "/var/lib/etcd"
+	// The kubelet's default podLogsDir, where devk's own kubelets are
+	// told to write (NodeFiles.PodLogs).
+	kubeadmPodLogs = "/var/log/pods"
+	// The node's names (writeNames): kubeadm's preflight looks the node's
+	// name up, and a pod with dnsPolicy Default gets the node's DNS.
+	kubeadmResolvConf = "/etc/resolv.conf"
+	kubeadmHosts      = "/etc/hosts"
+)
+
+// writeNames writes a kubeadm node's /etc/resolv.conf and /etc/hosts:
+// the node's name at its address (kubeadm's preflight looks it up), and
+// as the only DNS server devk's bridge address on the host, where
+// nothing answers DNS: no lookup in the node (kubeadm's, the kubelet's,
+// CoreDNS's upstream for pods) leaves the machine. It reports whether it
+// changed either.
+func (n Node) writeNames() (bool, error) {
+	changed := false
+	for _, f := range []struct{ path, data string }{
+		{n.Files.ResolvConf(), fmt.Sprintf("# devk: no DNS server beyond the machine (devk's bridge on the host answers none)\nnameserver %s\n", n.Config.Network.HostIP)},
+		{n.Files.Hosts(), fmt.Sprintf("127.0.0.1 localhost\n::1 localhost\n%s %s\n", n.IP(), n.Name())},
+	} {
+		ch, err := atomicfile.WriteIfChanged(f.path, []byte(f.data), 0o644, "")
+		if err != nil {
+			return changed, fmt.Errorf("node %s: %w", n.Name(), err)
+		}
+		changed = changed || ch
+	}
+	return changed, nil
+}
+
+// mountNS is the mount namespace of the node whose files are at p; a
+// node kubeadm bootstraps has kubeadm's paths besides.
+func mountNS(p layout.NodeFiles, kubeadm bool) mountns.Spec {
 	s := mountns.Spec{File: p.MountNS(), Covers: nodeCovers}
 	for _, path := range nodeOwnPaths {
+		if kubeadm && strings.HasPrefix(path, kubeadmKubeletRoot+"/") {
+			continue // in the kubelet root bound below
+		}
 		s.Binds = append(s.Binds, mountns.Bind{Path: path, Dir: p.NodeFS(path)})
+	}
+	if kubeadm {
+		s.Covers = append(slices.Clone(nodeCovers), kubeadmCovers...)
+		s.Binds = append(s.Binds,
+			mountns.Bind{Path: kubeadmEtcKubernetes, Dir: p.Dir},
+			mountns.Bind{Path: kubeadmKubeletRoot, Dir: p.KubeletRoot()},
+			mountns.Bind{Path: kubeadmEtcd, Dir: p.Etcd()},
+			mountns.Bind{Path: kubeadmPodLogs, Dir: p.PodLogs()})
+	}
+	s.Files = systemctlBinds(p.KubeletBinary())
+	if kubeadm {
+		s.Files = append(s.Files,
+			mountns.FileBind{Path: kubeadmResolvConf, Source: p.ResolvConf()},
+			mountns.FileBind{Path: kubeadmHosts, Source: p.Hosts()})
 	}
 	return s
 }
 
+// mountNS is node n's mount namespace.
+func (n Node) mountNS() mountns.Spec { return mountNS(n.Files, n.Config.Spec.Kubeadm()) }
+
 // EnsureMountNS makes node n's mount namespace unless it is there and
 // complete (a phase killed while making it leaves one that is made
-// again).
+// again). It points the node's systemctl link at the running devk first
+// and binds it over the host's systemctl inside (again when the link
+// changed): the runtime and kubelet-start phases of up and node add call
+// it, so each refreshes them.
 func (n Node) EnsureMountNS(ctx context.Context) (bool, error) {
-	changed, err := mountns.Ensure(ctx, mountNS(n.Files))
+	linked, err := n.installSystemctl()
+	if err != nil {
+		return linked, err
+	}
+	if n.Config.Spec.Kubeadm() {
+		named, err := n.writeNames()
+		if err != nil {
+			return linked, err
+		}
+		linked = linked || named
+	}
+	changed, err := mountns.Ensure(ctx, n.mountNS())
+	changed = changed || linked
 	if err != nil {
 		return changed, fmt.Errorf("node %s: %w", n.Name(), err)
 	}
@@ -84,7 +165,7 @@ func (n Node) outsideMountNS(what string, pid int) error {
 // the host (what a devk from before mount namespaces mounted there: the
 // kubelet's root, the pods' volumes).
 func (n Node) RemoveMounts(ctx context.Context) (phase.Outcome, error) {
-	had, err := mountns.Remove(ctx, mountNS(n.Files), LeftoverGrace)
+	had, err := mountns.Remove(ctx, n.mountNS(), LeftoverGrace)
 	if err != nil {
 		return phase.Done, err
 	}

@@ -7,12 +7,20 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
+	// -v prints a version and exits, as the project's pause does:
+	// kubeadm's upgrade health check runs the pause image as a Job with
+	// it and waits for the Job to complete.
+	if len(os.Args) > 1 && os.Args[1] == "-v" {
+		fmt.Println("devk pause")
+		return
+	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	// As PID 1 of the sandbox it may inherit orphans: reap them.

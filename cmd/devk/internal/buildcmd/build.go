@@ -33,7 +33,7 @@ func NewBuildCmd(g *cli.Options) *cobra.Command {
 		Long: `Build one or more components of the Kubernetes tree around you.
 
 Components: ` + strings.Join(build.Names(), ", ") + `,
-or all (every component but etcd, coredns, e2e, ginkgo and dlv). The kube- names work too
+or all (every component but etcd, coredns, e2e, ginkgo, dlv and kwok). The kube- names work too
 (kube-apiserver = apiserver).
 
 A PACKAGE is any main package of the tree, named by its directory as with
@@ -59,16 +59,25 @@ etcd and CoreDNS are built from their Go modules (go.etcd.io/etcd/server/v3,
 github.com/coredns/coredns), through the Go module proxy, at the versions
 the tree's kubeadm constants name (DefaultEtcdVersion, CoreDNSVersion), or
 --etcd-version / --coredns-version, stamped as their own builds stamp
-releases.
+releases. CoreDNS links only the plugins a devk or kubeadm Corefile uses
+(` + strings.Join(build.CoreDNSDirectives(), ", ") + `, and what they bring),
+as CoreDNS's compile-time plugin selection allows, which leaves out most
+of its packages. --coredns-plugins all builds CoreDNS's own main with
+every plugin.
 
 dlv is Delve, the debugger, built from its module (github.com/go-delve/delve)
 at devk's pin, ` + build.DelveVersion + `; it has no image of its own.
+
+kwok fakes nodes and their pods for a cluster: built from its module
+(sigs.k8s.io/kwok) at devk's pin, ` + build.KwokVersion + `, stamped as its release
+build stamps it (kwok --version); it runs beside the control plane and
+has no image.
 
 With --debug the binaries keep their symbols and DWARF (no -s -w) and the
 packages --debug-pkg names (default all) are compiled without optimisation
 and inlining (-N -l); they land in _output/devk/bin/<os>_<arch>` + build.DebugDirSuffix + `/,
 recorded apart, so the normal build's binaries and images stay as they were.
-etcd and CoreDNS are debug-built the same way; dlv is always built as released.
+etcd, CoreDNS and kwok are debug-built the same way; dlv is always built as released.
 
 e2e is the tree's end-to-end suite, test/e2e compiled with go test -c
 (same flags and version stamp) into e2e.test; it brings ginkgo, the CLI
@@ -90,6 +99,7 @@ component, and the digest is recorded in _output/devk/state.json for
   devk build kube-apiserver kubectl --debug
   devk build apiserver --debug --debug-pkg k8s.io/apiserver/pkg/server/...
   devk build dlv
+  devk build kwok
   devk build all --platform linux/arm64
   devk build etcd --etcd-version v3.6.5
   devk build coredns --push
@@ -136,6 +146,7 @@ component, and the digest is recorded in _output/devk/state.json for
 	f.StringVar(&o.LDFlags, "ldflags", "", "extra linker flags, appended to the version flags")
 	f.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd version to build, v3.MINOR.PATCH (default: the tree's kubeadm DefaultEtcdVersion)")
 	f.StringVar(&o.CoreDNSVersion, "coredns-version", "", "CoreDNS version to build, v1.MINOR.PATCH (default: the tree's kubeadm CoreDNSVersion)")
+	f.StringVar(&o.CoreDNSPlugins, "coredns-plugins", "", "CoreDNS's plugins: "+build.CoreDNSPluginsAll+" for every one it ships (default: those devk's and kubeadm's Corefiles use, and log)")
 	f.BoolVar(&imgOpts.Push, "push", false, "also make each binary's image and push it to --registry")
 	addImageFlags(f, &imgOpts)
 	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(validname.Platforms(), cobra.ShellCompDirectiveNoFileComp))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/innode"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/layout"
@@ -20,7 +20,7 @@ import (
 const execUsage = "devk node exec [NODE] -- CMD [ARGS...]"
 
 func newNodeExecCmd(g *cli.Options) *cobra.Command {
-	var o cluster.ExecOptions
+	var o innode.ExecOptions
 	cmd := &cobra.Command{
 		Use:   "exec [NODE] -- CMD [ARGS...]",
 		Short: "Run a command inside a node: its network and mount namespaces, its environment",
@@ -41,10 +41,18 @@ CMD gets devk's environment with these set:
   CONTAINERD_ADDRESS          the node's containerd, for ctr, with
   CONTAINERD_NAMESPACE        k8s.io, the pods' (devk's containerd only)
   CNI_PATH                    the CNI plugins' directory
-  DEVK_CLUSTER, DEVK_NODE     where CMD runs
+  DEVK_HOME, DEVK_CLUSTER,    where CMD runs (devk's systemctl in the node
+  DEVK_NODE                   reads them)
 It runs in devk's working directory (in / if the node has no such
 directory), with devk's stdin, stdout and stderr: on a terminal, devk's
 terminal (none is allocated).
+
+In a node, systemctl is devk's (first on PATH, and bound over this
+machine's /usr/bin/systemctl and /bin/systemctl): it serves one unit, the
+node's kubelet, so ` + "`systemctl restart kubelet`" + ` (as kubeadm's docs say after
+` + "`kubeadm certs renew`" + `), start, stop, status and is-active act on the kubelet
+devk supervises for the node, never on this machine's systemd; any other
+unit exits 5 (not found).
 
 Once the node and CMD are found, devk becomes CMD (it execs it): CMD gets
 the signals sent to devk, Ctrl-C included, and devk exits with CMD's exit
@@ -60,6 +68,7 @@ in the node. Needs root.`,
   devk node exec devk-worker -- iptables-save -t nat
   devk node exec -- ctr images ls                  # the node's containerd
   devk node exec -- kubectl get nodes              # admin.conf on a control-plane node
+  devk node exec -- systemctl restart kubelet      # the node's kubelet, never this machine's
   devk node exec --name dev2 -- bash               # a shell in the node, on your terminal`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			node, command, err := execArgs(args, cmd.ArgsLenAtDash())
@@ -71,11 +80,11 @@ in the node. Needs root.`,
 				return execFailed(fmt.Errorf("-o %s: node exec's output is CMD's own: leave -o out", g.Output))
 			}
 			o.Dir, _ = os.Getwd() // none: / in the node
-			e, err := cluster.NodeExec(cmd.Context(), o)
+			e, err := innode.NodeExec(cmd.Context(), o)
 			switch {
-			case errors.Is(err, cluster.ErrCommandNotFound):
+			case errors.Is(err, innode.ErrCommandNotFound):
 				return &execError{err: err, code: cli.ExitCommandNotFound}
-			case errors.Is(err, cluster.ErrCommandNotExecutable):
+			case errors.Is(err, innode.ErrCommandNotExecutable):
 				return &execError{err: err, code: cli.ExitCannotExecute}
 			case err != nil:
 				return execFailed(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/status"
 	"github.com/devk/devk/cmd/devk/internal/cli"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -50,14 +51,12 @@ It changes nothing.`,
 	return cmd
 }
 
+// shortImage is digest.ShortImage, "-" for no image.
 func shortImage(ref string) string {
-	if i := strings.Index(ref, "@sha256:"); i >= 0 && len(ref) >= i+8+12 {
-		return ref[strings.LastIndex(ref[:i], "/")+1:i] + "@" + ref[i+8:i+8+12]
-	}
 	if ref == "" {
 		return "-"
 	}
-	return ref
+	return digest.ShortImage(ref)
 }
 
 func printStatus(g *cli.Options, st *status.Status) {
@@ -157,11 +156,12 @@ func printNodeImages(w io.Writer, nodes []status.Node) {
 	}
 }
 
-// runningImage is the image c's container runs, short, marked when it is
-// not the one its manifest names.
+// runningImage is the image c's container runs, short, marked when its
+// digest is not the one its manifest names. A manifest that names a tag
+// (kubeadm's) is not compared: the runtime reports digests only.
 func runningImage(c status.Component) string {
 	running := shortImage(c.Running)
-	if c.Running != "" && c.Manifest != "" && c.Running != c.Manifest {
+	if want := digest.Of(c.Manifest); want != "" && c.Running != "" && digest.Of(c.Running) != want {
 		running += " (differs)"
 	}
 	return running

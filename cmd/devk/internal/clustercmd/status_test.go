@@ -123,3 +123,24 @@ func TestPrintStatusNodes(t *testing.T) {
 		t.Errorf("status text of three nodes:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestRunningImageDiffers: a running digest is marked only when the
+// manifest names another digest; the same digest through another
+// registry address is the same image, and a tag (kubeadm's manifests)
+// cannot be compared with the runtime's digest.
+func TestRunningImageDiffers(t *testing.T) {
+	for _, tt := range []struct {
+		manifest, running string
+		differs           bool
+	}{
+		{apiserverImage, swappedImage, true},
+		{apiserverImage, apiserverImage, false},
+		{apiserverImage, "10.250.0.1:5000/kube-apiserver@" + apiserverImage[strings.Index(apiserverImage, "@")+1:], false},
+		{"127.0.0.1:5000/kube-apiserver:v1.34.4", swappedImage, false},
+		{apiserverImage, "", false},
+	} {
+		if got := strings.HasSuffix(runningImage(status.Component{Manifest: tt.manifest, Running: tt.running}), " (differs)"); got != tt.differs {
+			t.Errorf("manifest %s, running %s: differs = %v, want %v", tt.manifest, tt.running, got, tt.differs)
+		}
+	}
+}

@@ -55,6 +55,20 @@ Everything the cluster owns is in $DEVK_HOME/clusters/NAME/ (DEVK_HOME
 defaults to ~/.devk); the registry keeps its content in $DEVK_HOME/registry.
 Context devk-NAME is added to your kubeconfig.
 
+--bootstrapper kubeadm makes the cluster with the tree's own kubeadm, for
+kubeadm contributors: devk builds it with the other components, makes the
+nodes (each node's /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd are
+its own directories, bound in its mount namespace; the host's are never
+touched), tags its images with the names kubeadm lists, writes kubeadm's
+config from the config file (kubeadmConfigPatches and
+kubeadmConfigPatchesJSON6902 patch it, as in kind) and runs kubeadm init on
+node 0 and kubeadm join on the others, inside each node (with
+--control-planes N, kubeadm join --control-plane behind HAProxy after
+node 0's kubeadm uploads the certificates); the kubelet
+kubeadm starts through systemctl is devk's, supervised. kubeadm does the
+rest, addons included (CoreDNS finds no DNS server beyond the machine).
+` + "`devk node exec NODE -- kubeadm …`" + ` runs that kubeadm in the node.
+
 Running it again on a healthy cluster changes nothing; on a half-made one it
 resumes. ` + "`devk down`" + ` removes everything. Needs root.
 
@@ -71,6 +85,8 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
   devk up --nodes 3                    # a control plane and two workers
   devk up --control-planes 3           # three control-plane nodes behind HAProxy
   devk up --config devk.yaml
+  devk up --bootstrapper kubeadm --nodes 2   # the tree's kubeadm init and join
+  devk up --bootstrapper kubeadm --control-planes 3   # kubeadm's HA: join --control-plane behind HAProxy
   devk up --dry-run
   devk up phase control-plane/apiserver
 
@@ -134,6 +150,8 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	f.IntVar(&o.Nodes, "nodes", 0, "how many nodes the cluster has: node 0, then control-plane nodes up to --control-planes, then workers, joined as `devk node add` joins them (default: as many as it has; a new cluster: 1)")
 	f.IntVar(&o.ControlPlanes, "control-planes", 0, "how many of the nodes are control-plane nodes, each with its own etcd member and API server; 2 or more give a new cluster HAProxy in front of the API servers, the endpoint of every kubeconfig (default: as many as it has; a new cluster: 1)")
 	f.BoolVar(&o.AllowBridgeForward, strings.TrimPrefix(cluster.AllowBridgeForwardFlag, "--"), false, "add one rule to the host's iptables FORWARD chain accepting traffic between the cluster's nodes on its bridge, for hosts whose FORWARD policy drops it (Docker's); down removes it")
+	f.StringVar(&o.Bootstrapper, "bootstrapper", "", "what bootstraps a new cluster: devk (devk's own phases, the default) or kubeadm (the tree's kubeadm init and join inside the nodes, its addons; the config file's bootstrapper key says the same); an existing cluster keeps its own")
+	f.StringSliceVar(&o.KubeadmSkipPhases, "kubeadm-skip-phases", nil, "with --bootstrapper kubeadm: kubeadm init phases to skip (kubeadm's --skip-phases, e.g. addon/kube-proxy)")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	cli.ResultHelp(cmd, upResult{}, false)

@@ -24,8 +24,9 @@ func NewTraceCmd(g *cli.Options) *cobra.Command {
 		Use:   "trace [flags] -- CMD [ARGS...] | trace --follow",
 		Short: "Run a command and show everything it made the cluster do: API requests, etcd writes, each node's iptables and containers",
 		Long: `Run CMD, then follow what happened until the cluster is quiet (no new write
-request, etcd revision, rule or container change for --settle; at most --for
-after the command's exit), and print one timeline, oldest first:
+request, etcd revision, rule or container change for --settle, and every pod
+written in the window ready, ended or stuck, every object being deleted gone;
+at most --for after the command's exit), and print one timeline, oldest first:
 
 - requests: each API request of the window from the API server's audit log
   (time, client: kubectl, kube-controller-manager/endpointslice-controller,

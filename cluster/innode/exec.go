@@ -1,4 +1,8 @@
-package cluster
+// Package innode is what devk runs inside a node of a cluster on this
+// machine: the command of `devk node exec` (prepared, in the node's
+// namespaces, with its environment) and the node's kubelet as the
+// service devk's systemctl in the node serves.
+package innode
 
 import (
 	"context"
@@ -6,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/internal/node"
 )
 
@@ -38,14 +43,14 @@ var (
 // and finds the command inside the node. It takes no lock and changes
 // nothing; what the command does is its own.
 func NodeExec(ctx context.Context, o ExecOptions) (Exec, error) {
-	c, err := Open(Options{Name: o.Name, Home: o.Home})
+	c, err := cluster.Open(cluster.Options{Name: o.Name, Home: o.Home})
 	if err != nil {
 		return Exec{}, err
 	}
 	if !c.Exists() {
 		return Exec{}, c.NoCluster()
 	}
-	n, err := c.nodeNamed(o.Node)
+	n, err := c.NodeNamed(o.Node)
 	if err != nil {
 		return Exec{}, err
 	}
@@ -53,7 +58,7 @@ func NodeExec(ctx context.Context, o ExecOptions) (Exec, error) {
 		return Exec{}, errors.New("entering a node's namespaces needs root: run devk with sudo")
 	}
 	return n.Exec(ctx, node.ExecInput{
-		Command: o.Command, Dir: o.Dir, Environ: os.Environ(), Extra: c.daemonEnv(),
-		ToolDirs: []string{filepath.Dir(c.KubectlPath())}, CRISocket: c.criSocket(n),
+		Command: o.Command, Dir: o.Dir, Environ: os.Environ(), Extra: c.DaemonEnv(),
+		ToolDirs: []string{filepath.Dir(c.KubectlPath())}, CRISocket: c.CRISocket(n), Home: c.Home,
 	})
 }

@@ -1,0 +1,431 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/staticpod"
+)
+
+// kubeadmHostPaths are the host's paths kubeadm writes on a machine it
+// bootstraps, which a kubeadm cluster of devk's must leave as they were.
+var kubeadmHostPaths = []string{"/etc/kubernetes", "/var/lib/kubelet", "/var/lib/etcd"}
+
+// hostPathState is whether each path exists, and its entries when it
+// does: what "unchanged" compares.
+func hostPathState(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, p := range kubeadmHostPaths {
+		entries, err := os.ReadDir(p)
+		switch {
+		case os.IsNotExist(err):
+			out[p] = "absent"
+		case err != nil:
+			t.Fatal(err)
+		default:
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			out[p] = strings.Join(names, ",")
+		}
+	}
+	return out
+}
+
+// TestKubeadmBootstrapper is `devk up --bootstrapper kubeadm
+// --control-planes 3 --nodes 4` beside the shared cluster: the tree's
+// kubeadm init on node 0, kubeadm join --control-plane (after
+// upload-certs) on two more behind HAProxy and kubeadm join on the
+// worker, inside the nodes; the first up is killed while kubeadm init
+// runs, and the next finishes it. Every node is Ready, etcd has 3
+// members; kube-proxy and CoreDNS are kubeadm's (its ConfigMaps
+// kubeadm-config and kubelet-config are there, kube-proxy runs from the
+// config file kubeadm's addon phase writes); a workload behind a Service
+// answers by name from another pod; the node's kubeadm sees its cluster
+// (`devk node exec … kubeadm config images list`); `devk up` again
+// changes nothing; devk's certificates are kubeadm's, before and after
+// devk renews them; a patched apiserver rolls across the three control
+// planes under load through HAProxy with no failed request, verified by
+// digest, and --rollback puts kubeadm's manifests back byte for byte (but
+// devk's written-at stamp); a
+// node add killed in kubeadm join joins on the next;
+// and the host's /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd are
+// as they were, before and after `devk down`.
+func TestKubeadmBootstrapper(t *testing.T) {
+	c := Cluster(t)
+	const name = "kad"
+	before := hostPathState(t)
+	devk, downed := besideShared(t, c, name)
+	// Killed (kill -9) while kubeadm init waits for the control plane:
+	// kubeadm goes on alone; the next up stops it, resets the node and
+	// runs init again.
+	upArgs := []string{"up", "--bootstrapper", "kubeadm", "--control-planes", "3", "--nodes", "4", "--name", name}
+	if r := atPoint(t, c.Tree, c.Env, "kubeadm/init/wait-control-plane", "kill", upArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
+		t.Fatalf("not killed in kubeadm init: %v\n%s", r.Err, r.Stderr)
+	}
+	up := devk(t, "up", "--control-planes", "3", "--nodes", "4", "-v", "1")
+	t.Logf("devk up --bootstrapper kubeadm --control-planes 3 --nodes 4 took %s", up.Took.Round(time.Second))
+	if !strings.Contains(up.Stderr, "kubeadm: [init] Using Kubernetes version") || !strings.Contains(up.Stderr, "kubeadm: This node has joined the cluster") {
+		t.Errorf("devk up -v 1 shows no kubeadm init and join output:\n%s", up.Stderr)
+	}
+	kubeconfig := filepath.Join(c.Home, "clusters", name, "admin.conf")
+	kubectl := func(t *testing.T, args ...string) string {
+		t.Helper()
+		r := run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		if r.Err != nil {
+			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), r.Err, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+	cs := clientFor(t, kubeconfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	step(t, "kubeadm's cluster", func(t *testing.T) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) != 4 {
+			t.Fatalf("nodes: %v %v", err, nodes)
+		}
+		for _, n := range nodes.Items {
+			if !nodeReady(&n) {
+				t.Errorf("node %s is not Ready", n.Name)
+			}
+		}
+		for _, cm := range []string{"kubeadm-config", "kubelet-config", "kube-proxy", "coredns"} {
+			if _, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, cm, metav1.GetOptions{}); err != nil {
+				t.Errorf("kubeadm's ConfigMap kube-system/%s: %v", cm, err)
+			}
+		}
+		if _, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "devk-config", metav1.GetOptions{}); err == nil {
+			t.Error("devk's own upload-config ran on a kubeadm cluster")
+		}
+		ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+		if err != nil || !strings.Contains(strings.Join(ds.Spec.Template.Spec.Containers[0].Command, " "), "--config=/var/lib/kube-proxy/config.conf") {
+			t.Errorf("kube-proxy is not kubeadm's: %v %v", err, ds)
+		}
+		// devk status reads kubeadm's control plane as its own: every
+		// static pod healthy (the controller-manager and scheduler on the
+		// node's loopback, where kubeadm binds them).
+		var st struct {
+			Components []struct {
+				Name    string
+				Healthy bool
+			}
+		}
+		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Components) != 4 {
+			t.Errorf("devk status -o json on a kubeadm cluster:\n%s", r.Stdout)
+		}
+		for _, comp := range st.Components {
+			if !comp.Healthy {
+				t.Errorf("devk status: %s is not healthy on a kubeadm cluster", comp.Name)
+			}
+		}
+		kubectl(t, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=180s")
+		kubectl(t, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=180s")
+	})
+
+	cfg, paths, err := layout.Open(c.Home, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps := cfg.ControlPlaneNames()
+	apiManifest := func(t *testing.T, node string) string {
+		t.Helper()
+		nf, err := paths.Node(cfg, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nf.ManifestPath("kube-apiserver")
+	}
+	step(t, "three control planes behind HAProxy", func(t *testing.T) {
+		if want := []string{name + "-control-plane", name + "-control-plane2", name + "-control-plane3"}; !slices.Equal(cps, want) {
+			t.Fatalf("control-plane nodes %v, want %v", cps, want)
+		}
+		if got := etcdMemberNames(t, ctx, cfg, paths); !slices.Equal(got, cps) {
+			t.Errorf("etcd members %v, want %v", got, cps)
+		}
+		if endpoint := "https://" + cfg.Network.HostIP + ":6443"; cfg.APIServerURL() != endpoint {
+			t.Errorf("clients talk to %s, want HAProxy at %s", cfg.APIServerURL(), endpoint)
+		}
+		r := devk(t, "status")
+		for _, n := range cps {
+			if !strings.Contains(r.Stdout, n+" UP") {
+				t.Errorf("devk status: HAProxy does not have %s UP:\n%s", n, r.Stdout)
+			}
+		}
+	})
+
+	webAndClient(t, ctx, c, kubeconfig, agnhost(t, c), "ClusterIP")
+
+	step(t, "the node's own kubeadm", func(t *testing.T) {
+		r := MustDevkEnv(t, c.Tree, c.Env, "node", "exec", "--name", name, name+"-control-plane", "--", "kubeadm", "config", "images", "list", "--config", "/etc/kubernetes/kubeadm.yaml")
+		if !strings.Contains(r.Stdout, "/kube-apiserver:") || !strings.Contains(r.Stdout, "/etcd:") {
+			t.Errorf("kubeadm config images list in the node:\n%s", r.Stdout)
+		}
+		if _, err := os.Stat(filepath.Join(c.Home, "clusters", name, "manifests", "kube-apiserver.yaml")); err != nil {
+			t.Errorf("kubeadm's manifests are not the node's files: %v", err)
+		}
+	})
+
+	step(t, "up again changes nothing", func(t *testing.T) {
+		r := devk(t, "up", "-o", "json")
+		var res struct {
+			Changed bool
+			Phases  []struct {
+				Phase, Detail string
+				Changed       bool
+			}
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || res.Changed {
+			var changed []string
+			for _, p := range res.Phases {
+				if p.Changed {
+					changed = append(changed, p.Phase)
+				}
+			}
+			t.Errorf("devk up on a running kubeadm cluster changed something (%v): phases %v\n%s", err, changed, r.Stderr)
+		}
+	})
+
+	// Bad input is refused before anything is made or changed: the
+	// other bootstrapper on an existing cluster (either way), and a
+	// kubeadmConfigPatches entry that matches no document of kubeadm's
+	// config.
+	step(t, "bad input", func(t *testing.T) {
+		sharedJSON := filepath.Join(c.Home, "clusters", "devk", "cluster.json")
+		kadJSON := filepath.Join(c.Home, "clusters", name, "cluster.json")
+		sharedBefore, _ := os.ReadFile(sharedJSON)
+		kadBefore, _ := os.ReadFile(kadJSON)
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"up", "--bootstrapper", "kubeadm"}, "--bootstrapper kubeadm, but devk made cluster devk"},
+			{[]string{"up", "--bootstrapper", "devk", "--name", name}, "--bootstrapper devk, but kubeadm made cluster " + name},
+		} {
+			if r := Devk(t, c.Tree, c.Env, tc.args...); r.Err == nil || !strings.Contains(r.Stderr, tc.want) {
+				t.Errorf("devk %s: %v, want an error saying %q:\n%s", strings.Join(tc.args, " "), r.Err, tc.want, r.Stderr)
+			}
+		}
+		if now, _ := os.ReadFile(sharedJSON); !bytes.Equal(now, sharedBefore) {
+			t.Error("a refused --bootstrapper kubeadm changed the shared cluster's cluster.json")
+		}
+		if now, _ := os.ReadFile(kadJSON); !bytes.Equal(now, kadBefore) {
+			t.Error("a refused --bootstrapper devk changed the kubeadm cluster's cluster.json")
+		}
+		file := filepath.Join(t.TempDir(), "devk.yaml")
+		if err := os.WriteFile(file, []byte("apiVersion: devk.dev/v1alpha1\nkind: Cluster\nkubeadmConfigPatches:\n- |\n  kind: NoSuchConfiguration\n  x: 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := Devk(t, c.Tree, c.Env, "up", "--bootstrapper", "kubeadm", "--name", "kbad", "--config", file)
+		if r.Err == nil || !strings.Contains(r.Stderr, "kubeadmConfigPatches[0]: matches no document") {
+			t.Errorf("a patch that matches no document: %v\n%s", r.Err, r.Stderr)
+		}
+		if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "devk-kbad-") {
+			t.Errorf("a refused up made network namespaces:\n%s", out)
+		}
+		Devk(t, c.Tree, c.Env, "down", "--name", "kbad")
+	})
+
+	// devk's certificates are kubeadm's: the same list and dates as the
+	// node's kubeadm certs check-expiration, before and after devk renews
+	// them all, and kubeadm still accepts the cluster (upgrade plan).
+	step(t, "certs as kubeadm sees them", func(t *testing.T) {
+		before := sameCertsAsKubeadm(t, c, name)
+		var renewed renewReport
+		if r := devk(t, "certs", "renew", "all", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &renewed) != nil {
+			t.Fatalf("certs renew all -o json:\n%s", r.Stdout)
+		}
+		// kubeadm's manifests name the files inside the node: the pods
+		// that use them are found, restarted, and serve the new ones.
+		for _, n := range cps {
+			for _, pod := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler"} {
+				if !slices.Contains(renewed.pods(), n+"/"+pod) {
+					t.Errorf("renew all did not restart %s on %s (restarted: %v)", pod, n, renewed.pods())
+				}
+			}
+		}
+		after := sameCertsAsKubeadm(t, c, name)
+		for cert, was := range before {
+			if !after[cert].After(was) {
+				t.Errorf("kubeadm certs check-expiration: %s expires %s after devk certs renew all, was %s", cert, after[cert], was)
+			}
+		}
+		// Its health check runs a Job and gives it 15 s, which the
+		// scheduler restarted by the renewal may need to become leader
+		// first: kubeadm accepts the node once the control plane settles.
+		eventually(t, ctx, "kubeadm upgrade plan after the renewal", func() error {
+			r := Devk(t, c.Tree, c.Env, "node", "exec", "--name", name, name+"-control-plane", "--", "kubeadm", "upgrade", "plan", KubeVersion)
+			if r.Err != nil {
+				return fmt.Errorf("%v\n%s", r.Err, r.Stderr)
+			}
+			return nil
+		})
+	})
+
+	// A patched apiserver swapped into kubeadm's manifest, verified by
+	// digest; kubeadm still reads its cluster; --rollback puts kubeadm's
+	// manifest back byte for byte.
+	step(t, "a rolling swap on kubeadm's manifests", func(t *testing.T) {
+		manifests := map[string][]byte{}
+		for _, n := range cps {
+			data, err := os.ReadFile(apiManifest(t, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			manifests[n] = data
+		}
+		configGo := filepath.Join(c.Tree, "staging", "src", "k8s.io", "apiserver", "pkg", "server", "config.go")
+		orig, err := os.ReadFile(configGo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendTo(t, configGo, "\n// DevkE2EKubeadmSwap proves the swapped apiserver is this build.\nfunc DevkE2EKubeadmSwap() string { return \"swapped\" }\n")
+		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+		load := startLoad(t, kubeconfig)
+		rep := swapJSON(t, devk, "apiserver", 3, 0)
+		sent, failures := load.stop()
+		for i, sp := range rep.StaticPods {
+			for _, check := range sp.Checks {
+				if !check.OK {
+					t.Errorf("%s: check %s failed: want %s, got %s", cps[i], check.Check, check.Want, check.Got)
+				}
+			}
+			if got := manifestImage(t, apiManifest(t, cps[i])); got != sp.NewImage || !strings.Contains(got, "@sha256:") {
+				t.Errorf("%s: kubeadm's manifest names %s after the swap, want %s", cps[i], got, sp.NewImage)
+			}
+		}
+		t.Logf("%d requests through HAProxy during the rolling swap, %d failed", sent, len(failures))
+		if sent < 100 {
+			t.Errorf("the load sent only %d requests: it did not run", sent)
+		}
+		if len(failures) > 0 {
+			t.Errorf("%d of %d requests through HAProxy failed during the rolling swap, e.g. %s", len(failures), sent, failures[0])
+		}
+		devk(t, "digest", "verify", "apiserver")
+		kubeadmInNode(t, c, name, "upgrade", "plan", KubeVersion)
+		kubeadmInNode(t, c, name, "config", "images", "list", "--config", "/etc/kubernetes/kubeadm.yaml")
+		devk(t, "swap", "--rollback", "apiserver")
+		// Byte for byte but for the stamp devk writes on every manifest
+		// it writes (staticpod.WrittenAnnotation: the kubelet must see a
+		// new pod, not the one it just terminated).
+		stamp := regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(staticpod.WrittenAnnotation) + `: .*\n`)
+		for _, n := range cps {
+			if now, _ := os.ReadFile(apiManifest(t, n)); !bytes.Equal(stamp.ReplaceAll(now, nil), manifests[n]) {
+				t.Errorf("%s: after --rollback kube-apiserver.yaml is not kubeadm's:\n%s\nwas:\n%s", n, now, manifests[n])
+			}
+		}
+		eventually(t, ctx, "kubeadm's apiserver serving again", func() error {
+			v, err := cs.Discovery().ServerVersion()
+			if err != nil || strings.HasSuffix(v.GitVersion, "-dirty") {
+				return fmt.Errorf("%v %v: %w", v, err, errNotYet)
+			}
+			return nil
+		})
+		// The tree's own apiserver is the last pushed again, for the
+		// tests after this one that swap the shared cluster.
+		if err := os.WriteFile(configGo, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	})
+
+	// A worker's join killed while kubeadm join starts the kubelet, then
+	// node add again: the node joins.
+	step(t, "node add killed in kubeadm join", func(t *testing.T) {
+		worker := name + "-worker2"
+		if r := atPoint(t, c.Tree, c.Env, "kubeadm/join/kubelet-start", "kill", "node", "add", worker, "--name", name); !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed in kubeadm join: %v\n%s", r.Err, r.Stderr)
+		}
+		devk(t, "node", "add", worker)
+		eventually(t, ctx, "node "+worker+" Ready", func() error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
+			if err != nil || !nodeReady(n) {
+				return fmt.Errorf("%v", err)
+			}
+			return nil
+		})
+	})
+
+	step(t, "the host's kubeadm paths", func(t *testing.T) {
+		if now := hostPathState(t); fmt.Sprint(now) != fmt.Sprint(before) {
+			t.Errorf("the host's kubeadm paths changed while up: %v, were %v", now, before)
+		}
+		devk(t, "down")
+		downed()
+		if now := hostPathState(t); fmt.Sprint(now) != fmt.Sprint(before) {
+			t.Errorf("the host's kubeadm paths changed by down: %v, were %v", now, before)
+		}
+		if _, err := os.Stat(filepath.Join(c.Home, "clusters", name)); !os.IsNotExist(err) {
+			t.Errorf("the cluster's directory after down: %v", err)
+		}
+	})
+}
+
+// kubeadmInNode runs the tree's kubeadm in cluster name's first
+// control-plane node, and returns its stdout.
+func kubeadmInNode(t *testing.T, c *SharedCluster, name string, args ...string) string {
+	t.Helper()
+	r := MustDevkEnv(t, c.Tree, c.Env, append([]string{"node", "exec", "--name", name, name + "-control-plane", "--", "kubeadm"}, args...)...)
+	return r.Stdout
+}
+
+// sameCertsAsKubeadm checks that devk certs check-expiration lists the
+// certificates kubeadm certs check-expiration lists in the node, with the
+// same expiry, and returns them by kubeadm's name.
+func sameCertsAsKubeadm(t *testing.T, c *SharedCluster, name string) map[string]time.Time {
+	t.Helper()
+	var theirs struct {
+		Certificates []struct {
+			Name           string    `json:"name"`
+			ExpirationDate time.Time `json:"expirationDate"`
+			Missing        bool      `json:"missing"`
+		} `json:"certificates"`
+	}
+	out := kubeadmInNode(t, c, name, "certs", "check-expiration", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &theirs); err != nil || len(theirs.Certificates) == 0 {
+		t.Fatalf("kubeadm certs check-expiration -o json: %v\n%s", err, out)
+	}
+	var ours expirationReport
+	r := MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--name", name, "--node", name+"-control-plane", "-o", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &ours); err != nil {
+		t.Fatal(err)
+	}
+	devkDates := map[string]time.Time{}
+	for _, crt := range ours.Certificates {
+		devkDates[crt.Name] = crt.NotAfter
+	}
+	kubeadmDates := map[string]time.Time{}
+	for _, crt := range theirs.Certificates {
+		if crt.Missing {
+			continue
+		}
+		kubeadmDates[crt.Name] = crt.ExpirationDate
+		if got, ok := devkDates[crt.Name]; !ok || !got.Equal(crt.ExpirationDate) {
+			t.Errorf("%s: kubeadm says it expires %s, devk says %s (listed: %v)", crt.Name, crt.ExpirationDate, got, ok)
+		}
+	}
+	if len(devkDates) != len(kubeadmDates) {
+		t.Errorf("devk lists %d certificates, kubeadm %d:\ndevk: %v\nkubeadm: %v", len(devkDates), len(kubeadmDates), devkDates, kubeadmDates)
+	}
+	t.Logf("devk and kubeadm agree on %d certificates", len(kubeadmDates))
+	return kubeadmDates
+}
