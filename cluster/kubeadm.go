@@ -9,15 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kubeadmconfig"
-	"github.com/devk/devk/cluster/internal/node"
+	"github.com/devk/devk/cluster/internal/kubeadmrun"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/atomicfile"
-	"github.com/devk/devk/internal/nodelock"
-	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
 )
@@ -34,7 +34,7 @@ import (
 
 // kubeadmComponent is the tree's kubeadm, which the images phase builds
 // for a cluster it bootstraps.
-const kubeadmComponent = "kubeadm"
+const kubeadmComponent = kubeadmrun.Component
 
 // devkOnly runs a phase only on a cluster devk's own phases bootstrap,
 // kubeadmOnly only on one kubeadm bootstraps.
@@ -68,14 +68,27 @@ func (c *Cluster) kubeadmNode(n Node) kubeadmconfig.Node {
 }
 
 // kubeadmPreflight is kubeadmconfig.Preflight of node 0 (its socket the
-// one the runtime phase records) on a cluster kubeadm bootstraps.
-func (c *Cluster) kubeadmPreflight(version string) error {
+// one the runtime phase records) on a cluster kubeadm bootstraps: its
+// config, nil when there is none to check.
+func (c *Cluster) kubeadmPreflight(version string) ([]byte, error) {
 	if !c.Config.Spec.Kubeadm() {
-		return nil
+		return nil, nil
 	}
 	n := c.kubeadmNode(c.FirstNode())
 	n.CRISocket = cmp.Or(n.CRISocket, c.FirstNode().Files.ContainerdSocket())
 	return kubeadmconfig.Preflight(c.kubeadmInput(), n, version)
+}
+
+// kubeadmValidate builds the tree's kubeadm (incrementally: the images
+// phase finds it built) and has it validate config, node 0's, before
+// anything is made: a tree whose kubeadm does not build, or a config it
+// rejects, is a preflight problem.
+func (c *Cluster) kubeadmValidate(ctx context.Context, config []byte) error {
+	bj, err := build.Run(ctx, build.Options{TreeDir: c.TreeDir, Components: []string{kubeadmComponent}, Reporter: progress.Under(c.Reporter, "preflight")}, phase.Options{})
+	if err != nil {
+		return fmt.Errorf("the tree's kubeadm does not build (a cluster kubeadm bootstraps needs it): %w", err)
+	}
+	return kubeadmrun.Validate(ctx, bj.Binaries[0].Path, config)
 }
 
 // prepareKubeadmNode installs the tree's kubeadm and kubelet on node n
@@ -125,53 +138,10 @@ func (c *Cluster) runKubeadmConfig(ctx context.Context) (phase.Outcome, error) {
 	return phase.ChangedIf(installed || wrote || len(moved) > 0, "%s; %d images kubeadm names, %d tagged now", n.Files.KubeadmConfig(), len(list), len(moved)), nil
 }
 
-// kubeadm runs the node's kubeadm with args inside node n, its output
-// shown with -v 1. It runs with the daemons' environment and the node's
-// lock named as held (this job holds it): the systemctl kubeadm calls,
-// devk's in the node, does not wait for it.
-func (c *Cluster) kubeadm(ctx context.Context, n Node, args ...string) error {
-	held, err := nodelock.HeldEnvVar(n.Files.Manifests())
-	if err != nil {
-		return err
-	}
-	return n.RunKubeadm(ctx, node.ExecInput{
-		Command: append([]string{kubeadmComponent}, args...), Environ: os.Environ(), Extra: append(c.daemonEnv(), held),
-		ToolDirs: []string{filepath.Dir(c.KubectlPath())}, CRISocket: c.criSocket(n),
-	}, c.Reporter)
-}
-
-// clearUnfinishedKubeadm makes node n ready for a kubeadm init or join
-// again after one that did not finish: a kubeadm a killed devk left
-// running is stopped, and what it wrote is cleared (`kubeadm reset -f`
-// inside the node).
-func (c *Cluster) clearUnfinishedKubeadm(ctx context.Context, n Node) error {
-	left, err := n.StopLeftKubeadm(ctx)
-	if err != nil {
-		return err
-	}
-	if left > 0 {
-		c.Reporter.Infof("node %s: stopped %d kubeadm a killed devk left running", n.Name(), left)
-	}
-	if !n.KubeadmLeftovers() {
-		return nil
-	}
-	c.Reporter.Infof("node %s holds what an unfinished kubeadm left: kubeadm reset -f, then again", n.Name())
-	if err := c.kubeadm(ctx, n, "reset", "-f", "--cri-socket", "unix://"+c.criSocket(n)); err != nil {
-		return fmt.Errorf("node %s: kubeadm reset after an unfinished kubeadm: %w", n.Name(), err)
-	}
-	return nil
-}
-
-// resumeKubeadmNode is the phase of a node whose kubeadm init or join
-// finished before: its kubelet is started as kubeadm configured it when
-// it does not run (a machine restarted, a kubelet killed), as systemd
-// would.
-func (c *Cluster) resumeKubeadmNode(n Node, command string) (phase.Outcome, error) {
-	_, started, err := n.Files.Procs().Start(supervise.Process{Name: "kubelet", Argv: n.KubeletArgv(), Env: c.daemonEnv()})
-	if err != nil {
-		return phase.Done, err
-	}
-	return phase.ChangedIf(started, "kubeadm %s ran before; kubelet %s", command, map[bool]string{true: "started", false: "running"}[started]), nil
+// kubeadmRunner runs kubeadm inside node n, with the daemons'
+// environment and kubectl on its PATH.
+func (c *Cluster) kubeadmRunner(n Node) kubeadmrun.Runner {
+	return kubeadmrun.Runner{Node: n, Env: c.daemonEnv(), ToolDirs: []string{filepath.Dir(c.KubectlPath())}, CRISocket: c.criSocket(n), Reporter: c.Reporter}
 }
 
 // runKubeadmInit runs `kubeadm init` on node 0 unless it finished
@@ -179,16 +149,16 @@ func (c *Cluster) resumeKubeadmNode(n Node, command string) (phase.Outcome, erro
 func (c *Cluster) runKubeadmInit(ctx context.Context) (phase.Outcome, error) {
 	n := c.FirstNode()
 	if n.KubeadmDone() {
-		return c.resumeKubeadmNode(n, "init")
+		return c.kubeadmRunner(n).Resume("init")
 	}
-	if err := c.clearUnfinishedKubeadm(ctx, n); err != nil {
+	if err := c.kubeadmRunner(n).ClearUnfinished(ctx); err != nil {
 		return phase.Done, err
 	}
 	args := []string{"init", "--config", kubeadmconfig.InNode}
 	if len(c.KubeadmSkipPhases) > 0 {
 		args = append(args, "--skip-phases", strings.Join(c.KubeadmSkipPhases, ","))
 	}
-	if err := c.kubeadm(ctx, n, args...); err != nil {
+	if err := c.kubeadmRunner(n).Run(ctx, args...); err != nil {
 		return phase.Done, fmt.Errorf("kubeadm init on node %s: %w\nthe config given to kubeadm: %s (inside the node: %s); `devk up` again resets the node and runs it again",
 			n.Name(), err, n.Files.KubeadmConfig(), kubeadmconfig.InNode)
 	}
@@ -220,7 +190,7 @@ func (c *Cluster) uploadCerts(ctx context.Context, in kubeadmconfig.Input) error
 		return err
 	}
 	defer os.Remove(path)
-	return c.kubeadm(ctx, n0, "init", "phase", "upload-certs", "--upload-certs", "--config", kubeadmconfig.UploadCertsInNode)
+	return c.kubeadmRunner(n0).Run(ctx, "init", "phase", "upload-certs", "--upload-certs", "--config", kubeadmconfig.UploadCertsInNode)
 }
 
 // runKubeadmJoin runs `kubeadm join` on the joining node unless it
@@ -230,12 +200,12 @@ func (c *Cluster) uploadCerts(ctx context.Context, in kubeadmconfig.Input) error
 func (j *NodeJob) runKubeadmJoin(ctx context.Context) (phase.Outcome, error) {
 	c, n := j.Cluster, j.Node
 	if n.KubeadmDone() {
-		return c.resumeKubeadmNode(n, "join")
+		return c.kubeadmRunner(n).Resume("join")
 	}
 	if _, err := c.prepareKubeadmNode(ctx, n); err != nil {
 		return phase.Done, err
 	}
-	if err := c.clearUnfinishedKubeadm(ctx, n); err != nil {
+	if err := c.kubeadmRunner(n).ClearUnfinished(ctx); err != nil {
 		return phase.Done, err
 	}
 	cs, err := c.Client()
@@ -260,7 +230,7 @@ func (j *NodeJob) runKubeadmJoin(ctx context.Context) (phase.Outcome, error) {
 	if err := atomicfile.Write(n.Files.KubeadmConfig(), data, 0o600, ""); err != nil {
 		return phase.Done, err
 	}
-	if err := c.kubeadm(ctx, n, "join", "--config", kubeadmconfig.InNode); err != nil {
+	if err := c.kubeadmRunner(n).Run(ctx, "join", "--config", kubeadmconfig.InNode); err != nil {
 		return phase.Done, fmt.Errorf("kubeadm join on node %s: %w\nthe config given to kubeadm: %s (inside the node: %s)", n.Name(), err, n.Files.KubeadmConfig(), kubeadmconfig.InNode)
 	}
 	if err := n.MarkKubeadmDone("join"); err != nil {

@@ -507,6 +507,20 @@ func (c *Cluster) nodesToJoinIn(cfg layout.Config) ([]config.Node, error) {
 	return joinnode.ToJoin(cfg, c.fileNodes, c.ControlPlanes, c.Nodes)
 }
 
+// countFlags are the --nodes and --control-planes this run of up was
+// given (" --nodes 4 --control-planes 3"): the nodes not yet recorded
+// in cluster.json are joined only when they are asked for again.
+func (c *Cluster) countFlags() string {
+	s := ""
+	if c.Nodes > 1 {
+		s += fmt.Sprintf(" --nodes %d", c.Nodes)
+	}
+	if c.ControlPlanes > 1 {
+		s += fmt.Sprintf(" --control-planes %d", c.ControlPlanes)
+	}
+	return s
+}
+
 // runNodes is up's nodes phase: the join phases (JoinPhases) for every
 // node but node 0, each reported under nodes/<node>/.
 func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
@@ -527,7 +541,7 @@ func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
 		}
 		step := progress.StepOf(ctx) + "/" + name
 		if _, err := phase.Run(ctx, JoinPhases(), j, phase.Options{Reporter: progress.Under(c.Reporter, step), Job: "up/nodes"}); err != nil {
-			return phase.Done, fmt.Errorf("node %s: %w (`devk up` again resumes it; `devk node remove %s%s` removes it)", name, err, name, c.nameFlag())
+			return phase.Done, fmt.Errorf("node %s: %w (`devk up%s%s` again resumes it; `devk node remove %s%s` removes it)", name, err, c.nameFlag(), c.countFlags(), name, c.nameFlag())
 		}
 	}
 	var out phase.Outcome

@@ -42,8 +42,16 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Run:   phase.Method((*NodeJob).runLeaveLoadBalancer),
 		},
 		{
+			Name:  "kubeadm-reset",
+			Short: "a cluster kubeadm bootstraps: kubeadm reset -f inside the node, as a kubeadm user removes one (a control plane's etcd member goes with it)",
+			If:    kubeadmOnly(jobCluster),
+			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
+				return j.Cluster.kubeadmRunner(j.Node).Reset(ctx)
+			},
+		},
+		{
 			Name:  "etcd",
-			Short: "a control-plane node: remove its etcd member through the other members (its etcd then stops)",
+			Short: "a control-plane node: remove its etcd member through the other members (its etcd then stops); after kubeadm's reset, a check that it went",
 			If:    isControlPlane,
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.Cluster.peerURL(j.Node)}

@@ -52,8 +52,12 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 	if err := preflight.CgroupSupport(cg, version); err != nil {
 		probs = append(probs, Problem{Check: "cgroups", What: err.Error()}) // the error says what to do
 	}
-	if err := c.kubeadmPreflight(version); err != nil {
+	if kubeadmConfig, err := c.kubeadmPreflight(version); err != nil {
 		probs = append(probs, Problem{Check: "kubeadm-config", What: err.Error()})
+	} else if kubeadmConfig != nil && len(probs) == 0 && c.ImagesFrom == "" {
+		if err := c.kubeadmValidate(ctx, kubeadmConfig); err != nil {
+			probs = append(probs, Problem{Check: "kubeadm", What: err.Error()})
+		}
 	}
 	if note := preflight.SwapNote(); note != "" {
 		notes = append(notes, note)

@@ -572,7 +572,7 @@ func TestKubeadmPatchRefusedBeforeAnythingIsMade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.kubeadmPreflight("v1.34.4")
+			_, err = c.kubeadmPreflight("v1.34.4")
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("a good patch is a problem: %v", err)

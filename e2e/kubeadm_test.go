@@ -51,7 +51,9 @@ func hostPathState(t *testing.T) map[string]string {
 }
 
 // TestKubeadmBootstrapper is `devk up --bootstrapper kubeadm
-// --control-planes 3 --nodes 4` beside the shared cluster: the tree's
+// --control-planes 3 --nodes 4` beside the shared cluster, first refused
+// while the tree's kubeadm does not build, then with a kubeadm patched
+// to say something new in its init output, which up shows: the tree's
 // kubeadm init on node 0, kubeadm join --control-plane (after
 // upload-certs) on two more behind HAProxy and kubeadm join on the
 // worker, inside the nodes; the first up is killed while kubeadm init
@@ -66,14 +68,30 @@ func hostPathState(t *testing.T) map[string]string {
 // planes under load through HAProxy with no failed request, verified by
 // digest, and --rollback puts kubeadm's manifests back byte for byte (but
 // devk's written-at stamp); a
-// node add killed in kubeadm join joins on the next;
-// and the host's /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd are
+// node add killed in kubeadm join joins on the next; export logs has
+// every node's logs and kubeadm's kubelet config and flags; node remove
+// of that worker and of a control plane runs kubeadm reset (etcd down to
+// two members); and the host's /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd are
 // as they were, before and after `devk down`.
 func TestKubeadmBootstrapper(t *testing.T) {
 	c := Cluster(t)
 	const name = "kad"
 	before := hostPathState(t)
 	devk, downed := besideShared(t, c, name)
+	// A kubeadm contributor's tree: a kubeadm that does not build is
+	// refused before anything is made; one whose init says something
+	// new is built by up and says it.
+	initGo := kubeadmInitSource(t, c.Tree)
+	step(t, "a tree whose kubeadm does not build", func(t *testing.T) {
+		appendTo(t, initGo, "\nfunc devkE2EBroken( {\n") // the tree's again at the step's end
+		r := Devk(t, c.Tree, c.Env, "up", "--bootstrapper", "kubeadm", "--name", "kbroken")
+		if r.Err == nil || !strings.Contains(r.Stderr, "the tree's kubeadm does not build") || !strings.Contains(r.Stderr, "init.go") {
+			t.Errorf("up with a kubeadm that does not build: %v, want a preflight problem naming the file\n%s", r.Err, r.Stderr)
+		}
+		noNetNS(t, "kbroken")
+		Devk(t, c.Tree, c.Env, "down", "--name", "kbroken")
+	})
+	replaceIn(t, initGo, kubeadmInitDone, kubeadmInitDone+kubeadmPatchedMark)
 	// Killed (kill -9) while kubeadm init waits for the control plane:
 	// kubeadm goes on alone; the next up stops it, resets the node and
 	// runs init again.
@@ -85,6 +103,9 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	t.Logf("devk up --bootstrapper kubeadm --control-planes 3 --nodes 4 took %s", up.Took.Round(time.Second))
 	if !strings.Contains(up.Stderr, "kubeadm: [init] Using Kubernetes version") || !strings.Contains(up.Stderr, "kubeadm: This node has joined the cluster") {
 		t.Errorf("devk up -v 1 shows no kubeadm init and join output:\n%s", up.Stderr)
+	}
+	if !strings.Contains(up.Stderr, "kubeadm: "+kubeadmInitDone+kubeadmPatchedMark) {
+		t.Errorf("devk up -v 1 does not show the patched kubeadm's init output %q:\n%s", kubeadmInitDone+kubeadmPatchedMark, up.Stderr)
 	}
 	kubeconfig := filepath.Join(c.Home, "clusters", name, "admin.conf")
 	kubectl := func(t *testing.T, args ...string) string {
@@ -206,9 +227,9 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	})
 
 	// Bad input is refused before anything is made or changed: the
-	// other bootstrapper on an existing cluster (either way), and a
+	// other bootstrapper on an existing cluster (either way), a
 	// kubeadmConfigPatches entry that matches no document of kubeadm's
-	// config.
+	// config, and one that makes a config kubeadm rejects.
 	step(t, "bad input", func(t *testing.T) {
 		sharedJSON := filepath.Join(c.Home, "clusters", "devk", "cluster.json")
 		kadJSON := filepath.Join(c.Home, "clusters", name, "cluster.json")
@@ -239,9 +260,20 @@ func TestKubeadmBootstrapper(t *testing.T) {
 		if r.Err == nil || !strings.Contains(r.Stderr, "kubeadmConfigPatches[0]: matches no document") {
 			t.Errorf("a patch that matches no document: %v\n%s", r.Err, r.Stderr)
 		}
-		if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "devk-kbad-") {
-			t.Errorf("a refused up made network namespaces:\n%s", out)
+		noNetNS(t, "kbad")
+		Devk(t, c.Tree, c.Env, "down", "--name", "kbad")
+		// A config that applies, which kubeadm itself rejects: kubeadm's
+		// message and the documents it was given.
+		if err := os.WriteFile(file, []byte("apiVersion: devk.dev/v1alpha1\nkind: Cluster\nkubeadmConfigPatches:\n- |\n  kind: ClusterConfiguration\n  networking:\n    serviceSubnet: not-a-cidr\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
+		r = Devk(t, c.Tree, c.Env, "up", "--bootstrapper", "kubeadm", "--name", "kbad", "--config", file)
+		for _, want := range []string{"the tree's kubeadm rejects the config devk made for it", "networking.serviceSubnet", "kind: ClusterConfiguration", "serviceSubnet: not-a-cidr"} {
+			if r.Err == nil || !strings.Contains(r.Stderr, want) {
+				t.Errorf("a config kubeadm rejects: %v, want an error saying %q\n%s", r.Err, want, r.Stderr)
+			}
+		}
+		noNetNS(t, "kbad")
 		Devk(t, c.Tree, c.Env, "down", "--name", "kbad")
 	})
 
@@ -350,8 +382,8 @@ func TestKubeadmBootstrapper(t *testing.T) {
 
 	// A worker's join killed while kubeadm join starts the kubelet, then
 	// node add again: the node joins.
+	worker := name + "-worker2"
 	step(t, "node add killed in kubeadm join", func(t *testing.T) {
-		worker := name + "-worker2"
 		if r := atPoint(t, c.Tree, c.Env, "kubeadm/join/kubelet-start", "kill", "node", "add", worker, "--name", name); !killedBySignal(r.Err, syscall.SIGKILL) {
 			t.Fatalf("not killed in kubeadm join: %v\n%s", r.Err, r.Stderr)
 		}
@@ -363,6 +395,65 @@ func TestKubeadmBootstrapper(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	// Every node's logs, the kubelet's config and flags as kubeadm wrote
+	// them, nothing missing.
+	step(t, "export logs", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "logs")
+		var res struct{ Missing []string }
+		if r := devk(t, "export", "logs", dir, "-o", "json"); json.Unmarshal([]byte(r.Stdout), &res) != nil || len(res.Missing) > 0 {
+			t.Errorf("export logs of a kubeadm cluster: missing %q\n%s", res.Missing, r.Stdout)
+		}
+		for _, n := range cfg.NodeNames() {
+			for _, f := range []string{"kubelet.log", "kubelet-config.yaml", "kubeadm-flags.env"} {
+				if fi, err := os.Stat(filepath.Join(dir, n, f)); err != nil || fi.Size() == 0 {
+					t.Errorf("export logs: %s/%s: %v", n, f, err)
+				}
+			}
+		}
+		for _, n := range cps {
+			if m, _ := filepath.Glob(filepath.Join(dir, n, "containers", "kube-system_kube-apiserver-"+n+"_kube-apiserver_*.log")); len(m) == 0 {
+				t.Errorf("export logs: no kube-apiserver log of %s", n)
+			}
+		}
+	})
+
+	// node remove as a kubeadm user removes a node: kubeadm reset in it
+	// (a control plane's etcd member goes), then devk's teardown.
+	step(t, "node remove runs kubeadm reset", func(t *testing.T) {
+		for _, n := range []string{worker, cps[2]} {
+			var res struct {
+				Phases []struct {
+					Phase, Detail string
+					Changed       bool
+				}
+			}
+			r := devk(t, "node", "remove", n, "-o", "json")
+			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+				t.Fatalf("node remove -o json: %v\n%s", err, r.Stdout)
+			}
+			reset := false
+			for _, p := range res.Phases {
+				reset = reset || (p.Phase == "kubeadm-reset" && p.Changed)
+				if p.Phase == "etcd" {
+					t.Logf("%s: node remove's etcd phase after kubeadm reset: %s", n, p.Detail)
+				}
+			}
+			if !reset {
+				t.Errorf("node remove %s ran no kubeadm reset: %+v", n, res.Phases)
+			}
+			if _, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
+				t.Errorf("node %s is still there after node remove", n)
+			}
+		}
+		if got := etcdMemberNames(t, ctx, cfg, paths); !slices.Equal(got, cps[:2]) {
+			t.Errorf("etcd members after a control plane's removal: %v, want %v", got, cps[:2])
+		}
+		if r := devk(t, "status"); strings.Contains(r.Stdout, cps[2]) {
+			t.Errorf("devk status still shows %s after its removal:\n%s", cps[2], r.Stdout)
+		}
+		kubeadmInNode(t, c, name, "upgrade", "plan", KubeVersion)
 	})
 
 	step(t, "the host's kubeadm paths", func(t *testing.T) {
@@ -378,6 +469,55 @@ func TestKubeadmBootstrapper(t *testing.T) {
 			t.Errorf("the cluster's directory after down: %v", err)
 		}
 	})
+}
+
+// kubeadmInitDone is the line kubeadm init prints when it is done, and
+// kubeadmPatchedMark what the test's patch adds to it.
+const (
+	kubeadmInitDone    = "Your Kubernetes control-plane has initialized successfully!"
+	kubeadmPatchedMark = " (devk e2e: a patched kubeadm)"
+)
+
+// kubeadmInitSource is the file of the tree's kubeadm that prints
+// kubeadmInitDone.
+func kubeadmInitSource(t *testing.T, tree string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(tree, "cmd", "kubeadm", "app", "cmd", "*.go"))
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil && bytes.Contains(data, []byte(kubeadmInitDone)) && !strings.HasSuffix(f, "_test.go") {
+			return f
+		}
+	}
+	t.Fatalf("no file of the tree's kubeadm prints %q", kubeadmInitDone)
+	return ""
+}
+
+// replaceIn replaces old by new in path for the rest of the test (the
+// file as it was comes back in its cleanup; what a killed run left is
+// undone first).
+func replaceIn(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := bytes.ReplaceAll(data, []byte(new), []byte(old))
+	if !bytes.Contains(orig, []byte(old)) {
+		t.Fatalf("%s does not hold %q", path, old)
+	}
+	t.Cleanup(func() { os.WriteFile(path, orig, 0o644) })
+	if err := os.WriteFile(path, bytes.Replace(orig, []byte(old), []byte(new), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noNetNS checks that cluster name has no network namespace: a refused
+// up made none.
+func noNetNS(t *testing.T, name string) {
+	t.Helper()
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "devk-"+name+"-") {
+		t.Errorf("a refused up of cluster %s made network namespaces:\n%s", name, out)
+	}
 }
 
 // kubeadmInNode runs the tree's kubeadm in cluster name's first

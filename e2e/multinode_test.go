@@ -375,8 +375,8 @@ spec:
 	step(t, "node remove, killed at each phase", func(t *testing.T) {
 		var removePoints []string
 		for _, p := range runnablePaths(cluster.RemovePhases()) {
-			if joinsteps.ControlPlaneOnly(p) {
-				continue // TestHAControlPlane kills a control-plane removal there
+			if !joinsteps.RunsFor(p, false, false) {
+				continue // a control plane's (TestHAControlPlane kills one there) or kubeadm's
 			}
 			removePoints = append(removePoints, p)
 			point := "node-remove/" + p

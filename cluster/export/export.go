@@ -43,6 +43,7 @@ import (
 //
 //	README.txt errors.txt cluster.json timings.txt status.json devk-version.txt registry.log haproxy.log
 //	<node>/kubelet.log containerd.log forward-<port>.log kubelet-config.yaml kubernetes-version.txt
+//	<node>/kubeadm-flags.env (a cluster kubeadm bootstraps: the kubelet's flags kubeadm wrote)
 //	<node>/manifests/ <node>/containers.txt
 //	<node>/containers/<namespace>_<pod>_<container>_<attempt>.log
 //	objects/<resource>[.<group>].yaml
@@ -53,6 +54,9 @@ const (
 	// requestTimeout bounds each API request of export logs (a list of
 	// one resource in all namespaces).
 	requestTimeout = 10 * time.Second
+
+	// kubeadmFlagsFile is a kubeadm node's kubeadm-flags.env in the export.
+	kubeadmFlagsFile = "kubeadm-flags.env"
 
 	// ErrorsFile lists what could not be collected, one line each.
 	ErrorsFile = "errors.txt"
@@ -493,7 +497,10 @@ func (e *exporter) node(ctx context.Context, n cluster.Node) {
 	if c.Config.KubeVersion != "" {
 		e.write(filepath.Join(dir, "kubernetes-version.txt"), []byte(c.Config.KubeVersion+"\n"))
 	}
-	e.copy(filepath.Join(dir, "kubelet-config.yaml"), n.Files.KubeletConfig())
+	e.copy(filepath.Join(dir, "kubelet-config.yaml"), n.KubeletConfigFile())
+	if c.Config.Spec.Kubeadm() {
+		e.copy(filepath.Join(dir, kubeadmFlagsFile), n.KubeadmFlagsFile())
+	}
 	manifests, err := os.ReadDir(n.Files.Manifests())
 	if err != nil && n.Net.IsControlPlane() {
 		e.miss(filepath.Join(dir, "manifests"), err)
@@ -778,6 +785,7 @@ errors.txt            what could not be collected, and why (only when something 
 %[2]s/forward-*.log   the registry forwarder's output
                       (each log holds its rotated generations too, oldest line first)
 %[2]s/kubelet-config.yaml, kubernetes-version.txt
+                      (and kubeadm-flags.env on a cluster kubeadm bootstraps)
 %[2]s/manifests/      the static-pod manifests (and a swap's backups)
 %[2]s/containers/     every container log the kubelet kept: <namespace>_<pod>_<container>_<attempt>.log
 %[2]s/containers.txt  the runtime's containers, as crictl ps -a

@@ -29,4 +29,13 @@ func TestControlPlaneOnlySteps(t *testing.T) {
 	if want := []string{"discovery", "kubeadm-join", "kubelet-start"}; !slices.Equal(kubeadm, want) {
 		t.Errorf("a worker's join steps that differ on a kubeadm cluster: %v, want %v", kubeadm, want)
 	}
+	var reset []string
+	for _, st := range phase.Flatten(cluster.RemovePhases()) {
+		if RunsFor(st.Path, true, false) && !RunsFor(st.Path, false, false) {
+			reset = append(reset, st.Path)
+		}
+	}
+	if want := []string{"kubeadm-reset"}; !slices.Equal(reset, want) {
+		t.Errorf("a worker's removal steps only a kubeadm cluster runs: %v, want %v", reset, want)
+	}
 }

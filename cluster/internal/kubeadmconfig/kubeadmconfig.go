@@ -170,14 +170,14 @@ func ForCluster(cfg layout.Config) Input {
 // Preflight renders node n's init config for a tree at version (when in
 // has none; "" skips: the images come from elsewhere) before anything is
 // made, so that a patch of the config file that selects no document or
-// does not apply is refused by preflight.
-func Preflight(in Input, n Node, version string) error {
+// does not apply is refused by preflight. It returns the config, for
+// the tree's kubeadm to validate (nil when skipped).
+func Preflight(in Input, n Node, version string) ([]byte, error) {
 	in.KubernetesVersion = cmp.Or(in.KubernetesVersion, version)
 	if in.KubernetesVersion == "" {
-		return nil
+		return nil, nil
 	}
-	_, err := Init(in, n)
-	return err
+	return Init(in, n)
 }
 
 // Init is the config of `kubeadm init --config` on control-plane node n:

@@ -129,6 +129,19 @@ func (n Node) PrepareKubeadm(ctx context.Context, kubeadm, kubelet string) (bool
 	return changed || shared, nil
 }
 
+// KubeletConfigFile is node n's KubeletConfiguration: devk's, or on a
+// cluster kubeadm bootstraps the one kubeadm writes in the kubelet's root.
+func (n Node) KubeletConfigFile() string {
+	if n.Config.Spec.Kubeadm() {
+		return filepath.Join(n.Files.KubeletRoot(), kubeadmKubeletConfig)
+	}
+	return n.Files.KubeletConfig()
+}
+
+// KubeadmFlagsFile is the kubelet's flags kubeadm wrote for node n
+// (kubeadm-flags.env in the kubelet's root).
+func (n Node) KubeadmFlagsFile() string { return filepath.Join(n.Files.KubeletRoot(), kubeadmFlagsEnv) }
+
 // KubeadmDone says whether kubeadm init or join finished on node n.
 func (n Node) KubeadmDone() bool {
 	_, err := os.Stat(n.Files.KubeadmDone())

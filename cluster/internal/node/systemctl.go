@@ -133,11 +133,7 @@ func (n Node) ServeKubelet(ctx context.Context, env []string) (pid int, started 
 // not see (there /run/netns is the node's own, and the namespace's file
 // is not bound).
 func (n Node) canStartKubelet() error {
-	config := n.Files.KubeletConfig()
-	if n.Config.Spec.Kubeadm() {
-		config = filepath.Join(n.Files.KubeletRoot(), kubeadmKubeletConfig)
-	}
-	for _, f := range []string{n.Files.KubeletBinary(), config} {
+	for _, f := range []string{n.Files.KubeletBinary(), n.KubeletConfigFile()} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("node %s has no kubelet to start: %w: `devk up%s` installs it", n.Name(), err, NameFlag(n.Config.Name))
 		}
