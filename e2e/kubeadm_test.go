@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -482,14 +483,20 @@ const (
 // kubeadmInitDone.
 func kubeadmInitSource(t *testing.T, tree string) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(tree, "cmd", "kubeadm", "app", "cmd", "*.go"))
-	for _, f := range files {
-		if data, err := os.ReadFile(f); err == nil && bytes.Contains(data, []byte(kubeadmInitDone)) && !strings.HasSuffix(f, "_test.go") {
-			return f
+	found := ""
+	filepath.WalkDir(filepath.Join(tree, "cmd", "kubeadm", "app", "cmd"), func(f string, d fs.DirEntry, err error) error {
+		if err != nil || found != "" || d.IsDir() || !strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "_test.go") {
+			return err
 		}
+		if data, err := os.ReadFile(f); err == nil && bytes.Contains(data, []byte(kubeadmInitDone)) {
+			found = f // cmd/kubeadm/app/cmd/phases/init/showjoincommand.go in v1.34
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("no file of the tree's kubeadm prints %q", kubeadmInitDone)
 	}
-	t.Fatalf("no file of the tree's kubeadm prints %q", kubeadmInitDone)
-	return ""
+	return found
 }
 
 // replaceIn replaces old by new in path for the rest of the test (the
