@@ -92,7 +92,7 @@ func TestKubeadmBootstrapper(t *testing.T) {
 		noNetNS(t, "kbroken")
 		Devk(t, c.Tree, c.Env, "down", "--name", "kbroken")
 	})
-	replaceIn(t, initGo, kubeadmInitDone, kubeadmInitDone+kubeadmPatchedMark)
+	unpatch := replaceIn(t, initGo, kubeadmInitDone, kubeadmInitDone+kubeadmPatchedMark)
 	// Killed (kill -9) while kubeadm init waits for the control plane:
 	// kubeadm goes on alone; the next up stops it, resets the node and
 	// runs init again.
@@ -108,6 +108,9 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	if !strings.Contains(up.Stderr, "kubeadm: "+kubeadmInitDone+kubeadmPatchedMark) {
 		t.Errorf("devk up -v 1 does not show the patched kubeadm's init output %q:\n%s", kubeadmInitDone+kubeadmPatchedMark, up.Stderr)
 	}
+	// The tree is its own again (the cluster's images were built from
+	// it patched: their version ends in -dirty).
+	unpatch()
 	kubeconfig := filepath.Join(c.Home, "clusters", name, "admin.conf")
 	kubectl := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -318,6 +321,10 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	// digest; kubeadm still reads its cluster; --rollback puts kubeadm's
 	// manifest back byte for byte.
 	step(t, "a rolling swap on kubeadm's manifests", func(t *testing.T) {
+		was, err := cs.Discovery().ServerVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
 		manifests := map[string][]byte{}
 		for _, n := range cps {
 			data, err := os.ReadFile(apiManifest(t, n))
@@ -366,10 +373,13 @@ func TestKubeadmBootstrapper(t *testing.T) {
 				t.Errorf("%s: after --rollback kube-apiserver.yaml is not kubeadm's:\n%s\nwas:\n%s", n, now, manifests[n])
 			}
 		}
+		// Serving again, the version it had before the swap (--rollback
+		// verified the digests; the images up built from the tree with
+		// the patched kubeadm say -dirty, as the swapped one does).
 		eventually(t, ctx, "kubeadm's apiserver serving again", func() error {
 			v, err := cs.Discovery().ServerVersion()
-			if err != nil || strings.HasSuffix(v.GitVersion, "-dirty") {
-				return fmt.Errorf("%v %v: %w", v, err, errNotYet)
+			if err != nil || v.String() != was.String() || v.BuildDate != was.BuildDate {
+				return fmt.Errorf("%v %v, want %v: %w", v, err, was, errNotYet)
 			}
 			return nil
 		})
@@ -499,10 +509,10 @@ func kubeadmInitSource(t *testing.T, tree string) string {
 	return found
 }
 
-// replaceIn replaces old by new in path for the rest of the test (the
-// file as it was comes back in its cleanup; what a killed run left is
+// replaceIn replaces old by new in path until the returned func or the
+// test's cleanup puts the file back as it was (what a killed run left is
 // undone first).
-func replaceIn(t *testing.T, path, old, new string) {
+func replaceIn(t *testing.T, path, old, new string) (restore func()) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -512,10 +522,16 @@ func replaceIn(t *testing.T, path, old, new string) {
 	if !bytes.Contains(orig, []byte(old)) {
 		t.Fatalf("%s does not hold %q", path, old)
 	}
-	t.Cleanup(func() { os.WriteFile(path, orig, 0o644) })
+	restore = func() {
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(restore)
 	if err := os.WriteFile(path, bytes.Replace(orig, []byte(old), []byte(new), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return restore
 }
 
 // noNetNS checks that cluster name has no network namespace: a refused
