@@ -108,9 +108,6 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	if !strings.Contains(up.Stderr, "kubeadm: "+kubeadmInitDone+kubeadmPatchedMark) {
 		t.Errorf("devk up -v 1 does not show the patched kubeadm's init output %q:\n%s", kubeadmInitDone+kubeadmPatchedMark, up.Stderr)
 	}
-	// The tree is its own again (the cluster's images were built from
-	// it patched: their version ends in -dirty).
-	unpatch()
 	kubeconfig := filepath.Join(c.Home, "clusters", name, "admin.conf")
 	kubectl := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -229,6 +226,10 @@ func TestKubeadmBootstrapper(t *testing.T) {
 			t.Errorf("devk up on a running kubeadm cluster changed something (%v): phases %v\n%s", err, changed, r.Stderr)
 		}
 	})
+	// The tree is its own again (the cluster's images were built from
+	// it patched: their version ends in -dirty; a later up would build
+	// them again).
+	unpatch()
 
 	// Bad input is refused before anything is made or changed: the
 	// other bootstrapper on an existing cluster (either way), a
