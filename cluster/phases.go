@@ -382,11 +382,18 @@ func (c *Cluster) recordRun(res phase.Result) {
 	if _, err := os.Stat(c.Files.ConfigFile()); err != nil {
 		return
 	}
-	c.Config.LastRun = nil
-	for _, t := range res.Timings {
-		c.Config.LastRun = append(c.Config.LastRun, layout.PhaseTiming{Phase: t.Path, Seconds: t.Duration.Seconds(), Skipped: t.Skipped, Failed: t.Failed, Changed: t.Changed})
-	}
+	c.Config.LastRun = PhaseTimings(res)
 	_ = c.SaveConfig()
+}
+
+// PhaseTimings are res's phases as cluster.json and the jobs' -o json
+// results list them.
+func PhaseTimings(res phase.Result) []layout.PhaseTiming {
+	var out []layout.PhaseTiming
+	for _, t := range res.Timings {
+		out = append(out, layout.PhaseTiming{Phase: t.Path, Seconds: t.Duration.Seconds(), Skipped: t.Skipped, Failed: t.Failed, Changed: t.Changed})
+	}
+	return out
 }
 
 // needRoot refuses early, before anything is written, when not root.

@@ -56,6 +56,9 @@ type nodeResult struct {
 	PodCIDR string   `json:"podCIDR,omitempty"`
 	Nodes   []string `json:"nodes"`
 	Seconds float64  `json:"seconds"`
+	// Phases are the job's phases: each one's time, and whether it
+	// changed anything or was skipped (and why).
+	Phases []layout.PhaseTiming `json:"phases"`
 }
 
 func newNodeAddCmd(g *cli.Options) *cobra.Command {
@@ -94,7 +97,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 			o.Reporter = g.Reporter()
 			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
-			j, _, err := cluster.AddNode(cmd.Context(), o, popts)
+			j, res, err := cluster.AddNode(cmd.Context(), o, popts)
 			if err != nil {
 				var failed *phase.Failed
 				if j != nil && j.Registered() && !flags.DryRun && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
@@ -106,7 +109,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 				return nil
 			}
 			took := time.Since(t0)
-			r := nodeResult{Cluster: j.Cluster.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), PodCIDR: j.Node.PodCIDR(), Nodes: j.Cluster.Config.NodeNames(), Seconds: took.Seconds()}
+			r := nodeResult{Cluster: j.Cluster.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), PodCIDR: j.Node.PodCIDR(), Nodes: j.Cluster.Config.NodeNames(), Seconds: took.Seconds(), Phases: cluster.PhaseTimings(res)}
 			if g.Structured() {
 				return g.Result(r)
 			}
@@ -200,12 +203,12 @@ cluster (` + "`devk down`" + `). Needs root.`,
 			o.Reporter = g.Reporter()
 			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
-			j, _, err := cluster.RemoveNode(cmd.Context(), o, popts)
+			j, res, err := cluster.RemoveNode(cmd.Context(), o, popts)
 			if err != nil || flags.DryRun {
 				return err
 			}
 			took := time.Since(t0)
-			r := nodeResult{Cluster: j.Cluster.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), Nodes: j.Cluster.Config.NodeNames(), Seconds: took.Seconds()}
+			r := nodeResult{Cluster: j.Cluster.Config.Name, Node: j.Node.Name(), IP: j.Node.IP(), Nodes: j.Cluster.Config.NodeNames(), Seconds: took.Seconds(), Phases: cluster.PhaseTimings(res)}
 			if g.Structured() {
 				return g.Result(r)
 			}
