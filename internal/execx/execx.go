@@ -102,3 +102,14 @@ func multi(ws ...io.Writer) io.Writer {
 	}
 	return io.MultiWriter(out...)
 }
+
+// Getenv is the value of name in environ ("" when unset), the last entry
+// winning as it does for os.Getenv and for Cmd.Env.
+func Getenv(environ []string, name string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -28,3 +28,12 @@ func TestOutputErrorCarriesCommandAndOutput(t *testing.T) {
 		t.Fatalf("Output = %q, %v; want stdout only", out, err)
 	}
 }
+
+func TestGetenv(t *testing.T) {
+	environ := []string{"A=1", "AB=x", "A=2", "EMPTY="}
+	for name, want := range map[string]string{"A": "2", "AB": "x", "EMPTY": "", "NONE": "", "": ""} {
+		if got := Getenv(environ, name); got != want {
+			t.Errorf("Getenv(%q) = %q, want %q (the last entry wins)", name, got, want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"golang.org/x/net/http/httpproxy"
+
+	"github.com/devk/devk/internal/execx"
 )
 
 // With `sudo -E`, devk and the daemons it starts inherit the user's
@@ -30,10 +32,8 @@ var noProxyVars = []string{"NO_PROXY", "no_proxy"}
 // lookup is environ's value of the first of names set there.
 func lookup(environ []string, names ...string) string {
 	for _, n := range names {
-		for i := len(environ) - 1; i >= 0; i-- { // the last one counts
-			if v, ok := strings.CutPrefix(environ[i], n+"="); ok {
-				return v
-			}
+		if v := execx.Getenv(environ, n); v != "" {
+			return v
 		}
 	}
 	return ""

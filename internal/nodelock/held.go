@@ -2,7 +2,8 @@ package nodelock
 
 import (
 	"errors"
-	"strings"
+
+	"github.com/devk/devk/internal/execx"
 )
 
 // HeldEnv is the variable devk sets for a command it runs inside a node
@@ -27,12 +28,7 @@ func HeldEnvVar(manifestsDir string) (string, error) {
 // heldByCaller says whether environ's HeldEnv (the last, as getenv)
 // names the node whose manifests dir is manifestsDir.
 func heldByCaller(environ []string, manifestsDir string) bool {
-	v := ""
-	for _, kv := range environ {
-		if val, ok := strings.CutPrefix(kv, HeldEnv+"="); ok {
-			v = val
-		}
-	}
+	v := execx.Getenv(environ, HeldEnv)
 	if v == "" {
 		return false
 	}

@@ -137,7 +137,7 @@ func (n Node) lookup(ctx context.Context, nsenter string, env []string, dir, com
 	}
 	where := "node " + n.Name()
 	if !strings.Contains(command, "/") {
-		where += "'s PATH (" + envValue(env, "PATH") + ")"
+		where += "'s PATH (" + execx.Getenv(env, "PATH") + ")"
 	}
 	switch exit.ExitCode() {
 	case lookupNotFound:
@@ -159,7 +159,7 @@ func (n Node) lookup(ctx context.Context, nsenter string, env []string, dir, com
 // and DEVK_HOME, DEVK_CLUSTER and DEVK_NODE, which say where the command
 // runs (devk's systemctl in the node reads them).
 func (n Node) execEnv(in ExecInput) []string {
-	path := envValue(in.Environ, "PATH")
+	path := execx.Getenv(in.Environ, "PATH")
 	if path == "" {
 		path = DefaultExecPath
 	}
@@ -204,15 +204,4 @@ func setEnv(environ, set []string) []string {
 		}
 	}
 	return out
-}
-
-// envValue is the value of name in environ (the last, as getenv).
-func envValue(environ []string, name string) string {
-	v := ""
-	for _, kv := range environ {
-		if val, ok := strings.CutPrefix(kv, name+"="); ok {
-			v = val
-		}
-	}
-	return v
 }

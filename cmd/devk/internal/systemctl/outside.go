@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/devk/devk/internal/execx"
 )
 
 // Inside a node, the node's namespaces cannot be entered by the paths
@@ -28,7 +30,7 @@ const leftNodeEnv = "DEVK_SYSTEMCTL_LEFT_NODE"
 // only when there is no such ancestor (this process is outside any node:
 // it goes on itself) or the exec failed.
 func leaveNode(link string, args, environ []string) error {
-	if getenv(environ, leftNodeEnv) != "" {
+	if execx.Getenv(environ, leftNodeEnv) != "" {
 		return nil
 	}
 	pid, ok := outsideAncestor()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/devk/devk/cluster/innode"
+	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/supervise"
 )
 
@@ -70,7 +71,7 @@ type Unit interface {
 // returns the exit status.
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer, version string) int {
 	return run(ctx, args, stdout, stderr, version, func(inv invocation) (Unit, error) {
-		o := innode.ServiceOptions{Home: getenv(environ, envHome), Name: getenv(environ, envCluster), Node: getenv(environ, envNode), Environ: environ}
+		o := innode.ServiceOptions{Home: execx.Getenv(environ, envHome), Name: execx.Getenv(environ, envCluster), Node: execx.Getenv(environ, envNode), Environ: environ}
 		if o.Name == "" || o.Node == "" {
 			return nil, errNotInNode
 		}
@@ -101,17 +102,6 @@ func (inv invocation) changes() bool {
 // errNotInNode is the error of devk's systemctl run outside a node.
 var errNotInNode = errors.New(`this is devk's systemctl, which serves the kubelet of a devk node; it runs inside a node, as ` + "`devk node exec NODE -- systemctl …`" + ` runs it (with DEVK_CLUSTER and DEVK_NODE set; they are not).
 It never forwards to this machine's systemd: outside a node, run this machine's systemctl by its path`)
-
-// getenv is the value of name in environ (the last, as getenv).
-func getenv(environ []string, name string) string {
-	v := ""
-	for _, kv := range environ {
-		if val, ok := strings.CutPrefix(kv, name+"="); ok {
-			v = val
-		}
-	}
-	return v
-}
 
 // invocation is a command line, parsed.
 type invocation struct {
