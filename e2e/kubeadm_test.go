@@ -306,16 +306,7 @@ func TestKubeadmBootstrapper(t *testing.T) {
 				t.Errorf("kubeadm certs check-expiration: %s expires %s after devk certs renew all, was %s", cert, after[cert], was)
 			}
 		}
-		// Its health check runs a Job and gives it 15 s, which the
-		// scheduler restarted by the renewal may need to become leader
-		// first: kubeadm accepts the node once the control plane settles.
-		eventually(t, ctx, "kubeadm upgrade plan after the renewal", func() error {
-			r := Devk(t, c.Tree, c.Env, "node", "exec", "--name", name, name+"-control-plane", "--", "kubeadm", "upgrade", "plan", KubeVersion)
-			if r.Err != nil {
-				return fmt.Errorf("%v\n%s", r.Err, r.Stderr)
-			}
-			return nil
-		})
+		kubeadmAcceptsEventually(t, ctx, c, name, "after the renewal")
 	})
 
 	// A patched apiserver swapped into kubeadm's manifest, verified by
@@ -465,16 +456,7 @@ func TestKubeadmBootstrapper(t *testing.T) {
 		if r := devk(t, "status"); strings.Contains(r.Stdout, cps[2]) {
 			t.Errorf("devk status still shows %s after its removal:\n%s", cps[2], r.Stdout)
 		}
-		// kubeadm still accepts the cluster, once a scheduler and a
-		// controller-manager lead again (the removed node's may have led:
-		// its health-check Job has 15 s).
-		eventually(t, ctx, "kubeadm upgrade plan after the removals", func() error {
-			r := Devk(t, c.Tree, c.Env, "node", "exec", "--name", name, name+"-control-plane", "--", "kubeadm", "upgrade", "plan", KubeVersion)
-			if r.Err != nil {
-				return fmt.Errorf("%v\n%s", r.Err, r.Stderr)
-			}
-			return nil
-		})
+		kubeadmAcceptsEventually(t, ctx, c, name, "after the removals")
 	})
 
 	step(t, "the host's kubeadm paths", func(t *testing.T) {
@@ -551,6 +533,21 @@ func noNetNS(t *testing.T, name string) {
 	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "devk-"+name+"-") {
 		t.Errorf("a refused up of cluster %s made network namespaces:\n%s", name, out)
 	}
+}
+
+// kubeadmAcceptsEventually waits until the node's kubeadm accepts the
+// cluster (`kubeadm upgrade plan`) after what changed it: its health
+// check runs a Job and gives it 15 s, which a restarted or newly elected
+// scheduler may need first.
+func kubeadmAcceptsEventually(t *testing.T, ctx context.Context, c *SharedCluster, name, after string) {
+	t.Helper()
+	eventually(t, ctx, "kubeadm upgrade plan "+after, func() error {
+		r := Devk(t, c.Tree, c.Env, "node", "exec", "--name", name, name+"-control-plane", "--", "kubeadm", "upgrade", "plan", KubeVersion)
+		if r.Err != nil {
+			return fmt.Errorf("%v\n%s", r.Err, r.Stderr)
+		}
+		return nil
+	})
 }
 
 // kubeadmInNode runs the tree's kubeadm in cluster name's first
