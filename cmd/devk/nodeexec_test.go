@@ -41,17 +41,9 @@ func devkProcess(home string, args ...string) *exec.Cmd {
 // command (its output, stdin, exit status and signals are the
 // command's), and its own failures have statuses of their own.
 func TestNodeExec(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("making network and mount namespaces needs root: run the tests as root, as CI does")
-	}
 	ctx := context.Background()
-	home, name := t.TempDir(), fmt.Sprintf("exec%d", os.Getpid())
-	c, err := cluster.Open(cluster.Options{Name: name, Home: home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := c.FirstNode()
-	c.Config.CRISocket = n.Files.ContainerdSocket()
+	c, name := nodeTestCluster(t, "exec")
+	home, n := c.Home, c.FirstNode()
 	worker, err := c.Config.AddNode(name+"-worker", "worker", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -161,4 +153,21 @@ func nodeNamespaces(t *testing.T, ctx context.Context, n cluster.Node) {
 			t.Error(err)
 		}
 	})
+}
+
+// nodeTestCluster opens a cluster named prefix<pid> in a new home, its
+// node 0's runtime devk's containerd, for tests that give node 0 real
+// namespaces (which needs root).
+func nodeTestCluster(t *testing.T, prefix string) (*cluster.Cluster, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("making network and mount namespaces needs root: run the tests as root, as CI does")
+	}
+	name := fmt.Sprintf("%s%d", prefix, os.Getpid())
+	c, err := cluster.Open(cluster.Options{Name: name, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Config.CRISocket = c.FirstNode().Files.ContainerdSocket()
+	return c, name
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/internal/mountns"
 	"github.com/devk/devk/internal/nodelock"
 )
@@ -24,17 +22,9 @@ import (
 // namespaces; /usr/bin/systemctl in the node is devk's too; other units
 // exit 5; run as systemctl outside a node, devk says what it is.
 func TestNodeSystemctl(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("making network and mount namespaces needs root: run the tests as root, as CI does")
-	}
 	ctx := context.Background()
-	home, name := t.TempDir(), fmt.Sprintf("sysctl%d", os.Getpid())
-	c, err := cluster.Open(cluster.Options{Name: name, Home: home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := c.FirstNode()
-	c.Config.CRISocket = n.Files.ContainerdSocket()
+	c, name := nodeTestCluster(t, "sysctl")
+	home, n := c.Home, c.FirstNode()
 	if err := c.SaveConfig(); err != nil {
 		t.Fatal(err)
 	}
