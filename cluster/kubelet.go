@@ -32,7 +32,7 @@ func (c *Cluster) runRuntime(ctx context.Context) (phase.Outcome, error) {
 	}
 	if subnet, err := n.PodSubnet(); err != nil {
 		return phase.Done, err
-	} else if err := n.EnsurePodMasquerade(ctx, subnet); err != nil {
+	} else if err := n.EnsurePodRules(ctx, subnet); err != nil {
 		return phase.Done, err
 	}
 	return out, nil

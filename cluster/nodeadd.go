@@ -184,7 +184,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		},
 		{
 			Name:  "pod-network",
-			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and masquerade rule; route every node to every other node's pods",
+			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and its two pod rules (masquerade beyond the pod network, refuse service addresses kube-proxy has not rewritten); route every node to every other node's pods",
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{j.Node.ConflistPath(), "routes in every node's netns"}
 			},
@@ -452,7 +452,7 @@ func (j *NodeJob) runJoinPodNetwork(ctx context.Context) (phase.Outcome, error) 
 	if err != nil {
 		return phase.Done, err
 	}
-	if err := j.Node.EnsurePodMasquerade(ctx, cidr); err != nil {
+	if err := j.Node.EnsurePodRules(ctx, cidr); err != nil {
 		return phase.Done, err
 	}
 	routes, err := j.Cluster.routePods(ctx)

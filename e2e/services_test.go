@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -150,7 +151,8 @@ func TestServicesDNSAndStreams(t *testing.T) {
 // behind Service web of type svcType, and as Pod client, on the cluster
 // of kubeconfig; then, from the client, it connects to the Service by its
 // short and full names and to the API server's Service by its cluster
-// domain name (CoreDNS and kube-proxy at work). kube-proxy programs a new
+// domain name (CoreDNS and kube-proxy at work), and to an address of the
+// service range that no Service has (refused). kube-proxy programs a new
 // Service's endpoints within its sync period (it rejects connections
 // until then): the first may be refused.
 func webAndClient(t *testing.T, ctx context.Context, c *SharedCluster, kubeconfig, img, svcType string) {
@@ -203,6 +205,24 @@ spec:
 				}
 				return nil
 			})
+		}
+	})
+	// An address in the service range that no Service has: kube-proxy
+	// leaves it alone, and devk's rule in the node refuses it at once
+	// (without the rule it would go to the host and time out).
+	step(t, "an unserved service address is refused", func(t *testing.T) {
+		_, svcNet, err := net.ParseCIDR(layout.DefaultServiceCIDR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unserved := make(net.IP, 4)
+		for i, b := range svcNet.IP.To4() {
+			unserved[i] = b | ^svcNet.Mask[i]
+		}
+		unserved[3]-- // the range's last address but one
+		r := kubectl(t, "exec", "client", "--", "/agnhost", "connect", unserved.String()+":80", "--timeout=5s")
+		if r.Err == nil || !strings.Contains(r.Stdout+r.Stderr, "REFUSED") {
+			t.Errorf("a connection from pod client to %s:80 (no Service) was not refused: %v\n%s%s", unserved, r.Err, r.Stdout, r.Stderr)
 		}
 	})
 }

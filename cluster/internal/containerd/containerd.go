@@ -176,7 +176,7 @@ func RegistryAliases(hostPort string) []string {
 // CNIConflist is a bridge + host-local + portmap + loopback network for
 // pods that do not use the node's network, inside the node's namespace,
 // with addresses from subnet (the node's pod subnet). The plugin
-// masquerades nothing: the node's own rule (node.Node.EnsurePodMasquerade) does,
+// masquerades nothing: the node's own rule (node.Node.EnsurePodRules) does,
 // for what leaves the cluster's pod network only, so pods on different
 // nodes see each other's addresses. Pods route to the networks in routes
 // (the nodes' subnet, where the API server is, the Service range, which

@@ -36,6 +36,10 @@ const conflistName = "10-devk.conflist"
 // masqueradeComment marks devk's masquerade rule in a node's nat table.
 const masqueradeComment = "devk: pod traffic leaving the cluster's pod network"
 
+// unservedComment marks devk's rule in a node's filter table that
+// refuses pod traffic to a service address kube-proxy has not rewritten.
+const unservedComment = "devk: pod traffic to a service address no kube-proxy rule took"
+
 // firstPodSubnet is the first node's slice of the pod CIDR: the first
 // /config.NodeCIDRMaskSize, which the controller-manager gives the first node
 // that registers (node 0).
@@ -85,19 +89,36 @@ func (n Node) iptables(ctx context.Context, args ...string) error {
 	return execx.Run(ctx, execx.Cmd{Name: argv[0], Args: argv[1:]})
 }
 
-// EnsurePodMasquerade makes node n masquerade what its pods (subnet)
-// send beyond the cluster's pod network: replies to a pod address would
-// otherwise head for the host, which has no route to pods. Traffic to
-// pods on other nodes keeps its source. The rule is added once (checked
-// with -C first).
-func (n Node) EnsurePodMasquerade(ctx context.Context, subnet string) error {
-	clusterPods := n.Config.PodCIDR
-	rule := []string{"POSTROUTING", "-s", subnet, "!", "-d", clusterPods, "-m", "comment", "--comment", masqueradeComment, "-j", "MASQUERADE"}
-	if n.iptables(ctx, append([]string{"-t", "nat", "-C"}, rule...)...) == nil {
-		return nil
-	}
-	if err := n.iptables(ctx, append([]string{"-t", "nat", "-A"}, rule...)...); err != nil {
-		return fmt.Errorf("node %s: masquerade its pods' traffic beyond %s: %w", n.Name(), clusterPods, err)
+// EnsurePodRules adds node n's two rules for what its pods (subnet)
+// send, each once (checked with -C first):
+//   - masquerade what leaves the cluster's pod network: replies to a pod
+//     address would otherwise head for the host, which has no route to
+//     pods (traffic to pods on other nodes keeps its source);
+//   - reject, rather than route to the host, what is still addressed to
+//     the service CIDR when it is forwarded: kube-proxy rewrites a
+//     Service's address before the forward (nat PREROUTING), so only
+//     traffic sent before its rules exist, or to an address no Service
+//     has, is refused. A pod that starts before kube-proxy (kubeadm's
+//     CoreDNS lists through 10.96.0.1 at once) then gets "connection
+//     refused" and retries in a second, instead of waiting out a 30 s
+//     dial timeout.
+func (n Node) EnsurePodRules(ctx context.Context, subnet string) error {
+	cfg := n.Config
+	for _, r := range []struct {
+		table, what string
+		rule        []string
+	}{
+		{"nat", "masquerade its pods' traffic beyond " + cfg.PodCIDR,
+			[]string{"POSTROUTING", "-s", subnet, "!", "-d", cfg.PodCIDR, "-m", "comment", "--comment", masqueradeComment, "-j", "MASQUERADE"}},
+		{"filter", "refuse its pods' traffic to the service CIDR " + cfg.ServiceCIDR + " that kube-proxy has not rewritten",
+			[]string{"FORWARD", "-s", subnet, "-d", cfg.ServiceCIDR, "-m", "comment", "--comment", unservedComment, "-j", "REJECT"}},
+	} {
+		if n.iptables(ctx, append([]string{"-t", r.table, "-C"}, r.rule...)...) == nil {
+			continue
+		}
+		if err := n.iptables(ctx, append([]string{"-t", r.table, "-A"}, r.rule...)...); err != nil {
+			return fmt.Errorf("node %s: %s: %w", n.Name(), r.what, err)
+		}
 	}
 	return nil
 }
