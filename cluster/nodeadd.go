@@ -184,7 +184,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		},
 		{
 			Name:  "pod-network",
-			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and its two pod rules (masquerade beyond the pod network, refuse service addresses kube-proxy has not rewritten); route every node to every other node's pods",
+			Short: "wait for the node's pod subnet (Node spec.podCIDR); write its CNI network and its pod rules (masquerade beyond the pod network; before kube-proxy, the kubernetes Service to the API server and other service addresses refused); route every node to every other node's pods",
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{"node " + j.Node.Name() + " spec.podCIDR"}, []string{j.Node.ConflistPath(), "routes in every node's netns"}
 			},

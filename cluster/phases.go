@@ -60,7 +60,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "runtime",
-			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket); add its pods' two rules (masquerade beyond the pod network, refuse service addresses kube-proxy has not rewritten)",
+			Short: "make the node's mount namespace (its own /var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni, /run/containerd, /run/netns) and start its containerd in its network and mount namespaces (own config, root, state and socket); add its pods' rules (masquerade beyond the pod network; before kube-proxy, the kubernetes Service to the API server and other service addresses refused)",
 			IO: func(c *Cluster) ([]string, []string) {
 				return nil, []string{c.FirstNode().Files.MountNS(), c.FirstNode().Files.ContainerdConfig(), c.FirstNode().Files.CNIConfDir(), c.FirstNode().Files.ContainerdSocket(), c.FirstNode().Files.PIDFile("containerd")}
 			},

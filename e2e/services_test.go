@@ -112,6 +112,17 @@ func TestServicesDNSAndStreams(t *testing.T) {
 		}
 	})
 
+	// devk's rule for the kubernetes Service before kube-proxy comes after
+	// kube-proxy's jump to its Service rules in the node's nat table, so
+	// it never takes what kube-proxy handles.
+	step(t, "kube-proxy's Service rules come before devk's", func(t *testing.T) {
+		nat := MustDevkEnv(t, c.Tree, c.Env, "node", "exec", cfg.FirstNode().Name, "--", "iptables", "-t", "nat", "-S", "PREROUTING").Stdout
+		kubeProxy, devk := strings.Index(nat, "-j KUBE-SERVICES"), strings.Index(nat, "devk: the kubernetes Service")
+		if kubeProxy < 0 || devk < 0 || kubeProxy > devk {
+			t.Errorf("node %s's nat PREROUTING: want kube-proxy's jump to KUBE-SERVICES before devk's rule for the kubernetes Service:\n%s", cfg.FirstNode().Name, nat)
+		}
+	})
+
 	// A second cluster beside the first, with a workload; down it, and
 	// the first still serves.
 	step(t, "second cluster", func(t *testing.T) {

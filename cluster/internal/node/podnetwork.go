@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -35,6 +36,11 @@ const conflistName = "10-devk.conflist"
 
 // masqueradeComment marks devk's masquerade rule in a node's nat table.
 const masqueradeComment = "devk: pod traffic leaving the cluster's pod network"
+
+// apiServiceComment marks devk's rule in a node's nat table that takes
+// pods to the API server before kube-proxy's rules for the kubernetes
+// Service exist.
+const apiServiceComment = "devk: the kubernetes Service until kube-proxy's rules"
 
 // unservedComment marks devk's rule in a node's filter table that
 // refuses pod traffic to a service address kube-proxy has not rewritten.
@@ -89,27 +95,40 @@ func (n Node) iptables(ctx context.Context, args ...string) error {
 	return execx.Run(ctx, execx.Cmd{Name: argv[0], Args: argv[1:]})
 }
 
-// EnsurePodRules adds node n's two rules for what its pods (subnet)
-// send, each once (checked with -C first):
+// EnsurePodRules adds node n's rules for what its pods (subnet) send,
+// each once (checked with -C first):
 //   - masquerade what leaves the cluster's pod network: replies to a pod
 //     address would otherwise head for the host, which has no route to
 //     pods (traffic to pods on other nodes keeps its source);
-//   - reject, rather than route to the host, what is still addressed to
-//     the service CIDR when it is forwarded: kube-proxy rewrites a
-//     Service's address before the forward (nat PREROUTING), so only
-//     traffic sent before its rules exist, or to an address no Service
-//     has, is refused. A pod that starts before kube-proxy (kubeadm's
-//     CoreDNS lists through 10.96.0.1 at once) then gets "connection
-//     refused" and retries in a second, instead of waiting out a 30 s
-//     dial timeout.
+//   - send the kubernetes Service's address (the API server, for pods)
+//     to the API server devk's kubeconfigs name, and refuse, rather than
+//     route to the host, anything else still addressed to the service
+//     CIDR when it is forwarded. Both only meet what kube-proxy has not
+//     rewritten: its jump to its Service rules comes first in the nat
+//     table (it inserts, devk appends), and a Service's address it
+//     handles is rewritten before the forward. So a pod that starts
+//     before kube-proxy has synced (kubeadm's addon phase starts CoreDNS
+//     beside it, and CoreDNS lists through 10.96.0.1 at once) reaches
+//     the API server, or is refused and retries, instead of waiting out
+//     dial timeouts and the client's back-off.
 func (n Node) EnsurePodRules(ctx context.Context, subnet string) error {
 	cfg := n.Config
+	apiIP, err := cfg.ServiceIP()
+	if err != nil {
+		return err
+	}
+	api, err := url.Parse(cfg.APIServerURL())
+	if err != nil {
+		return err
+	}
 	for _, r := range []struct {
 		table, what string
 		rule        []string
 	}{
 		{"nat", "masquerade its pods' traffic beyond " + cfg.PodCIDR,
 			[]string{"POSTROUTING", "-s", subnet, "!", "-d", cfg.PodCIDR, "-m", "comment", "--comment", masqueradeComment, "-j", "MASQUERADE"}},
+		{"nat", "send its pods' traffic to the kubernetes Service (" + apiIP.String() + ":443) to " + api.Host + " until kube-proxy's rules take it",
+			[]string{"PREROUTING", "-s", subnet, "-d", apiIP.String() + "/32", "-p", "tcp", "--dport", "443", "-m", "comment", "--comment", apiServiceComment, "-j", "DNAT", "--to-destination", api.Host}},
 		{"filter", "refuse its pods' traffic to the service CIDR " + cfg.ServiceCIDR + " that kube-proxy has not rewritten",
 			[]string{"FORWARD", "-s", subnet, "-d", cfg.ServiceCIDR, "-m", "comment", "--comment", unservedComment, "-j", "REJECT"}},
 	} {
