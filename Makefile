@@ -6,8 +6,10 @@ E2E_TIMEOUT ?= 80m
 
 .PHONY: build test fuzz e2e bench lint clean demo docs
 
+# Static (CGO_ENABLED=0): devk's node agent image holds this binary and
+# no libc.
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/devk ./cmd/devk
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/devk ./cmd/devk
 
 # Unit and integration tests (real go builds of a fixture tree, in-process
 # registry, embedded etcd), then a short fuzz run of each decoder.

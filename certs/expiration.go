@@ -6,6 +6,7 @@ package certs
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -134,6 +135,17 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(fmt.Sprint(int64(time.Duration(d) / time.Second))), nil
 }
 
+// UnmarshalJSON reads whole seconds (a report another devk wrote: the
+// node agent's).
+func (d *Duration) UnmarshalJSON(data []byte) error {
+	var secs int64
+	if err := json.Unmarshal(data, &secs); err != nil {
+		return fmt.Errorf("a duration in seconds: %w", err)
+	}
+	*d = Duration(time.Duration(secs) * time.Second)
+	return nil
+}
+
 // kubeadmName is kubeadm's name for a certificate of the set: the file's
 // path with "/" as "-" (etcd/server is etcd-server).
 func kubeadmName(specName string) string { return strings.ReplaceAll(specName, "/", "-") }
@@ -165,17 +177,26 @@ func InspectNodes(nodes []layout.ControlPlaneNode, now time.Time) (*Report, erro
 			}
 			return nil, err
 		}
-		for _, c := range one.Certs {
-			c.Node = n.Name
-			r.Certs = append(r.Certs, c)
-		}
-		for _, c := range one.CAs {
-			c.Node = n.Name
-			r.CAs = append(r.CAs, c)
-		}
-		r.Nodes = append(r.Nodes, nodeFiles(n))
+		r.Add(n.Name, one)
 	}
 	return r, nil
+}
+
+// Add puts one node's report (Inspect's, read there) into r as node's:
+// its rows, then its files.
+func (r *Report) Add(node string, one *Report) {
+	for _, c := range one.Certs {
+		c.Node = node
+		r.Certs = append(r.Certs, c)
+	}
+	for _, c := range one.CAs {
+		c.Node = node
+		r.CAs = append(r.CAs, c)
+	}
+	for _, f := range one.Nodes {
+		f.Name = node
+		r.Nodes = append(r.Nodes, f)
+	}
 }
 
 // Inspect reads one node's certificates, kubeconfigs and CAs as of now.

@@ -169,6 +169,24 @@ func (r *Remote) Push(ctx context.Context, ref name.Reference, img v1.Image) err
 	return nil
 }
 
+// PushTagged pushes img to repository repo of r's registry under tag (a
+// name for people) and returns the reference a runtime pulls it by:
+// <registry>/<repo>@sha256:….
+func (r *Remote) PushTagged(ctx context.Context, repo, tag string, img v1.Image) (string, error) {
+	rp, err := r.Repository(repo)
+	if err != nil {
+		return "", err
+	}
+	if err := r.Push(ctx, rp.Tag(tag), img); err != nil {
+		return "", err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return rp.Name() + "@" + d.String(), nil
+}
+
 // Head is the descriptor the registry has for ref; ErrNotFound (wrapped)
 // when it has none.
 func (r *Remote) Head(ctx context.Context, ref name.Reference) (*v1.Descriptor, error) {

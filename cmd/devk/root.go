@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/cmd/devk/internal/agentcmd"
 	"github.com/devk/devk/cmd/devk/internal/buildcmd"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/cmd/devk/internal/clustercmd"
@@ -73,6 +74,7 @@ Exit status:
 		swapcmd.NewDebugCmd(g),
 		swapcmd.NewRunCmd(g),
 		tracecmd.NewTraceCmd(g),
+		agentcmd.NewAgentCmd(g),
 	)
 	groupCommands(root)
 	cli.RegisterClusterCompletion(root)
@@ -99,7 +101,7 @@ var groupOf = map[string]string{
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",
 	"stacks": "debug", "debug": "debug", "run": "debug", "trace": "debug",
-	"version": "other", "completion": "other", "help": "other",
+	"version": "other", "completion": "other", "help": "other", "agent": "other",
 }
 
 func groupCommands(root *cobra.Command) {

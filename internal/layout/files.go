@@ -79,6 +79,9 @@ func (h Home) DebianCache() string { return h.join("cache", "debian") }
 // Go's version, for every cluster of the home.
 func (h Home) PauseCache() string { return h.join("cache", "pause") }
 
+// AgentCache holds the layer of devk's node agent image (its binary's).
+func (h Home) AgentCache() string { return h.join("cache", "agent") }
+
 // ClusterFiles are where one cluster keeps its files,
 // <home>/clusters/<name>/. Node 0, the node `devk up` makes, keeps its
 // own files in this directory too (FirstNode), as before clusters had

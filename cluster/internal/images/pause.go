@@ -94,16 +94,9 @@ func PushPause(ctx context.Context, cacheDir, registry string, o image.RemoteOpt
 	if err != nil {
 		return "", err
 	}
-	repo, err := r.Repository(pauseRepo)
+	ref, err := r.PushTagged(ctx, pauseRepo, pauseTag, img)
 	if err != nil {
-		return "", err
-	}
-	if err := r.Push(ctx, repo.Tag(pauseTag), img); err != nil {
 		return "", fmt.Errorf("push the pause image: %w", err)
 	}
-	d, err := img.Digest()
-	if err != nil {
-		return "", err
-	}
-	return repo.Name() + "@" + d.String(), nil
+	return ref, nil
 }

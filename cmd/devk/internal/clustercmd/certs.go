@@ -14,10 +14,12 @@ import (
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cmd/devk/internal/cli"
+	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/pki"
+	"github.com/devk/devk/remote"
 )
 
 // expiringError asks for cli.ExitExpiring.
@@ -167,6 +169,7 @@ func NewCertsCmd(g *cli.Options) *cobra.Command {
 
 func newCertsCheckCmd(g *cli.Options) *cobra.Command {
 	var f certsFlags
+	var access cli.Access
 	var within string
 	cmd := &cobra.Command{
 		Use:   "check-expiration",
@@ -193,13 +196,30 @@ json). --node picks some. A kubeadm node is found by --pki-dir
 manifests in manifests/ there unless --kubeconfig-dir and --manifests-dir
 say otherwise; run it on each control-plane node.
 
+Any other cluster is reached through its API, with only its kubeconfig
+(--kubeconfig, else $KUBECONFIG's current context when there is no devk
+cluster named devk here; --via-cluster forces it): devk pushes an image
+of itself to --registry, which the nodes must pull from, and runs it as a
+short-lived pod on each control-plane node (namespace devk-system, pinned
+to the node, tolerating its taints, the node's certificate, kubeconfig and
+manifest directories mounted read-only, no API token). The agent reads
+the dates there; no key leaves the node. The nodes are those running a
+kube-apiserver static pod; the files are where its --client-ca-file and
+the controller-manager's --kubeconfig are, the manifests the kubelet's
+staticPodPath. The pods are deleted when devk ends (and ended ones a
+killed devk left, by the next one). Credentials that may not make
+namespaces, pods and read their logs, nodes and kube-system's pods are
+refused first, every missing permission named, nothing made. The first
+line says which way devk runs.
+
 Exit status: 0; 2 with --fail-within when anything on any node expires
 sooner or is missing (for cron and CI); 1 on any other error.`,
 		Example: `  devk certs check-expiration
   devk certs check-expiration --name dev2 -o json
   devk certs check-expiration --fail-within 30d
   devk certs check-expiration --name ha --node ha-control-plane2
-  sudo devk certs check-expiration --pki-dir /etc/kubernetes/pki`,
+  sudo devk certs check-expiration --pki-dir /etc/kubernetes/pki
+  devk certs check-expiration --kubeconfig ~/work.conf --registry registry.example:5000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var failWithin time.Duration
@@ -209,15 +229,7 @@ sooner or is missing (for cron and CI); 1 on any other error.`,
 					return fmt.Errorf("--fail-within: %w", err)
 				}
 			}
-			_, nodes, err := f.nodes(g)
-			if err != nil {
-				return err
-			}
-			var named []layout.ControlPlaneNode
-			for _, n := range nodes {
-				named = append(named, n.ControlPlaneNode)
-			}
-			r, err := certs.InspectNodes(named, time.Now())
+			r, err := checkExpiration(cmd, g, &f, &access)
 			if err != nil {
 				return err
 			}
@@ -237,9 +249,67 @@ sooner or is missing (for cron and CI); 1 on any other error.`,
 		},
 	}
 	f.add(cmd)
+	access.Add(cmd.Flags())
 	cmd.Flags().StringVar(&within, "fail-within", "", "exit 2 if anything expires within this time or is missing: days (30d) or a Go duration (720h)")
 	cli.ResultHelp(cmd, certs.Report{}, false)
 	return cmd
+}
+
+// checkExpiration reads the certificates where the flags say (Decide):
+// the files of a node, a devk cluster's nodes, or each control-plane
+// node through the cluster, by devk's node agent.
+func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *cli.Access) (*certs.Report, error) {
+	home, err := layout.HomeDir("")
+	if err != nil {
+		return nil, err
+	}
+	in := remote.Input{Home: home, Name: f.Name, NameSet: cmd.Flags().Changed("name"), Kubeconfig: access.Kubeconfig, ViaCluster: access.ViaCluster}
+	for _, fl := range []string{"pki-dir", "kubeconfig-dir", "manifests-dir"} {
+		if cmd.Flags().Changed(fl) {
+			in.NodeFlags = append(in.NodeFlags, "--"+fl)
+		}
+	}
+	d, err := remote.Decide(in)
+	if err != nil {
+		return nil, err
+	}
+	if d.Mode != remote.ThroughCluster {
+		if access.Registry != "" {
+			return nil, fmt.Errorf("--registry is for a cluster reached through its API (%s)", d.Why)
+		}
+		f.Name = cmp.Or(d.Name, f.Name)
+		_, nodes, err := f.nodes(g)
+		if err != nil {
+			return nil, err
+		}
+		var named []layout.ControlPlaneNode
+		for _, n := range nodes {
+			named = append(named, n.ControlPlaneNode)
+		}
+		return certs.InspectNodes(named, time.Now())
+	}
+	rep := g.Reporter()
+	rep.Infof("%s", d.Why)
+	if access.Registry == "" {
+		return nil, fmt.Errorf("through the cluster devk runs its node agent on each control-plane node, from an image the nodes pull: pass --registry, a registry they pull from (or --name for a devk cluster of this machine: there is none named %q in %s)", layout.DefaultName, home)
+	}
+	ctx := cmd.Context()
+	s, err := remote.Open(d.Target, "", rep)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Check(ctx, append(slices.Clone(remote.AgentNeeds), remote.ControlPlaneNeeds...)); err != nil {
+		return nil, err
+	}
+	ref, err := remote.PushAgent(ctx, home, access.Registry, g.Version().Version, image.RemoteOptions{Keychain: image.KeychainFor(home)})
+	if err != nil {
+		return nil, err
+	}
+	s.SetImage(ref)
+	if err := s.Prepare(ctx); err != nil {
+		return nil, err
+	}
+	return s.Certs(ctx, f.Nodes)
 }
 
 func printExpiration(g *cli.Options, r *certs.Report) {

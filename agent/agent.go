@@ -1,0 +1,134 @@
+// Package agent is devk's node agent: the node-side half of a command
+// that reaches a cluster only through its kubeconfig. devk runs its own
+// binary (`devk agent`, hidden) as a short-lived pod pinned to a node,
+// with only the host paths its task reads; the agent does the task there
+// and writes its result as JSON lines on stdout, which the client reads
+// through the pod's log (package remote).
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/devk/devk/certs"
+	"github.com/devk/devk/internal/layout"
+)
+
+// EnvTask is the agent container's variable holding its Task as JSON:
+// what the pod does is readable in `kubectl get pod -o yaml`.
+const EnvTask = "DEVK_AGENT_TASK"
+
+// Kind names what an agent does on its node.
+type Kind string
+
+// KindCerts reads a control-plane node's certificates, kubeconfigs and
+// CAs (certs.Inspect) and returns their dates, never their keys.
+const KindCerts Kind = "certs"
+
+// Task is one agent's work on one node.
+type Task struct {
+	Kind Kind `json:"kind"`
+	// Certs is KindCerts's input.
+	Certs *CertsTask `json:"certs,omitempty"`
+}
+
+// CertsTask says where a control-plane node keeps what check-expiration
+// reads, as the node names its paths.
+type CertsTask struct {
+	PKIDir        string `json:"pkiDir"`
+	KubeconfigDir string `json:"kubeconfigDir"`
+	ManifestsDir  string `json:"manifestsDir"`
+}
+
+// HostPath is a directory of the node an agent's pod mounts, at the same
+// path inside, so the paths in its results are the node's.
+type HostPath struct {
+	Path     string
+	ReadOnly bool
+}
+
+// Validate says what is wrong with t before any pod is made for it.
+func (t Task) Validate() error {
+	switch t.Kind {
+	case KindCerts:
+		if t.Certs == nil {
+			return errors.New("agent task certs: no directories")
+		}
+		for flag, p := range map[string]string{"pkiDir": t.Certs.PKIDir, "kubeconfigDir": t.Certs.KubeconfigDir, "manifestsDir": t.Certs.ManifestsDir} {
+			if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+				return fmt.Errorf("agent task certs: %s %q is not a clean absolute path below /", flag, p)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
+}
+
+// HostPaths are the node's directories t reads or writes: for certs the
+// three directories read-only, one mount where one holds another
+// (kubeadm's /etc/kubernetes holds pki/ and manifests/).
+func (t Task) HostPaths() []HostPath {
+	var dirs []string
+	switch t.Kind {
+	case KindCerts:
+		dirs = []string{t.Certs.KubeconfigDir, t.Certs.PKIDir, t.Certs.ManifestsDir}
+	}
+	slices.Sort(dirs)
+	var out []HostPath
+	for _, d := range slices.Compact(dirs) {
+		if slices.ContainsFunc(out, func(h HostPath) bool { return strings.HasPrefix(d, strings.TrimSuffix(h.Path, "/")+"/") }) {
+			continue
+		}
+		out = append(out, HostPath{Path: d, ReadOnly: true})
+	}
+	return out
+}
+
+// Line is one line an agent writes on stdout: its result or its error,
+// the last line it writes.
+type Line struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// Run does task t on this node and writes its Line to w; the error is
+// also the agent's exit status (1).
+func Run(ctx context.Context, t Task, w io.Writer) error {
+	result, err := run(ctx, t)
+	line := Line{Result: result}
+	if err != nil {
+		line = Line{Error: err.Error()}
+	}
+	data, merr := json.Marshal(line)
+	if merr != nil {
+		return merr
+	}
+	if _, werr := fmt.Fprintf(w, "%s\n", data); werr != nil {
+		return werr
+	}
+	return err
+}
+
+func run(_ context.Context, t Task) (json.RawMessage, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	switch t.Kind {
+	case KindCerts:
+		n := layout.Kubeadm(t.Certs.KubeconfigDir)
+		n.PKIDir, n.ManifestsDir = t.Certs.PKIDir, t.Certs.ManifestsDir
+		r, err := certs.Inspect(n, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(r)
+	}
+	return nil, fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
+}

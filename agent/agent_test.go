@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devk/devk/certs"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/pki"
+)
+
+// kubeadmDir writes kubeadm's layout (the certificate set, no
+// kubeconfigs, an empty manifests dir) under a temporary directory.
+func kubeadmDir(t *testing.T) CertsTask {
+	t.Helper()
+	dir := t.TempDir()
+	f := CertsTask{PKIDir: filepath.Join(dir, "pki"), KubeconfigDir: dir, ManifestsDir: filepath.Join(dir, "manifests")}
+	cfg := pki.Config{NodeName: "cp1", ServiceIP: net.ParseIP("10.96.0.1"), AdvertiseIP: net.ParseIP("10.250.0.2"), DNSDomain: "cluster.local"}
+	for _, s := range pki.Specs(cfg) {
+		if _, err := pki.Ensure(f.PKIDir, s, time.Now(), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(f.ManifestsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestRunCerts: the agent's certs task writes one line whose result is
+// the report certs.Inspect gives on the same files, through JSON (as the
+// client reads it from the pod's log).
+func TestRunCerts(t *testing.T) {
+	f := kubeadmDir(t)
+	var out bytes.Buffer
+	if err := Run(context.Background(), Task{Kind: KindCerts, Certs: &f}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 1 {
+		t.Fatalf("the agent wrote %d lines, want 1:\n%s", n, out.String())
+	}
+	var line Line
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil || line.Error != "" {
+		t.Fatalf("line %q: %v", out.String(), err)
+	}
+	var got certs.Report
+	if err := json.Unmarshal(line.Result, &got); err != nil {
+		t.Fatal(err)
+	}
+	n := layout.Kubeadm(f.KubeconfigDir)
+	n.ManifestsDir = f.ManifestsDir
+	want, err := certs.Inspect(n, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Certs) != len(want.Certs) || len(got.CAs) != len(want.CAs) || len(got.Certs) < 10 {
+		t.Fatalf("the agent's report has %d certificates and %d CAs, certs.Inspect's %d and %d", len(got.Certs), len(got.CAs), len(want.Certs), len(want.CAs))
+	}
+	for i, c := range want.Certs {
+		g := got.Certs[i]
+		if g.Name != c.Name || g.Path != c.Path || !g.NotAfter.Equal(c.NotAfter) || g.Missing != c.Missing || (time.Duration(g.Residual)-time.Duration(c.Residual)).Abs() > 2*time.Second {
+			t.Errorf("certificate %d: the agent's %+v, certs.Inspect's %+v", i, g.Entry, c.Entry)
+		}
+	}
+}
+
+// TestRunError: a task that fails writes its error as the line, and Run
+// returns it (the agent's exit status).
+func TestRunError(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := Run(context.Background(), Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: dir, KubeconfigDir: dir, ManifestsDir: dir}}, &out)
+	if err == nil {
+		t.Fatal("the agent read certificates from an empty directory")
+	}
+	var line Line
+	if jerr := json.Unmarshal(out.Bytes(), &line); jerr != nil || line.Error != err.Error() || line.Result != nil {
+		t.Fatalf("line %q for error %v", out.String(), err)
+	}
+}
+
+func TestValidateAndHostPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		t    Task
+		want string
+	}{
+		{"unknown", Task{Kind: "shell"}, `agent task "shell": devk's agent has no such task`},
+		{"no dirs", Task{Kind: KindCerts}, "no directories"},
+		{"relative", Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}, `pkiDir "pki" is not a clean absolute path`},
+		{"climbing", Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/etc/kubernetes/../pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}, "is not a clean absolute path"},
+		{"root", Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}, "is not a clean absolute path"},
+	} {
+		if err := tc.t.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	kubeadm := Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/etc/kubernetes/pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}
+	if got := kubeadm.HostPaths(); !slices.Equal(got, []HostPath{{"/etc/kubernetes", true}}) {
+		t.Errorf("kubeadm's layout mounts %v, want /etc/kubernetes read-only alone", got)
+	}
+	devk := Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/h/clusters/x/pki", KubeconfigDir: "/h/clusters/x", ManifestsDir: "/h/clusters/x-manifests"}}
+	if got := devk.HostPaths(); !slices.Equal(got, []HostPath{{"/h/clusters/x", true}, {"/h/clusters/x-manifests", true}}) {
+		t.Errorf("a sibling with a common prefix: %v", got)
+	}
+}
+
+// staticBinary builds a tiny static program (CGO_ENABLED=0).
+func staticBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module devk.test/static\n\ngo 1.21\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "static")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestImage: the agent image of one binary has one digest whatever the
+// cache (a function of the binary), holds it at BinaryPath and runs
+// `devk agent`; a dynamically linked binary is refused with the fix.
+func TestImage(t *testing.T) {
+	bin := staticBinary(t)
+	a, err := Image(t.TempDir(), bin, "v1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Image(t.TempDir(), bin, "v1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	da, _ := a.Digest()
+	db, _ := b.Digest()
+	if da != db {
+		t.Errorf("one binary, two digests: %s and %s", da, db)
+	}
+	cf, err := a.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cf.Config.Entrypoint, []string{BinaryPath}) || !slices.Equal(cf.Config.Cmd, []string{"agent"}) || !cf.Created.Time.Equal(time.Unix(0, 0)) {
+		t.Errorf("entrypoint %v, cmd %v, created %v", cf.Config.Entrypoint, cf.Config.Cmd, cf.Created)
+	}
+	layers, err := a.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers (%v), want 1", len(layers), err)
+	}
+
+	dynamic := ""
+	for _, p := range []string{"/bin/true", "/usr/bin/true", "/bin/sh"} {
+		if _, err := os.Stat(p); err == nil {
+			dynamic = p
+			break
+		}
+	}
+	if dynamic == "" {
+		t.Fatal("no dynamically linked program found to refuse")
+	}
+	if err := RequireStatic(dynamic); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("RequireStatic(%s) = %v, want the CGO_ENABLED=0 fix", dynamic, err)
+	}
+	if _, err := Image(t.TempDir(), dynamic, "v1.0.0"); err == nil {
+		t.Errorf("an image of the dynamic %s was made", dynamic)
+	}
+}

@@ -1,0 +1,326 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/devk/devk/agent"
+	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/progress"
+)
+
+// Namespace is where devk's node agents run. devk makes it, labelled for
+// Pod Security Admission's privileged level (the agents mount host
+// paths), and keeps it, empty, between commands.
+const Namespace = "devk-system"
+
+// The labels every object of a run carries.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "devk"
+	LabelRun       = "devk.dev/run"
+	LabelTask      = "devk.dev/task"
+	LabelNode      = "devk.dev/node"
+)
+
+// psaEnforce is Pod Security Admission's namespace label; devk's
+// namespace asks for the privileged level.
+const psaEnforce = "pod-security.kubernetes.io/enforce"
+
+// TaskDeadline bounds an agent pod (its activeDeadlineSeconds): nothing
+// outlives it, even with no client left to delete it.
+const TaskDeadline = 2 * time.Minute
+
+// podPoll is how often a waiting client looks at its agent's pod.
+const podPoll = 500 * time.Millisecond
+
+// Session is one command's use of the node agent: its run id, the agent
+// image, the pods it made.
+type Session struct {
+	cs    kubernetes.Interface
+	rep   progress.Reporter
+	run   string
+	image string
+}
+
+// Open connects to the target's cluster for a run of the node agent whose
+// image is image (by digest: a registry the nodes pull from).
+func Open(t *Target, image string, rep progress.Reporter) (*Session, error) {
+	cfg, err := t.config.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t, err)
+	}
+	cs, err := kube.ClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewSession(cs, image, rep)
+}
+
+// NewSession is Open with a clientset.
+func NewSession(cs kubernetes.Interface, image string, rep progress.Reporter) (*Session, error) {
+	id := make([]byte, 4)
+	if _, err := rand.Read(id); err != nil {
+		return nil, err
+	}
+	return &Session{cs: cs, rep: rep, run: hex.EncodeToString(id), image: image}, nil
+}
+
+// RESTConfig is the target's connection (for a client of another kind).
+func (t *Target) RESTConfig() (*rest.Config, error) { return t.config.ClientConfig() }
+
+// SetImage is the agent image its pods run (by digest: PushAgent's).
+func (s *Session) SetImage(ref string) { s.image = ref }
+
+// Run is the session's id, on every object it makes.
+func (s *Session) Run() string { return s.run }
+
+// Prepare makes devk's namespace when it is missing and deletes the agent
+// pods of earlier runs that have ended (a client killed before it
+// deleted them); pods still running are another devk's and are left.
+func (s *Session) Prepare(ctx context.Context) error {
+	ns, err := s.cs.CoreV1().Namespaces().Get(ctx, Namespace, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace, Labels: map[string]string{
+			LabelManagedBy: ManagedBy,
+			psaEnforce:     "privileged", "pod-security.kubernetes.io/warn": "privileged", "pod-security.kubernetes.io/audit": "privileged",
+		}}}
+		if _, err := s.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("make namespace %s for devk's node agent: %w", Namespace, err)
+		}
+	case err != nil:
+		return fmt.Errorf("namespace %s: %w", Namespace, err)
+	case ns.Labels[psaEnforce] != "" && ns.Labels[psaEnforce] != "privileged":
+		return fmt.Errorf("namespace %s enforces Pod Security level %q, and devk's node agent mounts host paths: allow it with `kubectl label namespace %s %s=privileged --overwrite`, or run devk on the node", Namespace, ns.Labels[psaEnforce], Namespace, psaEnforce)
+	}
+	pods, err := s.cs.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelManagedBy: ManagedBy}.String()})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if err := s.cs.CoreV1().Pods(Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s/%s, left by an earlier devk: %w", Namespace, p.Name, err)
+		}
+		n++
+	}
+	if n > 0 {
+		s.rep.Infof("deleted %d ended agent pods an earlier devk left in %s", n, Namespace)
+	}
+	return nil
+}
+
+// PodFor is the agent pod of task t on node: pinned to the node (no
+// scheduler), tolerating every taint, never restarted, no API token (the
+// tasks so far read only host files), the task's host paths read-only
+// at their own paths, bounded by TaskDeadline.
+func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	task, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	var mounts []corev1.VolumeMount
+	var vols []corev1.Volume
+	dir := corev1.HostPathDirectory
+	for i, h := range t.HostPaths() {
+		name := fmt.Sprintf("host-%d", i)
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: h.Path, Type: &dir}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: h.Path, ReadOnly: h.ReadOnly})
+	}
+	deadline, grace, no, root := int64(TaskDeadline/time.Second), int64(10), false, int64(0)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      podName(string(t.Kind), node, s.run),
+			Namespace: Namespace,
+			Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelRun: s.run, LabelTask: string(t.Kind), LabelNode: labelValue(node)},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			ActiveDeadlineSeconds:         &deadline,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name:            "agent",
+				Image:           s.image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{agent.BinaryPath, "agent"},
+				Env:             []corev1.EnvVar{{Name: agent.EnvTask, Value: string(task)}},
+				SecurityContext: &corev1.SecurityContext{RunAsUser: &root},
+				VolumeMounts:    mounts,
+			}},
+			Volumes: vols,
+		},
+	}, nil
+}
+
+// podName is <devk>-<task>-<node>-<run>, cut to a valid pod name.
+func podName(task, node, run string) string {
+	max := validation.DNS1123SubdomainMaxLength - len(run) - 1
+	base := strings.Trim(strings.ToLower("devk-"+task+"-"+node), "-.")
+	if len(base) > max {
+		base = strings.TrimRight(base[:max], "-.")
+	}
+	return base + "-" + run
+}
+
+// labelValue is node as a label value (63 characters at most).
+func labelValue(node string) string {
+	if len(node) > validation.LabelValueMaxLength {
+		return strings.TrimRight(node[:validation.LabelValueMaxLength], "-._")
+	}
+	return node
+}
+
+// Do runs task t on node: it makes the agent pod, waits for it to end,
+// reads its result from the pod's log and deletes the pod.
+func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMessage, error) {
+	pod, err := s.PodFor(node, t)
+	if err != nil {
+		return nil, err
+	}
+	pods := s.cs.CoreV1().Pods(Namespace)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("node %s: make the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
+	}
+	defer func() {
+		// On the way out even when ctx was cancelled: a pod left behind
+		// is deleted by the next command, but not leaving one is better.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.RequestTimeout)
+		defer cancel()
+		if err := pods.Delete(dctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			s.rep.Infof("could not delete the agent pod %s/%s (the next devk deletes it): %v", Namespace, pod.Name, err)
+		}
+	}()
+	var ended *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, podPoll, TaskDeadline+time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			ended = p
+			return true, nil
+		}
+		return false, stuck(p)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
+	}
+	logs, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: read the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
+	}
+	return result(node, ended, logs)
+}
+
+// stuck is an error when pod p cannot start: its image cannot be pulled,
+// or its container cannot be made. nil while it may yet run.
+func stuck(p *corev1.Pod) error {
+	for _, cs := range p.Status.ContainerStatuses {
+		w := cs.State.Waiting
+		if w == nil {
+			continue
+		}
+		switch w.Reason {
+		case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName":
+			return fmt.Errorf("the node cannot pull devk's agent image %s (%s: %s): give --registry a registry the nodes pull from", cs.Image, w.Reason, w.Message)
+		case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+			return fmt.Errorf("%s: %s", w.Reason, w.Message)
+		}
+	}
+	if p.Status.Phase == corev1.PodPending && p.Status.Reason != "" {
+		return fmt.Errorf("%s: %s", p.Status.Reason, p.Status.Message)
+	}
+	return nil
+}
+
+// result is the agent's answer: the Line its log ends with, and its exit
+// code when that says it failed.
+func result(node string, p *corev1.Pod, logs []byte) (json.RawMessage, error) {
+	var last *agent.Line
+	sc := bufio.NewScanner(bytes.NewReader(logs))
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	var other []string
+	for sc.Scan() {
+		var l agent.Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || (l.Result == nil && l.Error == "") {
+			other = append(other, sc.Text())
+			continue
+		}
+		last = &l
+	}
+	code, reason := -1, p.Status.Reason
+	if len(p.Status.ContainerStatuses) > 0 {
+		if t := p.Status.ContainerStatuses[0].State.Terminated; t != nil {
+			code, reason = int(t.ExitCode), t.Reason
+		}
+	}
+	switch {
+	case last != nil && last.Error != "":
+		return nil, fmt.Errorf("node %s: %s", node, last.Error)
+	case last != nil && code == 0:
+		return last.Result, nil
+	}
+	msg := fmt.Sprintf("node %s: devk's agent ended with no result (exit code %d, %s)", node, code, reason)
+	if len(other) > 0 {
+		msg += ":\n" + strings.Join(other, "\n")
+	}
+	return nil, errors.New(msg)
+}
+
+// agentTag names the agent image in a registry for people; pods pull it
+// by digest.
+const agentTag = "devk"
+
+// PushAgent pushes the node agent's image of the running devk (its layer
+// cached in home's agent cache) to registry and returns its reference by
+// digest.
+func PushAgent(ctx context.Context, home, registry, version string, o image.RemoteOptions) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	img, err := agent.Image(layout.HomeFiles(home).AgentCache(), self, version)
+	if err != nil {
+		return "", err
+	}
+	r, err := image.NewRemote(registry, o)
+	if err != nil {
+		return "", err
+	}
+	ref, err := r.PushTagged(ctx, agent.Repo, agentTag, img)
+	if err != nil {
+		return "", fmt.Errorf("push devk's agent image: %w", err)
+	}
+	return ref, nil
+}
