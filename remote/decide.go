@@ -69,7 +69,7 @@ type Target struct {
 	Kubeconfig string
 	// Context and Server are the current context and its server.
 	Context, Server string
-	config      clientcmd.ClientConfig
+	config          clientcmd.ClientConfig
 }
 
 // Decide picks the mode, in order: node flags → the files they name
