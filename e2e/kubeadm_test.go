@@ -309,6 +309,22 @@ func TestKubeadmBootstrapper(t *testing.T) {
 		kubeadmAcceptsEventually(t, ctx, c, name, "after the renewal")
 	})
 
+	// The same certificates through the cluster, from a devk with only a
+	// copy of its kubeconfig: devk's node agent on each control plane
+	// reads kubeadm's own paths inside the node.
+	step(t, "certs through the cluster", func(t *testing.T) {
+		local := parseExpiration(t, devk(t, "certs", "check-expiration", "-o", "json"))
+		got := certsThroughCluster(t, c, kubeconfig, local)
+		if len(got.Nodes) != len(cps) {
+			t.Errorf("through the cluster: %d control-plane nodes, want %d", len(got.Nodes), len(cps))
+		}
+		for _, n := range got.Nodes {
+			if n.Files.PKIDir != "/etc/kubernetes/pki" {
+				t.Errorf("node %s's certificates through the cluster are at %s, want kubeadm's /etc/kubernetes/pki", n.Name, n.Files.PKIDir)
+			}
+		}
+	})
+
 	// A patched apiserver swapped into kubeadm's manifest, verified by
 	// digest; kubeadm still reads its cluster; --rollback puts kubeadm's
 	// manifest back byte for byte.

@@ -1,0 +1,193 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devk/devk/image"
+	"github.com/devk/devk/internal/layout"
+)
+
+// agentRegistry is where the tests push devk's node agent image: devk's
+// registry of the shared home, which every node pulls from.
+const agentRegistry = "127.0.0.1:5000"
+
+// strangerEnv is the environment of a devk that knows a cluster only by
+// a copy of kubeconfig: an empty DEVK_HOME, $KUBECONFIG that copy, and
+// docker's credentials for the registry the nodes pull from (the shared
+// home's registry credential, as a user would log in to theirs).
+func strangerEnv(t *testing.T, c *SharedCluster, kubeconfig string) (env []string, copied string) {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(copied, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := image.LoadCredential(layout.HomeFiles(c.Home).RegistryCredential())
+	if err != nil {
+		t.Fatal(err)
+	}
+	docker := filepath.Join(dir, "docker")
+	auth := base64.StdEncoding.EncodeToString([]byte(image.RegistryUser + ":" + secret))
+	if err := os.MkdirAll(docker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(docker, "config.json"), []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, agentRegistry, auth)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"DEVK_HOME=" + filepath.Join(dir, "home"), "KUBECONFIG=" + copied, "DOCKER_CONFIG=" + docker}, copied
+}
+
+// expiration is check-expiration's -o json, as much as the tests read.
+type expiration struct {
+	Nodes []struct {
+		Name  string `json:"node"`
+		Files struct {
+			PKIDir string `json:"pkiDir"`
+		} `json:"files"`
+	} `json:"nodes"`
+	Certs []struct {
+		Node, Name, Path string
+		NotAfter         time.Time
+	} `json:"certificates"`
+	CAs []struct {
+		Node, Name string
+		NotAfter   time.Time
+	} `json:"certificateAuthorities"`
+}
+
+// rows are a report's certificates and CAs as node/name@notAfter.
+func (e expiration) rows() []string {
+	var out []string
+	for _, c := range e.Certs {
+		out = append(out, c.Node+"/"+c.Name+"@"+c.NotAfter.UTC().Format(time.RFC3339))
+	}
+	for _, c := range e.CAs {
+		out = append(out, c.Node+"/ca:"+c.Name+"@"+c.NotAfter.UTC().Format(time.RFC3339))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func parseExpiration(t *testing.T, r Result) expiration {
+	t.Helper()
+	var e expiration
+	if err := json.Unmarshal([]byte(r.Stdout), &e); err != nil || len(e.Certs) == 0 {
+		t.Fatalf("check-expiration -o json: %v\n%s%s", err, r.Stdout, r.Stderr)
+	}
+	return e
+}
+
+// certsThroughCluster checks that `devk certs check-expiration` from a
+// devk that has only a copy of the cluster's kubeconfig (strangerEnv)
+// reads, through devk's node agent on each control-plane node, exactly
+// what the devk that made the cluster reads from its files (local),
+// says it runs through the cluster, and leaves no agent pod behind. It
+// returns the report.
+func certsThroughCluster(t *testing.T, c *SharedCluster, kubeconfig string, local expiration) expiration {
+	t.Helper()
+	env, copied := strangerEnv(t, c, kubeconfig)
+	r := MustDevkEnv(t, c.Tree, env, "certs", "check-expiration", "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")
+	if !strings.Contains(r.Stderr, "through the cluster: kubeconfig "+copied) {
+		t.Errorf("the mode line is missing:\n%s", r.Stderr)
+	}
+	got := parseExpiration(t, r)
+	if want := local.rows(); !slices.Equal(got.rows(), want) {
+		t.Errorf("through the cluster devk read %d rows, on this machine %d:\n%s\nwant\n%s", len(got.rows()), len(want), strings.Join(got.rows(), "\n"), strings.Join(want, "\n"))
+	}
+	t.Logf("through the cluster: %d certificates and %d CAs on %d nodes, as on this machine", len(got.Certs), len(got.CAs), len(got.Nodes))
+	pods := run(t, c.Tree, nil, c.KubectlPath(), "--kubeconfig", kubeconfig, "get", "pods", "-n", "devk-system", "-o", "name")
+	if pods.Err != nil || strings.TrimSpace(pods.Stdout) != "" {
+		t.Errorf("agent pods left in devk-system (%v):\n%s%s", pods.Err, pods.Stdout, pods.Stderr)
+	}
+	return got
+}
+
+// TestAnyClusterCerts: `devk certs check-expiration` on the shared
+// cluster from a devk that has only a copy of its admin kubeconfig runs
+// through the cluster (devk's node agent, pushed to the registry the
+// nodes pull from) and reads what the devk that made it reads; the
+// cluster's own kubeconfig in its own home runs on this machine, and
+// through the cluster with --via-cluster; credentials that may only view
+// are refused, every missing permission named, and nothing is made.
+func TestAnyClusterCerts(t *testing.T) {
+	c := Cluster(t)
+	local := parseExpiration(t, MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "-o", "json"))
+
+	step(t, "a copy of the kubeconfig in an empty home", func(t *testing.T) {
+		got := certsThroughCluster(t, c, c.Kubeconfig, local)
+		cfg, p, err := layout.Open(c.Home, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Nodes) != 1 || got.Nodes[0].Name != cfg.FirstNode().Name || got.Nodes[0].Files.PKIDir != p.FirstNode().PKI() {
+			t.Errorf("nodes %+v, want %s with its files at %s", got.Nodes, cfg.FirstNode().Name, p.FirstNode().PKI())
+		}
+	})
+
+	step(t, "its own kubeconfig", func(t *testing.T) {
+		r := MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--kubeconfig", c.Kubeconfig, "-o", "json")
+		if !strings.Contains(r.Stderr, `on this machine: devk cluster "devk"`) {
+			t.Errorf("with the cluster's own kubeconfig devk did not run on this machine:\n%s", r.Stderr)
+		}
+		r = MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--kubeconfig", c.Kubeconfig, "--via-cluster", "--registry", agentRegistry, "-o", "json")
+		if !strings.Contains(r.Stderr, "(--via-cluster)") || !slices.Equal(parseExpiration(t, r).rows(), local.rows()) {
+			t.Errorf("--via-cluster:\n%s", r.Stderr)
+		}
+	})
+
+	step(t, "credentials that may only view", func(t *testing.T) {
+		k := func(args ...string) Result {
+			t.Helper()
+			r := c.Kubectl(t, args...)
+			if r.Err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
+			}
+			return r
+		}
+		k("create", "serviceaccount", "devk-viewer", "-n", "default")
+		k("create", "clusterrolebinding", "devk-viewer", "--clusterrole=view", "--serviceaccount=default:devk-viewer")
+		t.Cleanup(func() {
+			c.Kubectl(t, "delete", "clusterrolebinding", "devk-viewer")
+			c.Kubectl(t, "delete", "serviceaccount", "devk-viewer", "-n", "default")
+		})
+		token := strings.TrimSpace(k("create", "token", "devk-viewer", "-n", "default").Stdout)
+		viewer := filepath.Join(t.TempDir(), "viewer.conf")
+		raw := k("config", "view", "--raw", "--minify", "--flatten").Stdout
+		if err := os.WriteFile(viewer, []byte(raw), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"config", "set-credentials", "devk-viewer", "--token=" + token},
+			{"config", "set-context", "--current", "--user=devk-viewer"},
+		} {
+			if r := run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", viewer}, args...)...); r.Err != nil {
+				t.Fatalf("%v\n%s", r.Err, r.Stderr)
+			}
+		}
+		before := k("get", "pods", "-n", "devk-system", "-o", "name").Stdout
+		env, copied := strangerEnv(t, c, viewer)
+		r := Devk(t, c.Tree, env, "certs", "check-expiration", "--kubeconfig", copied, "--registry", agentRegistry)
+		for _, want := range []string{"your credentials (system:serviceaccount:default:devk-viewer) may not: ", "create pods in namespace devk-system", "get nodes/proxy", "ask for cluster-admin"} {
+			if r.Err == nil || !strings.Contains(r.Stderr, want) {
+				t.Errorf("a viewer's check-expiration (%v) does not say %q:\n%s", r.Err, want, r.Stderr)
+			}
+		}
+		if after := k("get", "pods", "-n", "devk-system", "-o", "name").Stdout; after != before {
+			t.Errorf("a refused run made pods: before %q, after %q", before, after)
+		}
+	})
+}
