@@ -273,6 +273,10 @@ func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *
 	if err != nil {
 		return nil, err
 	}
+	rep := g.Reporter()
+	if d.Mode == remote.ThroughCluster || access.Kubeconfig != "" {
+		rep.Infof("%s", d.Why) // which way devk runs, when the kubeconfig decided it
+	}
 	if d.Mode != remote.ThroughCluster {
 		if access.Registry != "" {
 			return nil, fmt.Errorf("--registry is for a cluster reached through its API (%s)", d.Why)
@@ -288,8 +292,6 @@ func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *
 		}
 		return certs.InspectNodes(named, time.Now())
 	}
-	rep := g.Reporter()
-	rep.Infof("%s", d.Why)
 	if access.Registry == "" {
 		return nil, fmt.Errorf("through the cluster devk runs its node agent on each control-plane node, from an image the nodes pull: pass --registry, a registry they pull from (or --name for a devk cluster of this machine: there is none named %q in %s)", layout.DefaultName, home)
 	}
