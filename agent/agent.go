@@ -17,7 +17,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/digest"
+	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -32,11 +37,29 @@ type Kind string
 // CAs (certs.Inspect) and returns their dates, never their keys.
 const KindCerts Kind = "certs"
 
+// KindDigest reads what a node's manifests name and its runtime runs for
+// static pods (digest.ObserveNode): `devk digest verify`'s node views.
+const KindDigest Kind = "digest"
+
 // Task is one agent's work on one node.
 type Task struct {
 	Kind Kind `json:"kind"`
 	// Certs is KindCerts's input.
 	Certs *CertsTask `json:"certs,omitempty"`
+	// Digest is KindDigest's.
+	Digest *DigestTask `json:"digest,omitempty"`
+}
+
+// DigestTask names a node's static pods and where its kubelet keeps
+// their manifests and runs them.
+type DigestTask struct {
+	ManifestsDir string `json:"manifestsDir"`
+	// CRISocket is the runtime's socket (a path).
+	CRISocket string `json:"criSocket"`
+	// NodeName is the node's: its static pods are <pod>-<node>.
+	NodeName string `json:"nodeName"`
+	// Binaries are the static pods (kube-apiserver, …).
+	Binaries []string `json:"binaries"`
 }
 
 // CertsTask says where a control-plane node keeps what check-expiration
@@ -62,13 +85,41 @@ func (t Task) Validate() error {
 			return errors.New("agent task certs: no directories")
 		}
 		for flag, p := range map[string]string{"pkiDir": t.Certs.PKIDir, "kubeconfigDir": t.Certs.KubeconfigDir, "manifestsDir": t.Certs.ManifestsDir} {
-			if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
-				return fmt.Errorf("agent task certs: %s %q is not a clean absolute path below /", flag, p)
+			if err := cleanAbs(p); err != nil {
+				return fmt.Errorf("agent task certs: %s %w", flag, err)
+			}
+		}
+		return nil
+	case KindDigest:
+		d := t.Digest
+		if d == nil {
+			return errors.New("agent task digest: no node")
+		}
+		for flag, p := range map[string]string{"manifestsDir": d.ManifestsDir, "criSocket": d.CRISocket} {
+			if err := cleanAbs(p); err != nil {
+				return fmt.Errorf("agent task digest: %s %w", flag, err)
+			}
+		}
+		if errs := validation.IsDNS1123Subdomain(d.NodeName); len(errs) > 0 {
+			return fmt.Errorf("agent task digest: node name %q: %s", d.NodeName, strings.Join(errs, "; "))
+		}
+		for _, b := range d.Binaries {
+			if c, err := build.Lookup(b); err != nil || !c.StaticPod || c.Binary != b {
+				return fmt.Errorf("agent task digest: %q is not a static pod's binary", b)
 			}
 		}
 		return nil
 	}
 	return fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
+}
+
+// cleanAbs says what is wrong with a path an agent mounts: it must be
+// clean, absolute and below /.
+func cleanAbs(p string) error {
+	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("%q is not a clean absolute path below /", p)
+	}
+	return nil
 }
 
 // HostPaths are the node's directories t reads or writes: for certs the
@@ -79,6 +130,10 @@ func (t Task) HostPaths() []HostPath {
 	switch t.Kind {
 	case KindCerts:
 		dirs = []string{t.Certs.KubeconfigDir, t.Certs.PKIDir, t.Certs.ManifestsDir}
+	case KindDigest:
+		// The socket's directory, not the socket: a restarted runtime
+		// makes a new one, which a mount of the old file would miss.
+		dirs = []string{t.Digest.ManifestsDir, path.Dir(t.Digest.CRISocket)}
 	}
 	slices.Sort(dirs)
 	var out []HostPath
@@ -116,7 +171,7 @@ func Run(ctx context.Context, t Task, w io.Writer) error {
 	return err
 }
 
-func run(_ context.Context, t Task) (json.RawMessage, error) {
+func run(ctx context.Context, t Task) (json.RawMessage, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
@@ -129,6 +184,18 @@ func run(_ context.Context, t Task) (json.RawMessage, error) {
 			return nil, err
 		}
 		return json.Marshal(r)
+	case KindDigest:
+		d := t.Digest
+		rt, err := cri.Dial(d.CRISocket)
+		if err != nil {
+			return nil, err
+		}
+		defer rt.Close()
+		v, err := digest.ObserveNode(ctx, d.ManifestsDir, rt, d.NodeName, d.Binaries)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(v)
 	}
 	return nil, fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
 }

@@ -180,3 +180,27 @@ func TestImage(t *testing.T) {
 		t.Errorf("an image of the dynamic %s was made", dynamic)
 	}
 }
+
+// TestDigestTask: a digest task is checked before a pod is made, and
+// mounts its manifests and its runtime socket's directory, read-only.
+func TestDigestTask(t *testing.T) {
+	ok := DigestTask{ManifestsDir: "/etc/kubernetes/manifests", CRISocket: "/run/containerd/containerd.sock", NodeName: "cp1", Binaries: []string{"kube-apiserver", "etcd"}}
+	if err := (Task{Kind: KindDigest, Digest: &ok}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := (Task{Kind: KindDigest, Digest: &ok}).HostPaths(); !slices.Equal(got, []HostPath{{"/etc/kubernetes/manifests", true}, {"/run/containerd", true}}) {
+		t.Errorf("host paths %v", got)
+	}
+	for name, mutate := range map[string]func(*DigestTask){
+		"not a static pod": func(d *DigestTask) { d.Binaries = []string{"kubectl"} },
+		"node name":        func(d *DigestTask) { d.NodeName = "../x" },
+		"socket":           func(d *DigestTask) { d.CRISocket = "run/containerd.sock" },
+	} {
+		d := ok
+		d.Binaries = slices.Clone(ok.Binaries)
+		mutate(&d)
+		if err := (Task{Kind: KindDigest, Digest: &d}).Validate(); err == nil {
+			t.Errorf("%s: accepted %+v", name, d)
+		}
+	}
+}

@@ -454,3 +454,64 @@ func StaticPodSources(ctx context.Context, n layout.Node, nodeName string) (sour
 	return []Source{OnNode{nodeName, Manifest{Dir: n.ManifestsDir}}, OnNode{nodeName, CRI{Runtime: c.Runtime, NodeName: c.NodeName}},
 		OnNode{nodeName, Mirror{Client: c.Client, NodeName: c.NodeName}}}, c.Close, nil
 }
+
+// Recorded is one view of a node that another process observed there
+// (devk's node agent, through the cluster): its observations and whether
+// the manifest runs the component under a debugger, by the static pod's
+// binary. Labelled by node with OnNode, as a view read here is.
+type Recorded struct {
+	Source string
+	Views  map[string]Observation
+	Debug  map[string]bool
+}
+
+// Name is the view's (manifest, cri).
+func (s Recorded) Name() string { return s.Source }
+
+// Observe is the recorded observation of t's static pod.
+func (s Recorded) Observe(_ context.Context, t Target) (Observation, error) {
+	if ob, skip := notStaticPod(t); skip {
+		return ob, nil
+	}
+	if ob, ok := s.Views[t.Component.Binary]; ok {
+		return ob, nil
+	}
+	return Observation{Note: "not observed on the node"}, nil
+}
+
+// Debugging is what the node's manifest said.
+func (s Recorded) Debugging(t Target) bool { return s.Debug[t.Component.Binary] }
+
+// ObserveNode is what a node's manifest and runtime say of each static
+// pod (by binary, whose container has its name): the views Manifest and
+// CRI give, and whether the manifest runs it under a debugger. A node's
+// agent runs it there; Recorded gives its answer back.
+func ObserveNode(ctx context.Context, manifests string, rt Runtime, nodeName string, binaries []string) (NodeViews, error) {
+	v := NodeViews{Manifest: map[string]Observation{}, CRI: map[string]Observation{}, Debug: map[string]bool{}}
+	for _, b := range binaries {
+		t := Target{Component: build.Component{Name: b, Binary: b, StaticPod: true}}
+		m := Manifest{Dir: manifests}
+		ob, err := m.Observe(ctx, t)
+		if err != nil {
+			return v, fmt.Errorf("%s: manifest: %w", b, err)
+		}
+		v.Manifest[b], v.Debug[b] = ob, m.Debugging(t)
+		if ob, err = (CRI{Runtime: rt, NodeName: nodeName}).Observe(ctx, t); err != nil {
+			return v, fmt.Errorf("%s: cri: %w", b, err)
+		}
+		v.CRI[b] = ob
+	}
+	return v, nil
+}
+
+// NodeViews are ObserveNode's answer.
+type NodeViews struct {
+	Manifest map[string]Observation `json:"manifest"`
+	CRI      map[string]Observation `json:"cri"`
+	Debug    map[string]bool        `json:"debug"`
+}
+
+// Sources are v as node's sources (manifest@node, cri@node).
+func (v NodeViews) Sources(node string) []Source {
+	return []Source{OnNode{node, Recorded{Source: "manifest", Views: v.Manifest, Debug: v.Debug}}, OnNode{node, Recorded{Source: "cri", Views: v.CRI}}}
+}

@@ -116,14 +116,15 @@ func certsThroughCluster(t *testing.T, c *SharedCluster, kubeconfig string, loca
 	return got
 }
 
-// TestAnyClusterCerts: `devk certs check-expiration` on the shared
-// cluster from a devk that has only a copy of its admin kubeconfig runs
-// through the cluster (devk's node agent, pushed to the registry the
-// nodes pull from) and reads what the devk that made it reads; the
-// cluster's own kubeconfig in its own home runs on this machine, and
-// through the cluster with --via-cluster; credentials that may only view
-// are refused, every missing permission named, and nothing is made.
-func TestAnyClusterCerts(t *testing.T) {
+// TestAnyCluster: `devk certs check-expiration` and `devk digest verify`
+// on the shared cluster from a devk that has only a copy of its admin
+// kubeconfig run through the cluster (devk's node agent, pushed to the
+// registry the nodes pull from) and read what the devk that made it
+// reads; the cluster's own kubeconfig in its own home runs on this
+// machine, and through the cluster with --via-cluster; credentials that
+// may only view are refused, every missing permission named, and nothing
+// is made.
+func TestAnyCluster(t *testing.T) {
 	c := Cluster(t)
 	local := parseExpiration(t, MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "-o", "json"))
 
@@ -136,6 +137,50 @@ func TestAnyClusterCerts(t *testing.T) {
 		if len(got.Nodes) != 1 || got.Nodes[0].Name != cfg.FirstNode().Name || got.Nodes[0].Files.PKIDir != p.FirstNode().PKI() {
 			t.Errorf("nodes %+v, want %s with its files at %s", got.Nodes, cfg.FirstNode().Name, p.FirstNode().PKI())
 		}
+	})
+
+	step(t, "digest verify through the cluster", func(t *testing.T) {
+		views := func(r Result) (bool, map[string]string) {
+			var reps []struct {
+				Match        bool
+				Observations []struct{ Source, Digest string }
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &reps); err != nil || len(reps) != 1 {
+				t.Fatalf("digest verify -o json: %v\n%s%s", err, r.Stdout, r.Stderr)
+			}
+			out := map[string]string{}
+			for _, o := range reps[0].Observations {
+				out[o.Source] = o.Digest
+			}
+			return reps[0].Match, out
+		}
+		localMatch, local := views(Devk(t, c.Tree, c.Env, "digest", "verify", "apiserver", "-o", "json"))
+		env, copied := strangerEnv(t, c, c.Kubeconfig)
+		r := Devk(t, c.Tree, env, "digest", "verify", "apiserver", "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")
+		if !strings.Contains(r.Stderr, "through the cluster: kubeconfig "+copied) {
+			t.Errorf("the mode line is missing:\n%s", r.Stderr)
+		}
+		match, got := views(r)
+		cfg, _, err := layout.Open(c.Home, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := cfg.FirstNode().Name
+		checked := 0
+		for _, src := range []string{"pushed", "registry", "manifest", "cri", "mirror-pod"} {
+			remote := src
+			if src == "manifest" || src == "cri" || src == "mirror-pod" {
+				remote += "@" + node
+			}
+			if got[remote] == "" || got[remote] != local[src] {
+				t.Errorf("%s: through the cluster %q, on this machine (%s) %q", remote, got[remote], src, local[src])
+			}
+			checked++
+		}
+		if match != localMatch || !match {
+			t.Errorf("through the cluster match=%v, on this machine match=%v:\n%s", match, localMatch, r.Stdout)
+		}
+		t.Logf("digest verify through the cluster: %d views agree with this machine's (%s)", checked, got["manifest@"+node])
 	})
 
 	step(t, "its own kubeconfig", func(t *testing.T) {

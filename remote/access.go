@@ -51,6 +51,14 @@ var ControlPlaneNeeds = []Need{
 	{Verb: "get", Resource: "nodes", Subresource: "proxy"},
 }
 
+// DigestNeeds are what `devk digest verify` reads through the API besides
+// the control plane's nodes: the mirror pods, the addons' workloads.
+var DigestNeeds = []Need{
+	{Verb: "get", Resource: "pods", Namespace: "kube-system"},
+	{Verb: "get", Group: "apps", Resource: "deployments", Namespace: "kube-system"},
+	{Verb: "get", Group: "apps", Resource: "daemonsets", Namespace: "kube-system"},
+}
+
 // Check asks the API server, before anything is made, whether the
 // session's credentials may do each of needs (one SelfSubjectAccessReview
 // each), and lists every one they may not in one error.

@@ -15,14 +15,17 @@ import (
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/staticpod"
 )
 
-// ControlPlaneFiles is a control-plane node and where it keeps what
-// check-expiration reads, as the node names its paths.
-type ControlPlaneFiles struct {
+// ControlPlane is a control-plane node and where it keeps its files, as
+// the node names its paths: what check-expiration reads, and its runtime.
+type ControlPlane struct {
 	Node  string
 	Files agent.CertsTask
+	// CRISocket is its kubelet's runtime (a path).
+	CRISocket string
 }
 
 // ControlPlanes are the cluster's control-plane nodes (those running a
@@ -31,10 +34,11 @@ type ControlPlaneFiles struct {
 // control plane first), with their files: the PKI directory is where the
 // API server's --client-ca-file is, the kubeconfigs where the
 // controller-manager's --kubeconfig is (else the PKI directory's parent,
-// kubeadm's layout), the manifests the kubelet's staticPodPath (its
-// /configz, through the API server's node proxy). only, when given, picks
+// kubeadm's layout), the manifests and the runtime the kubelet's
+// staticPodPath and containerRuntimeEndpoint (its /configz, through the
+// API server's node proxy). only, when given, picks
 // nodes by name; each must be one.
-func (s *Session) ControlPlanes(ctx context.Context, only []string) ([]ControlPlaneFiles, error) {
+func (s *Session) ControlPlanes(ctx context.Context, only []string) ([]ControlPlane, error) {
 	pods, err := s.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: labels.Set{"tier": "control-plane"}.String()})
 	if err != nil {
 		return nil, fmt.Errorf("list the control plane's pods in kube-system: %w", err)
@@ -55,7 +59,7 @@ func (s *Session) ControlPlanes(ctx context.Context, only []string) ([]ControlPl
 		return nil, fmt.Errorf("list the nodes: %w", err)
 	}
 	slices.SortStableFunc(nodes.Items, func(a, b corev1.Node) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	var out []ControlPlaneFiles
+	var out []ControlPlane
 	var names []string
 	for _, n := range nodes.Items {
 		api := byNode[n.Name]["kube-apiserver"]
@@ -66,11 +70,16 @@ func (s *Session) ControlPlanes(ctx context.Context, only []string) ([]ControlPl
 		if len(only) > 0 && !slices.Contains(only, n.Name) {
 			continue
 		}
-		f, err := s.filesOf(ctx, n.Name, api, byNode[n.Name]["kube-controller-manager"])
+		f, err := filesOf(n.Name, api, byNode[n.Name]["kube-controller-manager"])
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ControlPlaneFiles{Node: n.Name, Files: f})
+		kc, err := s.kubeletConfig(ctx, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		f.ManifestsDir = kc.StaticPodPath
+		out = append(out, ControlPlane{Node: n.Name, Files: f, CRISocket: kc.CRISocket})
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("the cluster has no node running a kube-apiserver static pod (no mirror pod labelled tier=control-plane in kube-system): a managed control plane has no files devk can read")
@@ -83,10 +92,9 @@ func (s *Session) ControlPlanes(ctx context.Context, only []string) ([]ControlPl
 	return out, nil
 }
 
-// filesOf reads where node keeps its PKI, kubeconfigs and manifests from
-// its API server's and controller-manager's mirror pods (cm may be nil)
-// and its kubelet's configuration.
-func (s *Session) filesOf(ctx context.Context, node string, api, cm *corev1.Pod) (agent.CertsTask, error) {
+// filesOf reads where node keeps its PKI and kubeconfigs from its API
+// server's and controller-manager's mirror pods (cm may be nil).
+func filesOf(node string, api, cm *corev1.Pod) (agent.CertsTask, error) {
 	ca := staticpod.Flags(api, "kube-apiserver")["client-ca-file"]
 	if !path.IsAbs(ca) {
 		return agent.CertsTask{}, fmt.Errorf("node %s: its API server (pod kube-system/%s) has no --client-ca-file naming an absolute path: devk cannot tell where its certificates are", node, api.Name)
@@ -97,32 +105,45 @@ func (s *Session) filesOf(ctx context.Context, node string, api, cm *corev1.Pod)
 			f.KubeconfigDir = path.Dir(kc)
 		}
 	}
-	staticPods, err := s.staticPodPath(ctx, node)
-	if err != nil {
-		return agent.CertsTask{}, err
-	}
-	f.ManifestsDir = staticPods
 	return f, nil
 }
 
-// staticPodPath is node's kubelet's staticPodPath, from its /configz.
-func (s *Session) staticPodPath(ctx context.Context, node string) (string, error) {
+// kubeletFiles are where a node's kubelet keeps its static pods and
+// reaches its runtime.
+type kubeletFiles struct {
+	StaticPodPath, CRISocket string
+}
+
+// kubeletConfig reads node's kubelet's static pod path and runtime
+// socket from its /configz.
+func (s *Session) kubeletConfig(ctx context.Context, node string) (kubeletFiles, error) {
 	data, err := s.cs.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("configz").DoRaw(ctx)
 	if err != nil {
-		return "", fmt.Errorf("node %s: read its kubelet's configuration (/api/v1/nodes/%s/proxy/configz): %w", node, node, err)
+		return kubeletFiles{}, fmt.Errorf("node %s: read its kubelet's configuration (/api/v1/nodes/%s/proxy/configz): %w", node, node, err)
 	}
+	return parseConfigz(node, data)
+}
+
+// parseConfigz is kubeletConfig's reading of a kubelet's /configz.
+func parseConfigz(node string, data []byte) (kubeletFiles, error) {
 	var cfg struct {
 		KubeletConfig struct {
-			StaticPodPath string `json:"staticPodPath"`
+			StaticPodPath            string `json:"staticPodPath"`
+			ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
 		} `json:"kubeletconfig"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return "", fmt.Errorf("node %s: its kubelet's /configz: %w", node, err)
+		return kubeletFiles{}, fmt.Errorf("node %s: its kubelet's /configz: %w", node, err)
 	}
-	if p := cfg.KubeletConfig.StaticPodPath; path.IsAbs(p) {
-		return path.Clean(p), nil
+	kc := cfg.KubeletConfig
+	if !path.IsAbs(kc.StaticPodPath) {
+		return kubeletFiles{}, fmt.Errorf("node %s: its kubelet runs no static pods (no staticPodPath in its /configz)", node)
 	}
-	return "", fmt.Errorf("node %s: its kubelet runs no static pods (no staticPodPath in its /configz)", node)
+	socket, ok := strings.CutPrefix(kc.ContainerRuntimeEndpoint, "unix://")
+	if !ok || !path.IsAbs(socket) {
+		return kubeletFiles{}, fmt.Errorf("node %s: its kubelet's runtime %q is not a unix socket devk can reach", node, kc.ContainerRuntimeEndpoint)
+	}
+	return kubeletFiles{StaticPodPath: path.Clean(kc.StaticPodPath), CRISocket: path.Clean(socket)}, nil
 }
 
 // Certs reads the certificates of the control-plane nodes only names (all
@@ -151,4 +172,35 @@ func (s *Session) Certs(ctx context.Context, only []string) (*certs.Report, erro
 		s.rep.Done(step, time.Since(start), fmt.Sprintf("%d certificates, %d CAs (%s)", len(one.Certs), len(one.CAs), n.Files.PKIDir))
 	}
 	return r, nil
+}
+
+// DigestSources are the views of what the cluster runs that `devk digest
+// verify` compares, for the static pods of binaries: on each
+// control-plane node, what its manifest names and its runtime runs (read
+// there by the node's agent) and its mirror pod; the addons' workloads
+// and pods through the API.
+func (s *Session) DigestSources(ctx context.Context, binaries []string) ([]digest.Source, error) {
+	nodes, err := s.ControlPlanes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []digest.Source
+	for _, n := range nodes {
+		start := time.Now()
+		step := n.Node + "/digest"
+		s.rep.Start(step)
+		data, err := s.Do(ctx, n.Node, agent.Task{Kind: agent.KindDigest, Digest: &agent.DigestTask{ManifestsDir: n.Files.ManifestsDir, CRISocket: n.CRISocket, NodeName: n.Node, Binaries: binaries}})
+		if err != nil {
+			s.rep.Fail(step, time.Since(start), err)
+			return nil, err
+		}
+		var v digest.NodeViews
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, fmt.Errorf("node %s: the agent's views: %w", n.Node, err)
+		}
+		out = append(out, v.Sources(n.Node)...)
+		out = append(out, digest.OnNode{Node: n.Node, Source: digest.Mirror{Client: s.cs, NodeName: n.Node}})
+		s.rep.Done(step, time.Since(start), fmt.Sprintf("%d static pods (%s, %s)", len(binaries), n.Files.ManifestsDir, n.CRISocket))
+	}
+	return append(out, digest.Workload{Client: s.cs}, digest.Pods{Client: s.cs}), nil
 }

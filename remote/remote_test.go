@@ -277,3 +277,22 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestParseConfigz: a kubelet's static pod path and runtime socket from
+// its /configz; a kubelet without static pods, or with a runtime that is
+// no unix socket, is an error naming the node.
+func TestParseConfigz(t *testing.T) {
+	kf, err := parseConfigz("cp1", []byte(`{"kubeletconfig":{"staticPodPath":"/etc/kubernetes/manifests/","containerRuntimeEndpoint":"unix:///run/containerd/containerd.sock","cgroupDriver":"systemd"}}`))
+	if err != nil || kf.StaticPodPath != "/etc/kubernetes/manifests" || kf.CRISocket != "/run/containerd/containerd.sock" {
+		t.Fatalf("%+v, %v", kf, err)
+	}
+	for data, want := range map[string]string{
+		`{"kubeletconfig":{"containerRuntimeEndpoint":"unix:///run/c.sock"}}`:                      "node cp1: its kubelet runs no static pods",
+		`{"kubeletconfig":{"staticPodPath":"/m","containerRuntimeEndpoint":"npipe:////./pipe/x"}}`: `node cp1: its kubelet's runtime "npipe:////./pipe/x" is not a unix socket`,
+		`not json`: "node cp1: its kubelet's /configz",
+	} {
+		if _, err := parseConfigz("cp1", []byte(data)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", data, err, want)
+		}
+	}
+}

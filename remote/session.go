@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -323,4 +324,31 @@ func PushAgent(ctx context.Context, home, registry, version string, o image.Remo
 		return "", fmt.Errorf("push devk's agent image: %w", err)
 	}
 	return ref, nil
+}
+
+// Connect is a session through the cluster d names, ready for agent
+// pods: the credentials checked for the agent's needs and more (nothing
+// made if any is missing), devk's agent image pushed to registry, devk's
+// namespace made and ended pods of earlier runs deleted.
+func Connect(ctx context.Context, d Decision, registry, version string, rep progress.Reporter, more []Need) (*Session, error) {
+	home, err := layout.HomeDir("")
+	if err != nil {
+		return nil, err
+	}
+	if registry == "" {
+		return nil, fmt.Errorf("through the cluster devk runs its node agent on the nodes, from an image they pull: pass --registry, a registry they pull from (or --name for a devk cluster of this machine; there is none named %q in %s)", layout.DefaultName, home)
+	}
+	s, err := Open(d.Target, "", rep)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Check(ctx, append(slices.Clone(AgentNeeds), more...)); err != nil {
+		return nil, err
+	}
+	ref, err := PushAgent(ctx, home, registry, version, image.RemoteOptions{Keychain: image.KeychainFor(home)})
+	if err != nil {
+		return nil, err
+	}
+	s.SetImage(ref)
+	return s, s.Prepare(ctx)
 }

@@ -1,7 +1,13 @@
 package cli
 
 import (
+	"fmt"
+
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/remote"
 )
 
 // Access are the flags of a command that can reach a cluster through its
@@ -21,6 +27,40 @@ type Access struct {
 // Add puts the access flags on fs.
 func (a *Access) Add(fs *pflag.FlagSet) {
 	fs.StringVar(&a.Kubeconfig, "kubeconfig", "", "a cluster's kubeconfig, as kubectl's (default $KUBECONFIG, else ~/.kube/config): a devk cluster of this machine it names runs as --name would; any other through the cluster, by devk's node agent")
+	a.AddRemote(fs)
+}
+
+// AddRemote puts --via-cluster and --registry on fs, for a command whose
+// --kubeconfig is defined already.
+func (a *Access) AddRemote(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.ViaCluster, "via-cluster", false, "through the cluster even when the kubeconfig names a devk cluster of this machine")
 	fs.StringVar(&a.Registry, "registry", "", "through the cluster: the registry devk pushes its node agent's image to, which the nodes pull from (host[:port][/prefix])")
+}
+
+// Decide is which way cmd runs (remote.Decide) given its --name (name),
+// the access flags and those of nodeFlags (node files: --pki-dir, …) the
+// user set. It says which way when the kubeconfig decided it, and refuses
+// --registry on this machine.
+func (a *Access) Decide(cmd *cobra.Command, g *Options, name string, nodeFlags ...string) (remote.Decision, error) {
+	home, err := layout.HomeDir("")
+	if err != nil {
+		return remote.Decision{}, err
+	}
+	in := remote.Input{Home: home, Name: name, NameSet: cmd.Flags().Changed("name"), Kubeconfig: a.Kubeconfig, ViaCluster: a.ViaCluster}
+	for _, fl := range nodeFlags {
+		if cmd.Flags().Changed(fl) {
+			in.NodeFlags = append(in.NodeFlags, "--"+fl)
+		}
+	}
+	d, err := remote.Decide(in)
+	if err != nil {
+		return d, err
+	}
+	if d.Mode == remote.ThroughCluster || a.Kubeconfig != "" {
+		g.Reporter().Infof("%s", d.Why)
+	}
+	if d.Mode != remote.ThroughCluster && a.Registry != "" {
+		return d, fmt.Errorf("--registry is for a cluster reached through its API (%s)", d.Why)
+	}
+	return d, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cmd/devk/internal/cli"
-	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
@@ -259,28 +258,11 @@ sooner or is missing (for cron and CI); 1 on any other error.`,
 // the files of a node, a devk cluster's nodes, or each control-plane
 // node through the cluster, by devk's node agent.
 func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *cli.Access) (*certs.Report, error) {
-	home, err := layout.HomeDir("")
+	d, err := access.Decide(cmd, g, f.Name, "pki-dir", "kubeconfig-dir", "manifests-dir")
 	if err != nil {
 		return nil, err
-	}
-	in := remote.Input{Home: home, Name: f.Name, NameSet: cmd.Flags().Changed("name"), Kubeconfig: access.Kubeconfig, ViaCluster: access.ViaCluster}
-	for _, fl := range []string{"pki-dir", "kubeconfig-dir", "manifests-dir"} {
-		if cmd.Flags().Changed(fl) {
-			in.NodeFlags = append(in.NodeFlags, "--"+fl)
-		}
-	}
-	d, err := remote.Decide(in)
-	if err != nil {
-		return nil, err
-	}
-	rep := g.Reporter()
-	if d.Mode == remote.ThroughCluster || access.Kubeconfig != "" {
-		rep.Infof("%s", d.Why) // which way devk runs, when the kubeconfig decided it
 	}
 	if d.Mode != remote.ThroughCluster {
-		if access.Registry != "" {
-			return nil, fmt.Errorf("--registry is for a cluster reached through its API (%s)", d.Why)
-		}
 		f.Name = cmp.Or(d.Name, f.Name)
 		_, nodes, err := f.nodes(g)
 		if err != nil {
@@ -292,23 +274,9 @@ func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *
 		}
 		return certs.InspectNodes(named, time.Now())
 	}
-	if access.Registry == "" {
-		return nil, fmt.Errorf("through the cluster devk runs its node agent on each control-plane node, from an image the nodes pull: pass --registry, a registry they pull from (or --name for a devk cluster of this machine: there is none named %q in %s)", layout.DefaultName, home)
-	}
 	ctx := cmd.Context()
-	s, err := remote.Open(d.Target, "", rep)
+	s, err := remote.Connect(ctx, d, access.Registry, g.Version().Version, g.Reporter(), remote.ControlPlaneNeeds)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.Check(ctx, append(slices.Clone(remote.AgentNeeds), remote.ControlPlaneNeeds...)); err != nil {
-		return nil, err
-	}
-	ref, err := remote.PushAgent(ctx, home, access.Registry, g.Version().Version, image.RemoteOptions{Keychain: image.KeychainFor(home)})
-	if err != nil {
-		return nil, err
-	}
-	s.SetImage(ref)
-	if err := s.Prepare(ctx); err != nil {
 		return nil, err
 	}
 	return s.Certs(ctx, f.Nodes)
