@@ -21,6 +21,9 @@ import (
 // registry of the shared home, which every node pulls from.
 const agentRegistry = "127.0.0.1:5000"
 
+// (This file sorts after cluster_test.go on purpose: its shared cluster
+// must not start before TestClusterBadInput holds the registry's port.)
+
 // strangerEnv is the environment of a devk that knows a cluster only by
 // a copy of kubeconfig: an empty DEVK_HOME, $KUBECONFIG that copy, and
 // docker's credentials for the registry the nodes pull from (the shared
