@@ -188,7 +188,7 @@ func TestAnyCluster(t *testing.T) {
 
 	step(t, "its own kubeconfig", func(t *testing.T) {
 		r := MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--kubeconfig", c.Kubeconfig, "-o", "json")
-		if !strings.Contains(r.Stderr, `on this machine: devk cluster "devk"`) {
+		if !strings.Contains(r.Stderr, `on this machine: devk cluster \"devk\"`) { // a JSON progress event
 			t.Errorf("with the cluster's own kubeconfig devk did not run on this machine:\n%s", r.Stderr)
 		}
 		r = MustDevkEnv(t, c.Tree, c.Env, "certs", "check-expiration", "--kubeconfig", c.Kubeconfig, "--via-cluster", "--registry", agentRegistry, "-o", "json")
