@@ -22,8 +22,10 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/digest"
+	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/output"
 )
 
 // EnvTask is the agent container's variable holding its Task as JSON:
@@ -41,6 +43,11 @@ const KindCerts Kind = "certs"
 // static pods (digest.ObserveNode): `devk digest verify`'s node views.
 const KindDigest Kind = "digest"
 
+// KindEtcd reads the node's etcd as the API server there does (its
+// client certificate, its endpoints): `devk etcd ls|get`, whose printed
+// output is the result. The key never leaves the node.
+const KindEtcd Kind = "etcd"
+
 // Task is one agent's work on one node.
 type Task struct {
 	Kind Kind `json:"kind"`
@@ -48,7 +55,40 @@ type Task struct {
 	Certs *CertsTask `json:"certs,omitempty"`
 	// Digest is KindDigest's.
 	Digest *DigestTask `json:"digest,omitempty"`
+	// Etcd is KindEtcd's.
+	Etcd *EtcdTask `json:"etcd,omitempty"`
 }
+
+// EtcdTask is one `devk etcd ls|get` against a control-plane node's etcd,
+// with its API server's --etcd-* flags.
+type EtcdTask struct {
+	// Verb is ls or get.
+	Verb      string   `json:"verb"`
+	Endpoints []string `json:"endpoints"`
+	// CACert, Cert and Key are the node's files.
+	CACert string `json:"cacert"`
+	Cert   string `json:"cert"`
+	Key    string `json:"key"`
+	Prefix string `json:"prefix,omitempty"`
+	// Target, Namespace, Rev, Count, ShowSecrets and Ignore are the
+	// command's, Format its -o.
+	Target      string        `json:"target,omitempty"`
+	Namespace   string        `json:"namespace,omitempty"`
+	Rev         int64         `json:"rev,omitempty"`
+	Count       bool          `json:"count,omitempty"`
+	ShowSecrets bool          `json:"showSecrets,omitempty"`
+	Ignore      []string      `json:"ignore,omitempty"`
+	Format      output.Format `json:"format"`
+}
+
+// EtcdResult is what an etcd task printed.
+type EtcdResult struct {
+	Output string `json:"output"`
+}
+
+// HostNetwork says t's pod runs in the node's network namespace: etcd
+// listens on the node's loopback.
+func (t Task) HostNetwork() bool { return t.Kind == KindEtcd }
 
 // DigestTask names a node's static pods and where its kubelet keeps
 // their manifests and runs them.
@@ -109,6 +149,20 @@ func (t Task) Validate() error {
 			}
 		}
 		return nil
+	case KindEtcd:
+		e := t.Etcd
+		if e == nil || (e.Verb != "ls" && e.Verb != "get") {
+			return errors.New("agent task etcd: ls or get")
+		}
+		for flag, p := range map[string]string{"cacert": e.CACert, "cert": e.Cert, "key": e.Key} {
+			if err := cleanAbs(p); err != nil {
+				return fmt.Errorf("agent task etcd: %s %w", flag, err)
+			}
+		}
+		if len(e.Endpoints) == 0 {
+			return errors.New("agent task etcd: no endpoints")
+		}
+		return nil
 	}
 	return fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
 }
@@ -134,6 +188,8 @@ func (t Task) HostPaths() []HostPath {
 		// The socket's directory, not the socket: a restarted runtime
 		// makes a new one, which a mount of the old file would miss.
 		dirs = []string{t.Digest.ManifestsDir, path.Dir(t.Digest.CRISocket)}
+	case KindEtcd:
+		dirs = []string{path.Dir(t.Etcd.CACert), path.Dir(t.Etcd.Cert), path.Dir(t.Etcd.Key)}
 	}
 	slices.Sort(dirs)
 	var out []HostPath
@@ -196,6 +252,32 @@ func run(ctx context.Context, t Task) (json.RawMessage, error) {
 			return nil, err
 		}
 		return json.Marshal(v)
+	case KindEtcd:
+		out, err := runEtcd(ctx, *t.Etcd)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(EtcdResult{Output: out})
 	}
 	return nil, fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
+}
+
+// runEtcd runs an etcd task and returns what it printed.
+func runEtcd(ctx context.Context, e EtcdTask) (string, error) {
+	var out strings.Builder
+	q := etcdwatch.Query{
+		Conn:   etcdwatch.ConnOptions{Endpoints: e.Endpoints, CACert: e.CACert, Cert: e.Cert, Key: e.Key, Prefix: e.Prefix, Getenv: func(string) string { return "" }},
+		Target: e.Target, Namespace: e.Namespace, Format: e.Format, Out: &out,
+	}
+	paths, err := etcdwatch.ParseFieldPaths(e.Ignore)
+	if err != nil {
+		return "", err
+	}
+	q.Decode = etcdwatch.DecodeOptions{ShowSecrets: e.ShowSecrets, Ignore: paths}
+	if e.Verb == "ls" {
+		err = etcdwatch.Ls(ctx, etcdwatch.LsOptions{Query: q, Count: e.Count, Rev: e.Rev})
+	} else {
+		err = etcdwatch.Get(ctx, etcdwatch.GetOptions{Query: q, Rev: e.Rev})
+	}
+	return out.String(), err
 }

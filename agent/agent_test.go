@@ -13,8 +13,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/etcdwatch"
+	"github.com/devk/devk/etcdwatch/etcdtest"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/output"
 	"github.com/devk/devk/pki"
 )
 
@@ -202,5 +208,64 @@ func TestDigestTask(t *testing.T) {
 		if err := (Task{Kind: KindDigest, Digest: &d}).Validate(); err == nil {
 			t.Errorf("%s: accepted %+v", name, d)
 		}
+	}
+}
+
+// TestRunEtcd: the etcd task reads a TLS etcd with the API server's
+// client certificate, as the node's API server does, and returns what
+// `devk etcd get` and `ls` print.
+func TestRunEtcd(t *testing.T) {
+	dir := t.TempDir()
+	for _, sp := range pki.Specs(pki.Config{NodeName: "cp1", AdvertiseIP: net.ParseIP("127.0.0.1"), ServiceIP: net.ParseIP("10.96.0.1"), DNSDomain: "cluster.local"}) {
+		if sp.Name == "etcd/ca" || sp.Name == "etcd/server" || sp.Name == "apiserver-etcd-client" {
+			if _, err := pki.Ensure(dir, sp, time.Now(), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	srv, err := etcdtest.StartTLS(t.TempDir(), &etcdtest.TLS{CA: pki.CertPath(dir, "etcd/ca"), Cert: pki.CertPath(dir, "etcd/server"), Key: pki.KeyPath(dir, "etcd/server")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	e := EtcdTask{Endpoints: []string{srv.Endpoint}, CACert: pki.CertPath(dir, "etcd/ca"), Cert: pki.CertPath(dir, "apiserver-etcd-client"), Key: pki.KeyPath(dir, "apiserver-etcd-client"), Format: output.JSON}
+	cli, err := etcdwatch.Connect(context.Background(), etcdwatch.ConnOptions{Endpoints: e.Endpoints, CACert: e.CACert, Cert: e.Cert, Key: e.Key, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "default"}, Data: map[string]string{"a": "from-the-node"}}
+	if _, err := cli.Put(context.Background(), "/registry/configmaps/default/x", string(etcdtest.MustEncode(cm))); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+
+	task := Task{Kind: KindEtcd, Etcd: &e}
+	if !task.HostNetwork() {
+		t.Error("the etcd task's pod is not in the node's network, where etcd listens on loopback")
+	}
+	run := func(verb, target string) string {
+		t.Helper()
+		e.Verb, e.Target = verb, target
+		var out bytes.Buffer
+		if err := Run(context.Background(), task, &out); err != nil {
+			t.Fatalf("%s %s: %v\n%s", verb, target, err, out.String())
+		}
+		var line Line
+		var r EtcdResult
+		if err := json.Unmarshal(out.Bytes(), &line); err != nil || json.Unmarshal(line.Result, &r) != nil {
+			t.Fatalf("line %q: %v", out.String(), err)
+		}
+		return r.Output
+	}
+	if got := run("get", "cm/default/x"); !strings.Contains(got, `"from-the-node"`) || !strings.Contains(got, `"key":"/registry/configmaps/default/x"`) {
+		t.Errorf("get printed %s", got)
+	}
+	if got := run("ls", "cm"); !strings.Contains(got, "/registry/configmaps/default/x") {
+		t.Errorf("ls printed %s", got)
+	}
+	e.Verb, e.Target = "get", "cm/default/nope"
+	var out bytes.Buffer
+	if err := Run(context.Background(), task, &out); err == nil || !strings.Contains(out.String(), `"error"`) {
+		t.Errorf("a missing key: %v, %s", err, out.String())
 	}
 }

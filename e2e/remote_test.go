@@ -119,8 +119,8 @@ func certsThroughCluster(t *testing.T, c *SharedCluster, kubeconfig string, loca
 	return got
 }
 
-// TestAnyCluster: `devk certs check-expiration` and `devk digest verify`
-// on the shared cluster from a devk that has only a copy of its admin
+// TestAnyCluster: `devk certs check-expiration`, `devk digest verify`
+// and `devk etcd get|ls` on the shared cluster from a devk that has only a copy of its admin
 // kubeconfig run through the cluster (devk's node agent, pushed to the
 // registry the nodes pull from) and read what the devk that made it
 // reads; the cluster's own kubeconfig in its own home runs on this
@@ -184,6 +184,47 @@ func TestAnyCluster(t *testing.T) {
 			t.Errorf("through the cluster match=%v, on this machine match=%v:\n%s", match, localMatch, r.Stdout)
 		}
 		t.Logf("digest verify through the cluster: %d views agree with this machine's (%s)", checked, got["manifest@"+node])
+	})
+
+	step(t, "etcd through the cluster", func(t *testing.T) {
+		env, copied := strangerEnv(t, c, c.Kubeconfig)
+		type got struct {
+			Key         string
+			ModRevision int64
+			Value       json.RawMessage
+		}
+		read := func(r Result) got {
+			var g got
+			if err := json.Unmarshal([]byte(r.Stdout), &g); err != nil || g.Key == "" || len(g.Value) < 100 {
+				t.Fatalf("etcd get -o json: %v\n%s%s", err, r.Stdout, r.Stderr)
+			}
+			return g
+		}
+		local := read(MustDevkEnv(t, c.Tree, c.Env, "etcd", "get", "svc/default/kubernetes", "-o", "json"))
+		r := MustDevkEnv(t, c.Tree, env, "etcd", "get", "svc/default/kubernetes", "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")
+		through := read(r)
+		if through.Key != local.Key || through.ModRevision != local.ModRevision || string(through.Value) != string(local.Value) {
+			t.Errorf("etcd get through the cluster:\n%s\non this machine:\n%+v", r.Stdout, local)
+		}
+		if !strings.Contains(r.Stderr, "through the cluster: kubeconfig "+copied) {
+			t.Errorf("the mode line is missing:\n%s", r.Stderr)
+		}
+		keys := func(r Result) []string {
+			var ls struct{ Keys []struct{ Key string } }
+			if err := json.Unmarshal([]byte(r.Stdout), &ls); err != nil || len(ls.Keys) == 0 {
+				t.Fatalf("etcd ls -o json: %v\n%s%s", err, r.Stdout, r.Stderr)
+			}
+			var out []string
+			for _, k := range ls.Keys {
+				out = append(out, k.Key)
+			}
+			return out
+		}
+		want := keys(MustDevkEnv(t, c.Tree, c.Env, "etcd", "ls", "svc", "-o", "json"))
+		if gotKeys := keys(MustDevkEnv(t, c.Tree, env, "etcd", "ls", "svc", "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")); !slices.Equal(gotKeys, want) {
+			t.Errorf("etcd ls svc through the cluster %v, on this machine %v", gotKeys, want)
+		}
+		t.Logf("etcd through the cluster: %s at mod revision %d and %d service keys, as on this machine", local.Key, local.ModRevision, len(want))
 	})
 
 	step(t, "its own kubeconfig", func(t *testing.T) {

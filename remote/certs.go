@@ -26,6 +26,9 @@ type ControlPlane struct {
 	Files agent.CertsTask
 	// CRISocket is its kubelet's runtime (a path).
 	CRISocket string
+	// Etcd is how its API server reaches etcd (endpoints, the node's
+	// files, prefix): its --etcd-* flags.
+	Etcd agent.EtcdTask
 }
 
 // ControlPlanes are the cluster's control-plane nodes (those running a
@@ -79,7 +82,12 @@ func (s *Session) ControlPlanes(ctx context.Context, only []string) ([]ControlPl
 			return nil, err
 		}
 		f.ManifestsDir = kc.StaticPodPath
-		out = append(out, ControlPlane{Node: n.Name, Files: f, CRISocket: kc.CRISocket})
+		flags := staticpod.Flags(api, "kube-apiserver")
+		etcd := agent.EtcdTask{CACert: flags["etcd-cafile"], Cert: flags["etcd-certfile"], Key: flags["etcd-keyfile"], Prefix: flags["etcd-prefix"]}
+		if flags["etcd-servers"] != "" {
+			etcd.Endpoints = strings.Split(flags["etcd-servers"], ",")
+		}
+		out = append(out, ControlPlane{Node: n.Name, Files: f, CRISocket: kc.CRISocket, Etcd: etcd})
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("the cluster has no node running a kube-apiserver static pod (no mirror pod labelled tier=control-plane in kube-system): a managed control plane has no files devk can read")
@@ -203,4 +211,39 @@ func (s *Session) DigestSources(ctx context.Context, binaries []string) ([]diges
 		s.rep.Done(step, time.Since(start), fmt.Sprintf("%d static pods (%s, %s)", len(binaries), n.Files.ManifestsDir, n.CRISocket))
 	}
 	return append(out, digest.Workload{Client: s.cs}, digest.Pods{Client: s.cs}), nil
+}
+
+// Etcd runs `devk etcd ls|get` (e: its verb and query) on the etcd of
+// control-plane node (the first when ""), by that node's agent with its
+// API server's --etcd-* flags, and returns what it printed.
+func (s *Session) Etcd(ctx context.Context, node string, e agent.EtcdTask) (string, error) {
+	var only []string
+	if node != "" {
+		only = []string{node}
+	}
+	nodes, err := s.ControlPlanes(ctx, only)
+	if err != nil {
+		return "", err
+	}
+	cp := nodes[0]
+	if len(cp.Etcd.Endpoints) == 0 || cp.Etcd.Cert == "" {
+		return "", fmt.Errorf("node %s: its API server has no --etcd-servers and --etcd-certfile: devk cannot reach its etcd as it does", cp.Node)
+	}
+	e.Endpoints, e.CACert, e.Cert, e.Key = cp.Etcd.Endpoints, cp.Etcd.CACert, cp.Etcd.Cert, cp.Etcd.Key
+	if e.Prefix == "" {
+		e.Prefix = cp.Etcd.Prefix
+	}
+	start, step := time.Now(), cp.Node+"/etcd-"+e.Verb
+	s.rep.Start(step)
+	data, err := s.Do(ctx, cp.Node, agent.Task{Kind: agent.KindEtcd, Etcd: &e})
+	if err != nil {
+		s.rep.Fail(step, time.Since(start), err)
+		return "", err
+	}
+	var r agent.EtcdResult
+	if err := json.Unmarshal(data, &r); err != nil {
+		return "", fmt.Errorf("node %s: the agent's etcd %s: %w", cp.Node, e.Verb, err)
+	}
+	s.rep.Done(step, time.Since(start), strings.Join(e.Endpoints, ","))
+	return r.Output, nil
 }

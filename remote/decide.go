@@ -50,6 +50,10 @@ type Input struct {
 	NodeFlags []string
 	// ViaCluster is --via-cluster.
 	ViaCluster bool
+	// Local, when set, says this machine has what the command reads
+	// without a devk cluster (a kubeadm node's /etc/kubernetes, etcdctl's
+	// variables), which it uses when nothing else is named.
+	Local string
 }
 
 // Decision is the mode a command runs in, and the line that says why.
@@ -76,8 +80,9 @@ type Target struct {
 // (--via-cluster beside them is an error); --via-cluster → through the
 // cluster; --name → that devk cluster; --kubeconfig → the devk cluster of
 // this home it names (its server and CA), else through the cluster;
-// nothing → the default devk cluster if there is one, else the current
-// context of $KUBECONFIG (or ~/.kube/config) through the cluster.
+// nothing → the default devk cluster if there is one, else what this
+// machine has (Local), else the current context of $KUBECONFIG (or
+// ~/.kube/config) through the cluster.
 func Decide(in Input) (Decision, error) {
 	if len(in.NodeFlags) > 0 {
 		if in.ViaCluster {
@@ -97,6 +102,9 @@ func Decide(in Input) (Decision, error) {
 	if !in.ViaCluster && in.Kubeconfig == "" {
 		if slices.Contains(layout.Clusters(in.Home), layout.DefaultName) {
 			return devk(layout.DefaultName), nil // even a broken one: its command says what is wrong
+		}
+		if in.Local != "" {
+			return Decision{Mode: NodeFiles, Why: "on this machine: " + in.Local}, nil
 		}
 	}
 	t, err := Load(in.Kubeconfig)

@@ -94,6 +94,8 @@ func TestDecide(t *testing.T) {
 		{name: "its own kubeconfig, via", in: Input{Home: withDevk, Kubeconfig: own, ViaCluster: true}, mode: ThroughCluster, why: "(--via-cluster)"},
 		{name: "a copy in another home", in: Input{Home: empty, Kubeconfig: own}, mode: ThroughCluster},
 		{name: "same server, another CA", in: Input{Home: withDevk, Kubeconfig: sameServerOtherCA}, mode: ThroughCluster},
+		{name: "nothing, no default cluster, a kubeadm node", in: Input{Home: empty, Local: "a kubeadm node's files (/etc/kubernetes)"}, mode: NodeFiles, why: "on this machine: a kubeadm node's files"},
+		{name: "kubeconfig on a kubeadm node", in: Input{Home: empty, Local: "x", Kubeconfig: own}, mode: ThroughCluster},
 		{name: "no such kubeconfig", in: Input{Home: empty, Kubeconfig: filepath.Join(empty, "nope")}, err: "nope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -164,6 +164,7 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 		},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
+			HostNetwork:                   t.HostNetwork(),
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,

@@ -38,15 +38,16 @@ func (a *Access) AddRemote(fs *pflag.FlagSet) {
 }
 
 // Decide is which way cmd runs (remote.Decide) given its --name (name),
-// the access flags and those of nodeFlags (node files: --pki-dir, …) the
-// user set. It says which way when the kubeconfig decided it, and refuses
-// --registry on this machine.
-func (a *Access) Decide(cmd *cobra.Command, g *Options, name string, nodeFlags ...string) (remote.Decision, error) {
+// what this machine has without a cluster (local, "" for nothing), the
+// access flags and those of nodeFlags (node files: --pki-dir, …) the
+// user set. It says which way when the kubeconfig decided it, and
+// refuses --registry on this machine.
+func (a *Access) Decide(cmd *cobra.Command, g *Options, name, local string, nodeFlags ...string) (remote.Decision, error) {
 	home, err := layout.HomeDir("")
 	if err != nil {
 		return remote.Decision{}, err
 	}
-	in := remote.Input{Home: home, Name: name, NameSet: cmd.Flags().Changed("name"), Kubeconfig: a.Kubeconfig, ViaCluster: a.ViaCluster}
+	in := remote.Input{Home: home, Name: name, NameSet: cmd.Flags().Changed("name") || cmd.Flags().Changed("cluster"), Kubeconfig: a.Kubeconfig, ViaCluster: a.ViaCluster, Local: local}
 	for _, fl := range nodeFlags {
 		if cmd.Flags().Changed(fl) {
 			in.NodeFlags = append(in.NodeFlags, "--"+fl)

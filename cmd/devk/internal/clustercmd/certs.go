@@ -258,7 +258,7 @@ sooner or is missing (for cron and CI); 1 on any other error.`,
 // the files of a node, a devk cluster's nodes, or each control-plane
 // node through the cluster, by devk's node agent.
 func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *cli.Access) (*certs.Report, error) {
-	d, err := access.Decide(cmd, g, f.Name, "pki-dir", "kubeconfig-dir", "manifests-dir")
+	d, err := access.Decide(cmd, g, f.Name, "", "pki-dir", "kubeconfig-dir", "manifests-dir")
 	if err != nil {
 		return nil, err
 	}

@@ -5,18 +5,27 @@ package etcdcmd
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/devk/devk/agent"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/remote"
 )
 
 // etcdFlags are the connection flags every `devk etcd` command shares.
 type etcdFlags struct {
 	conn etcdwatch.ConnOptions
+	// access and node are ls's and get's, through the cluster.
+	access cli.Access
+	node   string
 }
 
 // options returns the connection options, noting whether --cluster was
@@ -56,6 +65,61 @@ func (f *etcdFlags) runE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, run
 			return err
 		}
 		return run(cmd.Context())
+	}
+}
+
+// addRemote adds the flags of a command that also runs through the
+// cluster (ls, get): its kubeconfig, --via-cluster, --registry, --node.
+func (f *etcdFlags) addRemote(fl *pflag.FlagSet) {
+	f.access.Add(fl)
+	fl.StringVar(&f.node, "node", "", "through the cluster: the control-plane node whose etcd to read (default: the first)")
+}
+
+// remoteE is runE for a command that also runs through the cluster: when
+// the flags name a cluster reached through its API (cli.Access.Decide),
+// the query runs on a control-plane node, by devk's node agent, with that
+// node's API server's etcd flags; task gives the command's own part of it.
+func (f *etcdFlags) remoteE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, run func(context.Context) error, task func() agent.EtcdTask) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		local := ""
+		if _, err := os.Stat(filepath.Join(layout.Kubeadm("").ManifestsDir, "kube-apiserver.yaml")); err == nil {
+			local = "a kubeadm node's files (" + layout.KubeadmDir + ")"
+		}
+		if os.Getenv("ETCDCTL_ENDPOINTS") != "" {
+			local = "ETCDCTL_ENDPOINTS"
+		}
+		decision, err := f.access.Decide(cmd, g, f.conn.Cluster, local, "endpoints", "cacert", "cert", "key")
+		if err != nil {
+			return err
+		}
+		if decision.Mode != remote.ThroughCluster {
+			if f.node != "" {
+				return fmt.Errorf("--node picks a control-plane node through the cluster (%s)", decision.Why)
+			}
+			if decision.Mode == remote.DevkCluster {
+				f.conn.Cluster = decision.Name
+			}
+			return f.runE(g, q, d, run)(cmd, args)
+		}
+		if err := f.query(cmd, g, q, args, d); err != nil {
+			return err
+		}
+		t := task()
+		t.Target, t.Namespace, t.Prefix, t.Format = q.Target, q.Namespace, q.Conn.Prefix, q.Format
+		if d != nil {
+			t.ShowSecrets, t.Ignore = d.showSecrets, d.ignore
+		}
+		ctx := cmd.Context()
+		s, err := remote.Connect(ctx, decision, f.access.Registry, g.Version().Version, g.Reporter(), remote.ControlPlaneNeeds)
+		if err != nil {
+			return err
+		}
+		out, err := s.Etcd(ctx, f.node, t)
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(g.Stdout, out)
+		return err
 	}
 }
 
@@ -122,13 +186,24 @@ Connection: the devk cluster's etcd is the one its API server uses: the
 ($DEVK_HOME/clusters/<--name>, default ~/.devk); else a kubeadm node's
 (/etc/kubernetes). --endpoints, --cacert, --cert, --key and
 ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY override it;
-http:// endpoints are used without TLS.`,
+http:// endpoints are used without TLS.
+
+ls and get also reach a cluster devk did not make on this machine, through
+its API alone (--kubeconfig; else $KUBECONFIG's current context when there
+is no devk cluster named devk here and this machine is no kubeadm node;
+--via-cluster forces it): devk pushes an image of itself to --registry,
+which the nodes pull from, and runs the command as a short-lived pod on a
+control-plane node (--node, default the first) in the node's network, with
+that node's API server's --etcd-* flags and the directories of its etcd
+client certificate mounted read-only. Only what the command prints leaves
+the node; Secrets stay redacted unless --show-secrets.`,
 		Example: `  devk etcd ls --count                      # keys per resource
   devk etcd get svc/default/kubernetes      # one object, decoded
   devk etcd watch pods -n kube-system       # changes as they happen, as diffs
   devk etcd diff -- kubectl create configmap x --from-literal=a=b
   devk etcd diff --since-rev 1200           # everything since a revision
-  devk etcd ls --endpoints http://127.0.0.1:2379   # any etcd, no TLS`,
+  devk etcd ls --endpoints http://127.0.0.1:2379   # any etcd, no TLS
+  devk etcd get svc/default/kubernetes --kubeconfig work.conf --registry REG   # through the cluster`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringSliceVar(&f.conn.Endpoints, "endpoints", nil, "etcd client URLs, comma separated (default: the cluster's; env ETCDCTL_ENDPOINTS)")
@@ -168,12 +243,14 @@ time, all at one revision.`,
   devk etcd ls deploy -o json           # keys with their revisions, as JSON`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeResources,
-		RunE:              f.runE(g, &o.Query, nil, func(ctx context.Context) error { return etcdwatch.Ls(ctx, o) }),
+		RunE: f.remoteE(g, &o.Query, nil, func(ctx context.Context) error { return etcdwatch.Ls(ctx, o) },
+			func() agent.EtcdTask { return agent.EtcdTask{Verb: "ls", Rev: o.Rev, Count: o.Count} }),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only keys in this namespace")
 	fl.BoolVar(&o.Count, "count", false, "print the number of keys per resource instead of the keys")
 	fl.Int64Var(&o.Rev, "rev", 0, "list the keys as they were at this revision")
+	f.addRemote(fl)
 	cli.ResultHelp(cmd, etcdwatch.LsResult{}, false)
 	return cmd
 }
@@ -197,11 +274,13 @@ created, and how many times. A namespaced RESOURCE/NAME means namespace
   devk etcd get node/devk-control-plane -o json             # the object as JSON`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeResources,
-		RunE:              f.runE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Get(ctx, o) }),
+		RunE: f.remoteE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Get(ctx, o) },
+			func() agent.EtcdTask { return agent.EtcdTask{Verb: "get", Rev: o.Rev} }),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of RESOURCE/NAME (default \"default\")")
 	fl.Int64Var(&o.Rev, "rev", 0, "read the value as it was at this revision")
+	f.addRemote(fl)
 	d.bind(cmd, nil)
 	cli.ResultHelp(cmd, etcdwatch.GetResult{}, false)
 	return cmd

@@ -117,7 +117,7 @@ func verifiedComponents(tree string, args []string) ([]string, error) {
 // else through the cluster.
 func decide(cmd *cobra.Command, g *cli.Options, node *nodeFlags, access *cli.Access) (remote.Decision, error) {
 	access.Kubeconfig = node.Kubeconfig
-	d, err := access.Decide(cmd, g, node.Name, "manifests-dir", "cri-socket")
+	d, err := access.Decide(cmd, g, node.Name, "", "manifests-dir", "cri-socket")
 	if err == nil && d.Mode == remote.DevkCluster {
 		node.Name, node.Kubeconfig = d.Name, ""
 	}
