@@ -164,20 +164,13 @@ func (s *Session) Certs(ctx context.Context, only []string) (*certs.Report, erro
 	}
 	r := &certs.Report{Now: time.Now()}
 	for _, n := range nodes {
-		start := time.Now()
-		step := n.Node + "/certs"
-		s.rep.Start(step)
-		data, err := s.Do(ctx, n.Node, agent.Task{Kind: agent.KindCerts, Certs: &n.Files})
-		if err != nil {
-			s.rep.Fail(step, time.Since(start), err)
+		var one certs.Report
+		if err := s.doStep(ctx, n.Node, "certs", agent.Task{Kind: agent.KindCerts, Certs: &n.Files}, &one, func() string {
+			return fmt.Sprintf("%d certificates, %d CAs (%s)", len(one.Certs), len(one.CAs), n.Files.PKIDir)
+		}); err != nil {
 			return nil, err
 		}
-		var one certs.Report
-		if err := json.Unmarshal(data, &one); err != nil {
-			return nil, fmt.Errorf("node %s: the agent's report: %w", n.Node, err)
-		}
 		r.Add(n.Node, &one)
-		s.rep.Done(step, time.Since(start), fmt.Sprintf("%d certificates, %d CAs (%s)", len(one.Certs), len(one.CAs), n.Files.PKIDir))
 	}
 	return r, nil
 }
@@ -194,21 +187,15 @@ func (s *Session) DigestSources(ctx context.Context, binaries []string) ([]diges
 	}
 	var out []digest.Source
 	for _, n := range nodes {
-		start := time.Now()
-		step := n.Node + "/digest"
-		s.rep.Start(step)
-		data, err := s.Do(ctx, n.Node, agent.Task{Kind: agent.KindDigest, Digest: &agent.DigestTask{ManifestsDir: n.Files.ManifestsDir, CRISocket: n.CRISocket, NodeName: n.Node, Binaries: binaries}})
-		if err != nil {
-			s.rep.Fail(step, time.Since(start), err)
-			return nil, err
-		}
 		var v digest.NodeViews
-		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, fmt.Errorf("node %s: the agent's views: %w", n.Node, err)
+		task := agent.Task{Kind: agent.KindDigest, Digest: &agent.DigestTask{ManifestsDir: n.Files.ManifestsDir, CRISocket: n.CRISocket, NodeName: n.Node, Binaries: binaries}}
+		if err := s.doStep(ctx, n.Node, "digest", task, &v, func() string {
+			return fmt.Sprintf("%d static pods (%s, %s)", len(binaries), n.Files.ManifestsDir, n.CRISocket)
+		}); err != nil {
+			return nil, err
 		}
 		out = append(out, v.Sources(n.Node)...)
 		out = append(out, digest.OnNode{Node: n.Node, Source: digest.Mirror{Client: s.cs, NodeName: n.Node}})
-		s.rep.Done(step, time.Since(start), fmt.Sprintf("%d static pods (%s, %s)", len(binaries), n.Files.ManifestsDir, n.CRISocket))
 	}
 	return append(out, digest.Workload{Client: s.cs}, digest.Pods{Client: s.cs}), nil
 }
@@ -233,17 +220,9 @@ func (s *Session) Etcd(ctx context.Context, node string, e agent.EtcdTask) (stri
 	if e.Prefix == "" {
 		e.Prefix = cp.Etcd.Prefix
 	}
-	start, step := time.Now(), cp.Node+"/etcd-"+e.Verb
-	s.rep.Start(step)
-	data, err := s.Do(ctx, cp.Node, agent.Task{Kind: agent.KindEtcd, Etcd: &e})
-	if err != nil {
-		s.rep.Fail(step, time.Since(start), err)
+	var r agent.EtcdResult
+	if err := s.doStep(ctx, cp.Node, "etcd-"+e.Verb, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, &r, func() string { return strings.Join(e.Endpoints, ",") }); err != nil {
 		return "", err
 	}
-	var r agent.EtcdResult
-	if err := json.Unmarshal(data, &r); err != nil {
-		return "", fmt.Errorf("node %s: the agent's etcd %s: %w", cp.Node, e.Verb, err)
-	}
-	s.rep.Done(step, time.Since(start), strings.Join(e.Endpoints, ","))
 	return r.Output, nil
 }

@@ -245,6 +245,25 @@ func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMe
 	return result(node, ended, logs)
 }
 
+// doStep is Do on node reported as step <node>/<what>, the agent's
+// result decoded into v; detail is the step's line once done.
+func (s *Session) doStep(ctx context.Context, node, what string, t agent.Task, v any, detail func() string) error {
+	start, step := time.Now(), node+"/"+what
+	s.rep.Start(step)
+	data, err := s.Do(ctx, node, t)
+	if err == nil {
+		if err = json.Unmarshal(data, v); err != nil {
+			err = fmt.Errorf("node %s: the agent's %s: %w", node, what, err)
+		}
+	}
+	if err != nil {
+		s.rep.Fail(step, time.Since(start), err)
+		return err
+	}
+	s.rep.Done(step, time.Since(start), detail())
+	return nil
+}
+
 // stuck is an error when pod p cannot start: its image cannot be pulled,
 // or its container cannot be made. nil while it may yet run.
 func stuck(p *corev1.Pod) error {
