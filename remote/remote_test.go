@@ -298,3 +298,23 @@ func TestParseConfigz(t *testing.T) {
 		}
 	}
 }
+
+// TestDoFailedMount: an agent pod whose host path is not on the node is
+// reported with the kubelet's event, not after the deadline.
+func TestDoFailedMount(t *testing.T) {
+	s, cs := session(t)
+	cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: a.(k8stesting.GetAction).GetName(), Namespace: Namespace}, Status: corev1.PodStatus{Phase: corev1.PodPending}}, nil
+	})
+	cs.PrependReactor("list", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &corev1.EventList{Items: []corev1.Event{{Type: corev1.EventTypeWarning, Reason: "FailedMount", Message: `MountVolume.SetUp failed for volume "host-0" : hostPath type check failed: /etc/kubernetes is not a directory`}}}, nil
+	})
+	task := agent.Task{Kind: agent.KindCerts, Certs: &agent.CertsTask{PKIDir: "/etc/kubernetes/pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}
+	_, err := s.Do(context.Background(), "cp1", task)
+	if err == nil || !strings.Contains(err.Error(), "FailedMount: MountVolume.SetUp failed") || !strings.Contains(err.Error(), "node cp1") {
+		t.Fatalf("error %v", err)
+	}
+	if pods, _ := cs.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), Namespace); len(pods.(*corev1.PodList).Items) != 0 {
+		t.Errorf("the pod was left: %v", pods)
+	}
+}

@@ -224,6 +224,7 @@ func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMe
 		}
 	}()
 	var ended *corev1.Pod
+	created := time.Now()
 	err = wait.PollUntilContextTimeout(ctx, podPoll, TaskDeadline+time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -233,7 +234,13 @@ func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMe
 			ended = p
 			return true, nil
 		}
-		return false, stuck(p)
+		if err := stuck(p); err != nil {
+			return false, err
+		}
+		if p.Status.Phase == corev1.PodPending && time.Since(created) > pendingEvents {
+			return false, s.failedEvent(ctx, p)
+		}
+		return false, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
@@ -261,6 +268,26 @@ func (s *Session) doStep(ctx context.Context, node, what string, t agent.Task, v
 		return err
 	}
 	s.rep.Done(step, time.Since(start), detail())
+	return nil
+}
+
+// pendingEvents is how long an agent pod may stay pending before devk
+// reads its events for a reason it cannot start (a host path that is not
+// there, a volume that does not mount).
+const pendingEvents = 5 * time.Second
+
+// failedEvent is an error when one of pod p's events says it cannot
+// start (FailedMount, Failed); nil when none does.
+func (s *Session) failedEvent(ctx context.Context, p *corev1.Pod) error {
+	evs, err := s.cs.CoreV1().Events(Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+	if err != nil {
+		return nil // the events only explain: the deadline still ends a pod that never starts
+	}
+	for _, e := range evs.Items {
+		if e.Type == corev1.EventTypeWarning && (e.Reason == "FailedMount" || e.Reason == "Failed" || e.Reason == "FailedCreatePodSandBox") {
+			return fmt.Errorf("%s: %s", e.Reason, e.Message)
+		}
+	}
 	return nil
 }
 
