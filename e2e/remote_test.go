@@ -119,8 +119,8 @@ func certsThroughCluster(t *testing.T, c *SharedCluster, kubeconfig string, loca
 	return got
 }
 
-// TestAnyCluster: `devk certs check-expiration`, `devk digest verify`
-// and `devk etcd get|ls` on the shared cluster from a devk that has only a copy of its admin
+// TestAnyCluster: `devk certs check-expiration`, `devk digest verify`,
+// `devk etcd get|ls` and `devk stacks` on the shared cluster from a devk that has only a copy of its admin
 // kubeconfig run through the cluster (devk's node agent, pushed to the
 // registry the nodes pull from) and read what the devk that made it
 // reads; the cluster's own kubeconfig in its own home runs on this
@@ -225,6 +225,33 @@ func TestAnyCluster(t *testing.T) {
 			t.Errorf("etcd ls svc through the cluster %v, on this machine %v", gotKeys, want)
 		}
 		t.Logf("etcd through the cluster: %s at mod revision %d and %d service keys, as on this machine", local.Key, local.ModRevision, len(want))
+	})
+
+	step(t, "stacks through the API", func(t *testing.T) {
+		env, copied := strangerEnv(t, c, c.Kubeconfig)
+		for _, comp := range []string{"apiserver", "kubelet"} {
+			r := MustDevkEnv(t, c.Tree, env, "stacks", comp, "--kubeconfig", copied, "-o", "json")
+			var res struct {
+				URL        string
+				Goroutines int
+				Groups     []struct{ Frames []struct{ Path string } }
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || res.Goroutines < 10 || len(res.Groups) == 0 {
+				t.Fatalf("stacks %s through the API: %v\n%.2000s%s", comp, err, r.Stdout, r.Stderr)
+			}
+			mapped := 0
+			for _, g := range res.Groups {
+				for _, f := range g.Frames {
+					if strings.HasPrefix(f.Path, "staging/") || strings.HasPrefix(f.Path, "pkg/") || strings.HasPrefix(f.Path, "cmd/") {
+						mapped++
+					}
+				}
+			}
+			if mapped == 0 {
+				t.Errorf("stacks %s through the API: no frame mapped into the tree", comp)
+			}
+			t.Logf("stacks %s through the API: %d goroutines from %s, %d frames in the tree", comp, res.Goroutines, res.URL, mapped)
+		}
 	})
 
 	step(t, "its own kubeconfig", func(t *testing.T) {

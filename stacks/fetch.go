@@ -1,19 +1,24 @@
 package stacks
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/staticpod"
 )
 
 // Components are the components whose goroutines Fetch reads, by the
@@ -98,15 +103,16 @@ func EndpointOf(cfg layout.Config, n layout.NodeNet, component string) (Endpoint
 	return e, nil
 }
 
-// Fetch reads the goroutine dump at e with the kubeconfig's credentials
-// (the cluster's admin.conf), or e.TLS's.
-func Fetch(ctx context.Context, kubeconfig string, e Endpoint) ([]byte, error) {
+// Fetch reads the goroutine dump at e with conn's credentials (a
+// cluster's admin.conf, or the kubeconfig of a cluster reached through
+// its API), or e.TLS's.
+func Fetch(ctx context.Context, conn *rest.Config, e Endpoint) ([]byte, error) {
 	var cs *kubernetes.Clientset
 	var err error
 	if e.TLS != nil {
 		cs, err = kube.ClientForConfig(&rest.Config{Host: e.Host, TLSClientConfig: *e.TLS}, kube.WithTimeout(FetchTimeout))
 	} else {
-		cs, err = kube.Client(kubeconfig, kube.WithHost(e.Host), kube.WithTimeout(FetchTimeout))
+		cs, err = kube.ClientForConfig(conn, kube.WithHost(e.Host), kube.WithTimeout(FetchTimeout))
 	}
 	if err != nil {
 		return nil, err
@@ -116,6 +122,55 @@ func Fetch(ctx context.Context, kubeconfig string, e Endpoint) ([]byte, error) {
 		return nil, fmt.Errorf("the goroutines of %s on node %s (%s): %w: is it running (`devk status`) with profiling on?", e.Component, e.Node, e.URL(), err)
 	}
 	return dump, nil
+}
+
+// EndpointThrough is where component's dump is read on a cluster devk
+// reaches only through its API (conn): the API server's at the
+// kubeconfig's server, or with node at that node's API server (the
+// address and port its mirror pod advertises, which its serving
+// certificate has); the kubelet's through the node proxy (node, default
+// the first node). The controller-manager's and scheduler's secure ports
+// serve certificates the cluster's CA did not sign (kubeadm makes them in
+// memory) and etcd's takes its client certificate on the node: those are
+// read only on a devk cluster of this machine.
+func EndpointThrough(ctx context.Context, conn *rest.Config, component, node string) (Endpoint, error) {
+	e := Endpoint{Component: component, Node: node, Host: conn.Host, Path: GoroutinePath}
+	cs, err := kube.ClientForConfig(conn)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	switch component {
+	case APIServer:
+		if node == "" {
+			e.Node = "(the kubeconfig's server)"
+			return e, nil
+		}
+		mp, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, kube.MirrorPodName("kube-apiserver", node), metav1.GetOptions{})
+		if err != nil {
+			return Endpoint{}, fmt.Errorf("--node %s: its API server's pod: %w", node, err)
+		}
+		flags := staticpod.Flags(mp, "kube-apiserver")
+		addr, port := flags["advertise-address"], cmp.Or(flags["secure-port"], strconv.Itoa(layout.DefaultPorts.APIServer))
+		if addr == "" {
+			return Endpoint{}, fmt.Errorf("--node %s: its API server's pod names no --advertise-address: read the one the kubeconfig names (no --node)", node)
+		}
+		e.Host = "https://" + net.JoinHostPort(addr, port)
+		return e, nil
+	case Kubelet:
+		if node == "" {
+			nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil || len(nodes.Items) == 0 {
+				return Endpoint{}, fmt.Errorf("the cluster's nodes (pass --node): %v", err)
+			}
+			slices.SortStableFunc(nodes.Items, func(a, b corev1.Node) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+			e.Node = nodes.Items[0].Name
+		}
+		e.Path = "/api/v1/nodes/" + url.PathEscape(e.Node) + "/proxy" + GoroutinePath
+		return e, nil
+	case ControllerManager, Scheduler, Etcd:
+		return Endpoint{}, fmt.Errorf("through the cluster devk reads the goroutines of the API server and the kubelets: %s's secure port serves a certificate the cluster's CA did not sign (etcd's wants its client certificate on the node), so devk reads it only on a devk cluster of this machine (--name)", component)
+	}
+	return Endpoint{}, CheckComponent(component)
 }
 
 // nodeOf is the cluster's node called name, node 0 when name is empty.

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/pki"
@@ -35,6 +36,10 @@ type Options struct {
 	// TreeDir is the Kubernetes tree the component was built from ("":
 	// the one around the working directory).
 	TreeDir string
+	// Cluster, when set, is a cluster reached only through its API (not
+	// a devk cluster of this machine): the dump is read through it
+	// (EndpointThrough), with its credentials.
+	Cluster *rest.Config
 }
 
 // Result is the goroutines of one component.
@@ -56,25 +61,37 @@ func Get(ctx context.Context, o Options) (*Result, error) {
 	if err := CheckComponent(o.Component); err != nil {
 		return nil, err
 	}
-	cfg, files, err := layout.Open("", o.Name)
-	if err != nil {
-		return nil, err
-	}
-	n, err := nodeOf(cfg, o.Node)
-	if err != nil {
-		return nil, fmt.Errorf("--node: %w", err)
-	}
-	e, err := EndpointOf(cfg, n, o.Component)
-	if err != nil {
-		return nil, err
-	}
-	if e.Component == Etcd {
-		nf, err := files.Node(cfg, n.Name)
+	var e Endpoint
+	var conn *rest.Config
+	if o.Cluster != nil {
+		var err error
+		if e, err = EndpointThrough(ctx, o.Cluster, o.Component, o.Node); err != nil {
+			return nil, err
+		}
+		conn = o.Cluster
+	} else {
+		cfg, files, err := layout.Open("", o.Name)
 		if err != nil {
 			return nil, err
 		}
-		e.TLS = &rest.TLSClientConfig{CAFile: pki.CertPath(nf.PKI(), layout.EtcdCAName),
-			CertFile: pki.CertPath(nf.PKI(), EtcdClientCert), KeyFile: pki.KeyPath(nf.PKI(), EtcdClientCert)}
+		n, err := nodeOf(cfg, o.Node)
+		if err != nil {
+			return nil, fmt.Errorf("--node: %w", err)
+		}
+		if e, err = EndpointOf(cfg, n, o.Component); err != nil {
+			return nil, err
+		}
+		if e.Component == Etcd {
+			nf, err := files.Node(cfg, n.Name)
+			if err != nil {
+				return nil, err
+			}
+			e.TLS = &rest.TLSClientConfig{CAFile: pki.CertPath(nf.PKI(), layout.EtcdCAName),
+				CertFile: pki.CertPath(nf.PKI(), EtcdClientCert), KeyFile: pki.KeyPath(nf.PKI(), EtcdClientCert)}
+		}
+		if conn, err = clientcmd.BuildConfigFromFlags("", files.FirstNode().Kubeconfig("admin")); err != nil {
+			return nil, err
+		}
 	}
 	tree, err := source.Open(o.TreeDir)
 	if err != nil {
@@ -84,7 +101,7 @@ func Get(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	dump, err := Fetch(ctx, files.FirstNode().Kubeconfig("admin"), e)
+	dump, err := Fetch(ctx, conn, e)
 	if err != nil {
 		return nil, err
 	}

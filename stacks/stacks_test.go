@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/srcpath"
 )
@@ -68,7 +70,11 @@ current-context: x
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dump, err := Fetch(context.Background(), kubeconfig, Endpoint{Component: "test", Node: "here", Host: srv.URL, Path: GoroutinePath})
+	conn, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := Fetch(context.Background(), conn, Endpoint{Component: "test", Node: "here", Host: srv.URL, Path: GoroutinePath})
 	if err != nil {
 		t.Fatal(err)
 	}

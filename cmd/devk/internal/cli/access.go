@@ -26,14 +26,29 @@ type Access struct {
 
 // Add puts the access flags on fs.
 func (a *Access) Add(fs *pflag.FlagSet) {
-	fs.StringVar(&a.Kubeconfig, "kubeconfig", "", "a cluster's kubeconfig, as kubectl's (default $KUBECONFIG, else ~/.kube/config): a devk cluster of this machine it names runs as --name would; any other through the cluster, by devk's node agent")
-	a.AddRemote(fs)
+	a.AddAPI(fs)
+	a.addRegistry(fs)
+}
+
+// AddAPI puts --kubeconfig and --via-cluster on fs, for a command that
+// reads a cluster reached through its API with no node agent.
+func (a *Access) AddAPI(fs *pflag.FlagSet) {
+	fs.StringVar(&a.Kubeconfig, "kubeconfig", "", "a cluster's kubeconfig, as kubectl's (default $KUBECONFIG, else ~/.kube/config): a devk cluster of this machine it names runs as --name would; any other through the cluster")
+	a.addVia(fs)
 }
 
 // AddRemote puts --via-cluster and --registry on fs, for a command whose
 // --kubeconfig is defined already.
 func (a *Access) AddRemote(fs *pflag.FlagSet) {
+	a.addVia(fs)
+	a.addRegistry(fs)
+}
+
+func (a *Access) addVia(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.ViaCluster, "via-cluster", false, "through the cluster even when the kubeconfig names a devk cluster of this machine")
+}
+
+func (a *Access) addRegistry(fs *pflag.FlagSet) {
 	fs.StringVar(&a.Registry, "registry", "", "through the cluster: the registry devk pushes its node agent's image to, which the nodes pull from (host[:port][/prefix])")
 }
 
