@@ -120,7 +120,7 @@ func certsThroughCluster(t *testing.T, c *SharedCluster, kubeconfig string, loca
 }
 
 // TestAnyCluster: `devk certs check-expiration`, `devk digest verify`,
-// `devk etcd get|ls` and `devk stacks` on the shared cluster from a devk that has only a copy of its admin
+// `devk etcd get|ls`, `devk stacks` and `devk status` on the shared cluster from a devk that has only a copy of its admin
 // kubeconfig run through the cluster (devk's node agent, pushed to the
 // registry the nodes pull from) and read what the devk that made it
 // reads; the cluster's own kubeconfig in its own home runs on this
@@ -251,6 +251,36 @@ func TestAnyCluster(t *testing.T) {
 				t.Errorf("stacks %s through the API: no frame mapped into the tree", comp)
 			}
 			t.Logf("stacks %s through the API: %d goroutines from %s, %d frames in the tree", comp, res.Goroutines, res.URL, mapped)
+		}
+	})
+
+	step(t, "status through the API", func(t *testing.T) {
+		env, copied := strangerEnv(t, c, c.Kubeconfig)
+		r := MustDevkEnv(t, c.Tree, env, "status", "--kubeconfig", copied, "-o", "json")
+		var st struct {
+			Nodes []struct {
+				Name       string
+				Ready      bool
+				Components []struct{ Name, Running string }
+				Addons     []struct{ Pod string }
+			}
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || len(st.Nodes) == 0 {
+			t.Fatalf("status through the API: %v\n%s%s", err, r.Stdout, r.Stderr)
+		}
+		n := st.Nodes[0]
+		var running []string
+		for _, c := range n.Components {
+			if c.Running != "" {
+				running = append(running, c.Name)
+			}
+		}
+		slices.Sort(running)
+		if !n.Ready || !slices.Equal(running, []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}) || len(n.Addons) < 2 {
+			t.Errorf("status through the API: node %s Ready %v, static pods running %v, %d addon pods:\n%s", n.Name, n.Ready, running, len(n.Addons), r.Stdout)
+		}
+		if text := MustDevkEnv(t, c.Tree, env, "status", "--kubeconfig", copied).Stdout; !strings.Contains(text, "through its API") || !strings.Contains(text, "kube-apiserver") {
+			t.Errorf("status through the API, as text:\n%s", text)
 		}
 	})
 

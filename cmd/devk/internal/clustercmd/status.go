@@ -1,6 +1,7 @@
 package clustercmd
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -12,12 +13,15 @@ import (
 	"github.com/devk/devk/cluster/status"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/digest"
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/remote"
 )
 
 // NewStatusCmd is `devk status`.
 func NewStatusCmd(g *cli.Options) *cobra.Command {
 	var o cluster.Options
+	var access cli.Access
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show a cluster's processes and components: running, healthy, image digest, restarts",
@@ -30,11 +34,28 @@ address, pod subnet, Ready, kubelet version, processes) and what each runs,
 read through its own containerd: its static pods and the addons' pods
 (kube-proxy, CoreDNS), each with the image its manifest or workload names
 and the image it runs; a node whose containerd does not answer says so.
-It changes nothing.`,
+It changes nothing.
+
+Another cluster, reached only through its kubeconfig (--kubeconfig, else
+$KUBECONFIG's current context when there is no devk cluster named devk
+here; --via-cluster forces it), is shown as its API says: every node
+(role, address, pod subnet, Ready, kubelet version), its static pods from
+their mirror pods and the addons' pods, each with the image its pod or
+workload names and the image its kubelet reports it runs. What only a
+devk cluster has (processes, HAProxy, phase times) is not shown.`,
 		Example: `  devk status
-  devk status --name dev2 -o json`,
+  devk status --name dev2 -o json
+  devk status --kubeconfig work.conf        # any cluster, through its API`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := access.Decide(cmd, g, o.Name, "")
+			if err != nil {
+				return err
+			}
+			if d.Mode == remote.ThroughCluster {
+				return statusThrough(cmd, g, d)
+			}
+			o.Name = cmp.Or(d.Name, o.Name)
 			st, err := status.Get(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -47,6 +68,7 @@ It changes nothing.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Name, "name", layout.DefaultName, "cluster name")
+	access.AddAPI(cmd.Flags())
 	cli.ResultHelp(cmd, status.Status{}, false)
 	return cmd
 }
@@ -181,4 +203,37 @@ func runningWord(running bool) string {
 		return "running"
 	}
 	return "stopped"
+}
+
+// statusThrough is status of a cluster reached only through its API.
+func statusThrough(cmd *cobra.Command, g *cli.Options, d remote.Decision) error {
+	conn, err := d.Target.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kube.ClientForConfig(conn)
+	if err != nil {
+		return err
+	}
+	st, err := status.Through(cmd.Context(), cs, d.Target.Context, d.Target.Server)
+	if err != nil {
+		return err
+	}
+	if g.Structured() {
+		return g.Result(st)
+	}
+	w := g.Stdout
+	fmt.Fprintf(w, "cluster %s (%s) at %s, through its API\n\n", st.Name, st.Version, st.Dir)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tROLE\tIP\tPODS\tSTATUS\tKUBELET")
+	for _, n := range st.Nodes {
+		state := "Ready"
+		if !n.Ready {
+			state = n.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, orDash(n.IP), orDash(n.PodCIDR), state, orDash(n.Kubelet))
+	}
+	tw.Flush()
+	printNodeImages(w, st.Nodes)
+	return nil
 }
