@@ -19,7 +19,7 @@ func TestThrough(t *testing.T) {
 	at := func(s int64) metav1.Time { return metav1.NewTime(time.Unix(s, 0)) }
 	node := func(name string, created int64, cp, ready bool) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created), Labels: map[string]string{}},
-			Spec: corev1.NodeSpec{PodCIDR: "10.244.0.0/24"},
+			Spec:   corev1.NodeSpec{PodCIDR: "10.244.0.0/24"},
 			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.34.4"}, Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0." + name[len(name)-1:]}}}}
 		if cp {
 			n.Labels["node-role.kubernetes.io/control-plane"] = ""
