@@ -369,6 +369,30 @@ func TestKubeadmBootstrapper(t *testing.T) {
 			t.Errorf("%d of %d requests through HAProxy failed during the rolling swap, e.g. %s", len(failures), sent, failures[0])
 		}
 		devk(t, "digest", "verify", "apiserver")
+		// The same views through the cluster, by devk's node agent in each
+		// control plane: kubeadm's manifests and the node's containerd.
+		env, copied := strangerEnv(t, c, kubeconfig)
+		r := Devk(t, c.Tree, env, "digest", "verify", "apiserver", "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")
+		var reps []struct {
+			Match        bool
+			Observations []struct{ Source, Digest string }
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &reps); err != nil || len(reps) != 1 || !reps[0].Match {
+			t.Errorf("digest verify apiserver through the cluster (%v): %v\n%s%s", r.Err, err, r.Stdout, r.Stderr)
+		} else {
+			seen := map[string]string{}
+			for _, o := range reps[0].Observations {
+				seen[o.Source] = o.Digest
+			}
+			swapped := seen["pushed"]
+			for _, n := range cps {
+				for _, v := range []string{"manifest@", "cri@", "mirror-pod@"} {
+					if seen[v+n] == "" || seen[v+n] != swapped || !strings.Contains(manifestImage(t, apiManifest(t, n)), swapped) {
+						t.Errorf("digest verify through the cluster: %s%s is %q, want the swapped %s in its manifest", v, n, seen[v+n], swapped)
+					}
+				}
+			}
+		}
 		kubeadmInNode(t, c, name, "upgrade", "plan", KubeVersion)
 		kubeadmInNode(t, c, name, "config", "images", "list", "--config", "/etc/kubernetes/kubeadm.yaml")
 		devk(t, "swap", "--rollback", "apiserver")
