@@ -65,9 +65,11 @@ func hostPathState(t *testing.T) map[string]string {
 // answers by name from another pod; the node's kubeadm sees its cluster
 // (`devk node exec … kubeadm config images list`); `devk up` again
 // changes nothing; devk's certificates are kubeadm's, before and after
-// devk renews them; a patched apiserver rolls across the three control
+// devk renews them, and the same through the cluster (devk's node agent
+// in each control plane, from a devk with only a copy of the
+// kubeadm cluster's kubeconfig); a patched apiserver rolls across the three control
 // planes under load through HAProxy with no failed request, verified by
-// digest, and --rollback puts kubeadm's manifests back byte for byte (but
+// digest (also through the cluster), and --rollback puts kubeadm's manifests back byte for byte (but
 // devk's written-at stamp); a
 // node add killed in kubeadm join joins on the next; export logs has
 // every node's logs and kubeadm's kubelet config and flags; node remove
