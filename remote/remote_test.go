@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -219,18 +220,22 @@ func TestStuck(t *testing.T) {
 }
 
 // TestPrepare: devk's namespace is made with Pod Security's privileged
-// level; ended agent pods are deleted, running ones and other pods kept;
+// level; ended agent pods are deleted, running ones, ones another client
+// may still be reading and other pods kept;
 // a namespace an administrator set to another level is refused with the
 // label that would allow it.
 func TestPrepare(t *testing.T) {
+	old := metav1.NewTime(time.Now().Add(-clientWait - time.Second))
 	pod := func(name string, phase corev1.PodPhase, managed bool) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}, Status: corev1.PodStatus{Phase: phase}}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, CreationTimestamp: old}, Status: corev1.PodStatus{Phase: phase}}
 		if managed {
 			p.Labels = map[string]string{LabelManagedBy: ManagedBy}
 		}
 		return p
 	}
-	s, cs := session(t, pod("done", corev1.PodSucceeded, true), pod("failed", corev1.PodFailed, true), pod("running", corev1.PodRunning, true), pod("theirs", corev1.PodSucceeded, false))
+	recent := pod("recent", corev1.PodSucceeded, true)
+	recent.CreationTimestamp = metav1.Now()
+	s, cs := session(t, pod("done", corev1.PodSucceeded, true), pod("failed", corev1.PodFailed, true), pod("running", corev1.PodRunning, true), pod("theirs", corev1.PodSucceeded, false), recent)
 	ctx := context.Background()
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
@@ -245,8 +250,8 @@ func TestPrepare(t *testing.T) {
 		left = append(left, p.Name)
 	}
 	slices.Sort(left)
-	if !slices.Equal(left, []string{"running", "theirs"}) {
-		t.Errorf("pods left %v, want running and theirs", left)
+	if !slices.Equal(left, []string{"recent", "running", "theirs"}) {
+		t.Errorf("pods left %v, want recent, running and theirs", left)
 	}
 
 	s, _ = session(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace, Labels: map[string]string{psaEnforce: "baseline"}}})

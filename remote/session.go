@@ -52,6 +52,11 @@ const psaEnforce = "pod-security.kubernetes.io/enforce"
 // outlives it, even with no client left to delete it.
 const TaskDeadline = 2 * time.Minute
 
+// clientWait is how long a client waits for its agent's pod to end (a
+// minute past its deadline); an ended pod younger than that may still be
+// read by its client, and Prepare leaves it.
+const clientWait = TaskDeadline + time.Minute
+
 // podPoll is how often a waiting client looks at its agent's pod.
 const podPoll = 500 * time.Millisecond
 
@@ -98,7 +103,9 @@ func (s *Session) Run() string { return s.run }
 
 // Prepare makes devk's namespace when it is missing and deletes the agent
 // pods of earlier runs that have ended (a client killed before it
-// deleted them); pods still running are another devk's and are left.
+// deleted them) and whose client would have given up waiting; pods
+// still running, or ended so recently that another devk may be reading
+// them, are left.
 func (s *Session) Prepare(ctx context.Context) error {
 	ns, err := s.cs.CoreV1().Namespaces().Get(ctx, Namespace, metav1.GetOptions{})
 	switch {
@@ -123,6 +130,9 @@ func (s *Session) Prepare(ctx context.Context) error {
 	for _, p := range pods.Items {
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			continue
+		}
+		if time.Since(p.CreationTimestamp.Time) < clientWait {
+			continue // its client may still be reading it
 		}
 		if err := s.cs.CoreV1().Pods(Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete pod %s/%s, left by an earlier devk: %w", Namespace, p.Name, err)
@@ -225,7 +235,7 @@ func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMe
 	}()
 	var ended *corev1.Pod
 	created := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, podPoll, TaskDeadline+time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, podPoll, clientWait, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
