@@ -314,6 +314,21 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	// The same certificates through the cluster, from a devk with only a
 	// copy of its kubeconfig: devk's node agent on each control plane
 	// reads kubeadm's own paths inside the node.
+	// devk etcd on kubeadm's etcd (its client URL on each node's
+	// loopback, its certificates inside the node): a key, and the exact
+	// change of a kubectl command, only the configmap's key among the
+	// default namespace's configmaps.
+	step(t, "etcd on kubeadm's etcd", func(t *testing.T) {
+		if r := devk(t, "etcd", "get", "svc/default/kubernetes"); !strings.Contains(r.Stdout, "name: kubernetes") {
+			t.Errorf("etcd get svc/default/kubernetes:\n%s", r.Stdout)
+		}
+		r := MustDevkEnv(t, c.Tree, c.Env, "etcd", "diff", "cm/default", "--name", name, "-o", "json", "--", c.KubectlPath(), "--kubeconfig", kubeconfig, "create", "configmap", "devk-e2e-kad", "--from-literal=a=b")
+		var d etcdDiff
+		if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil || len(d.Changes) != 1 || d.Changes[0].Key != "/registry/configmaps/default/devk-e2e-kad" || d.Changes[0].Type != "ADDED" {
+			t.Errorf("etcd diff cm -- kubectl create configmap: %v\n%s%s", err, r.Stdout, r.Stderr)
+		}
+	})
+
 	step(t, "certs through the cluster", func(t *testing.T) {
 		local := parseExpiration(t, devk(t, "certs", "check-expiration", "-o", "json"))
 		got := certsThroughCluster(t, c, kubeconfig, local)
