@@ -261,7 +261,10 @@ func TestAnyCluster(t *testing.T) {
 			Nodes []struct {
 				Name       string
 				Ready      bool
-				Components []struct{ Name, Running string }
+				Components []struct {
+					Name    string
+					Running string `json:"runningImage"`
+				}
 				Addons     []struct{ Pod string }
 			}
 		}
