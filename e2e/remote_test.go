@@ -265,7 +265,7 @@ func TestAnyCluster(t *testing.T) {
 					Name    string
 					Running string `json:"runningImage"`
 				}
-				Addons     []struct{ Pod string }
+				Addons []struct{ Pod string }
 			}
 		}
 		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || len(st.Nodes) == 0 {
