@@ -63,13 +63,10 @@ type Task struct {
 // with its API server's --etcd-* flags.
 type EtcdTask struct {
 	// Verb is ls or get.
-	Verb      string   `json:"verb"`
-	Endpoints []string `json:"endpoints"`
-	// CACert, Cert and Key are the node's files.
-	CACert string `json:"cacert"`
-	Cert   string `json:"cert"`
-	Key    string `json:"key"`
-	Prefix string `json:"prefix,omitempty"`
+	Verb string `json:"verb"`
+	// Conn is the node's API server's etcd (its endpoints and the node's
+	// files).
+	Conn layout.Etcd `json:"conn"`
 	// Target, Namespace, Rev, Count, ShowSecrets and Ignore are the
 	// command's, Format its -o.
 	Target      string        `json:"target,omitempty"`
@@ -110,13 +107,6 @@ type CertsTask struct {
 	ManifestsDir  string `json:"manifestsDir"`
 }
 
-// HostPath is a directory of the node an agent's pod mounts, at the same
-// path inside, so the paths in its results are the node's.
-type HostPath struct {
-	Path     string
-	ReadOnly bool
-}
-
 // Validate says what is wrong with t before any pod is made for it.
 func (t Task) Validate() error {
 	switch t.Kind {
@@ -154,18 +144,21 @@ func (t Task) Validate() error {
 		if e == nil || (e.Verb != "ls" && e.Verb != "get") {
 			return errors.New("agent task etcd: ls or get")
 		}
-		for flag, p := range map[string]string{"cacert": e.CACert, "cert": e.Cert, "key": e.Key} {
+		for flag, p := range map[string]string{"cacert": e.Conn.CACert, "cert": e.Conn.Cert, "key": e.Conn.Key} {
 			if err := cleanAbs(p); err != nil {
 				return fmt.Errorf("agent task etcd: %s %w", flag, err)
 			}
 		}
-		if len(e.Endpoints) == 0 {
+		if len(e.Conn.Endpoints) == 0 {
 			return errors.New("agent task etcd: no endpoints")
 		}
 		return nil
 	}
-	return fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
+	return noTask(t.Kind)
 }
+
+// noTask is the error of a task kind the agent does not have.
+func noTask(k Kind) error { return fmt.Errorf("agent task %q: devk's agent has no such task", k) }
 
 // cleanAbs says what is wrong with a path an agent mounts: it must be
 // clean, absolute and below /.
@@ -176,10 +169,11 @@ func cleanAbs(p string) error {
 	return nil
 }
 
-// HostPaths are the node's directories t reads or writes: for certs the
-// three directories read-only, one mount where one holds another
-// (kubeadm's /etc/kubernetes holds pki/ and manifests/).
-func (t Task) HostPaths() []HostPath {
+// HostPaths are the node's directories t reads, which its pod mounts
+// read-only at the same paths (so the paths in its results are the
+// node's): one mount where one holds another (kubeadm's /etc/kubernetes
+// holds pki/ and manifests/).
+func (t Task) HostPaths() []string {
 	var dirs []string
 	switch t.Kind {
 	case KindCerts:
@@ -189,15 +183,15 @@ func (t Task) HostPaths() []HostPath {
 		// makes a new one, which a mount of the old file would miss.
 		dirs = []string{t.Digest.ManifestsDir, path.Dir(t.Digest.CRISocket)}
 	case KindEtcd:
-		dirs = []string{path.Dir(t.Etcd.CACert), path.Dir(t.Etcd.Cert), path.Dir(t.Etcd.Key)}
+		c := t.Etcd.Conn
+		dirs = []string{path.Dir(c.CACert), path.Dir(c.Cert), path.Dir(c.Key)}
 	}
 	slices.Sort(dirs)
-	var out []HostPath
+	var out []string
 	for _, d := range slices.Compact(dirs) {
-		if slices.ContainsFunc(out, func(h HostPath) bool { return strings.HasPrefix(d, strings.TrimSuffix(h.Path, "/")+"/") }) {
-			continue
+		if !slices.ContainsFunc(out, func(parent string) bool { return strings.HasPrefix(d, parent+"/") }) {
+			out = append(out, d)
 		}
-		out = append(out, HostPath{Path: d, ReadOnly: true})
 	}
 	return out
 }
@@ -259,14 +253,14 @@ func run(ctx context.Context, t Task) (json.RawMessage, error) {
 		}
 		return json.Marshal(EtcdResult{Output: out})
 	}
-	return nil, fmt.Errorf("agent task %q: devk's agent has no such task", t.Kind)
+	return nil, noTask(t.Kind)
 }
 
 // runEtcd runs an etcd task and returns what it printed.
 func runEtcd(ctx context.Context, e EtcdTask) (string, error) {
 	var out strings.Builder
 	q := etcdwatch.Query{
-		Conn:   etcdwatch.ConnOptions{Endpoints: e.Endpoints, CACert: e.CACert, Cert: e.Cert, Key: e.Key, Prefix: e.Prefix, Getenv: func(string) string { return "" }},
+		Conn:   etcdwatch.ConnOptions{Endpoints: e.Conn.Endpoints, CACert: e.Conn.CACert, Cert: e.Conn.Cert, Key: e.Conn.Key, Prefix: e.Conn.Prefix, Getenv: func(string) string { return "" }},
 		Target: e.Target, Namespace: e.Namespace, Format: e.Format, Out: &out,
 	}
 	paths, err := etcdwatch.ParseFieldPaths(e.Ignore)

@@ -111,11 +111,11 @@ func TestValidateAndHostPaths(t *testing.T) {
 		}
 	}
 	kubeadm := Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/etc/kubernetes/pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}
-	if got := kubeadm.HostPaths(); !slices.Equal(got, []HostPath{{"/etc/kubernetes", true}}) {
+	if got := kubeadm.HostPaths(); !slices.Equal(got, []string{"/etc/kubernetes"}) {
 		t.Errorf("kubeadm's layout mounts %v, want /etc/kubernetes read-only alone", got)
 	}
 	devk := Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/h/clusters/x/pki", KubeconfigDir: "/h/clusters/x", ManifestsDir: "/h/clusters/x-manifests"}}
-	if got := devk.HostPaths(); !slices.Equal(got, []HostPath{{"/h/clusters/x", true}, {"/h/clusters/x-manifests", true}}) {
+	if got := devk.HostPaths(); !slices.Equal(got, []string{"/h/clusters/x", "/h/clusters/x-manifests"}) {
 		t.Errorf("a sibling with a common prefix: %v", got)
 	}
 }
@@ -194,7 +194,7 @@ func TestDigestTask(t *testing.T) {
 	if err := (Task{Kind: KindDigest, Digest: &ok}).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := (Task{Kind: KindDigest, Digest: &ok}).HostPaths(); !slices.Equal(got, []HostPath{{"/etc/kubernetes/manifests", true}, {"/run/containerd", true}}) {
+	if got := (Task{Kind: KindDigest, Digest: &ok}).HostPaths(); !slices.Equal(got, []string{"/etc/kubernetes/manifests", "/run/containerd"}) {
 		t.Errorf("host paths %v", got)
 	}
 	for name, mutate := range map[string]func(*DigestTask){
@@ -228,8 +228,9 @@ func TestRunEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	e := EtcdTask{Endpoints: []string{srv.Endpoint}, CACert: pki.CertPath(dir, "etcd/ca"), Cert: pki.CertPath(dir, "apiserver-etcd-client"), Key: pki.KeyPath(dir, "apiserver-etcd-client"), Format: output.JSON}
-	cli, err := etcdwatch.Connect(context.Background(), etcdwatch.ConnOptions{Endpoints: e.Endpoints, CACert: e.CACert, Cert: e.Cert, Key: e.Key, Getenv: func(string) string { return "" }})
+	conn := layout.Etcd{Endpoints: []string{srv.Endpoint}, CACert: pki.CertPath(dir, "etcd/ca"), Cert: pki.CertPath(dir, "apiserver-etcd-client"), Key: pki.KeyPath(dir, "apiserver-etcd-client")}
+	e := EtcdTask{Conn: conn, Format: output.JSON}
+	cli, err := etcdwatch.Connect(context.Background(), etcdwatch.ConnOptions{Endpoints: conn.Endpoints, CACert: conn.CACert, Cert: conn.Cert, Key: conn.Key, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}

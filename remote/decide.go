@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -153,6 +154,9 @@ func orRules(file string) string {
 	}
 	return file
 }
+
+// RESTConfig is the target's connection.
+func (t *Target) RESTConfig() (*rest.Config, error) { return t.config.ClientConfig() }
 
 func (t *Target) String() string {
 	return fmt.Sprintf("kubeconfig %s, context %s, server %s", orRules(t.Kubeconfig), t.Context, t.Server)

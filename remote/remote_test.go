@@ -131,10 +131,11 @@ func TestDecide(t *testing.T) {
 func session(t *testing.T, objs ...runtime.Object) (*Session, *fake.Clientset) {
 	t.Helper()
 	cs := fake.NewClientset(objs...)
-	s, err := NewSession(cs, "reg.example/devk-agent@sha256:"+strings.Repeat("a", 64), progress.Discard())
+	s, err := NewSession(cs, progress.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.SetImage("reg.example/devk-agent@sha256:" + strings.Repeat("a", 64))
 	return s, cs
 }
 
@@ -149,7 +150,7 @@ func TestPodFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := validation.IsDNS1123Subdomain(p.Name); len(errs) > 0 || !strings.HasSuffix(p.Name, "-"+s.Run()) {
+	if errs := validation.IsDNS1123Subdomain(p.Name); len(errs) > 0 || !strings.HasSuffix(p.Name, "-"+s.run) {
 		t.Errorf("pod name %q: %v", p.Name, errs)
 	}
 	if errs := validation.IsValidLabelValue(p.Labels[LabelNode]); len(errs) > 0 {

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/image"
@@ -69,10 +68,10 @@ type Session struct {
 	image string
 }
 
-// Open connects to the target's cluster for a run of the node agent whose
-// image is image (by digest: a registry the nodes pull from).
-func Open(t *Target, image string, rep progress.Reporter) (*Session, error) {
-	cfg, err := t.config.ClientConfig()
+// Open connects to the target's cluster for a run of the node agent
+// (SetImage names its image).
+func Open(t *Target, rep progress.Reporter) (*Session, error) {
+	cfg, err := t.RESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t, err)
 	}
@@ -80,26 +79,20 @@ func Open(t *Target, image string, rep progress.Reporter) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewSession(cs, image, rep)
+	return NewSession(cs, rep)
 }
 
 // NewSession is Open with a clientset.
-func NewSession(cs kubernetes.Interface, image string, rep progress.Reporter) (*Session, error) {
+func NewSession(cs kubernetes.Interface, rep progress.Reporter) (*Session, error) {
 	id := make([]byte, 4)
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	return &Session{cs: cs, rep: rep, run: hex.EncodeToString(id), image: image}, nil
+	return &Session{cs: cs, rep: rep, run: hex.EncodeToString(id)}, nil
 }
-
-// RESTConfig is the target's connection (for a client of another kind).
-func (t *Target) RESTConfig() (*rest.Config, error) { return t.config.ClientConfig() }
 
 // SetImage is the agent image its pods run (by digest: PushAgent's).
 func (s *Session) SetImage(ref string) { s.image = ref }
-
-// Run is the session's id, on every object it makes.
-func (s *Session) Run() string { return s.run }
 
 // Prepare makes devk's namespace when it is missing and deletes the agent
 // pods of earlier runs that have ended (a client killed before it
@@ -160,10 +153,10 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	var mounts []corev1.VolumeMount
 	var vols []corev1.Volume
 	dir := corev1.HostPathDirectory
-	for i, h := range t.HostPaths() {
+	for i, p := range t.HostPaths() {
 		name := fmt.Sprintf("host-%d", i)
-		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: h.Path, Type: &dir}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: h.Path, ReadOnly: h.ReadOnly})
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p, Type: &dir}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: p, ReadOnly: true})
 	}
 	deadline, grace, no, root := int64(TaskDeadline/time.Second), int64(10), false, int64(0)
 	return &corev1.Pod{
@@ -385,9 +378,10 @@ func PushAgent(ctx context.Context, home, registry, version string, o image.Remo
 
 // Connect is a session through the cluster d names, ready for agent
 // pods: the credentials checked for the agent's needs and more (nothing
-// made if any is missing), devk's agent image pushed to registry, devk's
-// namespace made and ended pods of earlier runs deleted.
-func Connect(ctx context.Context, d Decision, registry, version string, rep progress.Reporter, more []Need) (*Session, error) {
+// made if any is missing), devk's agent image pushed to registry (with
+// o; its keychain defaults to the home's), devk's namespace made and
+// ended pods of earlier runs deleted.
+func Connect(ctx context.Context, d Decision, registry, version string, o image.RemoteOptions, rep progress.Reporter, more []Need) (*Session, error) {
 	home, err := layout.HomeDir("")
 	if err != nil {
 		return nil, err
@@ -395,14 +389,17 @@ func Connect(ctx context.Context, d Decision, registry, version string, rep prog
 	if registry == "" {
 		return nil, fmt.Errorf("through the cluster devk runs its node agent on the nodes, from an image they pull: pass --registry, a registry they pull from (or --name for a devk cluster of this machine; there is none named %q in %s)", layout.DefaultName, home)
 	}
-	s, err := Open(d.Target, "", rep)
+	s, err := Open(d.Target, rep)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.Check(ctx, append(slices.Clone(AgentNeeds), more...)); err != nil {
 		return nil, err
 	}
-	ref, err := PushAgent(ctx, home, registry, version, image.RemoteOptions{Keychain: image.KeychainFor(home)})
+	if o.Keychain == nil {
+		o.Keychain = image.KeychainFor(home)
+	}
+	ref, err := PushAgent(ctx, home, registry, version, o)
 	if err != nil {
 		return nil, err
 	}

@@ -122,23 +122,38 @@ func (n Node) Etcd() Etcd {
 			flags = staticpod.Flags(pod, apiserverPodName)
 		}
 	}
-	get := func(flag, def string) string {
-		if v := flags[etcdFlagPrefix+flag]; v != "" {
-			return n.HostPath(v)
-		}
-		return def
+	def := Etcd{
+		CACert: n.EtcdCACert(),
+		Cert:   filepath.Join(n.PKIDir, APIServerEtcdClient+".crt"),
+		Key:    filepath.Join(n.PKIDir, APIServerEtcdClient+".key"),
+		Prefix: DefaultEtcdPrefix,
 	}
-	e := Etcd{
-		CACert: get("cafile", n.EtcdCACert()),
-		Cert:   get("certfile", filepath.Join(n.PKIDir, APIServerEtcdClient+".crt")),
-		Key:    get("keyfile", filepath.Join(n.PKIDir, APIServerEtcdClient+".key")),
-		Prefix: get("prefix", DefaultEtcdPrefix),
+	if n.EtcdURL != "" {
+		def.Endpoints = []string{n.EtcdURL}
 	}
-	for _, ep := range strings.Split(get("servers", n.EtcdURL), ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			e.Endpoints = append(e.Endpoints, n.reachable(ep))
-		}
+	e := EtcdOf(flags, def)
+	e.CACert, e.Cert, e.Key = n.HostPath(e.CACert), n.HostPath(e.Cert), n.HostPath(e.Key)
+	for i, ep := range e.Endpoints {
+		e.Endpoints[i] = n.reachable(ep)
 	}
 	e.Endpoints = slices.Compact(e.Endpoints)
+	return e
+}
+
+// EtcdOf is the etcd an API server's --etcd-* flags (staticpod.Flags of
+// its container) name, each one missing taken from def.
+func EtcdOf(flags map[string]string, def Etcd) Etcd {
+	get := func(flag, d string) string {
+		if v := flags[etcdFlagPrefix+flag]; v != "" {
+			return v
+		}
+		return d
+	}
+	e := Etcd{CACert: get("cafile", def.CACert), Cert: get("certfile", def.Cert), Key: get("keyfile", def.Key), Prefix: get("prefix", def.Prefix)}
+	for _, ep := range strings.Split(get("servers", strings.Join(def.Endpoints, ",")), ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			e.Endpoints = append(e.Endpoints, ep)
+		}
+	}
 	return e
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cmd/devk/internal/cli"
+	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
@@ -275,7 +276,7 @@ func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *
 		return certs.InspectNodes(named, time.Now())
 	}
 	ctx := cmd.Context()
-	s, err := remote.Connect(ctx, d, access.Registry, g.Version().Version, g.Reporter(), remote.ControlPlaneNeeds)
+	s, err := remote.Connect(ctx, d, access.Registry, g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ControlPlaneNeeds)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/etcdwatch"
+	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/remote"
 )
@@ -105,12 +106,12 @@ func (f *etcdFlags) remoteE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, 
 			return err
 		}
 		t := task()
-		t.Target, t.Namespace, t.Prefix, t.Format = q.Target, q.Namespace, q.Conn.Prefix, q.Format
+		t.Target, t.Namespace, t.Conn.Prefix, t.Format = q.Target, q.Namespace, q.Conn.Prefix, q.Format
 		if d != nil {
 			t.ShowSecrets, t.Ignore = d.showSecrets, d.ignore
 		}
 		ctx := cmd.Context()
-		s, err := remote.Connect(ctx, decision, f.access.Registry, g.Version().Version, g.Reporter(), remote.ControlPlaneNeeds)
+		s, err := remote.Connect(ctx, decision, f.access.Registry, g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ControlPlaneNeeds)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,93 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/devk/devk/agent"
+	"github.com/devk/devk/certs"
+	"github.com/devk/devk/digest"
+)
+
+// Certs reads the certificates of the control-plane nodes only names (all
+// when empty), each by its node's agent, into one report as
+// check-expiration prints it.
+func (s *Session) Certs(ctx context.Context, only []string) (*certs.Report, error) {
+	nodes, err := s.ControlPlanes(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	r := &certs.Report{Now: time.Now()}
+	for _, n := range nodes {
+		if _, err := s.withKubelet(ctx, &n); err != nil {
+			return nil, err
+		}
+		var one certs.Report
+		if err := s.doStep(ctx, n.Node, "certs", agent.Task{Kind: agent.KindCerts, Certs: &n.Files}, &one, func() string {
+			return fmt.Sprintf("%d certificates, %d CAs (%s)", len(one.Certs), len(one.CAs), n.Files.PKIDir)
+		}); err != nil {
+			return nil, err
+		}
+		r.Add(n.Node, &one)
+	}
+	return r, nil
+}
+
+// DigestSources are the views of what the cluster runs that `devk digest
+// verify` compares, for the static pods of binaries: on each
+// control-plane node, what its manifest names and its runtime runs (read
+// there by the node's agent) and its mirror pod; the addons' workloads
+// and pods through the API.
+func (s *Session) DigestSources(ctx context.Context, binaries []string) ([]digest.Source, error) {
+	nodes, err := s.ControlPlanes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []digest.Source
+	for _, n := range nodes {
+		kf, err := s.withKubelet(ctx, &n)
+		if err != nil {
+			return nil, err
+		}
+		var v digest.NodeViews
+		task := agent.Task{Kind: agent.KindDigest, Digest: &agent.DigestTask{ManifestsDir: kf.StaticPodPath, CRISocket: kf.CRISocket, NodeName: n.Node, Binaries: binaries}}
+		if err := s.doStep(ctx, n.Node, "digest", task, &v, func() string {
+			return fmt.Sprintf("%d static pods (%s, %s)", len(binaries), kf.StaticPodPath, kf.CRISocket)
+		}); err != nil {
+			return nil, err
+		}
+		out = append(out, v.Sources(n.Node)...)
+		out = append(out, digest.OnNode{Node: n.Node, Source: digest.Mirror{Client: s.cs, NodeName: n.Node}})
+	}
+	return append(out, digest.Workload{Client: s.cs}, digest.Pods{Client: s.cs}), nil
+}
+
+// Etcd runs `devk etcd ls|get` (e: its verb and query) on the etcd of
+// control-plane node (the first when ""), by that node's agent with its
+// API server's --etcd-* flags, and returns what it printed.
+func (s *Session) Etcd(ctx context.Context, node string, e agent.EtcdTask) (string, error) {
+	var only []string
+	if node != "" {
+		only = []string{node}
+	}
+	nodes, err := s.ControlPlanes(ctx, only)
+	if err != nil {
+		return "", err
+	}
+	cp := nodes[0]
+	if len(cp.Etcd.Endpoints) == 0 || cp.Etcd.Cert == "" {
+		return "", fmt.Errorf("node %s: its API server has no --etcd-servers and --etcd-certfile: devk cannot reach its etcd as it does", cp.Node)
+	}
+	prefix := e.Conn.Prefix // the user's --etcd-prefix, else the API server's
+	e.Conn = cp.Etcd
+	if prefix != "" {
+		e.Conn.Prefix = prefix
+	}
+	var r agent.EtcdResult
+	if err := s.doStep(ctx, cp.Node, "etcd-"+e.Verb, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, &r, func() string { return strings.Join(e.Conn.Endpoints, ",") }); err != nil {
+		return "", err
+	}
+	return r.Output, nil
+}
