@@ -30,17 +30,16 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	}
 	t0 := time.Now()
 	sub := progress.Under(c.Reporter, "images")
-	comps := append([]string{"kubelet", "kubectl"}, images.Components()...)
-	if c.Config.Spec.Kubeadm() {
-		comps = append(comps, kubeadmComponent)
-	}
-	bo := build.Options{TreeDir: c.TreeDir, Components: comps, Reporter: sub}
-	bj, err := build.Run(ctx, bo, phase.Options{})
-	if err != nil {
-		return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
+	bj := c.preflightBuild
+	if bj == nil {
+		var err error
+		if bj, err = c.buildComponents(ctx, sub); err != nil {
+			return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
+		}
 	}
 	built := time.Since(t0)
-	kubectlChanged := false
+	var kubectlChanged bool
+	var err error
 	for _, b := range bj.Binaries {
 		switch b.Name {
 		case "kubelet":
@@ -69,6 +68,17 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	}
 	return phase.ChangedIf(changed, "%s: built in %s, pushed %d images in %s", c.Config.KubeVersion,
 		progress.Round(built), len(ij.Images)+1, progress.Round(time.Since(t1))), nil
+}
+
+// buildComponents builds, incrementally, what the cluster's nodes run
+// from its tree: the kubelet, kubectl, the images' components, and
+// kubeadm for a cluster kubeadm bootstraps.
+func (c *Cluster) buildComponents(ctx context.Context, r progress.Reporter) (*build.Job, error) {
+	comps := append([]string{"kubelet", "kubectl"}, images.Components()...)
+	if c.Config.Spec.Kubeadm() {
+		comps = append(comps, kubeadmComponent)
+	}
+	return build.Run(ctx, build.Options{TreeDir: c.TreeDir, Components: comps, Reporter: r}, phase.Options{})
 }
 
 // remoteOptions reach registries with this home's registry credential

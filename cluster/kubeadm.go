@@ -4,12 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/cluster/internal/joinnode"
@@ -79,16 +76,22 @@ func (c *Cluster) kubeadmPreflight(version string) ([]byte, error) {
 	return kubeadmconfig.Preflight(c.kubeadmInput(), n, version)
 }
 
-// kubeadmValidate builds the tree's kubeadm (incrementally: the images
-// phase finds it built) and has it validate config, node 0's, before
-// anything is made: a tree whose kubeadm does not build, or a config it
-// rejects, is a preflight problem.
+// kubeadmValidate builds the cluster's components, kubeadm with them
+// (one build, which the images phase takes), and has kubeadm validate
+// config, node 0's, before anything is made: a tree whose kubeadm does
+// not build, or a config it rejects, is a preflight problem.
 func (c *Cluster) kubeadmValidate(ctx context.Context, config []byte) error {
-	bj, err := build.Run(ctx, build.Options{TreeDir: c.TreeDir, Components: []string{kubeadmComponent}, Reporter: progress.Under(c.Reporter, "preflight")}, phase.Options{})
+	bj, err := c.buildComponents(ctx, progress.Under(c.Reporter, "preflight"))
 	if err != nil {
-		return fmt.Errorf("the tree's kubeadm does not build (a cluster kubeadm bootstraps needs it): %w", err)
+		return fmt.Errorf("the tree's kubeadm and the cluster's components do not build (preflight builds them, for kubeadm to check its config, before anything is made): %w", err)
 	}
-	return kubeadmrun.Validate(ctx, bj.Binaries[0].Path, config)
+	for _, b := range bj.Binaries {
+		if b.Name == kubeadmComponent {
+			c.preflightBuild = bj
+			return kubeadmrun.Validate(ctx, b.Path, config)
+		}
+	}
+	return fmt.Errorf("the build of the cluster's components made no %s", kubeadmComponent)
 }
 
 // prepareKubeadmNode installs the tree's kubeadm and kubelet on node n
@@ -154,13 +157,8 @@ func (c *Cluster) runKubeadmInit(ctx context.Context) (phase.Outcome, error) {
 	if err := c.kubeadmRunner(n).ClearUnfinished(ctx); err != nil {
 		return phase.Done, err
 	}
-	args := []string{"init", "--config", kubeadmconfig.InNode}
-	if len(c.KubeadmSkipPhases) > 0 {
-		args = append(args, "--skip-phases", strings.Join(c.KubeadmSkipPhases, ","))
-	}
-	if err := c.kubeadmRunner(n).Run(ctx, args...); err != nil {
-		return phase.Done, fmt.Errorf("kubeadm init on node %s: %w\nthe config given to kubeadm: %s (inside the node: %s); `devk up` again resets the node and runs it again",
-			n.Name(), err, n.Files.KubeadmConfig(), kubeadmconfig.InNode)
+	if err := c.kubeadmRunner(n).Init(ctx, c.KubeadmSkipPhases); err != nil {
+		return phase.Done, err
 	}
 	if err := n.MarkKubeadmDone("init"); err != nil {
 		return phase.Done, err
@@ -174,23 +172,15 @@ func (c *Cluster) runKubeadmInit(ctx context.Context) (phase.Outcome, error) {
 	return phase.Changed("kubeadm init on %s", n.Name()), nil
 }
 
-// uploadCerts is `kubeadm init phase upload-certs --upload-certs` on node
-// 0 under in.CertificateKey: kubeadm encrypts the shared CAs and keys
-// into Secret kube-system/kubeadm-certs for a control-plane join. The key
-// goes in through a config file of its own (kubeadm refuses
-// --certificate-key beside --config), removed afterwards.
+// uploadCerts has node 0's kubeadm upload the shared certificates under
+// in.CertificateKey for a control-plane join (kubeadmrun.UploadCerts).
 func (c *Cluster) uploadCerts(ctx context.Context, in kubeadmconfig.Input) error {
 	n0 := c.FirstNode()
 	data, err := kubeadmconfig.Init(in, c.kubeadmNode(n0))
 	if err != nil {
 		return err
 	}
-	path := n0.Files.ControlPlane(c.Config, n0.Net).HostPath(kubeadmconfig.UploadCertsInNode)
-	if err := atomicfile.Write(path, data, 0o600, ""); err != nil {
-		return err
-	}
-	defer os.Remove(path)
-	return c.kubeadmRunner(n0).Run(ctx, "init", "phase", "upload-certs", "--upload-certs", "--config", kubeadmconfig.UploadCertsInNode)
+	return c.kubeadmRunner(n0).UploadCerts(ctx, data, n0.Files.ControlPlane(c.Config, n0.Net).HostPath(kubeadmconfig.UploadCertsInNode))
 }
 
 // runKubeadmJoin runs `kubeadm join` on the joining node unless it
@@ -230,8 +220,8 @@ func (j *NodeJob) runKubeadmJoin(ctx context.Context) (phase.Outcome, error) {
 	if err := atomicfile.Write(n.Files.KubeadmConfig(), data, 0o600, ""); err != nil {
 		return phase.Done, err
 	}
-	if err := c.kubeadmRunner(n).Run(ctx, "join", "--config", kubeadmconfig.InNode); err != nil {
-		return phase.Done, fmt.Errorf("kubeadm join on node %s: %w\nthe config given to kubeadm: %s (inside the node: %s)", n.Name(), err, n.Files.KubeadmConfig(), kubeadmconfig.InNode)
+	if err := c.kubeadmRunner(n).Join(ctx); err != nil {
+		return phase.Done, err
 	}
 	if err := n.MarkKubeadmDone("join"); err != nil {
 		return phase.Done, err

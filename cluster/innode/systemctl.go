@@ -68,10 +68,14 @@ func (s *KubeletService) SystemctlLink() string { return s.n.SystemctlLink() }
 func (s *KubeletService) State() KubeletState { return s.n.KubeletState() }
 
 // Start starts the node's kubelet with its files as they are, unless it
-// runs.
+// runs. Called by a kubeadm a devk job runs (its lock held), it returns
+// once the kubelet is started, as systemd's start of kubeadm's kubelet
+// service does: kubeadm waits for the kubelet's health itself, and the
+// job watches it for an exit (node.RunKubeadm); called by a user, it
+// waits until the kubelet is healthy or has failed, and says why.
 func (s *KubeletService) Start(ctx context.Context) error {
 	return s.locked(func() error {
-		_, _, err := s.n.ServeKubelet(ctx, s.c.DaemonEnv())
+		_, _, err := s.n.ServeKubelet(ctx, s.c.DaemonEnv(), s.watched())
 		return err
 	})
 }
@@ -85,12 +89,19 @@ func (s *KubeletService) Stop(ctx context.Context) error {
 }
 
 // Restart stops the node's kubelet and starts it again, reading its
-// files again (kubeadm's certificates, config and flags).
+// files again (kubeadm's certificates, config and flags); it returns as
+// Start does.
 func (s *KubeletService) Restart(ctx context.Context) error {
 	return s.locked(func() error {
-		_, err := s.n.RestartServedKubelet(ctx, s.c.DaemonEnv())
+		_, err := s.n.RestartServedKubelet(ctx, s.c.DaemonEnv(), s.watched())
 		return err
 	})
+}
+
+// watched says whether a devk job that holds the node's lock, and so
+// watches its kubelet, called.
+func (s *KubeletService) watched() bool {
+	return nodelock.HeldByCaller(s.environ, s.n.Files.Manifests())
 }
 
 // locked runs f under the node's lock (the one a swap of the node or any

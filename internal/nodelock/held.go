@@ -25,9 +25,10 @@ func HeldEnvVar(manifestsDir string) (string, error) {
 	return HeldEnv + "=" + k, nil
 }
 
-// heldByCaller says whether environ's HeldEnv (the last, as getenv)
-// names the node whose manifests dir is manifestsDir.
-func heldByCaller(environ []string, manifestsDir string) bool {
+// HeldByCaller says whether environ's HeldEnv (the last, as getenv)
+// names the node whose manifests dir is manifestsDir: a devk job that
+// holds the node's lock ran the command.
+func HeldByCaller(environ []string, manifestsDir string) bool {
 	v := execx.Getenv(environ, HeldEnv)
 	if v == "" {
 		return false
@@ -48,7 +49,7 @@ func AcquireUnlessHeld(environ []string, manifestsDir, command string) (*Lock, e
 // AcquireUnlessHeldIn is AcquireUnlessHeld with the lock directory given.
 func AcquireUnlessHeldIn(dir string, environ []string, manifestsDir, command string) (*Lock, error) {
 	l, err := AcquireIn(dir, manifestsDir, command)
-	if errors.Is(err, ErrBusy) && heldByCaller(environ, manifestsDir) {
+	if errors.Is(err, ErrBusy) && HeldByCaller(environ, manifestsDir) {
 		return nil, nil
 	}
 	return l, err

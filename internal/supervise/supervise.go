@@ -100,6 +100,16 @@ func (p Dir) Running(name string) (int, bool) {
 	return pid, true
 }
 
+// Exited says whether the named process exited on its own: its pid file
+// is there (Stop removes it) but names no live process devk started.
+func (p Dir) Exited(name string) bool {
+	if _, err := os.Stat(p.PIDFile(name)); err != nil {
+		return false
+	}
+	_, ok := p.Running(name)
+	return !ok
+}
+
 // ProcessID names one process as a pid file does: its pid and start
 // time, so that a recycled pid is never taken for it.
 type ProcessID struct {

@@ -222,6 +222,8 @@ type controller struct {
 	// can check it and renew can tell the new one is in use.
 	serving string
 	port    int
+	// key is its key in the config file (config.ControllerManager).
+	key string
 	// args are the controller's own flags, beyond the shared ones;
 	// defaults, the ones a config file may change (see podSpec).
 	args, defaults map[string]string
@@ -247,9 +249,7 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 			"tls-cert-file":             crt,
 			"tls-private-key-file":      key,
 		},
-		// One controller-manager and one scheduler per control-plane
-		// node: with more than one, they elect a leader, as kubeadm's.
-		defaults: map[string]string{"leader-elect": strconv.FormatBool(in.Config.HA())},
+		defaults: maps.Clone(Tuning(in.Config)[ct.key]),
 		liveness: livenessProbe(ip, ct.port, "/healthz", corev1.URISchemeHTTPS),
 		requests: cpu(ct.cpu),
 	}
@@ -271,6 +271,27 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 	return s
 }
 
+// Tuning are the flags devk's control plane sets where kubeadm's
+// defaults are slow on one machine, by the config file's component key;
+// defaults, which its extraArgs change. One controller-manager and one
+// scheduler per control-plane node: with more than one they elect a
+// leader, as kubeadm's; alone, none (a fresh cluster's first try is
+// refused until RBAC is bootstrapped, and the next comes a retry period
+// later). And the controller-manager's client rate limit (below). A
+// cluster kubeadm bootstraps gets them as kubeadm's extraArgs
+// (kubeadmconfig), so that both start alike.
+func Tuning(cfg layout.Config) map[string]map[string]string {
+	leaderElect := strconv.FormatBool(cfg.HA())
+	return map[string]map[string]string{
+		config.ControllerManager: {
+			"leader-elect":   leaderElect,
+			"kube-api-qps":   strconv.Itoa(controllerManagerQPS),
+			"kube-api-burst": strconv.Itoa(controllerManagerBurst),
+		},
+		config.Scheduler: {"leader-elect": leaderElect},
+	}
+}
+
 // The controller-manager's client rate limit. With
 // use-service-account-credentials each of its ~40 controllers gets its own
 // ServiceAccount and token as it starts, a few requests each, through one
@@ -286,6 +307,7 @@ const (
 func controllerManagerPod(in ManifestInput) podSpec {
 	cfg, dir := in.Config, in.Files.PKI()
 	return controllerPod(in, controller{
+		key:        config.ControllerManager,
 		kubeconfig: "controller-manager",
 		serving:    pki.ControllerManagerServer,
 		port:       cfg.Ports.ControllerManager,
@@ -304,8 +326,6 @@ func controllerManagerPod(in ManifestInput) podSpec {
 			"allocate-node-cidrs":             "true",
 			"controllers":                     "*,bootstrapsigner,tokencleaner",
 			"use-service-account-credentials": "true",
-			"kube-api-qps":                    strconv.Itoa(controllerManagerQPS),
-			"kube-api-burst":                  strconv.Itoa(controllerManagerBurst),
 		},
 		pki: true,
 		cpu: "200m",
@@ -313,7 +333,7 @@ func controllerManagerPod(in ManifestInput) podSpec {
 }
 
 func schedulerPod(in ManifestInput) podSpec {
-	return controllerPod(in, controller{kubeconfig: "scheduler", serving: pki.SchedulerServer, port: in.Config.Ports.Scheduler, ready: true, cpu: "100m"})
+	return controllerPod(in, controller{key: config.Scheduler, kubeconfig: "scheduler", serving: pki.SchedulerServer, port: in.Config.Ports.Scheduler, ready: true, cpu: "100m"})
 }
 
 // podSpecs are the control-plane static pods by name.

@@ -29,11 +29,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/validname"
@@ -47,6 +49,10 @@ const (
 	// loopback is an address the API server's certificate carries
 	// besides kubeadm's: what a node's own clients dial.
 	loopback = "127.0.0.1"
+	// keyAlgorithm is the keys' and certificates' algorithm, devk's own
+	// PKI's (ECDSA P-256, pki) as kubeadm names it: kubeadm's default,
+	// RSA-2048, takes ~60 ms a key where P-256 takes well under one.
+	keyAlgorithm = "ECDSA-P256"
 	// documentSeparator separates a config's YAML documents.
 	documentSeparator = "---\n"
 )
@@ -95,6 +101,10 @@ type Input struct {
 	// certificates (HAProxy's), besides the node's own, loopback and
 	// kubeadm's own.
 	CertSANs []string
+	// Defaults are flags by the config file's component key
+	// (config.ControllerManager) that the spec's extraArgs change:
+	// devk's own control plane's (controlplane.Tuning).
+	Defaults map[string]map[string]string
 	// Spec is the config file's: feature gates, runtime config, each
 	// component's extra args, the addons, the certificates' lifetime and
 	// the patches.
@@ -154,6 +164,7 @@ func ForCluster(cfg layout.Config) Input {
 		ServiceSubnet:           cfg.ServiceCIDR,
 		DNSDomain:               cfg.DNSDomain,
 		Spec:                    cfg.Spec,
+		Defaults:                controlplane.Tuning(cfg),
 		RemoveControlPlaneTaint: !cfg.KeepTaint,
 		IgnorePreflightErrors:   IgnoredChecks,
 		ResolvConf:              resolvConfInNode,
@@ -257,6 +268,7 @@ func (in Input) registration(n Node) nodeRegistration {
 		CRISocket:             criSocketScheme + n.CRISocket,
 		KubeletExtraArgs:      args(flags),
 		IgnorePreflightErrors: slices.Clone(in.IgnorePreflightErrors),
+		ImagePullSerial:       ptr.To(false),
 	}
 	if n.ControlPlane && in.RemoveControlPlaneTaint {
 		r.Taints = []corev1.Taint{}
@@ -282,10 +294,11 @@ func (in Input) apiServerPort() int {
 // the addons it turns off; the certificates' lifetime.
 func (in Input) cluster(n Node) clusterConfiguration {
 	component := func(key string) controlPlaneComponent {
-		flags := config.WithoutOwned(key, config.SpecComponents(&in.Spec)[key].ExtraArgs)
+		flags := maps.Clone(in.Defaults[key])
 		if flags == nil {
 			flags = map[string]string{}
 		}
+		maps.Copy(flags, config.WithoutOwned(key, config.SpecComponents(&in.Spec)[key].ExtraArgs))
 		maps.Copy(flags, config.SpecFlags(in.Spec, key))
 		return controlPlaneComponent{ExtraArgs: args(flags)}
 	}
@@ -305,6 +318,7 @@ func (in Input) cluster(n Node) clusterConfiguration {
 		DNS:                       addon{Disabled: !layout.On(in.Spec.Addons.CoreDNS)},
 		Proxy:                     addon{Disabled: !layout.On(in.Spec.Addons.KubeProxy)},
 		CertificateValidityPeriod: in.Spec.CertValidity,
+		EncryptionAlgorithm:       keyAlgorithm,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -32,6 +33,11 @@ func testInput() Input {
 		Token:                testToken,
 		CertificateKey:       testKey,
 		CACertHashes:         []string{testHash},
+		// devk's own defaults: the spec's extraArgs win over them.
+		Defaults: map[string]map[string]string{
+			config.ControllerManager: {"leader-elect": "false", "controllers": "*,bootstrapsigner"},
+			config.Scheduler:         {"leader-elect": "false"},
+		},
 		Spec: layout.Spec{
 			Bootstrapper:      layout.BootstrapperKubeadm,
 			FeatureGates:      map[string]bool{"ComponentFlagz": true},
@@ -138,7 +144,7 @@ func TestInitAndJoin(t *testing.T) {
 				InitConfigurationKind: {
 					"apiVersion": APIVersion, "nodeRegistration.name": cp0.Name, "nodeRegistration.criSocket": "unix://" + cp0.CRISocket,
 					"localAPIEndpoint.advertiseAddress": cp0.IP, "localAPIEndpoint.bindPort": float64(6443),
-					"certificateKey": testKey, "nodeRegistration.taints": nil,
+					"certificateKey": testKey, "nodeRegistration.taints": nil, "nodeRegistration.imagePullSerial": false,
 					"bootstrapTokens": []any{map[string]any{"token": testToken, "ttl": "24h0m0s"}},
 				},
 				ClusterConfigurationKind: {
@@ -146,7 +152,7 @@ func TestInitAndJoin(t *testing.T) {
 					"imageRepository": "127.0.0.1:5000/devk", "controlPlaneEndpoint": "10.250.0.2:6443",
 					"networking.podSubnet": "10.244.0.0/16", "networking.serviceSubnet": "10.96.0.0/16", "networking.dnsDomain": "cluster.local",
 					"apiServer.certSANs": []any{"10.250.0.2", "127.0.0.1"}, "etcd.local.dataDir": "/var/lib/etcd",
-					"dns": nil, "proxy": nil, "featureGates": nil, "certificateValidityPeriod": nil,
+					"dns": nil, "proxy": nil, "featureGates": nil, "certificateValidityPeriod": nil, "encryptionAlgorithm": "ECDSA-P256",
 				},
 				"KubeletConfiguration": {
 					"apiVersion": "kubelet.config.k8s.io/v1beta1", "cgroupDriver": "cgroupfs", "failSwapOn": false, "failCgroupV1": false,
@@ -163,8 +169,8 @@ func TestInitAndJoin(t *testing.T) {
 				InitConfigurationKind: {"nodeRegistration.kubeletExtraArgs": {"cgroup-root=/devk-dev", "max-pods=50", "node-ip=10.250.0.2"}},
 				ClusterConfigurationKind: {
 					"apiServer.extraArgs":         {"feature-gates=ComponentFlagz=true,ComponentStatusz=true", "runtime-config=api/alpha=false", "v=4"},
-					"controllerManager.extraArgs": {"controllers=*", "feature-gates=ComponentFlagz=true"},
-					"scheduler.extraArgs":         {"feature-gates=ComponentFlagz=true"},
+					"controllerManager.extraArgs": {"controllers=*", "feature-gates=ComponentFlagz=true", "leader-elect=false"},
+					"scheduler.extraArgs":         {"feature-gates=ComponentFlagz=true", "leader-elect=false"},
 				},
 			},
 		},
@@ -314,5 +320,14 @@ func TestForClusterStableAsNodesJoin(t *testing.T) {
 	}
 	if !reflect.DeepEqual(first.CertSANs, []string{"10.250.0.1"}) {
 		t.Errorf("CertSANs = %v, want HAProxy's address", first.CertSANs)
+	}
+	// devk's own control plane's tuning: several control planes elect
+	// a leader, one does not.
+	if got := first.Defaults[config.ControllerManager]["leader-elect"]; got != "true" {
+		t.Errorf("leader-elect behind HAProxy = %q, want true", got)
+	}
+	cfg.ControlPlaneEndpoint = ""
+	if got := ForCluster(cfg).Defaults[config.Scheduler]["leader-elect"]; got != "false" {
+		t.Errorf("leader-elect with one control plane = %q, want false", got)
 	}
 }

@@ -51,8 +51,8 @@ func TestPatches(t *testing.T) {
 		{
 			name:  "extraArgs as a mapping of flag: value",
 			merge: []string{"kind: ClusterConfiguration\ncontrollerManager:\n  extraArgs:\n    v: \"3\"\n    controllers: null\nscheduler:\n  extraArgs:\n    v: \"2\"\n"},
-			args: []argsCheck{{ClusterConfigurationKind, "controllerManager.extraArgs", []string{"feature-gates=ComponentFlagz=true", "v=3"}},
-				{ClusterConfigurationKind, "scheduler.extraArgs", []string{"feature-gates=ComponentFlagz=true", "v=2"}}},
+			args: []argsCheck{{ClusterConfigurationKind, "controllerManager.extraArgs", []string{"feature-gates=ComponentFlagz=true", "leader-elect=false", "v=3"}},
+				{ClusterConfigurationKind, "scheduler.extraArgs", []string{"feature-gates=ComponentFlagz=true", "leader-elect=false", "v=2"}}},
 		},
 		{
 			name:  "null removes a whole list",

@@ -41,6 +41,9 @@ type nodeRegistration struct {
 	Taints                []corev1.Taint `json:"taints,omitzero"`
 	KubeletExtraArgs      []arg          `json:"kubeletExtraArgs,omitempty"`
 	IgnorePreflightErrors []string       `json:"ignorePreflightErrors,omitempty"`
+	// ImagePullSerial false: kubeadm's preflight pulls the images all
+	// at once (nil: kubeadm's default, one after another).
+	ImagePullSerial *bool `json:"imagePullSerial,omitempty"`
 }
 
 type apiEndpoint struct {
@@ -69,6 +72,7 @@ type clusterConfiguration struct {
 	DNS                       addon                 `json:"dns,omitzero"`
 	Proxy                     addon                 `json:"proxy,omitzero"`
 	CertificateValidityPeriod *metav1.Duration      `json:"certificateValidityPeriod,omitempty"`
+	EncryptionAlgorithm       string                `json:"encryptionAlgorithm,omitempty"`
 }
 
 type networking struct {

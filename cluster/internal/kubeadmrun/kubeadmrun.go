@@ -16,7 +16,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/devk/devk/cluster/internal/kubeadmconfig"
 	"github.com/devk/devk/cluster/internal/node"
+	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
@@ -51,6 +53,47 @@ func (r Runner) Run(ctx context.Context, args ...string) error {
 		Command: append([]string{Component}, args...), Environ: os.Environ(), Extra: append(append([]string(nil), r.Env...), held),
 		ToolDirs: r.ToolDirs, CRISocket: r.CRISocket,
 	}, r.Reporter)
+}
+
+// Init is `kubeadm init` inside the node with the config devk wrote
+// (kubeadmconfig.InNode), kubeadm's --skip-phases as given.
+func (r Runner) Init(ctx context.Context, skipPhases []string) error {
+	args := []string{"init", "--config", kubeadmconfig.InNode}
+	if len(skipPhases) > 0 {
+		args = append(args, "--skip-phases", strings.Join(skipPhases, ","))
+	}
+	if err := r.Run(ctx, args...); err != nil {
+		return fmt.Errorf("kubeadm init on node %s: %w\n%s; `devk up` again resets the node and runs it again", r.Node.Name(), err, r.configGiven())
+	}
+	return nil
+}
+
+// Join is `kubeadm join` inside the node with the config devk wrote.
+func (r Runner) Join(ctx context.Context) error {
+	if err := r.Run(ctx, "join", "--config", kubeadmconfig.InNode); err != nil {
+		return fmt.Errorf("kubeadm join on node %s: %w\n%s", r.Node.Name(), err, r.configGiven())
+	}
+	return nil
+}
+
+// configGiven says where the config devk gave kubeadm is.
+func (r Runner) configGiven() string {
+	return fmt.Sprintf("the config given to kubeadm: %s (inside the node: %s)", r.Node.Files.KubeadmConfig(), kubeadmconfig.InNode)
+}
+
+// UploadCerts is `kubeadm init phase upload-certs --upload-certs` inside
+// the node (node 0) with config, its init config under a control-plane
+// join's certificate key: kubeadm encrypts the shared CAs and keys into
+// Secret kube-system/kubeadm-certs. The key goes in through a config
+// file of its own (kubeadm refuses --certificate-key beside --config),
+// hostPath (kubeadmconfig.UploadCertsInNode as the host sees it),
+// removed afterwards.
+func (r Runner) UploadCerts(ctx context.Context, config []byte, hostPath string) error {
+	if err := atomicfile.Write(hostPath, config, 0o600, ""); err != nil {
+		return err
+	}
+	defer os.Remove(hostPath)
+	return r.Run(ctx, "init", "phase", "upload-certs", "--upload-certs", "--config", kubeadmconfig.UploadCertsInNode)
 }
 
 // reset is `kubeadm reset -f` inside the node: kubeadm's own undoing of

@@ -188,13 +188,50 @@ func (n Node) RunKubeadm(ctx context.Context, in ExecInput, r progress.Reporter)
 	})
 	defer out.Close()
 	r.Debugf("%s: %s", n.Name(), strings.Join(in.Command, " "))
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if verb == "init" || verb == "join" {
+		go n.watchKubelet(ctx, stop)
+	}
 	err = execx.Run(ctx, execx.Cmd{Name: ex.Path, Args: ex.Argv[1:], Env: ex.Env, Stdout: out, Stderr: out})
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errKubeletExited) {
+		return cause
+	}
 	if ee, ok := errors.AsType[*execx.Error](err); ok {
 		// The command as run in the node, not nsenter's with the whole
 		// environment.
 		ee.Command = strings.Join(in.Command, " ") + " (in node " + n.Name() + ")"
 	}
 	return err
+}
+
+// errKubeletExited ends a kubeadm init or join whose node's kubelet
+// exited on its own.
+var errKubeletExited = errors.New("the node's kubelet exited while kubeadm ran")
+
+// watchKubelet stops a kubeadm init or join (stop) when node n's kubelet
+// exits on its own while it runs, with the kubelet's log: devk's
+// systemctl, as systemd, does not wait for the kubelet it starts for
+// kubeadm, and kubeadm would wait 4 minutes for a dead kubelet's health.
+// Seen exited on two looks in a row: a stop by systemctl removes the pid
+// file right after the process ends.
+func (n Node) watchKubelet(ctx context.Context, stop context.CancelCauseFunc) {
+	procs := n.Files.Procs()
+	t := time.NewTicker(kubeletWatchInterval)
+	defer t.Stop()
+	for seen := false; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		exited := procs.Exited("kubelet")
+		if exited && seen {
+			stop(fmt.Errorf("node %s: %w; its log ends:\n%s", n.Name(), errKubeletExited, procs.ExitedTail(ctx, "kubelet", kubeletLogLines)))
+			return
+		}
+		seen = exited
+	}
 }
 
 // StopLeftKubeadm kills any kubeadm still running in node n's network

@@ -111,8 +111,12 @@ func (n Node) KubeletState() KubeletState {
 // ServeKubelet starts node n's supervised kubelet with its files as they
 // are (no install, no config written: what kubeadm or the user left)
 // unless it runs; a kubelet that exits at once is an error with its log.
-// env is what it gets on top of devk's own environment.
-func (n Node) ServeKubelet(ctx context.Context, env []string) (pid int, started bool, err error) {
+// env is what it gets on top of devk's own environment. watched: the
+// caller is a devk job that watches the kubelet itself (one running
+// kubeadm, which waits for the kubelet's health, while devk's RunKubeadm
+// watches it for an exit); ServeKubelet then returns once the kubelet
+// is started, as systemd's start of a simple service does.
+func (n Node) ServeKubelet(ctx context.Context, env []string, watched bool) (pid int, started bool, err error) {
 	if err := n.canStartKubelet(); err != nil {
 		return 0, false, err
 	}
@@ -121,8 +125,8 @@ func (n Node) ServeKubelet(ctx context.Context, env []string) (pid int, started 
 		return pid, false, nil
 	}
 	pid, _, err = procs.Start(supervise.Process{Name: "kubelet", Argv: n.KubeletArgv(), Env: env})
-	if err != nil {
-		return 0, false, err
+	if err != nil || watched {
+		return pid, err == nil, err
 	}
 	return pid, true, n.kubeletFailFast(ctx)
 }
@@ -163,14 +167,14 @@ func (n Node) StopKubelet(ctx context.Context) (bool, error) {
 
 // RestartServedKubelet is RestartKubelet with ServeKubelet's checks: the
 // kubelet's files there before it stops the old one, the new one not
-// exiting at once.
-func (n Node) RestartServedKubelet(ctx context.Context, env []string) (int, error) {
+// exiting at once (unless watched, as for ServeKubelet).
+func (n Node) RestartServedKubelet(ctx context.Context, env []string, watched bool) (int, error) {
 	if err := n.canStartKubelet(); err != nil {
 		return 0, err
 	}
 	pid, err := n.RestartKubelet(ctx, env)
-	if err != nil {
-		return 0, err
+	if err != nil || watched {
+		return pid, err
 	}
 	return pid, n.kubeletFailFast(ctx)
 }

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNodeSystemctl checks, in a real node (its namespaces made by the
@@ -50,7 +52,7 @@ func TestNodeSystemctl(t *testing.T) {
 	t.Logf("host's systemctl: %q; in the node: %q", host.String(), devk.String())
 
 	// No kubelet installed: a start says what to run.
-	if _, _, err := n.ServeKubelet(ctx, nil); err == nil || !strings.Contains(err.Error(), "`devk up") {
+	if _, _, err := n.ServeKubelet(ctx, nil, false); err == nil || !strings.Contains(err.Error(), "`devk up") {
 		t.Errorf("ServeKubelet without a kubelet = %v; want an error saying to run devk up", err)
 	}
 	write := func(path, content string, mode os.FileMode) {
@@ -63,7 +65,7 @@ func TestNodeSystemctl(t *testing.T) {
 	write(n.Files.KubeletConfig(), "kind: KubeletConfiguration\n", 0o644)
 	t.Cleanup(func() { _, _ = n.StopKubelet(ctx) })
 
-	pid, started, err := n.ServeKubelet(ctx, nil)
+	pid, started, err := n.ServeKubelet(ctx, nil, false)
 	if err != nil || !started || pid == 0 {
 		t.Fatalf("ServeKubelet = %d, %v, %v; want it started", pid, started, err)
 	}
@@ -73,10 +75,10 @@ func TestNodeSystemctl(t *testing.T) {
 	if !n.inMountNS(pid) {
 		t.Errorf("the kubelet (pid %d) runs outside the node's mount namespace", pid)
 	}
-	if again, started, err := n.ServeKubelet(ctx, nil); err != nil || started || again != pid {
+	if again, started, err := n.ServeKubelet(ctx, nil, false); err != nil || started || again != pid {
 		t.Errorf("ServeKubelet while it runs = %d, %v, %v; want %d left running", again, started, err, pid)
 	}
-	restarted, err := n.RestartServedKubelet(ctx, nil)
+	restarted, err := n.RestartServedKubelet(ctx, nil, false)
 	if err != nil || restarted == pid || restarted == 0 {
 		t.Errorf("RestartServedKubelet = %d, %v; want a new pid (was %d)", restarted, err, pid)
 	}
@@ -89,7 +91,42 @@ func TestNodeSystemctl(t *testing.T) {
 
 	// A kubelet that exits at once: the start fails with its log.
 	write(n.Files.KubeletBinary(), "#!/bin/sh\necho bad flag for the test >&2\nexit 1\n", 0o755)
-	if _, _, err := n.ServeKubelet(ctx, nil); err == nil || !strings.Contains(err.Error(), "bad flag for the test") {
+	if _, _, err := n.ServeKubelet(ctx, nil, false); err == nil || !strings.Contains(err.Error(), "bad flag for the test") {
 		t.Errorf("ServeKubelet of a kubelet that exits = %v; want its log quoted", err)
+	}
+
+	// Started for a kubeadm a devk job runs (watched): the start returns
+	// at once, as systemd's; the job's watch sees the exit and stops
+	// kubeadm with the kubelet's log. A kubelet that keeps running, or
+	// one systemctl stopped, stops nothing.
+	watchFor := func(d time.Duration) error {
+		wctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		go n.watchKubelet(wctx, stop)
+		select {
+		case <-wctx.Done():
+			return context.Cause(wctx)
+		case <-time.After(d):
+			return nil
+		}
+	}
+	if _, _, err := n.ServeKubelet(ctx, nil, true); err != nil {
+		t.Fatalf("a watched ServeKubelet of a kubelet that exits = %v; want it to return once started", err)
+	}
+	if err := watchFor(10 * kubeletWatchInterval); !errors.Is(err, errKubeletExited) || !strings.Contains(err.Error(), "bad flag for the test") {
+		t.Errorf("the watch of a kubelet that exited = %v; want errKubeletExited with its log", err)
+	}
+	if _, err := n.StopKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := watchFor(4 * kubeletWatchInterval); err != nil {
+		t.Errorf("the watch of a stopped kubelet = %v; want nothing (systemctl stopped it)", err)
+	}
+	write(n.Files.KubeletBinary(), "#!/bin/sh\nexec sleep 600\n", 0o755)
+	if _, err := n.RestartServedKubelet(ctx, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := watchFor(4 * kubeletWatchInterval); err != nil {
+		t.Errorf("the watch of a running kubelet = %v; want nothing", err)
 	}
 }

@@ -13,6 +13,9 @@ const (
 	// started: one with a bad config exits within it.
 	kubeletFailFastWindow = 1500 * time.Millisecond
 	kubeletPollInterval   = 100 * time.Millisecond
+	// kubeletWatchInterval is how often a kubeadm init or join looks
+	// whether the node's kubelet exited.
+	kubeletWatchInterval = 500 * time.Millisecond
 	// relistTimeout bounds RelistKubelet's wait for the restarted kubelet
 	// to be healthy and watch the API server.
 	relistTimeout      = 15 * time.Second
