@@ -44,8 +44,9 @@ const KindCerts Kind = "certs"
 const KindDigest Kind = "digest"
 
 // KindEtcd reads the node's etcd as the API server there does (its
-// client certificate, its endpoints): `devk etcd ls|get`, whose printed
-// output is the result. The key never leaves the node.
+// client certificate, its endpoints): `devk etcd ls|get`, and `diff`'s
+// two halves (the revision before the change, then the changes since),
+// whose printed output is the result. The key never leaves the node.
 const KindEtcd Kind = "etcd"
 
 // Task is one agent's work on one node.
@@ -59,10 +60,21 @@ type Task struct {
 	Etcd *EtcdTask `json:"etcd,omitempty"`
 }
 
-// EtcdTask is one `devk etcd ls|get` against a control-plane node's etcd,
+// The verbs of an etcd task: `devk etcd ls|get`, and the two halves of
+// `devk etcd diff` through the cluster, between which the change runs
+// on the client's machine: the current revision, then every key changed
+// since a revision (Rev), printed as diff prints it.
+const (
+	EtcdLs       = "ls"
+	EtcdGet      = "get"
+	EtcdRevision = "revision"
+	EtcdDiff     = "diff"
+)
+
+// EtcdTask is one etcd command against a control-plane node's etcd,
 // with its API server's --etcd-* flags.
 type EtcdTask struct {
-	// Verb is ls or get.
+	// Verb is one of the Etcd* verbs.
 	Verb string `json:"verb"`
 	// Conn is the node's API server's etcd (its endpoints and the node's
 	// files).
@@ -76,11 +88,14 @@ type EtcdTask struct {
 	ShowSecrets bool          `json:"showSecrets,omitempty"`
 	Ignore      []string      `json:"ignore,omitempty"`
 	Format      output.Format `json:"format"`
+	// Exclude is diff's --exclude (Rev its "before" revision).
+	Exclude []string `json:"exclude,omitempty"`
 }
 
-// EtcdResult is what an etcd task printed.
+// EtcdResult is what an etcd task printed, or the revision it read.
 type EtcdResult struct {
-	Output string `json:"output"`
+	Output   string `json:"output,omitempty"`
+	Revision int64  `json:"revision,omitempty"`
 }
 
 // HostNetwork says t's pod runs in the node's network namespace: etcd
@@ -141,8 +156,11 @@ func (t Task) Validate() error {
 		return nil
 	case KindEtcd:
 		e := t.Etcd
-		if e == nil || (e.Verb != "ls" && e.Verb != "get") {
-			return errors.New("agent task etcd: ls or get")
+		if e == nil || !slices.Contains([]string{EtcdLs, EtcdGet, EtcdRevision, EtcdDiff}, e.Verb) {
+			return fmt.Errorf("agent task etcd: %s, %s, %s or %s", EtcdLs, EtcdGet, EtcdRevision, EtcdDiff)
+		}
+		if e.Verb == EtcdDiff && e.Rev <= 0 {
+			return errors.New("agent task etcd: a diff from no revision")
 		}
 		for flag, p := range map[string]string{"cacert": e.Conn.CACert, "cert": e.Conn.Cert, "key": e.Conn.Key} {
 			if err := cleanAbs(p); err != nil {
@@ -247,31 +265,41 @@ func run(ctx context.Context, t Task) (json.RawMessage, error) {
 		}
 		return json.Marshal(v)
 	case KindEtcd:
-		out, err := runEtcd(ctx, *t.Etcd)
+		r, err := runEtcd(ctx, *t.Etcd)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(EtcdResult{Output: out})
+		return json.Marshal(r)
 	}
 	return nil, noTask(t.Kind)
 }
 
-// runEtcd runs an etcd task and returns what it printed.
-func runEtcd(ctx context.Context, e EtcdTask) (string, error) {
+// runEtcd runs an etcd task and returns what it printed, or the
+// revision.
+func runEtcd(ctx context.Context, e EtcdTask) (EtcdResult, error) {
 	var out strings.Builder
-	q := etcdwatch.Query{
-		Conn:   etcdwatch.ConnOptions{Endpoints: e.Conn.Endpoints, CACert: e.Conn.CACert, Cert: e.Conn.Cert, Key: e.Conn.Key, Prefix: e.Conn.Prefix, Getenv: func(string) string { return "" }},
-		Target: e.Target, Namespace: e.Namespace, Format: e.Format, Out: &out,
+	conn := etcdwatch.ConnOptions{Endpoints: e.Conn.Endpoints, CACert: e.Conn.CACert, Cert: e.Conn.Cert, Key: e.Conn.Key, Prefix: e.Conn.Prefix, Getenv: func(string) string { return "" }}
+	if e.Verb == EtcdRevision {
+		cli, err := etcdwatch.Connect(ctx, conn)
+		if err != nil {
+			return EtcdResult{}, err
+		}
+		defer cli.Close()
+		return EtcdResult{Revision: cli.Revision}, nil
 	}
+	q := etcdwatch.Query{Conn: conn, Target: e.Target, Namespace: e.Namespace, Format: e.Format, Out: &out}
 	paths, err := etcdwatch.ParseFieldPaths(e.Ignore)
 	if err != nil {
-		return "", err
+		return EtcdResult{}, err
 	}
 	q.Decode = etcdwatch.DecodeOptions{ShowSecrets: e.ShowSecrets, Ignore: paths}
-	if e.Verb == "ls" {
+	switch e.Verb {
+	case EtcdLs:
 		err = etcdwatch.Ls(ctx, etcdwatch.LsOptions{Query: q, Count: e.Count, Rev: e.Rev})
-	} else {
+	case EtcdGet:
 		err = etcdwatch.Get(ctx, etcdwatch.GetOptions{Query: q, Rev: e.Rev})
+	case EtcdDiff:
+		err = etcdwatch.Diff(ctx, etcdwatch.DiffOptions{Query: q, SinceRev: e.Rev, Exclude: e.Exclude})
 	}
-	return out.String(), err
+	return EtcdResult{Output: out.String()}, err
 }

@@ -264,8 +264,40 @@ func TestRunEtcd(t *testing.T) {
 	if got := run("ls", "cm"); !strings.Contains(got, "/registry/configmaps/default/x") {
 		t.Errorf("ls printed %s", got)
 	}
-	e.Verb, e.Target = "get", "cm/default/nope"
+
+	// diff's two halves: the revision, then, after a change, every key
+	// changed since.
+	e.Verb, e.Target = EtcdRevision, ""
 	var out bytes.Buffer
+	if err := Run(context.Background(), task, &out); err != nil {
+		t.Fatal(err)
+	}
+	var line Line
+	var rev EtcdResult
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil || json.Unmarshal(line.Result, &rev) != nil || rev.Revision <= 0 {
+		t.Fatalf("revision: %q, %v", out.String(), err)
+	}
+	cli, err = etcdwatch.Connect(context.Background(), etcdwatch.ConnOptions{Endpoints: conn.Endpoints, CACert: conn.CACert, Cert: conn.Cert, Key: conn.Key, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["a"] = "changed-on-the-node"
+	if _, err := cli.Put(context.Background(), "/registry/configmaps/default/x", string(etcdtest.MustEncode(cm))); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	e.Rev = rev.Revision
+	got := run(EtcdDiff, "")
+	var diff etcdwatch.DiffResult
+	if err := json.Unmarshal([]byte(got), &diff); err != nil || diff.FromRevision != rev.Revision || len(diff.Changes) != 1 || diff.Changes[0].Key != "/registry/configmaps/default/x" {
+		t.Errorf("diff since %d printed %s (%v); want the one key changed", rev.Revision, got, err)
+	}
+	e.Rev = 0
+	if err := (Task{Kind: KindEtcd, Etcd: &EtcdTask{Verb: EtcdDiff, Conn: conn}}).Validate(); err == nil {
+		t.Error("a diff from no revision validated")
+	}
+	e.Verb, e.Target = "get", "cm/default/nope"
+	out.Reset()
 	if err := Run(context.Background(), task, &out); err == nil || !strings.Contains(out.String(), `"error"`) {
 		t.Errorf("a missing key: %v, %s", err, out.String())
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
+	"github.com/devk/devk/swap"
 )
 
 // kubeadmHostPaths are the host's paths kubeadm writes on a machine it
@@ -70,7 +71,8 @@ func hostPathState(t *testing.T) map[string]string {
 // kubeadm cluster's kubeconfig); a patched apiserver rolls across the three control
 // planes under load through HAProxy with no failed request, verified by
 // digest (also through the cluster), and --rollback puts kubeadm's manifests back byte for byte (but
-// devk's written-at stamp); a
+// devk's written-at stamp); devk run and devk debug run kubeadm's
+// scheduler in the foreground and under Delve and put it back; a
 // node add killed in kubeadm join joins on the next; export logs has
 // every node's logs and kubeadm's kubelet config and flags; node remove
 // of that worker and of a control plane runs kubeadm reset (etcd down to
@@ -438,6 +440,68 @@ func TestKubeadmBootstrapper(t *testing.T) {
 			t.Fatal(err)
 		}
 		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	})
+
+	// devk run and devk debug on kubeadm's scheduler (node 0's): its
+	// manifest names kubeadm's paths (/etc/kubernetes/scheduler.conf),
+	// which the foreground scheduler finds in the node's mount namespace;
+	// Ctrl-C puts kubeadm's pod back, verified by digest; under Delve
+	// waiting before main, the test's own client continues it; --stop
+	// puts kubeadm's container back byte for byte.
+	step(t, "run and debug kubeadm's scheduler", func(t *testing.T) {
+		nf, err := paths.Node(cfg, cps[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := swap.ManifestFor(filepath.Dir(nf.ManifestPath("kube-scheduler")), "kube-scheduler")
+		image := manifestImage(t, m.Path)
+		b := startRun(t, c, "scheduler", "--name", name, "-o", "json")
+		eventually(t, ctx, "devk run to start kubeadm's scheduler", func() error {
+			if b.ended() {
+				t.Fatalf("devk run ended early (%v):\n%s", b.err, b.stderr.String())
+			}
+			j, err := m.InProgress()
+			if err != nil || j == nil || j.Run == nil || !j.Run.Process.Running() {
+				return fmt.Errorf("no journal of a running scheduler yet (%v)", err)
+			}
+			return nil
+		})
+		if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.wait(t); err != nil {
+			t.Fatalf("devk run after Ctrl-C: %v\n%s", err, b.stderr.String())
+		}
+		var r runResult
+		if err := json.Unmarshal([]byte(b.stdout.String()), &r); err != nil || r.Exit == nil || !r.Exit.Stopped || r.PutBack == nil || len(r.PutBack.Checks) == 0 {
+			t.Fatalf("devk run -o json on kubeadm's scheduler (%v): %s\n%s", err, b.stdout.String(), b.stderr.String())
+		}
+		for _, check := range r.PutBack.Checks {
+			if !check.OK {
+				t.Errorf("after devk run, check %s: want %s, got %s", check.Check, check.Want, check.Got)
+			}
+		}
+		if got := manifestImage(t, m.Path); got != image {
+			t.Errorf("after devk run kubeadm's manifest names %s, want %s", got, image)
+		}
+		devk(t, "digest", "verify", "scheduler")
+
+		before := manifestContainer(t, m.Path)
+		d := debugJSON(t, devk, "scheduler", "--stop-at-start")
+		if !d.WaitsAtStart || d.Address == "" {
+			t.Fatalf("devk debug scheduler --stop-at-start on kubeadm's: %+v", d)
+		}
+		dlvSession(t, ctx, delveClient(t), d.Address, d.InitFile, "quit -c\n")
+		eventually(t, ctx, "digest verify of kubeadm's scheduler under the debugger", func() error {
+			if r := Devk(t, c.Tree, c.Env, "digest", "verify", "scheduler", "--name", name); r.Err != nil {
+				return fmt.Errorf("%v\n%s", r.Err, r.Stdout)
+			}
+			return nil
+		})
+		devk(t, "debug", "--stop", "scheduler")
+		if got := manifestContainer(t, m.Path); got != before {
+			t.Errorf("after debug --stop kubeadm's scheduler container is\n%s\nwant\n%s", got, before)
+		}
 	})
 
 	// A worker's join killed while kubeadm join starts the kubelet, then

@@ -120,7 +120,8 @@ func certsThroughCluster(t *testing.T, c *SharedCluster, kubeconfig string, loca
 }
 
 // TestAnyCluster: `devk certs check-expiration`, `devk digest verify`,
-// `devk etcd get|ls`, `devk stacks` and `devk status` on the shared cluster from a devk that has only a copy of its admin
+// `devk etcd get|ls|diff` (a nodePort patch made here: the Service and the
+// allocation), `devk stacks` and `devk status` on the shared cluster from a devk that has only a copy of its admin
 // kubeconfig run through the cluster (devk's node agent, pushed to the
 // registry the nodes pull from) and read what the devk that made it
 // reads; the cluster's own kubeconfig in its own home runs on this
@@ -225,6 +226,33 @@ func TestAnyCluster(t *testing.T) {
 			t.Errorf("etcd ls svc through the cluster %v, on this machine %v", gotKeys, want)
 		}
 		t.Logf("etcd through the cluster: %s at mod revision %d and %d service keys, as on this machine", local.Key, local.ModRevision, len(want))
+
+		// diff: the node's agent reads the revision, kubectl runs here
+		// with the copy, the agent prints what changed since: a nodePort
+		// patch is the Service and the node-port allocation, nothing else.
+		kubectl := []string{c.KubectlPath(), "--kubeconfig", copied}
+		const svc = "e2e-through"
+		if r := run(t, c.Tree, nil, kubectl[0], append(kubectl[1:], "create", "service", "nodeport", svc, "--tcp=80:80")...); r.Err != nil {
+			t.Fatalf("kubectl create service: %v\n%s", r.Err, r.Stderr)
+		}
+		t.Cleanup(func() { run(t, c.Tree, nil, kubectl[0], append(kubectl[1:], "delete", "service", svc)...) })
+		patch := `[{"op":"replace","path":"/spec/ports/0/nodePort","value":30123}]`
+		r = MustDevkEnv(t, c.Tree, env, append([]string{"etcd", "diff", "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json", "--"},
+			append(kubectl, "patch", "service", svc, "--type=json", "-p", patch)...)...)
+		var d struct {
+			FromRevision, ToRevision int64
+			Changes                  []struct{ Key, Type string }
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &d); err != nil {
+			t.Fatalf("etcd diff -o json through the cluster: %v\n%s%s", err, r.Stdout, r.Stderr)
+		}
+		var changed []string
+		for _, ch := range d.Changes {
+			changed = append(changed, ch.Key)
+		}
+		if slices.Sort(changed); !slices.Equal(changed, []string{"/registry/ranges/servicenodeports", "/registry/services/specs/default/" + svc}) || d.ToRevision <= d.FromRevision {
+			t.Errorf("etcd diff of a nodePort patch through the cluster changed %v (revisions %d to %d), want the node-port allocation and the Service:\n%s", changed, d.FromRevision, d.ToRevision, r.Stdout)
+		}
 	})
 
 	step(t, "stacks through the API", func(t *testing.T) {

@@ -96,25 +96,9 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	}
 	defer rec.cancel()
 
-	var cmdErr error
-	switch {
-	case len(o.Command) > 0:
-		c := execx.Cmd{Name: o.Command[0], Args: o.Command[1:]}
-		log.Infof("revision %d; running %s", from, c)
-		cmdErr = runCommand(ctx, c, o.Stdin, o.CommandOut)
-		var notRun *exec.Error
-		if errors.As(cmdErr, &notRun) || ctx.Err() != nil {
-			return cmdErr
-		}
-	case o.Action != nil:
-		if err := o.Action(ctx); err != nil {
-			return fmt.Errorf("diff: the change failed: %w", err)
-		}
-	case o.SinceRev == 0:
-		log.Infof("recorded revision %d: make your change, then press Enter", from)
-		if err := waitForLine(ctx, o.Stdin); err != nil {
-			return err
-		}
+	cmdErr, err := o.RunChange(ctx, from)
+	if err != nil {
+		return err
 	}
 	to, err := currentRevision(ctx, cli.Client)
 	if err != nil {
@@ -130,6 +114,40 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	if err := printDiff(o.Out, res, o.Format); err != nil {
 		return err
 	}
+	return CommandFailed(cmdErr)
+}
+
+// RunChange makes the change a diff shows, after its "before" revision
+// from: the command (whose failure is cmdErr: the diff still shows what
+// it changed), the action, or, with neither and no SinceRev, a line on
+// Stdin. err ends the diff: the command could not run, the action
+// failed, or ctx ended.
+func (o DiffOptions) RunChange(ctx context.Context, from int64) (cmdErr, err error) {
+	log := o.log()
+	switch {
+	case len(o.Command) > 0:
+		c := execx.Cmd{Name: o.Command[0], Args: o.Command[1:]}
+		log.Infof("revision %d; running %s", from, c)
+		cmdErr = runCommand(ctx, c, o.Stdin, o.CommandOut)
+		var notRun *exec.Error
+		if errors.As(cmdErr, &notRun) || ctx.Err() != nil {
+			return nil, cmdErr
+		}
+		return cmdErr, nil
+	case o.Action != nil:
+		if err := o.Action(ctx); err != nil {
+			return nil, fmt.Errorf("diff: the change failed: %w", err)
+		}
+	case o.SinceRev == 0:
+		log.Infof("recorded revision %d: make your change, then press Enter", from)
+		return nil, waitForLine(ctx, o.Stdin)
+	}
+	return nil, nil
+}
+
+// CommandFailed is a diff's error once its output is printed: the
+// command's failure (RunChange's cmdErr), if it failed.
+func CommandFailed(cmdErr error) error {
 	if cmdErr != nil {
 		return fmt.Errorf("%w; the diff above is what it changed before failing", cmdErr)
 	}

@@ -3,12 +3,14 @@ package remote
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/digest"
+	"github.com/devk/devk/etcdwatch"
 )
 
 // Certs reads the certificates of the control-plane nodes only names (all
@@ -68,26 +70,82 @@ func (s *Session) DigestSources(ctx context.Context, binaries []string) ([]diges
 // control-plane node (the first when ""), by that node's agent with its
 // API server's --etcd-* flags, and returns what it printed.
 func (s *Session) Etcd(ctx context.Context, node string, e agent.EtcdTask) (string, error) {
+	cp, err := s.etcdNode(ctx, node, &e)
+	if err != nil {
+		return "", err
+	}
+	r, err := s.etcd(ctx, cp, e)
+	return r.Output, err
+}
+
+// EtcdDiff runs `devk etcd diff` (e: its query and --exclude; Rev its
+// --since-rev, or 0) through the cluster, on the etcd of control-plane
+// node (the first when ""): the node's agent reads the revision, change
+// makes the change here (the user's command runs on this machine), and
+// the node's agent prints every key changed since that revision, as a
+// local diff does, to out; a --since-rev diff has no change and no first
+// read. change is etcdwatch.DiffOptions.RunChange; a command that failed
+// is the error once its diff is printed, as locally.
+func (s *Session) EtcdDiff(ctx context.Context, node string, e agent.EtcdTask, change func(ctx context.Context, from int64) (cmdErr, err error), out io.Writer) error {
+	cp, err := s.etcdNode(ctx, node, &e)
+	if err != nil {
+		return err
+	}
+	var cmdErr error
+	if e.Verb = agent.EtcdDiff; e.Rev == 0 {
+		before := e
+		before.Verb = agent.EtcdRevision
+		r, err := s.etcd(ctx, cp, before)
+		if err != nil {
+			return err
+		}
+		e.Rev = r.Revision
+		if cmdErr, err = change(ctx, e.Rev); err != nil {
+			return err
+		}
+	}
+	r, err := s.etcd(ctx, cp, e)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(out, r.Output); err != nil {
+		return err
+	}
+	return etcdwatch.CommandFailed(cmdErr)
+}
+
+// etcdNode is control-plane node (the first when "") whose etcd e reads,
+// e's connection set to its API server's (e's own prefix kept: the
+// user's --etcd-prefix).
+func (s *Session) etcdNode(ctx context.Context, node string, e *agent.EtcdTask) (ControlPlane, error) {
 	var only []string
 	if node != "" {
 		only = []string{node}
 	}
 	nodes, err := s.ControlPlanes(ctx, only)
 	if err != nil {
-		return "", err
+		return ControlPlane{}, err
 	}
 	cp := nodes[0]
 	if len(cp.Etcd.Endpoints) == 0 || cp.Etcd.Cert == "" {
-		return "", fmt.Errorf("node %s: its API server has no --etcd-servers and --etcd-certfile: devk cannot reach its etcd as it does", cp.Node)
+		return ControlPlane{}, fmt.Errorf("node %s: its API server has no --etcd-servers and --etcd-certfile: devk cannot reach its etcd as it does", cp.Node)
 	}
-	prefix := e.Conn.Prefix // the user's --etcd-prefix, else the API server's
+	prefix := e.Conn.Prefix
 	e.Conn = cp.Etcd
 	if prefix != "" {
 		e.Conn.Prefix = prefix
 	}
+	return cp, nil
+}
+
+// etcd runs etcd task e on cp's agent.
+func (s *Session) etcd(ctx context.Context, cp ControlPlane, e agent.EtcdTask) (agent.EtcdResult, error) {
 	var r agent.EtcdResult
-	if err := s.doStep(ctx, cp.Node, "etcd-"+e.Verb, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, &r, func() string { return strings.Join(e.Conn.Endpoints, ",") }); err != nil {
-		return "", err
-	}
-	return r.Output, nil
+	err := s.doStep(ctx, cp.Node, "etcd-"+e.Verb, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, &r, func() string {
+		if e.Verb == agent.EtcdRevision {
+			return fmt.Sprintf("revision %d", r.Revision)
+		}
+		return strings.Join(e.Conn.Endpoints, ",")
+	})
+	return r, err
 }

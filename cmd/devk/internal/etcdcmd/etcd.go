@@ -70,17 +70,36 @@ func (f *etcdFlags) runE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, run
 }
 
 // addRemote adds the flags of a command that also runs through the
-// cluster (ls, get): its kubeconfig, --via-cluster, --registry, --node.
+// cluster (ls, get, diff): its kubeconfig, --via-cluster, --registry,
+// --node.
 func (f *etcdFlags) addRemote(fl *pflag.FlagSet) {
 	f.access.Add(fl)
 	fl.StringVar(&f.node, "node", "", "through the cluster: the control-plane node whose etcd to read (default: the first)")
 }
 
+// throughFunc runs an etcd command's task t through the cluster, on
+// control-plane node ("" for the first).
+type throughFunc func(ctx context.Context, s *remote.Session, node string, t agent.EtcdTask) error
+
+// printThrough is the throughFunc of ls and get: the agent's output,
+// printed.
+func printThrough(g *cli.Options) throughFunc {
+	return func(ctx context.Context, s *remote.Session, node string, t agent.EtcdTask) error {
+		out, err := s.Etcd(ctx, node, t)
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(g.Stdout, out)
+		return err
+	}
+}
+
 // remoteE is runE for a command that also runs through the cluster: when
 // the flags name a cluster reached through its API (cli.Access.Decide),
 // the query runs on a control-plane node, by devk's node agent, with that
-// node's API server's etcd flags; task gives the command's own part of it.
-func (f *etcdFlags) remoteE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, run func(context.Context) error, task func() agent.EtcdTask) func(*cobra.Command, []string) error {
+// node's API server's etcd flags; task gives the command's own part of
+// it, through runs it.
+func (f *etcdFlags) remoteE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, run func(context.Context) error, task func() agent.EtcdTask, through throughFunc) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		local := ""
 		if _, err := os.Stat(filepath.Join(layout.Kubeadm("").ManifestsDir, "kube-apiserver.yaml")); err == nil {
@@ -115,12 +134,7 @@ func (f *etcdFlags) remoteE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, 
 		if err != nil {
 			return err
 		}
-		out, err := s.Etcd(ctx, f.node, t)
-		if err != nil {
-			return err
-		}
-		_, err = io.WriteString(g.Stdout, out)
-		return err
+		return through(ctx, s, f.node, t)
 	}
 }
 
@@ -189,22 +203,26 @@ Connection: the devk cluster's etcd is the one its API server uses: the
 ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY override it;
 http:// endpoints are used without TLS.
 
-ls and get also reach a cluster devk did not make on this machine, through
-its API alone (--kubeconfig; else $KUBECONFIG's current context when there
-is no devk cluster named devk here and this machine is no kubeadm node;
---via-cluster forces it): devk pushes an image of itself to --registry,
-which the nodes pull from, and runs the command as a short-lived pod on a
-control-plane node (--node, default the first) in the node's network, with
-that node's API server's --etcd-* flags and the directories of its etcd
-client certificate mounted read-only. Only what the command prints leaves
-the node; Secrets stay redacted unless --show-secrets.`,
+ls, get and diff also reach a cluster devk did not make on this machine,
+through its API alone (--kubeconfig; else $KUBECONFIG's current context
+when there is no devk cluster named devk here and this machine is no
+kubeadm node; --via-cluster forces it): devk pushes an image of itself to
+--registry, which the nodes pull from, and runs the command as a
+short-lived pod on a control-plane node (--node, default the first) in the
+node's network, with that node's API server's --etcd-* flags and the
+directories of its etcd client certificate mounted read-only. Only what
+the command prints leaves the node; Secrets stay redacted unless
+--show-secrets. A diff takes two such pods: one reads the revision, the
+command after -- runs here (with your kubeconfig), the other prints what
+changed since.`,
 		Example: `  devk etcd ls --count                      # keys per resource
   devk etcd get svc/default/kubernetes      # one object, decoded
   devk etcd watch pods -n kube-system       # changes as they happen, as diffs
   devk etcd diff -- kubectl create configmap x --from-literal=a=b
   devk etcd diff --since-rev 1200           # everything since a revision
   devk etcd ls --endpoints http://127.0.0.1:2379   # any etcd, no TLS
-  devk etcd get svc/default/kubernetes --kubeconfig work.conf --registry REG   # through the cluster`,
+  devk etcd get svc/default/kubernetes --kubeconfig work.conf --registry REG   # through the cluster
+  devk etcd diff --kubeconfig work.conf --registry REG -- kubectl --kubeconfig work.conf scale deploy web --replicas=2`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringSliceVar(&f.conn.Endpoints, "endpoints", nil, "etcd client URLs, comma separated (default: the cluster's; env ETCDCTL_ENDPOINTS)")
@@ -245,7 +263,7 @@ time, all at one revision.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeResources,
 		RunE: f.remoteE(g, &o.Query, nil, func(ctx context.Context) error { return etcdwatch.Ls(ctx, o) },
-			func() agent.EtcdTask { return agent.EtcdTask{Verb: "ls", Rev: o.Rev, Count: o.Count} }),
+			func() agent.EtcdTask { return agent.EtcdTask{Verb: agent.EtcdLs, Rev: o.Rev, Count: o.Count} }, printThrough(g)),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only keys in this namespace")
@@ -276,7 +294,7 @@ created, and how many times. A namespaced RESOURCE/NAME means namespace
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeResources,
 		RunE: f.remoteE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Get(ctx, o) },
-			func() agent.EtcdTask { return agent.EtcdTask{Verb: "get", Rev: o.Rev} }),
+			func() agent.EtcdTask { return agent.EtcdTask{Verb: agent.EtcdGet, Rev: o.Rev} }, printThrough(g)),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of RESOURCE/NAME (default \"default\")")
@@ -361,17 +379,21 @@ metadata.managedFields (--ignore '' keeps it).`,
 			if len(target) > 1 {
 				return fmt.Errorf("diff takes one RESOURCE[/NAMESPACE] or /PREFIX before --, got %q: put the command after --", strings.Join(target, " "))
 			}
-			if err := f.query(cmd, g, &o.Query, target, &d); err != nil {
-				return err
-			}
 			o.Stdin = cmd.InOrStdin()
 			o.CommandOut = g.Stderr
-			return etcdwatch.Diff(cmd.Context(), o)
+			// Through the cluster the node's agent reads the revision
+			// and, after the change made here, the diff.
+			through := func(ctx context.Context, s *remote.Session, node string, t agent.EtcdTask) error {
+				return s.EtcdDiff(ctx, node, t, func(ctx context.Context, from int64) (error, error) { return o.RunChange(ctx, from) }, g.Stdout)
+			}
+			return f.remoteE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Diff(ctx, o) },
+				func() agent.EtcdTask { return agent.EtcdTask{Verb: agent.EtcdDiff, Rev: o.SinceRev, Exclude: o.Exclude} }, through)(cmd, target)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.SinceRev, "since-rev", 0, "diff from this revision instead of from now (no command needed)")
+	f.addRemote(fl)
 	d.bindChanges(cmd, &o.Exclude)
 	cli.ResultHelp(cmd, etcdwatch.DiffResult{}, false)
 	return cmd
