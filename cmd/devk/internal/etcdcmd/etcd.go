@@ -387,7 +387,9 @@ metadata.managedFields (--ignore '' keeps it).`,
 				return s.EtcdDiff(ctx, node, t, func(ctx context.Context, from int64) (error, error) { return o.RunChange(ctx, from) }, g.Stdout)
 			}
 			return f.remoteE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Diff(ctx, o) },
-				func() agent.EtcdTask { return agent.EtcdTask{Verb: agent.EtcdDiff, Rev: o.SinceRev, Exclude: o.Exclude} }, through)(cmd, target)
+				func() agent.EtcdTask {
+					return agent.EtcdTask{Verb: agent.EtcdDiff, Rev: o.SinceRev, Exclude: o.Exclude}
+				}, through)(cmd, target)
 		},
 	}
 	fl := cmd.Flags()
