@@ -15,6 +15,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -26,6 +27,7 @@ import (
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/output"
+	"github.com/devk/devk/internal/progress"
 )
 
 // EnvTask is the agent container's variable holding its Task as JSON:
@@ -69,6 +71,9 @@ const (
 	EtcdGet      = "get"
 	EtcdRevision = "revision"
 	EtcdDiff     = "diff"
+	// EtcdWatch streams: `devk etcd watch`, its output sent as it is
+	// printed (Line.Output) until the pod is deleted.
+	EtcdWatch = "watch"
 )
 
 // EtcdTask is one etcd command against a control-plane node's etcd,
@@ -101,6 +106,10 @@ type EtcdResult struct {
 // HostNetwork says t's pod runs in the node's network namespace: etcd
 // listens on the node's loopback.
 func (t Task) HostNetwork() bool { return t.Kind == KindEtcd }
+
+// Streams says t sends its output as it prints it, and runs until its
+// pod is deleted: etcd watch.
+func (t Task) Streams() bool { return t.Kind == KindEtcd && t.Etcd != nil && t.Etcd.Verb == EtcdWatch }
 
 // DigestTask names a node's static pods and where its kubelet keeps
 // their manifests and runs them.
@@ -156,8 +165,8 @@ func (t Task) Validate() error {
 		return nil
 	case KindEtcd:
 		e := t.Etcd
-		if e == nil || !slices.Contains([]string{EtcdLs, EtcdGet, EtcdRevision, EtcdDiff}, e.Verb) {
-			return fmt.Errorf("agent task etcd: %s, %s, %s or %s", EtcdLs, EtcdGet, EtcdRevision, EtcdDiff)
+		if e == nil || !slices.Contains([]string{EtcdLs, EtcdGet, EtcdRevision, EtcdDiff, EtcdWatch}, e.Verb) {
+			return fmt.Errorf("agent task etcd: %s, %s, %s, %s or %s", EtcdLs, EtcdGet, EtcdRevision, EtcdDiff, EtcdWatch)
 		}
 		if e.Verb == EtcdDiff && e.Rev <= 0 {
 			return errors.New("agent task etcd: a diff from no revision")
@@ -214,32 +223,72 @@ func (t Task) HostPaths() []string {
 	return out
 }
 
-// Line is one line an agent writes on stdout: its result or its error,
-// the last line it writes.
+// Line is one line an agent writes on stdout: a part of what a streaming
+// task prints, or one of its notes; then its result or its error, the
+// last line it writes.
 type Line struct {
+	// Seq numbers the lines from 1, so that a client that reads the log
+	// again (its stream cut) skips what it has seen.
+	Seq    int             `json:"seq"`
+	Output string          `json:"output,omitempty"`
+	Info   string          `json:"info,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
 }
 
-// Run does task t on this node and writes its Line to w; the error is
-// also the agent's exit status (1).
+// Final says l is the last line: the result or the error.
+func (l Line) Final() bool { return l.Result != nil || l.Error != "" }
+
+// Run does task t on this node, writing its Lines to w (a streaming
+// task's output as it comes, then the result); the error is also the
+// agent's exit status (1).
 func Run(ctx context.Context, t Task, w io.Writer) error {
-	result, err := run(ctx, t)
+	lw := &lineWriter{Reporter: progress.Discard(), w: w}
+	result, err := run(ctx, t, lw)
 	line := Line{Result: result}
 	if err != nil {
 		line = Line{Error: err.Error()}
 	}
-	data, merr := json.Marshal(line)
-	if merr != nil {
-		return merr
-	}
-	if _, werr := fmt.Fprintf(w, "%s\n", data); werr != nil {
+	if werr := lw.emit(line); werr != nil {
 		return werr
 	}
 	return err
 }
 
-func run(ctx context.Context, t Task) (json.RawMessage, error) {
+// lineWriter writes an agent's Lines, numbered. As an io.Writer it is a
+// streaming task's output; as a progress.Reporter its notes (Infof).
+type lineWriter struct {
+	progress.Reporter // the rest of a task's progress stays on the node
+	mu                sync.Mutex
+	w                 io.Writer
+	seq               int
+}
+
+func (lw *lineWriter) emit(l Line) error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.seq++
+	l.Seq = lw.seq
+	data, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(lw.w, "%s\n", data)
+	return err
+}
+
+func (lw *lineWriter) Write(p []byte) (int, error) {
+	if err := lw.emit(Line{Output: string(p)}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (lw *lineWriter) Infof(format string, args ...any) {
+	_ = lw.emit(Line{Info: fmt.Sprintf(format, args...)})
+}
+
+func run(ctx context.Context, t Task, lw *lineWriter) (json.RawMessage, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
@@ -265,7 +314,7 @@ func run(ctx context.Context, t Task) (json.RawMessage, error) {
 		}
 		return json.Marshal(v)
 	case KindEtcd:
-		r, err := runEtcd(ctx, *t.Etcd)
+		r, err := runEtcd(ctx, *t.Etcd, lw)
 		if err != nil {
 			return nil, err
 		}
@@ -275,8 +324,8 @@ func run(ctx context.Context, t Task) (json.RawMessage, error) {
 }
 
 // runEtcd runs an etcd task and returns what it printed, or the
-// revision.
-func runEtcd(ctx context.Context, e EtcdTask) (EtcdResult, error) {
+// revision; a watch prints to lw as it goes.
+func runEtcd(ctx context.Context, e EtcdTask, lw *lineWriter) (EtcdResult, error) {
 	var out strings.Builder
 	conn := etcdwatch.ConnOptions{Endpoints: e.Conn.Endpoints, CACert: e.Conn.CACert, Cert: e.Conn.Cert, Key: e.Conn.Key, Prefix: e.Conn.Prefix, Getenv: func(string) string { return "" }}
 	if e.Verb == EtcdRevision {
@@ -300,6 +349,9 @@ func runEtcd(ctx context.Context, e EtcdTask) (EtcdResult, error) {
 		err = etcdwatch.Get(ctx, etcdwatch.GetOptions{Query: q, Rev: e.Rev})
 	case EtcdDiff:
 		err = etcdwatch.Diff(ctx, etcdwatch.DiffOptions{Query: q, SinceRev: e.Rev, Exclude: e.Exclude})
+	case EtcdWatch:
+		q.Out, q.Log = lw, lw
+		err = etcdwatch.Watch(ctx, etcdwatch.WatchOptions{Query: q, FromRev: e.Rev, Exclude: e.Exclude})
 	}
 	return EtcdResult{Output: out.String()}, err
 }

@@ -3,18 +3,22 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/syncbuf"
 )
 
 // agentRegistry is where the tests push devk's node agent image: devk's
@@ -120,8 +124,8 @@ func certsThroughCluster(t *testing.T, c *SharedCluster, kubeconfig string, loca
 }
 
 // TestAnyCluster: `devk certs check-expiration`, `devk digest verify`,
-// `devk etcd get|ls|diff` (a nodePort patch made here: the Service and the
-// allocation), `devk stacks` and `devk status` on the shared cluster from a devk that has only a copy of its admin
+// `devk etcd get|ls|diff|watch` (a nodePort patch made here: the Service
+// and the allocation; a ConfigMap streamed as it is made), `devk stacks` and `devk status` on the shared cluster from a devk that has only a copy of its admin
 // kubeconfig run through the cluster (devk's node agent, pushed to the
 // registry the nodes pull from) and read what the devk that made it
 // reads; the cluster's own kubeconfig in its own home runs on this
@@ -253,6 +257,51 @@ func TestAnyCluster(t *testing.T) {
 		if slices.Sort(changed); !slices.Equal(changed, []string{"/registry/ranges/servicenodeports", "/registry/services/specs/default/" + svc}) || d.ToRevision <= d.FromRevision {
 			t.Errorf("etcd diff of a nodePort patch through the cluster changed %v (revisions %d to %d), want the node-port allocation and the Service:\n%s", changed, d.FromRevision, d.ToRevision, r.Stdout)
 		}
+
+		// watch: the node's agent streams each change as it comes; Ctrl-C
+		// ends it and deletes its pod.
+		w := exec.Command(devkBin, "etcd", "watch", "cm/default", "--kubeconfig", copied, "--registry", agentRegistry)
+		var wout, werr syncbuf.Buffer
+		w.Dir, w.Env, w.Stdout, w.Stderr = c.Tree, append(os.Environ(), env...), &wout, &werr
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- w.Wait() }()
+		t.Cleanup(func() { _ = w.Process.Kill() })
+		ctx := context.Background()
+		eventually(t, ctx, "the watch through the cluster to start", func() error {
+			if !strings.Contains(werr.String(), "watching /registry/configmaps/default/ from revision") {
+				return fmt.Errorf("not watching yet:\n%s", werr.String())
+			}
+			return nil
+		})
+		const cm = "e2e-through-watch"
+		if r := run(t, c.Tree, nil, kubectl[0], append(kubectl[1:], "create", "configmap", cm, "--from-literal=seen=through-the-cluster")...); r.Err != nil {
+			t.Fatalf("kubectl create configmap: %v\n%s", r.Err, r.Stderr)
+		}
+		t.Cleanup(func() { run(t, c.Tree, nil, kubectl[0], append(kubectl[1:], "delete", "configmap", cm)...) })
+		eventually(t, ctx, "the watch through the cluster to print the new ConfigMap", func() error {
+			if !strings.Contains(wout.String(), cm) || !strings.Contains(wout.String(), "through-the-cluster") {
+				return fmt.Errorf("not printed yet:\n%s", wout.String())
+			}
+			return nil
+		})
+		if err := w.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("the watch through the cluster did not end on Ctrl-C:\n%s", werr.String())
+		}
+		eventually(t, ctx, "the watch's agent pod to be gone", func() error {
+			if left := c.Kubectl(t, "get", "pods", "-n", "devk-system", "-l", "devk.dev/task=etcd", "-o", "name").Stdout; strings.TrimSpace(left) != "" {
+				return fmt.Errorf("agent pods left: %s", left)
+			}
+			return nil
+		})
+		t.Logf("etcd watch through the cluster printed %d bytes for the new ConfigMap", len(wout.String()))
 	})
 
 	step(t, "stacks through the API", func(t *testing.T) {

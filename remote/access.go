@@ -31,8 +31,8 @@ func (n Need) String() string {
 }
 
 // AgentNeeds are what running agent pods takes: devk's namespace (made
-// if missing), pods in it made, watched, read and deleted, their logs and
-// events.
+// if missing), pods in it made, watched, read, patched (a streaming
+// pod's heartbeat) and deleted, their logs and events.
 var AgentNeeds = []Need{
 	{Verb: "get", Resource: "namespaces"},
 	{Verb: "create", Resource: "namespaces"},
@@ -40,6 +40,7 @@ var AgentNeeds = []Need{
 	{Verb: "get", Resource: "pods", Namespace: Namespace},
 	{Verb: "list", Resource: "pods", Namespace: Namespace},
 	{Verb: "delete", Resource: "pods", Namespace: Namespace},
+	{Verb: "patch", Resource: "pods", Namespace: Namespace},
 	{Verb: "get", Resource: "pods", Subresource: "log", Namespace: Namespace},
 	{Verb: "list", Resource: "events", Namespace: Namespace},
 }

@@ -144,6 +144,11 @@ func session(t *testing.T, objs ...runtime.Object) (*Session, *fake.Clientset) {
 // read-only at their own paths and carries its task and labels.
 func TestPodFor(t *testing.T) {
 	s, _ := session(t)
+	// A streaming task: bounded by StreamDeadline, stamped by its client.
+	watch := agent.Task{Kind: agent.KindEtcd, Etcd: &agent.EtcdTask{Verb: agent.EtcdWatch, Conn: layout.Etcd{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: "/etc/kubernetes/pki/etcd/ca.crt", Cert: "/etc/kubernetes/pki/apiserver-etcd-client.crt", Key: "/etc/kubernetes/pki/apiserver-etcd-client.key"}}}
+	if p, err := s.PodFor("cp1", watch); err != nil || *p.Spec.ActiveDeadlineSeconds != int64(StreamDeadline/time.Second) || p.Annotations[AnnotationHeartbeat] == "" || lostClient(p) {
+		t.Errorf("a watch's pod: %v; want the stream's deadline and a fresh heartbeat", err)
+	}
 	task := agent.Task{Kind: agent.KindCerts, Certs: &agent.CertsTask{PKIDir: "/etc/kubernetes/pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}
 	node := "a-very-long-node-name-" + strings.Repeat("x", 250)
 	p, err := s.PodFor(node, task)
@@ -236,7 +241,12 @@ func TestPrepare(t *testing.T) {
 	}
 	recent := pod("recent", corev1.PodSucceeded, true)
 	recent.CreationTimestamp = metav1.Now()
-	s, cs := session(t, pod("done", corev1.PodSucceeded, true), pod("failed", corev1.PodFailed, true), pod("running", corev1.PodRunning, true), pod("theirs", corev1.PodSucceeded, false), recent)
+	// Streaming pods: one whose client stamps it, one whose client
+	// stopped a while ago (killed).
+	watched, orphan := pod("watched", corev1.PodRunning, true), pod("orphan", corev1.PodRunning, true)
+	watched.Annotations = map[string]string{AnnotationHeartbeat: time.Now().UTC().Format(time.RFC3339)}
+	orphan.Annotations = map[string]string{AnnotationHeartbeat: time.Now().Add(-heartbeatStale - time.Second).UTC().Format(time.RFC3339)}
+	s, cs := session(t, pod("done", corev1.PodSucceeded, true), pod("failed", corev1.PodFailed, true), pod("running", corev1.PodRunning, true), pod("theirs", corev1.PodSucceeded, false), recent, watched, orphan)
 	ctx := context.Background()
 	if err := s.Prepare(ctx); err != nil {
 		t.Fatal(err)
@@ -251,8 +261,8 @@ func TestPrepare(t *testing.T) {
 		left = append(left, p.Name)
 	}
 	slices.Sort(left)
-	if !slices.Equal(left, []string{"recent", "running", "theirs"}) {
-		t.Errorf("pods left %v, want recent, running and theirs", left)
+	if !slices.Equal(left, []string{"recent", "running", "theirs", "watched"}) {
+		t.Errorf("pods left %v, want recent, running, theirs and watched", left)
 	}
 
 	s, _ = session(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace, Labels: map[string]string{psaEnforce: "baseline"}}})

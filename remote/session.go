@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +52,20 @@ const psaEnforce = "pod-security.kubernetes.io/enforce"
 // TaskDeadline bounds an agent pod (its activeDeadlineSeconds): nothing
 // outlives it, even with no client left to delete it.
 const TaskDeadline = 2 * time.Minute
+
+// StreamDeadline bounds a streaming task's pod (etcd watch), which runs
+// until the client deletes it: one whose client was killed ends by then,
+// if no later devk deleted it first.
+const StreamDeadline = 24 * time.Hour
+
+// A streaming pod's client stamps it (AnnotationHeartbeat, RFC 3339)
+// every heartbeatEvery; a running one whose stamp is older than
+// heartbeatStale lost its client (killed), and the next devk deletes it.
+const (
+	AnnotationHeartbeat = "devk.dev/heartbeat"
+	heartbeatEvery      = 10 * time.Second
+	heartbeatStale      = time.Minute
+)
 
 // clientWait is how long a client waits for its agent's pod to end (a
 // minute past its deadline); an ended pod younger than that may still be
@@ -121,11 +137,11 @@ func (s *Session) Prepare(ctx context.Context) error {
 	}
 	n := 0
 	for _, p := range pods.Items {
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			continue
-		}
-		if time.Since(p.CreationTimestamp.Time) < clientWait {
+		switch {
+		case podEnded(&p) && time.Since(p.CreationTimestamp.Time) < clientWait:
 			continue // its client may still be reading it
+		case !podEnded(&p) && !lostClient(&p):
+			continue
 		}
 		if err := s.cs.CoreV1().Pods(Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete pod %s/%s, left by an earlier devk: %w", Namespace, p.Name, err)
@@ -133,15 +149,42 @@ func (s *Session) Prepare(ctx context.Context) error {
 		n++
 	}
 	if n > 0 {
-		s.rep.Infof("deleted %d ended agent pods an earlier devk left in %s", n, Namespace)
+		s.rep.Infof("deleted %d agent pods an earlier devk left in %s (ended, or streaming to a client that is gone)", n, Namespace)
 	}
 	return nil
+}
+
+// lostClient says streaming pod p's client stopped stamping it.
+func lostClient(p *corev1.Pod) bool {
+	v, ok := p.Annotations[AnnotationHeartbeat]
+	if !ok {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	return err != nil || time.Since(t) > heartbeatStale
+}
+
+// heartbeat stamps streaming pod name every heartbeatEvery until ctx
+// ends; a stamp that fails is tried again at the next tick.
+func (s *Session) heartbeat(ctx context.Context, name string) {
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationHeartbeat, time.Now().UTC().Format(time.RFC3339))
+		_, _ = s.cs.CoreV1().Pods(Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
 }
 
 // PodFor is the agent pod of task t on node: pinned to the node (no
 // scheduler), tolerating every taint, never restarted, no API token (the
 // tasks so far read only host files), the task's host paths read-only
-// at their own paths, bounded by TaskDeadline.
+// at their own paths, bounded by TaskDeadline (a streaming task's by
+// StreamDeadline, stamped with its client's heartbeat).
 func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -159,11 +202,17 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: p, ReadOnly: true})
 	}
 	deadline, grace, no, root := int64(TaskDeadline/time.Second), int64(10), false, int64(0)
+	var annotations map[string]string
+	if t.Streams() {
+		deadline = int64(StreamDeadline / time.Second)
+		annotations = map[string]string{AnnotationHeartbeat: time.Now().UTC().Format(time.RFC3339)}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      podName(string(t.Kind), node, s.run),
-			Namespace: Namespace,
-			Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelRun: s.run, LabelTask: string(t.Kind), LabelNode: labelValue(node)},
+			Name:        podName(string(t.Kind), node, s.run),
+			Namespace:   Namespace,
+			Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelRun: s.run, LabelTask: string(t.Kind), LabelNode: labelValue(node)},
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
@@ -209,32 +258,142 @@ func labelValue(node string) string {
 // Do runs task t on node: it makes the agent pod, waits for it to end,
 // reads its result from the pod's log and deletes the pod.
 func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMessage, error) {
-	pod, err := s.PodFor(node, t)
+	pod, remove, err := s.start(ctx, node, t)
 	if err != nil {
 		return nil, err
 	}
+	defer remove()
+	ended, err := s.waitPod(ctx, node, pod.Name, podEnded)
+	if err != nil {
+		return nil, err
+	}
+	logs, err := s.cs.CoreV1().Pods(Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: read the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
+	}
+	return result(node, ended, logs)
+}
+
+// Stream runs streaming task t on node (t.Streams): it makes the agent
+// pod and follows its log, writing what the task prints to out and its
+// notes to the reporter, until the task ends or ctx does (Ctrl-C), then
+// deletes the pod. A log stream that is cut (the API server or the
+// kubelet restarted) is read again, the lines seen skipped.
+func (s *Session) Stream(ctx context.Context, node string, t agent.Task, out io.Writer) error {
+	pod, remove, err := s.start(ctx, node, t)
+	if err != nil {
+		return err
+	}
+	defer remove()
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.heartbeat(hctx, pod.Name)
+	if _, err := s.waitPod(ctx, node, pod.Name, func(p *corev1.Pod) bool { return p.Status.Phase != corev1.PodPending }); err != nil {
+		return err
+	}
+	pods := s.cs.CoreV1().Pods(Namespace)
+	seen := 0
+	for {
+		rc, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent", Follow: true}).Stream(ctx)
+		if err != nil {
+			return fmt.Errorf("node %s: follow the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
+		}
+		last, err := s.follow(rc, node, &seen, out)
+		rc.Close()
+		switch {
+		case err != nil:
+			return err
+		case last != nil && last.Error != "":
+			return fmt.Errorf("node %s: %s", node, last.Error)
+		case last != nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
+		}
+		if podEnded(p) {
+			logs, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("node %s: read the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
+			}
+			_, err = result(node, p, logs)
+			return err
+		}
+		time.Sleep(podPoll)
+	}
+}
+
+// follow reads an agent's log, writing the Output of each line after
+// *seen to out and its Info to the reporter; it returns the final line,
+// or nil when the log ends before one.
+func (s *Session) follow(r io.Reader, node string, seen *int, out io.Writer) (*agent.Line, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), logLineMax)
+	for sc.Scan() {
+		var l agent.Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Seq <= *seen {
+			continue
+		}
+		*seen = l.Seq
+		switch {
+		case l.Final():
+			return &l, nil
+		case l.Info != "":
+			s.rep.Infof("node %s: %s", node, l.Info)
+		default:
+			if _, err := io.WriteString(out, l.Output); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, nil // a cut stream: the caller looks again
+}
+
+// logLineMax is the longest line of an agent's log devk reads.
+const logLineMax = 16 << 20
+
+// start makes the agent pod of task t on node; remove deletes it, on the
+// way out even when ctx was cancelled (a pod left behind is deleted by
+// the next command, but not leaving one is better).
+func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1.Pod, func(), error) {
+	pod, err := s.PodFor(node, t)
+	if err != nil {
+		return nil, nil, err
+	}
 	pods := s.cs.CoreV1().Pods(Namespace)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("node %s: make the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
+		return nil, nil, fmt.Errorf("node %s: make the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
 	}
-	defer func() {
-		// On the way out even when ctx was cancelled: a pod left behind
-		// is deleted by the next command, but not leaving one is better.
+	return pod, func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.RequestTimeout)
 		defer cancel()
 		if err := pods.Delete(dctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			s.rep.Infof("could not delete the agent pod %s/%s (the next devk deletes it): %v", Namespace, pod.Name, err)
 		}
-	}()
-	var ended *corev1.Pod
+	}, nil
+}
+
+// podEnded says the agent pod has ended.
+func podEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// waitPod waits, at most clientWait, until agent pod name is as until
+// says, and returns it; a pod that cannot start is an error saying why.
+func (s *Session) waitPod(ctx context.Context, node, name string, until func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	pods := s.cs.CoreV1().Pods(Namespace)
+	var found *corev1.Pod
 	created := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, podPoll, clientWait, true, func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	err := wait.PollUntilContextTimeout(ctx, podPoll, clientWait, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			ended = p
+		if until(p) {
+			found = p
 			return true, nil
 		}
 		if err := stuck(p); err != nil {
@@ -246,13 +405,9 @@ func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMe
 		return false, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
+		return nil, fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, name, err)
 	}
-	logs, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: read the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
-	}
-	return result(node, ended, logs)
+	return found, nil
 }
 
 // doStep is Do on node reported as step <node>/<what>, the agent's
@@ -320,12 +475,15 @@ func stuck(p *corev1.Pod) error {
 func result(node string, p *corev1.Pod, logs []byte) (json.RawMessage, error) {
 	var last *agent.Line
 	sc := bufio.NewScanner(bytes.NewReader(logs))
-	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	sc.Buffer(make([]byte, 0, 64*1024), logLineMax)
 	var other []string
 	for sc.Scan() {
 		var l agent.Line
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || (l.Result == nil && l.Error == "") {
-			other = append(other, sc.Text())
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			other = append(other, sc.Text()) // not the agent's: a panic's
+			continue
+		}
+		if !l.Final() {
 			continue
 		}
 		last = &l

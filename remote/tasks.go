@@ -114,6 +114,24 @@ func (s *Session) EtcdDiff(ctx context.Context, node string, e agent.EtcdTask, c
 	return etcdwatch.CommandFailed(cmdErr)
 }
 
+// EtcdWatch runs `devk etcd watch` (e: its query, --exclude and
+// --from-rev as Rev) through the cluster, on the etcd of control-plane
+// node (the first when ""): the node's agent prints each change as it
+// comes, which goes to out, until ctx ends (Ctrl-C); then its pod is
+// deleted.
+func (s *Session) EtcdWatch(ctx context.Context, node string, e agent.EtcdTask, out io.Writer) error {
+	cp, err := s.etcdNode(ctx, node, &e)
+	if err != nil {
+		return err
+	}
+	e.Verb = agent.EtcdWatch
+	err = s.Stream(ctx, cp.Node, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, out)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
 // etcdNode is control-plane node (the first when "") whose etcd e reads,
 // e's connection set to its API server's (e's own prefix kept: the
 // user's --etcd-prefix).

@@ -70,8 +70,8 @@ func (f *etcdFlags) runE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, run
 }
 
 // addRemote adds the flags of a command that also runs through the
-// cluster (ls, get, diff): its kubeconfig, --via-cluster, --registry,
-// --node.
+// cluster (ls, get, watch, diff): its kubeconfig, --via-cluster,
+// --registry, --node.
 func (f *etcdFlags) addRemote(fl *pflag.FlagSet) {
 	f.access.Add(fl)
 	fl.StringVar(&f.node, "node", "", "through the cluster: the control-plane node whose etcd to read (default: the first)")
@@ -203,7 +203,7 @@ Connection: the devk cluster's etcd is the one its API server uses: the
 ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY override it;
 http:// endpoints are used without TLS.
 
-ls, get and diff also reach a cluster devk did not make on this machine,
+ls, get, watch and diff also reach a cluster devk did not make on this machine,
 through its API alone (--kubeconfig; else $KUBECONFIG's current context
 when there is no devk cluster named devk here and this machine is no
 kubeadm node; --via-cluster forces it): devk pushes an image of itself to
@@ -214,7 +214,9 @@ directories of its etcd client certificate mounted read-only. Only what
 the command prints leaves the node; Secrets stay redacted unless
 --show-secrets. A diff takes two such pods: one reads the revision, the
 command after -- runs here (with your kubeconfig), the other prints what
-changed since.`,
+changed since. A watch's pod sends each change as it comes and is
+deleted when you stop it (Ctrl-C); if devk is killed instead, the next
+devk command deletes it (devk stamps it every 10 s while it reads).`,
 		Example: `  devk etcd ls --count                      # keys per resource
   devk etcd get svc/default/kubernetes      # one object, decoded
   devk etcd watch pods -n kube-system       # changes as they happen, as diffs
@@ -329,11 +331,18 @@ values (--ignore '' keeps it).`,
   devk etcd watch -o json | jq .type        # one JSON object per event`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeResources,
-		RunE:              f.runE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Watch(ctx, o) }),
+		RunE: f.remoteE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Watch(ctx, o) },
+			func() agent.EtcdTask {
+				return agent.EtcdTask{Verb: agent.EtcdWatch, Rev: o.FromRev, Exclude: o.Exclude}
+			},
+			func(ctx context.Context, s *remote.Session, node string, t agent.EtcdTask) error {
+				return s.EtcdWatch(ctx, node, t, g.Stdout)
+			}),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Namespace, "namespace", "n", "", "only changes in this namespace")
 	fl.Int64Var(&o.FromRev, "from-rev", 0, "start from this revision (replays history), not from now")
+	f.addRemote(fl)
 	d.bindChanges(cmd, &o.Exclude)
 	cli.ResultHelp(cmd, etcdwatch.Change{}, true)
 	return cmd
