@@ -46,9 +46,9 @@ const KindCerts Kind = "certs"
 const KindDigest Kind = "digest"
 
 // KindEtcd reads the node's etcd as the API server there does (its
-// client certificate, its endpoints): `devk etcd ls|get`, and `diff`'s
-// two halves (the revision before the change, then the changes since),
-// whose printed output is the result. The key never leaves the node.
+// client certificate, its endpoints): `devk etcd ls|get|diff|watch`,
+// whose printed output is the result (a watch's streamed). The key never
+// leaves the node.
 const KindEtcd Kind = "etcd"
 
 // Task is one agent's work on one node.
@@ -62,15 +62,13 @@ type Task struct {
 	Etcd *EtcdTask `json:"etcd,omitempty"`
 }
 
-// The verbs of an etcd task: `devk etcd ls|get`, and the two halves of
-// `devk etcd diff` through the cluster, between which the change runs
-// on the client's machine: the current revision, then every key changed
-// since a revision (Rev), printed as diff prints it.
+// The verbs of an etcd task: `devk etcd ls|get`, and `devk etcd diff`
+// between two revisions (Rev, UntilRev) the client read around the
+// change it made on its machine, printed as diff prints it.
 const (
-	EtcdLs       = "ls"
-	EtcdGet      = "get"
-	EtcdRevision = "revision"
-	EtcdDiff     = "diff"
+	EtcdLs   = "ls"
+	EtcdGet  = "get"
+	EtcdDiff = "diff"
 	// EtcdWatch streams: `devk etcd watch`, its output sent as it is
 	// printed (Line.Output) until the pod is deleted.
 	EtcdWatch = "watch"
@@ -93,14 +91,15 @@ type EtcdTask struct {
 	ShowSecrets bool          `json:"showSecrets,omitempty"`
 	Ignore      []string      `json:"ignore,omitempty"`
 	Format      output.Format `json:"format"`
-	// Exclude is diff's --exclude (Rev its "before" revision).
-	Exclude []string `json:"exclude,omitempty"`
+	// Exclude is diff's and watch's --exclude; a diff is from Rev to
+	// UntilRev.
+	Exclude  []string `json:"exclude,omitempty"`
+	UntilRev int64    `json:"untilRev,omitempty"`
 }
 
-// EtcdResult is what an etcd task printed, or the revision it read.
+// EtcdResult is what an etcd task printed.
 type EtcdResult struct {
-	Output   string `json:"output,omitempty"`
-	Revision int64  `json:"revision,omitempty"`
+	Output string `json:"output"`
 }
 
 // HostNetwork says t's pod runs in the node's network namespace: etcd
@@ -165,11 +164,11 @@ func (t Task) Validate() error {
 		return nil
 	case KindEtcd:
 		e := t.Etcd
-		if e == nil || !slices.Contains([]string{EtcdLs, EtcdGet, EtcdRevision, EtcdDiff, EtcdWatch}, e.Verb) {
-			return fmt.Errorf("agent task etcd: %s, %s, %s, %s or %s", EtcdLs, EtcdGet, EtcdRevision, EtcdDiff, EtcdWatch)
+		if e == nil || !slices.Contains([]string{EtcdLs, EtcdGet, EtcdDiff, EtcdWatch}, e.Verb) {
+			return fmt.Errorf("agent task etcd: %s, %s, %s or %s", EtcdLs, EtcdGet, EtcdDiff, EtcdWatch)
 		}
-		if e.Verb == EtcdDiff && e.Rev <= 0 {
-			return errors.New("agent task etcd: a diff from no revision")
+		if e.Verb == EtcdDiff && (e.Rev <= 0 || e.UntilRev < e.Rev) {
+			return fmt.Errorf("agent task etcd: a diff from revision %d to %d", e.Rev, e.UntilRev)
 		}
 		for flag, p := range map[string]string{"cacert": e.Conn.CACert, "cert": e.Conn.Cert, "key": e.Conn.Key} {
 			if err := cleanAbs(p); err != nil {
@@ -323,19 +322,11 @@ func run(ctx context.Context, t Task, lw *lineWriter) (json.RawMessage, error) {
 	return nil, noTask(t.Kind)
 }
 
-// runEtcd runs an etcd task and returns what it printed, or the
-// revision; a watch prints to lw as it goes.
+// runEtcd runs an etcd task and returns what it printed; a watch prints
+// to lw as it goes.
 func runEtcd(ctx context.Context, e EtcdTask, lw *lineWriter) (EtcdResult, error) {
 	var out strings.Builder
 	conn := etcdwatch.ConnOptions{Endpoints: e.Conn.Endpoints, CACert: e.Conn.CACert, Cert: e.Conn.Cert, Key: e.Conn.Key, Prefix: e.Conn.Prefix, Getenv: func(string) string { return "" }}
-	if e.Verb == EtcdRevision {
-		cli, err := etcdwatch.Connect(ctx, conn)
-		if err != nil {
-			return EtcdResult{}, err
-		}
-		defer cli.Close()
-		return EtcdResult{Revision: cli.Revision}, nil
-	}
 	q := etcdwatch.Query{Conn: conn, Target: e.Target, Namespace: e.Namespace, Format: e.Format, Out: &out}
 	paths, err := etcdwatch.ParseFieldPaths(e.Ignore)
 	if err != nil {
@@ -348,7 +339,7 @@ func runEtcd(ctx context.Context, e EtcdTask, lw *lineWriter) (EtcdResult, error
 	case EtcdGet:
 		err = etcdwatch.Get(ctx, etcdwatch.GetOptions{Query: q, Rev: e.Rev})
 	case EtcdDiff:
-		err = etcdwatch.Diff(ctx, etcdwatch.DiffOptions{Query: q, SinceRev: e.Rev, Exclude: e.Exclude})
+		err = etcdwatch.Diff(ctx, etcdwatch.DiffOptions{Query: q, SinceRev: e.Rev, UntilRev: e.UntilRev, Exclude: e.Exclude})
 	case EtcdWatch:
 		q.Out, q.Log = lw, lw
 		err = etcdwatch.Watch(ctx, etcdwatch.WatchOptions{Query: q, FromRev: e.Rev, Exclude: e.Exclude})

@@ -265,37 +265,33 @@ func TestRunEtcd(t *testing.T) {
 		t.Errorf("ls printed %s", got)
 	}
 
-	// diff's two halves: the revision, then, after a change, every key
-	// changed since.
-	e.Verb, e.Target = EtcdRevision, ""
-	var out bytes.Buffer
-	if err := Run(context.Background(), task, &out); err != nil {
-		t.Fatal(err)
-	}
-	var line Line
-	var rev EtcdResult
-	if err := json.Unmarshal(out.Bytes(), &line); err != nil || json.Unmarshal(line.Result, &rev) != nil || rev.Revision <= 0 {
-		t.Fatalf("revision: %q, %v", out.String(), err)
-	}
+	// diff: every key changed between two revisions.
 	cli, err = etcdwatch.Connect(context.Background(), etcdwatch.ConnOptions{Endpoints: conn.Endpoints, CACert: conn.CACert, Cert: conn.Cert, Key: conn.Key, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := cli.Revision
 	cm.Data["a"] = "changed-on-the-node"
-	if _, err := cli.Put(context.Background(), "/registry/configmaps/default/x", string(etcdtest.MustEncode(cm))); err != nil {
+	put, err := cli.Put(context.Background(), "/registry/configmaps/default/x", string(etcdtest.MustEncode(cm)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written after the diff's window: not in it.
+	if _, err := cli.Put(context.Background(), "/registry/configmaps/default/later", string(etcdtest.MustEncode(cm))); err != nil {
 		t.Fatal(err)
 	}
 	cli.Close()
-	e.Rev = rev.Revision
+	e.Rev, e.UntilRev = before, put.Header.Revision
 	got := run(EtcdDiff, "")
 	var diff etcdwatch.DiffResult
-	if err := json.Unmarshal([]byte(got), &diff); err != nil || diff.FromRevision != rev.Revision || len(diff.Changes) != 1 || diff.Changes[0].Key != "/registry/configmaps/default/x" {
-		t.Errorf("diff since %d printed %s (%v); want the one key changed", rev.Revision, got, err)
+	if err := json.Unmarshal([]byte(got), &diff); err != nil || diff.FromRevision != before || diff.ToRevision != put.Header.Revision || len(diff.Changes) != 1 || diff.Changes[0].Key != "/registry/configmaps/default/x" {
+		t.Errorf("diff from %d to %d printed %s (%v); want the one key changed between", before, put.Header.Revision, got, err)
 	}
-	e.Rev = 0
+	e.Rev, e.UntilRev = 0, 0
 	if err := (Task{Kind: KindEtcd, Etcd: &EtcdTask{Verb: EtcdDiff, Conn: conn}}).Validate(); err == nil {
 		t.Error("a diff from no revision validated")
 	}
+	var out bytes.Buffer
 	e.Verb, e.Target = "get", "cm/default/nope"
 	out.Reset()
 	if err := Run(context.Background(), task, &out); err == nil || !strings.Contains(out.String(), `"error"`) {

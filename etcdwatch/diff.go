@@ -32,6 +32,10 @@ type DiffOptions struct {
 	// SinceRev is the "before" revision; 0 means the revision when Diff
 	// starts.
 	SinceRev int64
+	// UntilRev is the "after" revision; 0 means the revision once the
+	// change is made (through the cluster, the client reads both
+	// revisions around the change and the node's agent diffs between).
+	UntilRev int64
 	// Stdin is the command's stdin, or where Enter is awaited.
 	Stdin io.Reader
 	// CommandOut receives the command's stdout and stderr, so that Out
@@ -45,6 +49,9 @@ type DiffOptions struct {
 func (o DiffOptions) Validate() error {
 	if err := validRev("--since-rev", o.SinceRev); err != nil {
 		return err
+	}
+	if o.UntilRev != 0 && o.UntilRev < o.SinceRev {
+		return fmt.Errorf("diff: revision %d is before %d", o.UntilRev, o.SinceRev)
 	}
 	if len(o.Command) == 0 && o.Action == nil && o.SinceRev == 0 && o.Stdin == nil {
 		return fmt.Errorf("diff: give a command after --, or --since-rev, or a terminal to press Enter in")
@@ -100,9 +107,11 @@ func Diff(ctx context.Context, o DiffOptions) error {
 	if err != nil {
 		return err
 	}
-	to, err := currentRevision(ctx, cli.Client)
-	if err != nil {
-		return err
+	to := o.UntilRev
+	if to == 0 {
+		if to, err = currentRevision(ctx, cli.Client); err != nil {
+			return err
+		}
 	}
 	res, err := rec.stop(to)
 	if err != nil {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/certs"
@@ -80,12 +83,13 @@ func (s *Session) Etcd(ctx context.Context, node string, e agent.EtcdTask) (stri
 
 // EtcdDiff runs `devk etcd diff` (e: its query and --exclude; Rev its
 // --since-rev, or 0) through the cluster, on the etcd of control-plane
-// node (the first when ""): the node's agent reads the revision, change
+// node (the first when ""). devk reads etcd's revision through the API
+// (a list's resourceVersion is etcd's revision) before and after change
 // makes the change here (the user's command runs on this machine), and
-// the node's agent prints every key changed since that revision, as a
-// local diff does, to out; a --since-rev diff has no change and no first
-// read. change is etcdwatch.DiffOptions.RunChange; a command that failed
-// is the error once its diff is printed, as locally.
+// the node's agent prints every key changed between the two, as a local
+// diff does, to out: what the agent's own pod writes comes after, and
+// is not in it. change is etcdwatch.DiffOptions.RunChange; a command
+// that failed is the error once its diff is printed, as locally.
 func (s *Session) EtcdDiff(ctx context.Context, node string, e agent.EtcdTask, change func(ctx context.Context, from int64) (cmdErr, err error), out io.Writer) error {
 	cp, err := s.etcdNode(ctx, node, &e)
 	if err != nil {
@@ -93,16 +97,15 @@ func (s *Session) EtcdDiff(ctx context.Context, node string, e agent.EtcdTask, c
 	}
 	var cmdErr error
 	if e.Verb = agent.EtcdDiff; e.Rev == 0 {
-		before := e
-		before.Verb = agent.EtcdRevision
-		r, err := s.etcd(ctx, cp, before)
-		if err != nil {
+		if e.Rev, err = s.revision(ctx); err != nil {
 			return err
 		}
-		e.Rev = r.Revision
 		if cmdErr, err = change(ctx, e.Rev); err != nil {
 			return err
 		}
+	}
+	if e.UntilRev, err = s.revision(ctx); err != nil {
+		return err
 	}
 	r, err := s.etcd(ctx, cp, e)
 	if err != nil {
@@ -112,6 +115,21 @@ func (s *Session) EtcdDiff(ctx context.Context, node string, e agent.EtcdTask, c
 		return err
 	}
 	return etcdwatch.CommandFailed(cmdErr)
+}
+
+// revision is etcd's revision now, as the API server reads it: the
+// resourceVersion of a (consistent) list of kube-system's pods, which
+// finding the control planes may read already.
+func (s *Session) revision(ctx context.Context) (int64, error) {
+	l, err := s.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return 0, fmt.Errorf("read etcd's revision through the API server: %w", err)
+	}
+	rev, err := strconv.ParseInt(l.ResourceVersion, 10, 64)
+	if err != nil || rev <= 0 {
+		return 0, fmt.Errorf("the API server's resourceVersion %q is no etcd revision: devk etcd diff through the cluster needs a cluster stored in etcd", l.ResourceVersion)
+	}
+	return rev, nil
 }
 
 // EtcdWatch runs `devk etcd watch` (e: its query, --exclude and
@@ -159,11 +177,6 @@ func (s *Session) etcdNode(ctx context.Context, node string, e *agent.EtcdTask) 
 // etcd runs etcd task e on cp's agent.
 func (s *Session) etcd(ctx context.Context, cp ControlPlane, e agent.EtcdTask) (agent.EtcdResult, error) {
 	var r agent.EtcdResult
-	err := s.doStep(ctx, cp.Node, "etcd-"+e.Verb, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, &r, func() string {
-		if e.Verb == agent.EtcdRevision {
-			return fmt.Sprintf("revision %d", r.Revision)
-		}
-		return strings.Join(e.Conn.Endpoints, ",")
-	})
+	err := s.doStep(ctx, cp.Node, "etcd-"+e.Verb, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, &r, func() string { return strings.Join(e.Conn.Endpoints, ",") })
 	return r, err
 }

@@ -93,14 +93,17 @@ func (n *Target) putBack(ctx context.Context, podName string, j *Journal, handov
 		return res, err
 	}
 	before := n.exitedBefore(cctx, podName, old)
-	s, mirrorErr, err := n.settle(cctx, podName, old.Name, healthURL(old), before, n.digestOf(cctx, j.OldImage), t0, res)
+	// The digest the pod must run: the image's own, or, for a manifest
+	// that names a tag alone (kubeadm's), the runtime's for it.
+	want := n.digestOf(cctx, j.OldImage)
+	s, mirrorErr, err := n.settle(cctx, podName, old.Name, healthURL(old), before, want, t0, res)
 	if err != nil {
 		if cctx.Err() != nil {
 			return res, fmt.Errorf("%s: stopped waiting for it: its manifest is back and the journal stays (`%s` finishes the job)", podName, n.command())
 		}
 		return res, fmt.Errorf("%s: its manifest is back, but %w", podName, err)
 	}
-	res.Checks = n.verify(cctx, podImage{Pod: podName, Image: j.OldImage}, s, healthURL(old))
+	res.Checks = n.verify(cctx, podImage{Pod: podName, Image: j.OldImage, Digest: want}, s, healthURL(old))
 	res.Took = time.Since(t0)
 	if err := m.Discard(); err != nil {
 		return res, err

@@ -212,9 +212,9 @@ short-lived pod on a control-plane node (--node, default the first) in the
 node's network, with that node's API server's --etcd-* flags and the
 directories of its etcd client certificate mounted read-only. Only what
 the command prints leaves the node; Secrets stay redacted unless
---show-secrets. A diff takes two such pods: one reads the revision, the
-command after -- runs here (with your kubeconfig), the other prints what
-changed since. A watch's pod sends each change as it comes and is
+--show-secrets. A diff reads etcd's revision through the API server before
+and after the command after -- (which runs here, with your kubeconfig),
+and such a pod prints what changed between the two. A watch's pod sends each change as it comes and is
 deleted when you stop it (Ctrl-C); if devk is killed instead, the next
 devk command deletes it (devk stamps it every 10 s while it reads).`,
 		Example: `  devk etcd ls --count                      # keys per resource
@@ -390,8 +390,8 @@ metadata.managedFields (--ignore '' keeps it).`,
 			}
 			o.Stdin = cmd.InOrStdin()
 			o.CommandOut = g.Stderr
-			// Through the cluster the node's agent reads the revision
-			// and, after the change made here, the diff.
+			// Through the cluster the change is made here, and the
+			// node's agent prints the diff.
 			through := func(ctx context.Context, s *remote.Session, node string, t agent.EtcdTask) error {
 				return s.EtcdDiff(ctx, node, t, func(ctx context.Context, from int64) (error, error) { return o.RunChange(ctx, from) }, g.Stdout)
 			}
