@@ -17,7 +17,6 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/internal/addon"
@@ -112,10 +111,6 @@ type Cluster struct {
 	// kubeletBuilt and kubeadmBuilt are the binaries the images phase
 	// built (kubeadm for a cluster kubeadm bootstraps).
 	kubeletBuilt, kubeadmBuilt string
-	// preflightBuild is the build of the cluster's components preflight
-	// made (a cluster kubeadm bootstraps: its kubeadm checks the config),
-	// which the images phase takes instead of building again.
-	preflightBuild *build.Job
 	// kubeletStarted is when this run started the kubelet (zero if it
 	// found it running).
 	kubeletStarted time.Time

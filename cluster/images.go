@@ -30,16 +30,12 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	}
 	t0 := time.Now()
 	sub := progress.Under(c.Reporter, "images")
-	bj := c.preflightBuild
-	if bj == nil {
-		var err error
-		if bj, err = c.buildComponents(ctx, sub); err != nil {
-			return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
-		}
+	bj, err := c.buildComponents(ctx, sub)
+	if err != nil {
+		return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
 	}
 	built := time.Since(t0)
-	var kubectlChanged bool
-	var err error
+	kubectlChanged := false
 	for _, b := range bj.Binaries {
 		switch b.Name {
 		case "kubelet":

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/cluster/internal/joinnode"
@@ -76,22 +77,17 @@ func (c *Cluster) kubeadmPreflight(version string) ([]byte, error) {
 	return kubeadmconfig.Preflight(c.kubeadmInput(), n, version)
 }
 
-// kubeadmValidate builds the cluster's components, kubeadm with them
-// (one build, which the images phase takes), and has kubeadm validate
-// config, node 0's, before anything is made: a tree whose kubeadm does
-// not build, or a config it rejects, is a preflight problem.
+// kubeadmValidate builds the tree's kubeadm (incrementally: the images
+// phase finds it built) and has it validate config, node 0's, before
+// anything is made: a tree whose kubeadm does not build, or a config it
+// rejects, is a preflight problem. Only kubeadm: an up refused here
+// leaves the tree's other builds as they were.
 func (c *Cluster) kubeadmValidate(ctx context.Context, config []byte) error {
-	bj, err := c.buildComponents(ctx, progress.Under(c.Reporter, "preflight"))
+	bj, err := build.Run(ctx, build.Options{TreeDir: c.TreeDir, Components: []string{kubeadmComponent}, Reporter: progress.Under(c.Reporter, "preflight")}, phase.Options{})
 	if err != nil {
-		return fmt.Errorf("the tree's kubeadm and the cluster's components do not build (preflight builds them, for kubeadm to check its config, before anything is made): %w", err)
+		return fmt.Errorf("the tree's kubeadm does not build (a cluster kubeadm bootstraps needs it): %w", err)
 	}
-	for _, b := range bj.Binaries {
-		if b.Name == kubeadmComponent {
-			c.preflightBuild = bj
-			return kubeadmrun.Validate(ctx, b.Path, config)
-		}
-	}
-	return fmt.Errorf("the build of the cluster's components made no %s", kubeadmComponent)
+	return kubeadmrun.Validate(ctx, bj.Binaries[0].Path, config)
 }
 
 // prepareKubeadmNode installs the tree's kubeadm and kubelet on node n

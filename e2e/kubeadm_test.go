@@ -90,7 +90,7 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	step(t, "a tree whose kubeadm does not build", func(t *testing.T) {
 		appendTo(t, initGo, "\nfunc devkE2EBroken( {\n") // the tree's again at the step's end
 		r := Devk(t, c.Tree, c.Env, "up", "--bootstrapper", "kubeadm", "--name", "kbroken")
-		if r.Err == nil || !strings.Contains(r.Stderr, "the tree's kubeadm and the cluster's components do not build") || !strings.Contains(r.Stderr, filepath.Base(initGo)) {
+		if r.Err == nil || !strings.Contains(r.Stderr, "the tree's kubeadm does not build") || !strings.Contains(r.Stderr, filepath.Base(initGo)) {
 			t.Errorf("up with a kubeadm that does not build: %v, want a preflight problem naming the file\n%s", r.Err, r.Stderr)
 		}
 		noNetNS(t, "kbroken")
