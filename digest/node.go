@@ -240,12 +240,25 @@ func notStaticPod(t Target) (Observation, bool) {
 }
 
 // Manifest is the image a static pod's manifest names, in the kubelet's
-// manifests dir.
-type Manifest struct{ Dir string }
+// manifests dir. One it names by tag alone (kubeadm's) is, with Tags, the
+// digest the node's runtime has for that tag: what the kubelet started
+// the pod from, unless the tag has moved since.
+type Manifest struct {
+	Dir  string
+	Tags TagDigests
+}
+
+// TagDigests gives the digest a runtime has for an image named by tag
+// ("" when it has none): cri.Client.ImageDigest.
+type TagDigests interface {
+	ImageDigest(ctx context.Context, ref string) (string, error)
+}
+
+var _ TagDigests = (*cri.Client)(nil)
 
 func (Manifest) Name() string { return "manifest" }
 
-func (s Manifest) Observe(_ context.Context, t Target) (Observation, error) {
+func (s Manifest) Observe(ctx context.Context, t Target) (Observation, error) {
 	if ob, skip := notStaticPod(t); skip {
 		return ob, nil
 	}
@@ -261,8 +274,18 @@ func (s Manifest) Observe(_ context.Context, t Target) (Observation, error) {
 		return Observation{}, err
 	}
 	ob := Observation{Ref: path, Digest: Of(img)}
-	if ob.Digest == "" {
-		ob.Note = "names " + img + " by tag, not by digest"
+	if ob.Digest != "" {
+		return ob, nil
+	}
+	ob.Note = "names " + img + " by tag, not by digest"
+	if s.Tags != nil {
+		d, err := s.Tags.ImageDigest(ctx, img)
+		if err != nil {
+			return Observation{}, err
+		}
+		if d != "" {
+			ob.Digest, ob.Note = d, "names "+img+" by tag: the node's runtime has it as this digest"
+		}
 	}
 	return ob, nil
 }
@@ -390,7 +413,7 @@ func NodeSources(ctx context.Context, node layout.Node, nodeName string, others 
 		closers = append(closers, func() { rt.Close() })
 		more[name] = rt
 	}
-	return []Source{Manifest{Dir: node.ManifestsDir}, CRI{Runtime: c.Runtime, NodeName: c.NodeName}, Mirror{Client: c.Client, NodeName: c.NodeName},
+	return []Source{Manifest{Dir: node.ManifestsDir, Tags: c.Runtime}, CRI{Runtime: c.Runtime, NodeName: c.NodeName}, Mirror{Client: c.Client, NodeName: c.NodeName},
 			Workload{Client: c.Client}, Pods{Client: c.Client, Runtime: c.Runtime, NodeName: c.NodeName, Others: more}},
 		closeAll, nil
 }
@@ -451,7 +474,7 @@ func StaticPodSources(ctx context.Context, n layout.Node, nodeName string) (sour
 	if err != nil {
 		return nil, nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
-	return []Source{OnNode{nodeName, Manifest{Dir: n.ManifestsDir}}, OnNode{nodeName, CRI{Runtime: c.Runtime, NodeName: c.NodeName}},
+	return []Source{OnNode{nodeName, Manifest{Dir: n.ManifestsDir, Tags: c.Runtime}}, OnNode{nodeName, CRI{Runtime: c.Runtime, NodeName: c.NodeName}},
 		OnNode{nodeName, Mirror{Client: c.Client, NodeName: c.NodeName}}}, c.Close, nil
 }
 
@@ -491,6 +514,9 @@ func ObserveNode(ctx context.Context, manifests string, rt Runtime, nodeName str
 	for _, b := range binaries {
 		t := Target{Component: build.Component{Name: b, Binary: b, StaticPod: true}}
 		m := Manifest{Dir: manifests}
+		if tags, ok := rt.(TagDigests); ok {
+			m.Tags = tags
+		}
 		ob, err := m.Observe(ctx, t)
 		if err != nil {
 			return v, fmt.Errorf("%s: manifest: %w", b, err)

@@ -59,7 +59,21 @@ func TestManifestSource(t *testing.T) {
 			}
 		})
 	}
+	// A tag, with the node's runtime: the digest it has for that tag
+	// (kubeadm's manifests); a tag it has not pulled stays a tag.
+	tags := tagDigests{"registry.k8s.io/kube-scheduler:v1.34.4": d}
+	if ob, err := (Manifest{Dir: dir, Tags: tags}).Observe(context.Background(), Target{Component: sched}); err != nil || ob.Digest != d || !strings.Contains(ob.Note, "the node's runtime has it") {
+		t.Errorf("a tag the runtime has: %+v, %v; want %s", ob, err, d)
+	}
+	if ob, err := (Manifest{Dir: dir, Tags: tagDigests{}}).Observe(context.Background(), Target{Component: sched}); err != nil || ob.Digest != "" {
+		t.Errorf("a tag the runtime lacks: %+v, %v; want no digest", ob, err)
+	}
 }
+
+// tagDigests is a runtime's digests by tag.
+type tagDigests map[string]string
+
+func (t tagDigests) ImageDigest(_ context.Context, ref string) (string, error) { return t[ref], nil }
 
 func mirrorPod(name, imageID string) *corev1.Pod {
 	return &corev1.Pod{

@@ -24,8 +24,9 @@ func newDigestVerifyCmd(g *cli.Options) *cobra.Command {
 		Short: "Exit non-zero unless pushed, registry, manifest, CRI and API views agree",
 		Long: `Check that a static-pod component runs exactly what devk pushed: the digest
 recorded at push, the registry's digest for that tag, the image the manifest
-names, the imageRef of the running container (CRI) and the imageID of the
-mirror pod must all be the same. For an addon (kube-proxy, coredns) the
+names (one it names by tag alone, as kubeadm's do: the digest the node's
+runtime has for that tag), the imageRef of the running container (CRI) and
+the imageID of the mirror pod must all be the same. For an addon (kube-proxy, coredns) the
 views are the workload's image and every pod's imageID (and the CRI
 imageRef, on every node of a devk cluster; on a kubeadm node, for its own
 pods); an addon the cluster does not run is
