@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -357,7 +358,14 @@ func (j *job) command(own []string) ([]string, error) {
 	if len(own) == 0 {
 		return nil, fmt.Errorf("no command")
 	}
-	return j.debugged(image.DebuggerPath).Command(PausableArgv(own, j.comp.Name, j.HA)), nil
+	// Delve execs a path, not a name looked up on PATH: kubeadm's
+	// manifests name the binary alone, which devk's images keep in
+	// image.BinDir.
+	argv := slices.Clone(own)
+	if !strings.Contains(argv[0], "/") {
+		argv[0] = path.Join(image.BinDir, argv[0])
+	}
+	return j.debugged(image.DebuggerPath).Command(PausableArgv(argv, j.comp.Name, j.HA)), nil
 }
 
 // PausableArgv is argv (a component's binary and flags) with the flags

@@ -100,6 +100,13 @@ func TestCommand(t *testing.T) {
 			t.Errorf("%s (HA %v): %q", c.comp, c.ha, got)
 		}
 	}
+	// kubeadm's manifests name the binary alone: Delve gets its path in
+	// devk's image.
+	j := &job{Options: Options{Address: "10.250.0.2", Port: 2347}}
+	j.comp.Name = "scheduler"
+	if got, err := j.command([]string{"kube-scheduler", "--v=2"}); err != nil || !slices.Contains(got, "/usr/local/bin/kube-scheduler") || slices.Contains(got, "kube-scheduler") {
+		t.Errorf("a command naming the binary alone: %q, %v; want its path in the image", got, err)
+	}
 }
 
 // TestLaunchJSON: devk's configuration replaces its own of the same name
