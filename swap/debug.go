@@ -75,5 +75,5 @@ func (j *Job) newDebugSwap(c build.Component) (*podSwap, error) {
 		}
 		image = orig.Image
 	}
-	return j.newPodSwap(podImage{Pod: c.Binary, Image: image})
+	return j.newPodSwap(podImage{Pod: c.Binary, Image: image}, j.Debug.Stop)
 }

@@ -63,12 +63,15 @@ func (j *Job) newSwap(c build.Component) (*podSwap, error) {
 	if c.Name == "apiserver" && cs.Binary != nil && cs.Binary.SHA256 == cs.Pushed.BinarySHA256 {
 		t.Version = cs.Binary.Version
 	}
-	return j.newPodSwap(t)
+	return j.newPodSwap(t, false)
 }
 
-// newPodSwap is the swap of the static pod t.Pod to t.Image.
-func (j *Job) newPodSwap(t podImage) (*podSwap, error) {
-	if digest.Of(t.Image) == "" {
+// newPodSwap is the swap of the static pod t.Pod to t.Image, a digest
+// reference; restore: to the image the manifest named before (debug's
+// stop), which may be a tag (kubeadm's), resolved by the node's runtime
+// as a rollback's is (start).
+func (j *Job) newPodSwap(t podImage, restore bool) (*podSwap, error) {
+	if digest.Of(t.Image) == "" && !restore {
 		return nil, fmt.Errorf("%s is not a digest reference (repo@sha256:…): push it first (devk push)", t.Image)
 	}
 	m := ManifestFor(j.Node.ManifestsDir, t.Pod)
