@@ -294,6 +294,12 @@ func (s *Session) Stream(ctx context.Context, node string, t agent.Task, out io.
 	pods := s.cs.CoreV1().Pods(Namespace)
 	seen := 0
 	for {
+		// Whether the pod had ended before its log is read: then the
+		// read has all of it, and a log with no final line never gets one.
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
+		}
 		rc, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent", Follow: true}).Stream(ctx)
 		if err != nil {
 			return fmt.Errorf("node %s: follow the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
@@ -309,12 +315,8 @@ func (s *Session) Stream(ctx context.Context, node string, t agent.Task, out io.
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		}
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
-		}
-		if podEnded(p) {
+		case podEnded(p):
+			// No result: result says why, with what else it wrote.
 			logs, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
 			if err != nil {
 				return fmt.Errorf("node %s: read the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)

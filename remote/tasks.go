@@ -81,8 +81,8 @@ func (s *Session) Etcd(ctx context.Context, node string, e agent.EtcdTask) (stri
 	return r.Output, err
 }
 
-// EtcdDiff runs `devk etcd diff` (e: its query and --exclude; Rev its
-// --since-rev, or 0) through the cluster, on the etcd of control-plane
+// EtcdDiff runs `devk etcd diff` (e: its verb, query and --exclude; Rev
+// its --since-rev, or 0) through the cluster, on the etcd of control-plane
 // node (the first when ""). devk reads etcd's revision through the API
 // (a list's resourceVersion is etcd's revision) before and after change
 // makes the change here (the user's command runs on this machine), and
@@ -96,7 +96,7 @@ func (s *Session) EtcdDiff(ctx context.Context, node string, e agent.EtcdTask, c
 		return err
 	}
 	var cmdErr error
-	if e.Verb = agent.EtcdDiff; e.Rev == 0 {
+	if e.Rev == 0 {
 		if e.Rev, err = s.revision(ctx); err != nil {
 			return err
 		}
@@ -132,7 +132,7 @@ func (s *Session) revision(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
-// EtcdWatch runs `devk etcd watch` (e: its query, --exclude and
+// EtcdWatch runs `devk etcd watch` (e: its verb, query, --exclude and
 // --from-rev as Rev) through the cluster, on the etcd of control-plane
 // node (the first when ""): the node's agent prints each change as it
 // comes, which goes to out, until ctx ends (Ctrl-C); then its pod is
@@ -142,7 +142,6 @@ func (s *Session) EtcdWatch(ctx context.Context, node string, e agent.EtcdTask, 
 	if err != nil {
 		return err
 	}
-	e.Verb = agent.EtcdWatch
 	err = s.Stream(ctx, cp.Node, agent.Task{Kind: agent.KindEtcd, Etcd: &e}, out)
 	if ctx.Err() != nil {
 		return ctx.Err()

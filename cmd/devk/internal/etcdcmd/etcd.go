@@ -214,9 +214,10 @@ directories of its etcd client certificate mounted read-only. Only what
 the command prints leaves the node; Secrets stay redacted unless
 --show-secrets. A diff reads etcd's revision through the API server before
 and after the command after -- (which runs here, with your kubeconfig),
-and such a pod prints what changed between the two. A watch's pod sends each change as it comes and is
-deleted when you stop it (Ctrl-C); if devk is killed instead, the next
-devk command deletes it (devk stamps it every 10 s while it reads).`,
+and such a pod prints what changed between the two. A watch's pod sends
+each change as it comes and is deleted when you stop it (Ctrl-C); if
+devk is killed instead, the next devk command deletes it (devk stamps it
+every 10 s while it reads).`,
 		Example: `  devk etcd ls --count                      # keys per resource
   devk etcd get svc/default/kubernetes      # one object, decoded
   devk etcd watch pods -n kube-system       # changes as they happen, as diffs
@@ -393,7 +394,7 @@ metadata.managedFields (--ignore '' keeps it).`,
 			// Through the cluster the change is made here, and the
 			// node's agent prints the diff.
 			through := func(ctx context.Context, s *remote.Session, node string, t agent.EtcdTask) error {
-				return s.EtcdDiff(ctx, node, t, func(ctx context.Context, from int64) (error, error) { return o.RunChange(ctx, from) }, g.Stdout)
+				return s.EtcdDiff(ctx, node, t, o.RunChange, g.Stdout)
 			}
 			return f.remoteE(g, &o.Query, &d, func(ctx context.Context) error { return etcdwatch.Diff(ctx, o) },
 				func() agent.EtcdTask {
