@@ -60,6 +60,9 @@ type Task struct {
 	Digest *DigestTask `json:"digest,omitempty"`
 	// Etcd is KindEtcd's.
 	Etcd *EtcdTask `json:"etcd,omitempty"`
+	// Swap is KindSwap's, Pull KindPull's.
+	Swap *SwapTask `json:"swap,omitempty"`
+	Pull *PullTask `json:"pull,omitempty"`
 }
 
 // The verbs of an etcd task: `devk etcd ls|get`, and `devk etcd diff`
@@ -103,8 +106,14 @@ type EtcdResult struct {
 }
 
 // HostNetwork says t's pod runs in the node's network namespace: etcd
-// listens on the node's loopback.
-func (t Task) HostNetwork() bool { return t.Kind == KindEtcd }
+// listens on the node's loopback, and a swap probes the static pods'
+// health there.
+func (t Task) HostNetwork() bool { return t.Kind == KindEtcd || t.Kind == KindSwap }
+
+// UsesAPI says t's agent talks to the API server (with its run's
+// ServiceAccount): a swap waits for mirror pods. The other tasks get no
+// token.
+func (t Task) UsesAPI() bool { return t.Kind == KindSwap }
 
 // Streams says t sends its output as it prints it, and runs until its
 // pod is deleted: etcd watch.
@@ -179,6 +188,10 @@ func (t Task) Validate() error {
 			return errors.New("agent task etcd: no endpoints")
 		}
 		return nil
+	case KindSwap:
+		return t.Swap.validate()
+	case KindPull:
+		return t.Pull.validate()
 	}
 	return noTask(t.Kind)
 }
@@ -195,28 +208,48 @@ func cleanAbs(p string) error {
 	return nil
 }
 
-// HostPaths are the node's directories t reads, which its pod mounts
-// read-only at the same paths (so the paths in its results are the
-// node's): one mount where one holds another (kubeadm's /etc/kubernetes
-// holds pki/ and manifests/).
-func (t Task) HostPaths() []string {
-	var dirs []string
+// Mount is a node's directory an agent mounts, at its own path (so the
+// paths in its results are the node's).
+type Mount struct {
+	Path string
+	// Write mounts it read-write; Create makes it if the node lacks it.
+	Write, Create bool
+}
+
+// Mounts are the node's directories t uses: read-only but where it
+// writes; one mount where one read-only directory holds another
+// (kubeadm's /etc/kubernetes holds pki/ and manifests/), while a
+// read-only one below a writable one is mounted again over it.
+func (t Task) Mounts() []Mount {
+	var ms []Mount
+	ro := func(dirs ...string) {
+		for _, d := range dirs {
+			ms = append(ms, Mount{Path: d})
+		}
+	}
 	switch t.Kind {
 	case KindCerts:
-		dirs = []string{t.Certs.KubeconfigDir, t.Certs.PKIDir, t.Certs.ManifestsDir}
+		ro(t.Certs.KubeconfigDir, t.Certs.PKIDir, t.Certs.ManifestsDir)
 	case KindDigest:
 		// The socket's directory, not the socket: a restarted runtime
 		// makes a new one, which a mount of the old file would miss.
-		dirs = []string{t.Digest.ManifestsDir, path.Dir(t.Digest.CRISocket)}
+		ro(t.Digest.ManifestsDir, path.Dir(t.Digest.CRISocket))
 	case KindEtcd:
 		c := t.Etcd.Conn
-		dirs = []string{path.Dir(c.CACert), path.Dir(c.Cert), path.Dir(c.Key)}
+		ro(path.Dir(c.CACert), path.Dir(c.Cert), path.Dir(c.Key))
+	case KindSwap:
+		ms = t.Swap.mounts()
+	case KindPull:
+		ro(path.Dir(t.Pull.CRISocket))
 	}
-	slices.Sort(dirs)
-	var out []string
-	for _, d := range slices.Compact(dirs) {
-		if !slices.ContainsFunc(out, func(parent string) bool { return strings.HasPrefix(d, parent+"/") }) {
-			out = append(out, d)
+	slices.SortFunc(ms, func(a, b Mount) int { return strings.Compare(a.Path, b.Path) })
+	ms = slices.CompactFunc(ms, func(a, b Mount) bool { return a.Path == b.Path })
+	var out []Mount
+	for _, m := range ms {
+		// A directory inside a mounted one needs its own mount only to
+		// be mounted otherwise (read-only inside a writable one).
+		if !slices.ContainsFunc(out, func(p Mount) bool { return strings.HasPrefix(m.Path, p.Path+"/") && p.Write == m.Write }) {
+			out = append(out, m)
 		}
 	}
 	return out
@@ -230,12 +263,15 @@ type Line struct {
 	// again (its stream cut) skips what it has seen.
 	Seq    int             `json:"seq"`
 	Output string          `json:"output,omitempty"`
+	// Event is a step of the task's progress, as `-o json` prints it.
+	Event  *progress.Event `json:"event,omitempty"`
 	Info   string          `json:"info,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
 }
 
-// Final says l is the last line: the result or the error.
+// Final says l is the last line: the result, the error, or both (what a
+// failed swap did).
 func (l Line) Final() bool { return l.Result != nil || l.Error != "" }
 
 // Run does task t on this node, writing its Lines to w (a streaming
@@ -246,7 +282,7 @@ func Run(ctx context.Context, t Task, w io.Writer) error {
 	result, err := run(ctx, t, lw)
 	line := Line{Result: result}
 	if err != nil {
-		line = Line{Error: err.Error()}
+		line.Error = err.Error()
 	}
 	if werr := lw.emit(line); werr != nil {
 		return werr
@@ -318,8 +354,24 @@ func run(ctx context.Context, t Task, lw *lineWriter) (json.RawMessage, error) {
 			return nil, err
 		}
 		return json.Marshal(r)
+	case KindSwap:
+		r, err := runSwap(ctx, *t.Swap, lw)
+		return marshalBoth(r, err)
+	case KindPull:
+		r, err := runPull(ctx, *t.Pull)
+		return marshalBoth(r, err)
 	}
 	return nil, noTask(t.Kind)
+}
+
+// marshalBoth is a task's result and its error: a result that says what
+// a failed task did goes with the error.
+func marshalBoth(v any, err error) (json.RawMessage, error) {
+	data, merr := json.Marshal(v)
+	if merr != nil {
+		return nil, errors.Join(err, merr)
+	}
+	return data, err
 }
 
 // runEtcd runs an etcd task and returns what it printed; a watch prints

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/certs"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/etcdwatch/etcdtest"
@@ -94,7 +95,7 @@ func TestRunError(t *testing.T) {
 	}
 }
 
-func TestValidateAndHostPaths(t *testing.T) {
+func TestValidateAndMounts(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		t    Task
@@ -111,11 +112,11 @@ func TestValidateAndHostPaths(t *testing.T) {
 		}
 	}
 	kubeadm := Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/etc/kubernetes/pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}
-	if got := kubeadm.HostPaths(); !slices.Equal(got, []string{"/etc/kubernetes"}) {
+	if got := kubeadm.Mounts(); !slices.Equal(got, []Mount{{Path: "/etc/kubernetes"}}) {
 		t.Errorf("kubeadm's layout mounts %v, want /etc/kubernetes read-only alone", got)
 	}
 	devk := Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: "/h/clusters/x/pki", KubeconfigDir: "/h/clusters/x", ManifestsDir: "/h/clusters/x-manifests"}}
-	if got := devk.HostPaths(); !slices.Equal(got, []string{"/h/clusters/x", "/h/clusters/x-manifests"}) {
+	if got := devk.Mounts(); !slices.Equal(got, []Mount{{Path: "/h/clusters/x"}, {Path: "/h/clusters/x-manifests"}}) {
 		t.Errorf("a sibling with a common prefix: %v", got)
 	}
 }
@@ -194,7 +195,7 @@ func TestDigestTask(t *testing.T) {
 	if err := (Task{Kind: KindDigest, Digest: &ok}).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := (Task{Kind: KindDigest, Digest: &ok}).HostPaths(); !slices.Equal(got, []string{"/etc/kubernetes/manifests", "/run/containerd"}) {
+	if got := (Task{Kind: KindDigest, Digest: &ok}).Mounts(); !slices.Equal(got, []Mount{{Path: "/etc/kubernetes/manifests"}, {Path: "/run/containerd"}}) {
 		t.Errorf("host paths %v", got)
 	}
 	for name, mutate := range map[string]func(*DigestTask){
@@ -296,5 +297,61 @@ func TestRunEtcd(t *testing.T) {
 	out.Reset()
 	if err := Run(context.Background(), task, &out); err == nil || !strings.Contains(out.String(), `"error"`) {
 		t.Errorf("a missing key: %v, %s", err, out.String())
+	}
+}
+
+// TestSwapTask: a swap task is checked before a pod is made; it mounts
+// the manifests dir's parent read-write (the swap renames between the
+// manifests and its journal beside them), the PKI under it read-only
+// again, the runtime socket's directory read-only and devk's lock dir,
+// made if missing.
+func TestSwapTask(t *testing.T) {
+	ok := SwapTask{ManifestsDir: "/etc/kubernetes/manifests", CRISocket: "/run/containerd/containerd.sock", NodeName: "cp1", PKIDir: "/etc/kubernetes/pki",
+		Components: []string{"apiserver"}, State: &build.StateFile{}}
+	task := Task{Kind: KindSwap, Swap: &ok}
+	if err := task.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := []Mount{{Path: "/etc/kubernetes", Write: true}, {Path: "/etc/kubernetes/pki"}, {Path: "/run/containerd"}, {Path: "/run/devk/locks", Write: true, Create: true}}
+	if got := task.Mounts(); !slices.Equal(got, want) {
+		t.Errorf("mounts %v, want %v", got, want)
+	}
+	if !task.UsesAPI() || !task.HostNetwork() {
+		t.Error("a swap's agent needs the API (mirror pods) and the node's network (its probes)")
+	}
+	// A PKI outside the parent needs no mount.
+	other := ok
+	other.PKIDir = "/srv/pki"
+	if got := (Task{Kind: KindSwap, Swap: &other}).Mounts(); len(got) != 3 {
+		t.Errorf("a PKI outside the manifests' parent: %v", got)
+	}
+	for name, mutate := range map[string]func(*SwapTask){
+		"no components": func(s *SwapTask) { s.Components = nil },
+		"an addon":      func(s *SwapTask) { s.Components = []string{"kube-proxy"} },
+		"kubectl":       func(s *SwapTask) { s.Components = []string{"kubectl"} },
+		"no state":      func(s *SwapTask) { s.State = nil },
+		"relative":      func(s *SwapTask) { s.ManifestsDir = "manifests" },
+		"top level":     func(s *SwapTask) { s.ManifestsDir = "/manifests" },
+		"socket":        func(s *SwapTask) { s.CRISocket = "/run/../containerd.sock" },
+	} {
+		bad := ok
+		mutate(&bad)
+		if err := (Task{Kind: KindSwap, Swap: &bad}).Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	rollback := ok
+	rollback.State, rollback.Rollback = nil, true
+	if err := (Task{Kind: KindSwap, Swap: &rollback}).Validate(); err != nil {
+		t.Errorf("a rollback needs no state: %v", err)
+	}
+	for name, p := range map[string]PullTask{
+		"a tag":    {CRISocket: "/run/containerd/containerd.sock", Refs: []string{"registry.k8s.io/pause:3.10"}},
+		"no image": {CRISocket: "/run/containerd/containerd.sock"},
+		"socket":   {CRISocket: "containerd.sock", Refs: []string{"r/x@sha256:" + strings.Repeat("a", 64)}},
+	} {
+		if err := (Task{Kind: KindPull, Pull: &p}).Validate(); err == nil {
+			t.Errorf("pull, %s: accepted", name)
+		}
 	}
 }

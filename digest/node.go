@@ -369,7 +369,13 @@ type Conn struct {
 // nodeName is the kubelet's node name; empty finds
 // it (NodeName). Close releases the runtime connection.
 func Connect(ctx context.Context, node layout.Node, nodeName string) (*Conn, error) {
-	client, err := kube.Client(node.Kubeconfig)
+	var client kubernetes.Interface
+	var err error
+	if node.InCluster && node.Kubeconfig == "" {
+		client, err = kube.InCluster()
+	} else {
+		client, err = kube.Client(node.Kubeconfig)
+	}
 	if err != nil {
 		return nil, err
 	}

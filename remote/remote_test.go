@@ -146,7 +146,7 @@ func TestPodFor(t *testing.T) {
 	s, _ := session(t)
 	// A streaming task: bounded by StreamDeadline, stamped by its client.
 	watch := agent.Task{Kind: agent.KindEtcd, Etcd: &agent.EtcdTask{Verb: agent.EtcdWatch, Conn: layout.Etcd{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: "/etc/kubernetes/pki/etcd/ca.crt", Cert: "/etc/kubernetes/pki/apiserver-etcd-client.crt", Key: "/etc/kubernetes/pki/apiserver-etcd-client.key"}}}
-	if p, err := s.PodFor("cp1", watch); err != nil || *p.Spec.ActiveDeadlineSeconds != int64(StreamDeadline/time.Second) || p.Annotations[AnnotationHeartbeat] == "" || lostClient(p) {
+	if p, err := s.PodFor("cp1", watch); err != nil || *p.Spec.ActiveDeadlineSeconds != int64(StreamDeadline/time.Second) || p.Annotations[AnnotationHeartbeat] == "" || lostClient(p.Annotations) {
 		t.Errorf("a watch's pod: %v; want the stream's deadline and a fresh heartbeat", err)
 	}
 	task := agent.Task{Kind: agent.KindCerts, Certs: &agent.CertsTask{PKIDir: "/etc/kubernetes/pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}

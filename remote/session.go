@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +31,7 @@ import (
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/swap"
 )
 
 // Namespace is where devk's node agents run. devk makes it, labelled for
@@ -52,6 +55,12 @@ const psaEnforce = "pod-security.kubernetes.io/enforce"
 // TaskDeadline bounds an agent pod (its activeDeadlineSeconds): nothing
 // outlives it, even with no client left to delete it.
 const TaskDeadline = 2 * time.Minute
+
+// PullDeadline bounds a pull task's pod: CRI pulls of a swap's images.
+const PullDeadline = 10 * time.Minute
+
+// swapMargin is what a swap pod's deadline allows beyond its waits.
+const swapMargin = 15 * time.Minute
 
 // StreamDeadline bounds a streaming task's pod (etcd watch), which runs
 // until the client deletes it: one whose client was killed ends by then,
@@ -82,6 +91,13 @@ type Session struct {
 	rep   progress.Reporter
 	run   string
 	image string
+	// accountMade: the run's ServiceAccount and RBAC exist
+	// (ensureAccount); stopAccount ends their heartbeat.
+	accountMade bool
+	stopAccount func()
+	// tokens: the credentials may manage agents' ServiceAccounts and
+	// RBAC (AccountNeeds were checked), so Prepare deletes those left.
+	tokens bool
 }
 
 // Open connects to the target's cluster for a run of the node agent
@@ -136,11 +152,22 @@ func (s *Session) Prepare(ctx context.Context) error {
 		return err
 	}
 	n := 0
+	var kept []corev1.Pod
 	for _, p := range pods.Items {
+		lost := lostClient(p.Annotations)
 		switch {
+		case p.Labels[LabelTask] == string(agent.KindSwap) && (!podEnded(&p) || !lost):
+			// A swap runs to its end, client or not; an ended one is
+			// its client's to read while it is there.
+			kept = append(kept, p)
+			continue
+		case p.Labels[LabelTask] == string(agent.KindSwap):
+			s.reportLost(ctx, &p)
 		case podEnded(&p) && time.Since(p.CreationTimestamp.Time) < clientWait:
-			continue // its client may still be reading it
-		case !podEnded(&p) && !lostClient(&p):
+			kept = append(kept, p) // its client may still be reading it
+			continue
+		case !podEnded(&p) && !lost:
+			kept = append(kept, p)
 			continue
 		}
 		if err := s.cs.CoreV1().Pods(Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -151,12 +178,23 @@ func (s *Session) Prepare(ctx context.Context) error {
 	if n > 0 {
 		s.rep.Infof("deleted %d agent pods an earlier devk left in %s (ended, or streaming to a client that is gone)", n, Namespace)
 	}
+	if s.tokens {
+		runs, err := s.deleteLostAccounts(ctx, kept)
+		if err != nil {
+			return err
+		}
+		if runs > 0 {
+			s.rep.Infof("deleted the ServiceAccount and RBAC of %d runs of an earlier devk that was killed", runs)
+		}
+	}
 	return nil
 }
 
-// lostClient says streaming pod p's client stopped stamping it.
-func lostClient(p *corev1.Pod) bool {
-	v, ok := p.Annotations[AnnotationHeartbeat]
+// lostClient says the client of an object of its run (a streaming pod, a
+// swap pod, a run's ServiceAccount), stamped by annotations, stopped
+// stamping it; one never stamped has no client to lose.
+func lostClient(annotations map[string]string) bool {
+	v, ok := annotations[AnnotationHeartbeat]
 	if !ok {
 		return false
 	}
@@ -164,9 +202,12 @@ func lostClient(p *corev1.Pod) bool {
 	return err != nil || time.Since(t) > heartbeatStale
 }
 
-// heartbeat stamps streaming pod name every heartbeatEvery until ctx
+// now is the time as a heartbeat stamps it.
+func now() string { return time.Now().UTC().Format(time.RFC3339) }
+
+// heartbeat stamps an object with patch every heartbeatEvery until ctx
 // ends; a stamp that fails is tried again at the next tick.
-func (s *Session) heartbeat(ctx context.Context, name string) {
+func (s *Session) heartbeat(ctx context.Context, patch func(ctx context.Context, data []byte) error) {
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
 	for {
@@ -175,16 +216,24 @@ func (s *Session) heartbeat(ctx context.Context, name string) {
 			return
 		case <-t.C:
 		}
-		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationHeartbeat, time.Now().UTC().Format(time.RFC3339))
-		_, _ = s.cs.CoreV1().Pods(Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		_ = patch(ctx, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationHeartbeat, now()))
+	}
+}
+
+// stampPod is heartbeat's patch of agent pod name.
+func (s *Session) stampPod(name string) func(context.Context, []byte) error {
+	return func(ctx context.Context, data []byte) error {
+		_, err := s.cs.CoreV1().Pods(Namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+		return err
 	}
 }
 
 // PodFor is the agent pod of task t on node: pinned to the node (no
-// scheduler), tolerating every taint, never restarted, no API token (the
-// tasks so far read only host files), the task's host paths read-only
-// at their own paths, bounded by TaskDeadline (a streaming task's by
-// StreamDeadline, stamped with its client's heartbeat).
+// scheduler), tolerating every taint, never restarted, the task's host
+// paths at their own paths (read-only but where it writes), bounded by
+// its deadline (deadlineOf), a streaming task's or a swap's stamped with
+// its client's heartbeat. Only a task that uses the API (a swap) gets a
+// token: its run's ServiceAccount (ensureAccount).
 func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -195,19 +244,23 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	}
 	var mounts []corev1.VolumeMount
 	var vols []corev1.Volume
-	dir := corev1.HostPathDirectory
-	for i, p := range t.HostPaths() {
+	for i, m := range t.Mounts() {
 		name := fmt.Sprintf("host-%d", i)
-		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p, Type: &dir}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: p, ReadOnly: true})
+		typ := corev1.HostPathDirectory
+		if m.Create {
+			typ = corev1.HostPathDirectoryOrCreate
+		}
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Path, Type: &typ}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: m.Path, ReadOnly: !m.Write})
 	}
-	deadline, grace, no, root := int64(TaskDeadline/time.Second), int64(10), false, int64(0)
+	deadline, grace := deadlineOf(t)
+	token, root := t.UsesAPI(), int64(0)
+	no := false
 	var annotations map[string]string
-	if t.Streams() {
-		deadline = int64(StreamDeadline / time.Second)
-		annotations = map[string]string{AnnotationHeartbeat: time.Now().UTC().Format(time.RFC3339)}
+	if t.Streams() || t.Kind == agent.KindSwap {
+		annotations = map[string]string{AnnotationHeartbeat: now()}
 	}
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        podName(string(t.Kind), node, s.run),
 			Namespace:   Namespace,
@@ -219,7 +272,7 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 			HostNetwork:                   t.HostNetwork(),
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			RestartPolicy:                 corev1.RestartPolicyNever,
-			AutomountServiceAccountToken:  &no,
+			AutomountServiceAccountToken:  &token,
 			EnableServiceLinks:            &no,
 			ActiveDeadlineSeconds:         &deadline,
 			TerminationGracePeriodSeconds: &grace,
@@ -228,13 +281,54 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 				Image:           s.image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{agent.BinaryPath, "agent"},
-				Env:             []corev1.EnvVar{{Name: agent.EnvTask, Value: string(task)}},
+				Env:             agentEnv(string(task)),
 				SecurityContext: &corev1.SecurityContext{RunAsUser: &root},
 				VolumeMounts:    mounts,
 			}},
 			Volumes: vols,
 		},
-	}, nil
+	}
+	if token {
+		pod.Spec.ServiceAccountName = s.account()
+	}
+	return pod, nil
+}
+
+// EnvAgentFailpoint, in the client's environment, is DEVK_FAILPOINT in
+// its agents' (a failpoints build's agent image acts on it): tests kill
+// an agent at a step as they kill a local devk.
+const EnvAgentFailpoint = "DEVK_AGENT_FAILPOINT"
+
+// agentEnv is an agent container's environment: its task, and the
+// failpoint the client was given for it.
+func agentEnv(task string) []corev1.EnvVar {
+	env := []corev1.EnvVar{{Name: agent.EnvTask, Value: task}}
+	if fp := os.Getenv(EnvAgentFailpoint); fp != "" {
+		env = append(env, corev1.EnvVar{Name: "DEVK_FAILPOINT", Value: fp})
+	}
+	return env
+}
+
+// deadlineOf is the activeDeadlineSeconds and termination grace of task
+// t's pod: TaskDeadline, a streaming task's StreamDeadline, a pull's
+// PullDeadline; a swap's covers its waits (each pod's --timeout, twice:
+// the swap and a rollback) and the grace lets a deleted swap pod undo
+// what it began.
+func deadlineOf(t agent.Task) (deadline, grace int64) {
+	switch {
+	case t.Streams():
+		return int64(StreamDeadline / time.Second), 10
+	case t.Kind == agent.KindPull:
+		return int64(PullDeadline / time.Second), 10
+	case t.Kind == agent.KindSwap:
+		timeout := t.Swap.Timeout
+		if timeout == 0 {
+			timeout = swap.DefaultTimeout
+		}
+		d := 2*timeout*time.Duration(len(t.Swap.Components)) + swapMargin
+		return int64(d / time.Second), int64((timeout + time.Minute) / time.Second)
+	}
+	return int64(TaskDeadline / time.Second), 10
 }
 
 // podName is <devk>-<task>-<node>-<run>, cut to a valid pod name.
@@ -277,8 +371,7 @@ func (s *Session) Do(ctx context.Context, node string, t agent.Task) (json.RawMe
 // Stream runs streaming task t on node (t.Streams): it makes the agent
 // pod and follows its log, writing what the task prints to out and its
 // notes to the reporter, until the task ends or ctx does (Ctrl-C), then
-// deletes the pod. A log stream that is cut (the API server or the
-// kubelet restarted) is read again, the lines seen skipped.
+// deletes the pod.
 func (s *Session) Stream(ctx context.Context, node string, t agent.Task, out io.Writer) error {
 	pod, remove, err := s.start(ctx, node, t)
 	if err != nil {
@@ -287,50 +380,67 @@ func (s *Session) Stream(ctx context.Context, node string, t agent.Task, out io.
 	defer remove()
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go s.heartbeat(hctx, pod.Name)
-	if _, err := s.waitPod(ctx, node, pod.Name, func(p *corev1.Pod) bool { return p.Status.Phase != corev1.PodPending }); err != nil {
+	go s.heartbeat(hctx, s.stampPod(pod.Name))
+	last, err := s.followPod(ctx, node, pod.Name, out)
+	switch {
+	case err != nil:
 		return err
+	case last.Error != "":
+		return fmt.Errorf("node %s: %s", node, last.Error)
+	}
+	return nil
+}
+
+// followPod follows agent pod name's log until its final line, which it
+// returns: the task's output goes to out, its notes and progress to the
+// reporter (under the node). A log stream that is cut (the API server or
+// the kubelet restarted) is read again, the lines seen skipped. An error
+// is the pod's failing with no final line, or ctx ending.
+func (s *Session) followPod(ctx context.Context, node, name string, out io.Writer) (*agent.Line, error) {
+	if _, err := s.waitPod(ctx, node, name, func(p *corev1.Pod) bool { return p.Status.Phase != corev1.PodPending }); err != nil {
+		return nil, err
 	}
 	pods := s.cs.CoreV1().Pods(Namespace)
 	seen := 0
 	for {
 		// Whether the pod had ended before its log is read: then the
 		// read has all of it, and a log with no final line never gets one.
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("node %s: the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
-		}
-		rc, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent", Follow: true}).Stream(ctx)
-		if err != nil {
-			return fmt.Errorf("node %s: follow the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
-		}
-		last, err := s.follow(rc, node, &seen, out)
-		rc.Close()
-		switch {
-		case err != nil:
-			return err
-		case last != nil && last.Error != "":
-			return fmt.Errorf("node %s: %s", node, last.Error)
-		case last != nil:
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case podEnded(p):
-			// No result: result says why, with what else it wrote.
-			logs, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
-			if err != nil {
-				return fmt.Errorf("node %s: read the agent's log (pod %s/%s): %w", node, Namespace, pod.Name, err)
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			var rc io.ReadCloser
+			if rc, err = pods.GetLogs(name, &corev1.PodLogOptions{Container: "agent", Follow: true}).Stream(ctx); err == nil {
+				var last *agent.Line
+				last, err = s.follow(rc, node, &seen, out)
+				rc.Close()
+				switch {
+				case err != nil:
+					return nil, err
+				case last != nil:
+					return last, nil
+				case podEnded(p):
+					// No result: result says why, with what else it wrote.
+					logs, err := pods.GetLogs(name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+					if err != nil {
+						return nil, fmt.Errorf("node %s: read the agent's log (pod %s/%s): %w", node, Namespace, name, err)
+					}
+					_, err = result(node, p, logs)
+					return nil, err
+				}
 			}
-			_, err = result(node, p, logs)
-			return err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil && !retriable(err) {
+			return nil, fmt.Errorf("node %s: follow the agent's log (pod %s/%s): %w", node, Namespace, name, err)
 		}
 		time.Sleep(podPoll)
 	}
 }
 
 // follow reads an agent's log, writing the Output of each line after
-// *seen to out and its Info to the reporter; it returns the final line,
-// or nil when the log ends before one.
+// *seen to out, its Info and progress Events to the reporter; it returns
+// the final line, or nil when the log ends before one.
 func (s *Session) follow(r io.Reader, node string, seen *int, out io.Writer) (*agent.Line, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), logLineMax)
@@ -343,6 +453,8 @@ func (s *Session) follow(r io.Reader, node string, seen *int, out io.Writer) (*a
 		switch {
 		case l.Final():
 			return &l, nil
+		case l.Event != nil:
+			progress.Replay(progress.Under(s.rep, node), *l.Event)
 		case l.Info != "":
 			s.rep.Infof("node %s: %s", node, l.Info)
 		default:
@@ -352,6 +464,15 @@ func (s *Session) follow(r io.Reader, node string, seen *int, out io.Writer) (*a
 		}
 	}
 	return nil, nil // a cut stream: the caller looks again
+}
+
+// retriable says a request through the API server may succeed when made
+// again: the server (one being swapped) or its connection went away.
+func retriable(err error) bool {
+	var ne net.Error
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || errors.As(err, &ne) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 // logLineMax is the longest line of an agent's log devk reads.
@@ -391,6 +512,9 @@ func (s *Session) waitPod(ctx context.Context, node, name string, until func(*co
 	created := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, podPoll, clientWait, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil && retriable(err) {
+			return false, nil // the API server is being swapped: look again
+		}
 		if err != nil {
 			return false, err
 		}
@@ -498,7 +622,7 @@ func result(node string, p *corev1.Pod, logs []byte) (json.RawMessage, error) {
 	}
 	switch {
 	case last != nil && last.Error != "":
-		return nil, fmt.Errorf("node %s: %s", node, last.Error)
+		return last.Result, fmt.Errorf("node %s: %s", node, last.Error)
 	case last != nil && code == 0:
 		return last.Result, nil
 	}
@@ -553,9 +677,13 @@ func Connect(ctx context.Context, d Decision, registry, version string, o image.
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Check(ctx, append(slices.Clone(AgentNeeds), more...)); err != nil {
+	needs := append(slices.Clone(AgentNeeds), more...)
+	if err := s.Check(ctx, needs); err != nil {
 		return nil, err
 	}
+	// A command whose agents get tokens also deletes the accounts a
+	// killed one left.
+	s.tokens = slices.Contains(needs, AccountNeeds[0])
 	if o.Keychain == nil {
 		o.Keychain = image.KeychainFor(home)
 	}

@@ -29,6 +29,10 @@ type Options struct {
 	// TreeDir is the tree whose _output/devk/state.json names the pushed
 	// digests and built binaries; empty means the working directory's.
 	TreeDir string
+	// State, when set, is the tree's state file, read elsewhere (by the
+	// client of devk's node agent, which runs this swap on the node):
+	// TreeDir is then not read.
+	State *build.StateFile
 	// Components to swap; none means every static-pod component whose
 	// last pushed digest differs from what its manifest names, and every
 	// addon (addon.Workloads) on the cluster whose last pushed digest
@@ -122,7 +126,16 @@ type Report struct {
 	Addons     []*AddonResult  `json:"addons,omitempty"`
 	Binaries   []BinaryOutcome `json:"binaries,omitempty"`
 	Nothing    string          `json:"nothing,omitempty"`
+	// Via says how devk reached the nodes: ViaLocal, or ViaCluster
+	// (devk's node agent, through the cluster's API).
+	Via string `json:"via,omitempty"`
 }
+
+// The ways Report.Via names.
+const (
+	ViaLocal   = "local"
+	ViaCluster = "cluster"
+)
 
 // BinaryOutcome is one swapped binary.
 type BinaryOutcome struct {
@@ -189,6 +202,10 @@ func NewJob(o Options) (*Job, error) {
 	}
 	if o.Debug != nil && o.Debug.Stop && !slices.ContainsFunc(j.comps, func(c build.Component) bool { return !c.StaticPod }) {
 		return j, nil // the manifests name what to go back to
+	}
+	if o.State != nil {
+		j.state = o.State
+		return j, nil
 	}
 	if j.tree, err = source.Open(o.TreeDir); err != nil {
 		return nil, err
@@ -349,7 +366,7 @@ func (j *Job) connect(ctx context.Context) (*Target, error) {
 		return j.target, nil
 	}
 	nd := j.Options.Node
-	if j.NoNode != nil || nd.ManifestsDir == "" || nd.Kubeconfig == "" || nd.CRISocket == "" {
+	if j.NoNode != nil || nd.ManifestsDir == "" || (nd.Kubeconfig == "" && !nd.InCluster) || nd.CRISocket == "" {
 		return nil, j.noNode()
 	}
 	if j.dial != nil {

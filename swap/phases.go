@@ -257,6 +257,9 @@ func (j *Job) statePath() string {
 	if j.tree != nil {
 		return build.StatePath(j.tree.Root)
 	}
+	if j.State != nil {
+		return "the tree's state.json, sent by the client"
+	}
 	return "_output/devk/state.json of the tree"
 }
 
@@ -340,26 +343,43 @@ func (j *Job) checkRegistry(ctx context.Context) (phase.Outcome, error) {
 			targets = append(targets, target{w.Component, a.target})
 		}
 	}
+	refs := make([][2]string, len(targets))
+	for i, t := range targets {
+		refs[i] = [2]string{t.name, t.ref}
+	}
+	n, err := CheckPushed(ctx, refs, j.Insecure)
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.Unchanged("%d pushed images present", n), nil
+}
+
+// CheckPushed asks each image's registry whether it still has it (refs:
+// component and reference pairs), and returns how many it found: the
+// registry phase's check, which a swap through the cluster makes on the
+// client before any agent runs.
+func CheckPushed(ctx context.Context, refs [][2]string, insecure bool) (int, error) {
 	n := 0
-	for _, t := range targets {
-		host, _, _ := strings.Cut(t.ref, "/")
-		remote, err := image.NewRemote(host, image.RemoteOptions{Insecure: j.Insecure})
+	for _, t := range refs {
+		name, ref := t[0], t[1]
+		host, _, _ := strings.Cut(ref, "/")
+		remote, err := image.NewRemote(host, image.RemoteOptions{Insecure: insecure})
 		if err != nil {
-			return phase.Done, err
+			return n, err
 		}
-		ref, err := remote.ParseReference(t.ref)
+		r, err := remote.ParseReference(ref)
 		if err != nil {
-			return phase.Done, err
+			return n, err
 		}
-		if _, err := remote.Head(ctx, ref); err != nil {
+		if _, err := remote.Head(ctx, r); err != nil {
 			if errors.Is(err, image.ErrNotFound) {
-				return phase.Done, fmt.Errorf("the registry no longer has %s: push it again with `devk push %s`", t.ref, t.name)
+				return n, fmt.Errorf("the registry no longer has %s: push it again with `devk push %s`", ref, name)
 			}
-			return phase.Done, fmt.Errorf("check %s in its registry: %w", t.ref, err)
+			return n, fmt.Errorf("check %s in its registry: %w", ref, err)
 		}
 		n++
 	}
-	return phase.Unchanged("%d pushed images present", n), nil
+	return n, nil
 }
 
 // addonPhases swap one addon through the API server.

@@ -57,6 +57,16 @@ func Client(kubeconfig string, opts ...Option) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// InCluster is Client as a pod reaches its cluster: through the
+// kubernetes Service, with its ServiceAccount's token and CA.
+func InCluster(opts ...Option) (*kubernetes.Clientset, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(withLimits(cfg, opts))
+}
+
 // Dynamic is a dynamic client for the kubeconfig file, with Client's
 // limits: for reading objects of any resource discovery lists.
 func Dynamic(kubeconfig string, opts ...Option) (*dynamic.DynamicClient, error) {

@@ -40,6 +40,9 @@ type Node struct {
 	PKIDir string
 	// Kubeconfig is an admin kubeconfig for the node's API server.
 	Kubeconfig string
+	// InCluster, with no Kubeconfig, reaches the API server as a pod
+	// does (its ServiceAccount): devk's node agent swapping on the node.
+	InCluster bool
 	// CRISocket is the node's CRI runtime.
 	CRISocket string
 	// KubeletRootDir is the kubelet's --root-dir.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,15 +16,17 @@ import (
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/remote"
 	"github.com/devk/devk/swap"
 )
 
 // NewSwapCmd is `devk swap`.
 func NewSwapCmd(g *cli.Options) *cobra.Command {
 	var (
-		o     swap.Options
-		node  nodeFlags
-		flags phase.Flags
+		o      swap.Options
+		node   nodeFlags
+		flags  phase.Flags
+		access cli.Access
 	)
 	cmd := &cobra.Command{
 		Use:   "swap [COMPONENT...]",
@@ -91,6 +94,17 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
 			o.Reporter = g.Reporter()
+			if !binariesOnly(args) {
+				// kubectl alone needs no cluster; the rest may be one
+				// reached through its API.
+				d, err := decide(cmd, g, &node, &access)
+				if err != nil && !isNoCluster(err) {
+					return err
+				}
+				if err == nil && d.Mode == remote.ThroughCluster {
+					return swapThroughCluster(cmd, g, d, &access, o, &flags, node.Nodes)
+				}
+			}
 			r, err := node.swapNode(&o)
 			if err != nil {
 				return err
@@ -104,6 +118,7 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
 			popts := g.PhaseOptions(&flags)
 			popts.Reporter = o.Reporter
 			rep, err := swap.Run(cmd.Context(), o, popts)
+			rep.Via = swap.ViaLocal
 			if !flags.DryRun {
 				printSwap(g, rep)
 			}
@@ -114,12 +129,20 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
 	f.BoolVar(&o.Rollback, "rollback", false, "restore the manifest (or binary) from before the last swap")
 	f.StringVar(&o.TreeDir, "tree", "", "the Kubernetes tree whose pushed digests to use (default: the one around the working directory)")
 	node.addSwap(f)
+	access.AddRemote(f)
+	f.Lookup("kubeconfig").Usage = "kubeconfig for the node's API server (kubeadm: " + cli.KubeadmNode.Kubeconfig + ", with --manifests-dir and --cri-socket); alone, any cluster's (as kubectl's): a devk cluster of this machine it names is swapped as --name would, any other through the cluster, by devk's node agent on each control-plane node"
 	f.StringVar(&o.KubectlDest, "dest", "", "the `path` swap kubectl installs kubectl at (default $DEVK_HOME/bin/kubectl)")
 	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the new pod to be healthy (an addon: for its rollout) before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	phase.Bind(cmd, swap.Phases(), &flags)
 	cli.ResultHelp(cmd, swap.Report{}, false)
 	return cmd
+}
+
+// binariesOnly says args name kubectl alone (which is installed on this
+// machine, whatever the cluster).
+func binariesOnly(args []string) bool {
+	return len(args) > 0 && !slices.ContainsFunc(args, func(a string) bool { return a != "kubectl" })
 }
 
 func printSwap(g *cli.Options, rep *swap.Report) {
