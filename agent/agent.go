@@ -261,8 +261,8 @@ func (t Task) Mounts() []Mount {
 type Line struct {
 	// Seq numbers the lines from 1, so that a client that reads the log
 	// again (its stream cut) skips what it has seen.
-	Seq    int             `json:"seq"`
-	Output string          `json:"output,omitempty"`
+	Seq    int    `json:"seq"`
+	Output string `json:"output,omitempty"`
 	// Event is a step of the task's progress, as `-o json` prints it.
 	Event  *progress.Event `json:"event,omitempty"`
 	Info   string          `json:"info,omitempty"`

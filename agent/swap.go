@@ -50,8 +50,7 @@ type SwapTask struct {
 	// State is the tree's state file as the client read it: the
 	// components' pushed images and built binaries (none on a rollback).
 	State *build.StateFile `json:"state,omitempty"`
-	// Skip are phases to leave out (--skip-phases), besides the
-	// registry's, which the client checked.
+	// Skip are phases to leave out (--skip-phases).
 	Skip []string `json:"skip,omitempty"`
 	// Command is the client's command line, for messages saying what to
 	// run next.
@@ -144,10 +143,11 @@ func runSwap(ctx context.Context, s SwapTask, lw *lineWriter) (*swap.Report, err
 		StopGrace:  s.StopGrace,
 		Timeout:    s.Timeout,
 		Reporter:   rep,
+		// The client checked the registry (the node may not reach it by
+		// the name the client does; the pull task showed it can pull).
+		RegistryChecked: true,
 	}
-	// The client checked the registry (the node may not reach it by the
-	// name the client does; the pull task showed it can pull).
-	return swap.Run(ctx, o, phase.Options{Reporter: rep, Skip: append([]string{"registry"}, s.Skip...), Job: "swap"})
+	return swap.Run(ctx, o, phase.Options{Reporter: rep, Skip: s.Skip, Job: "swap"})
 }
 
 // runPull pulls p's images through the node's runtime.

@@ -58,7 +58,7 @@ func (s *Session) ensureAccount(ctx context.Context) error {
 		return nil
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: s.runMeta(Namespace)}
-	sa.Annotations = map[string]string{AnnotationHeartbeat: now()}
+	sa.Annotations = clientStamp()
 	if _, err := s.cs.CoreV1().ServiceAccounts(Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("make the agent's ServiceAccount %s/%s: %w", Namespace, sa.Name, err)
 	}

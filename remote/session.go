@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -191,15 +192,54 @@ func (s *Session) Prepare(ctx context.Context) error {
 }
 
 // lostClient says the client of an object of its run (a streaming pod, a
-// swap pod, a run's ServiceAccount), stamped by annotations, stopped
-// stamping it; one never stamped has no client to lose.
+// swap pod, a run's ServiceAccount), stamped by annotations, is gone: it
+// ran on this machine and its process is no more, or it stopped stamping
+// the object a while ago. One never stamped has no client to lose.
 func lostClient(annotations map[string]string) bool {
 	v, ok := annotations[AnnotationHeartbeat]
 	if !ok {
 		return false
 	}
+	if host, pid, ok := parseClient(annotations[AnnotationClient]); ok && host == hostname() && !processRuns(pid) {
+		return true
+	}
 	t, err := time.Parse(time.RFC3339, v)
 	return err != nil || time.Since(t) > heartbeatStale
+}
+
+// AnnotationClient names the client of a run's objects: HOST/PID.
+const AnnotationClient = "devk.dev/client"
+
+// clientStamp are the annotations of a run's object its client stamps:
+// the heartbeat, and who the client is.
+func clientStamp() map[string]string {
+	return map[string]string{AnnotationHeartbeat: now(), AnnotationClient: fmt.Sprintf("%s/%d", hostname(), os.Getpid())}
+}
+
+// parseClient reads an AnnotationClient value.
+func parseClient(v string) (host string, pid int, ok bool) {
+	host, p, ok := strings.Cut(v, "/")
+	if !ok {
+		return "", 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	return host, pid, err == nil && pid > 0
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// processRuns says process pid of this machine runs (is not gone, nor a
+// zombie: killed, not yet reaped).
+func processRuns(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // now is the time as a heartbeat stamps it.
@@ -258,7 +298,7 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	no := false
 	var annotations map[string]string
 	if t.Streams() || t.Kind == agent.KindSwap {
-		annotations = map[string]string{AnnotationHeartbeat: now()}
+		annotations = clientStamp()
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/build"
@@ -183,8 +185,15 @@ func (s *Session) swapOn(ctx context.Context, node string, t agent.Task) (*swap.
 		remove()
 		return nil, err
 	}
+	// The agent exits once it wrote its result: wait for that, so the
+	// pod is gone, not ending, when the next command looks.
+	_, werr := s.waitPod(ctx, node, pod.Name, podEnded)
 	remove()
-	return swapResult(node, last)
+	r, err := swapResult(node, last)
+	if err == nil && werr != nil {
+		err = werr
+	}
+	return r, err
 }
 
 // swapResult is the report a swap agent's final line holds, and its
@@ -216,6 +225,15 @@ func (s *Session) awaitEarlierSwaps(ctx context.Context) error {
 			continue
 		}
 		node := p.Spec.NodeName
+		if p.DeletionTimestamp != nil {
+			// Deleted (by its client, on Ctrl-C): its agent undoes what
+			// it began within the pod's grace period.
+			s.rep.Infof("node %s: waiting for the agent pod %s/%s, deleted, to undo its swap and end", node, Namespace, p.Name)
+			if err := s.waitGone(ctx, p); err != nil {
+				return err
+			}
+			continue
+		}
 		if !lostClient(p.Annotations) {
 			return fmt.Errorf("another devk swaps through the cluster now (pod %s/%s on node %s): wait until it ends", Namespace, p.Name, node)
 		}
@@ -223,12 +241,16 @@ func (s *Session) awaitEarlierSwaps(ctx context.Context) error {
 		if _, err := s.followPod(ctx, node, p.Name, io.Discard); err != nil {
 			return err
 		}
-		ended, err := s.cs.CoreV1().Pods(Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		ended, err := s.waitPod(ctx, node, p.Name, podEnded)
 		if err != nil {
 			return err
 		}
 		s.reportLost(ctx, ended)
+		// Its pod, and the account its token was, are no longer needed.
 		if err := ignoreNotFound(s.cs.CoreV1().Pods(Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+		if err := s.deleteRun(ctx, p.Labels[LabelRun]); err != nil {
 			return err
 		}
 	}
@@ -259,4 +281,24 @@ func (s *Session) reportLost(ctx context.Context, p *corev1.Pod) {
 	if rerr != nil {
 		s.rep.Infof("node %s: the swap a killed devk began at %s failed: %v", node, began, rerr)
 	}
+}
+
+// waitGone waits until pod p is deleted, at most its grace period and a
+// minute.
+func (s *Session) waitGone(ctx context.Context, p *corev1.Pod) error {
+	limit := time.Minute
+	if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+		limit += time.Duration(*g) * time.Second
+	}
+	err := wait.PollUntilContextTimeout(ctx, podPoll, limit, true, func(ctx context.Context) (bool, error) {
+		_, err := s.cs.CoreV1().Pods(Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the agent pod %s/%s was deleted but is still there after %s: %w", Namespace, p.Name, limit, err)
+	}
+	return nil
 }

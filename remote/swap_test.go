@@ -3,6 +3,8 @@ package remote
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -172,4 +174,32 @@ type noteTaker struct {
 
 func (n noteTaker) Infof(format string, args ...any) {
 	*n.notes = append(*n.notes, fmt.Sprintf(format, args...))
+}
+
+// TestLostClient: a run's client on this machine whose process has ended
+// is lost at once, its stamp fresh or not; a live one, or one elsewhere
+// with a fresh stamp, is not; a stale stamp is lost wherever.
+func TestLostClient(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := time.Now().Add(-heartbeatStale - time.Second).UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		client, stamp string
+		lost          bool
+	}{
+		{fmt.Sprintf("%s/%d", hostname(), gone.Process.Pid), now(), true},
+		{fmt.Sprintf("%s/%d", hostname(), os.Getpid()), now(), false},
+		{fmt.Sprintf("elsewhere.example/%d", gone.Process.Pid), now(), false},
+		{"elsewhere.example/1", stale, true},
+		{"", now(), false},
+	} {
+		if got := lostClient(map[string]string{AnnotationHeartbeat: tc.stamp, AnnotationClient: tc.client}); got != tc.lost {
+			t.Errorf("client %q stamped %s: lost %v, want %v", tc.client, tc.stamp, got, tc.lost)
+		}
+	}
+	if lostClient(map[string]string{AnnotationClient: "x/1"}) {
+		t.Error("an object never stamped has no client to lose")
+	}
 }

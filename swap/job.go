@@ -101,6 +101,11 @@ type Options struct {
 	// rolling swap holds for its whole run (the node's among them).
 	held *nodelock.Set
 
+	// RegistryChecked says the registry phase's check was made already
+	// (by the client of devk's node agent, which runs this swap on the
+	// node and may not reach the registry by the name the client does).
+	RegistryChecked bool
+
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
 	// Timeout bounds each wait for a pod to run healthy, and each wait

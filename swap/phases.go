@@ -58,6 +58,9 @@ func Phases() []*phase.Phase[*Job] {
 				if j.Rollback {
 					return false, "--rollback goes back to what the node ran"
 				}
+				if j.RegistryChecked {
+					return false, "checked by devk's client before any node changed"
+				}
 				if err := j.selectPods(); err == nil && len(j.pods) == 0 && j.addonsSelected && j.addonsErr == nil && len(j.addonSwaps) == 0 {
 					return false, "no static pod or addon to swap"
 				}

@@ -173,7 +173,11 @@ func printSwap(g *cli.Options, rep *swap.Report) {
 		}
 	}
 	for _, r := range rep.StaticPods {
-		printSwapped(w, r.Pod, staticPodStatus(r), r.NewImage, r.OldImage, "ready", r.Ready, r.Took)
+		what := r.Pod
+		if r.Node != "" {
+			what += " on " + r.Node
+		}
+		printSwapped(w, what, staticPodStatus(r), r.NewImage, r.OldImage, "ready", r.Ready, r.Took)
 		printChecks(w, r.Checks)
 		printLog(g.Stderr, "the new "+r.Pod+" container", r.Log)
 	}
