@@ -347,6 +347,45 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
+	// The same cluster from a devk that knows only a copy of its admin
+	// kubeconfig: through the cluster, by devk's node agent on each control
+	// plane, rolling and verified, under load, with no failed request:
+	// back to the tree's own API server (--rollback), then a client killed
+	// as its first node's agent starts swapping to the patched one again
+	// (the agent finishes on its own; the next swap reports it and rolls
+	// the rest), then verified through the cluster; nothing of devk's is
+	// left on the cluster.
+	step(t, "a rolling swap through the cluster", func(t *testing.T) {
+		env, copied := strangerEnv(t, c, admin)
+		remoteSwap(t, c, env, copied, admin, cps, "--rollback", "apiserver")
+		r := atPoint(t, c.Tree, env, "remote/swap/started", "kill", "swap", "apiserver", "--kubeconfig", copied, "--registry", agentRegistry)
+		if !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("not killed at remote/swap/started: %v\n%s", r.Err, r.Stderr)
+		}
+		load := startLoad(t, admin)
+		next := Devk(t, c.Tree, env, "swap", "apiserver", "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")
+		sent, failures := load.stop()
+		if next.Err != nil || !strings.Contains(next.Stderr, "the swap a killed devk began at") || !strings.Contains(next.Stderr, "finished on its own: kube-apiserver runs") {
+			t.Errorf("the swap after a killed one does not say what the killed one's agent did (%v):\n%s", next.Err, next.Stderr)
+		}
+		var rep haSwapReport
+		if err := json.Unmarshal([]byte(next.Stdout), &rep); err != nil || len(rep.StaticPods) != 3 || !rep.StaticPods[0].Unchanged || rep.StaticPods[1].Unchanged || rep.StaticPods[2].Unchanged {
+			t.Errorf("after the killed swap: %v, want %s already swapped and the others swapped:\n%s", err, cps[0], next.Stdout)
+		}
+		if len(failures) > 0 {
+			t.Errorf("%d of %d requests failed during the swap after a killed one, e.g. %s", len(failures), sent, failures[0])
+		}
+		v := Devk(t, c.Tree, env, "digest", "verify", "apiserver", "--kubeconfig", copied, "--registry", agentRegistry)
+		for _, n := range cps {
+			if v.Err != nil || !strings.Contains(v.Stdout, "cri@"+n) || !strings.Contains(v.Stdout, "mirror-pod@"+n) {
+				t.Errorf("digest verify through the cluster (%v) does not agree on %s:\n%s", v.Err, n, v.Stdout)
+			}
+		}
+		if left := devkObjectsLeft(t, ctx, cs); len(left) > 0 {
+			t.Errorf("devk left on the cluster: %v", left)
+		}
+	})
+
 	// While a rolling swap holds the cluster (between its nodes), a node
 	// removal, up, down, a node add, certs renew and a kubelet swap on
 	// another node are refused, naming it.
@@ -455,6 +494,7 @@ func TestHAControlPlane(t *testing.T) {
 
 // haSwapReport is what the HA test reads of `devk swap -o json`.
 type haSwapReport struct {
+	Via        string
 	StaticPods []struct {
 		Pod, Node             string
 		Unchanged, RolledBack bool

@@ -345,8 +345,8 @@ func TestKubeadmBootstrapper(t *testing.T) {
 	})
 
 	// A patched apiserver swapped into kubeadm's manifest, verified by
-	// digest; kubeadm still reads its cluster; --rollback puts kubeadm's
-	// manifest back byte for byte.
+	// digest; kubeadm still reads its cluster; --rollback through the
+	// cluster puts kubeadm's manifest back byte for byte.
 	step(t, "a rolling swap on kubeadm's manifests", func(t *testing.T) {
 		was, err := cs.Discovery().ServerVersion()
 		if err != nil {
@@ -414,7 +414,13 @@ func TestKubeadmBootstrapper(t *testing.T) {
 		}
 		kubeadmInNode(t, c, name, "upgrade", "plan", KubeVersion)
 		kubeadmInNode(t, c, name, "config", "images", "list", "--config", "/etc/kubernetes/kubeadm.yaml")
-		devk(t, "swap", "--rollback", "apiserver")
+		// The rollback through the cluster, as a kubeadm user with only
+		// the admin kubeconfig would: devk's node agent in each control
+		// plane, on kubeadm's /etc/kubernetes, under load.
+		remoteSwap(t, c, env, copied, kubeconfig, cps, "--rollback", "apiserver")
+		if left := devkObjectsLeft(t, ctx, cs); len(left) > 0 {
+			t.Errorf("devk left on the cluster: %v", left)
+		}
 		// Byte for byte but for the stamp devk writes on every manifest
 		// it writes (staticpod.WrittenAnnotation: the kubelet must see a
 		// new pod, not the one it just terminated).

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/syncbuf"
@@ -416,4 +419,87 @@ func TestAnyCluster(t *testing.T) {
 			t.Errorf("a refused run made pods: before %q, after %q", before, after)
 		}
 	})
+}
+
+// remoteSwap runs `devk swap ARGS --kubeconfig copied --registry …` as the
+// stranger env is (through the cluster) while a client reads through
+// loadKubeconfig's endpoint every 20 ms, and checks what every swap
+// through the cluster must show: the mode line, `via: cluster`, one
+// static pod per node of nodes in that order, each verified (every check
+// OK, not rolled back), and no failed request. It returns the report.
+func remoteSwap(t *testing.T, c *SharedCluster, env []string, copied, loadKubeconfig string, nodes []string, args ...string) haSwapReport {
+	t.Helper()
+	load := startLoad(t, loadKubeconfig)
+	r := Devk(t, c.Tree, env, append(append([]string{"swap"}, args...), "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")...)
+	sent, failures := load.stop()
+	if r.Err != nil {
+		t.Fatalf("devk swap %s through the cluster: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "through the cluster: kubeconfig "+copied) {
+		t.Errorf("the mode line is missing:\n%s", r.Stderr)
+	}
+	var rep haSwapReport
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || rep.Via != "cluster" || len(rep.StaticPods) != len(nodes) {
+		t.Fatalf("swap %s through the cluster: %v, via %q, %d static pods, want %d\n%s", strings.Join(args, " "), err, rep.Via, len(rep.StaticPods), len(nodes), r.Stdout)
+	}
+	checked := 0
+	for i, p := range rep.StaticPods {
+		for _, ch := range p.Checks {
+			checked++
+			if !ch.OK {
+				t.Errorf("%s: check %s failed", nodes[i], ch.Name)
+			}
+		}
+		if p.RolledBack || p.Node != nodes[i] {
+			t.Errorf("swap %d through the cluster (want on %s, in that order): %+v", i, nodes[i], p)
+		}
+	}
+	t.Logf("devk swap %s through the cluster: %d nodes, %d checks passed, in %s; %d requests meanwhile, %d failed", strings.Join(args, " "), len(nodes), checked, r.Took.Round(time.Millisecond), sent, len(failures))
+	if sent < 100 {
+		t.Errorf("the load sent only %d requests: it did not run", sent)
+	}
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests failed during the swap through the cluster, e.g. %s", len(failures), sent, failures[0])
+	}
+	return rep
+}
+
+// devkObjectsLeft are the objects devk's agents leave on a cluster
+// besides its namespace: pods and ServiceAccounts (but default) in
+// devk-system, ClusterRoles and ClusterRoleBindings labelled as devk's.
+func devkObjectsLeft(t *testing.T, ctx context.Context, cs *kubernetes.Clientset) []string {
+	t.Helper()
+	var left []string
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=devk"}
+	pods, err := cs.CoreV1().Pods("devk-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		left = append(left, "pod/"+p.Name)
+	}
+	sas, err := cs.CoreV1().ServiceAccounts("devk-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range sas.Items {
+		if sa.Name != "default" {
+			left = append(left, "serviceaccount/"+sa.Name)
+		}
+	}
+	crs, err := cs.RbacV1().ClusterRoles().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range crs.Items {
+		left = append(left, "clusterrole/"+o.Name)
+	}
+	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range crbs.Items {
+		left = append(left, "clusterrolebinding/"+o.Name)
+	}
+	return left
 }

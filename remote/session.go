@@ -295,7 +295,7 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	}
 	deadline, grace := deadlineOf(t)
 	token, root := t.UsesAPI(), int64(0)
-	no := false
+	no, yes := false, true
 	var annotations map[string]string
 	if t.Streams() || t.Kind == agent.KindSwap {
 		annotations = clientStamp()
@@ -316,6 +316,10 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 			EnableServiceLinks:            &no,
 			ActiveDeadlineSeconds:         &deadline,
 			TerminationGracePeriodSeconds: &grace,
+			// The agent is not the container's PID 1, which the kernel
+			// shields from signals it has no handler for: it dies of
+			// what kills a process (the OOM killer, a test's kill -9).
+			ShareProcessNamespace: &yes,
 			Containers: []corev1.Container{{
 				Name:            "agent",
 				Image:           s.image,

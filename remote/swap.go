@@ -108,9 +108,9 @@ func (s *Session) Swap(ctx context.Context, in SwapInput) (*swap.Report, error) 
 		}
 		if err != nil {
 			if i+1 < len(nodes) {
-				return rep, fmt.Errorf("node %s: %w (the nodes after it were not swapped)", n.Node, err)
+				return rep, fmt.Errorf("%w (the nodes after it were not swapped)", err)
 			}
-			return rep, fmt.Errorf("node %s: %w", n.Node, err)
+			return rep, err
 		}
 	}
 	return rep, nil
@@ -206,7 +206,7 @@ func swapResult(node string, last *agent.Line) (*swap.Report, error) {
 		}
 	}
 	if last.Error != "" {
-		return r, errors.New(last.Error)
+		return r, fmt.Errorf("node %s: %s", node, last.Error)
 	}
 	return r, nil
 }
