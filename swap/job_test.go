@@ -27,6 +27,7 @@ import (
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/testtree"
 	"github.com/devk/devk/phase"
 )
@@ -382,3 +383,46 @@ func TestLockScope(t *testing.T) {
 		}
 	}
 }
+
+// TestSwapWithStateSent: a swap given the tree's state (as devk's node
+// agent is, by its client) reads no tree, and one whose registry the
+// client checked skips that phase, saying so; it swaps and verifies as
+// any other.
+func TestSwapWithStateSent(t *testing.T) {
+	fx := newSwapFixture(t)
+	st, err := build.LoadState(fx.tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skipped string
+	rep := &skipRecorder{Reporter: progress.Discard(), skip: map[string]string{}}
+	o := Options{Components: []string{"apiserver"}, State: st, RegistryChecked: true,
+		Node: layout.Node{ManifestsDir: fx.node.dir, InCluster: true, CRISocket: "unused"}, Timeout: 10 * time.Second, TreeDir: filepath.Join(t.TempDir(), "no-tree")}
+	j, err := NewJob(o)
+	if err != nil {
+		t.Fatalf("a job with its state sent read the tree: %v", err)
+	}
+	j.target = fx.node.Target()
+	_, err = phase.Run(context.Background(), Phases(), j, phase.Options{Reporter: rep})
+	if err = j.Close(context.Background(), err); err != nil {
+		t.Fatal(err)
+	}
+	skipped = rep.skip["registry"]
+	if skipped != "checked by devk's client before any node changed" {
+		t.Errorf("registry phase: skipped %q", skipped)
+	}
+	if r := j.Report.StaticPods; len(r) != 1 || r[0].NewImage != fx.pushed || len(failedChecks(r[0])) > 0 {
+		t.Fatalf("report %+v", r)
+	}
+	if j.statePath() != "the tree's state.json, sent by the client" {
+		t.Errorf("state path %q", j.statePath())
+	}
+}
+
+// skipRecorder keeps the reasons of skipped steps.
+type skipRecorder struct {
+	progress.Reporter
+	skip map[string]string
+}
+
+func (s *skipRecorder) Skip(step, reason string) { s.skip[step] = reason }

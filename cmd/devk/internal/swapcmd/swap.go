@@ -79,7 +79,19 @@ By default devk swaps into the cluster ` + "`devk up`" + ` made (--name); for a
 kubeadm node pass --manifests-dir /etc/kubernetes/manifests, --kubeconfig
 /etc/kubernetes/admin.conf and --cri-socket /run/containerd/containerd.sock
 (and --node-name if devk cannot tell the kubelet's node name from the
-runtime). --dry-run prints each phase and what it reads and writes.`,
+runtime). --dry-run prints each phase and what it reads and writes.
+
+Any other cluster is swapped through the cluster itself: --kubeconfig (or
+$KUBECONFIG's current context when there is no devk cluster named devk
+here; --via-cluster forces it) with --registry, a registry the nodes pull
+from. devk pushes its node agent's image there, checks that the registry
+has each pushed image and has every control-plane node pull them by
+digest, then swaps the static pods on one node at a time, each verified
+before the next, by an agent pod on the node running this same swap (the
+node's lock and journal; the agent finishes or rolls back on its own if
+devk is killed, and the next swap says what it did). The pushed images'
+registry must be one the nodes pull from too. Through the cluster devk
+swaps static pods only. The first line says which way devk runs.`,
 		Example: `  devk build apiserver --push && devk swap
   devk swap apiserver scheduler
   devk swap --rollback apiserver
@@ -89,7 +101,8 @@ runtime). --dry-run prints each phase and what it reads and writes.`,
   devk swap kubectl --dest ~/bin/kubectl
   devk swap kubelet
   devk swap --dry-run apiserver
-  devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included`,
+  devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included
+  devk swap apiserver --kubeconfig ~/work.conf --registry registry.example:5000   # any cluster, through it`,
 		ValidArgsFunction: cli.CompleteNames(cli.SwappableNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
