@@ -39,7 +39,10 @@ func failpointDevk(t *testing.T) string {
 	t.Helper()
 	fpOnce.Do(func() {
 		fpBin = filepath.Join(workDir, "devk-failpoints")
-		out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", fpBin, "../cmd/devk").CombinedOutput()
+		// Static, as make build's: it is also the node agent's image.
+		build := exec.Command("go", "build", "-tags", "failpoints", "-o", fpBin, "../cmd/devk")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			fpErr = fmt.Errorf("go build -tags failpoints: %v\n%s", err, out)
 		}
