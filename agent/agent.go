@@ -22,6 +22,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/certs"
+	"github.com/devk/devk/cluster/export"
 	"github.com/devk/devk/digest"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/cri"
@@ -63,7 +64,13 @@ type Task struct {
 	// Swap is KindSwap's, Pull KindPull's.
 	Swap *SwapTask `json:"swap,omitempty"`
 	Pull *PullTask `json:"pull,omitempty"`
+	// Export is KindExport's: the node's files.
+	Export *export.NodeFiles `json:"export,omitempty"`
 }
+
+// Waits says t's agent, its result written, stays until its pod is
+// deleted: an export's tarball is read from it meanwhile.
+func (t Task) Waits() bool { return t.Kind == KindExport }
 
 // The verbs of an etcd task: `devk etcd ls|get`, and `devk etcd diff`
 // between two revisions (Rev, UntilRev) the client read around the
@@ -192,6 +199,8 @@ func (t Task) Validate() error {
 		return t.Swap.validate()
 	case KindPull:
 		return t.Pull.validate()
+	case KindExport:
+		return validateExport(t.Export)
 	}
 	return noTask(t.Kind)
 }
@@ -241,6 +250,8 @@ func (t Task) Mounts() []Mount {
 		ms = t.Swap.mounts()
 	case KindPull:
 		ro(path.Dir(t.Pull.CRISocket))
+	case KindExport:
+		ms = exportMounts(t.Export)
 	}
 	slices.SortFunc(ms, func(a, b Mount) int { return strings.Compare(a.Path, b.Path) })
 	ms = slices.CompactFunc(ms, func(a, b Mount) bool { return a.Path == b.Path })
@@ -286,6 +297,10 @@ func Run(ctx context.Context, t Task, w io.Writer) error {
 	}
 	if werr := lw.emit(line); werr != nil {
 		return werr
+	}
+	if err == nil && t.Waits() {
+		<-ctx.Done() // the pod's deletion (SIGTERM), or its deadline
+		return nil
 	}
 	return err
 }
@@ -360,6 +375,12 @@ func run(ctx context.Context, t Task, lw *lineWriter) (json.RawMessage, error) {
 	case KindPull:
 		r, err := runPull(ctx, *t.Pull)
 		return marshalBoth(r, err)
+	case KindExport:
+		r, err := runExport(ctx, *t.Export)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(r)
 	}
 	return nil, noTask(t.Kind)
 }

@@ -415,8 +415,51 @@ func TestAnyCluster(t *testing.T) {
 				t.Errorf("a viewer's check-expiration (%v) does not say %q:\n%s", r.Err, want, r.Stderr)
 			}
 		}
+		// A swap asks for its agents' account and RBAC too.
+		r = Devk(t, c.Tree, env, "swap", "apiserver", "--kubeconfig", copied, "--registry", agentRegistry)
+		for _, want := range []string{"create pods in namespace devk-system", "create serviceaccounts in namespace devk-system", "create clusterroles.rbac.authorization.k8s.io"} {
+			if r.Err == nil || !strings.Contains(r.Stderr, want) {
+				t.Errorf("a viewer's swap (%v) does not say %q:\n%s", r.Err, want, r.Stderr)
+			}
+		}
 		if after := k("get", "pods", "-n", "devk-system", "-o", "name").Stdout; after != before {
 			t.Errorf("a refused run made pods: before %q, after %q", before, after)
+		}
+		if left := devkObjectsLeft(t, context.Background(), clientFor(t, c.Kubeconfig)); len(left) > 0 {
+			t.Errorf("a refused run left %v", left)
+		}
+	})
+
+	// export logs from a copy of the kubeconfig: the objects through the
+	// API, the node's manifests and container logs by its agent, read by
+	// exec and checked by sha256; nothing of devk's left.
+	step(t, "export logs through the cluster", func(t *testing.T) {
+		env, copied := strangerEnv(t, c, c.Kubeconfig)
+		dest := filepath.Join(t.TempDir(), "logs")
+		r := Devk(t, c.Tree, env, "export", "logs", dest, "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")
+		var res struct {
+			Path                          string
+			ContainerLogs, Objects, Files int
+			Missing                       []string
+		}
+		if r.Err != nil || json.Unmarshal([]byte(r.Stdout), &res) != nil {
+			t.Fatalf("export logs through the cluster: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+		}
+		cfg, _, err := layout.Open(c.Home, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := cfg.FirstNode().Name
+		logs, _ := filepath.Glob(filepath.Join(dest, node, "containers", "kube-system_kube-apiserver-"+node+"_kube-apiserver_*.log"))
+		if _, err := os.Stat(filepath.Join(dest, node, "manifests", "kube-apiserver.yaml")); err != nil || len(logs) == 0 || res.ContainerLogs < 5 || res.Objects < 50 {
+			t.Errorf("export through the cluster: %+v; manifest %v; API server logs %v", res, err, logs)
+		}
+		if !strings.Contains(r.Stderr, "through the cluster: kubeconfig "+copied) {
+			t.Errorf("the mode line is missing:\n%s", r.Stderr)
+		}
+		t.Logf("export logs through the cluster: %d files, %d container logs, %d objects; missing %v", res.Files, res.ContainerLogs, res.Objects, res.Missing)
+		if left := devkObjectsLeft(t, context.Background(), clientFor(t, c.Kubeconfig)); len(left) > 0 {
+			t.Errorf("devk left on the cluster: %v", left)
 		}
 	})
 }

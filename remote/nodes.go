@@ -102,43 +102,61 @@ func controlPlaneOf(node string, api, cm *corev1.Pod) (ControlPlane, error) {
 	return cp, nil
 }
 
-// kubeletFiles are where a node's kubelet keeps its static pods and
-// reaches its runtime.
+// kubeletFiles are where a node's kubelet keeps its static pods (none:
+// it runs none) and pods' logs, and reaches its runtime.
 type kubeletFiles struct {
-	StaticPodPath, CRISocket string
+	StaticPodPath, CRISocket, PodLogsDir string
 }
 
 // withKubelet reads node cp's kubelet's static pod path (into
 // cp.Files.ManifestsDir) and runtime socket from its /configz, through
 // the API server's node proxy.
 func (s *Session) withKubelet(ctx context.Context, cp *ControlPlane) (kubeletFiles, error) {
-	data, err := s.cs.CoreV1().RESTClient().Get().Resource("nodes").Name(cp.Node).SubResource("proxy").Suffix("configz").DoRaw(ctx)
-	if err != nil {
-		return kubeletFiles{}, fmt.Errorf("node %s: read its kubelet's configuration (/api/v1/nodes/%s/proxy/configz): %w", cp.Node, cp.Node, err)
+	kf, err := s.kubelet(ctx, cp.Node)
+	if err == nil && kf.StaticPodPath == "" {
+		err = fmt.Errorf("node %s: its kubelet runs no static pods (no staticPodPath in its /configz)", cp.Node)
 	}
-	kf, err := parseConfigz(cp.Node, data)
 	cp.Files.ManifestsDir = kf.StaticPodPath
 	return kf, err
 }
 
-// parseConfigz is withKubelet's reading of a kubelet's /configz.
+// kubelet reads node's kubelet's files from its /configz, through the API
+// server's node proxy.
+func (s *Session) kubelet(ctx context.Context, node string) (kubeletFiles, error) {
+	data, err := s.cs.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("configz").DoRaw(ctx)
+	if err != nil {
+		return kubeletFiles{}, fmt.Errorf("node %s: read its kubelet's configuration (/api/v1/nodes/%s/proxy/configz): %w", node, node, err)
+	}
+	return parseConfigz(node, data)
+}
+
+// defaultPodLogsDir is the kubelet's podLogsDir when its config names
+// none.
+const defaultPodLogsDir = "/var/log/pods"
+
+// parseConfigz is kubelet's reading of a kubelet's /configz.
 func parseConfigz(node string, data []byte) (kubeletFiles, error) {
 	var cfg struct {
 		KubeletConfig struct {
 			StaticPodPath            string `json:"staticPodPath"`
 			ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
+			PodLogsDir               string `json:"podLogsDir"`
 		} `json:"kubeletconfig"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return kubeletFiles{}, fmt.Errorf("node %s: its kubelet's /configz: %w", node, err)
 	}
 	kc := cfg.KubeletConfig
-	if !path.IsAbs(kc.StaticPodPath) {
-		return kubeletFiles{}, fmt.Errorf("node %s: its kubelet runs no static pods (no staticPodPath in its /configz)", node)
-	}
 	socket, ok := strings.CutPrefix(kc.ContainerRuntimeEndpoint, "unix://")
 	if !ok || !path.IsAbs(socket) {
 		return kubeletFiles{}, fmt.Errorf("node %s: its kubelet's runtime %q is not a unix socket devk can reach", node, kc.ContainerRuntimeEndpoint)
 	}
-	return kubeletFiles{StaticPodPath: path.Clean(kc.StaticPodPath), CRISocket: path.Clean(socket)}, nil
+	kf := kubeletFiles{CRISocket: path.Clean(socket), PodLogsDir: defaultPodLogsDir}
+	if path.IsAbs(kc.StaticPodPath) {
+		kf.StaticPodPath = path.Clean(kc.StaticPodPath)
+	}
+	if path.IsAbs(kc.PodLogsDir) {
+		kf.PodLogsDir = path.Clean(kc.PodLogsDir)
+	}
+	return kf, nil
 }

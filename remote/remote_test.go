@@ -301,11 +301,15 @@ func TestCheck(t *testing.T) {
 // no unix socket, is an error naming the node.
 func TestParseConfigz(t *testing.T) {
 	kf, err := parseConfigz("cp1", []byte(`{"kubeletconfig":{"staticPodPath":"/etc/kubernetes/manifests/","containerRuntimeEndpoint":"unix:///run/containerd/containerd.sock","cgroupDriver":"systemd"}}`))
-	if err != nil || kf.StaticPodPath != "/etc/kubernetes/manifests" || kf.CRISocket != "/run/containerd/containerd.sock" {
+	if err != nil || kf.StaticPodPath != "/etc/kubernetes/manifests" || kf.CRISocket != "/run/containerd/containerd.sock" || kf.PodLogsDir != defaultPodLogsDir {
 		t.Fatalf("%+v, %v", kf, err)
 	}
+	// A worker: no static pods, its pods' logs elsewhere.
+	kf, err = parseConfigz("w1", []byte(`{"kubeletconfig":{"containerRuntimeEndpoint":"unix:///run/c.sock","podLogsDir":"/srv/pod-logs"}}`))
+	if err != nil || kf.StaticPodPath != "" || kf.PodLogsDir != "/srv/pod-logs" {
+		t.Fatalf("a worker: %+v, %v", kf, err)
+	}
 	for data, want := range map[string]string{
-		`{"kubeletconfig":{"containerRuntimeEndpoint":"unix:///run/c.sock"}}`:                      "node cp1: its kubelet runs no static pods",
 		`{"kubeletconfig":{"staticPodPath":"/m","containerRuntimeEndpoint":"npipe:////./pipe/x"}}`: `node cp1: its kubelet's runtime "npipe:////./pipe/x" is not a unix socket`,
 		`not json`: "node cp1: its kubelet's /configz",
 	} {

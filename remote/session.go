@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/image"
@@ -56,6 +57,10 @@ const psaEnforce = "pod-security.kubernetes.io/enforce"
 // TaskDeadline bounds an agent pod (its activeDeadlineSeconds): nothing
 // outlives it, even with no client left to delete it.
 const TaskDeadline = 2 * time.Minute
+
+// ExportDeadline bounds an export task's pod: collecting a node's logs,
+// and the client reading them.
+const ExportDeadline = 15 * time.Minute
 
 // PullDeadline bounds a pull task's pod: CRI pulls of a swap's images.
 const PullDeadline = 10 * time.Minute
@@ -88,7 +93,10 @@ const podPoll = 500 * time.Millisecond
 // Session is one command's use of the node agent: its run id, the agent
 // image, the pods it made.
 type Session struct {
-	cs    kubernetes.Interface
+	cs kubernetes.Interface
+	// cfg is the client's config, for the streams of exec (nil in tests
+	// that give a clientset).
+	cfg   *rest.Config
 	rep   progress.Reporter
 	run   string
 	image string
@@ -112,7 +120,11 @@ func Open(t *Target, rep progress.Reporter) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewSession(cs, rep)
+	s, err := NewSession(cs, rep)
+	if err == nil {
+		s.cfg = cfg
+	}
+	return s, err
 }
 
 // NewSession is Open with a clientset.
@@ -335,6 +347,13 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	if token {
 		pod.Spec.ServiceAccountName = s.account()
 	}
+	if t.Waits() {
+		// Its own directory for what the client reads from it.
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: agent.WorkDir})
+		c.Env = append(c.Env, corev1.EnvVar{Name: "TMPDIR", Value: agent.WorkDir})
+	}
 	return pod, nil
 }
 
@@ -364,6 +383,8 @@ func deadlineOf(t agent.Task) (deadline, grace int64) {
 		return int64(StreamDeadline / time.Second), 10
 	case t.Kind == agent.KindPull:
 		return int64(PullDeadline / time.Second), 10
+	case t.Kind == agent.KindExport:
+		return int64(ExportDeadline / time.Second), 10
 	case t.Kind == agent.KindSwap:
 		timeout := t.Swap.Timeout
 		if timeout == 0 {

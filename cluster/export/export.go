@@ -6,6 +6,8 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +25,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/internal/atomicfile"
@@ -136,19 +141,51 @@ func Logs(ctx context.Context, o Options, popts phase.Options) (*Result, error) 
 	if !c.Exists() {
 		return nil, c.NoCluster()
 	}
-	dest, tar := Dest(o.Dest, o.Tar, c.Config.Name, time.Now())
-	if dest, err = filepath.Abs(dest); err != nil {
-		return nil, err
-	}
-	res := &Result{Path: dest, Tar: tar}
-	e := &exporter{c: c, res: res, root: dest, devkVersion: o.DevkVersion}
 	if popts.Reporter == nil {
 		popts.Reporter = c.Reporter
 	}
+	return run(ctx, &exporter{c: c, name: c.Config.Name, devkVersion: o.DevkVersion}, o, popts)
+}
+
+// Through is a cluster devk reaches only through its kubeconfig (package
+// remote): its objects are read with Kubeconfig, each node's files
+// fetched, by devk's node agent there, as the tarball Node writes.
+type Through struct {
+	// Config reaches the cluster's API server (Server, for messages);
+	// Name names the cluster (in the default destination and README.txt).
+	Config       *rest.Config
+	Server, Name string
+	// Nodes are the cluster's nodes, by name.
+	Nodes []string
+	// Fetch gives node's files as Node's gzipped tarball, and what Node
+	// could not collect there; closing the reader says whether all of it
+	// arrived whole.
+	Fetch func(ctx context.Context, node string) (io.ReadCloser, []string, error)
+}
+
+// LogsThrough is Logs of a cluster reached through its kubeconfig: the
+// API objects, and each node's manifests, container logs and containers
+// as its agent collected them (Node). devk's own view (cluster.json,
+// phase times, its daemons' logs) is not there to export.
+func LogsThrough(ctx context.Context, t Through, o Options, popts phase.Options) (*Result, error) {
+	if popts.Reporter == nil {
+		popts.Reporter = o.Reporter
+	}
+	return run(ctx, &exporter{through: &t, name: t.Name, devkVersion: o.DevkVersion}, o, popts)
+}
+
+// run writes export e to o's destination by its phases.
+func run(ctx context.Context, e *exporter, o Options, popts phase.Options) (*Result, error) {
+	dest, tar := Dest(o.Dest, o.Tar, e.name, time.Now())
+	dest, err := filepath.Abs(dest)
+	if err != nil {
+		return nil, err
+	}
+	e.res, e.root = &Result{Path: dest, Tar: tar}, dest
 	popts.Job = "export"
 	if popts.DryRun {
 		_, err := phase.Run(ctx, phases(tar), e, popts)
-		return res, err
+		return e.res, err
 	}
 	if tar {
 		if _, err := os.Lstat(dest); err == nil {
@@ -172,11 +209,11 @@ func Logs(ctx context.Context, o Options, popts phase.Options) (*Result, error) 
 	defer e.dir.Close()
 	if _, err := phase.Run(ctx, phases(tar), e, popts); err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("export logs of %s interrupted; %s holds what was written: %w", c.Config.Name, e.root, err)
+			return nil, fmt.Errorf("export logs of %s interrupted; %s holds what was written: %w", e.name, e.root, err)
 		}
 		return nil, err
 	}
-	return res, nil
+	return e.res, nil
 }
 
 // phases are export logs' steps; a tarball's end with the tarball.
@@ -184,11 +221,17 @@ func phases(tar bool) []*phase.Phase[*exporter] {
 	ps := []*phase.Phase[*exporter]{
 		{Name: "logs", Short: "copy devk's view (cluster.json, phase times, status) and each node's logs, manifests, kubelet config and container logs",
 			IO: func(e *exporter) ([]string, []string) {
+				if e.through != nil {
+					return []string{"each node's files, by devk's node agent there"}, []string{e.root}
+				}
 				return []string{e.c.Files.ConfigFile(), e.c.FirstNode().Files.Dir}, []string{e.root}
 			},
 			Run: phase.Method((*exporter).runLogs)},
 		{Name: "objects", Short: "write every listable resource's objects in all namespaces, Secrets redacted",
 			IO: func(e *exporter) ([]string, []string) {
+				if e.through != nil {
+					return []string{e.through.Server}, []string{filepath.Join(e.root, ObjectsDir)}
+				}
 				return []string{e.c.Config.APIServerURL()}, []string{filepath.Join(e.root, ObjectsDir)}
 			},
 			Run: phase.Method((*exporter).runObjects)},
@@ -208,6 +251,13 @@ func phases(tar bool) []*phase.Phase[*exporter] {
 
 // runLogs is the logs phase: devk's view, then every node's.
 func (e *exporter) runLogs(ctx context.Context) (phase.Outcome, error) {
+	if e.through != nil {
+		if e.devkVersion != "" {
+			e.write("devk-version.txt", []byte(e.devkVersion+"\n"))
+		}
+		e.throughNodes(ctx)
+		return phase.Changed("%d container logs", e.res.ContainerLogs), e.err
+	}
 	e.devkView(ctx, e.devkVersion)
 	if ns, err := e.c.AllNodes(); err != nil {
 		e.miss("nodes", err)
@@ -231,7 +281,11 @@ func (e *exporter) runObjects(ctx context.Context) (phase.Outcome, error) {
 
 // runReadme is the readme phase, once everything else was collected.
 func (e *exporter) runReadme(context.Context) (phase.Outcome, error) {
-	e.write("README.txt", []byte(exportReadme(e.c.Config.Name, e.c.Config.FirstNode().Name)))
+	node := "<node>"
+	if e.c != nil {
+		node = e.c.Config.FirstNode().Name
+	}
+	e.write("README.txt", []byte(exportReadme(e.name, node, e.through != nil)))
 	if len(e.res.Missing) > 0 {
 		e.write(ErrorsFile, []byte(strings.Join(e.res.Missing, "\n")+"\n"))
 	}
@@ -337,9 +391,13 @@ func tarTopDir(tarball string) string {
 // exporter writes one export beneath dir: export logs' job, which its
 // phases share.
 type exporter struct {
-	c   *cluster.Cluster
-	dir *os.Root
-	res *Result
+	// c is the devk cluster exported, or through the one reached through
+	// its kubeconfig; name is its name.
+	c       *cluster.Cluster
+	through *Through
+	name    string
+	dir     *os.Root
+	res     *Result
 	// root is dir's path: the destination, or for a tarball the staging
 	// directory the tarball is made from.
 	root        string
@@ -501,17 +559,147 @@ func (e *exporter) node(ctx context.Context, n cluster.Node) {
 	if c.Config.Spec.Kubeadm() {
 		e.copy(filepath.Join(dir, kubeadmFlagsFile), n.KubeadmFlagsFile())
 	}
-	manifests, err := os.ReadDir(n.Files.Manifests())
-	if err != nil && n.Net.IsControlPlane() {
-		e.miss(filepath.Join(dir, "manifests"), err)
-	}
-	for _, m := range manifests {
-		if m.Type().IsRegular() {
-			e.copy(filepath.Join(dir, "manifests", m.Name()), filepath.Join(n.Files.Manifests(), m.Name()))
+	manifests := n.Files.Manifests()
+	if !n.Net.IsControlPlane() {
+		if _, err := os.Stat(manifests); err != nil {
+			manifests = "" // a worker may have none
 		}
 	}
-	e.containerLogs(dir, n.Files.PodLogs())
-	e.containers(ctx, filepath.Join(dir, "containers.txt"), c.Config.NodeCRISocket(n.Net, n.Files))
+	e.nodeFiles(ctx, dir, NodeFiles{ManifestsDir: manifests, PodLogsDir: n.Files.PodLogs(), CRISocket: c.Config.NodeCRISocket(n.Net, n.Files)})
+}
+
+// NodeFiles are where a node keeps what export logs reads there: its
+// kubelet's static pod manifests (none: a node without), the pods' log
+// files and the runtime's socket.
+type NodeFiles struct {
+	ManifestsDir string `json:"manifestsDir,omitempty"`
+	PodLogsDir   string `json:"podLogsDir"`
+	CRISocket    string `json:"criSocket"`
+}
+
+// nodeFiles exports f's manifests, container logs and the runtime's
+// container list under dir.
+func (e *exporter) nodeFiles(ctx context.Context, dir string, f NodeFiles) {
+	if f.ManifestsDir != "" {
+		manifests, err := os.ReadDir(f.ManifestsDir)
+		if err != nil {
+			e.miss(filepath.Join(dir, "manifests"), err)
+		}
+		for _, m := range manifests {
+			if m.Type().IsRegular() {
+				e.copy(filepath.Join(dir, "manifests", m.Name()), filepath.Join(f.ManifestsDir, m.Name()))
+			}
+		}
+	}
+	e.containerLogs(dir, f.PodLogsDir)
+	e.containers(ctx, filepath.Join(dir, "containers.txt"), f.CRISocket)
+}
+
+// NodeResult is what Node collected: the tarball's size and sha256, how
+// many container logs, and what it could not collect.
+type NodeResult struct {
+	Files         int      `json:"files"`
+	ContainerLogs int      `json:"containerLogs"`
+	Size          int64    `json:"size"`
+	SHA256        string   `json:"sha256"`
+	Missing       []string `json:"missing,omitempty"`
+}
+
+// Node is export logs' part of one node, run on the node (by devk's node
+// agent): f's manifests, container logs and containers, written under the
+// new directory dir and then as the gzipped tarball tarball, whose
+// entries are under dir's base name.
+func Node(ctx context.Context, dir, tarball string, f NodeFiles) (*NodeResult, error) {
+	root, err := openExportDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	e := &exporter{dir: root, root: dir, res: &Result{}}
+	e.nodeFiles(ctx, ".", f)
+	if e.err != nil {
+		return nil, e.err
+	}
+	if err := writeTarball(tarball, dir); err != nil {
+		return nil, err
+	}
+	data, err := os.Open(tarball)
+	if err != nil {
+		return nil, err
+	}
+	defer data.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, data)
+	if err != nil {
+		return nil, err
+	}
+	return &NodeResult{Files: e.res.Files, ContainerLogs: e.res.ContainerLogs, Size: n, SHA256: hex.EncodeToString(h.Sum(nil)), Missing: e.res.Missing}, nil
+}
+
+// throughNodes writes each node's files, fetched as Node's tarball, under
+// <node>/.
+func (e *exporter) throughNodes(ctx context.Context) {
+	for _, node := range e.through.Nodes {
+		rc, missing, err := e.through.Fetch(ctx, node)
+		for _, m := range missing {
+			e.res.Missing = append(e.res.Missing, filepath.Join(node, m))
+		}
+		if err != nil {
+			e.miss(node, err)
+			continue
+		}
+		err = e.untar(node, rc)
+		if cerr := rc.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			e.miss(node, err)
+		}
+		if e.err != nil {
+			return
+		}
+	}
+}
+
+// untar writes the regular files of gzipped tarball r (Node's: its
+// entries under one top directory) under dir, beneath the export's root
+// (a name that would lead out is refused by it); container logs are
+// counted.
+func (e *exporter) untar(dir string, r io.Reader) error {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, name, ok := strings.Cut(hdr.Name, "/")
+		if hdr.Typeflag != tar.TypeReg || !ok || name == "" {
+			continue
+		}
+		rel := filepath.Join(dir, filepath.FromSlash(name))
+		if !filepath.IsLocal(filepath.FromSlash(name)) {
+			return fmt.Errorf("the node's tarball names %q, outside its directory", hdr.Name)
+		}
+		if err := e.fill(rel, func(w io.Writer) error {
+			_, err := io.Copy(w, tr)
+			return err
+		}); err != nil {
+			return err
+		}
+		if strings.HasPrefix(name, ContainersDir+"/") {
+			e.res.ContainerLogs++
+		}
+		if e.err != nil {
+			return nil
+		}
+	}
 }
 
 // containerLogs copies the kubelet's pod logs dir
@@ -618,17 +806,26 @@ func nodeReachable(c *cluster.Cluster) error {
 // read (the API server does not answer); a resource that fails alone is
 // missed.
 func (e *exporter) objects(ctx context.Context) error {
-	c := e.c
-	if err := nodeReachable(c); err != nil {
-		return err
-	}
 	opts := []kube.Option{kube.WithTimeout(requestTimeout), kube.WithoutWarnings()}
-	kubeconfig := c.FirstNode().Files.Kubeconfig("super-admin")
-	cs, err := kube.Client(kubeconfig, opts...)
-	if err != nil {
-		return err
+	var cs *kubernetes.Clientset
+	var dyn *dynamic.DynamicClient
+	var err error
+	var server string
+	if e.through != nil {
+		server = "the API server at " + e.through.Server
+		if cs, err = kube.ClientForConfig(e.through.Config, opts...); err == nil {
+			dyn, err = kube.DynamicForConfig(e.through.Config, opts...)
+		}
+	} else {
+		if err := nodeReachable(e.c); err != nil {
+			return err
+		}
+		kubeconfig := e.c.FirstNode().Files.Kubeconfig("super-admin")
+		server = "the API server at " + e.c.Config.APIServerURL()
+		if cs, err = kube.Client(kubeconfig, opts...); err == nil {
+			dyn, err = kube.Dynamic(kubeconfig, opts...)
+		}
 	}
-	dyn, err := kube.Dynamic(kubeconfig, opts...)
 	if err != nil {
 		return err
 	}
@@ -637,7 +834,7 @@ func (e *exporter) objects(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("it lists no resources")
 		}
-		return fmt.Errorf("the API server at %s: %w (is it running? `devk status` says)", c.Config.APIServerURL(), err)
+		return fmt.Errorf("%s: %w (is it running? `devk status` says)", server, err)
 	}
 	if err != nil {
 		e.miss(ObjectsDir+" of some API groups", err)
@@ -770,7 +967,26 @@ func writeTarball(path, dir string) error {
 }
 
 // exportReadme says what an export holds and what it leaves out.
-func exportReadme(name, node string) string {
+func exportReadme(name, node string, through bool) string {
+	if through {
+		return fmt.Sprintf(`devk export logs of cluster %[1]s, through the cluster (its kubeconfig alone:
+devk's node agent collected each node's files there)
+
+devk-version.txt      the devk that exported this
+errors.txt            what could not be collected, and why (only when something could not)
+%[2]s/manifests/      the static-pod manifests (and a swap's backups), on nodes that have them
+%[2]s/containers/     every container log the kubelet kept: <namespace>_<pod>_<container>_<attempt>.log
+%[2]s/containers.txt  the runtime's containers, as crictl ps -a
+objects/              every listable resource's objects in all namespaces, as kubectl get -A -o yaml:
+                      one List per resource (<resource>[.<group>].yaml), managedFields dropped
+
+Secrets are redacted: every value of data and stringData, and the
+%[3]s annotation, read %[4]s; the keys stay.
+Not exported: private keys, certificates and kubeconfigs, etcd's data, and the
+kubelet's and the runtime's own logs (on a node devk did not make they are the
+host's, in its journal).
+`, name, node, lastAppliedAnnotation, Redacted)
+	}
 	return fmt.Sprintf(`devk export logs of cluster %[1]s
 
 cluster.json          the cluster's devk config as on disk

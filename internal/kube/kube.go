@@ -98,6 +98,11 @@ func ClientForConfig(cfg *rest.Config, opts ...Option) (*kubernetes.Clientset, e
 	return kubernetes.NewForConfig(withLimits(rest.CopyConfig(cfg), opts))
 }
 
+// DynamicForConfig is Dynamic for a config already loaded.
+func DynamicForConfig(cfg *rest.Config, opts ...Option) (*dynamic.DynamicClient, error) {
+	return dynamic.NewForConfig(withLimits(rest.CopyConfig(cfg), opts))
+}
+
 func restConfig(kubeconfig string, opts []Option) (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 
 // NewAgentCmd is `devk agent`.
 func NewAgentCmd(g *cli.Options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:    "agent",
 		Short:  "devk's node agent: runs in the pod devk makes on a node, its task in $" + agent.EnvTask,
 		Hidden: true,
@@ -36,4 +36,13 @@ func NewAgentCmd(g *cli.Options) *cobra.Command {
 			return agent.Run(cmd.Context(), t, g.Stdout)
 		},
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "cat FILE",
+		Short: "write the agent's export tarball to stdout (its client runs it by exec)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return agent.Cat(args[0], g.Stdout)
+		},
+	})
+	return cmd
 }
