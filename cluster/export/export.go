@@ -968,48 +968,40 @@ func writeTarball(path, dir string) error {
 
 // exportReadme says what an export holds and what it leaves out.
 func exportReadme(name, node string, through bool) string {
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	if through {
-		return fmt.Sprintf(`devk export logs of cluster %[1]s, through the cluster (its kubeconfig alone:
-devk's node agent collected each node's files there)
-
-devk-version.txt      the devk that exported this
-errors.txt            what could not be collected, and why (only when something could not)
-%[2]s/manifests/      the static-pod manifests (and a swap's backups), on nodes that have them
-%[2]s/containers/     every container log the kubelet kept: <namespace>_<pod>_<container>_<attempt>.log
-%[2]s/containers.txt  the runtime's containers, as crictl ps -a
-objects/              every listable resource's objects in all namespaces, as kubectl get -A -o yaml:
-                      one List per resource (<resource>[.<group>].yaml), managedFields dropped
-
-Secrets are redacted: every value of data and stringData, and the
-%[3]s annotation, read %[4]s; the keys stay.
-Not exported: private keys, certificates and kubeconfigs, etcd's data, and the
-kubelet's and the runtime's own logs (on a node devk did not make they are the
-host's, in its journal).
-`, name, node, lastAppliedAnnotation, Redacted)
+		line("devk export logs of cluster %s, through the cluster (its kubeconfig alone:\ndevk's node agent collected each node's files there)\n", name)
+	} else {
+		line("devk export logs of cluster %s\n", name)
+		line("cluster.json          the cluster's devk config as on disk")
+		line("timings.txt           the phase times of the last devk up or down (cluster.json lastRun)")
+		line("status.json           what devk status -o json showed at export time")
 	}
-	return fmt.Sprintf(`devk export logs of cluster %[1]s
-
-cluster.json          the cluster's devk config as on disk
-timings.txt           the phase times of the last devk up or down (cluster.json lastRun)
-status.json           what devk status -o json showed at export time
-devk-version.txt      the devk that exported this
-registry.log          the embedded registry's log (shared by the clusters)
-haproxy.log           the load balancer's log (a cluster with several control planes)
-errors.txt            what could not be collected, and why (only when something could not)
-%[2]s/kubelet.log     the kubelet's output
-%[2]s/containerd.log  the cluster's containerd's output
-%[2]s/forward-*.log   the registry forwarder's output
-                      (each log holds its rotated generations too, oldest line first)
-%[2]s/kubelet-config.yaml, kubernetes-version.txt
-                      (and kubeadm-flags.env on a cluster kubeadm bootstraps)
-%[2]s/manifests/      the static-pod manifests (and a swap's backups)
-%[2]s/containers/     every container log the kubelet kept: <namespace>_<pod>_<container>_<attempt>.log
-%[2]s/containers.txt  the runtime's containers, as crictl ps -a
-objects/              every listable resource's objects in all namespaces, as kubectl get -A -o yaml:
-                      one List per resource (<resource>[.<group>].yaml), managedFields dropped
-
-Secrets are redacted: every value of data and stringData, and the
-%[3]s annotation, read %[4]s; the keys stay.
-Not exported: private keys, certificates and kubeconfigs (pki/, *.conf) and etcd's data.
-`, name, node, lastAppliedAnnotation, Redacted)
+	line("devk-version.txt      the devk that exported this")
+	if !through {
+		line("registry.log          the embedded registry's log (shared by the clusters)")
+		line("haproxy.log           the load balancer's log (a cluster with several control planes)")
+	}
+	line("errors.txt            what could not be collected, and why (only when something could not)")
+	if !through {
+		line("%s/kubelet.log     the kubelet's output", node)
+		line("%s/containerd.log  the cluster's containerd's output", node)
+		line("%s/forward-*.log   the registry forwarder's output", node)
+		line("                      (each log holds its rotated generations too, oldest line first)")
+		line("%s/kubelet-config.yaml, kubernetes-version.txt", node)
+		line("                      (and kubeadm-flags.env on a cluster kubeadm bootstraps)")
+	}
+	line("%s/manifests/      the static-pod manifests (and a swap's backups)", node)
+	line("%s/containers/     every container log the kubelet kept: <namespace>_<pod>_<container>_<attempt>.log", node)
+	line("%s/containers.txt  the runtime's containers, as crictl ps -a", node)
+	line("objects/              every listable resource's objects in all namespaces, as kubectl get -A -o yaml:")
+	line("                      one List per resource (<resource>[.<group>].yaml), managedFields dropped\n")
+	line("Secrets are redacted: every value of data and stringData, and the\n%s annotation, read %s; the keys stay.", lastAppliedAnnotation, Redacted)
+	if through {
+		line("Not exported: private keys, certificates and kubeconfigs, etcd's data, and the\nkubelet's and the runtime's own logs (on a node devk did not make they are the\nhost's, in its journal).")
+	} else {
+		line("Not exported: private keys, certificates and kubeconfigs (pki/, *.conf) and etcd's data.")
+	}
+	return b.String()
 }

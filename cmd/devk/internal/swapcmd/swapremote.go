@@ -7,6 +7,7 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cmd/devk/internal/cli"
+	"github.com/devk/devk/digest"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/phase"
@@ -57,21 +58,17 @@ func remoteComponents(o swap.Options) ([]string, error) {
 		if o.Rollback {
 			return nil, fmt.Errorf("name what to roll back: a static pod (apiserver, controller-manager, scheduler, etcd)")
 		}
-		tree, err := source.Open(o.TreeDir)
+		pushed, err := digest.PushedOnCluster(o.TreeDir)
 		if err != nil {
 			return nil, err
 		}
-		st, err := build.LoadState(tree.Root)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range build.Catalog {
-			if cs := st.Components[c.Name]; c.StaticPod && cs != nil && cs.Pushed != nil {
+		for _, name := range pushed {
+			if c, err := build.Lookup(name); err == nil && c.StaticPod {
 				out = append(out, c.Name)
 			}
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("no static pod pushed from %s yet: run `devk build apiserver --push`", tree.Root)
+			return nil, fmt.Errorf("no static pod pushed from the tree yet: run `devk build apiserver --push`")
 		}
 		return out, nil
 	}
