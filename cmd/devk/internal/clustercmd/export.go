@@ -9,9 +9,9 @@ import (
 	"github.com/devk/devk/cluster/export"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/image"
-	"github.com/devk/devk/remote"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
+	"github.com/devk/devk/remote"
 )
 
 // NewExportCmd is `devk export`.

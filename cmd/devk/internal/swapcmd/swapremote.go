@@ -84,4 +84,3 @@ func remoteComponents(o swap.Options) ([]string, error) {
 	}
 	return out, nil
 }
-
