@@ -68,6 +68,10 @@ func (s *Session) fetchNode(ctx context.Context, node string) (io.ReadCloser, []
 	}
 	step, start := node+"/collect", time.Now()
 	s.rep.Start(step)
+	hctx, stop := context.WithCancel(ctx)
+	go s.heartbeat(hctx, s.stampPod(pod.Name))
+	// Done with the pod: stop stamping it, delete it.
+	done := func() { stop(); remove() }
 	last, err := s.followPod(ctx, node, pod.Name, io.Discard)
 	var r export.NodeResult
 	if err == nil && last.Error != "" {
@@ -77,7 +81,7 @@ func (s *Session) fetchNode(ctx context.Context, node string) (io.ReadCloser, []
 		err = json.Unmarshal(last.Result, &r)
 	}
 	if err != nil {
-		remove()
+		done()
 		s.rep.Fail(step, time.Since(start), err)
 		return nil, nil, err
 	}
@@ -87,7 +91,7 @@ func (s *Session) fetchNode(ctx context.Context, node string) (io.ReadCloser, []
 	go func() {
 		pw.CloseWithError(s.cat(ctx, pod.Name, io.MultiWriter(pw, sum)))
 	}()
-	return &fetched{Reader: pr, pr: pr, sum: sum, want: r, remove: remove, node: node}, r.Missing, nil
+	return &fetched{Reader: pr, pr: pr, sum: sum, want: r, remove: done, node: node}, r.Missing, nil
 }
 
 // fetched is a node's tarball as it is read from its agent.

@@ -309,7 +309,7 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	token, root := t.UsesAPI(), int64(0)
 	no, yes := false, true
 	var annotations map[string]string
-	if t.Streams() || t.Kind == agent.KindSwap {
+	if t.Streams() || t.Waits() || t.Kind == agent.KindSwap {
 		annotations = clientStamp()
 	}
 	pod := &corev1.Pod{
