@@ -17,6 +17,7 @@ import (
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/build"
+	"github.com/devk/devk/cluster/export"
 	"github.com/devk/devk/internal/progress"
 )
 
@@ -201,5 +202,34 @@ func TestLostClient(t *testing.T) {
 	}
 	if lostClient(map[string]string{AnnotationClient: "x/1"}) {
 		t.Error("an object never stamped has no client to lose")
+	}
+}
+
+// TestExportPod: an export's agent pod has its own work directory (the
+// tarball the client reads by exec), no token, its node's files
+// read-only, a client stamp, and the export's deadline.
+func TestExportPod(t *testing.T) {
+	s, _ := session(t)
+	p, err := s.PodFor("w1", agent.Task{Kind: agent.KindExport, Export: &export.NodeFiles{PodLogsDir: "/var/log/pods", CRISocket: "/run/containerd/containerd.sock"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, c := p.Spec, p.Spec.Containers[0]
+	var work, ro int
+	for i, m := range c.VolumeMounts {
+		switch {
+		case m.MountPath == agent.WorkDir && spec.Volumes[i].EmptyDir != nil:
+			work++
+		case m.ReadOnly && spec.Volumes[i].HostPath != nil:
+			ro++
+		default:
+			t.Errorf("mount %+v of %+v", m, spec.Volumes[i])
+		}
+	}
+	if work != 1 || ro != 2 || *spec.AutomountServiceAccountToken || *spec.ActiveDeadlineSeconds != int64(ExportDeadline/time.Second) || p.Annotations[AnnotationClient] == "" {
+		t.Errorf("work %d, read-only %d, token %v, deadline %d, annotations %v", work, ro, *spec.AutomountServiceAccountToken, *spec.ActiveDeadlineSeconds, p.Annotations)
+	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "TMPDIR" && e.Value == agent.WorkDir }) {
+		t.Errorf("env %v", c.Env)
 	}
 }
