@@ -560,9 +560,26 @@ func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1
 		defer cancel()
 		if err := pods.Delete(dctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			s.rep.Infof("could not delete the agent pod %s/%s (the next devk deletes it): %v", Namespace, pod.Name, err)
+			return
 		}
+		if !t.Waits() && !t.Streams() {
+			return // it had ended: nothing to terminate
+		}
+		// Gone, not terminating, when the command ends (an agent that
+		// waits ends on the deletion's SIGTERM): at most goneWait, then
+		// the deletion finishes on its own.
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), goneWait)
+		defer gcancel()
+		_ = wait.PollUntilContextCancel(gctx, podPoll/5, true, func(ctx context.Context) (bool, error) {
+			_, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
 	}, nil
 }
+
+// goneWait is how long a command waits for an agent pod it deleted to be
+// gone.
+const goneWait = 15 * time.Second
 
 // podEnded says the agent pod has ended.
 func podEnded(p *corev1.Pod) bool {
