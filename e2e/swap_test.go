@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/syncbuf"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -232,6 +233,28 @@ func TestSwap(t *testing.T) {
 			if args[0] == "swap" && !strings.Contains(r.Stdout, "already running") {
 				t.Fatalf("swap of the running digest on the node's paths changed something:\n%s", r.Stdout)
 			}
+		}
+	})
+
+	// The same node through the cluster, from a copy of its kubeconfig
+	// in an empty home: back to the image before (--rollback), then the
+	// patched one again, each verified by the node's agent; with one
+	// control plane the API server the client and the agent talk to is
+	// the one swapped, and both wait for it.
+	step(t, "one control plane through the cluster", func(t *testing.T) {
+		cfg, _, err := layout.Open(home, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, copied := strangerEnv(t, sc, sc.Kubeconfig)
+		node := []string{cfg.FirstNode().Name}
+		back := remoteSwap(t, sc, env, copied, "", node, "--rollback", "apiserver")
+		if back.StaticPods[0].Unchanged || manifestImage(t, apiManifest) == good {
+			t.Errorf("--rollback through the cluster left %s", manifestImage(t, apiManifest))
+		}
+		remoteSwap(t, sc, env, copied, "", node, "apiserver")
+		if got := manifestImage(t, apiManifest); got != good {
+			t.Errorf("the swap through the cluster left %s, want %s", got, good)
 		}
 	})
 

@@ -77,6 +77,9 @@ func remoteComponents(o swap.Options) ([]string, error) {
 		return nil, err
 	}
 	for _, c := range comps {
+		if c.Name == "kubelet" {
+			return nil, fmt.Errorf("through the cluster devk does not swap the kubelet: that is the node's own binary, restarted by the host's init, which devk's node agent does not drive yet; run `devk swap kubelet` on the node, or with --name on the machine of a devk cluster")
+		}
 		if !c.StaticPod {
 			return nil, fmt.Errorf("through the cluster devk swaps static pods (apiserver, controller-manager, scheduler, etcd); %s is swapped by a devk on the cluster's machine (--name) or on the node", c.Name)
 		}
