@@ -568,13 +568,16 @@ func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1
 		// Gone, not terminating, when the command ends (an agent that
 		// waits ends on the deletion's SIGTERM): at most goneWait, then
 		// the deletion finishes on its own.
-		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), goneWait)
-		defer gcancel()
-		_ = wait.PollUntilContextCancel(gctx, podPoll/5, true, func(ctx context.Context) (bool, error) {
-			_, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		_ = s.gone(context.WithoutCancel(ctx), pod.Name, goneWait)
 	}, nil
+}
+
+// gone waits, at most limit, until agent pod name is deleted.
+func (s *Session) gone(ctx context.Context, name string, limit time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, podPoll/5, limit, true, func(ctx context.Context) (bool, error) {
+		_, err := s.cs.CoreV1().Pods(Namespace).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // goneWait is how long a command waits for an agent pod it deleted to be

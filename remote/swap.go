@@ -11,10 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/build"
@@ -290,14 +288,7 @@ func (s *Session) waitGone(ctx context.Context, p *corev1.Pod) error {
 	if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
 		limit += time.Duration(*g) * time.Second
 	}
-	err := wait.PollUntilContextTimeout(ctx, podPoll, limit, true, func(ctx context.Context) (bool, error) {
-		_, err := s.cs.CoreV1().Pods(Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
+	if err := s.gone(ctx, p.Name, limit); err != nil {
 		return fmt.Errorf("the agent pod %s/%s was deleted but is still there after %s: %w", Namespace, p.Name, limit, err)
 	}
 	return nil
