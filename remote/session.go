@@ -532,10 +532,15 @@ func (s *Session) follow(r io.Reader, node string, seen *int, out io.Writer) (*a
 }
 
 // retriable says a request through the API server may succeed when made
-// again: the server (one being swapped) or its connection went away.
+// again: the server (one being swapped) or its connection went away, or
+// it is starting: an API server that has just started refuses requests
+// (Forbidden, Unauthorized) until its RBAC and token caches have synced,
+// and the access reviews before the command began said the credentials
+// may do what it does (the waits are bounded all the same).
 func retriable(err error) bool {
 	var ne net.Error
 	return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
 		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || errors.As(err, &ne) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
@@ -556,9 +561,14 @@ func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1
 		return nil, nil, fmt.Errorf("node %s: make the agent pod %s/%s: %w", node, Namespace, pod.Name, err)
 	}
 	return pod, func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.RequestTimeout)
-		defer cancel()
-		if err := pods.Delete(dctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		// Made again while the API server is being swapped (or is
+		// starting), at most goneWait.
+		var err error
+		_ = wait.PollUntilContextTimeout(context.WithoutCancel(ctx), podPoll, goneWait, true, func(ctx context.Context) (bool, error) {
+			err = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{})
+			return err == nil || apierrors.IsNotFound(err) || !retriable(err), nil
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
 			s.rep.Infof("could not delete the agent pod %s/%s (the next devk deletes it): %v", Namespace, pod.Name, err)
 			return
 		}
