@@ -66,11 +66,21 @@ type Task struct {
 	Pull *PullTask `json:"pull,omitempty"`
 	// Export is KindExport's: the node's files.
 	Export *export.NodeFiles `json:"export,omitempty"`
+	// Load is KindLoad's.
+	Load *LoadTask `json:"load,omitempty"`
 }
 
 // Waits says t's agent, its result written, stays until its pod is
 // deleted: an export's tarball is read from it meanwhile.
 func (t Task) Waits() bool { return t.Kind == KindExport }
+
+// Work says t's pod has its own directory (WorkDir, an emptyDir): an
+// export's tarball, a load's registry.
+func (t Task) Work() bool { return t.Kind == KindExport || t.Kind == KindLoad }
+
+// Stdin says t reads what its client writes on its stdin (a load's
+// LoadInput lines).
+func (t Task) Stdin() bool { return t.Kind == KindLoad }
 
 // The verbs of an etcd task: `devk etcd ls|get`, and `devk etcd diff`
 // between two revisions (Rev, UntilRev) the client read around the
@@ -113,9 +123,11 @@ type EtcdResult struct {
 }
 
 // HostNetwork says t's pod runs in the node's network namespace: etcd
-// listens on the node's loopback, and a swap probes the static pods'
-// health there.
-func (t Task) HostNetwork() bool { return t.Kind == KindEtcd || t.Kind == KindSwap }
+// listens on the node's loopback, a swap probes the static pods' health
+// there, and a load's registry serves the node's runtime there.
+func (t Task) HostNetwork() bool {
+	return t.Kind == KindEtcd || t.Kind == KindSwap || t.Kind == KindLoad
+}
 
 // UsesAPI says t's agent talks to the API server (with its run's
 // ServiceAccount): a swap waits for mirror pods. The other tasks get no
@@ -201,6 +213,8 @@ func (t Task) Validate() error {
 		return t.Pull.validate()
 	case KindExport:
 		return validateExport(t.Export)
+	case KindLoad:
+		return t.Load.validate()
 	}
 	return noTask(t.Kind)
 }
@@ -250,6 +264,8 @@ func (t Task) Mounts() []Mount {
 		ms = t.Swap.mounts()
 	case KindPull:
 		ro(path.Dir(t.Pull.CRISocket))
+	case KindLoad:
+		ro(path.Dir(t.Load.CRISocket))
 	case KindExport:
 		ms = exportMounts(t.Export)
 	}
@@ -285,12 +301,13 @@ type Line struct {
 // failed swap did).
 func (l Line) Final() bool { return l.Result != nil || l.Error != "" }
 
-// Run does task t on this node, writing its Lines to w (a streaming
-// task's output as it comes, then the result); the error is also the
-// agent's exit status (1).
-func Run(ctx context.Context, t Task, w io.Writer) error {
+// Run does task t on this node, reading what its client sends on in (a
+// load's) and writing its Lines to w (a streaming task's output as it
+// comes, then the result); the error is also the agent's exit status
+// (1).
+func Run(ctx context.Context, t Task, in io.Reader, w io.Writer) error {
 	lw := &lineWriter{Reporter: progress.Discard(), w: w}
-	result, err := run(ctx, t, lw)
+	result, err := run(ctx, t, in, lw)
 	line := Line{Result: result}
 	if err != nil {
 		line.Error = err.Error()
@@ -338,7 +355,7 @@ func (lw *lineWriter) Infof(format string, args ...any) {
 	_ = lw.emit(Line{Info: fmt.Sprintf(format, args...)})
 }
 
-func run(ctx context.Context, t Task, lw *lineWriter) (json.RawMessage, error) {
+func run(ctx context.Context, t Task, in io.Reader, lw *lineWriter) (json.RawMessage, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
@@ -375,6 +392,12 @@ func run(ctx context.Context, t Task, lw *lineWriter) (json.RawMessage, error) {
 	case KindPull:
 		r, err := runPull(ctx, *t.Pull)
 		return marshalBoth(r, err)
+	case KindLoad:
+		r, err := runLoad(ctx, *t.Load, in, lw)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(r)
 	case KindExport:
 		r, err := runExport(ctx, *t.Export)
 		if err != nil {

@@ -49,7 +49,7 @@ func kubeadmDir(t *testing.T) CertsTask {
 func TestRunCerts(t *testing.T) {
 	f := kubeadmDir(t)
 	var out bytes.Buffer
-	if err := Run(context.Background(), Task{Kind: KindCerts, Certs: &f}, &out); err != nil {
+	if err := Run(context.Background(), Task{Kind: KindCerts, Certs: &f}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), "\n"); n != 1 {
@@ -85,7 +85,7 @@ func TestRunCerts(t *testing.T) {
 func TestRunError(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	err := Run(context.Background(), Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: dir, KubeconfigDir: dir, ManifestsDir: dir}}, &out)
+	err := Run(context.Background(), Task{Kind: KindCerts, Certs: &CertsTask{PKIDir: dir, KubeconfigDir: dir, ManifestsDir: dir}}, nil, &out)
 	if err == nil {
 		t.Fatal("the agent read certificates from an empty directory")
 	}
@@ -249,7 +249,7 @@ func TestRunEtcd(t *testing.T) {
 		t.Helper()
 		e.Verb, e.Target = verb, target
 		var out bytes.Buffer
-		if err := Run(context.Background(), task, &out); err != nil {
+		if err := Run(context.Background(), task, nil, &out); err != nil {
 			t.Fatalf("%s %s: %v\n%s", verb, target, err, out.String())
 		}
 		var line Line
@@ -295,7 +295,7 @@ func TestRunEtcd(t *testing.T) {
 	var out bytes.Buffer
 	e.Verb, e.Target = "get", "cm/default/nope"
 	out.Reset()
-	if err := Run(context.Background(), task, &out); err == nil || !strings.Contains(out.String(), `"error"`) {
+	if err := Run(context.Background(), task, nil, &out); err == nil || !strings.Contains(out.String(), `"error"`) {
 		t.Errorf("a missing key: %v, %s", err, out.String())
 	}
 }

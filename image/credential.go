@@ -76,6 +76,13 @@ func LoadCredential(path string) (string, error) {
 	return secret, nil
 }
 
+// NewSecret is a new random secret as a credential file holds it.
+func NewSecret() string {
+	b := make([]byte, credentialBytes)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // EnsureCredential loads the credential file, making it first when there
 // is none: a random secret written to a temp file (0600) and linked into
 // place, so two devk processes making it at once agree on one.
@@ -88,15 +95,13 @@ func EnsureCredential(path string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("registry credential: %w", err)
 	}
-	b := make([]byte, credentialBytes)
-	rand.Read(b)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return "", fmt.Errorf("registry credential: %w", err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
-	_, err = f.WriteString(hex.EncodeToString(b) + "\n")
+	_, err = f.WriteString(NewSecret() + "\n")
 	if err == nil {
 		err = f.Chmod(0o600)
 	}

@@ -84,15 +84,19 @@ func (s *Session) ensureAccount(ctx context.Context) error {
 	return nil
 }
 
-// Close deletes the run's ServiceAccount and RBAC, if it made them: the
-// binding first, so that no token keeps a right its account lost.
+// Close deletes the run's ServiceAccount and RBAC, if it made them (the
+// binding first, so that no token keeps a right its account lost), and
+// its loader ConfigMap.
 func (s *Session) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*kube.RequestTimeout)
+	defer cancel()
+	if err := s.closeLoad(ctx); err != nil {
+		s.rep.Infof("could not delete the loader's ConfigMap (the next devk --load deletes it): %v", err)
+	}
 	if !s.accountMade {
 		return
 	}
 	s.stopAccount()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*kube.RequestTimeout)
-	defer cancel()
 	if err := s.deleteRun(ctx, s.run); err != nil {
 		s.rep.Infof("could not delete the agent's ServiceAccount and RBAC (the next devk deletes them): %v", err)
 	}

@@ -107,6 +107,9 @@ type Session struct {
 	// tokens: the credentials may manage agents' ServiceAccounts and
 	// RBAC (AccountNeeds were checked), so Prepare deletes those left.
 	tokens bool
+	// loading is --load's: the agent image loaded onto each node by
+	// devk, not pulled from a registry (nil: pulled).
+	loading *loadState
 }
 
 // Open connects to the target's cluster for a run of the node agent
@@ -190,6 +193,15 @@ func (s *Session) Prepare(ctx context.Context) error {
 	}
 	if n > 0 {
 		s.rep.Infof("deleted %d agent pods an earlier devk left in %s (ended, or streaming to a client that is gone)", n, Namespace)
+	}
+	if s.loading != nil {
+		n, err := s.deleteLostLoaders(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			s.rep.Infof("deleted %d loader ConfigMaps an earlier devk left in %s", n, Namespace)
+		}
 	}
 	if s.tokens {
 		runs, err := s.deleteLostAccounts(ctx, kept)
@@ -347,8 +359,13 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 	if token {
 		pod.Spec.ServiceAccountName = s.account()
 	}
-	if t.Waits() {
-		// Its own directory for what the client reads from it.
+	if t.Stdin() {
+		c := &pod.Spec.Containers[0]
+		c.Stdin, c.StdinOnce = true, true
+	}
+	if t.Work() {
+		// Its own directory: what the client reads from it, a load's
+		// registry.
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		c := &pod.Spec.Containers[0]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: agent.WorkDir})
@@ -383,6 +400,8 @@ func deadlineOf(t agent.Task) (deadline, grace int64) {
 		return int64(StreamDeadline / time.Second), 10
 	case t.Kind == agent.KindPull:
 		return int64(PullDeadline / time.Second), 10
+	case t.Kind == agent.KindLoad:
+		return int64(LoadDeadline / time.Second), 10
 	case t.Kind == agent.KindExport:
 		return int64(ExportDeadline / time.Second), 10
 	case t.Kind == agent.KindSwap:
@@ -552,6 +571,11 @@ const logLineMax = 16 << 20
 // way out even when ctx was cancelled (a pod left behind is deleted by
 // the next command, but not leaving one is better).
 func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1.Pod, func(), error) {
+	if s.loading != nil {
+		if err := s.ensureAgent(ctx, node); err != nil {
+			return nil, nil, err
+		}
+	}
 	pod, err := s.PodFor(node, t)
 	if err != nil {
 		return nil, nil, err
@@ -755,34 +779,55 @@ func PushAgent(ctx context.Context, home, registry, version string, o image.Remo
 	return ref, nil
 }
 
+// Agent says where a session's agent image comes from: Registry, which
+// the nodes pull from (--registry), or devk itself, loaded onto each node
+// (Load, --load).
+type Agent struct {
+	Registry string
+	Load     bool
+}
+
 // Connect is a session through the cluster d names, ready for agent
 // pods: the credentials checked for the agent's needs and more (nothing
-// made if any is missing), devk's agent image pushed to registry (with
-// o; its keychain defaults to the home's), devk's namespace made and
-// ended pods of earlier runs deleted.
-func Connect(ctx context.Context, d Decision, registry, version string, o image.RemoteOptions, rep progress.Reporter, more []Need) (*Session, error) {
+// made if any is missing), devk's agent image pushed to a.Registry (with
+// o; its keychain defaults to the home's) or made to be loaded
+// (a.Load), devk's namespace made and ended pods of earlier runs
+// deleted.
+func Connect(ctx context.Context, d Decision, a Agent, version string, o image.RemoteOptions, rep progress.Reporter, more []Need) (*Session, error) {
 	home, err := layout.HomeDir("")
 	if err != nil {
 		return nil, err
 	}
-	if registry == "" {
-		return nil, fmt.Errorf("through the cluster devk runs its node agent on the nodes, from an image they pull: pass --registry, a registry they pull from (or --name for a devk cluster of this machine; there is none named %q in %s)", layout.DefaultName, home)
+	switch {
+	case a.Registry != "" && a.Load:
+		return nil, fmt.Errorf("--registry and --load are two ways for the nodes to get devk's images: give one")
+	case a.Registry == "" && !a.Load:
+		return nil, fmt.Errorf("through the cluster devk runs its node agent on the nodes, from an image they get: pass --registry, a registry they pull from, or --load to send it through the API (or --name for a devk cluster of this machine; there is none named %q in %s)", layout.DefaultName, home)
 	}
 	s, err := Open(d.Target, rep)
 	if err != nil {
 		return nil, err
 	}
 	needs := append(slices.Clone(AgentNeeds), more...)
+	if a.Load {
+		needs = append(needs, LoadNeeds...)
+	}
 	if err := s.Check(ctx, needs); err != nil {
 		return nil, err
 	}
 	// A command whose agents get tokens also deletes the accounts a
 	// killed one left.
 	s.tokens = slices.Contains(needs, AccountNeeds[0])
+	if a.Load {
+		if err := s.setLoad(home, version); err != nil {
+			return nil, err
+		}
+		return s, s.Prepare(ctx)
+	}
 	if o.Keychain == nil {
 		o.Keychain = image.KeychainFor(home)
 	}
-	ref, err := PushAgent(ctx, home, registry, version, o)
+	ref, err := PushAgent(ctx, home, a.Registry, version, o)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +21,7 @@ import (
 	"github.com/devk/devk/agent"
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/digest"
+	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/failpoint"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/swap"
@@ -78,7 +83,7 @@ func (s *Session) Swap(ctx context.Context, in SwapInput) (*swap.Report, error) 
 		return rep, err
 	}
 	if !in.Rollback {
-		if err := s.prePull(ctx, in, nodes, sockets); err != nil {
+		if in.State, err = s.prePull(ctx, in, nodes, sockets); err != nil {
 			return rep, err
 		}
 	}
@@ -116,15 +121,17 @@ func (s *Session) Swap(ctx context.Context, in SwapInput) (*swap.Report, error) 
 
 // prePull checks, on this machine, that the registry still has each
 // pushed image, then has every node pull them through its runtime by
-// digest, all at once: a node that cannot pull fails the swap before any
-// manifest changes.
-func (s *Session) prePull(ctx context.Context, in SwapInput, nodes []ControlPlane, sockets map[string]string) error {
+// digest (or, with --load, loads them onto every node), all at once: a
+// node that cannot get them fails the swap before any manifest changes.
+// It returns the state the agents swap to: in's, or with --load the
+// images as the nodes name them.
+func (s *Session) prePull(ctx context.Context, in SwapInput, nodes []ControlPlane, sockets map[string]string) (*build.StateFile, error) {
 	var pairs [][2]string
 	var refs []string
 	for _, name := range in.Components {
 		cs := in.State.Components[name]
 		if cs == nil || cs.Pushed == nil {
-			return fmt.Errorf("no pushed image for %s yet: run `devk build %s --push` first", name, name)
+			return nil, fmt.Errorf("no pushed image for %s yet: run `devk build %s --push` first", name, name)
 		}
 		pairs = append(pairs, [2]string{name, cs.Pushed.Ref})
 		refs = append(refs, cs.Pushed.Ref)
@@ -134,9 +141,12 @@ func (s *Session) prePull(ctx context.Context, in SwapInput, nodes []ControlPlan
 	n, err := swap.CheckPushed(ctx, pairs, in.Insecure)
 	if err != nil {
 		s.rep.Fail("registry", time.Since(start), err)
-		return err
+		return nil, err
 	}
 	s.rep.Done("registry", time.Since(start), fmt.Sprintf("%d pushed images present", n))
+	if s.loading != nil {
+		return s.loadPushed(ctx, in, nodes, sockets)
+	}
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, cp := range nodes {
@@ -152,7 +162,62 @@ func (s *Session) prePull(ctx context.Context, in SwapInput, nodes []ControlPlan
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return in.State, errors.Join(errs...)
+}
+
+// loadPushed loads the pushed images of in's components, read from the
+// registry they were pushed to, onto every node at once (Load), and
+// returns in's state with each pushed image named as the nodes have it.
+func (s *Session) loadPushed(ctx context.Context, in SwapInput, nodes []ControlPlane, sockets map[string]string) (*build.StateFile, error) {
+	st := &build.StateFile{Components: map[string]*build.ComponentState{}}
+	maps.Copy(st.Components, in.State.Components)
+	var imgs []LoadImage
+	for _, name := range in.Components {
+		p := in.State.Components[name].Pushed
+		img, repo, err := pushedImage(ctx, p.Ref, in.Insecure)
+		if err != nil {
+			return nil, err
+		}
+		if d, err := img.Digest(); err != nil || d.String() != p.Digest {
+			return nil, fmt.Errorf("%s: the registry's %s is not the image devk pushed (%v): push it again with `devk push %s`", name, p.Ref, err, name)
+		}
+		imgs = append(imgs, LoadImage{Name: repo, Image: img})
+		cs := *in.State.Components[name]
+		loaded := *p
+		loaded.Ref, loaded.Repository = LoadedRef(repo, p.Digest), agent.LoadRegistry+"/"+repo
+		cs.Pushed = &loaded
+		st.Components[name] = &cs
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, cp := range nodes {
+		wg.Go(func() {
+			if _, errs[i] = s.Load(ctx, cp.Node, sockets[cp.Node], imgs); errs[i] != nil {
+				errs[i] = fmt.Errorf("%w: nothing was changed", errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return st, errors.Join(errs...)
+}
+
+// pushedImage reads the image devk pushed as ref (repo@sha256:…) from
+// its registry; repo is its repository's path there, without the host.
+func pushedImage(ctx context.Context, ref string, insecure bool) (v1.Image, string, error) {
+	host, _, _ := strings.Cut(ref, "/")
+	r, err := image.NewRemote(host, image.RemoteOptions{Insecure: insecure})
+	if err != nil {
+		return nil, "", err
+	}
+	parsed, err := r.ParseReference(ref)
+	if err != nil {
+		return nil, "", err
+	}
+	img, err := r.Image(ctx, ref, v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s from its registry: %w", ref, err)
+	}
+	return img, parsed.Context().RepositoryStr(), nil
 }
 
 func shortRefs(refs []string) []string {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/cmd/devk/internal/systemctl"
 	"github.com/devk/devk/internal/interrupt"
@@ -17,6 +19,10 @@ import (
 )
 
 func main() {
+	// client-go logs through klog errors it also returns (a stream's
+	// end, a port-forward's refused connection): devk says what failed
+	// itself.
+	utilruntime.ErrorHandlers = nil
 	ctx, stop := interrupt.Handle(context.Background())
 	var code int
 	if systemctl.Invoked(os.Args[0]) {

@@ -308,11 +308,19 @@ func (c *Client) HasImage(ctx context.Context, ref string) (bool, error) {
 	return resp.Image != nil, nil
 }
 
-// PullImage pulls ref into the runtime (a no-op when it has it) and
-// returns the image ID.
+// PullImage pulls ref into the runtime and returns the image ID. A ref by
+// digest the runtime has is not asked of its registry at all (its
+// content cannot differ): an image devk loaded (`--load`) is named from a
+// registry that served only the load.
 func (c *Client) PullImage(ctx context.Context, ref string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
 	defer cancel()
+	if strings.Contains(ref, "@sha256:") {
+		st, err := c.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		if err == nil && st.Image != nil {
+			return st.Image.Id, nil
+		}
+	}
 	resp, err := c.Images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err != nil {
 		return "", fmt.Errorf("pull %s through CRI: %w", ref, err)

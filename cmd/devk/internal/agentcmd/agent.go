@@ -33,7 +33,7 @@ func NewAgentCmd(g *cli.Options) *cobra.Command {
 			if err := dec.Decode(&t); err != nil {
 				return fmt.Errorf("$%s: %w (the agent image and the devk that made its pod differ?)", agent.EnvTask, err)
 			}
-			return agent.Run(cmd.Context(), t, g.Stdout)
+			return agent.Run(cmd.Context(), t, cmd.InOrStdin(), g.Stdout)
 		},
 	}
 	cmd.AddCommand(&cobra.Command{

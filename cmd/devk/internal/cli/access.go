@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/devk/devk/agent"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/remote"
 )
@@ -22,7 +23,13 @@ type Access struct {
 	// Registry is --registry: where devk pushes its agent image for the
 	// nodes to pull.
 	Registry string
+	// Load is --load: devk sends its images to the nodes through the API
+	// instead.
+	Load bool
 }
+
+// Agent is where the nodes get devk's agent image from.
+func (a *Access) Agent() remote.Agent { return remote.Agent{Registry: a.Registry, Load: a.Load} }
 
 // Add puts the access flags on fs.
 func (a *Access) Add(fs *pflag.FlagSet) {
@@ -50,7 +57,11 @@ func (a *Access) addVia(fs *pflag.FlagSet) {
 
 func (a *Access) addRegistry(fs *pflag.FlagSet) {
 	fs.StringVar(&a.Registry, "registry", "", "through the cluster: the registry devk pushes its node agent's image to, which the nodes pull from (host[:port][/prefix])")
+	fs.BoolVar(&a.Load, "load", false, "through the cluster, with no registry the nodes reach: devk sends its images to each node's runtime through the API (as `kind load` does), named "+agentLoaded)
 }
+
+// agentLoaded is how --load's help names what it loads.
+var agentLoaded = agent.LoadRegistry + "/NAME@sha256:…"
 
 // Decide is which way cmd runs (remote.Decide) given its --name (name),
 // what this machine has without a cluster (local, "" for nothing), the
@@ -77,6 +88,9 @@ func (a *Access) Decide(cmd *cobra.Command, g *Options, name, local string, node
 	}
 	if d.Mode != remote.ThroughCluster && a.Registry != "" {
 		return d, fmt.Errorf("--registry is for a cluster reached through its API (%s)", d.Why)
+	}
+	if d.Mode != remote.ThroughCluster && a.Load {
+		return d, fmt.Errorf("--load is for a cluster reached through its API (%s)", d.Why)
 	}
 	return d, nil
 }

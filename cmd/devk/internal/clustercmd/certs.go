@@ -276,10 +276,11 @@ func checkExpiration(cmd *cobra.Command, g *cli.Options, f *certsFlags, access *
 		return certs.InspectNodes(named, time.Now())
 	}
 	ctx := cmd.Context()
-	s, err := remote.Connect(ctx, d, access.Registry, g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ControlPlaneNeeds)
+	s, err := remote.Connect(ctx, d, access.Agent(), g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ControlPlaneNeeds)
 	if err != nil {
 		return nil, err
 	}
+	defer s.Close()
 	return s.Certs(ctx, f.Nodes)
 }
 

@@ -120,7 +120,7 @@ and are not exported. The first line says which way devk runs.`,
 // exportThrough is export logs of a cluster reached through its API.
 func exportThrough(cmd *cobra.Command, g *cli.Options, d remote.Decision, access *cli.Access, o export.Options, popts phase.Options) (*export.Result, error) {
 	ctx := cmd.Context()
-	s, err := remote.Connect(ctx, d, access.Registry, g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ExportNeeds)
+	s, err := remote.Connect(ctx, d, access.Agent(), g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ExportNeeds)
 	if err != nil {
 		return nil, err
 	}

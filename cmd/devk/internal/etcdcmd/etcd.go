@@ -130,10 +130,11 @@ func (f *etcdFlags) remoteE(g *cli.Options, q *etcdwatch.Query, d *decodeFlags, 
 			t.ShowSecrets, t.Ignore = d.showSecrets, d.ignore
 		}
 		ctx := cmd.Context()
-		s, err := remote.Connect(ctx, decision, f.access.Registry, g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ControlPlaneNeeds)
+		s, err := remote.Connect(ctx, decision, f.access.Agent(), g.Version().Version, image.RemoteOptions{}, g.Reporter(), remote.ControlPlaneNeeds)
 		if err != nil {
 			return err
 		}
+		defer s.Close()
 		return through(ctx, s, f.node, t)
 	}
 }

@@ -140,10 +140,11 @@ func verifyThroughCluster(cmd *cobra.Command, g *cli.Options, d remote.Decision,
 		}
 	}
 	ctx := cmd.Context()
-	s, err := remote.Connect(ctx, d, access.Registry, g.Version().Version, o.Remote, g.Reporter(), append(slices.Clone(remote.ControlPlaneNeeds), remote.DigestNeeds...))
+	s, err := remote.Connect(ctx, d, access.Agent(), g.Version().Version, o.Remote, g.Reporter(), append(slices.Clone(remote.ControlPlaneNeeds), remote.DigestNeeds...))
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	if o.Extra, err = s.DigestSources(ctx, binaries); err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func swapThroughCluster(cmd *cobra.Command, g *cli.Options, d remote.Decision, a
 		}
 	}
 	ctx := cmd.Context()
-	s, err := remote.Connect(ctx, d, access.Registry, g.Version().Version, image.RemoteOptions{Insecure: o.Insecure}, g.Reporter(), remote.SwapNeeds)
+	s, err := remote.Connect(ctx, d, access.Agent(), g.Version().Version, image.RemoteOptions{Insecure: o.Insecure}, g.Reporter(), remote.SwapNeeds)
 	if err != nil {
 		return err
 	}
