@@ -386,6 +386,32 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
+	// The same with --load, from a home with no registry credential at
+	// all: devk's agent and the API server's image reach each node through
+	// the API (the loader starts the agent where the node lacks it), the
+	// manifests name them as loaded, and verify agrees on every node.
+	step(t, "a rolling swap loaded through the API (--load)", func(t *testing.T) {
+		env, copied := strangerEnv(t, c, admin)
+		env = append(env, "DOCKER_CONFIG="+t.TempDir())
+		remoteSwap(t, c, env, copied, admin, cps, "--rollback", "apiserver", "--load")
+		rep := remoteSwap(t, c, env, copied, admin, cps, "apiserver", "--load")
+		pushed := pushedDigests(t, c.Tree)["apiserver"]
+		for i, p := range rep.StaticPods {
+			if want := "127.0.0.1:5098/kube-apiserver@" + pushed; p.NewImage != want {
+				t.Errorf("%s runs %s after --load, want %s", cps[i], p.NewImage, want)
+			}
+		}
+		v := Devk(t, c.Tree, env, "digest", "verify", "apiserver", "--kubeconfig", copied, "--load")
+		for _, n := range cps {
+			if v.Err != nil || !strings.Contains(v.Stdout, "cri@"+n) || !strings.Contains(v.Stdout, "mirror-pod@"+n) {
+				t.Errorf("digest verify --load (%v) does not agree on %s:\n%s%s", v.Err, n, v.Stdout, v.Stderr)
+			}
+		}
+		if left := devkObjectsLeft(t, ctx, cs); len(left) > 0 {
+			t.Errorf("devk left on the cluster: %v", left)
+		}
+	})
+
 	// While a rolling swap holds the cluster (between its nodes), a node
 	// removal, up, down, a node add, certs renew and a kubelet swap on
 	// another node are refused, naming it.
@@ -497,6 +523,7 @@ type haSwapReport struct {
 	Via        string
 	StaticPods []struct {
 		Pod, Node             string
+		NewImage              string
 		Unchanged, RolledBack bool
 		Checks                []struct {
 			Name string

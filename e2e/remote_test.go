@@ -422,6 +422,20 @@ func TestAnyCluster(t *testing.T) {
 				t.Errorf("a viewer's swap (%v) does not say %q:\n%s", r.Err, want, r.Stderr)
 			}
 		}
+		// --load asks for the loader's ConfigMap, attach and port-forward.
+		r = Devk(t, c.Tree, env, "digest", "verify", "apiserver", "--kubeconfig", copied, "--load")
+		for _, want := range []string{"create configmaps in namespace devk-system", "create pods/attach in namespace devk-system", "create pods/portforward in namespace devk-system"} {
+			if r.Err == nil || !strings.Contains(r.Stderr, want) {
+				t.Errorf("a viewer's digest verify --load (%v) does not say %q:\n%s", r.Err, want, r.Stderr)
+			}
+		}
+		// Both ways, or neither, is refused before anything is asked.
+		for args, want := range map[string]string{"--load --registry " + agentRegistry: "give one", "": "pass --registry"} {
+			r = Devk(t, c.Tree, env, append([]string{"digest", "verify", "apiserver", "--kubeconfig", copied}, strings.Fields(args)...)...)
+			if r.Err == nil || !strings.Contains(r.Stderr, want) {
+				t.Errorf("digest verify %s through the cluster (%v) does not say %q:\n%s", args, r.Err, want, r.Stderr)
+			}
+		}
 		if after := k("get", "pods", "-n", "devk-system", "-o", "name").Stdout; after != before {
 			t.Errorf("a refused run made pods: before %q, after %q", before, after)
 		}
@@ -494,7 +508,11 @@ func remoteSwap(t *testing.T, c *SharedCluster, env []string, copied, loadKubeco
 	if loadKubeconfig != "" {
 		l = startLoad(t, loadKubeconfig)
 	}
-	r := Devk(t, c.Tree, env, append(append([]string{"swap"}, args...), "--kubeconfig", copied, "--registry", agentRegistry, "-o", "json")...)
+	via := []string{"--registry", agentRegistry}
+	if slices.Contains(args, "--load") {
+		via = nil
+	}
+	r := Devk(t, c.Tree, env, append(append(append([]string{"swap"}, args...), "--kubeconfig", copied, "-o", "json"), via...)...)
 	sent, failures := 0, []string(nil)
 	if l != nil {
 		sent, failures = l.stop()
@@ -570,6 +588,13 @@ func devkObjectsLeft(t *testing.T, ctx context.Context, cs *kubernetes.Clientset
 	}
 	for _, o := range crbs.Items {
 		left = append(left, "clusterrolebinding/"+o.Name)
+	}
+	cms, err := cs.CoreV1().ConfigMaps("devk-system").List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range cms.Items {
+		left = append(left, "configmap/"+o.Name)
 	}
 	return left
 }

@@ -120,7 +120,7 @@ func (s *Session) ensureAgent(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	if s.hasAgent(n) {
+	if nodeHas(n, s.image) {
 		s.loading.mu.Lock()
 		s.loading.has[node] = true
 		s.loading.mu.Unlock()
@@ -146,11 +146,11 @@ func (s *Session) node(ctx context.Context, node string) (*corev1.Node, error) {
 	return &n.Items[0], nil
 }
 
-// hasAgent says node n's status lists devk's agent image among its
-// runtime's images (the kubelet reports them every few seconds).
-func (s *Session) hasAgent(n *corev1.Node) bool {
+// nodeHas says node n's status lists image ref among its runtime's
+// images (the kubelet reports them within seconds of a change).
+func nodeHas(n *corev1.Node, ref string) bool {
 	for _, img := range n.Status.Images {
-		if slices.Contains(img.Names, s.image) {
+		if slices.Contains(img.Names, ref) {
 			return true
 		}
 	}
@@ -170,7 +170,7 @@ func (s *Session) Load(ctx context.Context, node, socket string, imgs []LoadImag
 	}
 	start, step := time.Now(), node+"/load"
 	s.rep.Start(step)
-	refs, size, err := s.loadOnto(ctx, node, socket, imgs)
+	refs, sent, size, err := s.loadOnto(ctx, node, socket, imgs)
 	if err != nil {
 		s.rep.Fail(step, time.Since(start), err)
 		return nil, err
@@ -178,49 +178,73 @@ func (s *Session) Load(ctx context.Context, node, socket string, imgs []LoadImag
 	s.loading.mu.Lock()
 	s.loading.has[node] = true
 	s.loading.mu.Unlock()
-	s.rep.Done(step, time.Since(start), fmt.Sprintf("%d images (%s) in its runtime, as %s/…", len(refs), progress.Size(size), agent.LoadRegistry))
-	return refs[:len(imgs)], nil
+	detail := fmt.Sprintf("%d images (%s) sent to its runtime, as %s/…", sent, progress.Size(size), agent.LoadRegistry)
+	if present := len(imgs) + 1 - sent; present > 0 {
+		detail += fmt.Sprintf("; %d it had", present)
+	}
+	s.rep.Done(step, time.Since(start), detail)
+	return refs, nil
 }
 
-func (s *Session) loadOnto(ctx context.Context, node, socket string, imgs []LoadImage) ([]string, int64, error) {
+// loadOnto is Load's work: the names of imgs on the node, how many
+// images it sent (the agent's among them when the node lacked it) and
+// their size.
+func (s *Session) loadOnto(ctx context.Context, node, socket string, imgs []LoadImage) ([]string, int, int64, error) {
 	n, err := s.node(ctx, node)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	all, boot := imgs, ""
-	if !s.hasAgent(n) {
-		all = append(slices.Clone(imgs), LoadImage{Name: agent.Repo, Image: s.loading.agent})
-		if boot, err = bootImage(n); err != nil {
-			return nil, 0, err
+	// What the node lacks: its status lists what its runtime has.
+	var all []LoadImage
+	var refs []string
+	for _, li := range imgs {
+		d, err := li.Image.Digest()
+		if err != nil {
+			return nil, 0, 0, err
 		}
+		ref := LoadedRef(li.Name, d.String())
+		refs = append(refs, ref)
+		if !nodeHas(n, ref) {
+			all = append(all, li)
+		}
+	}
+	boot := ""
+	if !nodeHas(n, s.image) {
+		all = append(all, LoadImage{Name: agent.Repo, Image: s.loading.agent})
+		if boot, err = bootImage(n); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	if len(all) == 0 {
+		return refs, 0, 0, nil
 	}
 	t := agent.Task{Kind: agent.KindLoad, Load: &agent.LoadTask{CRISocket: socket}}
 	pod, err := s.PodFor(node, t)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	if boot != "" {
 		if err := s.ensureLoader(ctx); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		bootstrap(pod, boot, s.loaderName())
 	}
 	pods := s.cs.CoreV1().Pods(Namespace)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return nil, 0, fmt.Errorf("node %s: make the load agent's pod %s/%s: %w", node, Namespace, pod.Name, err)
+		return nil, 0, 0, fmt.Errorf("node %s: make the load agent's pod %s/%s: %w", node, Namespace, pod.Name, err)
 	}
 	defer func() { _ = pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{}) }()
 	if _, err := s.waitPod(ctx, node, pod.Name, func(p *corev1.Pod) bool { return p.Status.Phase != corev1.PodPending }); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	// The agent's stdin: devk itself for the loader, then the
 	// credential; the references to pull once pushed.
 	pr, pw := io.Pipe()
 	attached := make(chan error, 1)
 	go func() { attached <- s.attach(ctx, pod.Name, pr) }()
-	fail := func(err error) ([]string, int64, error) {
+	fail := func(err error) ([]string, int, int64, error) {
 		pw.CloseWithError(err)
-		return nil, 0, fmt.Errorf("node %s: %w", node, err)
+		return nil, 0, 0, fmt.Errorf("node %s: %w", node, err)
 	}
 	if boot != "" {
 		if err := s.sendSelf(pw); err != nil {
@@ -234,29 +258,29 @@ func (s *Session) loadOnto(ctx context.Context, node, socket string, imgs []Load
 	if err := s.waitServing(ctx, node, pod.Name); err != nil {
 		return fail(err)
 	}
-	refs, size, err := s.pushThrough(ctx, pod.Name, all)
+	pushed, size, err := s.pushThrough(ctx, pod.Name, all)
 	if err != nil {
 		return fail(err)
 	}
-	if err := enc.Encode(agent.LoadInput{Pull: refs}); err != nil {
+	if err := enc.Encode(agent.LoadInput{Pull: pushed}); err != nil {
 		return fail(err)
 	}
 	pw.Close()
 	if err := <-attached; err != nil {
-		return nil, 0, fmt.Errorf("node %s: %w", node, err)
+		return nil, 0, 0, fmt.Errorf("node %s: %w", node, err)
 	}
 	ended, err := s.waitPod(ctx, node, pod.Name, podEnded)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	logs, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("node %s: read the load agent's log: %w", node, err)
+		return nil, 0, 0, fmt.Errorf("node %s: read the load agent's log: %w", node, err)
 	}
 	if _, err := result(node, ended, logs); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return refs, size, nil
+	return refs, len(all), size, nil
 }
 
 // bootImage is the image a pod starts devk's loader from on node n,
