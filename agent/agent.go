@@ -66,8 +66,9 @@ type Task struct {
 	Pull *PullTask `json:"pull,omitempty"`
 	// Export is KindExport's: the node's files.
 	Export *export.NodeFiles `json:"export,omitempty"`
-	// Load is KindLoad's.
-	Load *LoadTask `json:"load,omitempty"`
+	// Load is KindLoad's, Kubelet KindKubelet's.
+	Load    *LoadTask    `json:"load,omitempty"`
+	Kubelet *KubeletTask `json:"kubelet,omitempty"`
 }
 
 // Waits says t's agent, its result written, stays until its pod is
@@ -76,11 +77,22 @@ func (t Task) Waits() bool { return t.Kind == KindExport }
 
 // Work says t's pod has its own directory (WorkDir, an emptyDir): an
 // export's tarball, a load's registry.
-func (t Task) Work() bool { return t.Kind == KindExport || t.Kind == KindLoad }
+func (t Task) Work() bool { return t.Kind == KindExport || t.Kind == KindLoad || t.Kind == KindKubelet }
 
 // Stdin says t reads what its client writes on its stdin (a load's
-// LoadInput lines).
-func (t Task) Stdin() bool { return t.Kind == KindLoad }
+// LoadInput lines, a kubelet's new binary).
+func (t Task) Stdin() bool {
+	return t.Kind == KindLoad || t.Kind == KindKubelet && t.Kubelet != nil && !t.Kubelet.Rollback
+}
+
+// HostPID says t sees the host's processes: a kubelet swap finds the
+// node's kubelet among them.
+func (t Task) HostPID() bool { return t.Kind == KindKubelet }
+
+// Privileged says t's container is privileged: a kubelet swap reaches
+// the kubelet's and PID 1's file systems through /proc/PID/root and
+// restarts a systemd unit, which an unprivileged container may not.
+func (t Task) Privileged() bool { return t.Kind == KindKubelet }
 
 // The verbs of an etcd task: `devk etcd ls|get`, and `devk etcd diff`
 // between two revisions (Rev, UntilRev) the client read around the
@@ -124,9 +136,10 @@ type EtcdResult struct {
 
 // HostNetwork says t's pod runs in the node's network namespace: etcd
 // listens on the node's loopback, a swap probes the static pods' health
-// there, and a load's registry serves the node's runtime there.
+// there, a load's registry serves the node's runtime there, and a kubelet
+// swap finds the kubelet of its network namespace and probes its health.
 func (t Task) HostNetwork() bool {
-	return t.Kind == KindEtcd || t.Kind == KindSwap || t.Kind == KindLoad
+	return t.Kind == KindEtcd || t.Kind == KindSwap || t.Kind == KindLoad || t.Kind == KindKubelet
 }
 
 // UsesAPI says t's agent talks to the API server (with its run's
@@ -215,6 +228,8 @@ func (t Task) Validate() error {
 		return validateExport(t.Export)
 	case KindLoad:
 		return t.Load.validate()
+	case KindKubelet:
+		return t.Kubelet.validate()
 	}
 	return noTask(t.Kind)
 }
@@ -398,6 +413,9 @@ func run(ctx context.Context, t Task, in io.Reader, lw *lineWriter) (json.RawMes
 			return nil, err
 		}
 		return json.Marshal(r)
+	case KindKubelet:
+		r, err := runKubelet(ctx, *t.Kubelet, in, lw)
+		return marshalBoth(r, err)
 	case KindExport:
 		r, err := runExport(ctx, *t.Export)
 		if err != nil {

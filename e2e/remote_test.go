@@ -446,13 +446,23 @@ func TestAnyCluster(t *testing.T) {
 
 	// What a swap through the cluster does not do is refused before
 	// anything is made, saying what does it.
+	// The kubelet is swapped through the cluster only where systemd runs
+	// it: a devk node's kubelet runs in the node's cgroup, which the agent
+	// finds and names (a real refusal, from the node: its kubelet process,
+	// cgroup and PID 1), changing nothing.
 	step(t, "swap through the cluster refuses what it does not swap", func(t *testing.T) {
 		env, copied := strangerEnv(t, c, c.Kubeconfig)
-		for comp, want := range map[string]string{"kubelet": "devk does not swap the kubelet", "kube-proxy": "devk swaps static pods"} {
-			r := Devk(t, c.Tree, env, "swap", comp, "--kubeconfig", copied, "--registry", agentRegistry)
+		for comp, want := range map[string]string{"kubelet": "not in a systemd unit (PID 1 is ", "kube-proxy": "devk swaps static pods", "apiserver kubelet": "the kubelet is swapped on its own"} {
+			r := Devk(t, c.Tree, env, append(append([]string{"swap"}, strings.Fields(comp)...), "--kubeconfig", copied, "--registry", agentRegistry)...)
 			if r.Err == nil || !strings.Contains(r.Stderr, want) {
 				t.Errorf("swap %s through the cluster (%v) does not say %q:\n%s", comp, r.Err, want, r.Stderr)
 			}
+			if comp == "kubelet" && !strings.Contains(r.Stderr, "devk swap kubelet --name") {
+				t.Errorf("the kubelet's refusal does not say what swaps it:\n%s", r.Stderr)
+			}
+		}
+		if left := devkObjectsLeft(t, context.Background(), clientFor(t, c.Kubeconfig)); len(left) > 0 {
+			t.Errorf("the refused swaps left %v", left)
 		}
 		r := Devk(t, c.Tree, env, "swap", "apiserver", "--kubeconfig", copied)
 		if r.Err == nil || !strings.Contains(r.Stderr, "pass --registry") {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,6 +108,9 @@ func controlPlaneOf(node string, api, cm *corev1.Pod) (ControlPlane, error) {
 // it runs none) and pods' logs, and reaches its runtime.
 type kubeletFiles struct {
 	StaticPodPath, CRISocket, PodLogsDir string
+	// Healthz is its health endpoint (healthzBindAddress, healthzPort):
+	// "" when its port is 0 (off).
+	Healthz string
 }
 
 // withKubelet reads node cp's kubelet's static pod path (into
@@ -131,8 +136,11 @@ func (s *Session) kubelet(ctx context.Context, node string) (kubeletFiles, error
 }
 
 // defaultPodLogsDir is the kubelet's podLogsDir when its config names
-// none.
-const defaultPodLogsDir = "/var/log/pods"
+// none; defaultHealthzPort its healthzPort.
+const (
+	defaultPodLogsDir  = "/var/log/pods"
+	defaultHealthzPort = 10248
+)
 
 // parseConfigz is kubelet's reading of a kubelet's /configz.
 func parseConfigz(node string, data []byte) (kubeletFiles, error) {
@@ -141,6 +149,8 @@ func parseConfigz(node string, data []byte) (kubeletFiles, error) {
 			StaticPodPath            string `json:"staticPodPath"`
 			ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
 			PodLogsDir               string `json:"podLogsDir"`
+			HealthzBindAddress       string `json:"healthzBindAddress"`
+			HealthzPort              *int32 `json:"healthzPort"`
 		} `json:"kubeletconfig"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
@@ -157,6 +167,16 @@ func parseConfigz(node string, data []byte) (kubeletFiles, error) {
 	}
 	if path.IsAbs(kc.PodLogsDir) {
 		kf.PodLogsDir = path.Clean(kc.PodLogsDir)
+	}
+	addr, port := kc.HealthzBindAddress, int32(defaultHealthzPort)
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	if kc.HealthzPort != nil {
+		port = *kc.HealthzPort
+	}
+	if port > 0 {
+		kf.Healthz = "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))) + "/healthz"
 	}
 	return kf, nil
 }

@@ -301,13 +301,18 @@ func TestCheck(t *testing.T) {
 // no unix socket, is an error naming the node.
 func TestParseConfigz(t *testing.T) {
 	kf, err := parseConfigz("cp1", []byte(`{"kubeletconfig":{"staticPodPath":"/etc/kubernetes/manifests/","containerRuntimeEndpoint":"unix:///run/containerd/containerd.sock","cgroupDriver":"systemd"}}`))
-	if err != nil || kf.StaticPodPath != "/etc/kubernetes/manifests" || kf.CRISocket != "/run/containerd/containerd.sock" || kf.PodLogsDir != defaultPodLogsDir {
+	if err != nil || kf.StaticPodPath != "/etc/kubernetes/manifests" || kf.CRISocket != "/run/containerd/containerd.sock" || kf.PodLogsDir != defaultPodLogsDir || kf.Healthz != "http://127.0.0.1:10248/healthz" {
 		t.Fatalf("%+v, %v", kf, err)
 	}
-	// A worker: no static pods, its pods' logs elsewhere.
-	kf, err = parseConfigz("w1", []byte(`{"kubeletconfig":{"containerRuntimeEndpoint":"unix:///run/c.sock","podLogsDir":"/srv/pod-logs"}}`))
-	if err != nil || kf.StaticPodPath != "" || kf.PodLogsDir != "/srv/pod-logs" {
+	// A worker: no static pods, its pods' logs elsewhere, its health on
+	// another address.
+	kf, err = parseConfigz("w1", []byte(`{"kubeletconfig":{"containerRuntimeEndpoint":"unix:///run/c.sock","podLogsDir":"/srv/pod-logs","healthzBindAddress":"10.250.0.2","healthzPort":10258}}`))
+	if err != nil || kf.StaticPodPath != "" || kf.PodLogsDir != "/srv/pod-logs" || kf.Healthz != "http://10.250.0.2:10258/healthz" {
 		t.Fatalf("a worker: %+v, %v", kf, err)
+	}
+	// Health off.
+	if kf, err = parseConfigz("w1", []byte(`{"kubeletconfig":{"containerRuntimeEndpoint":"unix:///run/c.sock","healthzPort":0}}`)); err != nil || kf.Healthz != "" {
+		t.Fatalf("healthzPort 0: %+v, %v", kf, err)
 	}
 	for data, want := range map[string]string{
 		`{"kubeletconfig":{"staticPodPath":"/m","containerRuntimeEndpoint":"npipe:////./pipe/x"}}`: `node cp1: its kubelet's runtime "npipe:////./pipe/x" is not a unix socket`,

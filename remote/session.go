@@ -363,6 +363,13 @@ func (s *Session) PodFor(node string, t agent.Task) (*corev1.Pod, error) {
 		c := &pod.Spec.Containers[0]
 		c.Stdin, c.StdinOnce = true, true
 	}
+	if t.Privileged() {
+		pod.Spec.Containers[0].SecurityContext.Privileged = &yes
+	}
+	if t.HostPID() {
+		// Among the host's processes the agent is not PID 1 either.
+		pod.Spec.HostPID, pod.Spec.ShareProcessNamespace = true, nil
+	}
 	if t.Work() {
 		// Its own directory: what the client reads from it, a load's
 		// registry.
@@ -402,6 +409,9 @@ func deadlineOf(t agent.Task) (deadline, grace int64) {
 		return int64(PullDeadline / time.Second), 10
 	case t.Kind == agent.KindLoad:
 		return int64(LoadDeadline / time.Second), 10
+	case t.Kind == agent.KindKubelet:
+		// The binary sent, the restart, a rollback's restart.
+		return int64((LoadDeadline + 2*t.Kubelet.Wait()) / time.Second), 10
 	case t.Kind == agent.KindExport:
 		return int64(ExportDeadline / time.Second), 10
 	case t.Kind == agent.KindSwap:

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/internal/kube"
@@ -191,9 +192,15 @@ func (j *Job) waitNodeReady(ctx context.Context, name string, since time.Time) e
 	if err != nil {
 		return err
 	}
-	timeout := j.Timeout // NewJob's default when not given
+	return WaitNodeReady(ctx, client, name, since, j.Timeout) // NewJob's default when not given
+}
+
+// WaitNodeReady waits, at most timeout, until node name reports Ready
+// and its kubelet renewed the node lease after since: the restarted
+// kubelet, not the old one's last word.
+func WaitNodeReady(ctx context.Context, client kubernetes.Interface, name string, since time.Time, timeout time.Duration) error {
 	last := "no node " + name + " yet"
-	err = wait.PollUntilContextTimeout(ctx, nodeReadyPoll, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, nodeReadyPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

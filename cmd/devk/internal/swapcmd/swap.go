@@ -90,8 +90,13 @@ digest, then swaps the static pods on one node at a time, each verified
 before the next, by an agent pod on the node running this same swap (the
 node's lock and journal; the agent finishes or rolls back on its own if
 devk is killed, and the next swap says what it did). The pushed images'
-registry must be one the nodes pull from too. Through the cluster devk
-swaps static pods only. The first line says which way devk runs.`,
+registry must be one the nodes pull from too; --load instead sends devk's
+images to each node's runtime through the API (no registry the nodes
+reach), named 127.0.0.1:5098/NAME@sha256:…. Through the cluster devk swaps
+static pods, and the kubelet alone: on every node (or --node), one at a
+time, where systemd runs it (its unit restarted, the node Ready before
+the next; the old binary back if the new one is not healthy); elsewhere
+the node's agent says why not. The first line says which way devk runs.`,
 		Example: `  devk build apiserver --push && devk swap
   devk swap apiserver scheduler
   devk swap --rollback apiserver
@@ -102,7 +107,9 @@ swaps static pods only. The first line says which way devk runs.`,
   devk swap kubelet
   devk swap --dry-run apiserver
   devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included
-  devk swap apiserver --kubeconfig ~/work.conf --registry registry.example:5000   # any cluster, through it`,
+  devk swap apiserver --kubeconfig ~/work.conf --registry registry.example:5000   # any cluster, through it
+  devk swap apiserver --kubeconfig ~/work.conf --load       # no registry the nodes reach
+  devk swap kubelet --kubeconfig ~/work.conf --load         # where systemd runs the nodes' kubelets`,
 		ValidArgsFunction: cli.CompleteNames(cli.SwappableNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args

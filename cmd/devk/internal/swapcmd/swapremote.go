@@ -2,6 +2,8 @@ package swapcmd
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +30,9 @@ func swapThroughCluster(cmd *cobra.Command, g *cli.Options, d remote.Decision, a
 	if in.Components, err = remoteComponents(o); err != nil {
 		return err
 	}
+	if slices.Equal(in.Components, []string{"kubelet"}) {
+		return swapKubeletThroughCluster(cmd, g, d, access, o, nodes)
+	}
 	if !o.Rollback {
 		tree, err := source.Open(o.TreeDir)
 		if err != nil {
@@ -49,9 +54,9 @@ func swapThroughCluster(cmd *cobra.Command, g *cli.Options, d remote.Decision, a
 	return err
 }
 
-// remoteComponents are the static pods a swap through the cluster
-// changes: those named (each a static pod: addons, kubectl and the
-// kubelet are not swapped this way yet), else every one the tree pushed.
+// remoteComponents are what a swap through the cluster changes: the
+// static pods named (addons and kubectl are not swapped this way), or
+// the kubelet alone; else every static pod the tree pushed.
 func remoteComponents(o swap.Options) ([]string, error) {
 	var out []string
 	if len(o.Components) == 0 {
@@ -77,8 +82,12 @@ func remoteComponents(o swap.Options) ([]string, error) {
 		return nil, err
 	}
 	for _, c := range comps {
+		if c.Name == "kubelet" && len(comps) > 1 {
+			return nil, fmt.Errorf("through the cluster the kubelet is swapped on its own (every node, one at a time, restarted by its systemd): run `devk swap kubelet` and `devk swap %s` as two commands", strings.Join(slices.DeleteFunc(slices.Clone(o.Components), func(n string) bool { return n == "kubelet" }), " "))
+		}
 		if c.Name == "kubelet" {
-			return nil, fmt.Errorf("through the cluster devk does not swap the kubelet: that is the node's own binary, restarted by the host's init, which devk's node agent does not drive yet; run `devk swap kubelet` on the node, or with --name on the machine of a devk cluster")
+			out = append(out, c.Name)
+			continue
 		}
 		if !c.StaticPod {
 			return nil, fmt.Errorf("through the cluster devk swaps static pods (apiserver, controller-manager, scheduler, etcd); %s is swapped by a devk on the cluster's machine (--name) or on the node", c.Name)
@@ -86,4 +95,37 @@ func remoteComponents(o swap.Options) ([]string, error) {
 		out = append(out, c.Name)
 	}
 	return out, nil
+}
+
+// swapKubeletThroughCluster is `devk swap kubelet` through the cluster:
+// the tree's built kubelet sent to each node's agent, which installs it
+// where systemd runs the node's kubelet and restarts the unit.
+func swapKubeletThroughCluster(cmd *cobra.Command, g *cli.Options, d remote.Decision, access *cli.Access, o swap.Options, nodes []string) error {
+	in := remote.KubeletInput{Rollback: o.Rollback, Only: nodes, Timeout: o.Timeout}
+	if !o.Rollback {
+		tree, err := source.Open(o.TreeDir)
+		if err != nil {
+			return err
+		}
+		st, err := build.LoadState(tree.Root)
+		if err != nil {
+			return err
+		}
+		if cs := st.Components["kubelet"]; cs != nil {
+			in.Binary = cs.Binary
+		}
+		if in.Binary == nil {
+			return fmt.Errorf("kubelet is not built yet: run `devk build kubelet`")
+		}
+	}
+	ctx := cmd.Context()
+	s, err := remote.Connect(ctx, d, access.Agent(), g.Version().Version, image.RemoteOptions{Insecure: o.Insecure}, g.Reporter(), remote.KubeletNeeds)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := s.SwapKubelet(ctx, in)
+	rep.Via = swap.ViaCluster
+	printSwap(g, rep)
+	return err
 }
