@@ -414,7 +414,7 @@ func run(ctx context.Context, t Task, in io.Reader, lw *lineWriter) (json.RawMes
 		}
 		return json.Marshal(r)
 	case KindKubelet:
-		r, err := runKubelet(ctx, *t.Kubelet, in, lw)
+		r, err := runKubelet(ctx, *t.Kubelet, procRoot, WorkDir, in, lw)
 		return marshalBoth(r, err)
 	case KindExport:
 		r, err := runExport(ctx, *t.Export)

@@ -188,9 +188,10 @@ func (k HostKubelet) Refusal(node string) error {
 }
 
 // runKubelet swaps (or rolls back) the node's kubelet binary and restarts
-// it, reading the new binary from in.
-func runKubelet(ctx context.Context, t KubeletTask, in io.Reader, lw *lineWriter) (KubeletResult, error) {
-	hk, err := FindKubelet(procRoot)
+// it, reading the new binary from in; proc is the host's /proc (procRoot)
+// and work the pod's own directory (WorkDir).
+func runKubelet(ctx context.Context, t KubeletTask, proc, work string, in io.Reader, lw *lineWriter) (KubeletResult, error) {
+	hk, err := FindKubelet(proc)
 	if err != nil {
 		return KubeletResult{}, fmt.Errorf("node %s: %w", t.NodeName, err)
 	}
@@ -198,12 +199,12 @@ func runKubelet(ctx context.Context, t KubeletTask, in io.Reader, lw *lineWriter
 	if err := hk.Refusal(t.NodeName); err != nil {
 		return r, err
 	}
-	h := hostOf(hk, t)
+	h := hostOf(proc, hk, t)
 	if t.Rollback {
 		r.Result, err = binary.Rollback(ctx, h.dest, h.check)
 	} else {
 		var src string
-		if src, err = receive(in, WorkDir, t.Size, t.SHA256); err == nil {
+		if src, err = receive(in, work, t.Size, t.SHA256); err == nil {
 			r.Result, err = binary.Install(ctx, src, h.dest, h.check)
 		}
 	}
@@ -236,13 +237,14 @@ func runKubelet(ctx context.Context, t KubeletTask, in io.Reader, lw *lineWriter
 // through the process's root, its version checked there, its unit
 // restarted through the host's systemctl.
 type hostKubelet struct {
-	root, exe, dest, unit, healthz string
-	timeout                        time.Duration
+	// root is the kubelet's file system, init PID 1's.
+	root, init, exe, dest, unit, healthz string
+	timeout                              time.Duration
 }
 
-func hostOf(hk HostKubelet, t KubeletTask) hostKubelet {
-	root := filepath.Join(procRoot, strconv.Itoa(hk.PID), "root")
-	return hostKubelet{root: root, exe: hk.Exe, dest: filepath.Join(root, hk.Exe), unit: hk.Unit, healthz: t.Healthz, timeout: t.Wait()}
+func hostOf(proc string, hk HostKubelet, t KubeletTask) hostKubelet {
+	root := filepath.Join(proc, strconv.Itoa(hk.PID), "root")
+	return hostKubelet{root: root, init: filepath.Join(proc, "1", "root"), exe: hk.Exe, dest: filepath.Join(root, hk.Exe), unit: hk.Unit, healthz: t.Healthz, timeout: t.Wait()}
 }
 
 // check runs the installed binary's --version in the kubelet's root.
@@ -257,12 +259,11 @@ func (h hostKubelet) check(ctx context.Context, dest string) (string, error) {
 // restart restarts the unit through the host's systemctl (in PID 1's
 // root) and waits for the kubelet's /healthz.
 func (h hostKubelet) restart(ctx context.Context) error {
-	host := filepath.Join(procRoot, "1", "root")
 	systemctl := "/usr/bin/systemctl"
-	if _, err := os.Stat(filepath.Join(host, systemctl)); err != nil {
+	if _, err := os.Stat(filepath.Join(h.init, systemctl)); err != nil {
 		systemctl = "/bin/systemctl"
 	}
-	if out, err := chrooted(ctx, host, systemctl, "restart", h.unit); err != nil {
+	if out, err := chrooted(ctx, h.init, systemctl, "restart", h.unit); err != nil {
 		return fmt.Errorf("systemctl restart %s: %w: %s", h.unit, err, strings.TrimSpace(string(out)))
 	}
 	return waitHealthy(ctx, h.healthz, h.timeout)

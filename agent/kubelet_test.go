@@ -2,13 +2,21 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/devk/devk/internal/progress"
 )
 
 // fakeProc is a /proc of the processes given (pid: comm, its net
@@ -140,5 +148,126 @@ func TestReceive(t *testing.T) {
 	}
 	if _, err := receive(bytes.NewReader(data), dir, int64(len(data)), strings.Repeat("0", 64)); err == nil || !strings.Contains(err.Error(), "sha256") {
 		t.Errorf("a wrong sum: %v", err)
+	}
+}
+
+// fakeHost is a host whose kubelet (pid 400, kubelet.service) and
+// systemd PID 1 have roots of their own, holding fakehost built as the
+// old kubelet and as systemctl; new is fakehost built as the new
+// kubelet.
+type fakeHost struct {
+	proc, node, init string
+	old, new         []byte
+}
+
+func newFakeHost(t *testing.T) fakeHost {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("chroot needs root (CI runs the tests as root)")
+	}
+	build := func(version string) []byte {
+		out := filepath.Join(t.TempDir(), "fakehost")
+		cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", out, "./testdata/fakehost")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build fakehost: %v\n%s", err, b)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	h := fakeHost{node: t.TempDir(), init: t.TempDir(), old: build("v1.34.4"), new: build("v1.35.0-devk")}
+	put := func(path string, data []byte) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(filepath.Join(h.node, "usr/bin/kubelet"), h.old)
+	put(filepath.Join(h.init, "usr/bin/systemctl"), build("systemctl"))
+	h.proc = fakeProc(t, "systemd", false, map[int][4]string{400: {"kubelet", "net:[1]", "/usr/bin/kubelet", "0::/system.slice/kubelet.service\n"}})
+	for pid, root := range map[string]string{"400": h.node, "1": h.init} {
+		if err := os.Symlink(root, filepath.Join(h.proc, pid, "root")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(h.init, "run/systemd/system"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h fakeHost) kubelet(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(h.node, "usr/bin/kubelet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func (h fakeHost) restarts(t *testing.T) []string {
+	data, _ := os.ReadFile(filepath.Join(h.init, "systemctl.log"))
+	return strings.Fields(strings.ReplaceAll(string(data), "restart kubelet.service", "restart"))
+}
+
+// healthz answers 200, but 500 while the new kubelet is installed when
+// newSick.
+func (h fakeHost) healthz(t *testing.T, newSick bool) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if newSick && bytes.Equal(h.kubelet(t), h.new) {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/healthz"
+}
+
+// TestRunKubelet swaps a kubelet where systemd runs it, on a fake host
+// (this machine's PID 1 is not systemd): the real install (bytes
+// compared, PATH.prev kept), the new binary's --version run chrooted in
+// the kubelet's root, the host's systemctl run chrooted in PID 1's root,
+// the health waited for; a rollback puts the old one back; a new kubelet
+// that is not healthy is replaced by the old one, restarted again.
+func TestRunKubelet(t *testing.T) {
+	h := newFakeHost(t)
+	ctx := context.Background()
+	sum := sha256.Sum256(h.new)
+	task := KubeletTask{NodeName: "n1", Size: int64(len(h.new)), SHA256: hex.EncodeToString(sum[:]), Healthz: h.healthz(t, false), Timeout: 5 * time.Second}
+	lw := &lineWriter{Reporter: progress.Discard(), w: io.Discard}
+	r, err := runKubelet(ctx, task, h.proc, t.TempDir(), bytes.NewReader(h.new), lw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Changed || r.Version != "v1.35.0-devk" || r.Unit != "kubelet.service" || r.PID != 400 || r.Dest != "/usr/bin/kubelet" || r.RestartedAt.IsZero() || r.RolledBack {
+		t.Errorf("swap: %+v", r)
+	}
+	if !bytes.Equal(h.kubelet(t), h.new) || len(h.restarts(t)) != 1 {
+		t.Errorf("after the swap: new kubelet installed %v, restarts %v", bytes.Equal(h.kubelet(t), h.new), h.restarts(t))
+	}
+	prev, _ := os.ReadFile(filepath.Join(h.node, "usr/bin/kubelet.prev"))
+	if !bytes.Equal(prev, h.old) {
+		t.Error("the old kubelet is not kept as kubelet.prev")
+	}
+
+	rb := KubeletTask{NodeName: "n1", Rollback: true, Healthz: task.Healthz, Timeout: task.Timeout}
+	if r, err = runKubelet(ctx, rb, h.proc, t.TempDir(), nil, lw); err != nil || !r.Changed || r.Version != "v1.34.4" {
+		t.Fatalf("rollback: %+v, %v", r, err)
+	}
+	if !bytes.Equal(h.kubelet(t), h.old) || len(h.restarts(t)) != 2 {
+		t.Errorf("after the rollback: old kubelet back %v, restarts %v", bytes.Equal(h.kubelet(t), h.old), h.restarts(t))
+	}
+
+	task.Healthz, task.Timeout = h.healthz(t, true), time.Second
+	r, err = runKubelet(ctx, task, h.proc, t.TempDir(), bytes.NewReader(h.new), lw)
+	if err == nil || !strings.Contains(err.Error(), "ROLLED BACK") || !r.RolledBack {
+		t.Fatalf("a sick new kubelet: %+v, %v", r, err)
+	}
+	if !bytes.Equal(h.kubelet(t), h.old) || len(h.restarts(t)) != 4 {
+		t.Errorf("after a sick kubelet: old kubelet back %v, restarts %v (want 4: new, old)", bytes.Equal(h.kubelet(t), h.old), h.restarts(t))
 	}
 }
