@@ -208,7 +208,11 @@ func runKubelet(ctx context.Context, t KubeletTask, proc, work string, in io.Rea
 			r.Result, err = binary.Install(ctx, src, h.dest, h.check)
 		}
 	}
+	// The node's paths, not the agent's way to them.
 	r.Result.Dest = hk.Exe
+	if r.Prev != "" {
+		r.Prev = binary.PrevPath(hk.Exe)
+	}
 	if err != nil || !r.Changed {
 		return r, err
 	}

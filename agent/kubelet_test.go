@@ -243,7 +243,7 @@ func TestRunKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Changed || r.Version != "v1.35.0-devk" || r.Unit != "kubelet.service" || r.PID != 400 || r.Dest != "/usr/bin/kubelet" || r.RestartedAt.IsZero() || r.RolledBack {
+	if !r.Changed || r.Version != "v1.35.0-devk" || r.Unit != "kubelet.service" || r.PID != 400 || r.Dest != "/usr/bin/kubelet" || r.Prev != "/usr/bin/kubelet.prev" || r.RestartedAt.IsZero() || r.RolledBack {
 		t.Errorf("swap: %+v", r)
 	}
 	if !bytes.Equal(h.kubelet(t), h.new) || len(h.restarts(t)) != 1 {

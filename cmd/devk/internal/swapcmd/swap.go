@@ -178,11 +178,15 @@ func printSwap(g *cli.Options, rep *swap.Report) {
 		fmt.Fprintf(w, "nothing to swap: %s\n", rep.Nothing)
 	}
 	for _, b := range rep.Binaries {
+		what := b.Component
+		if b.Node != "" && rep.Via == swap.ViaCluster {
+			what += " on " + b.Node
+		}
 		switch {
 		case !b.Changed:
-			fmt.Fprintf(w, "%s: %s already holds these bytes (%s)\n", b.Component, b.Dest, b.Version)
+			fmt.Fprintf(w, "%s: %s already holds these bytes (%s)\n", what, b.Dest, b.Version)
 		default:
-			fmt.Fprintf(w, "%s: installed %s (%s)", b.Component, b.Dest, b.Version)
+			fmt.Fprintf(w, "%s: installed %s (%s)", what, b.Dest, b.Version)
 			if b.Prev != "" {
 				fmt.Fprintf(w, "; the previous one is %s", b.Prev)
 			}
