@@ -61,9 +61,8 @@ const (
 // loadState is a session's --load: the agent image every node gets from
 // devk itself, and the nodes known to have it.
 type loadState struct {
-	self    string // the running devk, which a node without it is sent
-	agent   v1.Image
-	version string
+	self  string // the running devk, which a node without it is sent
+	agent v1.Image
 	// cred is the write credential of every load registry of the run.
 	cred string
 	mu   sync.Mutex
@@ -99,14 +98,10 @@ func (s *Session) setLoad(home, version string) error {
 	if err != nil {
 		return err
 	}
-	s.loading = &loadState{self: self, agent: img, version: version, cred: image.NewSecret(), has: map[string]bool{}}
+	s.loading = &loadState{self: self, agent: img, cred: image.NewSecret(), has: map[string]bool{}}
 	s.image = LoadedRef(agent.Repo, d.String())
 	return nil
 }
-
-// Loads says the session loads its images (--load) instead of the nodes
-// pulling them from a registry.
-func (s *Session) Loads() bool { return s.loading != nil }
 
 // ensureAgent loads the agent image onto node unless the node has it.
 func (s *Session) ensureAgent(ctx context.Context, node string) error {
