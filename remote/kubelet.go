@@ -122,6 +122,11 @@ func (s *Session) kubeletOn(ctx context.Context, node string, in KubeletInput) (
 	if err != nil {
 		return fail(err)
 	}
+	// The agent exits once it wrote its result: wait for that, so the
+	// pod is gone, not ending, when the next command looks.
+	if _, err := s.waitPod(ctx, node, pod.Name, podEnded); err != nil {
+		return fail(err)
+	}
 	var r agent.KubeletResult
 	if last.Result != nil {
 		if err := json.Unmarshal(last.Result, &r); err != nil {
