@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -489,9 +490,10 @@ func checkDebugAddon(t *testing.T, tree, kubeconfig string, devk func(t *testing
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-debug-proxy", Namespace: "default"},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "e2e-debug-proxy"}},
 	}
-	if _, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createSlowly(t, ctx, func(ctx context.Context) error {
+		_, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	})
 	defer cs.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{})
 	for _, addr := range r.Addresses {
 		atBreakpoint(t, ctx, dlv, addr, r.InitFile, filepath.Join(tree, proxierFile)+":"+strconv.Itoa(line))
@@ -505,6 +507,35 @@ func checkDebugAddon(t *testing.T, tree, kubeconfig string, devk func(t *testing
 		t.Errorf("after --stop kube-proxy's container is\n%+v\nwant\n%+v", after, before)
 	}
 	devk(t, "digest", "verify", "kube-proxy")
+}
+
+// slowCreate is how long a create may take on two busy cores: every
+// node's Delve has just read kube-proxy's debug information.
+const slowCreate = time.Minute
+
+// createSlowly runs create until it succeeds, retrying only a client
+// timeout (the API server still answering slowly); a create that timed
+// out on the client but landed on the server counts as done.
+func createSlowly(t *testing.T, ctx context.Context, create func(context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(slowCreate)
+	for {
+		err := create(ctx)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return
+		case time.Now().Before(deadline) && timedOut(err):
+			t.Logf("create timed out, again: %v", err)
+		default:
+			t.Fatal(err)
+		}
+	}
+}
+
+// timedOut: the client gave up waiting, or the server said it did.
+func timedOut(err error) bool {
+	var net interface{ Timeout() bool }
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || (errors.As(err, &net) && net.Timeout())
 }
 
 // atStartPause is how long a component waiting before main is watched
