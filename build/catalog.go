@@ -149,7 +149,7 @@ var Catalog = []Component{
 	// kwok's release build (hack/releases.sh) stamps consts.Version with
 	// the release's tag, which `kwok --version` prints.
 	{Name: Kwok, Binary: "kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", External: true, Tool: true,
-		Module: "sigs.k8s.io/kwok", StampVar: "sigs.k8s.io/kwok/pkg/consts.Version"},
+		Module: KwokModule, StampVar: "sigs.k8s.io/kwok/pkg/consts.Version"},
 }
 
 // Delve is the catalog name of the debugger, dlv.
@@ -163,6 +163,9 @@ const DelveVersion = "v1.27.2"
 
 // Kwok is the catalog name of kwok, which fakes nodes and their pods.
 const Kwok = "kwok"
+
+// KwokModule is kwok's Go module, which holds its default stages too.
+const KwokModule = "sigs.k8s.io/kwok"
 
 // KwokVersion is the kwok release devk builds kwok from: the newest the
 // Go module proxy serves (2026-12), whose client-go (v0.36) speaks to the

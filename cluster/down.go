@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/teardown"
 	"github.com/devk/devk/internal/layout"
@@ -32,6 +33,12 @@ func (c *Cluster) eachNode(ctx context.Context, f func(context.Context, Node) (p
 	}
 	out.Detail = strings.Join(details, "; ")
 	return out, nil
+}
+
+// downKwok stops kwok; its fake nodes go with the cluster's etcd.
+func (c *Cluster) downKwok(ctx context.Context) (phase.Outcome, error) {
+	stopped, err := kwok.Stop(ctx, c.FirstNode().Files)
+	return phase.ChangedIf(stopped, "stopped: %v", stopped), err
 }
 
 // nodeProcs is node n's supervised processes, as teardown takes them.

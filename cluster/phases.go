@@ -251,6 +251,7 @@ func DownPhases() []*phase.Phase[*Cluster] {
 		return &phase.Phase[*Cluster]{Name: name, Short: short, Run: phase.Method(f)}
 	}
 	return []*phase.Phase[*Cluster]{
+		p("kwok", "stop kwok, which fakes the cluster's fake nodes, if it runs", (*Cluster).downKwok),
 		p("kubelet", "stop the kubelet (so it restarts nothing)", (*Cluster).downKubelet),
 		p("pods", "stop and remove the cluster's pod sandboxes and containers through CRI", (*Cluster).downPods),
 		p("runtime", "stop the private containerd and any shim left behind", (*Cluster).downRuntime),

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -482,4 +483,18 @@ func gitCommit(ctx context.Context, j *getJob) error {
 		return err
 	}
 	return os.Remove(filepath.Join(j.Dir, incompleteMarker))
+}
+
+// ModuleFiles is the directory of module path at version in the module
+// cache, downloaded if it is not there yet (a module devk built from is).
+func ModuleFiles(ctx context.Context, path, version string) (string, error) {
+	res, err := goModDownload(ctx, progress.Discard(), path+"@"+version)
+	if err != nil {
+		return "", err
+	}
+	m := res[path]
+	if m.Error != "" || m.Dir == "" {
+		return "", fmt.Errorf("module %s@%s: %s", path, version, cmp.Or(m.Error, "not in the module cache"))
+	}
+	return m.Dir, nil
 }

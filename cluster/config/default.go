@@ -67,6 +67,11 @@ func (c *Cluster) normalize() {
 	if f := c.Audit.PolicyFile; f != "" && !filepath.IsAbs(f) && c.file != "" {
 		c.Audit.PolicyFile = filepath.Join(filepath.Dir(c.file), f)
 	}
+	for i, f := range c.FakeNodes.Stages {
+		if !filepath.IsAbs(f) && c.file != "" {
+			c.FakeNodes.Stages[i] = filepath.Join(filepath.Dir(c.file), f)
+		}
+	}
 	if len(c.FeatureGates) == 0 {
 		c.FeatureGates = nil
 	}

@@ -57,6 +57,7 @@ func (c *Cluster) validate(p *problems) {
 		}
 	}
 	validateSpec(c.Spec, p)
+	c.validateFakeNodes(p)
 	switch c.ControlPlaneTaint {
 	case "", TaintKeep, TaintRemove:
 	default:

@@ -38,6 +38,7 @@ import (
 	"github.com/devk/devk/phase"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/cluster/status"
 	"github.com/devk/devk/registry"
@@ -541,7 +542,11 @@ func (e *exporter) node(ctx context.Context, n cluster.Node) {
 	c := e.c
 	dir := n.Name()
 	logs, _ := filepath.Glob(filepath.Join(n.Files.Logs(), "*.log"))
-	for _, want := range []string{"kubelet", "containerd"} {
+	wants := []string{"kubelet", "containerd"}
+	if n.Name() == c.Config.FirstNode().Name && c.Config.Spec.FakeNodes.Total() > 0 {
+		wants = append(wants, kwok.ProcessName) // kwok runs on node 0
+	}
+	for _, want := range wants {
 		if want == "containerd" && !c.Config.OwnRuntime {
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/addon"
@@ -50,6 +51,21 @@ type Status struct {
 	// LoadBalancer is the HAProxy in front of the API servers (a cluster
 	// with more than one control-plane node).
 	LoadBalancer *LoadBalancer `json:"loadBalancer,omitempty"`
+	// FakeNodes are kwok's nodes (a cluster with some).
+	FakeNodes *FakeNodes `json:"fakeNodes,omitempty"`
+}
+
+// FakeNodes counts kwok's fake nodes and their pods.
+type FakeNodes struct {
+	// Want is how many cluster.json records; Registered and Ready how
+	// many Node objects there are and how many are Ready.
+	Want       int `json:"want"`
+	Registered int `json:"registered"`
+	Ready      int `json:"ready"`
+	// Pods are the pods bound to fake nodes, Running those kwok runs.
+	Pods    int    `json:"pods"`
+	Running int    `json:"running"`
+	Message string `json:"message,omitempty"`
 }
 
 // LoadBalancer is what HAProxy says of each API server.
@@ -151,6 +167,9 @@ func Get(ctx context.Context, o cluster.Options) (*Status, error) {
 	st := &Status{Name: c.Config.Name, Dir: c.FirstNode().Files.Dir, Version: c.Config.KubeVersion, Node: c.Config.FirstNode().Name, LastRun: c.Config.LastRun,
 		NodeIP: c.Config.FirstNode().IP, NetNS: c.Config.FirstNode().NetNSPath()}
 	procs := []string{"containerd", "kubelet", registry.ProcessName}
+	if c.Config.Spec.FakeNodes.Total() > 0 {
+		procs = append(procs, kwok.ProcessName)
+	}
 	for _, reg := range c.LoopbackRegistries() {
 		procs = append(procs, registry.ForwarderName(reg))
 	}
@@ -194,6 +213,9 @@ func Get(ctx context.Context, o cluster.Options) (*Status, error) {
 		st.NodeMessage = err.Error()
 	}
 	st.Nodes = nodeStatuses(ctx, c, cs, cerr, health)
+	if want := c.Config.Spec.FakeNodes.Total(); want > 0 {
+		st.FakeNodes = fakeStatus(ctx, cs, cerr, want)
+	}
 	st.Components = st.Nodes[0].Components
 	return st, nil
 }
@@ -486,4 +508,42 @@ func takenOutMessage(c *cluster.Cluster, node, status string) string {
 		return fmt.Sprintf("out of load balancing: node %s is being removed; `devk node remove%s %s` finishes it", node, c.NameFlag(), node)
 	}
 	return fmt.Sprintf("out of load balancing: a swap or node removal stopped before it put the server back; `devk up%s` (or the next `devk swap`) puts it back", c.NameFlag())
+}
+
+// fakeStatus counts the fake nodes and the pods bound to them.
+func fakeStatus(ctx context.Context, cs kubernetes.Interface, cerr error, want int) *FakeNodes {
+	f := &FakeNodes{Want: want}
+	if cerr != nil {
+		f.Message = "the API server does not answer: " + cerr.Error()
+		return f
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.Selector, ResourceVersion: "0"})
+	if err != nil {
+		f.Message = err.Error()
+		return f
+	}
+	fake := map[string]bool{}
+	for i := range nodes.Items {
+		fake[nodes.Items[i].Name] = true
+		if joinnode.NotReady(&nodes.Items[i], time.Time{}) == "" {
+			f.Ready++
+		}
+	}
+	f.Registered = len(nodes.Items)
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		f.Message = err.Error()
+		return f
+	}
+	for _, p := range pods.Items {
+		if fake[p.Spec.NodeName] {
+			f.Pods++
+			if p.Status.Phase == corev1.PodRunning {
+				f.Running++
+			}
+		}
+	}
+	return f
 }

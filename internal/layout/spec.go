@@ -55,6 +55,8 @@ type Spec struct {
 	// KubeadmConfigPatchesJSON6902 are RFC 6902 patches of the kubeadm
 	// config documents, as kind's kubeadmConfigPatchesJSON6902.
 	KubeadmConfigPatchesJSON6902 []PatchJSON6902 `json:"kubeadmConfigPatchesJSON6902,omitempty"`
+	// FakeNodes are kwok's nodes beside the real ones.
+	FakeNodes FakeNodes `json:"fakeNodes,omitzero"`
 }
 
 // PatchJSON6902 is an RFC 6902 JSON patch of the kubeadm config

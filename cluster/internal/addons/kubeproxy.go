@@ -21,6 +21,7 @@ import (
 
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/bootstrap"
+	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
@@ -191,6 +192,9 @@ func kubeProxyDaemonSet(image string, extraArgs map[string]string) *appsv1ac.Dae
 				WithServiceAccountName(KubeProxy).
 				WithPriorityClassName("system-node-critical").
 				WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"}).
+				// It tolerates every taint: kwok's fake nodes are kept
+				// off by affinity.
+				WithAffinity(kwok.NotOnFakeNodes()).
 				WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists)).
 				WithVolumes(
 					corev1ac.Volume().WithName(KubeProxy).WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(KubeProxy)),

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/fakenodes"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/layout"
@@ -66,6 +67,7 @@ func newNodeAddCmd(g *cli.Options) *cobra.Command {
 		o         cluster.NodeOptions
 		flags     phase.Flags
 		tokenFile string
+		fake      int
 	)
 	cmd := &cobra.Command{
 		Use:   "add [NAME]",
@@ -78,14 +80,25 @@ and kube-proxy runs on it. NAME defaults to the next free one of kind's
 style (<cluster>-worker, <cluster>-worker2, …).
 
 A join that fails half way leaves the node recorded: ` + "`devk node add NAME`" + ` again
-resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
+resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.
+
+--fake N adds N of kwok's fake nodes instead (see ` + "`devk up --help`" + `): Node
+objects kwok keeps Ready, named <cluster>-fake-1, -2, …; kwok is built and
+started first if the cluster has none yet.`,
 		Example: `  devk node add
   devk node add --name dev2 dev2-worker2
   devk node add --dry-run
+  devk node add --fake 100                                                      # 100 more of kwok's fake nodes
   devk node add --token-file token.txt --discovery-token-ca-cert-hash sha256:…   # as kubeadm join is told
   devk node add --token-file - < token.txt                                      # the token from stdin`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("fake") {
+				if err := fakeOnly(cmd, args, fake, "control-plane", "token", "token-file", "discovery-token-ca-cert-hash"); err != nil {
+					return err
+				}
+				return runFake(cmd, g, fakenodes.Options{Options: cluster.Options{Name: o.Name}, Add: fake}, &flags)
+			}
 			if len(args) == 1 {
 				o.Node = args[0]
 			}
@@ -123,6 +136,7 @@ resumes it, ` + "`devk node remove NAME`" + ` takes it away. Needs root.`,
 	f.StringVar(&o.Token, "token", "", "bootstrap token to join with, <id>.<secret> (kubeadm's --token; default: the cluster's own, renewed when it expires within an hour); every user of the machine sees it in the process list while the node joins: prefer --token-file")
 	f.StringVar(&tokenFile, "token-file", "", "read the bootstrap token to join with from FILE, or from stdin with -, where other users cannot see it (as --token otherwise)")
 	f.StringSliceVar(&o.CAHashes, "discovery-token-ca-cert-hash", nil, "pin the cluster's CA by the SHA-256 of its public key, sha256:<hex> (kubeadm's flag; repeatable; default: the hash of the cluster's own CA)")
+	f.IntVar(&fake, "fake", 0, "add this many of kwok's fake nodes instead of a real one")
 	f.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", join.DefaultTimeout, "how long discovery waits for the API server and for cluster-info signed for the token")
 	phase.Bind(cmd, cluster.JoinPhases(), &flags)
 	cli.ResultHelp(cmd, nodeResult{}, false)
@@ -181,8 +195,10 @@ func joinTokenFlags(token, file string, stdin io.Reader) (string, error) {
 
 func newNodeRemoveCmd(g *cli.Options) *cobra.Command {
 	var (
-		o     cluster.NodeOptions
-		flags phase.Flags
+		o       cluster.NodeOptions
+		flags   phase.Flags
+		fake    int
+		allFake bool
 	)
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
@@ -193,12 +209,36 @@ stay and go with the node), stop its kubelet, pods and containerd, unmount
 and remove what lies under its directory, its cgroup root, the other
 nodes' routes to its pods and its network namespace, delete its Node and
 take it out of cluster.json. The node ` + "`devk up`" + ` made goes only with the
-cluster (` + "`devk down`" + `). Needs root.`,
+cluster (` + "`devk down`" + `). Needs root.
+
+--fake N removes the last N of kwok's fake nodes (their Node objects and
+leases; their pods go with them); --all-fake removes every one, and kwok
+with its credential and rights.`,
 		Example: `  devk node remove devk-worker
-  devk node remove devk-worker2 --dry-run`,
-		Args:              cobra.ExactArgs(1),
+  devk node remove devk-worker2 --dry-run
+  devk node remove --fake 50
+  devk node remove --all-fake`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("fake") || allFake {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		ValidArgsFunction: completeNodeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("fake") || allFake {
+				if cmd.Flags().Changed("fake") && allFake {
+					return errors.New("give --fake N or --all-fake, not both")
+				}
+				n := fake
+				if allFake {
+					n = 1 // no count to check
+				}
+				if err := fakeOnly(cmd, args, n); err != nil {
+					return err
+				}
+				return runFake(cmd, g, fakenodes.Options{Options: cluster.Options{Name: o.Name}, Remove: fake, RemoveAll: allFake}, &flags)
+			}
 			o.Node = args[0]
 			o.Reporter = g.Reporter()
 			popts := g.PhaseOptions(&flags)
@@ -218,7 +258,51 @@ cluster (` + "`devk down`" + `). Needs root.`,
 	}
 	f := cmd.Flags()
 	addNodeOptionsFlags(f, &o)
+	f.IntVar(&fake, "fake", 0, "remove the last N of kwok's fake nodes instead of a real node")
+	f.BoolVar(&allFake, "all-fake", false, "remove every fake node, and kwok")
 	phase.Bind(cmd, cluster.RemovePhases(), &flags)
 	cli.ResultHelp(cmd, nodeResult{}, false)
 	return cmd
+}
+
+// fakeOnly refuses, with --fake, a node name, a count below 1, the
+// phase flags of a real node's job and the flags named.
+func fakeOnly(cmd *cobra.Command, args []string, n int, flags ...string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("--fake names no node: the fake nodes are named <cluster>-fake-1, -2, … (got %s)", args[0])
+	}
+	if n < 1 {
+		return fmt.Errorf("--fake %d: want 1 or more", n)
+	}
+	for _, f := range append(flags, "only", "skip-phases") {
+		if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
+			return fmt.Errorf("--%s is for a real node: leave it out with --fake", f)
+		}
+	}
+	return nil
+}
+
+// fakeResult is node add|remove --fake's result with -o json|yaml.
+type fakeResult struct {
+	Cluster   string               `json:"cluster"`
+	FakeNodes int                  `json:"fakeNodes"`
+	Seconds   float64              `json:"seconds"`
+	Phases    []layout.PhaseTiming `json:"phases"`
+}
+
+// runFake runs the fake-node job for node add|remove --fake.
+func runFake(cmd *cobra.Command, g *cli.Options, o fakenodes.Options, flags *phase.Flags) error {
+	o.Reporter = g.Reporter()
+	t0 := time.Now()
+	c, res, err := fakenodes.Run(cmd.Context(), o, g.PhaseOptions(flags))
+	if err != nil || flags.DryRun {
+		return err
+	}
+	took := time.Since(t0)
+	r := fakeResult{Cluster: c.Config.Name, FakeNodes: c.Config.Spec.FakeNodes.Total(), Seconds: took.Seconds(), Phases: cluster.PhaseTimings(res)}
+	if g.Structured() {
+		return g.Result(r)
+	}
+	fmt.Fprintf(g.Stdout, "cluster %s has %d fake nodes (%s)\n", r.Cluster, r.FakeNodes, progress.Round(took))
+	return nil
 }

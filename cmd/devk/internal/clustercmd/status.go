@@ -116,6 +116,13 @@ func printStatus(g *cli.Options, st *status.Status) {
 		}
 		fmt.Fprintf(w, "\nload balancer %s: %s\n", lb.Endpoint, strings.Join(servers, ", "))
 	}
+	if f := st.FakeNodes; f != nil {
+		fmt.Fprintf(w, "\nfake nodes (kwok): %d of %d registered, %d Ready; %d pods on them, %d Running", f.Registered, f.Want, f.Ready, f.Pods, f.Running)
+		if f.Message != "" {
+			fmt.Fprintf(w, " (%s)", f.Message)
+		}
+		fmt.Fprintln(w)
+	}
 	if len(st.Nodes) > 1 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

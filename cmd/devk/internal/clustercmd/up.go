@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/fakenodes"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/progress"
@@ -26,6 +28,7 @@ func NewUpCmd(g *cli.Options) *cobra.Command {
 		flags        phase.Flags
 		keepTaint    bool
 		certValidity time.Duration
+		fakeNodes    int
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -79,7 +82,18 @@ to apply, the control-plane taint. It is checked in full before anything
 is made (an unknown key is an error) and remembered in cluster.json, so a
 later up without --config keeps it. On a running cluster, up --config
 applies a changed file: only the static pods, kubelet or kube-proxy whose
-flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
+flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.
+
+--fake-nodes N (or fakeNodes: in the config file, with groups of their own
+capacity, labels, taints and zones) adds N of kwok's fake nodes beside the
+real ones, for scheduler, controller and API-server scaling work: kwok
+(sigs.k8s.io/kwok ` + build.KwokVersion + `, built from its module) runs supervised in node 0's
+namespaces and keeps them Ready and their pods Running by its stages. They
+are labelled and tainted ` + layout.FakeNodeTaint + `: only pods that
+tolerate it land there; kube-proxy keeps off them. ` + "`devk node add --fake N`" + `
+and ` + "`devk node remove --fake N`" + ` change the count; ` + "`devk down`" + ` removes them
+with kwok. Each fake node takes a /24 of the pod subnet (the default
+10.244.0.0/16 holds 256 nodes: set networking.podSubnet wider for more).`,
 		Example: `  devk up
   devk up --name dev2 --tree ~/src/kubernetes
   devk up --nodes 3                    # a control plane and two workers
@@ -87,6 +101,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
   devk up --config devk.yaml
   devk up --bootstrapper kubeadm --nodes 2   # the tree's kubeadm init and join
   devk up --bootstrapper kubeadm --control-planes 3   # kubeadm's HA: join --control-plane behind HAProxy
+  devk up --fake-nodes 200             # and 200 of kwok's fake nodes
   devk up --dry-run
   devk up phase control-plane/apiserver
 
@@ -117,8 +132,20 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 				o.CertValidity = &certValidity
 			}
 			popts := g.PhaseOptions(&flags)
+			fake := fakenodes.Options{Options: o}
+			if cmd.Flags().Changed("fake-nodes") {
+				fake.Count = &fakeNodes
+			}
+			if err := fakenodes.Precheck(fake); err != nil {
+				return err
+			}
 			t0 := time.Now()
 			c, res, err := cluster.Up(cmd.Context(), o, popts)
+			if err == nil && !flags.DryRun && flags.Only == "" && (fake.Count != nil || c.Config.Spec.FakeNodes.Total() > 0) {
+				var fres phase.Result
+				fres, err = fakenodes.Ensure(cmd.Context(), c, fake, phase.Options{Reporter: o.Reporter})
+				res.Timings = append(res.Timings, fres.Timings...)
+			}
 			if err != nil {
 				var failed *phase.Failed
 				if c != nil && c.Exists() && !flags.DryRun && flags.Only == "" && (errors.As(err, &failed) || cmd.Context().Err() != nil) {
@@ -152,6 +179,7 @@ flags changed restart; a changed subnet needs ` + "`devk down`" + ` first.`,
 	f.BoolVar(&o.AllowBridgeForward, strings.TrimPrefix(cluster.AllowBridgeForwardFlag, "--"), false, "add one rule to the host's iptables FORWARD chain accepting traffic between the cluster's nodes on its bridge, for hosts whose FORWARD policy drops it (Docker's); down removes it")
 	f.StringVar(&o.Bootstrapper, "bootstrapper", "", "what bootstraps a new cluster: devk (devk's own phases, the default) or kubeadm (the tree's kubeadm init and join inside the nodes, its addons; the config file's bootstrapper key says the same); an existing cluster keeps its own")
 	f.StringSliceVar(&o.KubeadmSkipPhases, "kubeadm-skip-phases", nil, "with --bootstrapper kubeadm: kubeadm init phases to skip (kubeadm's --skip-phases, e.g. addon/kube-proxy)")
+	f.IntVar(&fakeNodes, "fake-nodes", 0, "how many of kwok's fake nodes the cluster has beside its real ones (default: as many as it has; the config file's fakeNodes says the same, with groups)")
 	f.BoolVar(&keepTaint, "keep-taint", false, "keep the control-plane NoSchedule taint on the node (later ups remember it until --keep-taint=false)")
 	phase.Bind(cmd, cluster.UpPhases(), &flags)
 	cli.ResultHelp(cmd, upResult{}, false)
@@ -176,13 +204,15 @@ type upResult struct {
 	Seconds    float64              `json:"seconds"`
 	Changed    bool                 `json:"changed"`
 	Phases     []layout.PhaseTiming `json:"phases"`
+	// FakeNodes is how many of kwok's fake nodes the cluster has.
+	FakeNodes int `json:"fakeNodes,omitempty"`
 	// Kubectl is the kubectl built from the cluster's tree, if installed.
 	Kubectl string `json:"kubectl,omitempty"`
 }
 
 func printUp(g *cli.Options, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
 	r := upResult{Name: c.Config.Name, Dir: c.Files.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.FirstNode().Files.Kubeconfig("admin"),
-		Node: c.Config.FirstNode().Name, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun}
+		Node: c.Config.FirstNode().Name, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun, FakeNodes: c.Config.Spec.FakeNodes.Total()}
 	kubectl := "kubectl"
 	if _, err := os.Stat(c.KubectlPath()); err == nil {
 		r.Kubectl, kubectl = c.KubectlPath(), c.KubectlPath()
@@ -195,7 +225,11 @@ func printUp(g *cli.Options, c *cluster.Cluster, res phase.Result, took time.Dur
 		return nil
 	}
 	if r.Changed {
-		fmt.Fprintf(g.Stdout, "cluster %s is up (%s, node %s) in %s\n", r.Name, r.Version, r.Node, progress.Round(took))
+		fake := ""
+		if r.FakeNodes > 0 {
+			fake = fmt.Sprintf(", %d fake nodes", r.FakeNodes)
+		}
+		fmt.Fprintf(g.Stdout, "cluster %s is up (%s, node %s%s) in %s\n", r.Name, r.Version, r.Node, fake, progress.Round(took))
 	} else {
 		fmt.Fprintf(g.Stdout, "cluster %s was up and healthy already; nothing changed (checked in %s)\n", r.Name, progress.Round(took))
 	}

@@ -1,0 +1,517 @@
+// Package fakenodes is the job that gives a devk cluster kwok's fake
+// nodes (`devk up --fake-nodes N`, `fakeNodes:` in the config file,
+// `devk node add --fake N`, `devk node remove --fake N|--all-fake`): kwok
+// built from its module, run by devk as a supervised process in node 0's
+// namespaces with a client certificate of its own and a ClusterRole as
+// narrow as kwok's, kube-proxy kept off the fake nodes, the Node objects
+// made or deleted until the cluster has the count cluster.json records,
+// and the wait until kwok has them Ready. It runs on the phase engine
+// under the cluster's lock; every phase converges, so a job killed
+// anywhere is finished by running it again.
+package fakenodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/devk/devk/build"
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/kubeconfig"
+	"github.com/devk/devk/cluster/internal/kwok"
+	"github.com/devk/devk/cluster/internal/node"
+	"github.com/devk/devk/internal/atomicfile"
+	"github.com/devk/devk/internal/kube"
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/supervise"
+	"github.com/devk/devk/phase"
+	"github.com/devk/devk/pki"
+	"github.com/devk/devk/source"
+)
+
+const (
+	// ReadyTimeout bounds the wait for the fake nodes to be Ready.
+	ReadyTimeout = 5 * time.Minute
+	// readyPoll is how often the wait lists them.
+	readyPoll = 500 * time.Millisecond
+	// writers is how many Node creates and deletes run at once.
+	writers = 16
+	// fieldManager applies kube-proxy's node affinity apart from the
+	// addon's own fields.
+	fieldManager = "devk-fake-nodes"
+	// kubeconfigName is kwok's kubeconfig beside node 0's others.
+	kubeconfigName = "kwok"
+)
+
+// Options say how many fake nodes the cluster should have.
+type Options struct {
+	cluster.Options
+	// Count, when set, is the number of fake nodes (--fake-nodes N);
+	// nil keeps cluster.json's (the config file's, when one is given).
+	Count *int
+	// Add and Remove change the count by that many (node add|remove --fake).
+	Add, Remove int
+	// RemoveAll removes every fake node (node remove --all-fake).
+	RemoveAll bool
+}
+
+// job is the phases' state.
+type job struct {
+	c    *cluster.Cluster
+	want layout.FakeNodes
+	cs   *kubernetes.Clientset
+	// binary is kwok as installed on node 0; config its stages file.
+	binary, config string
+	// restart: kwok's binary, kubeconfig or stages changed.
+	restart bool
+	// made and deleted are the Node objects this run created and deleted.
+	made, deleted int
+}
+
+// Phases are the fake-node job's.
+func Phases() []*phase.Phase[*job] {
+	p := func(name, short string, run func(*job, context.Context) (phase.Outcome, error)) *phase.Phase[*job] {
+		return &phase.Phase[*job]{Name: name, Short: short, Run: phase.Method(run)}
+	}
+	running := func(j *job) (bool, string) { return j.want.Total() > 0, "no fake nodes" }
+	return []*phase.Phase[*job]{
+		p("preflight", "the count fits the pod subnet (a /24 each) and the machine's memory; the stage files are kwok Stages", (*job).preflight),
+		phase.If(p("build", "build kwok from its module ("+build.KwokVersion+", incrementally), install it on node 0, kwok's stages (its own defaults from its module, or fakeNodes.stages)", (*job).build), running),
+		phase.If(p("credential", "kwok's kubeconfig (client certificate "+kwok.User+", 0600), its ClusterRole and binding, its FlowSchema", (*job).credential), running),
+		phase.If(p("kube-proxy", "keep kube-proxy's DaemonSet off the fake nodes (node affinity: no "+layout.FakeNodeKey+" label)", (*job).keepKubeProxyOff), running),
+		phase.If(p("kwok", "run kwok as a supervised process in node 0's network and mount namespaces, managing the nodes with its annotation (restarted when its binary or stages changed)", (*job).start), running),
+		p("nodes", "create the missing fake Node objects and delete those beyond the count, with their leases", (*job).nodes),
+		phase.If(p("wait", "wait until kwok has every fake node Ready", (*job).wait), running),
+		phase.If(p("stop", "with no fake nodes left: stop kwok and remove its rights", (*job).stop), func(j *job) (bool, string) { return j.want.Total() == 0, "fake nodes remain" }),
+	}
+}
+
+// Run opens the cluster, takes its lock and runs the job; the count
+// it is asked for is recorded in cluster.json first, so a killed run's
+// next one (or `devk up`) finishes it.
+func Run(ctx context.Context, o Options, popts phase.Options) (*cluster.Cluster, phase.Result, error) {
+	c, err := cluster.Open(o.Options)
+	if err != nil {
+		return nil, phase.Result{}, err
+	}
+	if !c.Exists() {
+		return c, phase.Result{}, c.NoCluster()
+	}
+	res, err := Ensure(ctx, c, o, popts)
+	return c, res, err
+}
+
+// Precheck checks, before `devk up` changes anything, what the flag and
+// the config file ask for: the cluster (as it is, or as up would make
+// it) has room for the fake nodes in its pod subnet, and the stage
+// files are kwok's Stages.
+func Precheck(o Options) error {
+	if o.Count != nil && *o.Count < 0 {
+		return fmt.Errorf("--fake-nodes %d: want 0 or more", *o.Count)
+	}
+	c, err := cluster.Open(o.Options)
+	if err != nil {
+		return err
+	}
+	j := &job{c: c, want: c.Config.Spec.FakeNodes}
+	if o.Count != nil {
+		j.want = j.want.WithTotal(*o.Count)
+	}
+	if err := j.fits(); err != nil {
+		return err
+	}
+	return j.checkStages()
+}
+
+// checkStages reads and checks the user's stage files.
+func (j *job) checkStages() error {
+	for _, f := range j.want.Stages {
+		if _, _, err := kwok.CheckStages(f); err != nil {
+			return fmt.Errorf("fakeNodes.stages: %w", err)
+		}
+	}
+	return nil
+}
+
+// Ensure runs the job on an open cluster (up's, after its own phases).
+func Ensure(ctx context.Context, c *cluster.Cluster, o Options, popts phase.Options) (phase.Result, error) {
+	want := c.Config.Spec.FakeNodes
+	switch {
+	case o.RemoveAll:
+		want = want.WithTotal(0)
+	case o.Count != nil:
+		want = want.WithTotal(*o.Count)
+	case o.Remove > want.Total():
+		return phase.Result{}, fmt.Errorf("cluster %s has %d fake nodes: cannot remove %d (--all-fake removes every one)", c.Config.Name, want.Total(), o.Remove)
+	default:
+		want = want.WithTotal(want.Total() + o.Add - o.Remove)
+	}
+	if want.Total() < 0 {
+		return phase.Result{}, fmt.Errorf("--fake-nodes %d: want 0 or more", want.Total())
+	}
+	j := &job{c: c, want: want}
+	if popts.DryRun {
+		return phase.Run(ctx, Phases(), j, popts)
+	}
+	if os.Geteuid() != 0 {
+		return phase.Result{}, errors.New("fake nodes need root: kwok runs in node 0's namespaces; run devk as root (sudo -E devk …)")
+	}
+	unlock, err := c.Lock()
+	if err != nil {
+		return phase.Result{}, err
+	}
+	defer unlock()
+	popts.Reporter, popts.Job = c.Reporter, "fake-nodes"
+	if popts.Reporter == nil {
+		popts.Reporter = progress.Discard()
+	}
+	return phase.Run(ctx, Phases(), j, popts)
+}
+
+func (j *job) client() (*kubernetes.Clientset, error) {
+	if j.cs != nil {
+		return j.cs, nil
+	}
+	cs, err := j.c.Client()
+	if err != nil {
+		return nil, err
+	}
+	j.cs = cs
+	return cs, nil
+}
+
+// preflight checks the count against the pod subnet and the memory, and
+// the user's stage files, then records the count.
+func (j *job) preflight(ctx context.Context) (phase.Outcome, error) {
+	if err := j.fits(); err != nil {
+		return phase.Done, err
+	}
+	total := j.want.Total()
+	have, err := j.existing(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	if adding := total - len(have); adding > 0 {
+		if p := kwok.MemoryProblem(adding, node.MemAvailable()); p != nil {
+			return phase.Done, p
+		}
+	}
+	if err := j.checkStages(); err != nil {
+		return phase.Done, err
+	}
+	if j.c.Config.Spec.FakeNodes.Total() == total && equalSpec(j.c.Config.Spec.FakeNodes, j.want) {
+		return phase.Unchanged("%d fake nodes, %d there", total, len(have)), nil
+	}
+	j.c.Config.Spec.FakeNodes = j.want
+	if err := j.c.SaveConfig(); err != nil {
+		return phase.Done, err
+	}
+	return phase.Changed("%d fake nodes recorded (%d there)", total, len(have)), nil
+}
+
+// fits checks that every node, real and fake, has a /24 of the pod
+// subnet.
+func (j *job) fits() error {
+	total, real := j.want.Total(), max(len(j.c.Config.Network.Nodes), 1)
+	mask := config.NodeCIDRMaskSize
+	if fit := kwok.PodSubnetNodes(j.c.Config.PodCIDR, mask); total > 0 && total+real > fit {
+		wider := kwok.WiderMask(total+real, mask)
+		return fmt.Errorf("%d fake and %d real nodes do not fit the cluster's pod subnet %s: it has room for %d nodes (a /%d each, the controller-manager's --node-cidr-mask-size); ask for at most %d fake nodes, or make a cluster whose config file sets networking.podSubnet to a /%d or wider (%d nodes)",
+			total, real, j.c.Config.PodCIDR, fit, mask, max(fit-real, 0), wider, 1<<(mask-wider))
+	}
+	return nil
+}
+
+func equalSpec(a, b layout.FakeNodes) bool {
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+// build builds kwok, installs it on node 0 and writes its stages.
+func (j *job) build(ctx context.Context) (phase.Outcome, error) {
+	bj, err := build.Run(ctx, build.Options{TreeDir: j.c.TreeDir, Components: []string{build.Kwok}, Reporter: progress.Under(j.c.Reporter, "build")}, phase.Options{})
+	if err != nil {
+		return phase.Done, err
+	}
+	built := bj.Binaries[0].Path
+	files := j.c.FirstNode().Files
+	j.binary = filepath.Join(files.Dir, "bin", "kwok")
+	data, err := os.ReadFile(built)
+	if err != nil {
+		return phase.Done, err
+	}
+	if err := os.MkdirAll(filepath.Dir(j.binary), 0o755); err != nil {
+		return phase.Done, err
+	}
+	binChanged, err := atomicfile.WriteIfChanged(j.binary, data, 0o755, "")
+	if err != nil {
+		return phase.Done, err
+	}
+	moduleDir := ""
+	if len(j.want.Stages) == 0 {
+		if moduleDir, err = source.ModuleFiles(ctx, build.KwokModule, build.KwokVersion); err != nil {
+			return phase.Done, fmt.Errorf("kwok's default stages: %w", err)
+		}
+	}
+	stages, n, err := kwok.Stages(j.want.Stages, moduleDir)
+	if err != nil {
+		return phase.Done, err
+	}
+	j.config = filepath.Join(files.Dir, "kwok.yaml")
+	stagesChanged, err := atomicfile.WriteIfChanged(j.config, stages, 0o644, "")
+	if err != nil {
+		return phase.Done, err
+	}
+	j.restart = j.restart || binChanged || stagesChanged
+	from := "kwok's defaults"
+	if len(j.want.Stages) > 0 {
+		from = strings.Join(j.want.Stages, ", ")
+	}
+	return phase.ChangedIf(binChanged || stagesChanged, "kwok %s, %d stages (%s)", bj.Binaries[0].Version, n, from), nil
+}
+
+// credential writes kwok's kubeconfig and applies its rights.
+func (j *job) credential(ctx context.Context) (phase.Outcome, error) {
+	n := j.c.FirstNode()
+	out, err := kubeconfig.Ensure(kubeconfig.Component{
+		Path: n.Files.Kubeconfig(kubeconfigName), ClusterName: j.c.Config.Name, Server: j.c.Config.APIServerURL(),
+		PKIDir: n.Files.PKI(), Spec: pki.KubeconfigSpec{Name: kubeconfigName, CommonName: kwok.User},
+		Validity: j.c.Config.Spec.LeafValidity(),
+	}, true)
+	if err != nil {
+		return phase.Done, err
+	}
+	cs, err := j.client()
+	if err != nil {
+		return phase.Done, err
+	}
+	rbac, err := kwok.ApplyRBAC(ctx, cs)
+	if err != nil {
+		return phase.Done, err
+	}
+	j.restart = j.restart || out.Changed
+	return phase.ChangedIf(out.Changed || rbac, "kubeconfig %s; ClusterRole, binding and FlowSchema %s", out.Detail, kwok.RoleName), nil
+}
+
+// keepKubeProxyOff gives kube-proxy's DaemonSet a node affinity that
+// leaves out the fake nodes (it tolerates every taint, so the fake
+// nodes' taint does not keep it off). devk's own addon has it already.
+func (j *job) keepKubeProxyOff(ctx context.Context) (phase.Outcome, error) {
+	cs, err := j.client()
+	if err != nil {
+		return phase.Done, err
+	}
+	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return phase.Unchanged("no kube-proxy"), nil
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	if kwok.KeepsOffFakeNodes(ds.Spec.Template.Spec.Affinity) {
+		return phase.Unchanged("kube-proxy keeps off them"), nil
+	}
+	ac := appsv1ac.DaemonSet("kube-proxy", metav1.NamespaceSystem).WithSpec(appsv1ac.DaemonSetSpec().
+		WithTemplate(corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().WithAffinity(kwok.NotOnFakeNodes()))))
+	if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return phase.Done, fmt.Errorf("kube-proxy's node affinity: %w", err)
+	}
+	return phase.Changed("node affinity added (kube-proxy's pods roll)"), nil
+}
+
+// start runs kwok on node 0, restarting it when what it reads changed.
+func (j *job) start(ctx context.Context) (phase.Outcome, error) {
+	n := j.c.FirstNode()
+	procs := n.Files.Procs()
+	stopped := false
+	if j.restart {
+		var err error
+		if stopped, err = kwok.Stop(ctx, n.Files); err != nil {
+			return phase.Done, err
+		}
+	}
+	argv := n.Enter(kwok.Argv(j.binary, n.Files.Kubeconfig(kubeconfigName), j.config)...)
+	env := append(j.c.DaemonEnv(), kwok.Env(filepath.Join(n.Files.Dir, "kwok"))...)
+	pid, started, err := procs.Start(supervise.Process{Name: kwok.ProcessName, Argv: argv, Env: env})
+	if err != nil {
+		return phase.Done, err
+	}
+	// kwok exits at once on a bad config: look again before going on.
+	select {
+	case <-ctx.Done():
+		return phase.Done, ctx.Err()
+	case <-time.After(time.Second):
+	}
+	if _, ok := procs.Running(kwok.ProcessName); !ok {
+		return phase.Done, fmt.Errorf("kwok exited; its log ends:\n%s", procs.ExitedTail(ctx, kwok.ProcessName, 15))
+	}
+	switch {
+	case stopped:
+		return phase.Changed("kwok restarted (pid %d): its binary, credential or stages changed", pid), nil
+	case started:
+		return phase.Changed("kwok started (pid %d), log %s", pid, procs.LogFile(kwok.ProcessName)), nil
+	}
+	return phase.Unchanged("kwok running (pid %d)", pid), nil
+}
+
+// existing lists the fake nodes there are.
+func (j *job) existing(ctx context.Context) ([]corev1.Node, error) {
+	cs, err := j.client()
+	if err != nil {
+		return nil, err
+	}
+	l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.Selector})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// nodes creates the missing fake nodes and deletes the others.
+func (j *job) nodes(ctx context.Context) (phase.Outcome, error) {
+	cs, err := j.client()
+	if err != nil {
+		return phase.Done, err
+	}
+	have, err := j.existing(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	want := j.want.List(j.c.Config.Name)
+	wanted := map[string]bool{}
+	for _, n := range want {
+		wanted[n.Name] = true
+	}
+	there := map[string]bool{}
+	var extra []string
+	for _, n := range have {
+		there[n.Name] = true
+		if !wanted[n.Name] {
+			extra = append(extra, n.Name)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(writers)
+	made, deleted := make(chan struct{}, len(want)), make(chan struct{}, len(extra))
+	for _, n := range want {
+		if there[n.Name] {
+			continue
+		}
+		obj, err := kwok.Node(n)
+		if err != nil {
+			return phase.Done, err
+		}
+		g.Go(func() error {
+			_, err := cs.CoreV1().Nodes().Create(gctx, obj, metav1.CreateOptions{FieldManager: kube.FieldManager})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create fake node %s: %w", n.Name, err)
+			}
+			made <- struct{}{}
+			return nil
+		})
+	}
+	for _, name := range extra {
+		g.Go(func() error {
+			if err := deleteNode(gctx, cs, name); err != nil {
+				return err
+			}
+			deleted <- struct{}{}
+			return nil
+		})
+	}
+	err = g.Wait()
+	j.made, j.deleted = len(made), len(deleted)
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.ChangedIf(j.made+j.deleted > 0, "%d created, %d deleted: %d fake nodes", j.made, j.deleted, len(want)), nil
+}
+
+// deleteNode deletes a fake node and its lease (the garbage collector
+// would, once kwok had set the lease's owner).
+func deleteNode(ctx context.Context, cs kubernetes.Interface, name string) error {
+	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete fake node %s: %w", name, err)
+	}
+	if err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete fake node %s's lease: %w", name, err)
+	}
+	return nil
+}
+
+// wait waits until every fake node is Ready.
+func (j *job) wait(ctx context.Context) (phase.Outcome, error) {
+	total := j.want.Total()
+	t0 := time.Now()
+	ready := 0
+	err := wait.PollUntilContextTimeout(ctx, readyPoll, ReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		have, err := j.existing(ctx)
+		if err != nil {
+			return false, nil
+		}
+		ready = 0
+		for i := range have {
+			if nodeReady(&have[i]) {
+				ready++
+			}
+		}
+		return ready >= total, nil
+	})
+	if poll.TimedOut(ctx, err) {
+		procs := j.c.FirstNode().Files.Procs()
+		return phase.Done, fmt.Errorf("%d of %d fake nodes Ready after %s; kwok's log ends:\n%s", ready, total, ReadyTimeout, supervise.Tail(procs.LogFile(kwok.ProcessName), 15))
+	}
+	if err != nil {
+		return phase.Done, err
+	}
+	return phase.ChangedIf(j.made > 0, "%d Ready (%s)", total, progress.Round(time.Since(t0))), nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// stop stops kwok and removes its rights and kubeconfig.
+func (j *job) stop(ctx context.Context) (phase.Outcome, error) {
+	n := j.c.FirstNode()
+	stopped, err := kwok.Stop(ctx, n.Files)
+	if err != nil {
+		return phase.Done, err
+	}
+	removed := false
+	if err := os.Remove(n.Files.Kubeconfig(kubeconfigName)); err == nil {
+		removed = true
+	}
+	if _, err := os.Stat(n.Files.Kubeconfig("super-admin")); err == nil {
+		cs, err := j.client()
+		if err != nil {
+			return phase.Done, err
+		}
+		gone, err := kwok.DeleteRBAC(ctx, cs)
+		if err != nil {
+			return phase.Done, err
+		}
+		removed = removed || gone
+	}
+	return phase.ChangedIf(stopped || removed, "kwok stopped: %v; its kubeconfig and rights removed: %v", stopped, removed), nil
+}
