@@ -72,6 +72,9 @@ type Options struct {
 	// RenewCerts, for up, renews every certificate once the control plane
 	// runs (as devk certs renew all).
 	RenewCerts bool
+	// FakeNodes, for up, when set, is how many of kwok's fake nodes the
+	// cluster has (recorded in its spec before the manifests are written).
+	FakeNodes *int
 	// Nodes, for up, is how many nodes the cluster should have: node 0
 	// and Nodes-1 joined (zero: as many as it has).
 	Nodes int
@@ -212,6 +215,9 @@ func Open(o Options) (*Cluster, error) {
 		if len(uc.Nodes) > 0 {
 			c.Nodes, c.ControlPlanes, c.fileNodes = len(uc.Nodes), uc.ControlPlanes(), uc.JoinNodes()
 		}
+	}
+	if o.FakeNodes != nil {
+		c.Config.Spec.FakeNodes = c.Config.Spec.FakeNodes.WithTotal(*o.FakeNodes)
 	}
 	if !c.existed && o.Bootstrapper == layout.BootstrapperKubeadm {
 		c.Config.Spec.Bootstrapper = layout.BootstrapperKubeadm

@@ -120,12 +120,9 @@ func (c *Cluster) RestartKubelet(ctx context.Context, node string) (int, error) 
 	return n.RestartKubelet(ctx, c.daemonEnv())
 }
 
-// RelistKubelet restarts node 0's supervised kubelet and waits until the
-// new one watches the API server's pods (node.RelistKubelet).
-func (c *Cluster) RelistKubelet(ctx context.Context) error { return c.RelistNodeKubelet(ctx, "") }
-
-// RelistNodeKubelet is RelistKubelet for node name's kubelet (empty:
-// node 0's).
+// RelistNodeKubelet restarts node name's supervised kubelet (empty: node
+// 0's) and waits until the new one watches the API server's pods
+// (node.RelistKubelet).
 func (c *Cluster) RelistNodeKubelet(ctx context.Context, name string) error {
 	n, err := c.nodeNamed(name)
 	if err != nil {

@@ -131,11 +131,11 @@ func TestDelveBreakAtStart(t *testing.T) {
 }
 
 // TestBuildKwok builds kwok from its module at devk's pin through the Go
-// module proxy, in a small tree of its own (kwok needs nothing of the
-// tree's): a static binary that reports the release as kwok's release
+// module proxy, in the shared tree (whose fake-node test then finds it
+// built): a static binary that reports the release as kwok's release
 // build stamps it, recorded with its version, and not built again.
 func TestBuildKwok(t *testing.T) {
-	path := buildPinnedTool(t, testtree.New(t), build.Kwok, build.KwokVersion)
+	path := buildPinnedTool(t, Tree(t), build.Kwok, build.KwokVersion)
 	v, err := exec.Command(path, "--version").CombinedOutput()
 	if want := "kwok version " + build.KwokVersion + " "; err != nil || !strings.Contains(string(v), want) {
 		t.Fatalf("kwok --version: %v\n%s\nwant %q", err, v, want)

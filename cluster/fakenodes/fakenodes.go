@@ -122,18 +122,28 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*cluster.Cluster,
 // it) has room for the fake nodes in its pod subnet, and the stage
 // files are kwok's Stages.
 func Precheck(o Options) error {
-	if o.Count != nil && *o.Count < 0 {
-		return fmt.Errorf("--fake-nodes %d: want 0 or more", *o.Count)
+	count := o.Count
+	if o.FakeNodes != nil {
+		count = o.FakeNodes
 	}
-	c, err := cluster.Open(o.Options)
+	if count != nil && *count < 0 {
+		return fmt.Errorf("--fake-nodes %d: want 0 or more", *count)
+	}
+	opened := o.Options
+	opened.FakeNodes = nil // the count the cluster has, to say how many are new
+	c, err := cluster.Open(opened)
 	if err != nil {
 		return err
 	}
 	j := &job{c: c, want: c.Config.Spec.FakeNodes}
-	if o.Count != nil {
-		j.want = j.want.WithTotal(*o.Count)
+	if count != nil {
+		j.want = j.want.WithTotal(*count)
 	}
-	if err := j.fits(); err != nil {
+	have := 0
+	if c.Exists() {
+		have = c.Config.Spec.FakeNodes.Total()
+	}
+	if err := j.fits(j.want.Total() - have); err != nil {
 		return err
 	}
 	return j.checkStages()
@@ -199,18 +209,13 @@ func (j *job) client() (*kubernetes.Clientset, error) {
 // preflight checks the count against the pod subnet and the memory, and
 // the user's stage files, then records the count.
 func (j *job) preflight(ctx context.Context) (phase.Outcome, error) {
-	if err := j.fits(); err != nil {
-		return phase.Done, err
-	}
 	total := j.want.Total()
 	have, err := j.existing(ctx)
 	if err != nil {
 		return phase.Done, err
 	}
-	if adding := total - len(have); adding > 0 {
-		if p := kwok.MemoryProblem(adding, node.MemAvailable()); p != nil {
-			return phase.Done, p
-		}
+	if err := j.fits(total - len(have)); err != nil {
+		return phase.Done, err
 	}
 	if err := j.checkStages(); err != nil {
 		return phase.Done, err
@@ -226,8 +231,11 @@ func (j *job) preflight(ctx context.Context) (phase.Outcome, error) {
 }
 
 // fits checks that every node, real and fake, has a /24 of the pod
-// subnet.
-func (j *job) fits() error {
+// subnet, and that the machine has the memory for adding more.
+func (j *job) fits(adding int) error {
+	if err := kwok.MemoryProblem(adding, node.MemAvailable()); err != nil {
+		return err
+	}
 	total, real := j.want.Total(), max(len(j.c.Config.Network.Nodes), 1)
 	mask := config.NodeCIDRMaskSize
 	if fit := kwok.PodSubnetNodes(j.c.Config.PodCIDR, mask); total > 0 && total+real > fit {
@@ -244,23 +252,30 @@ func equalSpec(a, b layout.FakeNodes) bool {
 
 // build builds kwok, installs it on node 0 and writes its stages.
 func (j *job) build(ctx context.Context) (phase.Outcome, error) {
-	bj, err := build.Run(ctx, build.Options{TreeDir: j.c.TreeDir, Components: []string{build.Kwok}, Reporter: progress.Under(j.c.Reporter, "build")}, phase.Options{})
-	if err != nil {
-		return phase.Done, err
-	}
-	built := bj.Binaries[0].Path
 	files := j.c.FirstNode().Files
 	j.binary = filepath.Join(files.Dir, "bin", "kwok")
-	data, err := os.ReadFile(built)
-	if err != nil {
+	version := build.KwokVersion
+	binChanged := false
+	// kwok needs nothing of the tree's but a place to build: outside
+	// any tree, the kwok node 0 has is kept.
+	bj, err := build.Run(ctx, build.Options{TreeDir: j.c.TreeDir, Components: []string{build.Kwok}, Reporter: progress.Under(j.c.Reporter, "build")}, phase.Options{})
+	switch _, installed := os.Stat(j.binary); {
+	case errors.Is(err, source.ErrNoTree) && installed == nil:
+		version = "installed (no tree to build it in here)"
+	case err != nil:
 		return phase.Done, err
-	}
-	if err := os.MkdirAll(filepath.Dir(j.binary), 0o755); err != nil {
-		return phase.Done, err
-	}
-	binChanged, err := atomicfile.WriteIfChanged(j.binary, data, 0o755, "")
-	if err != nil {
-		return phase.Done, err
+	default:
+		version = bj.Binaries[0].Version
+		data, err := os.ReadFile(bj.Binaries[0].Path)
+		if err != nil {
+			return phase.Done, err
+		}
+		if err := os.MkdirAll(filepath.Dir(j.binary), 0o755); err != nil {
+			return phase.Done, err
+		}
+		if binChanged, err = atomicfile.WriteIfChanged(j.binary, data, 0o755, ""); err != nil {
+			return phase.Done, err
+		}
 	}
 	moduleDir := ""
 	if len(j.want.Stages) == 0 {
@@ -282,7 +297,7 @@ func (j *job) build(ctx context.Context) (phase.Outcome, error) {
 	if len(j.want.Stages) > 0 {
 		from = strings.Join(j.want.Stages, ", ")
 	}
-	return phase.ChangedIf(binChanged || stagesChanged, "kwok %s, %d stages (%s)", bj.Binaries[0].Version, n, from), nil
+	return phase.ChangedIf(binChanged || stagesChanged, "kwok %s, %d stages (%s)", version, n, from), nil
 }
 
 // credential writes kwok's kubeconfig and applies its rights.

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster"
-	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/internal/joinnode"
+	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"

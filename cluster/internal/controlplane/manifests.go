@@ -282,15 +282,42 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 // (kubeadmconfig), so that both start alike.
 func Tuning(cfg layout.Config) map[string]map[string]string {
 	leaderElect := strconv.FormatBool(cfg.HA())
-	return map[string]map[string]string{
+	f := scaleFactor(cfg)
+	t := map[string]map[string]string{
 		config.ControllerManager: {
 			"leader-elect":   leaderElect,
-			"kube-api-qps":   strconv.Itoa(controllerManagerQPS),
-			"kube-api-burst": strconv.Itoa(controllerManagerBurst),
+			"kube-api-qps":   strconv.Itoa(controllerManagerQPS * f),
+			"kube-api-burst": strconv.Itoa(controllerManagerBurst * f),
 		},
 		config.Scheduler: {"leader-elect": leaderElect},
 	}
+	if f > 1 {
+		// The scheduler binds each pod with a request: at its default
+		// 50 a second, 10,000 pods would wait 200 s for it alone.
+		t[config.Scheduler]["kube-api-qps"] = strconv.Itoa(schedulerQPS * f)
+		t[config.Scheduler]["kube-api-burst"] = strconv.Itoa(schedulerBurst * f)
+	}
+	return t
 }
+
+// scaleStep: the controller-manager's and scheduler's client rate
+// limits grow by their base for every scaleStep nodes, real and fake
+// (kwok's), so a cluster of a thousand nodes is not throttled by its
+// own controllers; below it they are the base. They follow the count
+// when the manifests are next written (`devk up`).
+const scaleStep = 250
+
+// scaleFactor is 1 up to scaleStep nodes, then one more per scaleStep.
+func scaleFactor(cfg layout.Config) int {
+	n := len(cfg.Network.Nodes) + cfg.Spec.FakeNodes.Total()
+	return max(1, (n+scaleStep-1)/scaleStep)
+}
+
+// The scheduler's client rate limit's base, its own defaults.
+const (
+	schedulerQPS   = 50
+	schedulerBurst = 100
+)
 
 // The controller-manager's client rate limit. With
 // use-service-account-credentials each of its ~40 controllers gets its own

@@ -132,16 +132,16 @@ with kwok. Each fake node takes a /24 of the pod subnet (the default
 				o.CertValidity = &certValidity
 			}
 			popts := g.PhaseOptions(&flags)
-			fake := fakenodes.Options{Options: o}
 			if cmd.Flags().Changed("fake-nodes") {
-				fake.Count = &fakeNodes
+				o.FakeNodes = &fakeNodes
 			}
+			fake := fakenodes.Options{Options: o}
 			if err := fakenodes.Precheck(fake); err != nil {
 				return err
 			}
 			t0 := time.Now()
 			c, res, err := cluster.Up(cmd.Context(), o, popts)
-			if err == nil && !flags.DryRun && flags.Only == "" && (fake.Count != nil || c.Config.Spec.FakeNodes.Total() > 0) {
+			if err == nil && !flags.DryRun && flags.Only == "" && (o.FakeNodes != nil || c.Config.Spec.FakeNodes.Total() > 0) {
 				var fres phase.Result
 				fres, err = fakenodes.Ensure(cmd.Context(), c, fake, phase.Options{Reporter: o.Reporter})
 				res.Timings = append(res.Timings, fres.Timings...)
