@@ -30,7 +30,6 @@ import (
 	"github.com/devk/devk/debug"
 	"github.com/devk/devk/internal/delve"
 	"github.com/devk/devk/internal/progress"
-	"github.com/devk/devk/internal/testtree"
 	"github.com/devk/devk/internal/testutil"
 	"github.com/devk/devk/registry"
 )
