@@ -187,9 +187,9 @@ func Ensure(ctx context.Context, c *cluster.Cluster, o Options, popts phase.Opti
 		return phase.Result{}, err
 	}
 	defer unlock()
-	popts.Reporter, popts.Job = c.Reporter, "fake-nodes"
+	popts.Job = "fake-nodes"
 	if popts.Reporter == nil {
-		popts.Reporter = progress.Discard()
+		popts.Reporter = c.Reporter
 	}
 	return phase.Run(ctx, Phases(), j, popts)
 }

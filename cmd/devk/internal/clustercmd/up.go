@@ -143,8 +143,11 @@ with kwok. Each fake node takes a /24 of the pod subnet (the default
 			c, res, err := cluster.Up(cmd.Context(), o, popts)
 			if err == nil && !flags.DryRun && flags.Only == "" && (o.FakeNodes != nil || c.Config.Spec.FakeNodes.Total() > 0) {
 				var fres phase.Result
-				fres, err = fakenodes.Ensure(cmd.Context(), c, fake, phase.Options{Reporter: o.Reporter})
-				res.Timings = append(res.Timings, fres.Timings...)
+				fres, err = fakenodes.Ensure(cmd.Context(), c, fake, phase.Options{Reporter: progress.Under(o.Reporter, "fake-nodes")})
+				for _, t := range fres.Timings {
+					t.Path = "fake-nodes/" + t.Path
+					res.Timings = append(res.Timings, t)
+				}
 			}
 			if err != nil {
 				var failed *phase.Failed
@@ -212,7 +215,7 @@ type upResult struct {
 
 func printUp(g *cli.Options, c *cluster.Cluster, res phase.Result, took time.Duration, only string) error {
 	r := upResult{Name: c.Config.Name, Dir: c.Files.Dir, Context: cluster.ContextName(c.Config.Name), Kubeconfig: c.FirstNode().Files.Kubeconfig("admin"),
-		Node: c.Config.FirstNode().Name, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: c.Config.LastRun, FakeNodes: c.Config.Spec.FakeNodes.Total()}
+		Node: c.Config.FirstNode().Name, Version: c.Config.KubeVersion, Images: c.Config.Images, Seconds: took.Seconds(), Changed: res.Changed(), Phases: cluster.PhaseTimings(res), FakeNodes: c.Config.Spec.FakeNodes.Total()}
 	kubectl := "kubectl"
 	if _, err := os.Stat(c.KubectlPath()); err == nil {
 		r.Kubectl, kubectl = c.KubectlPath(), c.KubectlPath()
