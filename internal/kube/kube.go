@@ -42,6 +42,12 @@ const (
 // Option changes how a Client talks to the server.
 type Option func(*rest.Config)
 
+// WithRate lets the client send qps requests a second (burst at once)
+// instead of QPS and Burst: a job that makes objects by the thousand.
+func WithRate(qps float32, burst int) Option {
+	return func(c *rest.Config) { c.QPS, c.Burst = qps, burst }
+}
+
 // WithTimeout bounds each request by d instead of RequestTimeout.
 func WithTimeout(d time.Duration) Option {
 	return func(c *rest.Config) { c.Timeout = d }
