@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/devk/devk/cluster/fakenodes"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -203,6 +205,39 @@ func TestFakeNodes(t *testing.T) {
 		if n := fakeLeases(t, ctx, cs); n != 150 {
 			t.Errorf("%d fake nodes' leases, want 150", n)
 		}
+	})
+
+	// Killed before any of its phases, the job is finished by the next
+	// `devk up` (the count was recorded by preflight, or nothing was
+	// done); held, it keeps the node's lock from a swap.
+	step(t, "killed anywhere, finished by the next up", func(t *testing.T) {
+		want := 150
+		for _, p := range runnablePaths(fakenodes.Phases()) {
+			if p == "stop" {
+				continue // runs only when no fake node is left
+			}
+			atPoint(t, tree, env, "fake-nodes/"+p, "kill", "node", "add", "--name", fakeCluster, "--fake", "2")
+			if p != "preflight" {
+				want += 2
+			}
+		}
+		holdAndRefuse(t, tree, env, "fake-nodes/nodes", []string{"node", "add", "--name", fakeCluster, "--fake", "1"}, false, []string{"swap", "scheduler", "--name", fakeCluster})
+		want++
+		devk(t, "up")
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: layout.FakeNodeKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := 0
+		for i := range nodes.Items {
+			if nodeReady(&nodes.Items[i]) {
+				ready++
+			}
+		}
+		if len(nodes.Items) != want || ready != want {
+			t.Fatalf("%d fake nodes, %d Ready after the kills and up: want %d", len(nodes.Items), ready, want)
+		}
+		devk(t, "node", "remove", "--fake", strconv.Itoa(want-150))
 	})
 
 	step(t, "export logs has kwok's", func(t *testing.T) {
