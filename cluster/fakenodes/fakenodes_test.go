@@ -38,7 +38,7 @@ func TestPrecheck(t *testing.T) {
 			"256 fake and 1 real nodes do not fit the cluster's pod subnet 10.244.0.0/16: it has room for 256 nodes (a /24 each, the controller-manager's --node-cidr-mask-size); ask for at most 255 fake nodes, or make a cluster whose config file sets networking.podSubnet to a /15 or wider (512 nodes)"},
 		{"negative", Options{Options: cluster.Options{Home: home, Name: "pc", FakeNodes: n(-1)}}, "--fake-nodes -1: want 0 or more"},
 		{"a wider subnet", Options{Options: cluster.Options{Home: home, Name: "pc", FakeNodes: n(1000), UserConfigFile: config("wide", "networking:\n  podSubnet: 10.244.0.0/14\n")}}, ""},
-		{"own stages", Options{Options: cluster.Options{Home: home, Name: "pc", UserConfigFile: config("own", "fakeNodes:\n  count: 3\n  stages: [" + stage + "]\n")}}, ""},
+		{"own stages", Options{Options: cluster.Options{Home: home, Name: "pc", UserConfigFile: config("own", "fakeNodes:\n  count: 3\n  stages: ["+stage+"]\n")}}, ""},
 		{"a missing stage file", Options{Options: cluster.Options{Home: home, Name: "pc", UserConfigFile: config("missing", "fakeNodes:\n  count: 3\n  stages: [nope.yaml]\n")}},
 			"fakeNodes.stages: stage file: open " + filepath.Join(dir, "nope.yaml")},
 	} {
