@@ -137,6 +137,9 @@ func run(kubeconfig, scheduler, name string, pods int, del, rssOnly bool) error 
 	attempt := histogram(after, "scheduler_scheduling_attempt_duration_seconds").minus(histogram(before, "scheduler_scheduling_attempt_duration_seconds"))
 	res.SLIP50, res.SLIP99 = sli.quantile(0.5), sli.quantile(0.99)
 	res.AttemptP50, res.AttemptP99 = attempt.quantile(0.5), attempt.quantile(0.99)
+	if math.IsNaN(res.SLIP50) || math.IsNaN(res.AttemptP50) {
+		return fmt.Errorf("the scheduler's histograms at %s had no samples over the run", scheduler)
+	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -239,12 +242,15 @@ func histogram(text, name string) hist {
 		if !strings.HasPrefix(line, name+"_bucket{") {
 			continue
 		}
-		i := strings.Index(line, `le="`)
+		i := strings.Index(line, `,le="`) // not profile="…"
+		if i < 0 {
+			i = strings.Index(line, `{le="`)
+		}
 		j := strings.LastIndex(line, "} ")
 		if i < 0 || j < 0 {
 			continue
 		}
-		le, _, _ := strings.Cut(line[i+4:], `"`)
+		le, _, _ := strings.Cut(line[i+5:], `"`)
 		bound, err := strconv.ParseFloat(le, 64)
 		if le == "+Inf" {
 			bound, err = math.Inf(1), nil
