@@ -44,6 +44,7 @@ func TestFakeNodes(t *testing.T) {
 	}
 	tree := Tree(t)
 	home, _, env := ownHome(t)
+	// devk runs a command on the test's cluster (--name added).
 	devk := func(t *testing.T, args ...string) Result {
 		t.Helper()
 		return MustDevkEnv(t, tree, env, append(args, "--name", fakeCluster)...)
@@ -159,7 +160,7 @@ func TestFakeNodes(t *testing.T) {
 			return nil
 		})
 		appendTo(top, filepath.Join(tree, "cmd", "kube-scheduler", "scheduler.go"), "\n// devkE2EFake proves the swapped scheduler is this build.\nfunc devkE2EFake() string { return \"fake\" }\n")
-		devk(t, "build", "scheduler", "--push")
+		MustDevkEnv(t, tree, env, "build", "scheduler", "--push")
 		rep := swapJSON(t, func(t *testing.T, args ...string) Result { return devk(t, args...) }, "scheduler", 1, 0)
 		for _, c := range rep.StaticPods[0].Checks {
 			if !c.OK {
