@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/kubeconfig"
 	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/internal/node"
@@ -119,7 +121,21 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*cluster.Cluster,
 	if !c.Exists() {
 		return c, phase.Result{}, c.NoCluster()
 	}
+	before := controlplane.Tuning(c.Config)
 	res, err := Ensure(ctx, c, o, popts)
+	if err != nil || popts.DryRun || reflect.DeepEqual(before, controlplane.Tuning(c.Config)) {
+		return c, res, err
+	}
+	// The count crossed a step of the control plane's rate limits: up's
+	// control-plane phases write them (the controller-manager and the
+	// scheduler restart), as `devk up` would.
+	up := o.Options
+	up.Reporter = progress.Under(c.Reporter, "up")
+	c, ures, err := cluster.Up(ctx, up, phase.Options{})
+	for _, t := range ures.Timings {
+		t.Path = "up/" + t.Path
+		res.Timings = append(res.Timings, t)
+	}
 	return c, res, err
 }
 

@@ -304,7 +304,8 @@ func Tuning(cfg layout.Config) map[string]map[string]string {
 // limits grow by their base for every scaleStep nodes, real and fake
 // (kwok's), so a cluster of a thousand nodes is not throttled by its
 // own controllers; below it they are the base. They follow the count
-// when the manifests are next written (`devk up`).
+// when the manifests are written: `devk up`, and a `node add|remove
+// --fake` that crosses a step (cluster/fakenodes runs up after it).
 const scaleStep = 250
 
 // scaleFactor is 1 up to scaleStep nodes, then one more per scaleStep.
