@@ -316,12 +316,12 @@ fakeNodes:
 		// More than the memory holds, in a pod subnet with room: refused
 		// with the figure before a new cluster is made.
 		avail := memAvailable(t)
-		count := int(avail>>20)/2 + 1000 // at 2 MiB a node, more than there is
-		if count > 16000 {
-			t.Logf("%d MiB available: the memory refusal needs more than 16,000 nodes' room; skipped", avail>>20)
+		count := int(avail>>20) + 1000 // at about 1 MiB a node, more than there is
+		if count > 65000 {
+			t.Logf("%d MiB available: the memory refusal needs more than a /8's 65,536 nodes; skipped", avail>>20)
 		} else {
 			cfg := filepath.Join(dir, "big.yaml")
-			writeFile(t, cfg, fmt.Sprintf("apiVersion: devk.dev/v1alpha1\nkind: Cluster\nnetworking:\n  podSubnet: 100.64.0.0/10\nfakeNodes:\n  count: %d\n", count))
+			writeFile(t, cfg, fmt.Sprintf("apiVersion: devk.dev/v1alpha1\nkind: Cluster\nnetworking:\n  podSubnet: 10.0.0.0/8\n  serviceSubnet: 172.30.0.0/16\n  nodeSubnet: 172.31.250.0/24\nfakeNodes:\n  count: %d\n", count))
 			r := Devk(t, tree, env, "up", "--name", "fkm", "--config", cfg)
 			if r.Err == nil || !strings.Contains(r.Stderr, fmt.Sprintf("%d more fake nodes need about", count)) || !strings.Contains(r.Stderr, "MiB are available") {
 				t.Errorf("%d fake nodes: %v\n%s", count, r.Err, r.Stderr)

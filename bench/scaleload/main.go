@@ -135,7 +135,9 @@ func run(kubeconfig, scheduler, name string, pods int, del, rssOnly bool) error 
 	}
 	sli := histogram(after, "scheduler_pod_scheduling_sli_duration_seconds").minus(histogram(before, "scheduler_pod_scheduling_sli_duration_seconds"))
 	attempt := histogram(after, "scheduler_scheduling_attempt_duration_seconds").minus(histogram(before, "scheduler_scheduling_attempt_duration_seconds"))
-	res.SLIP50, res.SLIP99 = sli.quantile(0.5), sli.quantile(0.99)
+	// Interpolated within a bucket (the SLI's double up to 655 s), a
+	// quantile may exceed the run: no pod of it waited longer than it.
+	res.SLIP50, res.SLIP99 = min(sli.quantile(0.5), res.RunningSeconds), min(sli.quantile(0.99), res.RunningSeconds)
 	res.AttemptP50, res.AttemptP99 = attempt.quantile(0.5), attempt.quantile(0.99)
 	if math.IsNaN(res.SLIP50) || math.IsNaN(res.AttemptP50) {
 		return fmt.Errorf("the scheduler's histograms at %s had no samples over the run", scheduler)

@@ -377,20 +377,26 @@ func DeleteRBAC(ctx context.Context, cs kubernetes.Interface) (bool, error) {
 	return found, nil
 }
 
-// Memory a fake node costs the machine, measured on a v1.34.4 cluster
-// (RSS growth from none to 1,000 fake nodes): the API server, etcd and
-// kwok together.
-const nodeMemory = 2 << 20
+// What a fake node costs the machine, measured by bench/scale on a
+// v1.34.4 cluster (1,000 fake nodes, then 10,000 pods on them): the API
+// server's, etcd's and kwok's resident memory together grew by 317 KiB
+// a node and 72.7 KiB a pod. Each node is budgeted its podsPerNode.
+const (
+	nodeMemory  = 320 << 10
+	podMemory   = 73 << 10
+	podsPerNode = 10
+)
 
 // MemoryProblem says whether the machine lacks the memory for n more
 // fake nodes (nil when it has it, or cannot tell).
 func MemoryProblem(n int, available uint64) error {
-	need := uint64(n) * nodeMemory
+	each := uint64(nodeMemory + podsPerNode*podMemory)
+	need := uint64(n) * each
 	if n <= 0 || available == 0 || available >= need {
 		return nil
 	}
-	return fmt.Errorf("%d more fake nodes need about %d MiB (%d KiB each: the API server's, etcd's and kwok's growth), and %d MiB are available: ask for at most %d, or free memory",
-		n, need>>20, nodeMemory>>10, available>>20, available/nodeMemory)
+	return fmt.Errorf("%d more fake nodes need about %d MiB (%d KiB each with %d pods: the API server's, etcd's and kwok's growth, as bench/scale measures it), and %d MiB are available: ask for at most %d, or free memory",
+		n, need>>20, each>>10, podsPerNode, available>>20, available/each)
 }
 
 // NotOnFakeNodes is the node affinity that keeps a pod off fake nodes.
