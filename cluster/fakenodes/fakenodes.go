@@ -245,7 +245,7 @@ func (j *job) preflight(ctx context.Context) (phase.Outcome, error) {
 	if err := j.checkStages(); err != nil {
 		return phase.Done, err
 	}
-	if j.c.Config.Spec.FakeNodes.Total() == total && equalSpec(j.c.Config.Spec.FakeNodes, j.want) {
+	if reflect.DeepEqual(j.c.Config.Spec.FakeNodes, j.want) {
 		return phase.Unchanged("%d fake nodes, %d there", total, len(have)), nil
 	}
 	j.c.Config.Spec.FakeNodes = j.want
@@ -269,10 +269,6 @@ func (j *job) fits(adding int) error {
 			total, real, j.c.Config.PodCIDR, fit, mask, max(fit-real, 0), wider, 1<<(mask-wider))
 	}
 	return nil
-}
-
-func equalSpec(a, b layout.FakeNodes) bool {
-	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 
 // build builds kwok, installs it on node 0 and writes its stages.
