@@ -275,7 +275,7 @@ func (j *job) fits(adding int) error {
 func (j *job) build(ctx context.Context) (phase.Outcome, error) {
 	files := j.c.FirstNode().Files
 	j.binary = filepath.Join(files.Dir, "bin", "kwok")
-	version := build.KwokVersion
+	var version string
 	binChanged := false
 	// kwok needs nothing of the tree's but a place to build: outside
 	// any tree, the kwok node 0 has is kept.
