@@ -32,18 +32,18 @@ const fakeCluster = "fk"
 // fakeWait bounds each wait of TestFakeNodes: 1,000 pods on two cores.
 const fakeWait = 5 * time.Minute
 
-// TestFakeNodes gives a one-node cluster of its own 200 of kwok's fake
+// TestFakeNodes gives a one-node cluster of its own (in the shared
+// cluster's home, whose registry it shares) 200 of kwok's fake
 // nodes (kwok built from its module by the build test, in the shared
 // tree), runs 1,000 pods on them, swaps the scheduler under them, takes
 // 50 away, then every one, gives it a topology from a config file and
 // checks a spread Deployment against it, refuses bad input, and checks
 // that down leaves no kwok behind.
 func TestFakeNodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs containerd, a kubelet and kwok (run `make e2e` as root)")
-	}
-	tree := Tree(t)
-	home, _, env := ownHome(t)
+	// The shared cluster's home (its registry, its images), a cluster of
+	// the test's own name.
+	sc := Cluster(t)
+	tree, home, env := sc.Tree, sc.Home, sc.Env
 	// devk runs a command on the test's cluster (--name added).
 	devk := func(t *testing.T, args ...string) Result {
 		t.Helper()
