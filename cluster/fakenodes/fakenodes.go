@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -32,7 +33,9 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/controlplane"
+	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kubeconfig"
 	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/internal/node"
@@ -352,7 +355,7 @@ func (j *job) keepKubeProxyOff(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, addons.KubeProxy, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return phase.Unchanged("no kube-proxy"), nil
 	}
@@ -362,7 +365,7 @@ func (j *job) keepKubeProxyOff(ctx context.Context) (phase.Outcome, error) {
 	if kwok.KeepsOffFakeNodes(ds.Spec.Template.Spec.Affinity) {
 		return phase.Unchanged("kube-proxy keeps off them"), nil
 	}
-	ac := appsv1ac.DaemonSet("kube-proxy", metav1.NamespaceSystem).WithSpec(appsv1ac.DaemonSetSpec().
+	ac := appsv1ac.DaemonSet(addons.KubeProxy, metav1.NamespaceSystem).WithSpec(appsv1ac.DaemonSetSpec().
 		WithTemplate(corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().WithAffinity(kwok.NotOnFakeNodes()))))
 	if _, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 		return phase.Done, fmt.Errorf("kube-proxy's node affinity: %w", err)
@@ -445,7 +448,7 @@ func (j *job) nodes(ctx context.Context) (phase.Outcome, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(writers)
-	made, deleted := make(chan struct{}, len(want)), make(chan struct{}, len(extra))
+	var made, deleted atomic.Int32
 	for _, n := range want {
 		if there[n.Name] {
 			continue
@@ -459,7 +462,7 @@ func (j *job) nodes(ctx context.Context) (phase.Outcome, error) {
 			if err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("create fake node %s: %w", n.Name, err)
 			}
-			made <- struct{}{}
+			made.Add(1)
 			return nil
 		})
 	}
@@ -468,12 +471,12 @@ func (j *job) nodes(ctx context.Context) (phase.Outcome, error) {
 			if err := deleteNode(gctx, cs, name); err != nil {
 				return err
 			}
-			deleted <- struct{}{}
+			deleted.Add(1)
 			return nil
 		})
 	}
 	err = g.Wait()
-	j.made, j.deleted = len(made), len(deleted)
+	j.made, j.deleted = int(made.Load()), int(deleted.Load())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -504,7 +507,7 @@ func (j *job) wait(ctx context.Context) (phase.Outcome, error) {
 		}
 		ready = 0
 		for i := range have {
-			if nodeReady(&have[i]) {
+			if joinnode.NotReady(&have[i], time.Time{}) == "" {
 				ready++
 			}
 		}
@@ -518,15 +521,6 @@ func (j *job) wait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	return phase.ChangedIf(j.made > 0, "%d Ready (%s)", total, progress.Round(time.Since(t0))), nil
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // stop stops kwok and removes its rights and kubeconfig.

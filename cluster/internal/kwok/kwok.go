@@ -297,9 +297,6 @@ func Node(n layout.FakeNode) (*corev1.Node, error) {
 // Selector selects the fake nodes.
 const Selector = layout.FakeNodeKey + "=" + layout.FakeNodeValue
 
-// IsFake says whether a Node is one of devk's fake nodes.
-func IsFake(n *corev1.Node) bool { return n.Labels[layout.FakeNodeKey] == layout.FakeNodeValue }
-
 // ApplyRBAC gives kwok's user what kwok's own ClusterRole gives it
 // (nodes read, nodes' and pods' status written, pods deleted, leases,
 // events) and kwok's own FlowSchema (exempt: a thousand nodes' leases

@@ -143,7 +143,7 @@ func TestNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !IsFake(n) || n.Annotations[layout.FakeNodeKey] != layout.FakeNodeValue || n.Labels[corev1.LabelTopologyZone] != "z2" || n.Labels["pool"] != "b" || n.Labels[corev1.LabelHostname] != "dev-fake-4" {
+	if n.Labels[layout.FakeNodeKey] != layout.FakeNodeValue || n.Annotations[layout.FakeNodeKey] != layout.FakeNodeValue || n.Labels[corev1.LabelTopologyZone] != "z2" || n.Labels["pool"] != "b" || n.Labels[corev1.LabelHostname] != "dev-fake-4" {
 		t.Errorf("labels %v, annotations %v", n.Labels, n.Annotations)
 	}
 	if len(n.Spec.Taints) != 2 || n.Spec.Taints[0].Key != layout.FakeNodeKey || n.Spec.Taints[1].Key != "gpu" {
