@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,6 +91,35 @@ func TestFakeNodes(t *testing.T) {
 		}
 		if len(nodes.Items) != 201 || ready != 201 || fake != 200 {
 			t.Fatalf("%d nodes, %d Ready, %d fake: want 201, 201, 200", len(nodes.Items), ready, fake)
+		}
+	})
+
+	step(t, "leases and the grace period for the count", func(t *testing.T) {
+		// 200 fake nodes: kwok's shortest lease (120 s, renewed every
+		// 30 s) and the controller-manager's grace period half of it.
+		leases, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, l := range leases.Items {
+			if strings.HasPrefix(l.Name, fakeCluster+"-fake-") {
+				checked++
+				if d := l.Spec.LeaseDurationSeconds; d == nil || *d != 120 {
+					t.Errorf("lease %s: %v s, want 120", l.Name, d)
+				}
+			}
+		}
+		cm, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, "kube-controller-manager-"+fakeCluster+"-control-plane", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if args := cm.Spec.Containers[0].Command; !slices.Contains(args, "--node-monitor-grace-period=1m0s") {
+			t.Errorf("controller-manager's command has no --node-monitor-grace-period=1m0s: %q", args)
+		}
+		t.Logf("%d fake nodes' leases of 120 s, the controller-manager's grace period 1m0s", checked)
+		if checked != 200 {
+			t.Errorf("%d fake leases, want 200", checked)
 		}
 	})
 

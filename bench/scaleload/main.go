@@ -8,8 +8,9 @@
 // window; its p50 and p99 scheduling latency from its histograms
 // (scheduler_pod_scheduling_sli_duration_seconds, pod creation to bound,
 // and scheduler_scheduling_attempt_duration_seconds, one attempt),
-// each the change over the run; and the resident memory of the API
-// server, etcd and kwok of this machine. -delete removes the Deployment
+// each the change over the run; the resident memory of the control
+// plane's processes, kwok's and the node's of this machine, and the CPU
+// time each spent over the run beside all cores' busy time. -delete removes the Deployment
 // and waits until its pods are gone.
 //
 //	scaleload -kubeconfig $DEVK_HOME/clusters/devk/admin.conf \
@@ -69,7 +70,17 @@ type Result struct {
 	AttemptP99 float64 `json:"attemptP99"`
 	// RSS in MiB of the processes whose command is each name.
 	RSS map[string]float64 `json:"rssMiB"`
+	// CPUSeconds each process (by name) spent over the run, user and
+	// system; "machine" is every core's busy time together, so each
+	// process's share of what the machine did is its figure over that.
+	CPUSeconds map[string]float64 `json:"cpuSeconds,omitempty"`
 }
+
+// measured are the processes whose memory and CPU are reported.
+var measured = []string{"kube-apiserver", "etcd", "kwok", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd"}
+
+// machineCPU names the busy time of all cores in CPUSeconds.
+const machineCPU = "machine"
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "the cluster's admin kubeconfig")
@@ -107,6 +118,7 @@ func run(kubeconfig, scheduler, name string, pods int, del, rssOnly bool) error 
 	if err != nil {
 		return err
 	}
+	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	if err := create(ctx, cs, name, int32(pods)); err != nil {
 		return err
@@ -118,7 +130,10 @@ func run(kubeconfig, scheduler, name string, pods int, del, rssOnly bool) error 
 	if err != nil {
 		return fmt.Errorf("%d pods not all Running within %s: %w", pods, timeout, err)
 	}
-	res := Result{Pods: pods, RunningSeconds: time.Since(t0).Seconds(), RSS: memory()}
+	res := Result{Pods: pods, RunningSeconds: time.Since(t0).Seconds(), RSS: memory(), CPUSeconds: cpuSeconds()}
+	for k := range res.CPUSeconds {
+		res.CPUSeconds[k] -= cpu0[k]
+	}
 	after, err := metrics()
 	if err != nil {
 		return err
@@ -300,10 +315,73 @@ func (h hist) quantile(q float64) float64 {
 	return lo
 }
 
-// memory is the resident memory of this machine's API servers, etcds
-// and kwoks, by name, in MiB.
+// memory is the resident memory of this machine's measured processes,
+// by name, in MiB.
 func memory() map[string]float64 {
 	out := map[string]float64{}
+	for _, p := range processes() {
+		f, err := os.Open(filepath.Join(p.dir, "status"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+				out[p.name] += kb / 1024
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// clockTicks is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// cpuSeconds is the CPU time (user and system) of this machine's
+// measured processes, by name, and of all its cores (machineCPU).
+func cpuSeconds() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range processes() {
+		data, err := os.ReadFile(filepath.Join(p.dir, "stat"))
+		if err != nil {
+			continue
+		}
+		// The command, in parentheses, may hold spaces: the fields
+		// after its closing parenthesis begin at the state (3rd);
+		// utime and stime are the 14th and 15th.
+		_, rest, ok := strings.Cut(string(data), ") ")
+		fields := strings.Fields(rest)
+		if !ok || len(fields) < 13 {
+			continue
+		}
+		for _, f := range fields[11:13] {
+			t, _ := strconv.ParseFloat(f, 64)
+			out[p.name] += t / clockTicks
+		}
+	}
+	if data, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(data), "\n")
+		// cpu user nice system idle iowait irq softirq steal ...
+		for i, f := range strings.Fields(line)[1:] {
+			if i == 3 || i == 4 {
+				continue
+			}
+			t, _ := strconv.ParseFloat(f, 64)
+			out[machineCPU] += t / clockTicks
+		}
+	}
+	return out
+}
+
+// process is one running process of measured.
+type process struct{ name, dir string }
+
+// processes are the running processes whose command is one of measured,
+// with their /proc directories; figures of several of a name add up.
+func processes() []process {
+	var out []process
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		data, err := os.ReadFile(p)
@@ -312,21 +390,10 @@ func memory() map[string]float64 {
 		}
 		argv0, _, _ := strings.Cut(string(data), "\x00")
 		name := filepath.Base(argv0)
-		if name != "kube-apiserver" && name != "etcd" && name != "kwok" {
+		if !slices.Contains(measured, name) {
 			continue
 		}
-		f, err := os.Open(filepath.Join(filepath.Dir(p), "status"))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-				out[name] += kb / 1024
-			}
-		}
-		f.Close()
+		out = append(out, process{name, filepath.Dir(p)})
 	}
 	return out
 }

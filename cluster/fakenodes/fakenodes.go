@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -106,7 +107,7 @@ func Phases() []*phase.Phase[*job] {
 		phase.If(p("build", "build kwok from its module ("+build.KwokVersion+", incrementally), install it on node 0, kwok's stages (its own defaults from its module, or fakeNodes.stages)", (*job).build), running),
 		phase.If(p("credential", "kwok's kubeconfig (client certificate "+kwok.User+", 0600), its ClusterRole and binding, its FlowSchema", (*job).credential), running),
 		phase.If(p("kube-proxy", "keep kube-proxy's DaemonSet off the fake nodes (node affinity: no "+layout.FakeNodeKey+" label)", (*job).keepKubeProxyOff), running),
-		phase.If(p("kwok", "run kwok as a supervised process in node 0's network and mount namespaces, managing the nodes with its annotation (restarted when its binary or stages changed)", (*job).start), running),
+		phase.If(p("kwok", "run kwok as a supervised process in node 0's network and mount namespaces, managing the nodes with its annotation (restarted when its binary, stages or leases changed: a lease grows with the count)", (*job).start), running),
 		p("nodes", "create the missing fake Node objects and delete those beyond the count, with their leases", (*job).nodes),
 		phase.If(p("wait", "wait until kwok has every fake node Ready", (*job).wait), running),
 		phase.If(p("stop", "with no fake nodes left: stop kwok and remove its rights", (*job).stop), func(j *job) (bool, string) { return j.want.Total() == 0, "fake nodes remain" }),
@@ -115,7 +116,12 @@ func Phases() []*phase.Phase[*job] {
 
 // Run opens the cluster, takes its lock and runs the job; the count
 // it is asked for is recorded in cluster.json first, so a killed run's
-// next one (or `devk up`) finishes it.
+// next one (or `devk up`) finishes it. When the count changes what the
+// control plane is tuned for (controlplane.Tuning: client rate limits,
+// the node-monitor grace period that kwok's leases need), up's phases
+// write it as `devk up` would: before the job when the count grows, so
+// the grace period covers kwok's longer leases before kwok renews at
+// them, and after it when the count shrinks.
 func Run(ctx context.Context, o Options, popts phase.Options) (*cluster.Cluster, phase.Result, error) {
 	c, err := cluster.Open(o.Options)
 	if err != nil {
@@ -124,22 +130,48 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*cluster.Cluster,
 	if !c.Exists() {
 		return c, phase.Result{}, c.NoCluster()
 	}
-	before := controlplane.Tuning(c.Config)
-	res, err := Ensure(ctx, c, o, popts)
-	if err != nil || popts.DryRun || reflect.DeepEqual(before, controlplane.Tuning(c.Config)) {
+	want, err := o.wanted(c)
+	if err != nil {
+		return c, phase.Result{}, err
+	}
+	tuned := c.Config
+	tuned.Spec.FakeNodes = want
+	retune := !popts.DryRun && !reflect.DeepEqual(controlplane.Tuning(c.Config), controlplane.Tuning(tuned))
+	grows := want.Total() > c.Config.Spec.FakeNodes.Total()
+	// From here the count is the one asked for, whatever up records.
+	total := want.Total()
+	o.Count, o.Add, o.Remove, o.RemoveAll = &total, 0, 0, false
+	var res phase.Result
+	if retune && grows {
+		if c, err = up(ctx, o, &total, &res); err != nil {
+			return c, res, err
+		}
+	}
+	jres, err := Ensure(ctx, c, o, popts)
+	res.Timings = append(res.Timings, jres.Timings...)
+	if err != nil || !retune || grows {
 		return c, res, err
 	}
-	// The count crossed a step of the control plane's rate limits: up's
-	// control-plane phases write them (the controller-manager and the
-	// scheduler restart), as `devk up` would.
-	up := o.Options
-	up.Reporter = progress.Under(c.Reporter, "up")
-	c, ures, err := cluster.Up(ctx, up, phase.Options{})
+	c, err = up(ctx, o, nil, &res)
+	return c, res, err
+}
+
+// up runs up's phases on the cluster, with a count of fake nodes when
+// one is given, its timings under "up/" in res.
+func up(ctx context.Context, o Options, fake *int, res *phase.Result) (*cluster.Cluster, error) {
+	uo := o.Options
+	uo.FakeNodes = fake
+	c, err := cluster.Open(uo)
+	if err != nil {
+		return nil, err
+	}
+	uo.Reporter = progress.Under(c.Reporter, "up")
+	c, ures, err := cluster.Up(ctx, uo, phase.Options{})
 	for _, t := range ures.Timings {
 		t.Path = "up/" + t.Path
 		res.Timings = append(res.Timings, t)
 	}
-	return c, res, err
+	return c, err
 }
 
 // Precheck checks, before `devk up` changes anything, what the flag and
@@ -184,8 +216,9 @@ func (j *job) checkStages() error {
 	return nil
 }
 
-// Ensure runs the job on an open cluster (up's, after its own phases).
-func Ensure(ctx context.Context, c *cluster.Cluster, o Options, popts phase.Options) (phase.Result, error) {
+// wanted is the fake nodes the options ask of the cluster, from those
+// it has.
+func (o Options) wanted(c *cluster.Cluster) (layout.FakeNodes, error) {
 	want := c.Config.Spec.FakeNodes
 	switch {
 	case o.RemoveAll:
@@ -193,12 +226,21 @@ func Ensure(ctx context.Context, c *cluster.Cluster, o Options, popts phase.Opti
 	case o.Count != nil:
 		want = want.WithTotal(*o.Count)
 	case o.Remove > want.Total():
-		return phase.Result{}, fmt.Errorf("cluster %s has %d fake nodes: cannot remove %d (--all-fake removes every one)", c.Config.Name, want.Total(), o.Remove)
+		return want, fmt.Errorf("cluster %s has %d fake nodes: cannot remove %d (--all-fake removes every one)", c.Config.Name, want.Total(), o.Remove)
 	default:
 		want = want.WithTotal(want.Total() + o.Add - o.Remove)
 	}
 	if want.Total() < 0 {
-		return phase.Result{}, fmt.Errorf("--fake-nodes %d: want 0 or more", want.Total())
+		return want, fmt.Errorf("--fake-nodes %d: want 0 or more", want.Total())
+	}
+	return want, nil
+}
+
+// Ensure runs the job on an open cluster (up's, after its own phases).
+func Ensure(ctx context.Context, c *cluster.Cluster, o Options, popts phase.Options) (phase.Result, error) {
+	want, err := o.wanted(c)
+	if err != nil {
+		return phase.Result{}, err
 	}
 	j := &job{c: c, want: want}
 	if popts.DryRun {
@@ -373,10 +415,17 @@ func (j *job) keepKubeProxyOff(ctx context.Context) (phase.Outcome, error) {
 	return phase.Changed("node affinity added (kube-proxy's pods roll)"), nil
 }
 
-// start runs kwok on node 0, restarting it when what it reads changed.
+// start runs kwok on node 0, restarting it when what it reads or its
+// command line (the leases, which follow the count) changed.
 func (j *job) start(ctx context.Context) (phase.Outcome, error) {
 	n := j.c.FirstNode()
 	procs := n.Files.Procs()
+	want := kwok.Argv(j.binary, n.Files.Kubeconfig(kubeconfigName), j.config, j.want.Total())
+	if pid, ok := procs.Running(kwok.ProcessName); ok {
+		// nsenter execs kwok: the process's command line is kwok's.
+		running := supervise.Argv(pid)
+		j.restart = j.restart || !slices.Equal(running[max(0, len(running)-len(want)):], want)
+	}
 	stopped := false
 	if j.restart {
 		var err error
@@ -384,7 +433,7 @@ func (j *job) start(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 	}
-	argv := n.Enter(kwok.Argv(j.binary, n.Files.Kubeconfig(kubeconfigName), j.config)...)
+	argv := n.Enter(want...)
 	env := append(j.c.DaemonEnv(), kwok.Env(filepath.Join(n.Files.Dir, "kwok"))...)
 	pid, started, err := procs.Start(supervise.Process{Name: kwok.ProcessName, Argv: argv, Env: env})
 	if err != nil {
@@ -403,9 +452,9 @@ func (j *job) start(ctx context.Context) (phase.Outcome, error) {
 	}
 	switch {
 	case stopped:
-		return phase.Changed("kwok restarted (pid %d): its binary, credential or stages changed", pid), nil
+		return phase.Changed("kwok restarted (pid %d): its binary, credential, stages or leases (%d s) changed", pid, kwok.LeaseDurationSeconds(j.want.Total())), nil
 	case started:
-		return phase.Changed("kwok started (pid %d), log %s", pid, procs.LogFile(kwok.ProcessName)), nil
+		return phase.Changed("kwok started (pid %d), leases of %d s, log %s", pid, kwok.LeaseDurationSeconds(j.want.Total()), procs.LogFile(kwok.ProcessName)), nil
 	}
 	return phase.Unchanged("kwok running (pid %d)", pid), nil
 }

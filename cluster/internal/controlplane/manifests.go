@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/pki"
@@ -277,7 +278,9 @@ func controllerPod(in ManifestInput, ct controller) podSpec {
 // scheduler per control-plane node: with more than one they elect a
 // leader, as kubeadm's; alone, none (a fresh cluster's first try is
 // refused until RBAC is bootstrapped, and the next comes a retry period
-// later). And the controller-manager's client rate limit (below). A
+// later). And the controller-manager's client rate limit (below), and
+// with fake nodes its node-monitor-grace-period, covering kwok's leases
+// (kwok.NodeMonitorGracePeriod). A
 // cluster kubeadm bootstraps gets them as kubeadm's extraArgs
 // (kubeadmconfig), so that both start alike.
 func Tuning(cfg layout.Config) map[string]map[string]string {
@@ -290,6 +293,9 @@ func Tuning(cfg layout.Config) map[string]map[string]string {
 			"kube-api-burst": strconv.Itoa(controllerManagerBurst * f),
 		},
 		config.Scheduler: {"leader-elect": leaderElect},
+	}
+	if g := kwok.NodeMonitorGracePeriod(cfg.Spec.FakeNodes.Total()); g > 0 {
+		t[config.ControllerManager]["node-monitor-grace-period"] = g.String()
 	}
 	if f > 1 {
 		// The scheduler binds each pod with a request: at its default

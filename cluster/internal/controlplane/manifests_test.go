@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -133,4 +134,31 @@ func TestManifests(t *testing.T) {
 			t.Error("kube-proxy is not a static pod of the control plane")
 		}
 	})
+}
+
+// TestTuning: the controller-manager's and scheduler's client rate
+// limits grow by their base per scaleStep nodes, real and fake; with
+// fake nodes the controller-manager's grace period covers kwok's leases.
+func TestTuning(t *testing.T) {
+	for _, tc := range []struct {
+		fake            int
+		cmQPS, schedQPS string
+		grace           string
+	}{
+		{0, "200", "", ""},
+		{200, "200", "", "1m0s"},
+		{1000, "1000", "250", "4m10s"},
+	} {
+		cfg := layout.NewConfig("devk")
+		cfg.Network.Nodes = []layout.NodeNet{{}} // the real node
+		cfg.Spec.FakeNodes.Count = tc.fake
+		got := Tuning(cfg)
+		cm, sched := got[config.ControllerManager], got[config.Scheduler]
+		if cm["kube-api-qps"] != tc.cmQPS || sched["kube-api-qps"] != tc.schedQPS || cm["node-monitor-grace-period"] != tc.grace {
+			t.Errorf("%d fake nodes: controller-manager %v, scheduler %v; want qps %s and %s, grace %q", tc.fake, cm, sched, tc.cmQPS, tc.schedQPS, tc.grace)
+		}
+		if cm["leader-elect"] != "false" || sched["leader-elect"] != "false" {
+			t.Errorf("%d fake nodes: one control plane elects a leader: %v %v", tc.fake, cm, sched)
+		}
+	}
 }

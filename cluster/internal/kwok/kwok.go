@@ -51,14 +51,44 @@ const User = "devk:kwok"
 // RoleName names kwok's ClusterRole, its binding and its FlowSchema.
 const RoleName = "devk:kwok"
 
-// LeaseDurationSeconds is the lease kwok keeps for each node: with the
-// heartbeat stage's rare status updates, the lease is what keeps a fake
-// node Ready. kwok renews it every quarter of it: at the kubelet's 40 s
-// a thousand fake nodes wrote 100 leases a second, most of the API
-// server's writes while 10,000 pods were scheduled on two cores; at 120 s
-// they write 33, each renewal (every 30 s) well inside the
-// controller-manager's node-monitor-grace-period (50 s).
-const LeaseDurationSeconds = 120
+// Each fake node's lease is what keeps it Ready (the heartbeat stage
+// updates its status only every ten minutes); kwok renews a lease every
+// quarter of its duration. The lease grows with the count so that all
+// of kwok's renewals together stay near LeaseRenewalsPerSecond: at the
+// kubelet's 40 s a thousand fake nodes wrote 100 leases a second, most
+// of the API server's writes while pods were scheduled on two cores; at
+// 120 s 33; at 480 s, 8, and 4,000 pods were Running in 138 s instead of
+// 156 s (the API server's CPU 91 s instead of 112, etcd's 30 instead of
+// 39). The controller-manager's node-monitor-grace-period follows
+// (NodeMonitorGracePeriod), so that a late renewal is not a lost node.
+const (
+	// MinLeaseDurationSeconds is the shortest lease kwok is given.
+	MinLeaseDurationSeconds = 120
+	// LeaseRenewalsPerSecond is what all fake nodes' renewals aim at.
+	LeaseRenewalsPerSecond = 8
+	// leaseRenewalsPerLease: kwok renews at a quarter of the lease.
+	leaseRenewalsPerLease = 4
+	// DefaultNodeMonitorGracePeriod is the controller-manager's own.
+	DefaultNodeMonitorGracePeriod = 50 * time.Second
+)
+
+// LeaseDurationSeconds is the lease kwok keeps for each of n fake nodes.
+func LeaseDurationSeconds(n int) int {
+	renewEvery := (n + LeaseRenewalsPerSecond - 1) / LeaseRenewalsPerSecond
+	return max(MinLeaseDurationSeconds, leaseRenewalsPerLease*renewEvery)
+}
+
+// NodeMonitorGracePeriod is the controller-manager's
+// node-monitor-grace-period with n fake nodes: half their lease, so a
+// node is lost only when two renewals in a row are, and never less than
+// the controller-manager's default; zero (its default stands) with none.
+// A real node that stops is then seen as lost that much later too.
+func NodeMonitorGracePeriod(n int) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return max(DefaultNodeMonitorGracePeriod, time.Duration(LeaseDurationSeconds(n))*time.Second/2)
+}
 
 // StageAPIVersion and StageKind head every Stage document.
 const (
@@ -170,15 +200,16 @@ func Stages(files []string, moduleDir string) ([]byte, int, error) {
 	return b.Bytes(), n, nil
 }
 
-// Argv is kwok's command line: the nodes it manages are those with
-// kwok's annotation, leases as the kubelet's, no server of its own.
-func Argv(binary, kubeconfig, config string) []string {
+// Argv is kwok's command line for a count of fake nodes: the nodes it
+// manages are those with kwok's annotation, their leases
+// LeaseDurationSeconds, no server of its own.
+func Argv(binary, kubeconfig, config string, nodes int) []string {
 	return []string{binary,
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + config,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + layout.FakeNodeKey + "=" + layout.FakeNodeValue,
-		"--node-lease-duration-seconds=" + strconv.Itoa(LeaseDurationSeconds),
+		"--node-lease-duration-seconds=" + strconv.Itoa(LeaseDurationSeconds(nodes)),
 	}
 }
 

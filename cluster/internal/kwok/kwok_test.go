@@ -1,11 +1,13 @@
 package kwok
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -90,6 +92,36 @@ func TestStages(t *testing.T) {
 	}
 	if _, _, err := Stages([]string{write(t, "bad.yaml", "kind: Pod\n")}, module); err == nil {
 		t.Error("a bad stage file was taken")
+	}
+}
+
+// TestLease: kwok's renewals of all leases stay near
+// LeaseRenewalsPerSecond, never below the shortest lease; the
+// controller-manager's grace period is half a lease, not below its
+// default, and not set without fake nodes.
+func TestLease(t *testing.T) {
+	for _, tc := range []struct {
+		n     int
+		lease int
+		grace time.Duration
+	}{
+		{0, MinLeaseDurationSeconds, 0},
+		{1, MinLeaseDurationSeconds, 60 * time.Second},
+		{240, MinLeaseDurationSeconds, 60 * time.Second},
+		{250, 128, 64 * time.Second},
+		{1000, 500, 250 * time.Second},
+		{5000, 2500, 1250 * time.Second},
+	} {
+		lease, grace := LeaseDurationSeconds(tc.n), NodeMonitorGracePeriod(tc.n)
+		if argv := Argv("kwok", "kwok.conf", "kwok.yaml", tc.n); !slices.Contains(argv, fmt.Sprintf("--node-lease-duration-seconds=%d", lease)) {
+			t.Errorf("%d fake nodes: kwok's command line %q has not its lease", tc.n, argv)
+		}
+		if lease != tc.lease || grace != tc.grace {
+			t.Errorf("%d fake nodes: lease %d s, grace %s; want %d s, %s", tc.n, lease, grace, tc.lease, tc.grace)
+		}
+		if rate := float64(tc.n) / (float64(lease) / leaseRenewalsPerLease); rate > LeaseRenewalsPerSecond {
+			t.Errorf("%d fake nodes: %.1f renewals a second, over %d", tc.n, rate, LeaseRenewalsPerSecond)
+		}
 	}
 }
 
