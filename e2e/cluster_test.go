@@ -178,6 +178,42 @@ func TestClusterUpDown(t *testing.T) {
 		checkWorkloads(t, ctx, cs, dir, res.Node, res.Images["pause"])
 	})
 
+	// An image the registry lacks is "not found" in the pod's status: the
+	// node pulls through the bridge's forwarder alone (containerd's
+	// hosts.toml has it as the registry's server), never from its own
+	// loopback, where nothing listens ("connection refused").
+	step(t, "a missing image reads not found", func(t *testing.T) {
+		missing := strings.Split(res.Images["pause"], "@")[0] + ":devk-e2e-missing"
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-missing-image", Namespace: "default"},
+			Spec: corev1.PodSpec{
+				HostNetwork: true,
+				Tolerations: []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+				Containers:  []corev1.Container{{Name: "missing", Image: missing}},
+			},
+		}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer cs.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		eventually(t, ctx, "the pull of "+missing+" to fail", func() error {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if w := c.State.Waiting; w != nil && w.Message != "" {
+					if !strings.Contains(w.Message, "not found") || strings.Contains(w.Message, "connection refused") {
+						t.Fatalf("the pull failed as %s: %s; want not found", w.Reason, w.Message)
+					}
+					t.Logf("%s: %s", w.Reason, w.Message)
+					return nil
+				}
+			}
+			return fmt.Errorf("no pull error yet: %+v", p.Status.ContainerStatuses)
+		})
+	})
+
 	// The node's rules, sysctls and interfaces are the node's: the host's
 	// iptables and sysctls are as they were (its links gained only devk's
 	// bridge and veth, checked after down).

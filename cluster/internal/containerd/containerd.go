@@ -150,10 +150,16 @@ type hostEntry struct {
 // HostsTOML is containerd's hosts.toml for a plain-HTTP loopback
 // registry, pulled through mirror (host:port): the node cannot reach the
 // host's loopback, so it pulls from the registry's forwarder on the
-// cluster's bridge, by the same names and digests.
-func HostsTOML(hostPort, mirror string) ([]byte, error) {
-	return encodeTOML("# written by devk\n", hostsFile{Server: "http://" + hostPort,
-		Host: map[string]hostEntry{"http://" + mirror: {Capabilities: []string{"pull", "resolve"}}}})
+// cluster's bridge, by the same names and digests. The forwarder is both
+// the host tried first and the server containerd falls back to: the
+// registry's own address is the node's loopback, where nothing listens,
+// so as the server it turned an image the registry lacks into
+// "connection refused" instead of "not found". (containerd 1.6 refuses a
+// hosts.toml without a host table, and then ignores the file.)
+func HostsTOML(mirror string) ([]byte, error) {
+	u := "http://" + mirror
+	return encodeTOML("# written by devk\n", hostsFile{Server: u,
+		Host: map[string]hostEntry{u: {Capabilities: []string{"pull", "resolve"}}}})
 }
 
 // RegistryAliases are the names a loopback registry is reached by:

@@ -83,7 +83,7 @@ func TestConfigTOMLQuoting(t *testing.T) {
 }
 
 func TestHostsTOMLAndAliases(t *testing.T) {
-	data, err := HostsTOML("127.0.0.1:5000", "10.250.1.1:5000")
+	data, err := HostsTOML("10.250.1.1:5000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestHostsTOMLAndAliases(t *testing.T) {
 	if _, err := toml.Decode(string(data), &doc); err != nil {
 		t.Fatal(err)
 	}
-	want := hostsFile{Server: "http://127.0.0.1:5000", Host: map[string]hostEntry{"http://10.250.1.1:5000": {Capabilities: []string{"pull", "resolve"}}}}
+	want := hostsFile{Server: "http://10.250.1.1:5000", Host: map[string]hostEntry{"http://10.250.1.1:5000": {Capabilities: []string{"pull", "resolve"}}}}
 	if !reflect.DeepEqual(doc, want) {
 		t.Errorf("hosts.toml = %+v, want %+v\n%s", doc, want, data)
 	}

@@ -77,7 +77,7 @@ func (n Node) writeRuntimeFiles(r Runtime) (bool, error) {
 			if err != nil {
 				return changed, fmt.Errorf("registry %q: %w", m.Registry, err)
 			}
-			hosts, err := containerd.HostsTOML(h, m.URL)
+			hosts, err := containerd.HostsTOML(m.URL)
 			if err != nil {
 				return changed, err
 			}

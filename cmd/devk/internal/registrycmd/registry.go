@@ -213,7 +213,7 @@ be on loopback; any other method is answered 405 UNSUPPORTED, so nothing
 can push through it. A devk node is a network namespace and cannot reach
 the host's 127.0.0.1; ` + "`devk up`" + ` runs one forwarder per cluster on the
 cluster's bridge address, and the node's containerd pulls through it
-(containerd's hosts.toml names it as the mirror), so images keep their
+(containerd's hosts.toml names it as the registry's server), so images keep their
 names (127.0.0.1:5000/…) and digests.
 
 --device binds the listener to the cluster's bridge (SO_BINDTODEVICE):
