@@ -19,6 +19,7 @@ import (
 	"github.com/devk/devk/internal/atomicfile"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
 )
 
@@ -74,17 +75,36 @@ func pinImages(ctx context.Context, j *Job) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	rec, err := readPushed(j.paths.E2EImages())
-	if err != nil {
-		return phase.Done, err
-	}
 	r, err := image.NewRemote(j.cfg.Registry, image.RemoteOptions{})
 	if err != nil {
 		return phase.Done, err
 	}
-	pinned, err := pinnedTags(ctx, r, j.cfg.Registry, list, rec, j.home)
+	tags := func() (map[string]string, []string, error) {
+		rec, err := readPushed(j.paths.E2EImages())
+		if err != nil {
+			return nil, nil, err
+		}
+		return pinnedTags(ctx, r, j.cfg.Registry, list, rec, j.home)
+	}
+	pinned, missing, err := tags()
 	if err != nil {
 		return phase.Done, err
+	}
+	built := ""
+	if len(missing) > 0 {
+		// A spec would wait minutes on a pull that cannot succeed:
+		// make them now, as `devk e2e images` does.
+		j.Reporter.Infof("%d test images the specs may pull are not in the registry (%s): building them as `devk e2e images`", len(missing), strings.Join(missing[:min(3, len(missing))], ", "))
+		if _, err := BuildImages(ctx, ImagesOptions{Home: j.Home, Name: j.Name, TreeDir: j.tree.Root, Reporter: progress.Under(j.Reporter, "images")}); err != nil {
+			return phase.Done, fmt.Errorf("the registry lacks test images (%s); building them: %w", strings.Join(missing, ", "), err)
+		}
+		if pinned, missing, err = tags(); err != nil {
+			return phase.Done, err
+		}
+		if len(missing) > 0 {
+			return phase.Done, fmt.Errorf("`devk e2e images` ran, and the registry still lacks %s", strings.Join(missing, ", "))
+		}
+		built = "; the missing ones built and pushed first"
 	}
 	var paths []layout.NodeFiles
 	for _, n := range j.cfg.Network.Nodes {
@@ -99,15 +119,16 @@ func pinImages(ctx context.Context, j *Job) (phase.Outcome, error) {
 			return phase.Done, err
 		}
 	}
-	return phase.Changed("%d images pinned by digest on %d node(s)", len(pinned), len(paths)), nil
+	return phase.Changed("%d images pinned by digest on %d node(s)%s", len(pinned), len(paths), built), nil
 }
 
 // pinnedTags are the tags of the registry the framework pulls from (the
 // manifest's images, with devk's repo list), each with the digest `devk
 // e2e images` pushed under it; an error for a tag it did not push, or
-// that moved since. home is devk's, for the advice.
-func pinnedTags(ctx context.Context, r *image.Remote, registry string, list []TestImage, rec PushedImages, home string) (map[string]string, error) {
-	pinned := map[string]string{} // ref by tag: digest
+// that moved since. missing are the tags the registry lacks that devk
+// pushed or has a recipe for. home is devk's, for the advice.
+func pinnedTags(ctx context.Context, r *image.Remote, registry string, list []TestImage, rec PushedImages, home string) (pinned map[string]string, missing []string, err error) {
+	pinned = map[string]string{} // ref by tag: digest
 	for _, t := range list {
 		if unpullable[t.ID] {
 			continue
@@ -116,25 +137,27 @@ func pinnedTags(ctx context.Context, r *image.Remote, registry string, list []Te
 		want, recorded := rec.Images[tagged]
 		ref, err := r.ParseReference(tagged)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		d, err := r.Head(ctx, ref)
+		_, buildable := recipes[t.Name]
 		switch {
-		case image.IsNotFound(err) && recorded:
-			return nil, fmt.Errorf("%s, which `devk e2e images` pushed, is gone from the registry: run `devk e2e images` again", tagged)
+		case image.IsNotFound(err) && (recorded || buildable):
+			missing = append(missing, tagged)
+			continue
 		case image.IsNotFound(err):
-			continue // not there: a spec that needs it fails to pull it
+			continue // devk cannot make it: a spec that needs it fails to pull it, "not found"
 		case err != nil:
-			return nil, err
+			return nil, nil, err
 		case !recorded:
-			return nil, fmt.Errorf("the registry holds %s (%s), which `devk e2e images` did not push (devk has no recipe for it, or it was not run): devk runs only images it pushed: run `devk e2e images`, or remove the tag (devk's own registry keeps it as %s; restart the registry after: `devk down`, `devk up`)",
+			return nil, nil, fmt.Errorf("the registry holds %s (%s), which `devk e2e images` did not push (devk has no recipe for it, or it was not run): devk runs only images it pushed: run `devk e2e images`, or remove the tag (devk's own registry keeps it as %s; restart the registry after: `devk down`, `devk up`)",
 				tagged, d.Digest, filepath.Join(home, "registry", "manifests", ref.Context().RepositoryStr(), t.Tag))
 		case d.Digest.String() != want:
-			return nil, fmt.Errorf("%s is %s in the registry, not %s, which `devk e2e images` pushed: run `devk e2e images` again", tagged, d.Digest, want)
+			return nil, nil, fmt.Errorf("%s is %s in the registry, not %s, which `devk e2e images` pushed: run `devk e2e images` again", tagged, d.Digest, want)
 		}
 		pinned[tagged] = want
 	}
-	return pinned, nil
+	return pinned, missing, nil
 }
 
 // pinNode pulls every tag into the containerd at socket and checks that

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -139,10 +138,10 @@ type Job struct {
 func Phases() []*phase.Phase[*Job] {
 	notDry := func(j *Job) (bool, string) { return !j.DryRun, "--dry-run" }
 	return []*phase.Phase[*Job]{
-		{Name: "preflight", Short: "the cluster, its addons and node count; e2e.test built, of the cluster's version", Run: preflight},
+		{Name: "preflight", Short: "the cluster, its addons and node count; e2e.test and ginkgo built when missing or stale (as `devk build e2e`), of the cluster's version", Run: preflight},
 		{Name: "plan", Short: "ginkgo dry run: the specs --focus, --skip and --conformance select", Run: plan},
 		{Name: "repo-list", Short: "the run's directory and KUBE_TEST_REPO_LIST: every registry of the framework is the cluster's", If: notDry, Run: writeRepoList},
-		{Name: "pin-images", Short: "every test image the registry holds is one `devk e2e images` pushed, and each node holds it by that digest (pulled through CRI)", If: notDry, Run: pinImages},
+		{Name: "pin-images", Short: "test images the registry lacks built and pushed (as `devk e2e images`); every one it holds is one devk pushed, and each node holds it by that digest (pulled through CRI)", If: notDry, Run: pinImages},
 		{Name: "run", Short: "run the specs (e2e.test, or ginkgo with --parallel), one line per finished spec", If: notDry, Run: runSuite},
 		{Name: "report", Short: "read ginkgo's JSON report: passed, failed, skipped and why, slowest", If: notDry, Run: report},
 	}
@@ -180,13 +179,9 @@ func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
 	if j.tree, err = source.Open(j.TreeDir); err != nil {
 		return phase.Done, err
 	}
-	bin := filepath.Join(j.tree.OutputDir(), "bin", "linux_"+runtime.GOARCH)
-	suite, _ := build.Lookup(build.E2E)
-	j.e2eTest, j.ginkgo = filepath.Join(bin, suite.File()), filepath.Join(bin, build.Ginkgo)
-	for _, b := range []string{j.e2eTest, j.ginkgo} {
-		if _, err := os.Stat(b); err != nil {
-			return phase.Done, fmt.Errorf("%s is not built: run `devk build e2e` in %s (about 5 minutes the first time)", b, j.tree.Root)
-		}
+	built, err := j.buildSuite(ctx)
+	if err != nil {
+		return phase.Done, err
 	}
 	cs, err := kube.Client(j.kubeconfig)
 	if err != nil {
@@ -232,7 +227,37 @@ func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
 		return phase.Done, fmt.Errorf("list the cluster's nodes: %w", err)
 	}
 	j.Result.Nodes = len(nodes.Items)
-	return phase.Unchanged("cluster %s %s, %d node(s), addons ready", cfg.Name, server, j.Result.Nodes), nil
+	return phase.ChangedIf(built != "", "cluster %s %s, %d node(s), addons ready%s", cfg.Name, server, j.Result.Nodes, built), nil
+}
+
+// buildSuite builds e2e.test and ginkgo in the tree when they are
+// missing or older than the tree (incrementally, as `devk build e2e`:
+// about 5 minutes the first time, seconds when nothing changed), and
+// says what it built.
+func (j *Job) buildSuite(ctx context.Context) (string, error) {
+	bj, err := build.Run(ctx, build.Options{TreeDir: j.tree.Root, Components: []string{build.E2E}, Reporter: progress.Under(j.Reporter, "build")}, phase.Options{})
+	if err != nil {
+		return "", fmt.Errorf("build e2e.test and ginkgo in %s: %w", j.tree.Root, err)
+	}
+	var changed []string
+	for _, b := range bj.Binaries {
+		switch b.Name {
+		case build.E2E:
+			j.e2eTest = b.Path
+		case build.Ginkgo:
+			j.ginkgo = b.Path
+		}
+		if b.Changed {
+			changed = append(changed, filepath.Base(b.Path))
+		}
+	}
+	if j.e2eTest == "" || j.ginkgo == "" {
+		return "", fmt.Errorf("devk build e2e made %v, not e2e.test and ginkgo", bj.Binaries)
+	}
+	if len(changed) == 0 {
+		return "", nil
+	}
+	return "; built " + strings.Join(changed, " and "), nil
 }
 
 // sameVersion refuses an e2e.test of another version than the cluster:

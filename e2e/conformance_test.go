@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,39 +70,16 @@ var conformanceSubset = []string{
 	"[sig-cli] Kubectl client Kubectl label should update the label on a resource",
 }
 
-// TestConformanceSubset builds the tree's e2e suite and its test images,
-// checks what devk e2e refuses before it runs anything, then runs the
-// subset on the shared cluster: every spec must pass.
+// TestConformanceSubset lets devk e2e build what it needs (the tree's
+// e2e suite, then its test images, none there before), checks what it
+// refuses before it runs anything, then runs the subset on the shared
+// cluster: every spec must pass.
 func TestConformanceSubset(t *testing.T) {
 	c := Cluster(t)
 	devk := func(args ...string) Result { t.Helper(); return MustDevkEnv(t, c.Tree, c.Env, args...) }
 
-	r := devk("build", "e2e")
-	t.Logf("devk build e2e: %s", r.Took)
-
-	var imgs struct {
-		Images []struct {
-			Name, Tag, Ref, Digest, Missing string
-		}
-	}
-	r = devk("e2e", "images", "-o", "json")
-	if err := json.Unmarshal([]byte(r.Stdout), &imgs); err != nil {
-		t.Fatalf("devk e2e images -o json: %v\n%s", err, r.Stdout)
-	}
-	pushed := map[string]string{}
-	for _, im := range imgs.Images {
-		if im.Missing == "" {
-			pushed[im.Name+":"+im.Tag] = im.Ref
-		}
-	}
-	for _, want := range []string{"agnhost:2.56", "busybox:1.37.0-1", "httpd:2.4.38-4", "pause:3.10.1", "jessie-dnsutils:1.7", "nonewprivs:1.3"} {
-		if !strings.HasSuffix(pushed[want], "/"+want) || !strings.Contains(pushed[want], "registry.k8s.io/") {
-			t.Errorf("%s not pushed under the framework's name: %v", want, pushed)
-		}
-	}
-	t.Logf("devk e2e images: %d pushed in %s", len(pushed), r.Took)
-
-	// Bad input, refused before anything runs.
+	// Bad input, refused before anything runs (the first builds e2e.test
+	// and ginkgo, as `devk build e2e`, to count the specs).
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -115,6 +93,12 @@ func TestConformanceSubset(t *testing.T) {
 		if r.Err == nil || !strings.Contains(r.Stderr, tc.want) {
 			t.Errorf("devk %s: err %v, stderr %q; want a failure saying %q", strings.Join(tc.args, " "), r.Err, r.Stderr, tc.want)
 		}
+		t.Logf("devk %s: refused in %s", strings.Join(tc.args, " "), r.Took)
+	}
+	for _, b := range []string{"e2e.test", "ginkgo"} {
+		if _, err := os.Stat(filepath.Join(c.Tree, "_output", "devk", "bin", "linux_"+runtime.GOARCH, b)); err != nil {
+			t.Errorf("devk e2e did not build %s: %v", b, err)
+		}
 	}
 
 	var quoted []string
@@ -122,7 +106,7 @@ func TestConformanceSubset(t *testing.T) {
 		quoted = append(quoted, regexp.QuoteMeta(s))
 	}
 	focus := strings.Join(quoted, "|")
-	r = devk("e2e", "--conformance", "--focus", focus, "--dry-run", "-o", "json")
+	r := devk("e2e", "--conformance", "--focus", focus, "--dry-run", "-o", "json")
 	var plan struct {
 		Selected int
 		Specs    []string
@@ -159,6 +143,33 @@ func TestConformanceSubset(t *testing.T) {
 		t.Errorf("%d passed spec lines streamed on stderr, want one per passed spec (%d)", lines, res.Summary.Passed)
 	}
 	t.Logf("devk e2e: %d specs passed in %s", res.Summary.Passed, r.Took)
+	if !strings.Contains(r.Stderr, "building them as `devk e2e images`") {
+		t.Errorf("devk e2e did not build the test images the registry lacked; stderr:\n%s", r.Stderr[max(0, len(r.Stderr)-3000):])
+	}
+
+	// What it pushed is what `devk e2e images` pushes (the same digests:
+	// nothing changed in between), under the framework's names.
+	var imgs struct {
+		Images []struct {
+			Name, Tag, Ref, Digest, Missing string
+		}
+	}
+	r = devk("e2e", "images", "-o", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &imgs); err != nil {
+		t.Fatalf("devk e2e images -o json: %v\n%s", err, r.Stdout)
+	}
+	pushed := map[string]string{}
+	for _, im := range imgs.Images {
+		if im.Missing == "" {
+			pushed[im.Name+":"+im.Tag] = im.Ref
+		}
+	}
+	for _, want := range []string{"agnhost:2.56", "busybox:1.37.0-1", "httpd:2.4.38-4", "pause:3.10.1", "jessie-dnsutils:1.7", "nonewprivs:1.3"} {
+		if !strings.HasSuffix(pushed[want], "/"+want) || !strings.Contains(pushed[want], "registry.k8s.io/") {
+			t.Errorf("%s not pushed under the framework's name: %v", want, pushed)
+		}
+	}
+	t.Logf("devk e2e images: %d pushed in %s", len(pushed), r.Took)
 
 	t.Run("watch", func(t *testing.T) { watchE2E(t, c) })
 	t.Run("interrupted", func(t *testing.T) { interruptE2E(t, c) })

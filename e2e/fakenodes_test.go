@@ -15,6 +15,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,17 +98,10 @@ func TestFakeNodes(t *testing.T) {
 	step(t, "leases and the grace period for the count", func(t *testing.T) {
 		// 200 fake nodes: kwok's shortest lease (120 s, renewed every
 		// 30 s) and the controller-manager's grace period half of it.
-		leases, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checked := 0
-		for _, l := range leases.Items {
-			if strings.HasPrefix(l.Name, fakeCluster+"-fake-") {
-				checked++
-				if d := l.Spec.LeaseDurationSeconds; d == nil || *d != 120 {
-					t.Errorf("lease %s: %v s, want 120", l.Name, d)
-				}
+		leases := fakeLeases(t, ctx, cs)
+		for _, l := range leases {
+			if d := l.Spec.LeaseDurationSeconds; d == nil || *d != 120 {
+				t.Errorf("lease %s: %v s, want 120", l.Name, d)
 			}
 		}
 		cm, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, "kube-controller-manager-"+fakeCluster+"-control-plane", metav1.GetOptions{})
@@ -117,9 +111,9 @@ func TestFakeNodes(t *testing.T) {
 		if args := cm.Spec.Containers[0].Command; !slices.Contains(args, "--node-monitor-grace-period=1m0s") {
 			t.Errorf("controller-manager's command has no --node-monitor-grace-period=1m0s: %q", args)
 		}
-		t.Logf("%d fake nodes' leases of 120 s, the controller-manager's grace period 1m0s", checked)
-		if checked != 200 {
-			t.Errorf("%d fake leases, want 200", checked)
+		t.Logf("%d fake nodes' leases of 120 s, the controller-manager's grace period 1m0s", len(leases))
+		if len(leases) != 200 {
+			t.Errorf("%d fake leases, want 200", len(leases))
 		}
 	})
 
@@ -233,7 +227,7 @@ func TestFakeNodes(t *testing.T) {
 				t.Errorf("%s is still there: the last 50 go", n.Name)
 			}
 		}
-		if n := fakeLeases(t, ctx, cs); n != 150 {
+		if n := len(fakeLeases(t, ctx, cs)); n != 150 {
 			t.Errorf("%d fake nodes' leases, want 150", n)
 		}
 	})
@@ -282,7 +276,7 @@ func TestFakeNodes(t *testing.T) {
 
 	step(t, "a topology from the config file", func(t *testing.T) {
 		devk(t, "node", "remove", "--all-fake")
-		if n := fakeLeases(t, ctx, cs); n != 0 {
+		if n := len(fakeLeases(t, ctx, cs)); n != 0 {
 			t.Errorf("%d fake nodes' leases after --all-fake", n)
 		}
 		if _, err := cs.RbacV1().ClusterRoles().Get(ctx, "devk:kwok", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -444,20 +438,20 @@ func podsByNode(t *testing.T, ctx context.Context, cs kubernetes.Interface, sele
 	return on
 }
 
-// fakeLeases counts the node leases of fake nodes.
-func fakeLeases(t *testing.T, ctx context.Context, cs kubernetes.Interface) int {
+// fakeLeases are the node leases of fake nodes.
+func fakeLeases(t *testing.T, ctx context.Context, cs kubernetes.Interface) []coordinationv1.Lease {
 	t.Helper()
 	leases, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var out []coordinationv1.Lease
 	for _, l := range leases.Items {
 		if strings.HasPrefix(l.Name, fakeCluster+"-fake-") {
-			n++
+			out = append(out, l)
 		}
 	}
-	return n
+	return out
 }
 
 func writeFile(t *testing.T, path, data string) {

@@ -28,10 +28,14 @@ KUBE_TEST_REPO_LIST pointing every registry the framework pulls from at
 the cluster's registry (<registry>/<upstream>/…, filled by
 ` + "`devk e2e images`" + `), so nothing is pulled from the internet.
 
-Before anything runs devk refuses: no cluster, a cluster without its
-addons (kube-proxy and CoreDNS rolled out), an e2e.test whose version is
-not the API server's, and filters that select no spec (a ginkgo dry run
-counts them).
+What the run needs is made first: e2e.test and ginkgo are built in the
+tree when missing or stale (as ` + "`devk build e2e`" + `: about 5 minutes the first
+time, seconds when nothing changed), and test images the registry lacks
+that devk can make are built and pushed (as ` + "`devk e2e images`" + `), so no spec
+waits on a pull that cannot succeed. Before anything runs devk refuses: no
+cluster, a cluster without its addons (kube-proxy and CoreDNS rolled
+out), an e2e.test whose version is not the API server's, and filters
+that select no spec (a ginkgo dry run counts them).
 
 A few specs need more nodes than the cluster has and fail rather than
 skip themselves there (` + nodeNeedsList() + `):
