@@ -1,12 +1,17 @@
 package conformance
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/devk/devk/source"
 )
 
 func TestValidate(t *testing.T) {
@@ -122,5 +127,30 @@ func TestNodeNeeds(t *testing.T) {
 	j.Result.Nodes = 2
 	if j.tooFewNodes(name) != "" {
 		t.Fatal("left out on a cluster with the nodes it needs")
+	}
+}
+
+// TestBuiltSuite: KeepSuite takes e2e.test and ginkgo where devk build
+// puts them, and only when both are there.
+func TestBuiltSuite(t *testing.T) {
+	root := t.TempDir()
+	j := &Job{tree: &source.Tree{Root: root}}
+	if j.builtSuite() {
+		t.Fatal("an empty tree has a built suite")
+	}
+	bin := filepath.Join(root, "_output", "devk", "bin", runtime.GOOS+"_"+runtime.GOARCH)
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range []string{"e2e.test", "ginkgo"} {
+		if j.builtSuite() {
+			t.Fatalf("built with %d of the two binaries", i)
+		}
+		if err := os.WriteFile(filepath.Join(bin, f), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !j.builtSuite() || j.e2eTest != filepath.Join(bin, "e2e.test") || j.ginkgo != filepath.Join(bin, "ginkgo") {
+		t.Fatalf("suite %q and %q, want both in %s", j.e2eTest, j.ginkgo, bin)
 	}
 }

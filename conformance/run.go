@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,10 @@ type Options struct {
 	Parallel int
 	// DryRun lists the specs that would run and runs none.
 	DryRun bool
+	// KeepSuite uses e2e.test and ginkgo as they are built, building them
+	// only when missing: devk watch, whose saves change the components,
+	// not the specs, and would otherwise relink e2e.test every cycle.
+	KeepSuite bool
 
 	Reporter progress.Reporter
 	// Log, when set, also receives the suite's output as it happens.
@@ -232,9 +237,12 @@ func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
 
 // buildSuite builds e2e.test and ginkgo in the tree when they are
 // missing or older than the tree (incrementally, as `devk build e2e`:
-// about 5 minutes the first time, seconds when nothing changed), and
-// says what it built.
+// about 5 minutes the first time, seconds when nothing changed; with
+// KeepSuite only when missing), and says what it built.
 func (j *Job) buildSuite(ctx context.Context) (string, error) {
+	if j.KeepSuite && j.builtSuite() {
+		return "", nil
+	}
 	bj, err := build.Run(ctx, build.Options{TreeDir: j.tree.Root, Components: []string{build.E2E}, Reporter: progress.Under(j.Reporter, "build")}, phase.Options{})
 	if err != nil {
 		return "", fmt.Errorf("build e2e.test and ginkgo in %s: %w", j.tree.Root, err)
@@ -258,6 +266,26 @@ func (j *Job) buildSuite(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	return "; built " + strings.Join(changed, " and "), nil
+}
+
+// builtSuite says whether e2e.test and ginkgo are in the tree's bin
+// directory, and takes them.
+func (j *Job) builtSuite() bool {
+	bin, err := build.BinDirFor(j.tree, runtime.GOOS+"/"+runtime.GOARCH, false)
+	if err != nil {
+		return false
+	}
+	var paths []string
+	for _, name := range []string{build.E2E, build.Ginkgo} {
+		c, _ := build.Lookup(name)
+		p := filepath.Join(bin, c.File())
+		if _, err := os.Stat(p); err != nil {
+			return false
+		}
+		paths = append(paths, p)
+	}
+	j.e2eTest, j.ginkgo = paths[0], paths[1]
+	return true
 }
 
 // sameVersion refuses an e2e.test of another version than the cluster:

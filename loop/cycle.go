@@ -109,6 +109,7 @@ func (l *watcher) runCycle(ctx context.Context) (*cycle, error) {
 	eo := l.o.E2E
 	eo.TreeDir = l.o.Build.TreeDir
 	eo.Reporter = l.o.Reporter
+	eo.KeepSuite = true
 	c := &cycle{Job: j, swapOpts: so, noSwap: l.o.NoSwap, e2eOpts: eo}
 	popts := l.o.Phases
 	popts.Reporter = l.o.Reporter

@@ -363,8 +363,11 @@ func cpuSeconds() map[string]float64 {
 	}
 	if data, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(data), "\n")
-		// cpu user nice system idle iowait irq softirq steal ...
-		for i, f := range strings.Fields(line)[1:] {
+		// cpu user nice system idle iowait irq softirq steal guest
+		// guest_nice: busy is all but idle and iowait, up to steal (a
+		// guest's time is counted in user already).
+		fields := strings.Fields(line)
+		for i, f := range fields[1:min(len(fields), 9)] {
 			if i == 3 || i == 4 {
 				continue
 			}

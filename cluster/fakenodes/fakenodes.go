@@ -143,7 +143,7 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*cluster.Cluster,
 	o.Count, o.Add, o.Remove, o.RemoveAll = &total, 0, 0, false
 	var res phase.Result
 	if retune && grows {
-		if c, err = up(ctx, o, &total, &res); err != nil {
+		if c, err = up(ctx, o, c.Reporter, &total, &res); err != nil {
 			return c, res, err
 		}
 	}
@@ -152,20 +152,17 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*cluster.Cluster,
 	if err != nil || !retune || grows {
 		return c, res, err
 	}
-	c, err = up(ctx, o, nil, &res)
+	c, err = up(ctx, o, c.Reporter, nil, &res)
 	return c, res, err
 }
 
 // up runs up's phases on the cluster, with a count of fake nodes when
-// one is given, its timings under "up/" in res.
-func up(ctx context.Context, o Options, fake *int, res *phase.Result) (*cluster.Cluster, error) {
+// one is given, its progress under "up" of rep and its timings under
+// "up/" in res.
+func up(ctx context.Context, o Options, rep progress.Reporter, fake *int, res *phase.Result) (*cluster.Cluster, error) {
 	uo := o.Options
 	uo.FakeNodes = fake
-	c, err := cluster.Open(uo)
-	if err != nil {
-		return nil, err
-	}
-	uo.Reporter = progress.Under(c.Reporter, "up")
+	uo.Reporter = progress.Under(rep, "up")
 	c, ures, err := cluster.Up(ctx, uo, phase.Options{})
 	for _, t := range ures.Timings {
 		t.Path = "up/" + t.Path

@@ -38,7 +38,8 @@ rolled back (as devk swap does) and the loop goes on. Ctrl-C stops cleanly:
 a swap in progress completes or rolls back first.
 
 --e2e-focus RE runs the tree's e2e specs that RE selects (as devk e2e
---focus RE does; build them once with devk build e2e) after each verified
+--focus RE does; the first cycle builds e2e.test and the test images when
+missing, later ones keep that e2e.test) after each verified
 swap, and adds their result to the cycle's line; a failed spec prints its
 first lines and fails the cycle (nothing is rolled back: the build is what
 you are testing). e2e.test built from the tree's commit runs against
