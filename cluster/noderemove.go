@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
-	"github.com/devk/devk/cluster/internal/drain"
+	"github.com/devk/devk/cluster/drain"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/teardown"
 	"github.com/devk/devk/phase"

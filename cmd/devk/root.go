@@ -65,6 +65,7 @@ Exit status:
 		clustercmd.NewNodeCmd(g),
 		clustercmd.NewStatusCmd(g),
 		swapcmd.NewSwapCmd(g),
+		swapcmd.NewUpgradeCmd(g),
 		swapcmd.NewWatchCmd(g),
 		e2ecmd.NewE2ECmd(g),
 		etcdcmd.NewEtcdCmd(g),
@@ -97,7 +98,7 @@ var commandGroups = []*cobra.Group{
 var groupOf = map[string]string{
 	"source": "build", "build": "build", "push": "build", "registry": "build",
 	"up": "cluster", "down": "cluster", "node": "cluster", "status": "cluster", "certs": "cluster", "export": "cluster",
-	"swap": "swap", "digest": "swap",
+	"swap": "swap", "digest": "swap", "upgrade": "swap",
 	"etcd":  "etcd",
 	"watch": "loop", "e2e": "loop",
 	"stacks": "debug", "debug": "debug", "run": "debug", "trace": "debug",

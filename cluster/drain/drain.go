@@ -2,7 +2,8 @@
 // `kubectl drain --ignore-daemonsets` and `kubectl delete node` do:
 // cordon it, evict its pods honouring PodDisruptionBudgets and wait for
 // them to go, and at the end delete the Node and the pods still bound
-// to it. node remove's drain and node-object phases call it.
+// to it, or uncordon it. node remove's drain and node-object phases and
+// devk upgrade's kubelet steps call it.
 package drain
 
 import (
@@ -106,6 +107,21 @@ func Node(ctx context.Context, cs kubernetes.Interface, name, upCmd string, rep 
 		return phase.Done, err
 	}
 	return phase.ChangedIf(cordoned || len(evicted) > 0, "cordoned, %d pods evicted", len(evicted)), nil
+}
+
+// Uncordon is `kubectl uncordon` of node name: schedulable again.
+func Uncordon(ctx context.Context, cs kubernetes.Interface, name string) (phase.Outcome, error) {
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return phase.Done, fmt.Errorf("read node %s: %w", name, err)
+	}
+	if !n.Spec.Unschedulable {
+		return phase.Unchanged("schedulable"), nil
+	}
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{}); err != nil {
+		return phase.Done, fmt.Errorf("uncordon node %s: %w", name, err)
+	}
+	return phase.Changed("uncordoned"), nil
 }
 
 // step is one look of drain at the pods on the node: those to evict

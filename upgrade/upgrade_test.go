@@ -1,0 +1,115 @@
+package upgrade
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devk/devk/internal/skew"
+)
+
+// apiserverHelp is the shape of kube-apiserver's --help (v1.34).
+const apiserverHelp = `Generic flags:
+
+      --advertise-address ip                         The IP address on which to advertise the apiserver.
+      --feature-gates colonSeparatedMultimapStringString   Comma-separated list of component:key=value pairs. Options are:
+                                                           kube:APIResponseCompression=true|false (BETA - default=true)
+                                                           kube:AllAlpha=true|false (ALPHA - default=false)
+                                                           OldGate=true|false (ALPHA - default=false)
+  -h, --help                                       help for kube-apiserver
+      --v Level                                    number for the log level verbosity
+`
+
+// etcdHelp is the shape of etcd's --help.
+const etcdHelp = `Member:
+  --name 'default'
+    Human-readable name for this member.
+  --data-dir '${name}.etcd'
+    Path to the data directory.
+`
+
+func TestParseHelp(t *testing.T) {
+	h := ParseHelp(apiserverHelp)
+	for _, f := range []string{"advertise-address", "feature-gates", "help", "v"} {
+		if !h.Flags[f] {
+			t.Errorf("flag %s not found in %v", f, h.Flags)
+		}
+	}
+	if len(h.Flags) != 4 {
+		t.Errorf("flags %v, want 4", h.Flags)
+	}
+	if want := map[string]bool{"APIResponseCompression": true, "AllAlpha": true, "OldGate": true}; !reflect.DeepEqual(h.Gates, want) {
+		t.Errorf("gates %v, want %v", h.Gates, want)
+	}
+	e := ParseHelp(etcdHelp)
+	if !e.Flags["name"] || !e.Flags["data-dir"] || len(e.Flags) != 2 {
+		t.Errorf("etcd flags %v, want name and data-dir", e.Flags)
+	}
+}
+
+func TestUnknown(t *testing.T) {
+	h := ParseHelp(apiserverHelp)
+	flags := map[string]string{"advertise-address": "10.0.0.1", "v": "2", "insecure-port": "0", "feature-gates": "AllAlpha=false,kube:Gone=true"}
+	got := h.Unknown("kube-apiserver", "manifests/kube-apiserver.yaml", flags, gatesOf(flags["feature-gates"]))
+	if len(got) != 2 {
+		t.Fatalf("Unknown = %q, want the flag and the gate", got)
+	}
+	if !strings.Contains(got[0], "flag --insecure-port (in manifests/kube-apiserver.yaml)") || !strings.Contains(got[1], "feature gate Gone") {
+		t.Errorf("Unknown = %q", got)
+	}
+	if got := h.Unknown("kube-apiserver", "x", map[string]string{"v": "1"}, []string{"OldGate"}); len(got) != 0 {
+		t.Errorf("Unknown of known ones = %q", got)
+	}
+}
+
+func TestBuildInfoVersion(t *testing.T) {
+	metrics := []byte(`# HELP kubernetes_build_info [ALPHA] A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.
+# TYPE kubernetes_build_info gauge
+kubernetes_build_info{build_date="2026-01-01T00:00:00Z",compiler="gc",git_commit="abc",git_tree_state="clean",git_version="v1.35.4",go_version="go1.25.7",major="1",minor="35",platform="linux/amd64"} 1
+`)
+	if v, err := BuildInfoVersion(metrics); err != nil || v != "v1.35.4" {
+		t.Fatalf("BuildInfoVersion = %q, %v", v, err)
+	}
+	if _, err := BuildInfoVersion([]byte("go_goroutines 12\n")); err == nil {
+		t.Fatal("BuildInfoVersion without the metric: no error")
+	}
+}
+
+func TestJournal(t *testing.T) {
+	dir := t.TempDir()
+	if jr, err := readJournal(dir); err != nil || jr != nil {
+		t.Fatalf("readJournal of none = %v, %v", jr, err)
+	}
+	want := &Journal{Tree: "/src/k", To: "v1.35.4", From: []skew.Running{{Component: skew.APIServer, Node: "devk", Version: "v1.34.4"}},
+		FromImages: map[string]string{"devk/etcd": "127.0.0.1:5000/etcd@sha256:00"}, Started: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Cordoned: "devk-worker"}
+	if err := want.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(journalFile(dir))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("journal file: %v, mode %v, want 0600", err, fi.Mode())
+	}
+	got, err := readJournal(dir)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("readJournal = %+v, %v; want %+v", got, err, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "upgrade.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readJournal(dir); err == nil || !strings.Contains(err.Error(), "move it away") {
+		t.Fatalf("readJournal of a bad file: %v", err)
+	}
+}
+
+func TestRollbackOrder(t *testing.T) {
+	var names []string
+	for _, p := range rollbackPhases() {
+		names = append(names, p.Name)
+	}
+	if !reflect.DeepEqual(names, RollbackOrder) {
+		t.Fatalf("rollback phases %v, want %v", names, RollbackOrder)
+	}
+}
