@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/drain"
+	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/teardown"
 	"github.com/devk/devk/phase"

@@ -23,9 +23,9 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/drain"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/addon"
-	"github.com/devk/devk/cluster/drain"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
