@@ -68,7 +68,45 @@ func (n *Target) handover(ctx context.Context, m Manifest, podName string, old p
 				n.Reporter.Debugf("stop old container: %v", err)
 			}
 		}
+		if podName == etcdPod {
+			n.stopAPIServer(ctx)
+		}
 		n.waitReleased(ctx, podName, ours, uids)
+	}
+}
+
+// etcdPod is the static pod whose hand-over stops the node's API server
+// too (see stopAPIServer).
+const etcdPod = "etcd"
+
+// apiServerPod is the static pod stopAPIServer stops.
+const apiServerPod = "kube-apiserver"
+
+// stopAPIServer stops the node's API server containers (no grace) once
+// etcd is gone: with etcd stopped, the kubelet's deletion of etcd's
+// orphaned mirror pod, in its housekeeping, hangs on an API server that
+// still accepts requests until each times out (34 s, again and again),
+// and its sync loop starts the new etcd only after that: measured, the
+// new etcd ran 1-2 minutes after the swap began, when the API server's
+// liveness probe had it restarted and the deletion failed fast. An API
+// server cannot serve without its etcd anyway; the kubelet restarts it
+// and it reconnects to the new etcd.
+func (n *Target) stopAPIServer(ctx context.Context) {
+	full := n.pod(apiServerPod, apiServerPod).FullName()
+	cts, err := n.Runtime.Containers(ctx, cri.Filter{PodNamespace: metav1.NamespaceSystem, RunningOnly: true})
+	if err != nil {
+		n.Reporter.Debugf("list containers: %v", err)
+		return
+	}
+	for _, ct := range cts {
+		if ct.PodName != full {
+			continue
+		}
+		if err := n.Runtime.StopContainer(ctx, ct.ID, 0); err != nil {
+			n.Reporter.Debugf("stop %s %s: %v", apiServerPod, cri.ShortID(ct.ID), err)
+			continue
+		}
+		n.Reporter.Debugf("stopped %s %s with etcd: it restarts on the new one", apiServerPod, cri.ShortID(ct.ID))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -426,3 +427,41 @@ type skipRecorder struct {
 }
 
 func (s *skipRecorder) Skip(step, reason string) { s.skip[step] = reason }
+
+// TestEtcdHandOverStopsTheAPIServer: handing etcd over stops the node's
+// API server too (without it the kubelet's housekeeping hangs on the
+// orphaned mirror pod's deletion, see stopAPIServer); handing the API
+// server over stops nothing else.
+func TestEtcdHandOverStopsTheAPIServer(t *testing.T) {
+	fx := newSwapFixture(t)
+	n := fx.node.Target()
+	etcd := ManifestFor(fx.node.dir, "etcd")
+	data := strings.ReplaceAll(apiserverManifest, "kube-apiserver", "etcd")
+	if err := os.WriteFile(etcd.Path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(etcd.Path, long, long); err != nil {
+		t.Fatal(err)
+	}
+	fx.node.mu.Lock()
+	fx.node.pods = append(fx.node.pods, "etcd")
+	fx.node.mu.Unlock()
+	fx.node.sync()
+	api, err := n.observe(context.Background(), "kube-apiserver", "kube-apiserver", "")
+	if err != nil || api.containerID == "" {
+		t.Fatalf("observe kube-apiserver: %+v, %v", api, err)
+	}
+	before, err := n.observe(context.Background(), "etcd", "etcd", "")
+	if err != nil || before.containerID == "" {
+		t.Fatalf("observe etcd: %+v, %v", before, err)
+	}
+	if _, err := etcd.Begin("etcd", fx.pushed); err != nil {
+		t.Fatal(err)
+	}
+	n.handover(context.Background(), etcd, "etcd", before)()
+	stopped := fx.node.stoppedIDs()
+	if !slices.Contains(stopped, before.containerID) || !slices.Contains(stopped, api.containerID) {
+		t.Fatalf("stopped %v, want etcd's container %s and the API server's %s", stopped, before.containerID, api.containerID)
+	}
+}

@@ -46,7 +46,10 @@ imageID) and checks the manifest, the CRI imageRef, the mirror pod's
 imageID and (for the apiserver) /version against what was pushed and
 built. If the new container fails, times out or a check about the node
 fails, it restores the old manifest, waits for the old pod to be healthy,
-prints the new container's last log lines and exits non-zero.
+prints the new container's last log lines and exits non-zero. An etcd
+swap stops the node's API server with the old etcd (it cannot serve
+without it, and the kubelet's housekeeping would hang on it for minutes);
+the kubelet restarts it on the new etcd.
 
 After an API server swap the mirror pod may lag, up to two minutes when
 API server swaps follow each other closely: the kubelet's pod watch backs
