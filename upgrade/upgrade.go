@@ -19,6 +19,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/build"
@@ -28,6 +29,7 @@ import (
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
+	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/skew"
 	"github.com/devk/devk/internal/staticpod"
@@ -245,7 +247,7 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	j.Report.To = v.GitVersion
-	running, err := j.running(ctx)
+	running, err := j.runningSettled(ctx)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -269,6 +271,29 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "--force-skew: " + err.Error()})
 	}
 	return phase.Unchanged("%s → %s, %d components within the skew policy at every step", versionsOf(running), j.Report.To, len(running)), nil
+}
+
+// settleTimeout is how long preflight and verify read the versions again
+// while a component does not answer: after a killed upgrade, the API
+// server it was swapping may still be starting.
+const settleTimeout = 90 * time.Second
+
+// runningSettled is running, read again every second while a component
+// does not answer, at most settleTimeout; the last error then.
+func (j *Job) runningSettled(ctx context.Context) ([]skew.Running, error) {
+	var rs []skew.Running
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, settleTimeout, true, func(ctx context.Context) (bool, error) {
+		rs, last = j.running(ctx)
+		if last != nil {
+			j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + last.Error()})
+		}
+		return last == nil, nil
+	})
+	if poll.TimedOut(ctx, err) && last != nil {
+		return nil, last
+	}
+	return rs, err
 }
 
 // versionsOf says which versions rs run ("v1.34.4", "v1.34.4 and v1.35.4").
@@ -540,7 +565,7 @@ func (j *Job) kubeletDone(ctx context.Context, cs kubernetes.Interface, k swap.K
 // end: the tree's version, or on a rollback what ran before (and the
 // images it ran).
 func (j *Job) verify(ctx context.Context) (phase.Outcome, error) {
-	now, err := j.running(ctx)
+	now, err := j.runningSettled(ctx)
 	if err != nil {
 		return phase.Done, err
 	}

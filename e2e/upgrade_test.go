@@ -1,0 +1,388 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/staticpod"
+)
+
+// The releases TestUpgrade moves between: the suite's (KubeVersion), the
+// next minor (the upgrade), and one past that (refused: a minor skipped).
+const (
+	UpgradeVersion = "v1.35.4"
+	SkipVersion    = "v1.36.1"
+)
+
+// otherTree gets release version beside the suite's tree.
+func otherTree(t *testing.T, version string) string {
+	t.Helper()
+	dir := filepath.Join(workDir, "kubernetes-"+version)
+	MustDevk(t, workDir, "source", "get", version, dir)
+	return dir
+}
+
+// pacedClient GETs a URL at a steady pace, each request on a new
+// connection (as a new client would: kube-proxy's rules apply to each),
+// counting the answers and the failures.
+type pacedClient struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	failures   []string
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+func startPaced(url string, every time.Duration) *pacedClient {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pacedClient{cancel: cancel, done: make(chan struct{})}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			err := func() error {
+				resp, err := client.Get(url)
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				if err == nil && resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("%s: %s", resp.Status, body)
+				}
+				return err
+			}()
+			if err == nil {
+				p.ok.Add(1)
+				continue
+			}
+			p.failed.Add(1)
+			p.mu.Lock()
+			p.failures = append(p.failures, time.Now().Format("15:04:05.000")+" "+err.Error())
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+func (p *pacedClient) stop() {
+	p.cancel()
+	<-p.done
+}
+
+// minAvailable watches a Deployment's available replicas until stopped and
+// reports the fewest it saw (reads that fail, while the API server is
+// swapped, are skipped).
+func minAvailable(cs kubernetes.Interface, ns, name string) (stop func() (least int32, reads int)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	least, reads := int32(1<<30), 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+				least, reads = min(least, d.Status.AvailableReplicas), reads+1
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return func() (int32, int) {
+		cancel()
+		<-done
+		return least, reads
+	}
+}
+
+// upgradeReport is the part of `devk upgrade -o json` the test reads.
+type upgradeReport struct {
+	To       string
+	Versions []struct{ Component, Node, Version string }
+	Plan     []struct{ Step, Component, Node, From, To string }
+	Swaps    []struct {
+		Step string
+		Swap struct {
+			StaticPods []struct {
+				Pod       string
+				Unchanged bool
+			}
+			Addons []struct {
+				Component string
+				Unchanged bool
+			}
+			Binaries []struct {
+				Component string
+				Changed   bool
+			}
+		}
+	}
+}
+
+func parseUpgrade(t *testing.T, r Result) upgradeReport {
+	t.Helper()
+	var rep upgradeReport
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("devk upgrade -o json: %v\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
+	}
+	return rep
+}
+
+// TestUpgrade upgrades a cluster of two nodes (beside the shared one)
+// from the suite's v1.34.4 to v1.35.4, whose tree the upgrade builds,
+// while a client from the host GETs a Deployment of agnhost behind a
+// NodePort Service with a PodDisruptionBudget ten times a second: a
+// minor version skipped is refused before anything changes; the dry run
+// plans every step; the upgrade killed (kill -9) in the control plane's,
+// the addons' and a kubelet's step resumes each time to the end, with
+// every component and Node at v1.35.4, the nodes schedulable, the
+// client's requests all answered and the Deployment never below its
+// budget; a second run changes nothing; --rollback brings back every
+// version and every static pod's image.
+func TestUpgrade(t *testing.T) {
+	c := Cluster(t)
+	const name = "upg"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	devk, downed := besideShared(t, c, name)
+	next := otherTree(t, UpgradeVersion)
+
+	up := devk(t, "up", "--nodes", "2", "-o", "json")
+	var upRes struct{ Kubeconfig string }
+	if err := json.Unmarshal([]byte(up.Stdout), &upRes); err != nil {
+		t.Fatalf("devk up -o json: %v\n%s", err, up.Stdout)
+	}
+	cs := clientFor(t, upRes.Kubeconfig)
+	cfg, paths, err := layout.Open(c.Home, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := name + "-worker"
+	journal := filepath.Join(paths.Dir, "upgrade.json")
+	kubectl := func(t *testing.T, args ...string) Result {
+		t.Helper()
+		return run(t, c.Tree, nil, c.KubectlPath(), append([]string{"--kubeconfig", upRes.Kubeconfig}, args...)...)
+	}
+	manifestImages := func(t *testing.T) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, pod := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			img, err := staticpod.Image(filepath.Join(paths.FirstNode().Manifests(), pod+".yaml"), pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[pod] = img
+		}
+		return out
+	}
+	before := manifestImages(t)
+
+	img := agnhost(t, c)
+	web := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 10
+      containers:
+      - name: web
+        image: %q
+        args: [netexec, --http-port=8080]
+        readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+        lifecycle: {preStop: {sleep: {seconds: 3}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+`, img)
+	manifest := filepath.Join(t.TempDir(), "web.yaml")
+	if err := os.WriteFile(manifest, []byte(web), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := kubectl(t, "apply", "-f", manifest); r.Err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
+	}
+	if r := kubectl(t, "rollout", "status", "deployment/web", "--timeout=120s"); r.Err != nil {
+		t.Fatalf("kubectl rollout status: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	svc, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerNet, _, err := cfg.FindNode(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://%s:%d/hostname", workerNet.IP, svc.Spec.Ports[0].NodePort)
+	if got := httpGet(t, url); !strings.HasPrefix(got, "web-") {
+		t.Fatalf("the NodePort answered %q", got)
+	}
+	client := startPaced(url, 100*time.Millisecond)
+	defer client.stop()
+	stopWatch := minAvailable(cs, "default", "web")
+
+	step(t, "a minor version skipped is refused", func(t *testing.T) {
+		skip := otherTree(t, SkipVersion)
+		r := Devk(t, c.Tree, c.Env, "upgrade", "--tree", skip, "--name", name)
+		if r.Err == nil || !strings.Contains(r.Stderr, "upgrade one minor version at a time (to v1.35 first)") || !strings.Contains(r.Stderr, "--force-skew") {
+			t.Fatalf("devk upgrade to %s: %v, want the skew policy's refusal\n%s", SkipVersion, r.Err, r.Stderr)
+		}
+		if _, err := os.Stat(journal); !os.IsNotExist(err) {
+			t.Fatalf("a refused upgrade left its journal (%v)", err)
+		}
+	})
+
+	step(t, "the dry run plans every step", func(t *testing.T) {
+		rep := parseUpgrade(t, devk(t, "upgrade", "--tree", next, "--dry-run", "-o", "json"))
+		var steps []string
+		for _, s := range rep.Plan {
+			steps = append(steps, s.Step+":"+s.Component+"@"+s.Node+":"+s.From+">"+s.To)
+		}
+		cp := name + "-control-plane"
+		want := []string{"etcd:etcd@" + cp + ":>",
+			"control-plane:kube-apiserver@" + cp + ":v1.34.4>v1.35.4", "control-plane:kube-controller-manager@" + cp + ":v1.34.4>v1.35.4", "control-plane:kube-scheduler@" + cp + ":v1.34.4>v1.35.4",
+			"addons:kube-proxy@:>", "addons:coredns@:>",
+			"kubelets:kubelet@" + cp + ":v1.34.4>v1.35.4", "kubelets:kubelet@" + worker + ":v1.34.4>v1.35.4", "kubectl:kubectl@:v1.34.4>v1.35.4"}
+		if strings.Join(steps, " ") != strings.Join(want, " ") {
+			t.Fatalf("plan\n  %s\nwant\n  %s", strings.Join(steps, "\n  "), strings.Join(want, "\n  "))
+		}
+		if _, err := os.Stat(journal); !os.IsNotExist(err) {
+			t.Fatalf("a dry run wrote the journal (%v)", err)
+		}
+	})
+
+	step(t, "killed in each kind of step, resumed to the end", func(t *testing.T) {
+		for _, point := range []string{"upgrade/control-plane/apiserver/ready", "upgrade/addons/kube-proxy/rollout", "upgrade/kubelets/" + worker + "/kubelet"} {
+			r := atPoint(t, c.Tree, c.Env, point, "kill", "upgrade", "--tree", next, "--name", name)
+			if !killedBySignal(r.Err, syscall.SIGKILL) {
+				t.Fatalf("devk upgrade at %s: %v, want killed\n%s", point, r.Err, r.Stderr)
+			}
+		}
+		// Killed after draining the worker: it is cordoned, and the
+		// journal says so.
+		n, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
+		if err != nil || !n.Spec.Unschedulable {
+			t.Fatalf("node %s after the kill in its kubelet step: unschedulable %v (%v), want cordoned", worker, n.Spec.Unschedulable, err)
+		}
+		if data, err := os.ReadFile(journal); err != nil || !strings.Contains(string(data), `"cordoned": "`+worker+`"`) {
+			t.Fatalf("journal: %v\n%s", err, data)
+		}
+		rep := parseUpgrade(t, devk(t, "upgrade", "--tree", next, "-o", "json"))
+		if len(rep.Versions) != 6 {
+			t.Errorf("versions %+v, want 6 (API server, controller-manager, scheduler, two kubelets, kubectl)", rep.Versions)
+		}
+		for _, v := range rep.Versions {
+			if v.Version != UpgradeVersion {
+				t.Errorf("%s on %q runs %s, want %s", v.Component, v.Node, v.Version, UpgradeVersion)
+			}
+		}
+		if v, err := cs.Discovery().ServerVersion(); err != nil || v.GitVersion != UpgradeVersion {
+			t.Errorf("the API server's version %v (%v), want %s", v, err, UpgradeVersion)
+		}
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes.Items {
+			if n.Status.NodeInfo.KubeletVersion != UpgradeVersion || n.Spec.Unschedulable || !nodeReady(&n) {
+				t.Errorf("node %s: kubelet %s, unschedulable %v, ready %v; want %s, schedulable and Ready", n.Name, n.Status.NodeInfo.KubeletVersion, n.Spec.Unschedulable, nodeReady(&n), UpgradeVersion)
+			}
+		}
+		if got := manifestImages(t); got["kube-apiserver"] == before["kube-apiserver"] || got["etcd"] == before["etcd"] {
+			t.Errorf("the static pods' images after the upgrade %v, the same as before %v", got, before)
+		}
+	})
+
+	step(t, "a second run changes nothing", func(t *testing.T) {
+		rep := parseUpgrade(t, devk(t, "upgrade", "--tree", next, "-o", "json"))
+		swapped := 0
+		for _, s := range rep.Swaps {
+			for _, p := range s.Swap.StaticPods {
+				if !p.Unchanged {
+					swapped++
+				}
+			}
+			for _, a := range s.Swap.Addons {
+				if !a.Unchanged {
+					swapped++
+				}
+			}
+			for _, b := range s.Swap.Binaries {
+				if b.Changed {
+					swapped++
+				}
+			}
+		}
+		if swapped != 0 || len(rep.Swaps) == 0 {
+			t.Fatalf("the second upgrade swapped %d (of %d steps' swaps), want none: %+v", swapped, len(rep.Swaps), rep.Swaps)
+		}
+	})
+
+	client.stop()
+	least, reads := stopWatch()
+	t.Logf("the client through the Service: %d answered, %d failed; the Deployment's fewest available replicas %d over %d reads", client.ok.Load(), client.failed.Load(), least, reads)
+	if client.failed.Load() > 0 || client.ok.Load() == 0 {
+		t.Errorf("the client through the Service saw %d failed requests (of %d):\n  %s", client.failed.Load(), client.ok.Load()+client.failed.Load(), strings.Join(client.failures, "\n  "))
+	}
+	if least < 1 || reads == 0 {
+		t.Errorf("the Deployment had %d available replicas at its lowest (%d reads), below its PodDisruptionBudget's 1", least, reads)
+	}
+
+	step(t, "rollback", func(t *testing.T) {
+		rep := parseUpgrade(t, devk(t, "upgrade", "--rollback", "-o", "json"))
+		for _, v := range rep.Versions {
+			if v.Version != KubeVersion {
+				t.Errorf("after the rollback %s on %q runs %s, want %s", v.Component, v.Node, v.Version, KubeVersion)
+			}
+		}
+		if got := manifestImages(t); fmt.Sprint(got) != fmt.Sprint(before) {
+			t.Errorf("the static pods' images after the rollback\n  %v\nwant those before the upgrade\n  %v", got, before)
+		}
+		if r := Devk(t, c.Tree, c.Env, "upgrade", "--rollback", "--name", name); r.Err == nil || !strings.Contains(r.Stderr, "no upgrade to roll back") {
+			t.Errorf("a second rollback: %v\n%s", r.Err, r.Stderr)
+		}
+	})
+
+	devk(t, "down")
+	downed()
+}
