@@ -256,8 +256,8 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 			j.c.Config.Name, jr.To, jr.Tree, jr.Tree, j.c.NameFlag(), j.c.NameFlag())
 	}
 	j.Report.From = running
-	if jr := j.journal; jr != nil && (j.Rollback || (!jr.Done && !jr.RolledBack)) {
-		j.Report.From = jr.From // resumed or rolled back: what ran before it began
+	if jr := j.journal; jr != nil && !jr.RolledBack && (j.Rollback || jr.Tree == j.tree.Root) {
+		j.Report.From = jr.From // resumed, run again or rolled back: what ran before it began
 	}
 	if j.Rollback {
 		j.Report.To = j.journal.To
@@ -390,7 +390,12 @@ func addonImage(ctx context.Context, cs kubernetes.Interface, w addon.Workload) 
 }
 
 func (j *Job) writeJournal(ctx context.Context) (phase.Outcome, error) {
-	if jr := j.journal; jr != nil && !jr.Done && !jr.RolledBack && jr.Tree == j.tree.Root {
+	if jr := j.journal; jr != nil && !jr.RolledBack && jr.Tree == j.tree.Root {
+		// Resumed, or run again once done: what ran before it began stays
+		// what --rollback goes back to.
+		if jr.Done {
+			return phase.Unchanged("the upgrade to %s begun %s is done; checking every step", jr.To, jr.Started.Format(time.RFC3339)), nil
+		}
 		return phase.Unchanged("resuming the upgrade to %s begun %s", jr.To, jr.Started.Format(time.RFC3339)), nil
 	}
 	imgs, err := j.images(ctx)
@@ -412,7 +417,7 @@ func (j *Job) swap(ctx context.Context, step string, comps []string, kubelets []
 	if kubelets != nil {
 		o.Kubelets = kubelets
 	}
-	o.Reporter = progress.Under(j.Reporter, progress.StepOf(ctx))
+	o.Reporter = quietSkips{progress.Under(j.Reporter, progress.StepOf(ctx))}
 	rep, err := swap.Run(ctx, o, phase.Options{Job: "upgrade/" + step, Reporter: o.Reporter})
 	if rep != nil {
 		j.Report.Swaps = append(j.Report.Swaps, StepSwap{Step: step, Swap: rep})
@@ -422,6 +427,12 @@ func (j *Job) swap(ctx context.Context, step string, comps []string, kubelets []
 	}
 	return swapOutcome(rep), nil
 }
+
+// quietSkips reports a step's swap without the phases it skips: a swap
+// of one component skips those of every other (each "not selected").
+type quietSkips struct{ progress.Reporter }
+
+func (quietSkips) Skip(string, string) {}
 
 // swapOutcome says what a step's swap changed.
 func swapOutcome(rep *swap.Report) phase.Outcome {
@@ -502,21 +513,23 @@ func (j *Job) kubelets(ctx context.Context) (phase.Outcome, error) {
 		if done && j.journal.Cordoned != k.Node {
 			continue
 		}
-		rep := progress.Under(j.Reporter, progress.StepOf(ctx)+"/"+k.Node)
+		node := progress.StepOf(ctx) + "/" + k.Node
 		j.journal.Cordoned = k.Node
 		if err := j.journal.write(j.c.Files.Dir); err != nil {
 			return phase.Done, err
 		}
 		stays := fmt.Sprintf("it stays cordoned: `devk upgrade%s` again resumes, `kubectl uncordon %s` gives it back", j.c.NameFlag(), k.Node)
-		out, err := drain.Node(ctx, cs, k.Node, "devk up"+j.c.NameFlag(), rep)
-		if err != nil {
+		if err := j.step(ctx, node+"/drain", func(ctx context.Context) (phase.Outcome, error) {
+			return drain.Node(ctx, cs, k.Node, "devk up"+j.c.NameFlag(), j.Reporter)
+		}); err != nil {
 			return phase.Done, fmt.Errorf("node %s: %w (%s)", k.Node, err, stays)
 		}
-		rep.Progress("drain", progress.Status{Note: out.Detail})
-		if _, err := j.swap(ctx, "kubelets/"+k.Node, []string{"kubelet"}, []swap.KubeletNode{k}); err != nil {
+		if _, err := j.swap(progress.WithStep(ctx, node), "kubelets/"+k.Node, []string{"kubelet"}, []swap.KubeletNode{k}); err != nil {
 			return phase.Done, fmt.Errorf("node %s: %w (%s)", k.Node, err, stays)
 		}
-		if _, err := drain.Uncordon(ctx, cs, k.Node); err != nil {
+		if err := j.step(ctx, node+"/uncordon", func(ctx context.Context) (phase.Outcome, error) {
+			return drain.Uncordon(ctx, cs, k.Node)
+		}); err != nil {
 			return phase.Done, err
 		}
 		j.journal.Cordoned = ""
@@ -529,6 +542,20 @@ func (j *Job) kubelets(ctx context.Context) (phase.Outcome, error) {
 		return phase.Unchanged("%d kubelets already run it", len(j.Swap.Kubelets)), nil
 	}
 	return phase.Changed("%d of %d nodes drained, their kubelet swapped, uncordoned (%s)", len(changed), len(j.Swap.Kubelets), strings.Join(changed, ", ")), nil
+}
+
+// step runs f as a step of its own (a node's drain or uncordon inside
+// the kubelets phase), reported as the engine reports a phase.
+func (j *Job) step(ctx context.Context, name string, f func(context.Context) (phase.Outcome, error)) error {
+	j.Reporter.Start(name)
+	t0 := time.Now()
+	out, err := f(progress.WithStep(ctx, name))
+	if err != nil {
+		j.Reporter.Fail(name, time.Since(t0), err)
+		return err
+	}
+	j.Reporter.Done(name, time.Since(t0), out.Detail)
+	return nil
 }
 
 // kubeletDone says node k's kubelet is the step's end already: the

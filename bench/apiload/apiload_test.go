@@ -354,3 +354,39 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestURL: with -url every request is a plain GET of the URL on a new
+// connection (a Service's NodePort, as a new client reaches it); a status
+// other than 200 counts as failed.
+func TestURL(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1)%5 == 0 {
+			http.Error(w, "every fifth fails", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "web-1")
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	o := options{url: srv.URL + "/hostname", rate: testRate, duration: testDuration, timeout: testTimeout, mode: modeShared,
+		ready: filepath.Join(dir, "ready"), log: t.Output()}
+	s, err := run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, s)
+	if s.Sent == 0 || int64(s.Sent) != n.Load() {
+		t.Fatalf("sent %d, the server saw %d", s.Sent, n.Load())
+	}
+	if want := s.Sent / 5; s.Failed != want {
+		t.Errorf("failed %d of %d, want every fifth: %d", s.Failed, s.Sent, want)
+	}
+	if s.Connections != int64(s.Sent) {
+		t.Errorf("%d connections for %d requests, want one each", s.Connections, s.Sent)
+	}
+	bad := options{url: "http://x", write: true, rate: 1, timeout: time.Second, mode: modeShared}
+	if err := bad.validate(); err == nil {
+		t.Error("-url with -write: no error")
+	}
+}

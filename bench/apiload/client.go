@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -62,6 +63,9 @@ type client struct {
 	dialer  *countingDialer
 	write   bool
 	seq     atomic.Int64
+	// plain, with -url, GETs the URL request names.
+	plain *http.Client
+	url   string
 }
 
 // newClient makes the clientset of o.mode from o.kubeconfig: client-go's
@@ -70,11 +74,16 @@ type client struct {
 // settings and defaults. Either way every attempt client-go makes passes
 // through attemptRecorder, and every connection through the dialer.
 func newClient(o options) (*client, error) {
+	d := &countingDialer{d: net.Dialer{Timeout: dialTimeout, KeepAlive: dialKeepAlive}}
+	if o.url != "" {
+		rt := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true} // no proxy: a node address is on this machine
+		plain := &http.Client{Timeout: o.timeout, Transport: attemptRecorder{next: rt}}
+		return &client{server: o.url, request: "GET " + o.url, dialer: d, plain: plain, url: o.url}, nil
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w (give the cluster's admin.conf)", o.kubeconfig, err)
 	}
-	d := &countingDialer{d: net.Dialer{Timeout: dialTimeout, KeepAlive: dialKeepAlive}}
 	switch o.mode {
 	case modeShared:
 		// A Dial of its own also gives this clientset a transport of its
@@ -112,6 +121,24 @@ func newClient(o options) (*client, error) {
 // get sends one request (with -write, the patch); at records what the transport saw of it.
 func (c *client) get(ctx context.Context, at *attempts) error {
 	ctx = context.WithValue(ctx, attemptsKey{}, at)
+	if c.plain != nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.plain.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", c.url, resp.Status)
+		}
+		return nil
+	}
 	if c.write {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{"apiload/seq":"%d"}}}`, c.seq.Add(1))
 		_, err := c.cs.CoreV1().PodTemplates(writeNamespace).Patch(ctx, writeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})

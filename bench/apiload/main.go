@@ -81,6 +81,9 @@ type options struct {
 	mode       string
 	ready      string
 	write      bool
+	// url, when set, is a plain HTTP URL each request GETs instead of
+	// the API (a Service's NodePort), on a new connection each time.
+	url string
 	// log gets the progress lines: the start, each new kind of failure.
 	log io.Writer
 }
@@ -94,6 +97,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the JSON summary to this file (default: stdout)")
 	flag.StringVar(&o.mode, "mode", modeShared, "shared: one clientset and its HTTP/2 connection; fresh: a new TCP+TLS connection per request")
 	flag.BoolVar(&o.write, "write", false, "send writes (a merge patch of PodTemplate default/apiload, which must exist) instead of GETs")
+	flag.StringVar(&o.url, "url", "", "GET this plain HTTP URL (a Service's NodePort at a node address) instead of the API, a new connection per request; -kubeconfig is then not read")
 	flag.StringVar(&o.ready, "ready", "", "create this file once the first request has succeeded (an old one is removed at start)")
 	flag.Parse()
 	if err := mainErr(o); err != nil {
@@ -122,7 +126,9 @@ func mainErr(o options) error {
 // validate checks the flags before anything connects.
 func (o options) validate() error {
 	switch {
-	case o.kubeconfig == "":
+	case o.url != "" && o.write:
+		return errors.New("-url and -write: a plain HTTP GET has no write")
+	case o.kubeconfig == "" && o.url == "":
 		return errors.New("-kubeconfig is required: the cluster's admin.conf, whose server is the load balancer ($DEVK_HOME/clusters/<cluster>/admin.conf)")
 	case o.rate < 1 || o.rate > maxRate:
 		return fmt.Errorf("-rate %d: give requests per second from 1 to %d", o.rate, maxRate)
