@@ -328,6 +328,32 @@ spec:
 				t.Errorf("node %s: kubelet %s, unschedulable %v, ready %v; want %s, schedulable and Ready", n.Name, n.Status.NodeInfo.KubeletVersion, n.Spec.Unschedulable, nodeReady(&n), UpgradeVersion)
 			}
 		}
+		var st struct {
+			Nodes []struct {
+				Name, Kubelet string
+				Components    []struct{ Name, Version string }
+			}
+		}
+		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Nodes) != 2 {
+			t.Fatalf("devk status -o json:\n%s", r.Stdout)
+		}
+		versions := 0
+		for _, n := range st.Nodes {
+			if n.Kubelet != UpgradeVersion {
+				t.Errorf("devk status: node %s's kubelet %s, want %s", n.Name, n.Kubelet, UpgradeVersion)
+			}
+			for _, comp := range n.Components {
+				if comp.Version != "" {
+					versions++
+					if comp.Version != UpgradeVersion {
+						t.Errorf("devk status: %s on %s is %s, want %s", comp.Name, n.Name, comp.Version, UpgradeVersion)
+					}
+				}
+			}
+		}
+		if versions != 3 {
+			t.Errorf("devk status shows %d control-plane components' versions, want 3 (API server, controller-manager, scheduler)", versions)
+		}
 		if got := manifestImages(t); got["kube-apiserver"] == before["kube-apiserver"] || got["etcd"] == before["etcd"] {
 			t.Errorf("the static pods' images after the upgrade %v, the same as before %v", got, before)
 		}

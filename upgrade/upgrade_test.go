@@ -65,19 +65,6 @@ func TestUnknown(t *testing.T) {
 	}
 }
 
-func TestBuildInfoVersion(t *testing.T) {
-	metrics := []byte(`# HELP kubernetes_build_info [ALPHA] A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.
-# TYPE kubernetes_build_info gauge
-kubernetes_build_info{build_date="2026-01-01T00:00:00Z",compiler="gc",git_commit="abc",git_tree_state="clean",git_version="v1.35.4",go_version="go1.25.7",major="1",minor="35",platform="linux/amd64"} 1
-`)
-	if v, err := BuildInfoVersion(metrics); err != nil || v != "v1.35.4" {
-		t.Fatalf("BuildInfoVersion = %q, %v", v, err)
-	}
-	if _, err := BuildInfoVersion([]byte("go_goroutines 12\n")); err == nil {
-		t.Fatal("BuildInfoVersion without the metric: no error")
-	}
-}
-
 func TestJournal(t *testing.T) {
 	dir := t.TempDir()
 	if jr, err := readJournal(dir); err != nil || jr != nil {

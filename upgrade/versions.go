@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -43,17 +42,9 @@ func (j *Job) running(ctx context.Context) ([]skew.Running, error) {
 			name string
 			port int
 		}{{skew.ControllerManager, cfg.Ports.ControllerManager}, {skew.Scheduler, cfg.Ports.Scheduler}} {
-			cs, err := kube.Client(admin, kube.WithHost(base(c.port)), kube.WithTimeout(versionTimeout))
+			v, err := kube.MetricsVersion(ctx, admin, base(c.port), versionTimeout)
 			if err != nil {
-				return nil, err
-			}
-			metrics, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("the version of %s on %s (%s/metrics): %w", c.name, n.Name, base(c.port), err)
-			}
-			v, err := BuildInfoVersion(metrics)
-			if err != nil {
-				return nil, fmt.Errorf("%s on %s (%s/metrics): %w", c.name, n.Name, base(c.port), err)
+				return nil, fmt.Errorf("the version of %s on %s: %w", c.name, n.Name, err)
 			}
 			out = append(out, skew.Running{Component: c.name, Node: n.Name, Version: v})
 		}
@@ -75,22 +66,6 @@ func (j *Job) running(ctx context.Context) ([]skew.Running, error) {
 		out = append(out, skew.Running{Component: skew.Kubectl, Version: v})
 	}
 	return out, nil
-}
-
-// buildInfo is the metric every Kubernetes component exposes with its
-// version (component-base's kubernetes_build_info), whose git_version
-// label devk reads where /version is not served (the controller-manager's
-// and scheduler's secure ports).
-var buildInfo = regexp.MustCompile(`(?m)^kubernetes_build_info\{[^}]*\bgit_version="([^"]+)"`)
-
-// BuildInfoVersion is the git_version of kubernetes_build_info in a
-// component's /metrics.
-func BuildInfoVersion(metrics []byte) (string, error) {
-	m := buildInfo.FindSubmatch(metrics)
-	if m == nil {
-		return "", fmt.Errorf("no kubernetes_build_info with a git_version among its metrics")
-	}
-	return string(m[1]), nil
 }
 
 // kubectlVersion is the client version of the kubectl at path, or ""

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,6 +137,11 @@ type Component struct {
 	// Running is the image the runtime reports for the running container
 	// (CRI imageRef).
 	Running  string `json:"runningImage,omitempty"`
+	// Version is the gitVersion a running control-plane component
+	// reports (the API server's /version, the controller-manager's and
+	// scheduler's kubernetes_build_info metric); empty for etcd and the
+	// addons, whose image says it.
+	Version  string `json:"version,omitempty"`
 	State    string `json:"state"`
 	Healthy  bool   `json:"healthy"`
 	Problem  string `json:"problem,omitempty"`
@@ -286,6 +292,7 @@ func nodeStatuses(ctx context.Context, c *cluster.Cluster, cs kubernetes.Interfa
 		var cts []cri.Container
 		cts, s.RuntimeMessage = runtimeContainers(ctx, c, n)
 		s.Components = nodeComponents(n, cts, problem)
+		componentVersions(ctx, c, n, s.Components)
 		s.Addons = nodeAddons(cts, api)
 		out = append(out, s)
 	}
@@ -409,6 +416,29 @@ func nodeComponents(n cluster.Node, cts []cri.Container, problem func(pod string
 		out = append(out, componentStatus(sp.Name, manifest, ct, problem(sp.Name)))
 	}
 	return out
+}
+
+// componentVersions fills the Version of node n's running API server,
+// controller-manager and scheduler, each read within checkTimeout (one
+// that does not answer keeps none).
+func componentVersions(ctx context.Context, c *cluster.Cluster, n cluster.Node, comps []Component) {
+	admin := c.FirstNode().Files.Kubeconfig("admin")
+	base := func(port int) string { return "https://" + n.IP() + ":" + strconv.Itoa(port) }
+	for i := range comps {
+		if comps[i].State != cri.StateRunning {
+			continue
+		}
+		vctx, cancel := context.WithTimeout(ctx, checkTimeout)
+		switch comps[i].Name {
+		case "kube-apiserver":
+			comps[i].Version, _ = kube.EndpointVersion(vctx, base(c.Config.Ports.APIServer))
+		case "kube-controller-manager":
+			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, base(c.Config.Ports.ControllerManager), checkTimeout)
+		case "kube-scheduler":
+			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, base(c.Config.Ports.Scheduler), checkTimeout)
+		}
+		cancel()
+	}
 }
 
 // nodeAddons are the addons' pods among a node's kube-system containers

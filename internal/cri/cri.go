@@ -91,7 +91,10 @@ type Container struct {
 // Running reports whether the container is running.
 func (c Container) Running() bool { return c.State == runtimeapi.ContainerState_CONTAINER_RUNNING }
 
-// StateName is "running", "exited", ….
+// StateRunning is the StateName of a running container.
+const StateRunning = "running"
+
+// StateName is "running" (StateRunning), "exited", ….
 func (c Container) StateName() string {
 	return strings.ToLower(strings.TrimPrefix(c.State.String(), "CONTAINER_"))
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"regexp"
 	"strings"
 	"time"
 
@@ -284,6 +285,41 @@ func EndpointVersion(ctx context.Context, base string) (string, error) {
 		return "", fmt.Errorf("%s/version: %w", base, err)
 	}
 	return v.GitVersion, nil
+}
+
+// buildInfo is the metric every Kubernetes component exposes with its
+// version (component-base's kubernetes_build_info), whose git_version
+// label MetricsVersion reads.
+var buildInfo = regexp.MustCompile(`(?m)^kubernetes_build_info\{[^}]*\bgit_version="([^"]+)"`)
+
+// BuildInfoVersion is the git_version of kubernetes_build_info in a
+// component's /metrics.
+func BuildInfoVersion(metrics []byte) (string, error) {
+	m := buildInfo.FindSubmatch(metrics)
+	if m == nil {
+		return "", fmt.Errorf("no kubernetes_build_info with a git_version among its metrics")
+	}
+	return string(m[1]), nil
+}
+
+// MetricsVersion is the gitVersion the component serving at base
+// (https://host:port) reports in its kubernetes_build_info metric, read
+// with kubeconfig's credentials: the controller-manager's and the
+// scheduler's secure ports serve no /version.
+func MetricsVersion(ctx context.Context, kubeconfig, base string, timeout time.Duration) (string, error) {
+	cs, err := Client(kubeconfig, WithHost(base), WithTimeout(timeout))
+	if err != nil {
+		return "", err
+	}
+	metrics, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%s/metrics: %w", base, err)
+	}
+	v, err := BuildInfoVersion(metrics)
+	if err != nil {
+		return "", fmt.Errorf("%s/metrics: %w", base, err)
+	}
+	return v, nil
 }
 
 // ServerVersion is the API server's gitVersion, through discovery.

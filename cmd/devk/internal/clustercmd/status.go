@@ -146,9 +146,9 @@ func printStatus(g *cli.Options, st *status.Status) {
 	} else {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "COMPONENT\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
+		fmt.Fprintln(tw, "COMPONENT\tVERSION\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
 		for _, c := range st.Components {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, orDash(c.Version), c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 		}
 		tw.Flush()
 	}
@@ -165,9 +165,9 @@ func printStatus(g *cli.Options, st *status.Status) {
 func printNodeImages(w io.Writer, nodes []status.Node) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCOMPONENT\tPOD\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
+	fmt.Fprintln(tw, "NODE\tCOMPONENT\tVERSION\tPOD\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
 	row := func(node, pod string, c status.Component) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, pod, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, orDash(c.Version), pod, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 	}
 	for _, n := range nodes {
 		for _, c := range n.Components {

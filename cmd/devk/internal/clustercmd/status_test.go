@@ -27,7 +27,7 @@ const (
 func oneNodeStatus() *status.Status {
 	comps := []status.Component{
 		{Name: "etcd", Manifest: etcdImage, Running: etcdImage, State: "running", Healthy: true, Restarts: 0},
-		{Name: "kube-apiserver", Manifest: apiserverImage, Running: swappedImage, State: "running", Healthy: true, Restarts: 2},
+		{Name: "kube-apiserver", Manifest: apiserverImage, Running: swappedImage, Version: "v1.34.4-dirty", State: "running", Healthy: true, Restarts: 2},
 		{Name: "kube-controller-manager", State: "absent", Problem: "connection refused"},
 	}
 	return &status.Status{
@@ -69,10 +69,10 @@ func statusText(st *status.Status) string {
 // output for this status).
 func TestPrintStatusOneNode(t *testing.T) {
 	want := strings.Join(slices.Concat(statusHead, []string{
-		"COMPONENT                STATE    HEALTHY  RESTARTS  MANIFEST                     RUNNING",
-		"etcd                     running  yes      0         etcd@0123456789ab            etcd@0123456789ab",
-		"kube-apiserver           running  yes      2         kube-apiserver@aaaaaaaaaaaa  kube-apiserver@bbbbbbbbbbbb (differs)",
-		"kube-controller-manager  absent   no       0         -                            -",
+		"COMPONENT                VERSION        STATE    HEALTHY  RESTARTS  MANIFEST                     RUNNING",
+		"etcd                     -              running  yes      0         etcd@0123456789ab            etcd@0123456789ab",
+		"kube-apiserver           v1.34.4-dirty  running  yes      2         kube-apiserver@aaaaaaaaaaaa  kube-apiserver@bbbbbbbbbbbb (differs)",
+		"kube-controller-manager  -              absent   no       0         -                            -",
 		"",
 		"last run:",
 		"  preflight  0.012s  ",
@@ -106,13 +106,13 @@ func TestPrintStatusNodes(t *testing.T) {
 		"devk-worker         worker         10.250.0.3  10.244.1.0/24  Ready           v1.34.4  containerd running, kubelet running",
 		"devk-worker2        worker         10.250.0.4  -              no Node object  -        containerd stopped, kubelet stopped",
 		"",
-		"NODE                COMPONENT                POD                 STATE    HEALTHY  RESTARTS  MANIFEST                     RUNNING",
-		"devk-control-plane  etcd                     -                   running  yes      0         etcd@0123456789ab            etcd@0123456789ab",
-		"devk-control-plane  kube-apiserver           -                   running  yes      2         kube-apiserver@aaaaaaaaaaaa  kube-apiserver@bbbbbbbbbbbb (differs)",
-		"devk-control-plane  kube-controller-manager  -                   absent   no       0         -                            -",
-		"devk-control-plane  kube-proxy               kube-proxy-x7k2p    running  yes      0         kube-proxy@cccccccccccc      kube-proxy@cccccccccccc",
-		"devk-worker         coredns                  coredns-7c9f-x2v4q  running  yes      0         -                            coredns@eeeeeeeeeeee",
-		"devk-worker         kube-proxy               kube-proxy-q9z4m    exited   no       3         kube-proxy@cccccccccccc      kube-proxy@dddddddddddd (differs)",
+		"NODE                COMPONENT                VERSION        POD                 STATE    HEALTHY  RESTARTS  MANIFEST                     RUNNING",
+		"devk-control-plane  etcd                     -              -                   running  yes      0         etcd@0123456789ab            etcd@0123456789ab",
+		"devk-control-plane  kube-apiserver           v1.34.4-dirty  -                   running  yes      2         kube-apiserver@aaaaaaaaaaaa  kube-apiserver@bbbbbbbbbbbb (differs)",
+		"devk-control-plane  kube-controller-manager  -              -                   absent   no       0         -                            -",
+		"devk-control-plane  kube-proxy               -              kube-proxy-x7k2p    running  yes      0         kube-proxy@cccccccccccc      kube-proxy@cccccccccccc",
+		"devk-worker         coredns                  -              coredns-7c9f-x2v4q  running  yes      0         -                            coredns@eeeeeeeeeeee",
+		"devk-worker         kube-proxy               -              kube-proxy-q9z4m    exited   no       3         kube-proxy@cccccccccccc      kube-proxy@dddddddddddd (differs)",
 		"node devk-worker2: its runtime was not read: containerd is not running: `devk up` starts it again (its log: /w2/logs/containerd.log)",
 		"",
 		"last run:",
