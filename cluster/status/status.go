@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,7 +136,7 @@ type Component struct {
 	Manifest string `json:"manifestImage,omitempty"`
 	// Running is the image the runtime reports for the running container
 	// (CRI imageRef).
-	Running  string `json:"runningImage,omitempty"`
+	Running string `json:"runningImage,omitempty"`
 	// Version is the gitVersion a running control-plane component
 	// reports (the API server's /version, the controller-manager's and
 	// scheduler's kubernetes_build_info metric); empty for etcd and the

@@ -13,8 +13,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 

@@ -26,8 +26,8 @@ func NewStatusCmd(g *cli.Options) *cobra.Command {
 		Use:   "status",
 		Short: "Show a cluster's processes and components: running, healthy, image digest, restarts",
 		Long: `Show the cluster made by ` + "`devk up`" + `: the supervised processes (containerd,
-kubelet, registry), each control-plane component (running or not, healthy
-or not, the image its manifest names and the image the runtime reports it
+kubelet, registry), each control-plane component (its version as it
+reports it, running or not, healthy or not, the image its manifest names and the image the runtime reports it
 runs, restarts), whether the node is Ready, and the phase times of the last
 ` + "`devk up`" + ` or ` + "`devk down`" + `. For a cluster of more nodes, every node (role,
 address, pod subnet, Ready, kubelet version, processes) and what each runs,
