@@ -437,34 +437,24 @@ func (quietSkips) Skip(string, string) {}
 // swapOutcome says what a step's swap changed.
 func swapOutcome(rep *swap.Report) phase.Outcome {
 	var changed, same []string
-	for _, r := range rep.StaticPods {
-		what := r.Pod
-		if r.Node != "" {
-			what += " on " + r.Node
+	add := func(what, node string, did bool) {
+		if node != "" {
+			what += " on " + node
 		}
-		if r.Unchanged {
-			same = append(same, what)
-		} else {
+		if did {
 			changed = append(changed, what)
+		} else {
+			same = append(same, what)
 		}
+	}
+	for _, r := range rep.StaticPods {
+		add(r.Pod, r.Node, !r.Unchanged)
 	}
 	for _, r := range rep.Addons {
-		if r.Unchanged {
-			same = append(same, r.Component)
-		} else {
-			changed = append(changed, r.Component)
-		}
+		add(r.Component, "", !r.Unchanged)
 	}
 	for _, b := range rep.Binaries {
-		what := b.Component
-		if b.Node != "" {
-			what += " on " + b.Node
-		}
-		if b.Changed {
-			changed = append(changed, what)
-		} else {
-			same = append(same, what)
-		}
+		add(b.Component, b.Node, b.Changed)
 	}
 	detail := ""
 	if len(changed) > 0 {
