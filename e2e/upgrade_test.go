@@ -409,6 +409,25 @@ spec:
 		}
 	})
 
+	// Mixed versions by choice: one worker's kubelet from the next
+	// minor's tree is newer than the API server, which the policy refuses
+	// unless forced; forced, the node runs it Ready, and status says so.
+	step(t, "a kubelet newer than the API server", func(t *testing.T) {
+		r := Devk(t, c.Tree, c.Env, "swap", "kubelet", "--tree", next, "--node", worker, "--name", name)
+		if r.Err == nil || !strings.Contains(r.Stderr, "kubelet "+UpgradeVersion+" on "+worker+": newer than kube-apiserver") || !strings.Contains(r.Stderr, "--force-skew") {
+			t.Fatalf("devk swap kubelet --tree %s: %v, want the skew policy's refusal\n%s", next, r.Err, r.Stderr)
+		}
+		if n, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{}); err != nil || n.Status.NodeInfo.KubeletVersion != KubeVersion {
+			t.Fatalf("after the refusal node %s runs kubelet %s (%v), want %s", worker, n.Status.NodeInfo.KubeletVersion, err, KubeVersion)
+		}
+		devk(t, "swap", "kubelet", "--tree", next, "--node", worker, "--force-skew")
+		n, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
+		if err != nil || n.Status.NodeInfo.KubeletVersion != UpgradeVersion || !nodeReady(n) {
+			t.Fatalf("forced: node %s runs kubelet %s, ready %v (%v), want %s Ready", worker, n.Status.NodeInfo.KubeletVersion, nodeReady(n), err, UpgradeVersion)
+		}
+		devk(t, "swap", "kubelet", "--rollback", "--node", worker)
+	})
+
 	devk(t, "down")
 	downed()
 }

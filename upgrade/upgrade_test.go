@@ -100,3 +100,26 @@ func TestRollbackOrder(t *testing.T) {
 		t.Fatalf("rollback phases %v, want %v", names, RollbackOrder)
 	}
 }
+
+func TestAfterSwap(t *testing.T) {
+	running := []skew.Running{
+		{Component: skew.APIServer, Node: "cp", Version: "v1.34.4"},
+		{Component: skew.Kubelet, Node: "cp", Version: "v1.34.4"},
+		{Component: skew.Kubelet, Node: "w1", Version: "v1.34.4"},
+		{Component: skew.Kubectl, Version: "v1.34.4"},
+	}
+	got := afterSwap(running, map[string]string{skew.Kubelet: "v1.35.4"}, []string{"w1"})
+	if got[1].Version != "v1.34.4" || got[2].Version != "v1.35.4" || running[2].Version != "v1.34.4" {
+		t.Fatalf("afterSwap of w1's kubelet = %+v (running %+v)", got, running)
+	}
+	if err := skew.Check("after", got); err == nil || !strings.Contains(err.Error(), "kubelet v1.35.4 on w1: newer than kube-apiserver") {
+		t.Fatalf("Check after a newer kubelet: %v", err)
+	}
+	got = afterSwap(running, map[string]string{skew.Kubelet: "v1.33.9", skew.Kubectl: "v1.35.0"}, nil)
+	if got[1].Version != "v1.33.9" || got[2].Version != "v1.33.9" || got[3].Version != "v1.35.0" {
+		t.Fatalf("afterSwap of every kubelet and kubectl = %+v", got)
+	}
+	if err := skew.Check("after", got); err != nil {
+		t.Fatalf("an older kubelet and a kubectl one minor newer: %v", err)
+	}
+}

@@ -18,15 +18,17 @@ import (
 	"github.com/devk/devk/phase"
 	"github.com/devk/devk/remote"
 	"github.com/devk/devk/swap"
+	"github.com/devk/devk/upgrade"
 )
 
 // NewSwapCmd is `devk swap`.
 func NewSwapCmd(g *cli.Options) *cobra.Command {
 	var (
-		o      swap.Options
-		node   nodeFlags
-		flags  phase.Flags
-		access cli.Access
+		o         swap.Options
+		node      nodeFlags
+		flags     phase.Flags
+		access    cli.Access
+		forceSkew bool
 	)
 	cmd := &cobra.Command{
 		Use:   "swap [COMPONENT...]",
@@ -99,7 +101,15 @@ reach), named 127.0.0.1:5098/NAME@sha256:…. Through the cluster devk swaps
 static pods, and the kubelet alone: on every node (or --node), one at a
 time, where systemd runs it (its unit restarted, the node Ready before
 the next; the old binary back if the new one is not healthy); elsewhere
-the node's agent says why not. The first line says which way devk runs.`,
+the node's agent says why not. The first line says which way devk runs.
+
+Components named from a tree of another minor version than the cluster's
+(--tree ../kubernetes-v1.35.4 on a v1.34 cluster: a mixed-version
+cluster by choice) are checked first against Kubernetes' version skew
+policy for the cluster after the swap (no kubelet or controller newer
+than the API server, kubelets at most three minors behind, …): a swap
+outside it is refused, naming each component and the rule, unless
+--force-skew. ` + "`devk upgrade`" + ` moves a whole cluster in the policy's order.`,
 		Example: `  devk build apiserver --push && devk swap
   devk swap apiserver scheduler
   devk swap --rollback apiserver
@@ -112,7 +122,8 @@ the node's agent says why not. The first line says which way devk runs.`,
   devk swap apiserver --skip-phases apiserver/hand-over   # as a manifest edit would: the kubelet's back-off included
   devk swap apiserver --kubeconfig ~/work.conf --registry registry.example:5000   # any cluster, through it
   devk swap apiserver --kubeconfig ~/work.conf --load       # no registry the nodes reach
-  devk swap kubelet --kubeconfig ~/work.conf --load         # where systemd runs the nodes' kubelets`,
+  devk swap kubelet --kubeconfig ~/work.conf --load         # where systemd runs the nodes' kubelets
+  devk swap kubelet --tree ../kubernetes-v1.33.9 --node devk-worker   # one worker's kubelet two minors behind`,
 		ValidArgsFunction: cli.CompleteNames(cli.SwappableNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Components = args
@@ -134,6 +145,15 @@ the node's agent says why not. The first line says which way devk runs.`,
 			}
 			if r.Cluster != nil {
 				defer g.FollowLogs(cmd.Context(), r.Cluster.Config.Name)()
+				if r.Cluster.Exists() && !flags.DryRun {
+					forced, err := upgrade.SwapSkew(cmd.Context(), r.Cluster, o, forceSkew)
+					if err != nil {
+						return err
+					}
+					if forced != "" {
+						o.Reporter.Infof("--force-skew: %s", forced)
+					}
+				}
 			}
 			if o.KubectlDest == "" {
 				o.KubectlDest = swap.DefaultKubectlDest(r.Home)
@@ -157,6 +177,7 @@ the node's agent says why not. The first line says which way devk runs.`,
 	f.StringVar(&o.KubectlDest, "dest", "", "the `path` swap kubectl installs kubectl at (default $DEVK_HOME/bin/kubectl)")
 	f.DurationVar(&o.Timeout, "timeout", swap.DefaultTimeout, "how long to wait for the new pod to be healthy (an addon: for its rollout) before rolling back")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
+	f.BoolVar(&forceSkew, "force-skew", false, "swap components of another minor version even where Kubernetes' version skew policy refuses it (a kubelet newer than the API server)")
 	phase.Bind(cmd, swap.Phases(), &flags)
 	cli.ResultHelp(cmd, swap.Report{}, false)
 	return cmd
