@@ -425,7 +425,9 @@ spec:
 		if err != nil || n.Status.NodeInfo.KubeletVersion != UpgradeVersion || !nodeReady(n) {
 			t.Fatalf("forced: node %s runs kubelet %s, ready %v (%v), want %s Ready", worker, n.Status.NodeInfo.KubeletVersion, nodeReady(n), err, UpgradeVersion)
 		}
-		var st struct{ Nodes []struct{ Name, Kubelet string } }
+		var st struct {
+			Nodes []struct{ Name, Kubelet string }
+		}
 		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Nodes) != 2 || st.Nodes[1].Kubelet != UpgradeVersion || st.Nodes[0].Kubelet != KubeVersion {
 			t.Errorf("devk status with one worker forced to %s: %+v", UpgradeVersion, st.Nodes)
 		}
