@@ -412,6 +412,15 @@ func (j *Job) writeJournal(ctx context.Context) (phase.Outcome, error) {
 // swap runs one step's swap of comps (kubelets: those kubelets only),
 // its progress under the step, its kill points "upgrade/<step>/…".
 func (j *Job) swap(ctx context.Context, step string, comps []string, kubelets []swap.KubeletNode) (phase.Outcome, error) {
+	if j.Rollback {
+		var err error
+		if comps, err = j.toRollBack(ctx, comps); err != nil {
+			return phase.Done, err
+		}
+		if len(comps) == 0 {
+			return phase.Unchanged("already what ran before the upgrade"), nil
+		}
+	}
 	o := j.Swap
 	o.TreeDir, o.Components, o.Rollback = j.tree.Root, comps, j.Rollback
 	if kubelets != nil {
@@ -426,6 +435,46 @@ func (j *Job) swap(ctx context.Context, step string, comps []string, kubelets []
 		return phase.Done, err
 	}
 	return swapOutcome(rep), nil
+}
+
+// toRollBack are those of comps that a rollback must swap back: a static
+// pod or addon whose image is not the journal's from before the upgrade
+// on some node (a half-done upgrade never swapped the others, and a
+// swap's rollback of them would go back to whatever preceded their last
+// swap), kubectl when its version is not the journal's; the kubelet is
+// decided node by node (kubeletDone).
+func (j *Job) toRollBack(ctx context.Context, comps []string) ([]string, error) {
+	imgs, err := j.images(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range comps {
+		switch name {
+		case "kubelet":
+			out = append(out, name)
+		case "kubectl":
+			v, err := kubectlVersion(ctx, j.Swap.KubectlDest)
+			if err != nil {
+				return nil, err
+			}
+			if v != versionOf(j.journal.From, skew.Kubectl) {
+				out = append(out, name)
+			}
+		default:
+			pod := name // an addon's key is its name, a static pod's node/pod
+			if c, err := build.Lookup(name); err == nil && c.StaticPod {
+				pod = c.Binary
+			}
+			for k, was := range j.journal.FromImages {
+				if _, p, _ := strings.Cut(k, "/"); (k == pod || p == pod) && imgs[k] != was {
+					out = append(out, name)
+					break
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // quietSkips reports a step's swap without the phases it skips: a swap
