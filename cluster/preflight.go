@@ -46,6 +46,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 		if err != nil {
 			probs = append(probs, Problem{Check: "tree", What: err.Error()}) // the error says what to do
 		} else if v, err := t.Version(ctx); err == nil {
+			add(preflight.TreeNotOlder(c.Config.Name, c.Config.KubeVersion, v.GitVersion))
 			version = v.GitVersion
 		}
 	}

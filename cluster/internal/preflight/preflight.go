@@ -60,6 +60,21 @@ func Root() *Problem {
 	return &Problem{"root", "devk up runs containerd and the kubelet, which need root", "run it as root: sudo -E devk up"}
 }
 
+// TreeNotOlder refuses `devk up` of an existing cluster from a tree of an
+// older minor version than the cluster runs (recorded: cluster.json's
+// version, which devk upgrade sets): up would put that tree's kubelets
+// and kubectl back under the newer control plane. A new cluster, or a
+// version that does not parse, passes.
+func TreeNotOlder(name, recorded, tree string) *Problem {
+	r, err1 := version.ParseGeneric(recorded)
+	t, err2 := version.ParseGeneric(tree)
+	if err1 != nil || err2 != nil || r.Major() < t.Major() || r.Major() == t.Major() && r.Minor() <= t.Minor() {
+		return nil
+	}
+	return &Problem{"version", fmt.Sprintf("cluster %s runs %s (devk upgrade made it so), the tree is %s: up would put this older tree's kubelets back under the newer control plane", name, recorded, tree),
+		fmt.Sprintf("run devk up from a v%d.%d tree (--tree), or `devk upgrade --rollback` first", r.Major(), r.Minor())}
+}
+
 // CgroupSupport says whether a kubelet of version can run on the
 // machine's cgroup version, and why not. cgroup v2 support is GA from
 // 1.25; cgroup v1 works on every release devk knows, from 1.35 only with

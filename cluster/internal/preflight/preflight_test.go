@@ -115,3 +115,25 @@ func TestJoin(t *testing.T) {
 		t.Errorf("Join with a kubelet and a short socket = %v", got)
 	}
 }
+
+func TestTreeNotOlder(t *testing.T) {
+	for _, tc := range []struct {
+		recorded, tree string
+		refused        bool
+	}{
+		{"", "v1.34.4", false},
+		{"v1.34.4", "v1.34.4-dirty", false},
+		{"v1.34.4", "v1.35.4", false},
+		{"v1.35.4", "v1.35.0-alpha.1", false},
+		{"v1.35.4", "v1.34.4", true},
+		{"v2.0.0", "v1.40.0", true},
+	} {
+		p := TreeNotOlder("devk", tc.recorded, tc.tree)
+		if (p != nil) != tc.refused {
+			t.Errorf("TreeNotOlder(%q, %q) = %v, want refused %v", tc.recorded, tc.tree, p, tc.refused)
+		}
+		if p != nil && !strings.Contains(p.String(), "devk upgrade --rollback") {
+			t.Errorf("the refusal %q says no way out", p)
+		}
+	}
+}
