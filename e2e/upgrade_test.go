@@ -382,6 +382,10 @@ spec:
 		if swapped != 0 || len(rep.Swaps) == 0 {
 			t.Fatalf("the second upgrade swapped %d (of %d steps' swaps), want none: %+v", swapped, len(rep.Swaps), rep.Swaps)
 		}
+		// up from the old tree would put its kubelets back: refused.
+		if r := Devk(t, c.Tree, c.Env, "up", "--name", name); r.Err == nil || !strings.Contains(r.Stderr, "devk upgrade --rollback") {
+			t.Errorf("devk up from the %s tree of the upgraded cluster: %v, want refused\n%s", KubeVersion, r.Err, r.Stderr)
+		}
 	})
 
 	client.stop()
