@@ -539,6 +539,9 @@ func (j *Job) kubectl(ctx context.Context) (phase.Outcome, error) {
 // node whose kubelet is already the step's end (a resumed upgrade) is
 // left alone, unless the journal says this upgrade cordoned it.
 func (j *Job) kubelets(ctx context.Context) (phase.Outcome, error) {
+	if err := j.needJournal(); err != nil {
+		return phase.Done, err
+	}
 	cs, err := j.client()
 	if err != nil {
 		return phase.Done, err
@@ -597,6 +600,18 @@ func (j *Job) step(ctx context.Context, name string, f func(context.Context) (ph
 	return nil
 }
 
+// needJournal says what to run when a step that records its progress in
+// the journal runs without one (its phase skipped, or run alone first).
+func (j *Job) needJournal() error {
+	if j.journal == nil || j.journal.Tree != j.tree.Root {
+		return fmt.Errorf("no journal of an upgrade of cluster %s to this tree: run the whole `devk upgrade --tree %s%s` (its preflight and journal phases first)", j.c.Config.Name, j.tree.Root, j.c.NameFlag())
+	}
+	if j.Report.To == "" { // preflight did not run: a phase run alone
+		j.Report.To = j.journal.To
+	}
+	return nil
+}
+
 // kubeletDone says node k's kubelet is the step's end already: the
 // tree's binary (its bytes), or on a rollback the version it ran before.
 func (j *Job) kubeletDone(ctx context.Context, cs kubernetes.Interface, k swap.KubeletNode) (bool, error) {
@@ -631,6 +646,9 @@ func (j *Job) kubeletDone(ctx context.Context, cs kubernetes.Interface, k swap.K
 // end: the tree's version, or on a rollback what ran before (and the
 // images it ran).
 func (j *Job) verify(ctx context.Context) (phase.Outcome, error) {
+	if err := j.needJournal(); err != nil {
+		return phase.Done, err
+	}
 	now, err := j.runningSettled(ctx)
 	if err != nil {
 		return phase.Done, err
