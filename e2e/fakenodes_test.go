@@ -104,12 +104,20 @@ func TestFakeNodes(t *testing.T) {
 				t.Errorf("lease %s: %v s, want 120", l.Name, d)
 			}
 		}
-		cm, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, "kube-controller-manager-"+fakeCluster+"-control-plane", metav1.GetOptions{})
+		// The mirror pod of the controller-manager up retuned may be
+		// between the kubelet's deletion of the old one and its creation of
+		// the new one: wait for it.
+		var args []string
+		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			cm, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, "kube-controller-manager-"+fakeCluster+"-control-plane", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			args = cm.Spec.Containers[0].Command
+			return slices.Contains(args, "--node-monitor-grace-period=1m0s"), nil
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		if args := cm.Spec.Containers[0].Command; !slices.Contains(args, "--node-monitor-grace-period=1m0s") {
-			t.Errorf("controller-manager's command has no --node-monitor-grace-period=1m0s: %q", args)
+			t.Errorf("controller-manager's mirror pod after a minute: command %q, want --node-monitor-grace-period=1m0s in it", args)
 		}
 		t.Logf("%d fake nodes' leases of 120 s, the controller-manager's grace period 1m0s", len(leases))
 		if len(leases) != 200 {
