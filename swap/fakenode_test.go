@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -64,11 +65,31 @@ type fakeNode struct {
 	lingering   map[string]bool
 	// grace is the stop grace the swap must give (Options.StopGrace).
 	grace time.Duration
+	// cgroupDelay, when set, gives each pod a cgroup (a directory under
+	// cgroupDir, PodCgroup's answer) that the fake kubelet removes that
+	// long after the pod's sandbox stopped, as the real one does after a
+	// relist; like the real one it starts no pod of the same name before.
+	cgroupDelay time.Duration
+	cgroupDir   string
+	terminated  map[string]cgroupEnd // pod UID → its end, while its cgroup stays
+	// reporter, when set, is the Target's.
+	reporter progress.Reporter
+	// early are the pods whose manifest came while an old pod of the
+	// name still had its cgroup: the real kubelet backs off 10-15 s.
+	early []string
+}
+
+// cgroupEnd is a terminated pod's: its full name and when its sandbox
+// stopped.
+type cgroupEnd struct {
+	full string
+	at   time.Time
 }
 
 func newFakeNode(t *testing.T, dir, node string, pods ...string) *fakeNode {
 	f := &fakeNode{t: t, dir: dir, node: node, pods: pods, client: fake.NewClientset(), logDir: t.TempDir(),
-		interval: 10 * time.Millisecond, broken: map[string]bool{}, crashOnce: map[string]bool{}, lingering: map[string]bool{}}
+		interval: 10 * time.Millisecond, broken: map[string]bool{}, crashOnce: map[string]bool{}, lingering: map[string]bool{},
+		cgroupDir: t.TempDir(), terminated: map[string]cgroupEnd{}}
 	f.sync()
 	// The pods it found ran long before the test.
 	for _, c := range f.containers {
@@ -92,13 +113,25 @@ func newFakeNode(t *testing.T, dir, node string, pods ...string) *fakeNode {
 
 // Target is a swap Target on the fake.
 func (f *fakeNode) Target() *Target {
-	return &Target{ManifestsDir: f.dir, NodeName: f.node, Client: f.client, Runtime: f, Reporter: progress.Discard(), Timeout: 10 * time.Second, LogLines: DefaultLogLines}
+	r := f.reporter
+	if r == nil {
+		r = progress.Discard()
+	}
+	return &Target{ManifestsDir: f.dir, NodeName: f.node, Client: f.client, Runtime: f, Reporter: r, Timeout: 10 * time.Second, LogLines: DefaultLogLines}
 }
 
 // sync is one pass of the fake kubelet over the manifests dir.
 func (f *fakeNode) sync() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for uid, end := range f.terminated {
+		if time.Since(end.at) >= f.cgroupDelay {
+			if err := os.Remove(f.cgroupPath(uid)); err != nil && !os.IsNotExist(err) {
+				f.t.Errorf("fake kubelet: %v", err)
+			}
+			delete(f.terminated, uid)
+		}
+	}
 	for _, name := range f.pods {
 		full := name + "-" + f.node
 		data, err := os.ReadFile(filepath.Join(f.dir, name+".yaml"))
@@ -120,6 +153,12 @@ func (f *fakeNode) sync() {
 			continue
 		case running != nil:
 			f.terminate(running) // the old pod goes first; the new one starts on the next pass
+			continue
+		}
+		if f.stillEnding(full) {
+			if !slices.Contains(f.early, uid) {
+				f.early = append(f.early, uid)
+			}
 			continue
 		}
 		img, err := staticpod.Image(filepath.Join(f.dir, name+".yaml"), name)
@@ -147,12 +186,27 @@ func (f *fakeNode) terminate(sb *cri.Sandbox) {
 		}
 	}
 	sb.Ready = false
+	if f.cgroupDelay > 0 {
+		f.terminated[sb.PodUID] = cgroupEnd{full: sb.PodName, at: time.Now()}
+	}
 }
+
+// stillEnding says an old pod of the full name still has its cgroup.
+func (f *fakeNode) stillEnding(full string) bool {
+	for _, end := range f.terminated {
+		if end.full == full {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeNode) cgroupPath(uid string) string { return filepath.Join(f.cgroupDir, "pod"+uid) }
 
 func (f *fakeNode) newContainer(full, uid, name, img string) *cri.Status {
 	f.nextID++
 	c := &cri.Status{Container: cri.Container{ID: fmt.Sprintf("c%063d", f.nextID), Name: name, PodName: full, PodNamespace: metav1.NamespaceSystem,
-		PodUID: uid, State: runtimeapi.ContainerState_CONTAINER_RUNNING, ImageRef: img, CreatedAt: time.Now()}}
+		PodUID: uid, State: runtimeapi.ContainerState_CONTAINER_RUNNING, ImageRef: img, CreatedAt: time.Now()}, StartedAt: time.Now()}
 	if f.broken[digest.Of(img)] || f.crashOnce[digest.Of(img)] {
 		delete(f.crashOnce, digest.Of(img))
 		c.State, c.ExitCode, c.Reason = runtimeapi.ContainerState_CONTAINER_EXITED, 1, "Error"
@@ -178,6 +232,11 @@ func (f *fakeNode) newest(uid string) *cri.Status {
 
 func (f *fakeNode) start(full, uid, name, img string) {
 	f.sandboxes = append(f.sandboxes, cri.Sandbox{ID: "sb-" + uid, PodName: full, PodUID: uid, Ready: true, Static: true, CreatedAt: time.Now()})
+	if f.cgroupDelay > 0 {
+		if err := os.MkdirAll(f.cgroupPath(uid), 0o755); err != nil {
+			f.t.Errorf("fake kubelet: %v", err)
+		}
+	}
 	c := f.newContainer(full, uid, name, img)
 	mp := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: full, Namespace: metav1.NamespaceSystem,
 		Annotations: map[string]string{corev1.MirrorPodAnnotationKey: uid, digest.ConfigHashAnnotation: uid}}}
@@ -261,6 +320,20 @@ func (f *fakeNode) StopContainer(ctx context.Context, id string, grace time.Dura
 		onStop(id)
 	}
 	return nil
+}
+
+// PodCgroup is the pod's cgroup when the fake gives pods one.
+func (f *fakeNode) PodCgroup(_ context.Context, id, podUID string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cgroupDelay == 0 {
+		return "", fmt.Errorf("no process of container %s is visible", id)
+	}
+	p := f.cgroupPath(podUID)
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // ImageDigest: the fake's images are all named by digest.

@@ -63,6 +63,15 @@ func (n *Target) handover(ctx context.Context, m Manifest, podName string, old p
 			return
 		}
 		failpoint.Hit("swap/after-vacate")
+		// The old pod's cgroup, while its container still runs: its
+		// removal is the release (release.go).
+		cgroup := ""
+		if old.containerID != "" && old.podUID != "" {
+			var err error
+			if cgroup, err = n.Runtime.PodCgroup(ctx, old.containerID, old.podUID); err != nil {
+				n.Reporter.Debugf("the old pod's cgroup (the release is then timed by the relist): %v", err)
+			}
+		}
 		if old.containerID != "" {
 			if err := n.Runtime.StopContainer(ctx, old.containerID, n.StopGrace); err != nil {
 				n.Reporter.Debugf("stop old container: %v", err)
@@ -71,7 +80,7 @@ func (n *Target) handover(ctx context.Context, m Manifest, podName string, old p
 		if podName == etcdPod {
 			n.stopAPIServer(ctx)
 		}
-		n.waitReleased(ctx, podName, ours, uids)
+		n.waitReleased(ctx, podName, ours, uids, cgroup)
 	}
 }
 
@@ -112,8 +121,9 @@ func (n *Target) stopAPIServer(ctx context.Context) {
 
 // waitReleased waits, at most KubeletBackoff, until the kubelet has let
 // go of every pod of the name (uids are those known so far; more may
-// show up).
-func (n *Target) waitReleased(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool) {
+// show up). cgroup, when known, is the old pod's cgroup: while that pod
+// is the only one, its removal is the release.
+func (n *Target) waitReleased(ctx context.Context, podName string, ours func(string) bool, uids map[string]bool, cgroup string) {
 	rc := releaseClock{checkDir: n.KubeletRootDir != ""}
 	t0 := time.Now()
 	failpoint.Hit("swap/handover")
@@ -134,8 +144,15 @@ func (n *Target) waitReleased(ctx context.Context, podName string, ours func(str
 				dirs = dirs || (rc.checkDir && exists(dir))
 			}
 		}
-		if len(uids) > 0 && rc.released(time.Now(), ready, dirs) {
-			n.Reporter.Debugf("the kubelet released the old pod in %s", progress.Round(time.Since(t0)))
+		// Another pod of the name (one the kubelet was starting) has a
+		// cgroup of its own: the relist and the directories then decide.
+		rc.checkCgroup = cgroup != "" && len(uids) == 1
+		if len(uids) > 0 && rc.released(time.Now(), ready, dirs, rc.checkCgroup && exists(cgroup)) {
+			how := "its sandbox stopped a relist ago, its directory gone"
+			if rc.checkCgroup {
+				how = "its cgroup removed"
+			}
+			n.Reporter.Debugf("the kubelet released the old pod in %s (%s)", progress.Round(time.Since(t0)), how)
 			return true, nil
 		}
 		// No pod of that name ran: nothing to wait for.

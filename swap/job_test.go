@@ -29,6 +29,7 @@ import (
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/progress"
+	"github.com/devk/devk/internal/syncbuf"
 	"github.com/devk/devk/internal/testtree"
 	"github.com/devk/devk/phase"
 )
@@ -294,7 +295,7 @@ func TestHandOverStopsARestartedContainer(t *testing.T) {
 	fx.node.mu.Lock()
 	fx.node.restartOnce = true
 	fx.node.mu.Unlock()
-	before, err := n.observe(context.Background(), "kube-apiserver", "kube-apiserver", "")
+	before, err := n.observe(context.Background(), "kube-apiserver", "kube-apiserver", "", true)
 	if err != nil || before.containerID == "" {
 		t.Fatalf("observe: %+v, %v", before, err)
 	}
@@ -309,6 +310,50 @@ func TestHandOverStopsARestartedContainer(t *testing.T) {
 	}
 	if took < relistWait || took >= KubeletBackoff {
 		t.Fatalf("the hand-over took %s: want the release after a relist (%s), before the back-off (%s)", took, relistWait, KubeletBackoff)
+	}
+}
+
+// TestHandOverReleasesOnThePodCgroup: with the old pod's cgroup known,
+// the hand-over ends once the kubelet removed it (before a whole relist
+// would have passed), and the kubelet never sees the new manifest while
+// the old pod still had it (the real one would back off 10-15 s).
+func TestHandOverReleasesOnThePodCgroup(t *testing.T) {
+	fx := newSwapFixture(t)
+	const delay = 200 * time.Millisecond
+	fx.node.mu.Lock()
+	fx.node.cgroupDelay = delay
+	fx.node.mu.Unlock()
+	// The running pod gets its cgroup: restart it under the new rule.
+	fx.node.mu.Lock()
+	for _, sb := range fx.node.sandboxes {
+		if sb.Ready {
+			if err := os.MkdirAll(fx.node.cgroupPath(sb.PodUID), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fx.node.mu.Unlock()
+	var log syncbuf.Buffer
+	fx.node.reporter = progress.New(&log, progress.Options{Mode: progress.Plain, Verbose: true})
+	rep, err := fx.run(t, context.Background(), Options{Components: []string{"apiserver"}}, phase.Options{})
+	if err != nil {
+		t.Fatalf("swap: %v\n%s", err, log.String())
+	}
+	fx.node.mu.Lock()
+	early := fx.node.early
+	fx.node.mu.Unlock()
+	if len(early) != 0 {
+		t.Errorf("the new manifest came while the old pod still had its cgroup (pods %v)", early)
+	}
+	if !strings.Contains(log.String(), "released the old pod in") || !strings.Contains(log.String(), "(its cgroup removed)") {
+		t.Errorf("the release was not the cgroup's:\n%s", log.String())
+	}
+	if got := fx.node.running("kube-apiserver"); got != fx.pushed {
+		t.Errorf("the node runs %q, want %q", got, fx.pushed)
+	}
+	r := rep.StaticPods[0]
+	if r.Started <= 0 || r.Started > r.Ready {
+		t.Errorf("started %s, ready %s: want the new container's start, before ready", r.Started, r.Ready)
 	}
 }
 
@@ -448,11 +493,11 @@ func TestEtcdHandOverStopsTheAPIServer(t *testing.T) {
 	fx.node.pods = append(fx.node.pods, "etcd")
 	fx.node.mu.Unlock()
 	fx.node.sync()
-	api, err := n.observe(context.Background(), "kube-apiserver", "kube-apiserver", "")
+	api, err := n.observe(context.Background(), "kube-apiserver", "kube-apiserver", "", true)
 	if err != nil || api.containerID == "" {
 		t.Fatalf("observe kube-apiserver: %+v, %v", api, err)
 	}
-	before, err := n.observe(context.Background(), "etcd", "etcd", "")
+	before, err := n.observe(context.Background(), "etcd", "etcd", "", true)
 	if err != nil || before.containerID == "" {
 		t.Fatalf("observe etcd: %+v, %v", before, err)
 	}

@@ -27,6 +27,7 @@ type Runtime interface {
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	PullImage(ctx context.Context, ref string) (string, error)
 	ImageDigest(ctx context.Context, ref string) (string, error)
+	PodCgroup(ctx context.Context, containerID, podUID string) (string, error)
 }
 
 var _ Runtime = (*cri.Client)(nil)
@@ -151,6 +152,9 @@ type Result struct {
 	// Ready is when the new container ran the digest and was healthy;
 	// Took includes the mirror pod catching up and the checks.
 	Ready time.Duration `json:"ready"`
+	// Started is when the runtime started the new container (CRI): what
+	// the swap took before the component's own start-up (Ready - Started).
+	Started time.Duration `json:"started,omitempty"`
 	// KubeletRestarted says devk restarted its kubelet to get the mirror
 	// pod updated (see Target.settle).
 	KubeletRestarted bool          `json:"kubeletRestarted,omitempty"`
@@ -198,14 +202,18 @@ var putBackContainer = podState{containerID: "\x00", restarts: true}
 // observe looks once at the static pod: its mirror pod, its running (or
 // crashed) container through CRI, its newest sandbox, and its health
 // endpoint.
-func (n *Target) observe(ctx context.Context, podName, container, health string) (podState, error) {
+func (n *Target) observe(ctx context.Context, podName, container, health string, mirror bool) (podState, error) {
 	var s podState
 	p := n.pod(podName, container)
-	if mp, err := digest.MirrorPod(ctx, n.Client, p); err != nil {
-		s.healthErr = err // the API may be down during an apiserver swap
-	} else if mp != nil {
-		s.configHash = mp.Annotations[digest.ConfigHashAnnotation]
-		s.mirrorImage = digest.MirrorImageID(mp, container)
+	// The mirror pod only when asked for: while an API server starts, a
+	// GET can take as long as its start.
+	if mirror {
+		if mp, err := digest.MirrorPod(ctx, n.Client, p); err != nil {
+			s.healthErr = err // the API may be down during an apiserver swap
+		} else if mp != nil {
+			s.configHash = mp.Annotations[digest.ConfigHashAnnotation]
+			s.mirrorImage = digest.MirrorImageID(mp, container)
+		}
 	}
 	run, err := digest.RunningContainer(ctx, n.Runtime, p)
 	if err != nil {

@@ -201,7 +201,7 @@ func (p *podSwap) handOver(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	before, err := n.observe(ctx, p.target.Pod, p.ctr.Name, p.health)
+	before, err := n.observe(ctx, p.target.Pod, p.ctr.Name, p.health, true)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -262,7 +262,7 @@ func (p *podSwap) verify(ctx context.Context) (phase.Outcome, error) {
 	s := p.after
 	var mirrorErr error
 	if p.unchanged {
-		if s, err = n.observe(ctx, p.target.Pod, p.ctr.Name, p.health); err != nil {
+		if s, err = n.observe(ctx, p.target.Pod, p.ctr.Name, p.health, true); err != nil {
 			return phase.Done, err
 		}
 		if p.job.Rollback {

@@ -24,26 +24,37 @@ import (
 //
 // So the old pod counts as released once its sandbox has been stopped
 // for longer than a relist and its directory has been gone for a moment.
+// One step is exact: the last of step 2, the removal of the pod's cgroup,
+// comes right before the worker lets go. When the old container's pod
+// cgroup is known (cri.Client.PodCgroup), its removal is the release,
+// without waiting out a whole relist or the housekeeping.
 const (
 	relistWait = 1250 * time.Millisecond
 	dirMargin  = 300 * time.Millisecond
+	// cgroupMargin is how long after the pod cgroup is gone the release
+	// counts: the worker's last steps after it take microseconds.
+	cgroupMargin = 50 * time.Millisecond
 )
 
 // releaseClock turns polls of the old pod's sandbox and directory into the
 // decision that the kubelet has let go of it.
 type releaseClock struct {
 	// checkDir is false when the kubelet root is unknown.
-	checkDir       bool
+	checkDir bool
+	// checkCgroup says the old pod's cgroup is known: its removal, not
+	// the relist and the directory, is the release.
+	checkCgroup    bool
 	sandboxStopped time.Time
 	dirGone        time.Time
+	cgroupGone     time.Time
 }
 
 // released records one poll at now (is any sandbox of the pod's name
-// ready, does any of their directories exist) and reports whether the
-// kubelet has let go of them.
+// ready, does any of their directories exist, does the old pod's cgroup)
+// and reports whether the kubelet has let go of them.
 // A sandbox that is ready again, or a directory that is back (a pod the
 // kubelet was still starting), starts the clock over.
-func (r *releaseClock) released(now time.Time, sandboxReady, dirExists bool) bool {
+func (r *releaseClock) released(now time.Time, sandboxReady, dirExists, cgroupExists bool) bool {
 	switch {
 	case sandboxReady:
 		r.sandboxStopped = time.Time{}
@@ -55,6 +66,18 @@ func (r *releaseClock) released(now time.Time, sandboxReady, dirExists bool) boo
 		r.dirGone = time.Time{}
 	case r.dirGone.IsZero():
 		r.dirGone = now
+	}
+	if r.checkCgroup {
+		switch {
+		case cgroupExists:
+			r.cgroupGone = time.Time{}
+		case r.cgroupGone.IsZero():
+			r.cgroupGone = now
+		}
+		if r.sandboxStopped.IsZero() || r.cgroupGone.IsZero() {
+			return false
+		}
+		return now.Sub(r.cgroupGone) >= cgroupMargin && now.Sub(r.sandboxStopped) >= cgroupMargin
 	}
 	if r.sandboxStopped.IsZero() || r.dirGone.IsZero() {
 		return false

@@ -20,7 +20,7 @@ import (
 // so the next `devk swap` finishes the job.
 func (n *Target) rollBack(ctx context.Context, m Manifest, podName string, c *corev1.Container, why error) error {
 	cctx := interrupt.Cleanup(ctx)
-	cur, _ := n.observe(cctx, podName, c.Name, healthURL(c))
+	cur, _ := n.observe(cctx, podName, c.Name, healthURL(c), true)
 	if _, err := m.Restore(c.Name, n.handover(cctx, m, podName, cur)); err != nil {
 		return fmt.Errorf("%s: %v; and the rollback failed: %w (the old manifest is at %s; `%s` tries again)", podName, why, err, m.PendingPath(), n.command())
 	}
@@ -77,7 +77,7 @@ func (n *Target) restoreOld(m Manifest, podName string, old *corev1.Container, j
 // put-back pod failing.
 func (n *Target) exitedBefore(ctx context.Context, podName string, c *corev1.Container) podState {
 	before := putBackContainer
-	if st, err := n.observe(ctx, podName, c.Name, healthURL(c)); err == nil {
+	if st, err := n.observe(ctx, podName, c.Name, healthURL(c), true); err == nil {
 		before.crashed = st.crashed
 	}
 	return before

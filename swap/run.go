@@ -38,7 +38,7 @@ const RunStopGrace = 5 * time.Second
 // run in its place. Manifest.BeginRun comes first.
 func (n *Target) TakeOut(ctx context.Context, podName string, c *corev1.Container) error {
 	m := ManifestFor(n.ManifestsDir, podName)
-	before, err := n.observe(ctx, podName, c.Name, healthURL(c))
+	before, err := n.observe(ctx, podName, c.Name, healthURL(c), true)
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,11 @@ const (
 	// DefaultTimeout bounds the wait for a new pod to run healthy before
 	// the swap is rolled back (--timeout).
 	DefaultTimeout = 3 * time.Minute
-	// pollInterval is how often a wait looks at the node.
-	pollInterval = 250 * time.Millisecond
+	// pollInterval is how often a wait looks at the node: a tenth of a
+	// second, so that ready and verified are reported within that of the
+	// moment (each look is a CRI list, a probe and, for the mirror pod, a
+	// GET).
+	pollInterval = 100 * time.Millisecond
 	// mirrorGrace is how long after ready the mirror pod gets before devk
 	// says why it waits (and, on its own cluster, restarts the kubelet).
 	mirrorGrace = 2 * time.Second
@@ -42,7 +45,7 @@ func (n *Target) waitFor(ctx context.Context, podName, container, health string,
 	stage := "the kubelet to start the new container"
 	restarted := "" // a put-back container that exited, which the kubelet restarts
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		s, err := n.observe(ctx, podName, container, health)
+		s, err := n.observe(ctx, podName, container, health, mirror)
 		if err != nil {
 			return false, nil // the runtime may be busy: look again
 		}
@@ -85,14 +88,23 @@ func (n *Target) waitFor(ctx context.Context, podName, container, health string,
 }
 
 // ready waits for the new container to run want and be healthy; then the
-// pod is ready, recorded in res.Ready (from t0).
+// pod is ready, recorded in res.Ready (from t0), and res.Started is when
+// the runtime started that container: Ready - Started is the component's
+// own start-up, Started what the swap took before it.
 func (n *Target) ready(ctx context.Context, podName, container, health string, before podState, want string, t0 time.Time, res *Result) (podState, error) {
 	s, err := n.waitFor(ctx, podName, container, health, before, want, false)
 	if err != nil {
 		return s, err
 	}
 	res.Ready = time.Since(t0)
-	n.Reporter.Infof("%s: ready in %s, running %s", podName, progress.Round(res.Ready), shortDigest(want))
+	if st, err := n.Runtime.ContainerStatus(ctx, s.containerID); err == nil && !st.StartedAt.IsZero() {
+		res.Started = st.StartedAt.Sub(t0)
+	}
+	started := ""
+	if res.Started > 0 {
+		started = fmt.Sprintf(" (its container started at %s)", progress.Round(res.Started))
+	}
+	n.Reporter.Infof("%s: ready in %s%s, running %s", podName, progress.Round(res.Ready), started, shortDigest(want))
 	return s, nil
 }
 

@@ -149,10 +149,21 @@ func (c *Client) Containers(ctx context.Context, f Filter) ([]Container, error) 
 // Status is a container's detailed status.
 type Status struct {
 	Container
-	LogPath  string
-	ExitCode int32
-	Reason   string
-	Message  string
+	// StartedAt is when the runtime started the container (zero if it
+	// has not).
+	StartedAt time.Time
+	LogPath   string
+	ExitCode  int32
+	Reason    string
+	Message   string
+}
+
+// unixNano is a CRI timestamp as a time, zero for 0 (not yet).
+func unixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // ContainerStatus inspects one container.
@@ -170,7 +181,8 @@ func (c *Client) ContainerStatus(ctx context.Context, id string) (*Status, error
 			PodName: s.Labels[LabelPodName], PodNamespace: s.Labels[LabelPodNamespace], PodUID: s.Labels[LabelPodUID],
 			State: s.State, ImageRef: s.ImageRef, CreatedAt: time.Unix(0, s.CreatedAt),
 		},
-		LogPath: s.LogPath, ExitCode: s.ExitCode, Reason: s.Reason, Message: s.Message,
+		StartedAt: unixNano(s.StartedAt),
+		LogPath:   s.LogPath, ExitCode: s.ExitCode, Reason: s.Reason, Message: s.Message,
 	}, nil
 }
 
