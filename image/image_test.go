@@ -197,6 +197,53 @@ func TestLayerContents(t *testing.T) {
 	}
 }
 
+// TestUncompressedLayer: with NoCompression the blob is the tar itself
+// (its digest is its diff ID), of OCI's uncompressed media type, cached
+// apart from the gzipped layer of the same binary.
+func TestUncompressedLayer(t *testing.T) {
+	_, bin := builtTree(t)
+	sum, _ := build.FileSHA256(bin)
+	dir := t.TempDir()
+	plain := &LayerCache{Dir: dir, Compression: NoCompression, Keep: 3}
+	l, hit, err := plain.Layer(bin, "kube-apiserver", sum, types.OCILayer)
+	if err != nil || hit {
+		t.Fatalf("hit %v err %v", hit, err)
+	}
+	d, _ := l.Digest()
+	diff, _ := l.DiffID()
+	mt, _ := l.MediaType()
+	size, _ := l.Size()
+	if d != diff || mt != types.OCIUncompressedLayer {
+		t.Fatalf("digest %s, diff ID %s, media type %s: want the tar's own digest and %s", d, diff, mt, types.OCIUncompressedLayer)
+	}
+	fi, _ := os.Stat(bin)
+	if size <= fi.Size() {
+		t.Errorf("the plain layer is %d bytes, no more than the binary's %d", size, fi.Size())
+	}
+	var names []string
+	eachLayerEntry(t, l, func(h *tar.Header, _ io.Reader) { names = append(names, h.Name) })
+	if strings.Join(names, " ") != "usr/ usr/local/ usr/local/bin/ usr/local/bin/kube-apiserver" {
+		t.Fatalf("layer entries %v", names)
+	}
+	gz := &LayerCache{Dir: dir, Compression: DefaultCompression, Keep: 3}
+	lz, hit, err := gz.Layer(bin, "kube-apiserver", sum, types.OCILayer)
+	if err != nil || hit {
+		t.Fatalf("the gzipped layer beside the plain one: hit %v err %v", hit, err)
+	}
+	dz, _ := lz.Digest()
+	diffz, _ := lz.DiffID()
+	if dz == d || diffz != diff {
+		t.Fatalf("gzipped: digest %s, diff ID %s; plain: %s, %s: want other blobs of the same tar", dz, diffz, d, diff)
+	}
+	dl, _, err := plain.Layer(bin, "kube-apiserver", sum, types.DockerLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mt, _ := dl.MediaType(); mt != types.DockerUncompressedLayer {
+		t.Errorf("a Docker-flavoured plain layer is %s", mt)
+	}
+}
+
 // eachLayerEntry calls fn with each entry of the layer's uncompressed tar
 // and its contents.
 func eachLayerEntry(t *testing.T, l v1.Layer, fn func(h *tar.Header, body io.Reader)) {

@@ -28,9 +28,15 @@ import (
 // BinDir is where the binary lives inside the image.
 const BinDir = "/usr/local/bin"
 
-// Compression is how layers are gzipped. The digest of a layer depends on
-// it, so it is part of the cache key; same settings, same bytes.
+// Compression is how layers are gzipped, or that they are not. The digest
+// of a layer depends on it, so it is part of the cache key; same
+// settings, same bytes.
 type Compression struct {
+	// None leaves the layers as plain tars (OCI's uncompressed layer
+	// media type): nothing to compress on push, nothing for the node's
+	// runtime to decompress on pull, larger blobs; Level and BlockSize
+	// are unused.
+	None bool
 	// Level is the gzip level (1 fastest … 9 smallest).
 	Level int
 	// BlockSize is the size of the blocks compressed in parallel; 0 means
@@ -50,7 +56,13 @@ var DefaultCompression = Compression{Level: 1, BlockSize: 1 << 20}
 // image tools produce; the benchmark compares against it.
 var StandardCompression = Compression{Level: gzip.DefaultCompression}
 
+// NoCompression is plain tar layers, for a registry on this machine.
+var NoCompression = Compression{None: true}
+
 func (c Compression) key() string {
+	if c.None {
+		return "tar"
+	}
 	if c.BlockSize == 0 {
 		return fmt.Sprintf("gz%d", c.Level)
 	}
@@ -58,6 +70,9 @@ func (c Compression) key() string {
 }
 
 func (c Compression) writer(w io.Writer) (io.WriteCloser, error) {
+	if c.None {
+		return nopWriteCloser{w}, nil
+	}
 	if c.BlockSize == 0 {
 		return gzip.NewWriterLevel(w, c.Level)
 	}
@@ -225,7 +240,7 @@ func (c *LayerCache) cached(name, key string, mt types.MediaType, build func(blo
 		if fi, err := os.Stat(blobPath); err == nil && fi.Size() == m.Size {
 			now := time.Now()
 			_ = os.Chtimes(metaPath, now, now) // keeps it among the newest for pruning
-			l, err := m.layer(blobPath, mt)
+			l, err := m.layer(blobPath, c.Compression.mediaType(mt))
 			return CachedLayer{Layer: l, MTime: m.MTime, Hit: true}, err
 		}
 	}
@@ -246,7 +261,7 @@ func (c *LayerCache) cached(name, key string, mt types.MediaType, build func(blo
 		return CachedLayer{}, fmt.Errorf("layer cache: %w", err)
 	}
 	c.prune(name)
-	l, err := m.layer(blobPath, mt)
+	l, err := m.layer(blobPath, c.Compression.mediaType(mt))
 	return CachedLayer{Layer: l, MTime: m.MTime}, err
 }
 
@@ -383,12 +398,31 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.mt == types.OCIUncompressedLayer || l.mt == types.DockerUncompressedLayer {
+		return f, nil
+	}
 	zr, err := gzip.NewReader(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("layer %s: %w (remove it; devk makes it again)", l.path, err)
 	}
 	return readCloser{zr, func() error { zr.Close(); return f.Close() }}, nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// mediaType is the layer media type mt (gzipped, as the base's manifest
+// flavour names it) as this compression stores it.
+func (c Compression) mediaType(mt types.MediaType) types.MediaType {
+	if !c.None {
+		return mt
+	}
+	if mt == types.DockerLayer {
+		return types.DockerUncompressedLayer
+	}
+	return types.OCIUncompressedLayer
 }
 
 type readCloser struct {

@@ -17,7 +17,7 @@ import (
 
 // addImageFlags are the flags of every command that makes or pushes images.
 func addImageFlags(f *pflag.FlagSet, o *image.Options) {
-	f.Var(&compressionFlag{o: o}, "compression", "layer compression: fast (parallel gzip, level 1) or standard (single-threaded default gzip, smaller and slower); the digest depends on it")
+	f.Var(&compressionFlag{o: o}, "compression", "layer compression: fast (parallel gzip, level 1), standard (single-threaded default gzip, smaller and slower) or none (plain tar layers: nothing to compress, nothing for a node to decompress when it pulls; larger); the digest depends on it")
 	f.StringVar(&o.Registry, "registry", image.DefaultRegistry(), "registry to push to, HOST[:PORT][/PREFIX] (http:// in front for plain HTTP, which needs --insecure unless on loopback); $DEVK_REGISTRY changes the default")
 	f.StringVar(&o.Base, "base", "", "base image to put the binary on (default: none, the binaries are static; kube-proxy always gets devk's iptables base); pulled with your docker credentials")
 	f.BoolVar(&o.Insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback (loopback registries get it anyway)")
@@ -107,8 +107,11 @@ func printPushed(g *cli.Options, j *image.Job, took time.Duration) error {
 type compressionFlag struct{ o *image.Options }
 
 func (c *compressionFlag) String() string {
-	if c.o == nil || c.o.Compression == nil || *c.o.Compression == image.DefaultCompression {
+	switch {
+	case c.o == nil || c.o.Compression == nil || *c.o.Compression == image.DefaultCompression:
 		return "fast"
+	case *c.o.Compression == image.NoCompression:
+		return "none"
 	}
 	return "standard"
 }
@@ -119,10 +122,12 @@ func (c *compressionFlag) Set(s string) error {
 		c.o.Compression = &image.DefaultCompression
 	case "standard":
 		c.o.Compression = &image.StandardCompression
+	case "none":
+		c.o.Compression = &image.NoCompression
 	default:
-		return fmt.Errorf("use fast or standard")
+		return fmt.Errorf("use fast, standard or none")
 	}
 	return nil
 }
 
-func (c *compressionFlag) Type() string { return "fast|standard" }
+func (c *compressionFlag) Type() string { return "fast|standard|none" }
