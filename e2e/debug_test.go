@@ -33,8 +33,12 @@ import (
 )
 
 // debugPause is how long the test keeps the API server stopped at its
-// breakpoint before it checks that nothing killed it.
-const debugPause = 60 * time.Second
+// breakpoint before it checks that nothing killed it: under the
+// controller-manager's node-monitor-grace-period (50 s), since a paused
+// API server renews no lease, and past that grace the controller-manager's
+// write marking the node Unknown can land before the kubelet's renewal
+// when the API server runs on (CI saw it once with a 60 s pause).
+const debugPause = 40 * time.Second
 
 // funcBody is the first line of the body of the function whose
 // declaration line starts with decl, in file of the tree.
@@ -197,7 +201,7 @@ func readyTransition(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 // checkDebug runs the API server of a one-node cluster under Delve with a
 // breakpoint in its /version handler: a client the test built connects
 // to the printed address, a /version request blocks at that tree file and
-// line (after devk's substitute-path rules) for a minute without the pod
+// line (after devk's substitute-path rules) for 40 s without the pod
 // being restarted or the node going NotReady, and answers once the
 // client continues. Then --stop puts the container back byte for byte.
 // The controller-manager survives a minute's pause; the kubelet under
