@@ -204,7 +204,7 @@ func readyTransition(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 // line (after devk's substitute-path rules) for 40 s without the pod
 // being restarted or the node going NotReady, and answers once the
 // client continues. Then --stop puts the container back byte for byte.
-// The controller-manager survives a minute's pause; the kubelet under
+// The controller-manager survives the same pause; the kubelet under
 // dlv stops in its pod sync. Bad input changes nothing.
 func checkDebug(t *testing.T, tree, manifests, kubeconfig, nodeName, pauseImage string, devk func(t *testing.T, args ...string) Result, devkErr func(args ...string) Result) {
 	cs := clientFor(t, kubeconfig)
