@@ -26,12 +26,13 @@ import (
 // exactly the flags rendering passes from the cluster's layout (a
 // podSpec's args, kubeletconfig.Flags' own for node 0 and a joined node,
 // addons.KubeProxyFlags), with every spec key set; feature-gates and
-// runtime-config come from the spec's own keys. No default is owned
+// runtime-config and emulated-version come from the spec's own keys. No default is owned
 // (extraArgs could never change it).
 func TestOwnedFlagsAreRendered(t *testing.T) {
 	cfg, _ := testCluster()
 	cfg.Spec.FeatureGates = map[string]bool{"ComponentFlagz": true}
 	cfg.Spec.RuntimeConfig = map[string]string{"api/alpha": "true"}
+	cfg.Spec.EmulatedVersion = "1.33"
 	in := controlplane.ManifestInput{Config: cfg, Node: cfg.FirstNode(), Files: layout.HomeFiles("/").Cluster(cfg.Name).FirstNode()}
 	pod := func(name string) (own, defaults map[string]string) { return controlplane.Flags(name, in) }
 	kubelet := func() (own, defaults map[string]string) {
@@ -53,7 +54,7 @@ func TestOwnedFlagsAreRendered(t *testing.T) {
 	for comp, render := range rendered {
 		own, defaults := render()
 		maps.DeleteFunc(own, func(flag, _ string) bool {
-			return flag == config.FeatureGatesFlag || flag == config.RuntimeConfigFlag
+			return config.SetBySpecKey(flag)
 		})
 		got, want := slices.Sorted(maps.Keys(own)), slices.Sorted(slices.Values(config.Owned[comp].Flags))
 		if !slices.Equal(got, want) {

@@ -50,6 +50,7 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 			version = v.GitVersion
 		}
 	}
+	add(preflight.EmulatedVersion(c.Config.Spec.EmulatedVersion, version))
 	if err := preflight.CgroupSupport(cg, version); err != nil {
 		probs = append(probs, Problem{Check: "cgroups", What: err.Error()}) // the error says what to do
 	}

@@ -109,6 +109,7 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 	for flag, want := range map[string]string{
 		"feature-gates":            "ComponentFlagz=true,ComponentStatusz=true", // the component's gate over the cluster's
 		"runtime-config":           "api/alpha=false",
+		"emulated-version":         "1.33",
 		"enable-admission-plugins": "NodeRestriction,AlwaysPullImages", // an extra arg over devk's default
 		"audit-log-maxage":         "3",                                // an extra arg devk does not set
 		"service-cluster-ip-range": "10.100.0.0/16",
@@ -119,14 +120,14 @@ func TestUserConfigReachesEveryComponent(t *testing.T) {
 		}
 	}
 	cm := manifestFlags(t, c, "kube-controller-manager")
-	if cm["feature-gates"] != "ComponentFlagz=true,ComponentStatusz=false" || cm["controllers"] != "*" || cm["cluster-cidr"] != "10.200.0.0/16" || cm["runtime-config"] != "" {
+	if cm["feature-gates"] != "ComponentFlagz=true,ComponentStatusz=false" || cm["controllers"] != "*" || cm["cluster-cidr"] != "10.200.0.0/16" || cm["runtime-config"] != "" || cm["emulated-version"] != "1.33" {
 		t.Errorf("kube-controller-manager flags: %v", cm)
 	}
-	if s := manifestFlags(t, c, "kube-scheduler"); s["v"] != "4" || s["feature-gates"] != "ComponentFlagz=true,ComponentStatusz=false" {
+	if s := manifestFlags(t, c, "kube-scheduler"); s["v"] != "4" || s["feature-gates"] != "ComponentFlagz=true,ComponentStatusz=false" || s["emulated-version"] != "1.33" {
 		t.Errorf("kube-scheduler flags: %v", s)
 	}
-	if e := manifestFlags(t, c, "etcd"); e["feature-gates"] != "" {
-		t.Errorf("etcd got --feature-gates=%s; it is not a Kubernetes component", e["feature-gates"])
+	if e := manifestFlags(t, c, "etcd"); e["feature-gates"] != "" || e["emulated-version"] != "" {
+		t.Errorf("etcd got --feature-gates=%q --emulated-version=%q; it is not a Kubernetes component", e["feature-gates"], e["emulated-version"])
 	}
 
 	kc, err := kubeletconfig.YAML(kubeletconfig.Input{Config: cfg, Node: c.FirstNode().Net, Files: c.FirstNode().Files, CRISocket: cfg.CRISocket})

@@ -270,6 +270,11 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 		j.Report.SkewForced = err.Error()
 		j.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "--force-skew: " + err.Error()})
 	}
+	if e := j.c.Config.Spec.EmulatedVersion; e != "" {
+		if err := skew.CheckEmulated(e, j.Report.To); err != nil {
+			return phase.Done, fmt.Errorf("the cluster's config: %w, set by `devk up --config FILE` before the upgrade", err)
+		}
+	}
 	return phase.Unchanged("%s → %s, %d components within the skew policy at every step", versionsOf(running), j.Report.To, len(running)), nil
 }
 

@@ -119,6 +119,9 @@ func TestProblems(t *testing.T) {
 		{"gates as a flag", header + "kubelet:\n  extraArgs:\n    feature-gates: A=true\n",
 			[]string{"kubelet.extraArgs.feature-gates: set feature gates with featureGates (every component) or kubelet.featureGates (this one)"}},
 		{"runtime config as a flag", header + "apiServer:\n  extraArgs:\n    runtime-config: api/all=true\n", []string{"apiServer.extraArgs.runtime-config: set the API server's runtime config with runtimeConfig"}},
+		{"emulated version as a flag", header + "controllerManager:\n  extraArgs:\n    emulated-version: \"1.33\"\n", []string{"devk.yaml:5: controllerManager.extraArgs.emulated-version: set the control plane's emulated version with emulatedVersion"}},
+		{"an emulated version with a patch", header + "emulatedVersion: \"1.33.2\"\n", []string{`devk.yaml:3: emulatedVersion: is "1.33.2": give a MAJOR.MINOR version such as "1.33"`}},
+		{"an emulated version unquoted", header + "emulatedVersion: 1.33\n", []string{"devk.yaml:3: emulatedVersion: is number, want a string (quote it"}},
 		{"dashes", header + "scheduler:\n  extraArgs:\n    --v: \"4\"\n", []string{"devk.yaml:5: scheduler.extraArgs.--v: write the flag's name without dashes: v"}},
 		{"a flag name", header + "scheduler:\n  extraArgs:\n    V Level: \"4\"\n", []string{`scheduler.extraArgs["V Level"]: is not a flag name`}},
 		{"a gate name", header + "featureGates:\n  component-flagz: true\n", []string{"devk.yaml:4: featureGates.component-flagz: is not a feature gate name"}},
@@ -183,7 +186,7 @@ func TestOwnedFlagsRefused(t *testing.T) {
 				t.Errorf("rendering passes %s.extraArgs %v", comp, w)
 			}
 		}
-		for _, flag := range []string{FeatureGatesFlag, RuntimeConfigFlag} {
+		for _, flag := range []string{FeatureGatesFlag, RuntimeConfigFlag, EmulatedVersionFlag} {
 			if w := WithoutOwned(comp, map[string]string{flag: "x"}); len(w) > 0 {
 				t.Errorf("rendering passes %s.extraArgs %v, which the spec's own keys set", comp, w)
 			}

@@ -35,7 +35,7 @@ func FuzzConfigFile(f *testing.F) {
 		}
 		for name, c := range SpecComponents(&u.Spec) {
 			for flag := range c.ExtraArgs {
-				if _, ok := own[name][flag]; ok || flag == FeatureGatesFlag || flag == RuntimeConfigFlag {
+				if _, ok := own[name][flag]; ok || SetBySpecKey(flag) {
 					t.Fatalf("accepted %s.extraArgs.%s, devk's flag", name, flag)
 				}
 			}

@@ -27,12 +27,29 @@ func SpecComponents(s *layout.Spec) map[string]*layout.Component {
 		Scheduler: &s.Scheduler, Kubelet: &s.Kubelet, KubeProxy: &s.KubeProxy}
 }
 
-// Flags devk sets from the spec's own keys (featureGates, runtimeConfig)
-// and nowhere else: extraArgs may not set them on any component.
+// Flags devk sets from the spec's own keys (featureGates, runtimeConfig,
+// emulatedVersion) and nowhere else: extraArgs may not set them on any
+// component.
 const (
-	FeatureGatesFlag  = "feature-gates"
-	RuntimeConfigFlag = "runtime-config"
+	FeatureGatesFlag    = "feature-gates"
+	RuntimeConfigFlag   = "runtime-config"
+	EmulatedVersionFlag = "emulated-version"
 )
+
+// specKeyFlags are the flags of the spec's own keys, each with the key
+// that sets it.
+var specKeyFlags = map[string]string{FeatureGatesFlag: "featureGates", RuntimeConfigFlag: "runtimeConfig", EmulatedVersionFlag: "emulatedVersion"}
+
+// SetBySpecKey says whether flag is one the spec's own keys set
+// (featureGates, runtimeConfig, emulatedVersion), never extraArgs.
+func SetBySpecKey(flag string) bool {
+	_, ok := specKeyFlags[flag]
+	return ok
+}
+
+// Emulating are the components emulatedVersion applies to, by key: the
+// control plane's, which take --emulated-version.
+var Emulating = []string{APIServer, ControllerManager, Scheduler}
 
 // OwnedSettings are what devk owns of one component: the settings a
 // config file's extraArgs may not set. Validation refuses them
@@ -278,15 +295,16 @@ func WithoutOwned(comp string, extraArgs map[string]string) map[string]string {
 	own := ownFlags()[comp]
 	maps.DeleteFunc(out, func(flag, _ string) bool {
 		_, ok := own[flag]
-		return ok || flag == FeatureGatesFlag || flag == RuntimeConfigFlag
+		return ok || SetBySpecKey(flag)
 	})
 	return out
 }
 
 // SpecFlags are the flags spec s sets on component comp (keyed as in the
 // config file) through its own keys, not extraArgs: FeatureGatesFlag
-// (the spec's gates with comp's over them) and, for the API server,
-// RuntimeConfigFlag; each value sorted by key. None when it sets none.
+// (the spec's gates with comp's over them), for the API server
+// RuntimeConfigFlag, and for those Emulating EmulatedVersionFlag; each
+// value sorted by key. None when it sets none.
 func SpecFlags(s layout.Spec, comp string) map[string]string {
 	out := map[string]string{}
 	if c, ok := SpecComponents(&s)[comp]; ok {
@@ -300,6 +318,9 @@ func SpecFlags(s layout.Spec, comp string) map[string]string {
 	}
 	if comp == APIServer && len(s.RuntimeConfig) > 0 {
 		out[RuntimeConfigFlag] = pairsFlag(s.RuntimeConfig)
+	}
+	if s.EmulatedVersion != "" && slices.Contains(Emulating, comp) {
+		out[EmulatedVersionFlag] = s.EmulatedVersion
 	}
 	return out
 }

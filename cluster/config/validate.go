@@ -38,6 +38,8 @@ var (
 	featureGateName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 	// flagName is a long flag's name without its dashes.
 	flagName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+	// majorMinor is a version as --emulated-version takes it.
+	majorMinor = regexp.MustCompile(`^[1-9][0-9]*\.(0|[1-9][0-9]*)$`)
 )
 
 // validate checks every value on its own and against the others.
@@ -133,6 +135,9 @@ func validateSpec(s layout.Spec, p *problems) {
 			p.add([]string{"runtimeConfig", k}, "%q: want an API group/version (or api/all, api/alpha…) and a value such as \"true\"", k+"="+v)
 		}
 	}
+	if s.EmulatedVersion != "" && !majorMinor.MatchString(s.EmulatedVersion) {
+		p.add([]string{"emulatedVersion"}, "is %q: give a MAJOR.MINOR version such as \"1.33\" (quoted, so YAML keeps it a string)", s.EmulatedVersion)
+	}
 	own := ownFlags()
 	comps := SpecComponents(&s)
 	for _, name := range slices.Sorted(maps.Keys(comps)) {
@@ -149,6 +154,8 @@ func validateSpec(s layout.Spec, p *problems) {
 				p.add(path, "set feature gates with featureGates (every component) or %s.featureGates (this one)", name)
 			case flag == RuntimeConfigFlag:
 				p.add(path, "set the API server's runtime config with runtimeConfig")
+			case flag == EmulatedVersionFlag:
+				p.add(path, "set the control plane's emulated version with emulatedVersion (the API server, controller-manager and scheduler together)")
 			case own[name][flag] != "":
 				p.add(path, "%s: leave it out of extraArgs", own[name][flag])
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/loadbalancer"
@@ -141,7 +143,11 @@ type Component struct {
 	// reports (the API server's /version, the controller-manager's and
 	// scheduler's kubernetes_build_info metric); empty for etcd and the
 	// addons, whose image says it.
-	Version  string `json:"version,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Emulates is the version (MAJOR.MINOR) it emulates, when not its
+	// own (compatibility versions): the API server's /version says it,
+	// the controllers' manifests give --emulated-version.
+	Emulates string `json:"emulates,omitempty"`
 	State    string `json:"state"`
 	Healthy  bool   `json:"healthy"`
 	Problem  string `json:"problem,omitempty"`
@@ -431,14 +437,32 @@ func componentVersions(ctx context.Context, c *cluster.Cluster, n cluster.Node, 
 		vctx, cancel := context.WithTimeout(ctx, checkTimeout)
 		switch comps[i].Name {
 		case "kube-apiserver":
-			comps[i].Version, _ = kube.EndpointVersion(vctx, base(c.Config.Ports.APIServer))
+			if v, err := kube.EndpointVersionInfo(vctx, base(c.Config.Ports.APIServer)); err == nil {
+				comps[i].Version, comps[i].Emulates = v.GitVersion, kube.Emulates(v)
+			}
 		case "kube-controller-manager":
 			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, base(c.Config.Ports.ControllerManager), checkTimeout)
+			comps[i].Emulates = emulatedFlag(n, comps[i].Name)
 		case "kube-scheduler":
 			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, base(c.Config.Ports.Scheduler), checkTimeout)
+			comps[i].Emulates = emulatedFlag(n, comps[i].Name)
 		}
 		cancel()
 	}
+}
+
+// emulatedFlag is the --emulated-version static pod name's manifest on
+// node n gives its container ("" for none).
+func emulatedFlag(n cluster.Node, name string) string {
+	data, err := os.ReadFile(n.Files.ManifestPath(name))
+	if err != nil {
+		return ""
+	}
+	pod, err := staticpod.Parse(data)
+	if err != nil {
+		return ""
+	}
+	return staticpod.Flags(pod, name)[config.EmulatedVersionFlag]
 }
 
 // nodeAddons are the addons' pods among a node's kube-system containers

@@ -507,7 +507,7 @@ func TestBadInput(t *testing.T) {
 		{name: "digest, plain HTTP off loopback", args: []string{"digest", "apiserver", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", within: 5 * time.Second},
 		{name: "watch, plain HTTP off loopback", args: []string{"watch", "apiserver", "--no-swap", "--once", "--tree", tree, "--registry", noRoute}, want: "pass --insecure", timeout: watchTimeout},
 		{name: "push, unknown scheme", args: []string{"push", "apiserver", "--tree", tree, "--registry", "ftp://127.0.0.1:5000"}, want: "unknown scheme ftp://"},
-		{name: "push, unknown compression", args: []string{"push", "apiserver", "--tree", tree, "--compression", "best"}, want: "use fast or standard"},
+		{name: "push, unknown compression", args: []string{"push", "apiserver", "--tree", tree, "--compression", "best"}, want: "use fast, standard or none"},
 
 		// swap
 		{name: "swap, manifests dir alone", args: []string{"swap", "apiserver", "--manifests-dir", nodeManifests, "--tree", tree}, want: "pass all of --manifests-dir, --kubeconfig and --cri-socket"},

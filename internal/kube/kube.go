@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -274,17 +275,34 @@ func probe(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 // (https://host:port, that one server, not a load balancer in front of
 // several) reports on /version, which anyone may read.
 func EndpointVersion(ctx context.Context, base string) (string, error) {
-	body, err := ProbeBody(ctx, strings.TrimSuffix(base, "/")+"/version")
+	v, err := EndpointVersionInfo(ctx, base)
 	if err != nil {
 		return "", err
 	}
-	var v struct {
-		GitVersion string `json:"gitVersion"`
+	return v.GitVersion, nil
+}
+
+// EndpointVersionInfo is all that API server reports on /version: with
+// its gitVersion, the version it emulates (compatibility versions).
+func EndpointVersionInfo(ctx context.Context, base string) (apimachineryversion.Info, error) {
+	var v apimachineryversion.Info
+	body, err := ProbeBody(ctx, strings.TrimSuffix(base, "/")+"/version")
+	if err != nil {
+		return v, err
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
-		return "", fmt.Errorf("%s/version: %w", base, err)
+		return v, fmt.Errorf("%s/version: %w", base, err)
 	}
-	return v.GitVersion, nil
+	return v, nil
+}
+
+// Emulates is the MAJOR.MINOR version v emulates, "" when it emulates
+// none but its own.
+func Emulates(v apimachineryversion.Info) string {
+	if v.EmulationMinor == "" || (v.EmulationMajor == v.Major && v.EmulationMinor == v.Minor) {
+		return ""
+	}
+	return v.EmulationMajor + "." + v.EmulationMinor
 }
 
 // buildInfo is the metric every Kubernetes component exposes with its

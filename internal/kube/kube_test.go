@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -99,5 +100,20 @@ kubernetes_build_info{build_date="2026-01-01T00:00:00Z",compiler="gc",git_commit
 	}
 	if _, err := BuildInfoVersion([]byte("go_goroutines 12\n")); err == nil {
 		t.Fatal("BuildInfoVersion without the metric: no error")
+	}
+}
+
+func TestEmulates(t *testing.T) {
+	for _, tc := range []struct {
+		v    apimachineryversion.Info
+		want string
+	}{
+		{apimachineryversion.Info{Major: "1", Minor: "34", EmulationMajor: "1", EmulationMinor: "33"}, "1.33"},
+		{apimachineryversion.Info{Major: "1", Minor: "34", EmulationMajor: "1", EmulationMinor: "34"}, ""},
+		{apimachineryversion.Info{Major: "1", Minor: "30"}, ""},
+	} {
+		if got := Emulates(tc.v); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.v, got, tc.want)
+		}
 	}
 }

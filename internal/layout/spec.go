@@ -33,13 +33,18 @@ type Spec struct {
 	// FeatureGates go to every component that takes --feature-gates.
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// RuntimeConfig is the API server's --runtime-config.
-	RuntimeConfig     map[string]string `json:"runtimeConfig,omitempty"`
-	APIServer         Component         `json:"apiServer,omitzero"`
-	ControllerManager Component         `json:"controllerManager,omitzero"`
-	Scheduler         Component         `json:"scheduler,omitzero"`
-	Kubelet           Component         `json:"kubelet,omitzero"`
-	KubeProxy         Component         `json:"kubeProxy,omitzero"`
-	Addons            Addons            `json:"addons,omitzero"`
+	RuntimeConfig map[string]string `json:"runtimeConfig,omitempty"`
+	// EmulatedVersion (MAJOR.MINOR) is the version whose APIs and
+	// features the API server, controller-manager and scheduler emulate
+	// (--emulated-version: compatibility versions, Kubernetes 1.31+);
+	// unset, their own.
+	EmulatedVersion   string    `json:"emulatedVersion,omitempty"`
+	APIServer         Component `json:"apiServer,omitzero"`
+	ControllerManager Component `json:"controllerManager,omitzero"`
+	Scheduler         Component `json:"scheduler,omitzero"`
+	Kubelet           Component `json:"kubelet,omitzero"`
+	KubeProxy         Component `json:"kubeProxy,omitzero"`
+	Addons            Addons    `json:"addons,omitzero"`
 	// CertValidity is the lifetime of the leaf certificates and
 	// kubeconfig client certificates up issues (kubeadm's year when
 	// unset); the CAs keep ten years.

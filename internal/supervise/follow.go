@@ -125,27 +125,40 @@ func (f *follower) scan(start bool) {
 // have been rotated already since it was opened) and written since
 // Follow began: those made and rotated away between two looks.
 func (f *follower) wholeGenerations(path string, old, cur os.FileInfo) {
-	gens := generations(path) // newest first
-	infos := make([]os.FileInfo, len(gens))
-	for i, g := range gens {
-		infos[i], _ = os.Stat(g)
+	// Each generation is opened once and known by the file opened: the
+	// names shift when the writer rotates again meanwhile, the files do
+	// not (a name stat'ed, then opened, may be two files).
+	type generation struct {
+		file *os.File
+		info os.FileInfo
 	}
-	is := func(want os.FileInfo) func(os.FileInfo) bool {
-		return func(fi os.FileInfo) bool { return fi != nil && want != nil && os.SameFile(fi, want) }
-	}
-	from := slices.IndexFunc(infos, is(old))
-	if from < 0 {
-		from = len(gens) // the old one is gone too, or there was none
-	}
-	for i := from - 1; i >= 0 && !is(cur)(infos[i]); i-- {
-		file, err := os.Open(gens[i])
+	same := func(a, b os.FileInfo) bool { return a != nil && b != nil && os.SameFile(a, b) }
+	var gens []generation // newest first
+	defer func() {
+		for _, g := range gens {
+			g.file.Close()
+		}
+	}()
+	for _, name := range generations(path) {
+		file, err := os.Open(name)
 		if err != nil {
 			continue
 		}
-		if fi, err := file.Stat(); err == nil && !fi.ModTime().Before(f.began) {
-			f.copyLines(path, file, 0, true)
+		info, err := file.Stat()
+		if err != nil || slices.ContainsFunc(gens, func(g generation) bool { return same(g.info, info) }) {
+			file.Close() // shifted under the next name while the names were opened
+			continue
 		}
-		file.Close()
+		gens = append(gens, generation{file, info})
+	}
+	from := slices.IndexFunc(gens, func(g generation) bool { return same(g.info, old) })
+	if from < 0 {
+		from = len(gens) // the old one is gone too, or there was none
+	}
+	for i := from - 1; i >= 0 && !same(gens[i].info, cur); i-- {
+		if !gens[i].info.ModTime().Before(f.began) {
+			f.copyLines(path, gens[i].file, 0, true)
+		}
 	}
 }
 

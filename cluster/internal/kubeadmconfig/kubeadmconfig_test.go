@@ -42,6 +42,7 @@ func testInput() Input {
 			Bootstrapper:      layout.BootstrapperKubeadm,
 			FeatureGates:      map[string]bool{"ComponentFlagz": true},
 			RuntimeConfig:     map[string]string{"api/alpha": "false"},
+			EmulatedVersion:   "1.33",
 			APIServer:         layout.Component{ExtraArgs: map[string]string{"v": "4"}, FeatureGates: map[string]bool{"ComponentStatusz": true}},
 			ControllerManager: layout.Component{ExtraArgs: map[string]string{"controllers": "*"}},
 			Kubelet:           layout.Component{ExtraArgs: map[string]string{"max-pods": "50"}, FeatureGates: map[string]bool{"KubeletTracing": false}},
@@ -168,9 +169,9 @@ func TestInitAndJoin(t *testing.T) {
 			args: map[string]map[string][]string{
 				InitConfigurationKind: {"nodeRegistration.kubeletExtraArgs": {"cgroup-root=/devk-dev", "max-pods=50", "node-ip=10.250.0.2"}},
 				ClusterConfigurationKind: {
-					"apiServer.extraArgs":         {"feature-gates=ComponentFlagz=true,ComponentStatusz=true", "runtime-config=api/alpha=false", "v=4"},
-					"controllerManager.extraArgs": {"controllers=*", "feature-gates=ComponentFlagz=true", "leader-elect=false"},
-					"scheduler.extraArgs":         {"feature-gates=ComponentFlagz=true", "leader-elect=false"},
+					"apiServer.extraArgs":         {"emulated-version=1.33", "feature-gates=ComponentFlagz=true,ComponentStatusz=true", "runtime-config=api/alpha=false", "v=4"},
+					"controllerManager.extraArgs": {"controllers=*", "emulated-version=1.33", "feature-gates=ComponentFlagz=true", "leader-elect=false"},
+					"scheduler.extraArgs":         {"emulated-version=1.33", "feature-gates=ComponentFlagz=true", "leader-elect=false"},
 				},
 			},
 		},
@@ -222,7 +223,7 @@ func TestInitAndJoin(t *testing.T) {
 				ClusterConfigurationKind: {"dns.disabled": true, "proxy.disabled": true, "certificateValidityPeriod": "1h0m0s"},
 			},
 			args: map[string]map[string][]string{ClusterConfigurationKind: {
-				"apiServer.extraArgs": {"feature-gates=ComponentFlagz=true,ComponentStatusz=true", "runtime-config=api/alpha=false"}}},
+				"apiServer.extraArgs": {"emulated-version=1.33", "feature-gates=ComponentFlagz=true,ComponentStatusz=true", "runtime-config=api/alpha=false"}}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

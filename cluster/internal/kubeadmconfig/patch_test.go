@@ -46,13 +46,13 @@ func TestPatches(t *testing.T) {
 			name:  "extraArgs merge by name: replaced in place, added at the end, removed by null",
 			merge: []string{"kind: ClusterConfiguration\napiServer:\n  extraArgs:\n  - {name: v, value: \"6\"}\n  - {name: profiling, value: \"false\"}\n  - {name: runtime-config, value: null}\n"},
 			args: []argsCheck{{ClusterConfigurationKind, "apiServer.extraArgs",
-				[]string{"feature-gates=ComponentFlagz=true,ComponentStatusz=true", "v=6", "profiling=false"}}},
+				[]string{"emulated-version=1.33", "feature-gates=ComponentFlagz=true,ComponentStatusz=true", "v=6", "profiling=false"}}},
 		},
 		{
 			name:  "extraArgs as a mapping of flag: value",
 			merge: []string{"kind: ClusterConfiguration\ncontrollerManager:\n  extraArgs:\n    v: \"3\"\n    controllers: null\nscheduler:\n  extraArgs:\n    v: \"2\"\n"},
-			args: []argsCheck{{ClusterConfigurationKind, "controllerManager.extraArgs", []string{"feature-gates=ComponentFlagz=true", "leader-elect=false", "v=3"}},
-				{ClusterConfigurationKind, "scheduler.extraArgs", []string{"feature-gates=ComponentFlagz=true", "leader-elect=false", "v=2"}}},
+			args: []argsCheck{{ClusterConfigurationKind, "controllerManager.extraArgs", []string{"emulated-version=1.33", "feature-gates=ComponentFlagz=true", "leader-elect=false", "v=3"}},
+				{ClusterConfigurationKind, "scheduler.extraArgs", []string{"emulated-version=1.33", "feature-gates=ComponentFlagz=true", "leader-elect=false", "v=2"}}},
 		},
 		{
 			name:  "null removes a whole list",
@@ -102,7 +102,7 @@ func TestPatches(t *testing.T) {
 			want: []check{{ClusterConfigurationKind, "networking.dnsDomain", "example.local"}, {ClusterConfigurationKind, "apiServer.certSANs", nil},
 				{"KubeletConfiguration", "failSwapOn", true}},
 			args: []argsCheck{{ClusterConfigurationKind, "apiServer.extraArgs",
-				[]string{"feature-gates=ComponentFlagz=true,ComponentStatusz=true", "runtime-config=api/alpha=false", "v=4", "profiling=false"}}},
+				[]string{"emulated-version=1.33", "feature-gates=ComponentFlagz=true,ComponentStatusz=true", "runtime-config=api/alpha=false", "v=4", "profiling=false"}}},
 		},
 		{
 			name:   "a merge patch of no kind devk writes",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/devk/devk/cluster/internal/cgroups"
 	"github.com/devk/devk/internal/layout"
+	"github.com/devk/devk/internal/skew"
 )
 
 // aptFix is the line that installs what the private runtime needs.
@@ -73,6 +74,19 @@ func TreeNotOlder(name, recorded, tree string) *Problem {
 	}
 	return &Problem{"version", fmt.Sprintf("cluster %s runs %s (devk upgrade made it so), the tree is %s: up would put this older tree's kubelets back under the newer control plane", name, recorded, tree),
 		fmt.Sprintf("run devk up from a v%d.%d tree (--tree), or `devk upgrade --rollback` first", r.Major(), r.Minor())}
+}
+
+// EmulatedVersion is the problem with a config file's emulatedVersion
+// for components of version (the tree's), nil when there is none: it
+// is set and they cannot emulate it. An unknown version passes.
+func EmulatedVersion(emulated, version string) *Problem {
+	if emulated == "" || version == "" {
+		return nil
+	}
+	if err := skew.CheckEmulated(emulated, version); err != nil {
+		return &Problem{Check: "emulated-version", What: err.Error()} // the error says what to do
+	}
+	return nil
 }
 
 // CgroupSupport says whether a kubelet of version can run on the

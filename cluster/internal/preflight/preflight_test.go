@@ -137,3 +137,15 @@ func TestTreeNotOlder(t *testing.T) {
 		}
 	}
 }
+
+func TestEmulatedVersion(t *testing.T) {
+	if p := EmulatedVersion("1.33", "v1.34.4"); p != nil {
+		t.Errorf("1.33 on v1.34.4: %v", p)
+	}
+	if p := EmulatedVersion("", "v1.34.4"); p != nil {
+		t.Errorf("none: %v", p)
+	}
+	if p := EmulatedVersion("1.30", "v1.34.4"); p == nil || p.Check != "emulated-version" || !strings.Contains(p.What, "emulate 1.31 to 1.34") {
+		t.Errorf("1.30 on v1.34.4: %v", p)
+	}
+}

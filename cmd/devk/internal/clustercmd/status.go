@@ -148,7 +148,7 @@ func printStatus(g *cli.Options, st *status.Status) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "COMPONENT\tVERSION\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
 		for _, c := range st.Components {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, orDash(c.Version), c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, componentVersion(c), c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 		}
 		tw.Flush()
 	}
@@ -167,7 +167,7 @@ func printNodeImages(w io.Writer, nodes []status.Node) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCOMPONENT\tVERSION\tPOD\tSTATE\tHEALTHY\tRESTARTS\tMANIFEST\tRUNNING")
 	row := func(node, pod string, c status.Component) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, orDash(c.Version), pod, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", node, c.Name, componentVersion(c), pod, c.State, yesNo(c.Healthy), c.Restarts, shortImage(c.Manifest), runningImage(c))
 	}
 	for _, n := range nodes {
 		for _, c := range n.Components {
@@ -243,4 +243,13 @@ func statusThrough(cmd *cobra.Command, g *cli.Options, d remote.Decision) error 
 	tw.Flush()
 	printNodeImages(w, st.Nodes)
 	return nil
+}
+
+// componentVersion is the VERSION column of a control-plane component:
+// its version, and the one it emulates when not its own.
+func componentVersion(c status.Component) string {
+	if c.Emulates == "" {
+		return orDash(c.Version)
+	}
+	return orDash(c.Version) + " (emulating " + c.Emulates + ")"
 }

@@ -144,3 +144,20 @@ func TestRunningImageDiffers(t *testing.T) {
 		}
 	}
 }
+
+// TestComponentVersion: the VERSION column says the version a component
+// emulates when it is not its own.
+func TestComponentVersion(t *testing.T) {
+	for _, tc := range []struct {
+		c    status.Component
+		want string
+	}{
+		{status.Component{Version: "v1.34.4"}, "v1.34.4"},
+		{status.Component{Version: "v1.34.4", Emulates: "1.33"}, "v1.34.4 (emulating 1.33)"},
+		{status.Component{}, "-"},
+	} {
+		if got := componentVersion(tc.c); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
+		}
+	}
+}
