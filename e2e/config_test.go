@@ -17,10 +17,12 @@ import (
 )
 
 // configFile is the cluster TestClusterConfigFile makes: its own name,
-// networks and kubelet flag, the taint kept.
+// networks and kubelet flag, the taint kept, the control plane emulating
+// the minor version before the tree's (compatibility versions).
 const configFile = `apiVersion: devk.dev/v1alpha1
 kind: Cluster
 name: cfg
+emulatedVersion: "1.33"
 kubelet:
   extraArgs:
     v: "2"
@@ -39,7 +41,8 @@ const apiserverGate = `apiServer:
 `
 
 // TestClusterConfigFile brings a cluster up by a config file, checks the
-// file reached the cluster (networks, node address, taint, kubelet flag),
+// file reached the cluster (networks, node address, taint, kubelet flag,
+// the control plane's emulated version; one it cannot emulate refused),
 // then applies a changed file to the running cluster (a feature gate on
 // the API server alone) and checks that only kube-apiserver restarted,
 // with the gate on its command line; a file that changes a network is
@@ -104,6 +107,19 @@ func TestClusterConfigFile(t *testing.T) {
 	if cmd := commandLine(t, home, "kubelet"); !strings.Contains(cmd, " --v=2 ") && !strings.HasSuffix(cmd, " --v=2") {
 		t.Errorf("the kubelet runs without kubelet.extraArgs' --v=2: %s", cmd)
 	}
+	// emulatedVersion: the API server says so, the three run with it,
+	// and devk status shows it.
+	if v, err := cs.Discovery().ServerVersion(); err != nil || v.GitVersion != KubeVersion || v.EmulationMajor != "1" || v.EmulationMinor != "33" {
+		t.Errorf("emulatedVersion 1.33: the API server's /version is %+v (%v)", v, err)
+	}
+	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if cmd := commandLine(t, home, c); !strings.Contains(cmd, "--emulated-version=1.33") {
+			t.Errorf("%s runs without --emulated-version=1.33: %s", c, cmd)
+		}
+	}
+	if st := MustDevkEnv(t, tree, env, "status", "--name", "cfg"); strings.Count(st.Stdout, KubeVersion+" (emulating 1.33)") != 3 {
+		t.Errorf("devk status does not show the three emulating 1.33:\n%s", st.Stdout)
+	}
 
 	// Apply a gate on the API server alone to the running cluster.
 	before := controlPlaneReady(t, ctx, cs, node.Name)
@@ -136,9 +152,20 @@ func TestClusterConfigFile(t *testing.T) {
 		}
 	}
 
+	// An emulated version the tree's components cannot emulate is
+	// refused by preflight, and restarts nothing.
+	write(strings.Replace(configFile+apiserverGate, `emulatedVersion: "1.33"`, `emulatedVersion: "1.30"`, 1))
+	r := Devk(t, tree, env, "up", "--skip-phases", "addon", "--config", file)
+	if want := "emulatedVersion 1.30: components of " + KubeVersion + " emulate 1.31 to 1.34"; r.Err == nil || !strings.Contains(r.Stderr, want) {
+		t.Errorf("emulatedVersion 1.30 on a %s tree: %v, want %q in\n%s", KubeVersion, r.Err, want, r.Stderr)
+	}
+	if now := controlPlaneReady(t, ctx, cs, node.Name); now["kube-apiserver"] != after["kube-apiserver"] {
+		t.Errorf("a refused emulatedVersion restarted kube-apiserver: %+v -> %+v", after["kube-apiserver"], now["kube-apiserver"])
+	}
+
 	// A changed network is refused, and changes nothing.
 	write(strings.Replace(configFile+apiserverGate, "podSubnet: 10.245.0.0/16", "podSubnet: 10.246.0.0/16", 1))
-	r := Devk(t, tree, env, "up", "--skip-phases", "addon", "--config", file)
+	r = Devk(t, tree, env, "up", "--skip-phases", "addon", "--config", file)
 	if r.Err == nil || !strings.Contains(r.Stderr, "networking.podSubnet: is 10.246.0.0/16, but cluster cfg has 10.245.0.0/16") ||
 		!strings.Contains(r.Stderr, "`devk down --name cfg` first") {
 		t.Errorf("a changed podSubnet on a running cluster: %v\n%s", r.Err, r.Stderr)
@@ -152,9 +179,9 @@ func TestClusterConfigFile(t *testing.T) {
 	write(strings.Replace(configFile, "    v: \"2\"\n", "    v: \"2\"\n    container-runtime-endpoint: unix:///run/containerd/containerd.sock\n    anonymous-auth: \"true\"\napiServer:\n  extraArgs:\n    authorization-mode: AlwaysAllow\n", 1))
 	r = Devk(t, tree, env, "up", "--skip-phases", "addon", "--config", file)
 	for _, want := range []string{
-		file + ":7: kubelet.extraArgs.container-runtime-endpoint: devk sets containerRuntimeEndpoint in the kubelet's config file",
-		file + ":8: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth",
-		file + ":11: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode",
+		file + ":8: kubelet.extraArgs.container-runtime-endpoint: devk sets containerRuntimeEndpoint in the kubelet's config file",
+		file + ":9: kubelet.extraArgs.anonymous-auth: devk owns --anonymous-auth",
+		file + ":12: apiServer.extraArgs.authorization-mode: devk owns --authorization-mode",
 	} {
 		if r.Err == nil || !strings.Contains(r.Stderr, want) {
 			t.Errorf("a file giving extraArgs what devk owns: %v, want %q in\n%s", r.Err, want, r.Stderr)
