@@ -122,6 +122,9 @@ type Cluster struct {
 	// fileNodes are the nodes the config file lists after the first, in
 	// the order up joins them (config.Cluster.JoinNodes).
 	fileNodes []config.Node
+	// fileTrees are the trees the config file gives nodes, by name (nil:
+	// no file, or one listing no nodes: those recorded hold).
+	fileTrees map[string]string
 	// manifestsWritten are the static pods whose manifest this run
 	// wrote, and when: wait-control-plane waits for their new containers.
 	manifestsWritten map[string]time.Time
@@ -213,7 +216,7 @@ func Open(o Options) (*Cluster, error) {
 		c.Config.Spec = uc.Spec
 		c.Config.KeepTaint = uc.KeepTaint()
 		if len(uc.Nodes) > 0 {
-			c.Nodes, c.ControlPlanes, c.fileNodes = len(uc.Nodes), uc.ControlPlanes(), uc.JoinNodes()
+			c.Nodes, c.ControlPlanes, c.fileNodes, c.fileTrees = len(uc.Nodes), uc.ControlPlanes(), uc.JoinNodes(), uc.NodeTrees()
 		}
 	}
 	if o.FakeNodes != nil {

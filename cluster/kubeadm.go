@@ -91,7 +91,8 @@ func (c *Cluster) kubeadmValidate(ctx context.Context, config []byte) error {
 }
 
 // prepareKubeadmNode installs the tree's kubeadm and kubelet on node n
-// (the ones this run built, else node 0's).
+// (the ones this run built, else node 0's; the node's own tree's
+// kubelet when it has one).
 func (c *Cluster) prepareKubeadmNode(ctx context.Context, n Node) (bool, error) {
 	from := filepath.Dir(c.FirstNode().Files.KubeletBinary())
 	kubeadm, kubelet := c.kubeadmBuilt, c.kubeletBuilt
@@ -100,6 +101,10 @@ func (c *Cluster) prepareKubeadmNode(ctx context.Context, n Node) (bool, error) 
 	}
 	if kubelet == "" {
 		kubelet = filepath.Join(from, "kubelet")
+	}
+	kubelet, err := c.kubeletFor(ctx, n, kubelet)
+	if err != nil {
+		return false, err
 	}
 	return n.PrepareKubeadm(ctx, kubeadm, kubelet)
 }

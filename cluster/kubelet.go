@@ -5,6 +5,7 @@ import (
 
 	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/cluster/internal/node"
+	"github.com/devk/devk/cluster/internal/nodetree"
 	"github.com/devk/devk/phase"
 )
 
@@ -66,6 +67,26 @@ func (c *Cluster) startKubelet(ctx context.Context, n Node, src string) (phase.O
 		c.kubeletStarted = started
 	}
 	return out, err
+}
+
+// kubeletFor is the kubelet node n runs: its tree's (nodetree.Kubelet)
+// when it has one (the config file's, else the one cluster.json
+// records, which this keeps up to date), else def, the cluster's.
+func (c *Cluster) kubeletFor(ctx context.Context, n Node, def string) (string, error) {
+	tree := n.Net.Tree
+	if c.fileTrees != nil {
+		tree = c.fileTrees[n.Name()]
+	}
+	if _, i, err := c.Config.FindNode(n.Name()); err == nil && c.Config.Network.Nodes[i].Tree != tree {
+		c.Config.Network.Nodes[i].Tree = tree
+		if err := c.SaveConfig(); err != nil {
+			return "", err
+		}
+	}
+	if tree == "" {
+		return def, nil
+	}
+	return nodetree.Kubelet(ctx, tree, n.Name(), c.Config.KubeVersion, c.Reporter)
 }
 
 // runKubeletFinalize is node 0's node.FinalizeKubelet.

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"strings"
 
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/internal/layout"
@@ -23,35 +22,13 @@ func haIf(c *Cluster) (bool, string) {
 	return true, ""
 }
 
-// runLoadBalancer starts HAProxy, or reloads it when its servers changed,
-// and puts back every API server a killed swap left out of it.
+// runLoadBalancer and downLoadBalancer are the load-balancer phases.
 func (c *Cluster) runLoadBalancer(ctx context.Context) (phase.Outcome, error) {
-	lb := c.loadBalancer()
-	act, err := lb.Apply(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	back, err := lb.API().PutBackTakenOut(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	out := phase.ChangedIf(act != loadbalancer.Unchanged || len(back) > 0, "%s on %s, %d API servers", act, lb.Config.Frontend, len(lb.Config.Backends))
-	if len(back) > 0 {
-		out.Detail += "; put back " + strings.Join(back, ", ")
-	}
-	return out, nil
+	return c.loadBalancer().Up(ctx)
 }
 
-// downLoadBalancer stops HAProxy.
 func (c *Cluster) downLoadBalancer(ctx context.Context) (phase.Outcome, error) {
-	stopped, err := c.loadBalancer().Stop(ctx)
-	if err != nil {
-		return phase.Done, err
-	}
-	if !stopped {
-		return phase.Unchanged("not running"), nil
-	}
-	return phase.Changed("stopped"), nil
+	return c.loadBalancer().Down(ctx)
 }
 
 // ControlPlaneNodes are the cluster's control-plane nodes, node 0 first,

@@ -416,7 +416,11 @@ func (j *NodeJob) joinToken(ctx context.Context) (join.Token, error) {
 
 func (j *NodeJob) runJoinKubelet(ctx context.Context) (phase.Outcome, error) {
 	t0 := time.Now()
-	out, err := j.Cluster.startKubelet(ctx, j.Node, j.Cluster.FirstNode().Files.KubeletBinary())
+	src, err := j.Cluster.kubeletFor(ctx, j.Node, j.Cluster.FirstNode().Files.KubeletBinary())
+	if err != nil {
+		return phase.Done, err
+	}
+	out, err := j.Cluster.startKubelet(ctx, j.Node, src)
 	if err != nil {
 		return out, err
 	}

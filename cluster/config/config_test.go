@@ -122,6 +122,8 @@ func TestProblems(t *testing.T) {
 		{"emulated version as a flag", header + "controllerManager:\n  extraArgs:\n    emulated-version: \"1.33\"\n", []string{"devk.yaml:5: controllerManager.extraArgs.emulated-version: set the control plane's emulated version with emulatedVersion"}},
 		{"an emulated version with a patch", header + "emulatedVersion: \"1.33.2\"\n", []string{`devk.yaml:3: emulatedVersion: is "1.33.2": give a MAJOR.MINOR version such as "1.33"`}},
 		{"an emulated version unquoted", header + "emulatedVersion: 1.33\n", []string{"devk.yaml:3: emulatedVersion: is number, want a string (quote it"}},
+		{"a tree for a control-plane node", header + "nodes:\n- role: control-plane\n- role: control-plane\n  name: cp2\n  tree: /k/v1.33\n", []string{"devk.yaml:7: nodes[1].tree: a control-plane node runs the cluster's tree: give tree to a worker"}},
+		{"a tree for an unnamed worker", header + "nodes:\n- role: control-plane\n- role: worker\n  tree: /k/v1.33\n", []string{"devk.yaml:6: nodes[1].tree: name the node too"}},
 		{"dashes", header + "scheduler:\n  extraArgs:\n    --v: \"4\"\n", []string{"devk.yaml:5: scheduler.extraArgs.--v: write the flag's name without dashes: v"}},
 		{"a flag name", header + "scheduler:\n  extraArgs:\n    V Level: \"4\"\n", []string{`scheduler.extraArgs["V Level"]: is not a flag name`}},
 		{"a gate name", header + "featureGates:\n  component-flagz: true\n", []string{"devk.yaml:4: featureGates.component-flagz: is not a feature gate name"}},
@@ -419,5 +421,20 @@ func TestDocsOwnedFlags(t *testing.T) {
 		if isOwned(m[1]) {
 			t.Errorf("%s says --%s is a default extraArgs may change; config.Owned owns it", docsPage, m[1])
 		}
+	}
+}
+
+// TestNodeTrees: a worker's tree relative to the file is made absolute;
+// a file listing no nodes gives none (those recorded hold).
+func TestNodeTrees(t *testing.T) {
+	c, err := Decode([]byte(header+"nodes:\n- role: control-plane\n- role: worker\n  name: old\n  tree: ../kubernetes-v1.33.8\n- role: worker\n"), "/home/u/dev/devk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.NodeTrees(); len(got) != 1 || got["old"] != "/home/u/kubernetes-v1.33.8" {
+		t.Errorf("NodeTrees() = %v, want old: /home/u/kubernetes-v1.33.8", got)
+	}
+	if c, err := Decode([]byte(header), "devk.yaml"); err != nil || c.NodeTrees() != nil {
+		t.Errorf("a file without nodes: %v, %v", c.NodeTrees(), err)
 	}
 }

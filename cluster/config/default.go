@@ -41,6 +41,21 @@ func (c *Cluster) JoinNodes() []Node {
 	return append(cps, workers...)
 }
 
+// NodeTrees are the trees the file gives its nodes, by node name; nil
+// when it lists no nodes (a later up keeps those recorded).
+func (c *Cluster) NodeTrees() map[string]string {
+	if len(c.Nodes) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, n := range c.Nodes {
+		if n.Tree != "" {
+			out[n.Name] = n.Tree
+		}
+	}
+	return out
+}
+
 // ControlPlanes is how many control-plane nodes the file lists.
 func (c *Cluster) ControlPlanes() int {
 	n := 0
@@ -66,6 +81,11 @@ func (c *Cluster) normalize() {
 	// absolute, for the next up without --config.
 	if f := c.Audit.PolicyFile; f != "" && !filepath.IsAbs(f) && c.file != "" {
 		c.Audit.PolicyFile = filepath.Join(filepath.Dir(c.file), f)
+	}
+	for i, n := range c.Nodes {
+		if n.Tree != "" && !filepath.IsAbs(n.Tree) && c.file != "" {
+			c.Nodes[i].Tree = filepath.Join(filepath.Dir(c.file), n.Tree)
+		}
 	}
 	for i, f := range c.FakeNodes.Stages {
 		if !filepath.IsAbs(f) && c.file != "" {

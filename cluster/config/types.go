@@ -66,6 +66,10 @@ type Node struct {
 	// Name defaults to kind's: <cluster>-control-plane for the first,
 	// <cluster>-worker, <cluster>-worker2, … for the workers.
 	Name string `json:"name,omitempty"`
+	// Tree is another Kubernetes tree (a directory `devk source get`
+	// made, relative to the file or absolute) whose kubelet this worker
+	// runs, within the version skew policy; left out, the cluster's.
+	Tree string `json:"tree,omitempty"`
 }
 
 // Networking are the cluster's networks; each is fixed when the cluster

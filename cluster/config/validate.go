@@ -71,7 +71,8 @@ func (c *Cluster) validate(p *problems) {
 
 // validateNodes checks the node list: the first node is the control
 // plane (its name, when given, is the one up gives it), the others
-// control-plane nodes or workers, names DNS labels and unique.
+// control-plane nodes or workers, names DNS labels and unique, a tree
+// only for a named worker.
 func (c *Cluster) validateNodes(p *problems) {
 	seen := map[string]int{}
 	for i, n := range c.Nodes {
@@ -81,6 +82,12 @@ func (c *Cluster) validateNodes(p *problems) {
 			p.add(append(at, "role"), "is %q: the first node is the control plane (role: %s)", n.Role, layout.RoleControlPlane)
 		case i > 0 && n.Role != layout.RoleWorker && n.Role != layout.RoleControlPlane:
 			p.add(append(at, "role"), "is %q, want %s or %s", n.Role, layout.RoleControlPlane, layout.RoleWorker)
+		}
+		switch {
+		case n.Tree != "" && n.Role != layout.RoleWorker:
+			p.add(append(at, "tree"), "a control-plane node runs the cluster's tree: give tree to a worker (devk upgrade or devk swap --tree moves the control plane)")
+		case n.Tree != "" && n.Name == "":
+			p.add(append(at, "tree"), "name the node too (e.g. name: old-worker), so that the tree stays with it as nodes come and go")
 		}
 		if n.Name == "" {
 			continue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/poll"
+	"github.com/devk/devk/phase"
 )
 
 // ForCluster is the HAProxy in front of an HA cluster's API servers
@@ -156,4 +157,35 @@ func (a API) PutBackAPIServer(ctx context.Context, node string, untilUp bool, lo
 		return nil
 	}
 	return a.WaitAPIServerUp(ctx, node, logs)
+}
+
+// Up is up's load-balancer phase: HAProxy started, or reloaded when its
+// servers changed, and every API server a killed swap left out of it
+// put back.
+func (l LB) Up(ctx context.Context) (phase.Outcome, error) {
+	act, err := l.Apply(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	back, err := l.API().PutBackTakenOut(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	out := phase.ChangedIf(act != Unchanged || len(back) > 0, "%s on %s, %d API servers", act, l.Config.Frontend, len(l.Config.Backends))
+	if len(back) > 0 {
+		out.Detail += "; put back " + strings.Join(back, ", ")
+	}
+	return out, nil
+}
+
+// Down is down's load-balancer phase: HAProxy stopped.
+func (l LB) Down(ctx context.Context) (phase.Outcome, error) {
+	stopped, err := l.Stop(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	if !stopped {
+		return phase.Unchanged("not running"), nil
+	}
+	return phase.Changed("stopped"), nil
 }

@@ -79,6 +79,9 @@ type NodeNet struct {
 	// down, which must work without an API server. The API is the source
 	// of truth.
 	PodCIDR string `json:"podCIDR,omitempty"`
+	// Tree is the tree whose kubelet a worker runs when it is not the
+	// cluster's (a config file's nodes[].tree), absolute.
+	Tree string `json:"tree,omitempty"`
 	// Joining says `devk node add` has begun to join the node and not
 	// finished: another add resumes it, and `devk node remove` or `devk
 	// down` removes what it made.
