@@ -8,6 +8,7 @@ import (
 	"github.com/devk/devk/cluster/internal/containerd"
 	"github.com/devk/devk/cluster/internal/hostforward"
 	"github.com/devk/devk/cluster/internal/node"
+	"github.com/devk/devk/cluster/internal/nodetree"
 	"github.com/devk/devk/cluster/internal/preflight"
 	"github.com/devk/devk/cluster/loadbalancer"
 	"github.com/devk/devk/phase"
@@ -51,6 +52,11 @@ func (c *Cluster) runPreflight(ctx context.Context) (phase.Outcome, error) {
 		}
 	}
 	add(preflight.EmulatedVersion(c.Config.Spec.EmulatedVersion, version))
+	for name, tree := range c.fileTrees {
+		if err := nodetree.Check(ctx, tree, name, version); err != nil {
+			probs = append(probs, Problem{Check: "node-tree", What: err.Error()}) // the error says what to do
+		}
+	}
 	if err := preflight.CgroupSupport(cg, version); err != nil {
 		probs = append(probs, Problem{Check: "cgroups", What: err.Error()}) // the error says what to do
 	}

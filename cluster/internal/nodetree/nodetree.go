@@ -15,22 +15,36 @@ import (
 	"github.com/devk/devk/source"
 )
 
-// Kubelet is the kubelet node may run from tree beside a control plane
-// of version controlPlane: tree's version is checked first (a kubelet
-// newer than the API server, or more than skew.NodeBehind minor versions
-// older, is refused), then its kubelet built. It returns the binary.
-func Kubelet(ctx context.Context, tree, node, controlPlane string, r progress.Reporter) (string, error) {
+// Check says whether node may run the kubelet of tree beside a control
+// plane of version controlPlane: a kubelet newer than the API server,
+// or more than skew.NodeBehind minor versions older, is refused. An
+// unknown control-plane version ("") passes: the node's kubelet-start
+// checks again once the cluster's is recorded.
+func Check(ctx context.Context, tree, node, controlPlane string) error {
+	if controlPlane == "" {
+		return nil
+	}
 	t, err := source.Open(tree)
 	if err != nil {
-		return "", fmt.Errorf("node %s's tree: %w", node, err)
+		return fmt.Errorf("node %s's tree: %w", node, err)
 	}
 	v, err := t.Version(ctx)
 	if err != nil {
-		return "", fmt.Errorf("node %s's tree %s: %w", node, tree, err)
+		return fmt.Errorf("node %s's tree %s: %w", node, tree, err)
 	}
 	running := []skew.Running{{Component: skew.APIServer, Version: controlPlane}, {Component: skew.Kubelet, Node: node, Version: v.GitVersion}}
 	if err := skew.Check("node "+node+" with the kubelet of "+tree, running); err != nil {
-		return "", fmt.Errorf("%w: give the node a tree within the policy in the config file's nodes[].tree, or leave tree out", err)
+		return fmt.Errorf("%w: give the node a tree within the policy in the config file's nodes[].tree, or leave tree out", err)
+	}
+	return nil
+}
+
+// Kubelet is the kubelet node runs from tree beside a control plane of
+// version controlPlane: Check first, then the kubelet built. It returns
+// the binary.
+func Kubelet(ctx context.Context, tree, node, controlPlane string, r progress.Reporter) (string, error) {
+	if err := Check(ctx, tree, node, controlPlane); err != nil {
+		return "", err
 	}
 	bj, err := build.Run(ctx, build.Options{TreeDir: tree, Components: []string{"kubelet"}, Reporter: r}, phase.Options{})
 	if err != nil {
