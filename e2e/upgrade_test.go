@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,18 @@ const (
 	UpgradeVersion = "v1.35.4"
 	SkipVersion    = "v1.36.1"
 )
+
+// afterUpgradeSubset are the conformance specs TestUpgrade runs on the
+// upgraded cluster: pods, the downward API, a Deployment's rollout, a
+// Service's endpoints and DNS, one a node each.
+var afterUpgradeSubset = []string{
+	"[sig-node] Pods should get a host IP",
+	"[sig-node] Pods should be submitted and removed",
+	"[sig-node] Downward API should provide pod name, namespace and IP address as env vars",
+	"[sig-apps] Deployment RollingUpdateDeployment should delete old pods and create new ones",
+	"[sig-network] Services should serve a basic endpoint from pods",
+	"[sig-network] DNS should provide DNS for the cluster",
+}
 
 // otherTree gets release version beside the suite's tree.
 func otherTree(t *testing.T, version string) string {
@@ -162,7 +175,8 @@ func parseUpgrade(t *testing.T, r Result) upgradeReport {
 // the addons' and a kubelet's step resumes each time to the end, with
 // every component and Node at v1.35.4, the nodes schedulable, the
 // client's requests all answered and the Deployment never below its
-// budget; a second run changes nothing; a config file adds a worker
+// budget; a second run changes nothing; a focused conformance subset
+// passes on the upgraded cluster; a config file adds a worker
 // running the v1.34.4 tree's kubelet (nodes[].tree), and refuses one
 // newer than the API server; --rollback brings back every version and
 // every static pod's image.
@@ -388,6 +402,34 @@ spec:
 		if r := Devk(t, c.Tree, c.Env, "up", "--name", name); r.Err == nil || !strings.Contains(r.Stderr, "devk upgrade --rollback") {
 			t.Errorf("devk up from the %s tree of the upgraded cluster: %v, want refused\n%s", KubeVersion, r.Err, r.Stderr)
 		}
+	})
+
+	// The upgraded cluster passes the suite's own conformance specs (its
+	// v1.34.4 e2e.test, which TestConformanceSubset built, one minor
+	// behind the cluster as upstream's skew jobs run it), a focused few.
+	step(t, "a focused conformance subset passes after", func(t *testing.T) {
+		var quoted []string
+		for _, spec := range afterUpgradeSubset {
+			quoted = append(quoted, regexp.QuoteMeta(spec))
+		}
+		r := Devk(t, c.Tree, c.Env, "e2e", "--name", name, "--conformance", "--focus", strings.Join(quoted, "|"), "--parallel", "2", "-o", "json")
+		var res struct {
+			Selected int
+			Summary  struct {
+				Passed int
+				Failed []struct{ Name, Message string }
+			}
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+			t.Fatalf("devk e2e -o json: %v (exit: %v)\n%s\n%s", err, r.Err, r.Stdout, r.Stderr)
+		}
+		for _, f := range res.Summary.Failed {
+			t.Errorf("failed after the upgrade: %s\n%s", f.Name, f.Message)
+		}
+		if r.Err != nil || res.Selected < len(afterUpgradeSubset) || res.Summary.Passed != res.Selected {
+			t.Errorf("devk e2e after the upgrade: exit %v, %d of %d selected passed", r.Err, res.Summary.Passed, res.Selected)
+		}
+		t.Logf("devk e2e on the upgraded cluster: %d specs passed in %s", res.Summary.Passed, r.Took)
 	})
 
 	client.stop()
