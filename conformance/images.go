@@ -197,6 +197,8 @@ type ImagesResult struct {
 
 type imagesJob struct {
 	ImagesOptions
+	// home is devk's home, resolved.
+	home   string
 	tree   *source.Tree
 	cfg    layout.Config
 	paths  layout.ClusterFiles
@@ -249,6 +251,7 @@ func readImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
+	j.home = home
 	if j.remote, err = image.NewRemote(cfg.Registry, image.RemoteOptions{Keychain: image.KeychainFor(home)}); err != nil {
 		return phase.Done, err
 	}
@@ -388,7 +391,7 @@ func pushImages(ctx context.Context, j *imagesJob) (phase.Outcome, error) {
 		pushed++
 		j.Reporter.Debugf("pushed %s@%s (%s)", row.Ref, d, from)
 	}
-	if err := record.write(j.paths.E2EImages()); err != nil {
+	if err := record.write(layout.HomeFiles(j.home).E2EImages(j.cfg.Registry)); err != nil {
 		return phase.Done, err
 	}
 	return phase.Changed("%d of %d images pushed", pushed, len(j.list)), nil

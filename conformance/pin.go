@@ -36,6 +36,9 @@ func (p PushedImages) write(file string) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
 	return atomicfile.Write(file, append(data, '\n'), 0o644, "")
 }
 
@@ -53,6 +56,16 @@ func readPushed(file string) (PushedImages, error) {
 		return p, fmt.Errorf("what `devk e2e images` pushed, %s: %w (run `devk e2e images` again)", file, err)
 	}
 	return p, nil
+}
+
+// pushedFor is what `devk e2e images` pushed to registry, recorded in
+// the home (Home.E2EImages), else, from before, in the cluster's files.
+func pushedFor(home string, paths layout.ClusterFiles, registry string) (PushedImages, error) {
+	file := layout.HomeFiles(home).E2EImages(registry)
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		file = paths.E2EImages()
+	}
+	return readPushed(file)
 }
 
 // pinImages makes what the nodes run in the specs be what `devk e2e
@@ -80,7 +93,7 @@ func pinImages(ctx context.Context, j *Job) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	tags := func() (map[string]string, []string, error) {
-		rec, err := readPushed(j.paths.E2EImages())
+		rec, err := pushedFor(j.home, j.paths, j.cfg.Registry)
 		if err != nil {
 			return nil, nil, err
 		}

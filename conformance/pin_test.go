@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/registry/registrytest"
 )
 
@@ -60,6 +61,23 @@ func TestPinnedTags(t *testing.T) {
 	}
 	if none, err := readPushed(filepath.Join(t.TempDir(), "none.json")); err != nil || len(none.Images) != 0 {
 		t.Fatalf("no record: %+v, %v", none, err)
+	}
+	// The home's record of the registry serves every cluster of the
+	// home; a cluster's own file (before) is read when the home has none.
+	home := t.TempDir()
+	cluster := layout.HomeFiles(home).Cluster("other")
+	if err := rec.write(cluster.E2EImages()); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := pushedFor(home, cluster, addr); err != nil || back.Images[agnhost] != d {
+		t.Fatalf("the cluster's record before the home had one: %+v, %v", back, err)
+	}
+	homeRec := PushedImages{Registry: addr, Images: map[string]string{agnhost: "sha256:home"}}
+	if err := homeRec.write(layout.HomeFiles(home).E2EImages(addr)); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := pushedFor(home, layout.HomeFiles(home).Cluster("third"), addr); err != nil || back.Images[agnhost] != "sha256:home" {
+		t.Fatalf("the home's record, for another cluster of the home: %+v, %v", back, err)
 	}
 
 	// A tag devk has no recipe for, in the registry: refused.

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"path/filepath"
+	"strings"
 
 	"github.com/devk/devk/internal/supervise"
 	"github.com/devk/devk/internal/validname"
@@ -79,6 +80,13 @@ func (h Home) DebianCache() string { return h.join("cache", "debian") }
 // Go's version, for every cluster of the home.
 func (h Home) PauseCache() string { return h.join("cache", "pause") }
 
+// E2EImages is what `devk e2e images` pushed to registry (host:port),
+// which `devk e2e` pins: in the home, since the home's clusters share
+// their registry.
+func (h Home) E2EImages(registry string) string {
+	return h.join("e2e-images", strings.NewReplacer("/", "_", ":", "_").Replace(registry)+".json")
+}
+
 // AgentCache holds the layer of devk's node agent image (its binary's).
 func (h Home) AgentCache() string { return h.join("cache", "agent") }
 
@@ -125,9 +133,9 @@ func (p ClusterFiles) Node(c Config, node string) (NodeFiles, error) {
 // the cluster with.
 func (p ClusterFiles) BootstrapToken() string { return p.join("bootstrap-token") }
 
-// E2EImages records the test images `devk e2e images` pushed to the
-// cluster's registry, by reference, with their digests: `devk e2e`
-// pins the nodes to them.
+// E2EImages is where devk before Home.E2EImages recorded the test images
+// `devk e2e images` pushed for the cluster: read when the home has no
+// record of the cluster's registry.
 func (p ClusterFiles) E2EImages() string { return p.join("e2e-images.json") }
 
 // Daemons is where the cluster's own processes on the host (its registry

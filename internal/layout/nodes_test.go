@@ -67,6 +67,7 @@ func TestExistingClusterJSONKeepsPaths(t *testing.T) {
 		{"Etcd", nd.Etcd(), "etcd"},
 		{"BootstrapToken", p.BootstrapToken(), "bootstrap-token"},
 		{"E2EImages", p.E2EImages(), "e2e-images.json"},
+		{"Home.E2EImages", HomeFiles(filepath.Dir(filepath.Dir(p.Dir))).E2EImages("127.0.0.1:5000"), "../../e2e-images/127.0.0.1_5000.json"},
 		{"LoadBalancer", p.LoadBalancer().PIDFile("haproxy"), "haproxy/run/haproxy.pid"},
 		{"LoadBalancer().Config", p.LoadBalancer().Config(), "haproxy/haproxy.cfg"},
 		{"LoadBalancer().StatsSocket", p.LoadBalancer().StatsSocket(), "haproxy/run/admin.sock"},
