@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"path/filepath"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
@@ -379,8 +380,16 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 // noCluster is the error of a command on a cluster that does not exist.
 func (c *Cluster) noCluster() error { return layout.NoCluster(c.Home, c.Config.Name) }
 
+// recordRun records the run's phase times in cluster.json; a run its
+// preflight refused leaves the rest as it was (not a refused file's spec).
 func (c *Cluster) recordRun(res phase.Result) {
-	if _, err := os.Stat(c.Files.ConfigFile()); err != nil {
+	if slices.ContainsFunc(res.Timings, func(t phase.Timing) bool { return t.Path == "preflight" && t.Failed }) {
+		disk, err := layout.ReadConfig(c.Files.ConfigFile())
+		if err != nil {
+			return
+		}
+		c.Config = disk
+	} else if _, err := os.Stat(c.Files.ConfigFile()); err != nil {
 		return
 	}
 	c.Config.LastRun = PhaseTimings(res)

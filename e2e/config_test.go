@@ -117,9 +117,14 @@ func TestClusterConfigFile(t *testing.T) {
 			t.Errorf("%s runs without --emulated-version=1.33: %s", c, cmd)
 		}
 	}
-	if st := MustDevkEnv(t, tree, env, "status", "--name", "cfg"); strings.Count(st.Stdout, KubeVersion+" (emulating 1.33)") != 3 {
-		t.Errorf("devk status does not show the three emulating 1.33:\n%s", st.Stdout)
-	}
+	// The scheduler's version comes from its metrics, which it serves a
+	// moment after it starts.
+	eventually(t, ctx, "devk status to show the three emulating 1.33", func() error {
+		if st := MustDevkEnv(t, tree, env, "status", "--name", "cfg").Stdout; strings.Count(st, KubeVersion+" (emulating 1.33)") != 3 {
+			return fmt.Errorf("devk status shows:\n%s", st)
+		}
+		return nil
+	})
 
 	// Apply a gate on the API server alone to the running cluster.
 	before := controlPlaneReady(t, ctx, cs, node.Name)
@@ -161,6 +166,9 @@ func TestClusterConfigFile(t *testing.T) {
 	}
 	if now := controlPlaneReady(t, ctx, cs, node.Name); now["kube-apiserver"] != after["kube-apiserver"] {
 		t.Errorf("a refused emulatedVersion restarted kube-apiserver: %+v -> %+v", after["kube-apiserver"], now["kube-apiserver"])
+	}
+	if stored, err := os.ReadFile(filepath.Join(dir, "cluster.json")); err != nil || !strings.Contains(string(stored), `"emulatedVersion": "1.33"`) {
+		t.Errorf("a file refused by preflight changed cluster.json's spec (%v):\n%s", err, stored)
 	}
 
 	// A changed network is refused, and changes nothing.
