@@ -349,17 +349,9 @@ func TestSwap(t *testing.T) {
 		if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
 			t.Errorf("the API server after a swap killed while holding its address: %v", err)
 		}
-		var rep swapReport
-		out := devk(t, "swap", "apiserver", "-o", "json").Stdout
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("swap -o json: %v\n%s", err, out)
-		}
-		held := false
-		for _, sp := range rep.StaticPods {
-			held = held || sp.NewImage == next && sp.AddressHeld
-		}
-		if got := manifestImage(t, apiManifest); got != next || !held {
-			t.Fatalf("the swap after the kill: the manifest names %s (want %s); a swap to it holding the address: %v\n%s", got, next, held, out)
+		sp := swapJSON(t, devk, "apiserver", 1, 0).StaticPods[0]
+		if got := manifestImage(t, apiManifest); got != next || !sp.AddressHeld {
+			t.Fatalf("the swap after the kill: the manifest names %s (want %s), address held %v", got, next, sp.AddressHeld)
 		}
 		devk(t, "swap", "--rollback", "apiserver")
 		if got := manifestImage(t, apiManifest); got != good {
