@@ -331,34 +331,6 @@ func TestSwap(t *testing.T) {
 		}
 	})
 
-	step(t, "killed while holding the API server's address", func(t *testing.T) {
-		// A new image of the same binary (a new SOURCE_DATE_EPOCH: a new
-		// config, no compile); devk killed right after it bound the API
-		// server's address, before the old one stopped: the socket dies
-		// with devk, the old API server serves on, and the next swap
-		// finishes the interrupted one, holding the address again.
-		r := Devk(t, tree, append(append([]string{}, env...), "SOURCE_DATE_EPOCH=1000000"), "push", "apiserver")
-		next := strings.TrimSpace(r.Stdout)
-		if r.Err != nil || !strings.Contains(next, "@sha256:") || next == good {
-			t.Fatalf("devk push apiserver with another SOURCE_DATE_EPOCH: %v, %q (want a new digest)\n%s", r.Err, next, r.Stderr)
-		}
-		r = atPoint(t, tree, env, "swap/port-held", "kill", "swap", "apiserver")
-		if !killedBySignal(r.Err, syscall.SIGKILL) {
-			t.Fatalf("devk swap at swap/port-held: %v, want killed\n%s", r.Err, r.Stderr)
-		}
-		if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-			t.Errorf("the API server after a swap killed while holding its address: %v", err)
-		}
-		sp := swapJSON(t, devk, "apiserver", 1, 0).StaticPods[0]
-		if got := manifestImage(t, apiManifest); got != next || !sp.AddressHeld {
-			t.Fatalf("the swap after the kill: the manifest names %s (want %s), address held %v", got, next, sp.AddressHeld)
-		}
-		devk(t, "swap", "--rollback", "apiserver")
-		if got := manifestImage(t, apiManifest); got != good {
-			t.Fatalf("after --rollback the manifest names %s, want %s", got, good)
-		}
-	})
-
 	step(t, "kubectl binary", func(t *testing.T) {
 		// Install, no-op, new build, rollback.
 		dest := filepath.Join(home, "bin", "kubectl")
