@@ -44,10 +44,6 @@ type swapReport struct {
 		Took   time.Duration `json:"took"`
 		Checks []swapCheck   `json:"checks"`
 		Log    []string      `json:"log"`
-		// The API server's address held over the hand-over.
-		AddressHeld      bool `json:"addressHeld"`
-		HeldConnections  int  `json:"heldConnections"`
-		KubeletRestarted bool `json:"kubeletRestarted"`
 	} `json:"staticPods"`
 	Addons []struct {
 		Component  string        `json:"component"`
@@ -201,11 +197,7 @@ func TestSwap(t *testing.T) {
 		if sp.Pod != "kube-apiserver" || sp.RolledBack || len(sp.Checks) < 5 {
 			t.Fatalf("swap result: %+v", sp)
 		}
-		t.Logf("apiserver swap: ready in %s, verified in %s; address held %v, %d connections waited on it; kubelet restarted %v",
-			sp.Ready.Round(100*time.Millisecond), sp.Took.Round(100*time.Millisecond), sp.AddressHeld, sp.HeldConnections, sp.KubeletRestarted)
-		if !sp.AddressHeld {
-			t.Errorf("the swap did not hold the API server's address over the hand-over (devk's manifests share the port, its nodes migrate queued connections)")
-		}
+		t.Logf("apiserver swap: ready in %s, verified in %s", sp.Ready.Round(100*time.Millisecond), sp.Took.Round(100*time.Millisecond))
 		for _, c := range sp.Checks {
 			if !c.OK {
 				t.Errorf("check %s failed: want %s, got %s", c.Check, c.Want, c.Got)

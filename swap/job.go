@@ -273,9 +273,6 @@ func runOne(ctx context.Context, o Options, popts phase.Options, around func(con
 // new pod already runs healthy is kept. Then it releases the runtime
 // connection and the node lock. It returns err, with what the undo did.
 func (j *Job) Close(ctx context.Context, err error) error {
-	if j.current != nil {
-		j.current.releaseHold()
-	}
 	if err != nil && j.current != nil {
 		err = j.current.undo(ctx, err)
 	}

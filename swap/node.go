@@ -157,12 +157,8 @@ type Result struct {
 	Started time.Duration `json:"started,omitempty"`
 	// KubeletRestarted says devk restarted its kubelet to get the mirror
 	// pod updated (see Target.settle).
-	KubeletRestarted bool `json:"kubeletRestarted,omitempty"`
-	// AddressHeld says devk held the API server's address over the
-	// hand-over (holdport.go); HeldConnections waited on it.
-	AddressHeld     bool          `json:"addressHeld,omitempty"`
-	HeldConnections int           `json:"heldConnections,omitempty"`
-	Took            time.Duration `json:"took"`
+	KubeletRestarted bool          `json:"kubeletRestarted,omitempty"`
+	Took             time.Duration `json:"took"`
 	// Log is the tail of the failed container's log, when the swap failed.
 	Log []string `json:"log,omitempty"`
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/phase"
-	"github.com/devk/devk/swap/holdport"
 )
 
 // stage is how far a static pod's swap got: what Close must finish or
@@ -49,9 +47,6 @@ type podSwap struct {
 	stage         stage
 	res           *Result
 	t0            time.Time
-	// hold is the API server's address held over the hand-over (nil:
-	// none; holdport.go).
-	hold *holdport.Hold
 }
 
 // newSwap is the swap of c to its last pushed image (with Debug, to
@@ -213,27 +208,11 @@ func (p *podSwap) handOver(ctx context.Context) (phase.Outcome, error) {
 	p.before = before
 	p.stage = max(p.stage, stageHandingOver)
 	t0 := time.Now()
-	if p.target.Pod == apiServerPod && !p.job.Rollback {
-		current, _ := os.ReadFile(p.m.Path)
-		next, _ := os.ReadFile(p.m.PendingPath())
-		p.hold = n.holdAPIServerPort(ctx, current, next)
-		p.res.AddressHeld = p.hold != nil
-		failpoint.Hit("swap/port-held")
-	}
 	n.handover(ctx, p.m, p.target.Pod, before)()
 	if ctx.Err() != nil {
 		return phase.Done, fmt.Errorf("interrupted during the hand-over: %w", context.Cause(ctx))
 	}
 	return phase.Changed("old pod released in %s", progress.Round(time.Since(t0))), nil
-}
-
-// releaseHold lets go of the held address, if any, and records how
-// many connections waited on it.
-func (p *podSwap) releaseHold() {
-	if p.hold != nil {
-		p.res.HeldConnections = p.hold.Release()
-		p.job.Reporter.Debugf("%s: let go of its held address: %d connections had waited on it", p.target.Pod, p.res.HeldConnections)
-	}
 }
 
 // write puts the new manifest in place (for a rollback: the backup).
@@ -251,9 +230,6 @@ func (p *podSwap) write(ctx context.Context) (phase.Outcome, error) {
 	if err := p.m.WriteImage(p.ctr.Name, p.target.Image); err != nil {
 		return phase.Done, err
 	}
-	// The old API server is gone: the hold lets go once the new one
-	// listens beside it.
-	p.hold.Watch(ctx)
 	p.stage = stageWritten
 	failpoint.Hit("swap/after-write")
 	return phase.Changed("%s names %s", p.m.Path, digest.ShortRef(p.target.Image)), nil
@@ -268,14 +244,10 @@ func (p *podSwap) ready(ctx context.Context) (phase.Outcome, error) {
 	failpoint.Hit("swap/wait-ready")
 	s, err := n.ready(ctx, p.target.Pod, p.ctr.Name, p.health, p.before, p.want(), p.t0, p.res)
 	p.after = s
-	p.releaseHold()
 	if err != nil {
 		return phase.Done, err
 	}
 	p.reached(stageReady)
-	if p.res.AddressHeld {
-		return phase.Changed("ready in %s; %d connections waited on its held address", progress.Round(p.res.Ready), p.res.HeldConnections), nil
-	}
 	return phase.Changed("ready in %s", progress.Round(p.res.Ready)), nil
 }
 

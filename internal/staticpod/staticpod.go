@@ -56,11 +56,6 @@ func DebugOriginal(pod *corev1.Pod) (*corev1.Container, bool, error) {
 // watch again elsewhere when they end.
 const HAStopGrace = 5 * time.Second
 
-// PortSharingFlag is the API server's flag that binds its port with
-// SO_REUSEPORT, which devk's manifests set: a swap then holds the
-// address while the old API server is replaced (swap/holdport.go).
-const PortSharingFlag = "permit-port-sharing"
-
 // Parse reads a manifest into a Pod.
 func Parse(data []byte) (*corev1.Pod, error) {
 	var pod corev1.Pod

@@ -203,8 +203,6 @@ func apiserverPod(in ManifestInput) podSpec {
 			"requestheader-group-headers":        "X-Remote-Group",
 			"requestheader-username-headers":     "X-Remote-User",
 			"service-account-issuer":             "https://kubernetes.default.svc." + cfg.DNSDomain,
-			// a swap holds the address over the hand-over (swap/holdport.go)
-			staticpod.PortSharingFlag: "true",
 		},
 		liveness:  livenessProbe(ip, cfg.Ports.APIServer, "/livez", corev1.URISchemeHTTPS),
 		readiness: readinessProbe(ip, cfg.Ports.APIServer, "/readyz", corev1.URISchemeHTTPS, 1),

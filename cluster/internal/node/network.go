@@ -20,11 +20,9 @@ import (
 
 // nodeSysctls are set inside each node's namespace (they are per
 // namespace, so the host's stay as they are): the node forwards between
-// its pods' bridge and its veth, bridged pod traffic passes the node's
-// iptables, where kube-proxy's rules are, and a listening socket closed
-// hands its queued connections to another of its SO_REUSEPORT group
-// (a swap's hold of the API server's address, swap/holdport.go).
-var nodeSysctls = []string{"net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1", "net.ipv4.tcp_migrate_req=1"}
+// its pods' bridge and its veth, and bridged pod traffic passes the
+// node's iptables, where kube-proxy's rules are.
+var nodeSysctls = []string{"net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"}
 
 func ipCmd(ctx context.Context, args ...string) error {
 	return execx.Run(ctx, execx.Cmd{Name: "ip", Args: args})
