@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/hostforward"

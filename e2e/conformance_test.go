@@ -70,6 +70,32 @@ var conformanceSubset = []string{
 	"[sig-cli] Kubectl client Kubectl label should update the label on a resource",
 }
 
+// e2eResult is `devk e2e -o json`'s result, as the tests read it.
+type e2eResult struct {
+	Selected   int
+	Dir, JUnit string
+	Log        string
+	Summary    struct {
+		Passed int
+		Failed []struct{ Name, Message string }
+	}
+}
+
+// runE2E runs devk args -o json (an e2e command) in dir and reads its
+// result; each spec that failed is an error of t.
+func runE2E(t *testing.T, dir string, env []string, args ...string) (e2eResult, Result) {
+	t.Helper()
+	r := Devk(t, dir, env, append(args, "-o", "json")...)
+	var res e2eResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("devk e2e -o json: %v (exit: %v)\n%s\n%s", err, r.Err, r.Stdout, r.Stderr)
+	}
+	for _, f := range res.Summary.Failed {
+		t.Errorf("failed: %s\n%s", f.Name, f.Message)
+	}
+	return res, r
+}
+
 // TestConformanceSubset lets devk e2e build what it needs (the tree's
 // e2e suite, then its test images, none there before), checks what it
 // refuses before it runs anything, then runs the subset on the shared
@@ -115,22 +141,7 @@ func TestConformanceSubset(t *testing.T) {
 		t.Fatalf("devk e2e --dry-run: %v, selected %d, want at least %d\n%s", err, plan.Selected, len(conformanceSubset), r.Stdout)
 	}
 
-	r = Devk(t, c.Tree, c.Env, "e2e", "--conformance", "--focus", focus, "--parallel", "2", "-o", "json")
-	var res struct {
-		Selected   int
-		Dir, JUnit string
-		Log        string
-		Summary    struct {
-			Passed int
-			Failed []struct{ Name, Message string }
-		}
-	}
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("devk e2e -o json: %v (exit: %v)\n%s\n%s", err, r.Err, r.Stdout, r.Stderr)
-	}
-	for _, f := range res.Summary.Failed {
-		t.Errorf("failed: %s\n%s", f.Name, f.Message)
-	}
+	res, r := runE2E(t, c.Tree, c.Env, "e2e", "--conformance", "--focus", focus, "--parallel", "2")
 	if r.Err != nil || res.Summary.Passed != res.Selected || res.Selected < 25 {
 		t.Errorf("devk e2e: exit %v, %d of %d selected passed (log %s)", r.Err, res.Summary.Passed, res.Selected, res.Log)
 	}

@@ -412,20 +412,7 @@ spec:
 		for _, spec := range afterUpgradeSubset {
 			quoted = append(quoted, regexp.QuoteMeta(spec))
 		}
-		r := Devk(t, c.Tree, c.Env, "e2e", "--name", name, "--conformance", "--focus", strings.Join(quoted, "|"), "--parallel", "2", "-o", "json")
-		var res struct {
-			Selected int
-			Summary  struct {
-				Passed int
-				Failed []struct{ Name, Message string }
-			}
-		}
-		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-			t.Fatalf("devk e2e -o json: %v (exit: %v)\n%s\n%s", err, r.Err, r.Stdout, r.Stderr)
-		}
-		for _, f := range res.Summary.Failed {
-			t.Errorf("failed after the upgrade: %s\n%s", f.Name, f.Message)
-		}
+		res, r := runE2E(t, c.Tree, c.Env, "e2e", "--name", name, "--conformance", "--focus", strings.Join(quoted, "|"), "--parallel", "2")
 		if r.Err != nil || res.Selected < len(afterUpgradeSubset) || res.Summary.Passed != res.Selected {
 			t.Errorf("devk e2e after the upgrade: exit %v, %d of %d selected passed", r.Err, res.Summary.Passed, res.Selected)
 		}
