@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/cluster/loadbalancer"
@@ -454,12 +454,8 @@ func componentVersions(ctx context.Context, c *cluster.Cluster, n cluster.Node, 
 // emulatedFlag is the --emulated-version static pod name's manifest on
 // node n gives its container ("" for none).
 func emulatedFlag(n cluster.Node, name string) string {
-	data, err := os.ReadFile(n.Files.ManifestPath(name))
-	if err != nil {
-		return ""
-	}
-	pod, err := staticpod.Parse(data)
-	if err != nil {
+	pod := controlplane.InstalledPod(n.Files.ManifestPath(name))
+	if pod == nil {
 		return ""
 	}
 	return staticpod.Flags(pod, name)[config.EmulatedVersionFlag]
