@@ -330,8 +330,9 @@ spec:
 		}
 		var st struct {
 			Nodes []struct {
-				Name, Kubelet string
-				Components    []struct{ Name, Version string }
+				Name       string
+				Kubelet    string `json:"kubeletVersion"`
+				Components []struct{ Name, Version string }
 			}
 		}
 		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Nodes) != 2 {
