@@ -32,13 +32,16 @@ import (
 	"github.com/devk/devk/build"
 )
 
-// debugPause is how long the test keeps the API server stopped at its
-// breakpoint before it checks that nothing killed it: under the
-// controller-manager's node-monitor-grace-period (50 s), since a paused
-// API server renews no lease, and past that grace the controller-manager's
-// write marking the node Unknown can land before the kubelet's renewal
-// when the API server runs on (CI saw it once with a 60 s pause).
-const debugPause = 40 * time.Second
+// debugPause is how long the test keeps a component stopped at its
+// breakpoint before it checks that nothing killed it: past the leader
+// election's lease (15 s) and renew deadline (10 s), after which a
+// controller-manager electing a leader exits as soon as it runs again;
+// under the controller-manager's node-monitor-grace-period (50 s), since a
+// paused API server renews no lease, and past that grace the
+// controller-manager's write marking the node Unknown can land before the
+// kubelet's renewal when the API server runs on (CI saw it once with a
+// 60 s pause). (The liveness probes devk turns off would need 80 s.)
+const debugPause = 25 * time.Second
 
 // funcBody is the first line of the body of the function whose
 // declaration line starts with decl, in file of the tree.

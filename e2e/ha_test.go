@@ -301,19 +301,20 @@ func TestHAControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restored := false
-	restore := func() {
-		if !restored {
-			os.WriteFile(configGo, orig, 0o644)
-			restored = true
-		}
-	}
-	t.Cleanup(restore)
-	step(t, "a rolling swap under load", func(t *testing.T) {
-		if err := os.WriteFile(configGo, append(append([]byte{}, orig...), "\nfunc DevkE2EHA() string { return \"ha\" }\n"...), 0o644); err != nil {
+	// build pushes the tree's own API server or the patched one: each
+	// swap below moves the cluster to the other (the second build of each
+	// is the Go build cache's).
+	patched := append(append([]byte{}, orig...), "\nfunc DevkE2EHA() string { return \"ha\" }\n"...)
+	build := func(t *testing.T, source []byte) {
+		t.Helper()
+		if err := os.WriteFile(configGo, source, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	}
+	t.Cleanup(func() { os.WriteFile(configGo, orig, 0o644) })
+	step(t, "a rolling swap under load", func(t *testing.T) {
+		build(t, patched)
 		load := startLoad(t, admin)
 		sw := devk(t, "swap", "apiserver", "-o", "json")
 		sent, failures := load.stop()
@@ -350,14 +351,13 @@ func TestHAControlPlane(t *testing.T) {
 	// The same cluster from a devk that knows only a copy of its admin
 	// kubeconfig: through the cluster, by devk's node agent on each control
 	// plane, rolling and verified, under load, with no failed request:
-	// back to the tree's own API server (--rollback), then a client killed
-	// as its first node's agent starts swapping to the patched one again
-	// (the agent finishes on its own; the next swap reports it and rolls
-	// the rest), then verified through the cluster; nothing of devk's is
-	// left on the cluster.
+	// a client killed as its first node's agent starts swapping to the
+	// tree's own API server (the agent finishes on its own; the next swap
+	// reports it and rolls the rest), then verified through the cluster;
+	// nothing of devk's is left on the cluster.
 	step(t, "a rolling swap through the cluster", func(t *testing.T) {
+		build(t, orig)
 		env, copied := strangerEnv(t, c, admin)
-		remoteSwap(t, c, env, copied, admin, cps, "--rollback", "apiserver")
 		r := atPoint(t, c.Tree, env, "remote/swap/started", "kill", "swap", "apiserver", "--kubeconfig", copied, "--registry", agentRegistry)
 		if !killedBySignal(r.Err, syscall.SIGKILL) {
 			t.Fatalf("not killed at remote/swap/started: %v\n%s", r.Err, r.Stderr)
@@ -387,9 +387,11 @@ func TestHAControlPlane(t *testing.T) {
 	})
 
 	// The same with --load, from a home with no registry credential at
-	// all: devk's agent and the API server's image reach each node through
-	// the API (the loader starts the agent where the node lacks it), the
-	// manifests name them as loaded, and verify agrees on every node.
+	// all: back to the patched API server (--rollback), then the tree's
+	// own again: devk's agent and the API server's image reach each node
+	// through the API (the loader starts the agent where the node lacks
+	// it), the manifests name them as loaded, and verify agrees on every
+	// node.
 	step(t, "a rolling swap loaded through the API (--load)", func(t *testing.T) {
 		env, copied := strangerEnv(t, c, admin)
 		env = append(env, "DOCKER_CONFIG="+t.TempDir())
@@ -412,24 +414,14 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
-	// While a rolling swap holds the cluster (between its nodes), a node
-	// removal, up, down, a node add, certs renew and a kubelet swap on
-	// another node are refused, naming it.
-	step(t, "refused while a rolling swap holds the cluster", func(t *testing.T) {
-		holdAndRefuse(t, c.Tree, c.Env, "swap/rolling/next", []string{"swap", "apiserver", "--name", name}, false,
-			[]string{"node", "remove", cps[2], "--name", name}, []string{"up", "--name", name}, []string{"down", "--name", name},
-			[]string{"node", "add", "--control-plane", "--name", name}, []string{"certs", "renew", "all", "--name", name},
-			[]string{"swap", "kubelet", "--node", cps[2], "--name", name})
-		waitServers(t, allUp)
-	})
-
-	// Killed inside a rolling swap (back to the tree's own API server):
+	// Killed inside a rolling swap (to the patched API server again):
 	// with node 0 out of HAProxy, status says so and what to run, and up
-	// puts it back, as a change; between two nodes, the next swap finishes
-	// the roll. Every server is UP after each.
-	step(t, "killed inside a rolling swap", func(t *testing.T) {
-		restore()
-		MustDevkEnv(t, c.Tree, c.Env, "build", "apiserver", "--push", "-q")
+	// puts it back, as a change; held between two nodes, a node removal,
+	// up, down, a node add, certs renew and a kubelet swap on another node
+	// are refused, naming it, and killed there, the next swap finishes the
+	// roll. Every server is UP after each.
+	step(t, "killed inside a rolling swap, refusing others while it holds the cluster", func(t *testing.T) {
+		build(t, patched)
 		swapArgs := []string{"swap", "apiserver", "--name", name}
 		if r := atPoint(t, c.Tree, c.Env, "swap/rolling/drained", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
 			t.Fatalf("not killed at swap/rolling/drained: %v\n%s", r.Err, r.Stderr)
@@ -444,9 +436,10 @@ func TestHAControlPlane(t *testing.T) {
 			t.Errorf("up does not report putting %s back:\n%s", cps[0], r.Stderr)
 		}
 		waitServers(t, allUp)
-		if r := atPoint(t, c.Tree, c.Env, "swap/rolling/next", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
-			t.Fatalf("not killed at swap/rolling/next: %v\n%s", r.Err, r.Stderr)
-		}
+		holdAndRefuse(t, c.Tree, c.Env, "swap/rolling/next", swapArgs, true,
+			[]string{"node", "remove", cps[2], "--name", name}, []string{"up", "--name", name}, []string{"down", "--name", name},
+			[]string{"node", "add", "--control-plane", "--name", name}, []string{"certs", "renew", "all", "--name", name},
+			[]string{"swap", "kubelet", "--node", cps[2], "--name", name})
 		waitServers(t, allUp)
 		devk(t, "swap", "apiserver")
 		waitServers(t, allUp)

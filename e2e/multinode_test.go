@@ -43,6 +43,14 @@ func TestMultiNode(t *testing.T) {
 	hostBefore := hostNetState(t)
 	fsBefore := hostFSState(t)
 
+	// up's images phase pushes what the tree builds: the shared cluster
+	// runs it again after this test, passed or failed, for the tests
+	// after it (digest verify).
+	t.Cleanup(func() {
+		if r := Devk(t, c.Tree, c.Env, "swap"); r.Err != nil {
+			t.Errorf("devk swap on the shared cluster: %v\n%s", r.Err, r.Stderr)
+		}
+	})
 	up := devk(t, "up", "--nodes", "3", "-o", "json")
 	var upRes struct{ Kubeconfig string }
 	if err := json.Unmarshal([]byte(up.Stdout), &upRes); err != nil {
@@ -446,9 +454,6 @@ spec:
 		}
 		fsBefore.check(t, "after a node add, a node remove and down of a 3-node cluster", hostFSState(t))
 	})
-	// up's images phase pushed what the tree builds: the shared cluster
-	// runs it again, for the tests after this one (digest verify).
-	MustDevkEnv(t, c.Tree, c.Env, "swap")
 }
 
 // nsOf is the mount namespace of process pid (the ns/mnt link's target).

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -22,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -567,11 +565,7 @@ func (s *Session) follow(r io.Reader, node string, seen *int, out io.Writer) (*a
 // and the access reviews before the command began said the credentials
 // may do what it does (the waits are bounded all the same).
 func retriable(err error) bool {
-	var ne net.Error
-	return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
-		apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || errors.As(err, &ne) ||
-		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+	return kube.Transient(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 }
 
 // logLineMax is the longest line of an agent's log devk reads.

@@ -184,9 +184,8 @@ func (j *Job) swapKubelet(ctx context.Context, c build.Component, k KubeletNode)
 	return out, nil
 }
 
-// waitNodeReady waits until node name reports Ready and its kubelet
-// renewed the node lease after since: the restarted kubelet, not the old
-// one's last word.
+// waitNodeReady waits until the restarted kubelet of node name has
+// itself reported the node Ready (WaitNodeReady).
 func (j *Job) waitNodeReady(ctx context.Context, name string, since time.Time) error {
 	client, err := kube.Client(j.Node.Kubeconfig)
 	if err != nil {
@@ -195,11 +194,17 @@ func (j *Job) waitNodeReady(ctx context.Context, name string, since time.Time) e
 	return WaitNodeReady(ctx, client, name, since, j.Timeout) // NewJob's default when not given
 }
 
-// WaitNodeReady waits, at most timeout, until node name reports Ready
-// and its kubelet renewed the node lease after since: the restarted
-// kubelet, not the old one's last word.
+// WaitNodeReady waits, at most timeout, until node name's kubelet
+// restarted at since has itself reported the node Ready: its Ready
+// condition True with a heartbeat from since on, and the node lease
+// renewed after since. The old kubelet's last Ready=True is not enough:
+// a starting kubelet posts the node's status at once, Ready=False until
+// it has checked its runtime ("container runtime status check may not
+// have completed yet"), and only then Ready=True.
 func WaitNodeReady(ctx context.Context, client kubernetes.Interface, name string, since time.Time, timeout time.Duration) error {
 	last := "no node " + name + " yet"
+	// Conditions' heartbeats are whole seconds.
+	from := since.Truncate(time.Second)
 	err := wait.PollUntilContextTimeout(ctx, nodeReadyPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -213,9 +218,13 @@ func WaitNodeReady(ctx context.Context, client kubernetes.Interface, name string
 			if c.Status != corev1.ConditionTrue {
 				return false, nil
 			}
+			if c.LastHeartbeatTime.Time.Before(from) {
+				last = fmt.Sprintf("node %s Ready as its old kubelet last said (at %s), waiting for the restarted kubelet's status", n.Name, c.LastHeartbeatTime.Format(time.RFC3339))
+				return false, nil
+			}
 			// The node lease's renew time (microseconds, renewed at
 			// once by a starting kubelet) tells the new kubelet from
-			// the old one's last heartbeat.
+			// an old heartbeat in the same second.
 			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
 			if err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.Time.After(since) {
 				return true, nil

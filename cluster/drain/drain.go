@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -30,7 +31,26 @@ const (
 	timeout = 2 * time.Minute
 	// pollInterval is how often drain looks at the node's pods.
 	pollInterval = 250 * time.Millisecond
+	// restartWait bounds how long a call is made again while the API
+	// server does not answer: a control-plane node's new kubelet may
+	// restart its static pods, the API server among them, in a few
+	// seconds; a cluster that is down is said to be within it.
+	restartWait = 30 * time.Second
 )
+
+// answered makes call until it returns an error the API server is not
+// to blame for (kube.Transient), or nil, for at most restartWait.
+func answered(ctx context.Context, call func(context.Context) error) error {
+	var err error
+	werr := wait.PollUntilContextTimeout(ctx, pollInterval, restartWait, true, func(ctx context.Context) (bool, error) {
+		err = call(ctx)
+		return err == nil || !kube.Transient(err), nil
+	})
+	if werr != nil && err == nil {
+		return werr
+	}
+	return err
+}
 
 // drained says whether drain moves pod p off its node: not a
 // DaemonSet's (its controller would put it back; it goes with the node),
@@ -59,7 +79,11 @@ func drained(p corev1.Pod) bool {
 // nothing to drain. upCmd is the command that starts the cluster, for
 // the error of an API server that does not answer.
 func Node(ctx context.Context, cs kubernetes.Interface, name, upCmd string, rep progress.Reporter) (phase.Outcome, error) {
-	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	var n *corev1.Node
+	err := answered(ctx, func(ctx context.Context) (err error) {
+		n, err = cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return phase.Unchanged("no Node %s (it never registered)", name), nil
 	}
@@ -68,7 +92,7 @@ func Node(ctx context.Context, cs kubernetes.Interface, name, upCmd string, rep 
 	}
 	cordoned := false
 	if !n.Spec.Unschedulable {
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		if err := patchUnschedulable(ctx, cs, name, true); err != nil {
 			return phase.Done, fmt.Errorf("cordon node %s: %w", name, err)
 		}
 		cordoned = true
@@ -93,6 +117,10 @@ func Node(ctx context.Context, cs kubernetes.Interface, name, upCmd string, rep 
 				evicted[p.UID] = true
 			case apierrors.IsTooManyRequests(err):
 				last = fmt.Sprintf("a PodDisruptionBudget does not allow pod %s/%s to be evicted yet", p.Namespace, p.Name)
+			case kube.Transient(err):
+				// The API server restarts (a control-plane node's new
+				// kubelet may restart its static pods): ask again.
+				last = fmt.Sprintf("the API server did not take the eviction of pod %s/%s (%v); asking again", p.Namespace, p.Name, err)
 			default:
 				return false, fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
@@ -111,17 +139,29 @@ func Node(ctx context.Context, cs kubernetes.Interface, name, upCmd string, rep 
 
 // Uncordon is `kubectl uncordon` of node name: schedulable again.
 func Uncordon(ctx context.Context, cs kubernetes.Interface, name string) (phase.Outcome, error) {
-	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	var n *corev1.Node
+	if err := answered(ctx, func(ctx context.Context) (err error) {
+		n, err = cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err
+	}); err != nil {
 		return phase.Done, fmt.Errorf("read node %s: %w", name, err)
 	}
 	if !n.Spec.Unschedulable {
 		return phase.Unchanged("schedulable"), nil
 	}
-	if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{}); err != nil {
+	if err := patchUnschedulable(ctx, cs, name, false); err != nil {
 		return phase.Done, fmt.Errorf("uncordon node %s: %w", name, err)
 	}
 	return phase.Changed("uncordoned"), nil
+}
+
+// patchUnschedulable cordons node name (or uncordons it).
+func patchUnschedulable(ctx context.Context, cs kubernetes.Interface, name string, unschedulable bool) error {
+	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, unschedulable)
+	return answered(ctx, func(ctx context.Context) error {
+		_, err := cs.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
 }
 
 // step is one look of drain at the pods on the node: those to evict

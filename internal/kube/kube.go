@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -352,3 +354,15 @@ func ServerVersion(cs kubernetes.Interface) (string, error) {
 // MirrorPodName is the name the kubelet gives the mirror pod of static
 // pod pod on node nodeName.
 func MirrorPodName(pod, nodeName string) string { return pod + "-" + nodeName }
+
+// Transient says a request may succeed when made again because the API
+// server, not the request, failed: it went away or restarts (a refused,
+// reset or cut connection, a network timeout), or it answered that it
+// cannot serve now (503, 504, 500, 429).
+func Transient(err error) bool {
+	var ne net.Error
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}

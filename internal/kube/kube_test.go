@@ -2,14 +2,22 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -114,6 +122,29 @@ func TestEmulates(t *testing.T) {
 	} {
 		if got := Emulates(tc.v); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestTransient(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"cut connection", &url.Error{Op: "Post", URL: "https://10.250.1.2:6443/api/v1/namespaces/default/pods/web/eviction", Err: io.ErrUnexpectedEOF}, true},
+		{"cut connection, wrapped", fmt.Errorf("evict: %w", io.ErrUnexpectedEOF), true},
+		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
+		{"reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, true},
+		{"unavailable", apierrors.NewServiceUnavailable("starting"), true},
+		{"too many requests", apierrors.NewTooManyRequests("later", 1), true},
+		{"forbidden", apierrors.NewForbidden(gr, "web", errors.New("no")), false},
+		{"not found", apierrors.NewNotFound(gr, "web"), false},
+		{"invalid", apierrors.NewBadRequest("bad"), false},
+	} {
+		if got := Transient(tc.err); got != tc.want {
+			t.Errorf("%s: Transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }
