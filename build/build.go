@@ -398,12 +398,20 @@ func Phases() []*phase.Phase[*Job] {
 		},
 		{
 			Name:  "compile",
-			Short: "go build the components in one invocation, CGO_ENABLED=0, -trimpath, version ldflags",
+			Short: "go build the components in one invocation, CGO_ENABLED=0, -trimpath, version ldflags; skipped when no file of the tree changed since their recorded build with the same go and flags",
 			If: func(j *Job) (bool, string) {
 				return len(j.treeComponents()) > 0, "no tree component asked for"
 			},
-			IO:  func(j *Job) ([]string, []string) { return j.compileIO(j.treeComponents()) },
-			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) { return phase.Done, compile(ctx, j) },
+			IO: func(j *Job) ([]string, []string) { return j.compileIO(j.treeComponents()) },
+			Run: func(ctx context.Context, j *Job) (phase.Outcome, error) {
+				if err := compile(ctx, j); err != nil {
+					return phase.Done, err
+				}
+				if cs := j.treeComponents(); j.reused[cs[0].Name] {
+					return phase.Unchanged("%d already built from the same inputs (no file of the tree changed since)", len(cs)), nil
+				}
+				return phase.Done, nil
+			},
 		},
 		{
 			Name:  "test",
@@ -571,10 +579,30 @@ func compile(ctx context.Context, j *Job) error {
 	}
 	args := append(append(j.commonFlags(LDFlags(j.Version), j.Debug, j.debugPkgs), "-o", dir+"/"), pkgs...)
 	cmd := execx.Cmd{Name: "go", Args: args, Dir: j.Tree.Root, Env: j.env()}
-	j.Reporter.Debugf("%s", cmd)
 	t0 := time.Now()
+	in, err := treeInputs(j.goVersion, j.Tree, cmd)
+	if err != nil {
+		return err
+	}
+	reuse := in != ""
+	for _, c := range j.treeComponents() {
+		j.inputs[c.Name] = in
+		if reuse {
+			if reuse, err = j.unchangedBuild(c); err != nil {
+				return err
+			}
+		}
+	}
+	if reuse {
+		for _, c := range j.treeComponents() {
+			j.reused[c.Name] = true
+		}
+		j.Reporter.Debugf("go build skipped: no file of the tree changed since the build of %d components (inputs %.12s)", len(pkgs), in)
+		return nil
+	}
+	j.Reporter.Debugf("%s", cmd)
 	j.compiledAt = t0
-	err := j.goBuild(ctx, cmd, pkgs)
+	err = j.goBuild(ctx, cmd, pkgs)
 	for _, c := range j.treeComponents() {
 		j.took[c.Name] = time.Since(t0) // one go build for them all
 	}
@@ -601,7 +629,7 @@ func compileModule(ctx context.Context, j *Job, c Component) error {
 	}
 	cmd := j.moduleBuildCmd(c, dir)
 	j.inputs[c.Name] = moduleInputs(j.goVersion, cmd, main)
-	if reuse, err := j.unchangedModuleBuild(c); err != nil || reuse {
+	if reuse, err := j.unchangedBuild(c); err != nil || reuse {
 		j.reused[c.Name] = reuse
 		return err
 	}
@@ -700,11 +728,12 @@ var goCacheOnlyEnv = map[string]bool{
 	"GOPROXY": true, "GONOPROXY": true, "GOPRIVATE": true, "GONOSUMDB": true, "GOSUMDB": true, "GOINSECURE": true, "GOAUTH": true,
 }
 
-// unchangedModuleBuild says whether the external component c's binary is
-// the one state.json records as made from the inputs j.inputs names,
-// unchanged since (the same Go build ID and size): then go build would
-// only rebuild it to the same bytes, which takes a second.
-func (j *Job) unchangedModuleBuild(c Component) (bool, error) {
+// unchangedBuild says whether component c's binary is the one
+// state.json records as made from the inputs j.inputs names (an external
+// component's moduleInputs, the tree's treeInputs), unchanged since (the
+// same Go build ID and size): then go build would only rebuild it to the
+// same bytes, which takes seconds.
+func (j *Job) unchangedBuild(c Component) (bool, error) {
 	in := j.inputs[c.Name]
 	if in == "" {
 		return false, nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/devk/devk/internal/execx"
 	"github.com/devk/devk/internal/testtree"
@@ -313,14 +314,14 @@ func TestModuleBuildReuse(t *testing.T) {
 	cmd := execx.Cmd{Name: "go", Args: []string{"build", "-o", path, etcd.Package}, Env: j.env()}
 	j.goVersion = "go1.26.0"
 	j.inputs[etcd.Name] = moduleInputs(j.goVersion, cmd, nil)
-	if reuse, err := j.unchangedModuleBuild(etcd); reuse || err != nil {
+	if reuse, err := j.unchangedBuild(etcd); reuse || err != nil {
 		t.Fatalf("nothing recorded yet: reuse = %v, %v", reuse, err)
 	}
 	j.Version = source.Version{GitVersion: "v1.34.0"}
 	if err := record(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
-	if reuse, err := j.unchangedModuleBuild(etcd); !reuse || err != nil {
+	if reuse, err := j.unchangedBuild(etcd); !reuse || err != nil {
 		t.Fatalf("recorded, unchanged: reuse = %v, %v", reuse, err)
 	}
 
@@ -352,7 +353,7 @@ func TestModuleBuildReuse(t *testing.T) {
 	}
 	f.Write([]byte{0})
 	f.Close()
-	if reuse, _ := j.unchangedModuleBuild(etcd); reuse {
+	if reuse, _ := j.unchangedBuild(etcd); reuse {
 		t.Fatal("a changed binary is reused")
 	}
 }
@@ -394,5 +395,79 @@ func TestBuildTestBinary(t *testing.T) {
 	}
 	if got := changed(run()); got[E2E] {
 		t.Fatalf("no-op rebuild: changed = %v", got)
+	}
+}
+
+// TestTreeBuildReuse: go build of the tree's components is skipped while
+// no file of the tree changed since the recorded build from the same
+// inputs (a second build reports them reused, same bytes); a file
+// touched, added or removed, or another GOFLAGS, runs go build again; a
+// go.mod that replaces a module with a directory outside the tree turns
+// the check off (its files are not walked).
+func TestTreeBuildReuse(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "0")
+	root := testtree.New(t)
+	first := build(t, root, "apiserver")
+	if first.reused["apiserver"] {
+		t.Fatal("the first build reused a binary")
+	}
+	again := build(t, root, "apiserver")
+	if !again.reused["apiserver"] || again.Binaries[0].Changed || again.Binaries[0].SHA256 != first.Binaries[0].SHA256 {
+		t.Fatalf("an unchanged tree: reused %v, changed %v", again.reused["apiserver"], again.Binaries[0].Changed)
+	}
+	vfile := filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "version.go")
+	later := time.Now().Add(time.Minute)
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T)
+	}{
+		{"a file touched", func(t *testing.T) {
+			if err := os.Chtimes(vfile, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a file added", func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "NOTES"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a file removed", func(t *testing.T) {
+			if err := os.Remove(filepath.Join(root, "staging", "src", "k8s.io", "component-base", "version", "NOTES")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"GOFLAGS", func(t *testing.T) { t.Setenv("GOFLAGS", "-tags=devkreuse") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.change(t)
+			if j := build(t, root, "apiserver"); j.reused["apiserver"] {
+				t.Fatalf("%s: go build skipped", tc.name)
+			}
+			if j := build(t, root, "apiserver"); !j.reused["apiserver"] && tc.name != "GOFLAGS" {
+				t.Fatalf("%s, then nothing: go build ran again", tc.name)
+			}
+		})
+	}
+
+	outside := t.TempDir()
+	gomod := filepath.Join(root, "go.mod")
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gomod, append(data, "\nreplace example.com/dep => "+outside+"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := localModulesOutside(root); err != nil || !out {
+		t.Fatalf("a replace with %s: outside %v (%v), want true", outside, out, err)
+	}
+	if in, err := treeInputs("go1.26.0", &source.Tree{Root: root}, execx.Cmd{}); err != nil || in != "" {
+		t.Fatalf("treeInputs with a module outside the tree: %q (%v), want none", in, err)
+	}
+	if err := os.WriteFile(gomod, append(data, "\nreplace example.com/dep => ./staging/src/k8s.io/api\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := localModulesOutside(root); err != nil || out {
+		t.Fatalf("a replace inside the tree: outside %v (%v), want false", out, err)
 	}
 }
