@@ -414,14 +414,15 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	})
 
-	// Killed inside a rolling swap (to the patched API server again):
+	// Killed inside a rolling swap (to the tree's own API server from
+	// the registry, the tree clean again so that up builds nothing new):
 	// with node 0 out of HAProxy, status says so and what to run, and up
 	// puts it back, as a change; held between two nodes, a node removal,
 	// up, down, a node add, certs renew and a kubelet swap on another node
 	// are refused, naming it, and killed there, the next swap finishes the
 	// roll. Every server is UP after each.
 	step(t, "killed inside a rolling swap, refusing others while it holds the cluster", func(t *testing.T) {
-		build(t, patched)
+		build(t, orig)
 		swapArgs := []string{"swap", "apiserver", "--name", name}
 		if r := atPoint(t, c.Tree, c.Env, "swap/rolling/drained", "kill", swapArgs...); !killedBySignal(r.Err, syscall.SIGKILL) {
 			t.Fatalf("not killed at swap/rolling/drained: %v\n%s", r.Err, r.Stderr)
