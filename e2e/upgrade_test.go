@@ -431,7 +431,10 @@ spec:
 			t.Fatalf("forced: node %s runs kubelet %s, ready %v (%v), want %s Ready", worker, n.Status.NodeInfo.KubeletVersion, nodeReady(n), err, UpgradeVersion)
 		}
 		var st struct {
-			Nodes []struct{ Name, Kubelet string }
+			Nodes []struct {
+				Name    string
+				Kubelet string `json:"kubeletVersion"`
+			}
 		}
 		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Nodes) != 2 || st.Nodes[1].Kubelet != UpgradeVersion || st.Nodes[0].Kubelet != KubeVersion {
 			t.Errorf("devk status with one worker forced to %s: %+v", UpgradeVersion, st.Nodes)
