@@ -20,7 +20,7 @@ import (
 // environment, and every file of the tree by path, size, modification
 // time and mode (a symbolic link by its target), _output and .git left
 // out. The same inputs make the same binaries, so compile skips go build
-// when each binary was built from them (reuseTreeBuild) — the check
+// when each binary was built from them (unchangedBuild) — the check
 // costs a walk of the tree's directories (~0.3 s for Kubernetes' ~25,000
 // files) where go build's own takes seconds. "" (never the same) when
 // the go version is unknown or when go.mod or go.work reaches outside
