@@ -51,7 +51,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	ij, err := image.PushBuilt(ctx, bj, images.Components(), image.Options{Registry: c.Config.Registry, BaseCache: c.home().DebianCache(), Remote: c.remoteOptions()}, phase.Options{Reporter: sub})
+	ij, err := image.PushBuilt(ctx, bj, images.Components(), image.Options{Registry: c.Config.Registry, BaseCache: c.home().DebianCache(), Remote: c.RemoteOptions()}, phase.Options{Reporter: sub})
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
@@ -77,9 +77,9 @@ func (c *Cluster) buildComponents(ctx context.Context, r progress.Reporter) (*bu
 	return build.Run(ctx, build.Options{TreeDir: c.TreeDir, Components: comps, Reporter: r}, phase.Options{})
 }
 
-// remoteOptions reach registries with this home's registry credential
+// RemoteOptions reach registries with this home's registry credential
 // (for devk's own registry; docker's credentials for others).
-func (c *Cluster) remoteOptions() image.RemoteOptions {
+func (c *Cluster) RemoteOptions() image.RemoteOptions {
 	return image.RemoteOptions{Keychain: image.KeychainFor(c.Home)}
 }
 
@@ -102,7 +102,7 @@ func (c *Cluster) imagesFrom(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	refs, err := images.FromRegistry(ctx, c.ImagesFrom, c.remoteOptions(), tags)
+	refs, err := images.FromRegistry(ctx, c.ImagesFrom, c.RemoteOptions(), tags)
 	if err != nil {
 		return phase.Done, err
 	}
@@ -126,7 +126,7 @@ func ParseImagesTag(s string) (images.Tags, error) { return images.ParseTags(s) 
 // pushPause pushes the pause image to the cluster's registry and
 // returns its reference by digest.
 func (c *Cluster) pushPause(ctx context.Context) (string, error) {
-	return images.PushPause(ctx, c.home().PauseCache(), c.Config.Registry, c.remoteOptions())
+	return images.PushPause(ctx, c.home().PauseCache(), c.Config.Registry, c.RemoteOptions())
 }
 
 // recordPauseAndSave pushes the pause image, records it with the images

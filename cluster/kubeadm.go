@@ -60,8 +60,8 @@ func jobCluster(j *NodeJob) *Cluster { return j.Cluster }
 // phases add the token, key and pins a join needs.
 func (c *Cluster) kubeadmInput() kubeadmconfig.Input { return kubeadmconfig.ForCluster(c.Config) }
 
-// kubeadmNode is node n as its kubeadm config names it.
-func (c *Cluster) kubeadmNode(n Node) kubeadmconfig.Node {
+// KubeadmNode is node n as its kubeadm config names it.
+func (c *Cluster) KubeadmNode(n Node) kubeadmconfig.Node {
 	return kubeadmconfig.Node{Name: n.Name(), IP: n.IP(), ControlPlane: n.Net.IsControlPlane(), CRISocket: c.criSocket(n), CgroupRoot: n.Net.CgroupRoot}
 }
 
@@ -72,7 +72,7 @@ func (c *Cluster) kubeadmPreflight(version string) ([]byte, error) {
 	if !c.Config.Spec.Kubeadm() {
 		return nil, nil
 	}
-	n := c.kubeadmNode(c.FirstNode())
+	n := c.KubeadmNode(c.FirstNode())
 	n.CRISocket = cmp.Or(n.CRISocket, c.FirstNode().Files.ContainerdSocket())
 	return kubeadmconfig.Preflight(c.kubeadmInput(), n, version)
 }
@@ -119,7 +119,7 @@ func (c *Cluster) runKubeadmConfig(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	data, err := kubeadmconfig.Init(c.kubeadmInput(), c.kubeadmNode(n))
+	data, err := kubeadmconfig.Init(c.kubeadmInput(), c.KubeadmNode(n))
 	if err != nil {
 		return phase.Done, err
 	}
@@ -131,7 +131,7 @@ func (c *Cluster) runKubeadmConfig(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, fmt.Errorf("%w (the config given to kubeadm: %s)", err, n.Files.KubeadmConfig())
 	}
-	r, err := image.NewRemote(c.Config.Registry, c.remoteOptions())
+	r, err := image.NewRemote(c.Config.Registry, c.RemoteOptions())
 	if err != nil {
 		return phase.Done, err
 	}
@@ -142,9 +142,9 @@ func (c *Cluster) runKubeadmConfig(ctx context.Context) (phase.Outcome, error) {
 	return phase.ChangedIf(installed || wrote || len(moved) > 0, "%s; %d images kubeadm names, %d tagged now", n.Files.KubeadmConfig(), len(list), len(moved)), nil
 }
 
-// kubeadmRunner runs kubeadm inside node n, with the daemons'
+// KubeadmRunner runs kubeadm inside node n, with the daemons'
 // environment and kubectl on its PATH.
-func (c *Cluster) kubeadmRunner(n Node) kubeadmrun.Runner {
+func (c *Cluster) KubeadmRunner(n Node) kubeadmrun.Runner {
 	return kubeadmrun.Runner{Node: n, Env: c.daemonEnv(), ToolDirs: []string{filepath.Dir(c.KubectlPath())}, CRISocket: c.criSocket(n), Reporter: c.Reporter}
 }
 
@@ -153,12 +153,12 @@ func (c *Cluster) kubeadmRunner(n Node) kubeadmrun.Runner {
 func (c *Cluster) runKubeadmInit(ctx context.Context) (phase.Outcome, error) {
 	n := c.FirstNode()
 	if n.KubeadmDone() {
-		return c.kubeadmRunner(n).Resume("init")
+		return c.KubeadmRunner(n).Resume("init")
 	}
-	if err := c.kubeadmRunner(n).ClearUnfinished(ctx); err != nil {
+	if err := c.KubeadmRunner(n).ClearUnfinished(ctx); err != nil {
 		return phase.Done, err
 	}
-	if err := c.kubeadmRunner(n).Init(ctx, c.KubeadmSkipPhases); err != nil {
+	if err := c.KubeadmRunner(n).Init(ctx, c.KubeadmSkipPhases); err != nil {
 		return phase.Done, err
 	}
 	if err := n.MarkKubeadmDone("init"); err != nil {
@@ -177,11 +177,11 @@ func (c *Cluster) runKubeadmInit(ctx context.Context) (phase.Outcome, error) {
 // in.CertificateKey for a control-plane join (kubeadmrun.UploadCerts).
 func (c *Cluster) uploadCerts(ctx context.Context, in kubeadmconfig.Input) error {
 	n0 := c.FirstNode()
-	data, err := kubeadmconfig.Init(in, c.kubeadmNode(n0))
+	data, err := kubeadmconfig.Init(in, c.KubeadmNode(n0))
 	if err != nil {
 		return err
 	}
-	return c.kubeadmRunner(n0).UploadCerts(ctx, data, n0.Files.ControlPlane(c.Config, n0.Net).HostPath(kubeadmconfig.UploadCertsInNode))
+	return c.KubeadmRunner(n0).UploadCerts(ctx, data, n0.Files.ControlPlane(c.Config, n0.Net).HostPath(kubeadmconfig.UploadCertsInNode))
 }
 
 // runKubeadmJoin runs `kubeadm join` on the joining node unless it
@@ -191,12 +191,12 @@ func (c *Cluster) uploadCerts(ctx context.Context, in kubeadmconfig.Input) error
 func (j *NodeJob) runKubeadmJoin(ctx context.Context) (phase.Outcome, error) {
 	c, n := j.Cluster, j.Node
 	if n.KubeadmDone() {
-		return c.kubeadmRunner(n).Resume("join")
+		return c.KubeadmRunner(n).Resume("join")
 	}
 	if _, err := c.prepareKubeadmNode(ctx, n); err != nil {
 		return phase.Done, err
 	}
-	if err := c.kubeadmRunner(n).ClearUnfinished(ctx); err != nil {
+	if err := c.KubeadmRunner(n).ClearUnfinished(ctx); err != nil {
 		return phase.Done, err
 	}
 	cs, err := c.Client()
@@ -214,14 +214,14 @@ func (j *NodeJob) runKubeadmJoin(ctx context.Context) (phase.Outcome, error) {
 			return phase.Done, fmt.Errorf("upload the control plane's certificates for node %s (kubeadm init phase upload-certs on %s): %w", n.Name(), c.FirstNode().Name(), err)
 		}
 	}
-	data, err := kubeadmconfig.Join(in, c.kubeadmNode(n))
+	data, err := kubeadmconfig.Join(in, c.KubeadmNode(n))
 	if err != nil {
 		return phase.Done, err
 	}
 	if err := atomicfile.Write(n.Files.KubeadmConfig(), data, 0o600, ""); err != nil {
 		return phase.Done, err
 	}
-	if err := c.kubeadmRunner(n).Join(ctx); err != nil {
+	if err := c.KubeadmRunner(n).Join(ctx); err != nil {
 		return phase.Done, err
 	}
 	if err := n.MarkKubeadmDone("join"); err != nil {

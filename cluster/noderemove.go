@@ -46,7 +46,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Short: "a cluster kubeadm bootstraps: kubeadm reset -f inside the node, as a kubeadm user removes one (a control plane's etcd member goes with it)",
 			If:    kubeadmOnly(jobCluster),
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
-				return j.Cluster.kubeadmRunner(j.Node).Reset(ctx)
+				return j.Cluster.KubeadmRunner(j.Node).Reset(ctx)
 			},
 		},
 		{

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,18 @@ const (
 	UpgradeVersion = "v1.35.4"
 	SkipVersion    = "v1.36.1"
 )
+
+// afterUpgradeSubset are the conformance specs TestUpgrade runs on the
+// upgraded cluster: pods, the downward API, a Deployment's rollout, a
+// Service's endpoints and DNS, one a node each.
+var afterUpgradeSubset = []string{
+	"[sig-node] Pods should get a host IP",
+	"[sig-node] Pods should be submitted and removed",
+	"[sig-node] Downward API should provide pod name, namespace and IP address as env vars",
+	"[sig-apps] Deployment RollingUpdateDeployment should delete old pods and create new ones",
+	"[sig-network] Services should serve a basic endpoint from pods",
+	"[sig-network] DNS should provide DNS for the cluster",
+}
 
 // otherTree gets release version beside the suite's tree.
 func otherTree(t *testing.T, version string) string {
@@ -162,8 +175,11 @@ func parseUpgrade(t *testing.T, r Result) upgradeReport {
 // the addons' and a kubelet's step resumes each time to the end, with
 // every component and Node at v1.35.4, the nodes schedulable, the
 // client's requests all answered and the Deployment never below its
-// budget; a second run changes nothing; --rollback brings back every
-// version and every static pod's image.
+// budget; a second run changes nothing; a focused conformance subset
+// passes on the upgraded cluster; a config file adds a worker
+// running the v1.34.4 tree's kubelet (nodes[].tree), and refuses one
+// newer than the API server; --rollback brings back every version and
+// every static pod's image.
 func TestUpgrade(t *testing.T) {
 	c := Cluster(t)
 	const name = "upg"
@@ -389,6 +405,21 @@ spec:
 		}
 	})
 
+	// The upgraded cluster passes the suite's own conformance specs (its
+	// v1.34.4 e2e.test, which TestConformanceSubset built, one minor
+	// behind the cluster as upstream's skew jobs run it), a focused few.
+	step(t, "a focused conformance subset passes after", func(t *testing.T) {
+		var quoted []string
+		for _, spec := range afterUpgradeSubset {
+			quoted = append(quoted, regexp.QuoteMeta(spec))
+		}
+		res, r := runE2E(t, c.Tree, c.Env, "e2e", "--name", name, "--conformance", "--focus", strings.Join(quoted, "|"), "--parallel", "2")
+		if r.Err != nil || res.Selected < len(afterUpgradeSubset) || res.Summary.Passed != res.Selected {
+			t.Errorf("devk e2e after the upgrade: exit %v, %d of %d selected passed", r.Err, res.Summary.Passed, res.Selected)
+		}
+		t.Logf("devk e2e on the upgraded cluster: %d specs passed in %s", res.Summary.Passed, r.Took)
+	})
+
 	client.stop()
 	least, reads := stopWatch()
 	t.Logf("the client through the Service: %d answered, %d failed; the Deployment's fewest available replicas %d over %d reads", client.ok.Load(), client.failed.Load(), least, reads)
@@ -398,6 +429,67 @@ spec:
 	if least < 1 || reads == 0 {
 		t.Errorf("the Deployment had %d available replicas at its lowest (%d reads), below its PodDisruptionBudget's 1", least, reads)
 	}
+
+	// Mixed versions by the config file: a third node, a worker running
+	// the suite's v1.34.4 kubelet beside the v1.35.4 control plane; one
+	// whose tree is newer than the API server is refused before anything
+	// changes.
+	step(t, "a worker from another tree by the config file", func(t *testing.T) {
+		old := name + "-old"
+		file := filepath.Join(t.TempDir(), "devk.yaml")
+		write := func(tree string) {
+			t.Helper()
+			body := fmt.Sprintf("apiVersion: devk.dev/v1alpha1\nkind: Cluster\nname: %s\nnodes:\n- role: control-plane\n- role: worker\n  name: %s\n- role: worker\n  name: %s\n  tree: %s\n", name, worker, old, tree)
+			if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(otherTree(t, SkipVersion))
+		r := Devk(t, c.Tree, c.Env, "up", "--tree", next, "--config", file)
+		if want := "kubelet " + SkipVersion + " on " + old + ": newer than kube-apiserver"; r.Err == nil || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "nodes[].tree") {
+			t.Fatalf("devk up with a worker of %s beside %s: %v, want %q\n%s", SkipVersion, UpgradeVersion, r.Err, want, r.Stderr)
+		}
+		if cfg, _, err := layout.Open(c.Home, name); err != nil || len(cfg.Network.Nodes) != 2 {
+			t.Fatalf("the refused file changed the cluster: %d nodes (%v)", len(cfg.Network.Nodes), err)
+		}
+		write(c.Tree)
+		devk(t, "up", "--tree", next, "--config", file)
+		n, err := cs.CoreV1().Nodes().Get(ctx, old, metav1.GetOptions{})
+		if err != nil || n.Status.NodeInfo.KubeletVersion != KubeVersion || !nodeReady(n) {
+			t.Fatalf("node %s runs kubelet %s, ready %v (%v), want %s Ready", old, n.Status.NodeInfo.KubeletVersion, nodeReady(n), err, KubeVersion)
+		}
+		pod := filepath.Join(t.TempDir(), "pod.yaml")
+		if err := os.WriteFile(pod, []byte(fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: on-old, namespace: default}\nspec:\n  nodeName: %s\n  containers: [{name: c, image: %q, args: [pause]}]\n", old, img)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := kubectl(t, "apply", "-f", pod); r.Err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
+		}
+		if r := kubectl(t, "wait", "--for=condition=Ready", "pod/on-old", "--timeout=120s"); r.Err != nil {
+			t.Fatalf("a pod on %s: %v\n%s%s", old, r.Err, r.Stdout, r.Stderr)
+		}
+		var st struct {
+			Nodes []struct {
+				Name    string
+				Kubelet string `json:"kubeletVersion"`
+			}
+		}
+		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Nodes) != 3 {
+			t.Fatalf("devk status -o json:\n%s", r.Stdout)
+		}
+		for _, sn := range st.Nodes {
+			if want := map[bool]string{true: KubeVersion, false: UpgradeVersion}[sn.Name == old]; sn.Kubelet != want {
+				t.Errorf("devk status: node %s's kubelet %s, want %s", sn.Name, sn.Kubelet, want)
+			}
+		}
+		if cfg, _, err := layout.Open(c.Home, name); err != nil {
+			t.Fatal(err)
+		} else if nn, _, err := cfg.FindNode(old); err != nil || nn.Tree != c.Tree {
+			t.Errorf("cluster.json records node %s's tree %q (%v), want %s", old, nn.Tree, err, c.Tree)
+		}
+		kubectl(t, "delete", "pod", "on-old", "--wait=false")
+		devk(t, "node", "remove", old)
+	})
 
 	step(t, "rollback", func(t *testing.T) {
 		rep := parseUpgrade(t, devk(t, "upgrade", "--rollback", "-o", "json"))
@@ -440,6 +532,113 @@ spec:
 			t.Errorf("devk status with one worker forced to %s: %+v", UpgradeVersion, st.Nodes)
 		}
 		devk(t, "swap", "kubelet", "--rollback", "--node", worker)
+	})
+
+	devk(t, "down")
+	downed()
+}
+
+// TestUpgradeKubeadm upgrades a cluster the tree's kubeadm bootstrapped
+// (a control-plane node and a worker, beside the shared cluster) from
+// the suite's v1.34.4 to v1.35.4 as a kubeadm user does, by the new
+// tree's kubeadm: `kubeadm upgrade apply` on the control-plane node,
+// `kubeadm upgrade node` on the worker, each node drained around its
+// kubelet's swap. After it the API server, every Node, kubeadm's
+// ClusterConfiguration, kube-proxy, CoreDNS and etcd are at what the
+// v1.35.4 kubeadm names; a second run changes nothing; --rollback, which
+// kubeadm has not, is refused.
+func TestUpgradeKubeadm(t *testing.T) {
+	c := Cluster(t)
+	const name = "upk"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	devk, downed := besideShared(t, c, name)
+	next := otherTree(t, UpgradeVersion)
+	up := devk(t, "up", "--bootstrapper", "kubeadm", "--nodes", "2", "-o", "json")
+	var upRes struct{ Kubeconfig string }
+	if err := json.Unmarshal([]byte(up.Stdout), &upRes); err != nil {
+		t.Fatalf("devk up -o json: %v\n%s", err, up.Stdout)
+	}
+	cs := clientFor(t, upRes.Kubeconfig)
+	_, paths, err := layout.Open(c.Home, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	step(t, "kubeadm upgrade apply and node", func(t *testing.T) {
+		r := devk(t, "upgrade", "--tree", next, "-v", "1", "-o", "json")
+		t.Logf("devk upgrade of the kubeadm cluster took %s", r.Took.Round(time.Second))
+		// kubeadm's own words: apply's end on the control-plane node, and
+		// the kubelet config written on both nodes (apply's and node's).
+		for want, times := range map[string]int{`SUCCESS! A control plane node of your cluster was upgraded to "` + UpgradeVersion + `"`: 1, "The kubelet configuration for this node was successfully upgraded!": 2} {
+			if n := strings.Count(r.Stderr, want); n < times {
+				t.Errorf("devk upgrade -v 1 shows kubeadm's %q %d times, want %d:\n%s", want, n, times, r.Stderr)
+			}
+		}
+		rep := parseUpgrade(t, r)
+		if rep.To != UpgradeVersion || len(rep.Versions) == 0 {
+			t.Fatalf("devk upgrade reports %s, %d versions", rep.To, len(rep.Versions))
+		}
+		for _, v := range rep.Versions {
+			if v.Version != UpgradeVersion {
+				t.Errorf("after the upgrade %s on %q runs %s, want %s", v.Component, v.Node, v.Version, UpgradeVersion)
+			}
+		}
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) != 2 {
+			t.Fatalf("nodes: %v (%d)", err, len(nodes.Items))
+		}
+		for _, n := range nodes.Items {
+			if n.Status.NodeInfo.KubeletVersion != UpgradeVersion || n.Spec.Unschedulable || !nodeReady(&n) {
+				t.Errorf("node %s: kubelet %s, unschedulable %v, ready %v; want %s, schedulable and Ready", n.Name, n.Status.NodeInfo.KubeletVersion, n.Spec.Unschedulable, nodeReady(&n), UpgradeVersion)
+			}
+		}
+		if v, err := cs.Discovery().ServerVersion(); err != nil || v.GitVersion != UpgradeVersion {
+			t.Errorf("the API server's version %v (%v), want %s", v, err, UpgradeVersion)
+		}
+		kc, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+		if err != nil || !strings.Contains(kc.Data["ClusterConfiguration"], "kubernetesVersion: "+UpgradeVersion) {
+			t.Errorf("kubeadm's ClusterConfiguration after the upgrade (%v):\n%s", err, kc.Data["ClusterConfiguration"])
+		}
+		// The images the v1.35.4 kubeadm names (its constants): etcd
+		// 3.6.6-0, CoreDNS v1.13.1, kube-proxy of its version.
+		ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+		if err != nil || !strings.HasSuffix(ds.Spec.Template.Spec.Containers[0].Image, "/kube-proxy:"+UpgradeVersion) {
+			t.Errorf("kube-proxy's DaemonSet after the upgrade: %v", err)
+		}
+		d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+		if err != nil || !strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, "/coredns:v1.13.1") {
+			t.Errorf("CoreDNS's Deployment after the upgrade: %v", err)
+		} else if d.Status.AvailableReplicas < 1 {
+			t.Errorf("CoreDNS has %d available replicas after the upgrade", d.Status.AvailableReplicas)
+		}
+		if img, err := staticpod.Image(filepath.Join(paths.FirstNode().Manifests(), "etcd.yaml"), "etcd"); err != nil || !strings.HasSuffix(img, "/etcd:3.6.6-0") {
+			t.Errorf("etcd's manifest names %s (%v), want kubeadm's 3.6.6-0", img, err)
+		}
+		if loaded, _, err := layout.Open(c.Home, name); err != nil || loaded.KubeVersion != UpgradeVersion {
+			t.Errorf("cluster.json's version %q (%v), want %s", loaded.KubeVersion, err, UpgradeVersion)
+		}
+	})
+
+	step(t, "a second run changes nothing", func(t *testing.T) {
+		r := devk(t, "upgrade", "--tree", next, "-o", "json")
+		if !strings.Contains(r.Stderr, "kubeadm upgrade apply "+UpgradeVersion+" ran before") || !strings.Contains(r.Stderr, "every other node's kubelet already runs") {
+			t.Errorf("the second upgrade ran kubeadm again:\n%s", r.Stderr)
+		}
+		for _, s := range parseUpgrade(t, r).Swaps {
+			for _, b := range s.Swap.Binaries {
+				if b.Changed {
+					t.Errorf("the second upgrade swapped %s in step %s", b.Component, s.Step)
+				}
+			}
+		}
+	})
+
+	step(t, "rollback is refused", func(t *testing.T) {
+		r := Devk(t, c.Tree, c.Env, "upgrade", "--rollback", "--name", name)
+		if r.Err == nil || !strings.Contains(r.Stderr, "kubeadm has no rollback of an upgrade") {
+			t.Errorf("devk upgrade --rollback of a kubeadm cluster: %v, want refused\n%s", r.Err, r.Stderr)
+		}
 	})
 
 	devk(t, "down")

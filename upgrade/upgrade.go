@@ -25,9 +25,9 @@ import (
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/drain"
+	"github.com/devk/devk/cluster/kubeadmupgrade"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/addon"
-	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
@@ -144,16 +144,24 @@ func Phases() []*phase.Phase[*Job] {
 		return &phase.Phase[*Job]{Name: name, Short: short, Run: phase.Method(run)}
 	}
 	forward := func(j *Job) (bool, string) { return !j.Rollback, "--rollback" }
+	devkOwn := func(j *Job) (bool, string) {
+		return !j.kubeadm(), "bootstrapper kubeadm: kubeadm upgrade apply and node do it"
+	}
+	kubeadmOnly := func(j *Job) (bool, string) {
+		return j.kubeadm(), "devk's own bootstrap: devk swaps the static pods and addons"
+	}
 	buildPhases := phase.Map(image.BuildPhases(), func(j *Job) *image.Job { return j.img })
 	phase.Nest("build", buildPhases)
 	return []*phase.Phase[*Job]{
 		p("preflight", "read the tree's version and every component's in the cluster; check the version skew policy at every step of the upgrade (--force-skew: reported, not refused); an upgrade to another tree left half done is refused", (*Job).preflight),
-		{Name: "build", Short: "build the tree's " + strings.Join(built, ", ") + " and push their images (devk build --push)", If: forward, Children: buildPhases},
+		{Name: "build", Short: "build the tree's " + strings.Join(built, ", ") + " (and kubeadm on a cluster kubeadm bootstraps) and push their images (devk build --push)", If: forward, Children: buildPhases},
 		phase.If(p("flags", "run each new binary's --help: a flag or feature gate the cluster gives it (manifests, kube-proxy's DaemonSet, each kubelet's command line and config) that it does not take is refused, naming it, before anything changes", (*Job).flags), forward),
 		phase.If(p("journal", "record what runs now (versions, images) and where the upgrade goes in the cluster's upgrade.json (0600), which a killed upgrade resumes from and --rollback goes back to", (*Job).writeJournal), forward),
-		p("etcd", "swap etcd to the tree's (the etcd its kubeadm names), one control-plane node at a time, verified by digest", (*Job).etcd),
-		p("control-plane", "swap kube-apiserver, kube-controller-manager and kube-scheduler, verified by digest, one control-plane node at a time (behind HAProxy: taken out around its own swap)", (*Job).controlPlane),
-		p("addons", "swap kube-proxy's DaemonSet and CoreDNS's Deployment, each rolled out and verified", (*Job).addons),
+		phase.If(p("etcd", "swap etcd to the tree's (the etcd its kubeadm names), one control-plane node at a time, verified by digest", (*Job).etcd), devkOwn),
+		phase.If(p("control-plane", "swap kube-apiserver, kube-controller-manager and kube-scheduler, verified by digest, one control-plane node at a time (behind HAProxy: taken out around its own swap)", (*Job).controlPlane), devkOwn),
+		phase.If(p("addons", "swap kube-proxy's DaemonSet and CoreDNS's Deployment, each rolled out and verified", (*Job).addons), devkOwn),
+		phase.If(p("kubeadm-apply", "a cluster kubeadm bootstraps: tag devk's images of the tree with the names its kubeadm lists, install that kubeadm on the first control-plane node and run `kubeadm upgrade apply VERSION` there (etcd, its static pods, kubeadm's and the kubelets' config, CoreDNS, kube-proxy)", (*Job).kubeadmApply), kubeadmOnly),
+		phase.If(p("kubeadm-node", "a cluster kubeadm bootstraps: install the tree's kubeadm on every other node and run `kubeadm upgrade node` there, one node at a time (a control plane's static pods; each node's kubelet config)", (*Job).kubeadmNodes), kubeadmOnly),
 		p("kubelets", "one node at a time: cordon and drain it (the Eviction API: PodDisruptionBudgets hold), swap its kubelet (Ready with the new one), uncordon it", (*Job).kubelets),
 		p("kubectl", "install the tree's kubectl as devk's kubectl ($DEVK_HOME/bin/kubectl)", (*Job).kubectl),
 		p("verify", "read every component's version again: each runs the tree's (--rollback: what ran before, with the same images); record the version in cluster.json and close the journal", (*Job).verify),
@@ -187,8 +195,8 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Job, error) {
 	if !c.Exists() {
 		return j, c.NoCluster()
 	}
-	if c.Config.Spec.Bootstrapper == layout.BootstrapperKubeadm {
-		return j, fmt.Errorf("cluster %s was bootstrapped by kubeadm: devk upgrade of it runs the tree's `kubeadm upgrade apply`, which devk does not do yet; make a cluster with devk's own bootstrap (`devk up`) to upgrade it", c.Config.Name)
+	if j.kubeadm() && o.Rollback {
+		return j, fmt.Errorf("cluster %s was bootstrapped by kubeadm, and kubeadm has no rollback of an upgrade (the older tree's `kubeadm upgrade apply OLD --force` downgrades the control plane but never etcd): devk upgrade --rollback does not run it; make the cluster again from the older tree (devk down%s; devk up --bootstrapper kubeadm)", c.Config.Name, c.NameFlag())
 	}
 	var err error
 	if j.journal, err = readJournal(c.Files.Dir); err != nil {
@@ -208,7 +216,11 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Job, error) {
 	}
 	j.TreeDir = j.tree.Root
 	j.Report.Tree = j.tree.Root
-	if j.img, err = image.NewJob(build.Options{TreeDir: j.tree.Root, Components: built}, image.Options{Push: true, Registry: c.Config.Registry}); err != nil {
+	components := built
+	if j.kubeadm() {
+		components = append(slices.Clone(built), kubeadmupgrade.Component)
+	}
+	if j.img, err = image.NewJob(build.Options{TreeDir: j.tree.Root, Components: components}, image.Options{Push: true, Registry: c.Config.Registry}); err != nil {
 		return j, err
 	}
 	popts.Job = "upgrade"
@@ -523,6 +535,97 @@ func swapOutcome(rep *swap.Report) phase.Outcome {
 	return phase.ChangedIf(len(changed) > 0, "%s", detail)
 }
 
+// kubeadm says whether the tree's kubeadm bootstrapped the cluster, which
+// its kubeadm then upgrades (kubeadmApply, kubeadmNodes).
+func (j *Job) kubeadm() bool { return j.c.Config.Spec.Kubeadm() }
+
+// kubeadmUpgrade is the upgrade of the cluster by the tree's kubeadm.
+func (j *Job) kubeadmUpgrade() (kubeadmupgrade.Upgrade, error) {
+	u := kubeadmupgrade.Upgrade{Cluster: j.c, Version: j.Report.To, Images: map[string]string{}}
+	st, err := build.LoadState(j.tree.Root)
+	if err != nil {
+		return u, err
+	}
+	if u.Kubeadm, err = j.newBinary(kubeadmupgrade.Component); err != nil {
+		return u, err
+	}
+	for _, name := range built {
+		if c := st.Component(name); c != nil && c.Pushed != nil {
+			u.Images[name] = c.Pushed.Ref
+		}
+	}
+	return u, nil
+}
+
+// kubeadmApply runs the tree's `kubeadm upgrade apply` on the first
+// control-plane node unless it finished before (a resumed upgrade).
+func (j *Job) kubeadmApply(ctx context.Context) (phase.Outcome, error) {
+	if err := j.needJournal(); err != nil {
+		return phase.Done, err
+	}
+	u, err := j.kubeadmUpgrade()
+	if err != nil {
+		return phase.Done, err
+	}
+	cs, err := j.client()
+	if err != nil {
+		return phase.Done, err
+	}
+	if done, err := u.Applied(ctx, cs); err != nil || done {
+		return phase.Unchanged("kubeadm upgrade apply %s ran before (kubeadm-config and kube-proxy are at it)", u.Version), err
+	}
+	listed, moved, err := u.TagImages(ctx)
+	if err != nil {
+		return phase.Done, err
+	}
+	if err := u.Apply(ctx); err != nil {
+		return phase.Done, err
+	}
+	return phase.Changed("kubeadm upgrade apply %s on %s (%d images its kubeadm names, %d tagged now)", u.Version, j.c.FirstNode().Name(), listed, len(moved)), nil
+}
+
+// kubeadmNodes runs the tree's `kubeadm upgrade node` on each node but
+// the first, one at a time, but on a node whose kubelet already is the
+// tree's (the kubelets phase swaps it after this: a resumed upgrade).
+func (j *Job) kubeadmNodes(ctx context.Context) (phase.Outcome, error) {
+	if err := j.needJournal(); err != nil {
+		return phase.Done, err
+	}
+	u, err := j.kubeadmUpgrade()
+	if err != nil {
+		return phase.Done, err
+	}
+	cs, err := j.client()
+	if err != nil {
+		return phase.Done, err
+	}
+	var ran []string
+	for _, k := range j.Swap.Kubelets {
+		n, err := j.c.NodeNamed(k.Node)
+		if err != nil {
+			return phase.Done, err
+		}
+		if n.First() {
+			continue // kubeadm upgrade apply's
+		}
+		if done, err := j.kubeletDone(ctx, cs, k); err != nil {
+			return phase.Done, err
+		} else if done {
+			continue
+		}
+		if err := j.step(ctx, progress.StepOf(ctx)+"/"+k.Node, func(ctx context.Context) (phase.Outcome, error) {
+			return phase.Changed("kubeadm upgrade node (%s)", n.Net.Role), u.Node(ctx, n)
+		}); err != nil {
+			return phase.Done, err
+		}
+		ran = append(ran, k.Node)
+	}
+	if len(ran) == 0 {
+		return phase.Unchanged("every other node's kubelet already runs %s", u.Version), nil
+	}
+	return phase.Changed("kubeadm upgrade node on %s", strings.Join(ran, ", ")), nil
+}
+
 func (j *Job) etcd(ctx context.Context) (phase.Outcome, error) {
 	return j.swap(ctx, "etcd", etcdComponents, nil)
 }
@@ -759,16 +862,28 @@ func (j *Job) plan(ctx context.Context) error {
 		}
 		plan = append(plan, ps)
 	}
-	for _, n := range j.c.Config.ControlPlaneNames() {
-		add("etcd", "etcd", "etcd", n, n+"/etcd")
+	// On a cluster kubeadm bootstraps, its upgrade apply moves etcd, the
+	// first node's control plane and the addons, its upgrade node the
+	// other control planes.
+	stepOf := func(step, node string) string {
+		if !j.kubeadm() {
+			return step
+		}
+		if node == "" || node == j.c.FirstNode().Name() {
+			return "kubeadm-apply"
+		}
+		return "kubeadm-node"
 	}
 	for _, n := range j.c.Config.ControlPlaneNames() {
-		add("control-plane", skew.APIServer, "apiserver", n, n+"/"+skew.APIServer)
-		add("control-plane", skew.ControllerManager, "controller-manager", n, n+"/"+skew.ControllerManager)
-		add("control-plane", skew.Scheduler, "scheduler", n, n+"/"+skew.Scheduler)
+		add(stepOf("etcd", n), "etcd", "etcd", n, n+"/etcd")
 	}
-	add("addons", skew.KubeProxy, "kube-proxy", "", "kube-proxy")
-	add("addons", "coredns", "coredns", "", "coredns")
+	for _, n := range j.c.Config.ControlPlaneNames() {
+		add(stepOf("control-plane", n), skew.APIServer, "apiserver", n, n+"/"+skew.APIServer)
+		add(stepOf("control-plane", n), skew.ControllerManager, "controller-manager", n, n+"/"+skew.ControllerManager)
+		add(stepOf("control-plane", n), skew.Scheduler, "scheduler", n, n+"/"+skew.Scheduler)
+	}
+	add(stepOf("addons", ""), skew.KubeProxy, "kube-proxy", "", "kube-proxy")
+	add(stepOf("addons", ""), "coredns", "coredns", "", "coredns")
 	for _, k := range j.Swap.Kubelets {
 		add("kubelets", skew.Kubelet, "kubelet", k.Node, "")
 	}

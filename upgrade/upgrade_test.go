@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/skew"
 )
 
@@ -121,5 +123,35 @@ func TestAfterSwap(t *testing.T) {
 	}
 	if err := skew.Check("after", got); err != nil {
 		t.Fatalf("an older kubelet and a kubectl one minor newer: %v", err)
+	}
+}
+
+// TestKubeadmPhases: on a cluster the tree's kubeadm bootstrapped, its
+// kubeadm-apply and kubeadm-node phases run in place of the swaps of
+// etcd, the control plane and the addons; on devk's own, the other way
+// round. The other phases run on both.
+func TestKubeadmPhases(t *testing.T) {
+	kubeadmOwns := map[string]bool{"kubeadm-apply": true, "kubeadm-node": true}
+	devkOwns := map[string]bool{"etcd": true, "control-plane": true, "addons": true}
+	for _, bootstrapper := range []string{layout.BootstrapperDevk, layout.BootstrapperKubeadm} {
+		c := &cluster.Cluster{}
+		c.Config.Spec.Bootstrapper = bootstrapper
+		j := &Job{c: c}
+		kubeadm := bootstrapper == layout.BootstrapperKubeadm
+		checked := 0
+		for _, p := range Phases() {
+			runs := true
+			if p.If != nil {
+				runs, _ = p.If(j)
+			}
+			want := !(kubeadmOwns[p.Name] && !kubeadm) && !(devkOwns[p.Name] && kubeadm)
+			if runs != want {
+				t.Errorf("bootstrapper %s: phase %s runs %v, want %v", bootstrapper, p.Name, runs, want)
+			}
+			checked++
+		}
+		if checked != 12 {
+			t.Errorf("bootstrapper %s: %d phases, want 12", bootstrapper, checked)
+		}
 	}
 }

@@ -108,7 +108,7 @@ func (r Runner) reset(ctx context.Context) error {
 // stopped, and what it wrote is cleared (`kubeadm reset -f`).
 func (r Runner) ClearUnfinished(ctx context.Context) error {
 	n := r.Node
-	if err := r.stopLeft(ctx); err != nil {
+	if err := r.StopLeft(ctx); err != nil {
 		return err
 	}
 	if !n.KubeadmLeftovers() {
@@ -121,8 +121,8 @@ func (r Runner) ClearUnfinished(ctx context.Context) error {
 	return nil
 }
 
-// stopLeft stops a kubeadm a killed devk left running in the node.
-func (r Runner) stopLeft(ctx context.Context) error {
+// StopLeft stops a kubeadm a killed devk left running in the node.
+func (r Runner) StopLeft(ctx context.Context) error {
 	left, err := r.Node.StopLeftKubeadm(ctx)
 	if left > 0 {
 		r.Reporter.Infof("node %s: stopped %d kubeadm a killed devk left running", r.Node.Name(), left)
@@ -149,7 +149,7 @@ func (r Runner) Resume(command string) (phase.Outcome, error) {
 // reset of a node it reset before finds nothing to do.
 func (r Runner) Reset(ctx context.Context) (phase.Outcome, error) {
 	n := r.Node
-	if err := r.stopLeft(ctx); err != nil {
+	if err := r.StopLeft(ctx); err != nil {
 		return phase.Done, err
 	}
 	if !n.KubeadmDone() && !n.KubeadmLeftovers() {

@@ -61,8 +61,15 @@ component and node, its version now and after, and the image it moves to
 (once the tree is built).
 
 A cluster the tree's kubeadm bootstrapped (bootstrapper: kubeadm) is
-refused: its upgrade is kubeadm's own (kubeadm upgrade apply), which devk
-does not run yet.`,
+upgraded by the new tree's kubeadm, as a kubeadm user upgrades one: devk
+builds that kubeadm with the rest, gives its images the names the new
+kubeadm lists, and runs inside the nodes ` + "`kubeadm upgrade apply VERSION`" + ` on
+the first control-plane node (etcd, its static pods, kubeadm's and the
+kubelets' config, CoreDNS and kube-proxy) and ` + "`kubeadm upgrade node`" + ` on
+each other node, one at a time (phases kubeadm-apply and kubeadm-node, in
+place of etcd, control-plane and addons); then the kubelets and kubectl
+as above. kubeadm's output shows with -v 1. kubeadm has no rollback of an
+upgrade (it never downgrades etcd), so --rollback refuses such a cluster.`,
 		Example: `  devk source get v1.35.4 ~/src/kubernetes-v1.35.4
   devk upgrade --tree ~/src/kubernetes-v1.35.4 --dry-run
   devk upgrade --tree ~/src/kubernetes-v1.35.4

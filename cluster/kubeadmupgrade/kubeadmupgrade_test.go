@@ -1,0 +1,46 @@
+package kubeadmupgrade
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestApplied: kubeadm upgrade apply of a version counts as finished
+// only when kubeadm's ClusterConfiguration names it and kube-proxy's
+// DaemonSet runs it (kubeadm's upload-config and addon phases); a
+// cluster without kubeadm's ConfigMap is an error naming it. The
+// objects are in client-go's fake clientset: Applied only reads them.
+func TestApplied(t *testing.T) {
+	objects := func(clusterVersion, proxyTag string) *fake.Clientset {
+		return fake.NewClientset(
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"},
+				Data: map[string]string{"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: " + clusterVersion + "\nimageRepository: 127.0.0.1:5000\n"}},
+			&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-proxy"},
+				Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy", Image: "127.0.0.1:5000/kube-proxy:" + proxyTag}}}}}},
+		)
+	}
+	u := Upgrade{Version: "v1.35.4"}
+	for _, c := range []struct {
+		cluster, proxy string
+		want           bool
+	}{
+		{"v1.35.4", "v1.35.4", true},
+		{"v1.34.4", "v1.34.4", false},
+		{"v1.35.4", "v1.34.4", false}, // killed before its addon phase
+		{"v1.34.4", "v1.35.4", false},
+	} {
+		got, err := u.Applied(context.Background(), objects(c.cluster, c.proxy))
+		if err != nil || got != c.want {
+			t.Errorf("Applied with kubeadm-config at %s and kube-proxy at %s = %v, %v; want %v", c.cluster, c.proxy, got, err, c.want)
+		}
+	}
+	if _, err := u.Applied(context.Background(), fake.NewClientset()); err == nil || !strings.Contains(err.Error(), "kube-system/kubeadm-config") {
+		t.Errorf("Applied without kubeadm's ConfigMap: %v, want an error naming it", err)
+	}
+}
