@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -34,6 +35,7 @@ func (j *Job) running(ctx context.Context) ([]skew.Running, error) {
 		}
 		base := func(port int) string { return "https://" + n.IP + ":" + strconv.Itoa(port) }
 		v, err := kube.EndpointVersion(ctx, base(cfg.Ports.APIServer))
+		host, netns := cfg.Controllers(n)
 		if err != nil {
 			return nil, fmt.Errorf("the version of %s on %s: %w (is the cluster up? `devk status`)", skew.APIServer, n.Name, err)
 		}
@@ -42,7 +44,7 @@ func (j *Job) running(ctx context.Context) ([]skew.Running, error) {
 			name string
 			port int
 		}{{skew.ControllerManager, cfg.Ports.ControllerManager}, {skew.Scheduler, cfg.Ports.Scheduler}} {
-			v, err := kube.MetricsVersion(ctx, admin, base(c.port), versionTimeout)
+			v, err := kube.MetricsVersion(ctx, admin, "https://"+net.JoinHostPort(host, strconv.Itoa(c.port)), netns, versionTimeout)
 			if err != nil {
 				return nil, fmt.Errorf("the version of %s on %s: %w", c.name, n.Name, err)
 			}

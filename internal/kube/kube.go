@@ -325,9 +325,22 @@ func BuildInfoVersion(metrics []byte) (string, error) {
 // MetricsVersion is the gitVersion the component serving at base
 // (https://host:port) reports in its kubernetes_build_info metric, read
 // with kubeconfig's credentials: the controller-manager's and the
-// scheduler's secure ports serve no /version.
-func MetricsVersion(ctx context.Context, kubeconfig, base string, timeout time.Duration) (string, error) {
-	cs, err := Client(kubeconfig, WithHost(base), WithTimeout(timeout))
+// scheduler's secure ports serve no /version. With netns, base is asked
+// from inside that network namespace (kubeadm's controllers, bound to a
+// node's loopback), where the component serves its own self-signed
+// certificate (kubeadm gives it none): the server is not checked, the
+// client certificate still says who asks.
+func MetricsVersion(ctx context.Context, kubeconfig, base, netns string, timeout time.Duration) (string, error) {
+	opts := []Option{WithHost(base), WithTimeout(timeout)}
+	if netns != "" {
+		opts = append(opts, func(c *rest.Config) {
+			c.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return dialIn(ctx, netns, network, addr)
+			}
+			c.Insecure, c.CAData, c.CAFile = true, nil, ""
+		})
+	}
+	cs, err := Client(kubeconfig, opts...)
 	if err != nil {
 		return "", err
 	}

@@ -117,3 +117,18 @@ spec:
 		t.Fatalf("kubeadm-in-devk node's etcd = %+v", e)
 	}
 }
+
+// TestControllers: devk's controller-manager and scheduler are reached
+// at the node's address from the host, kubeadm's on the node's loopback
+// from inside its network namespace.
+func TestControllers(t *testing.T) {
+	n := NodeNet{Name: "k-control-plane", IP: "10.250.0.2", NetNS: "devk-k-control-plane"}
+	var cfg Config
+	if host, netns := cfg.Controllers(n); host != "10.250.0.2" || netns != "" {
+		t.Errorf("devk's bootstrap: Controllers = %q, %q; want the node's address from the host", host, netns)
+	}
+	cfg.Spec.Bootstrapper = BootstrapperKubeadm
+	if host, netns := cfg.Controllers(n); host != KubeadmControllersHost || netns != n.NetNSPath() {
+		t.Errorf("kubeadm's: Controllers = %q, %q; want %s inside %s", host, netns, KubeadmControllersHost, n.NetNSPath())
+	}
+}

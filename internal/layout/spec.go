@@ -22,6 +22,22 @@ const (
 	BootstrapperKubeadm = "kubeadm"
 )
 
+// KubeadmControllersHost is where kubeadm's manifests bind the
+// controller-manager and the scheduler (--bind-address): the node's own
+// loopback, reached from inside its network namespace.
+const KubeadmControllersHost = "127.0.0.1"
+
+// Controllers is where the controller-manager and the scheduler of
+// control-plane node n serve: devk's bind to the node's address, reached
+// from the host (netns ""); kubeadm's to KubeadmControllersHost, reached
+// from inside the node's network namespace (netns).
+func (c Config) Controllers(n NodeNet) (host, netns string) {
+	if c.Spec.Kubeadm() {
+		return KubeadmControllersHost, n.NetNSPath()
+	}
+	return n.IP, ""
+}
+
 // Spec is what a cluster's config file (`devk up --config`) sets beyond
 // the layout, as last applied: feature gates, the API server's runtime
 // config, each component's extra flags, which addons up applies, and

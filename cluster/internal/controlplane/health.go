@@ -29,13 +29,11 @@ func Checks(cfg layout.Config, n layout.NodeNet) []Check {
 		}
 	}
 	// kubeadm binds the controller-manager and the scheduler to the
-	// node's loopback (--bind-address=127.0.0.1): asked from inside it.
-	controllers := probe
-	if cfg.Spec.Kubeadm() {
-		controllers = func(port int, path string) func(context.Context) error {
-			return func(ctx context.Context) error {
-				return kube.ProbeIn(ctx, n.NetNSPath(), "https://"+net.JoinHostPort(kubeadmControllersHost, strconv.Itoa(port))+path)
-			}
+	// node's loopback: asked from inside it.
+	host, netns := cfg.Controllers(n)
+	controllers := func(port int, path string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			return kube.ProbeIn(ctx, netns, "https://"+net.JoinHostPort(host, strconv.Itoa(port))+path)
 		}
 	}
 	return []Check{
@@ -51,10 +49,6 @@ func Checks(cfg layout.Config, n layout.NodeNet) []Check {
 		{"kube-scheduler", controllers(cfg.Ports.Scheduler, "/healthz")},
 	}
 }
-
-// kubeadmControllersHost is where kubeadm's manifests bind the
-// controller-manager and the scheduler.
-const kubeadmControllersHost = "127.0.0.1"
 
 // ContainerLog is the newest log file of the control-plane container
 // name of node nodeName under podLogs (the kubelet's pod logs dir);
