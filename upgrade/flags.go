@@ -161,21 +161,22 @@ func (j *Job) checkFlags(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	for _, k := range kubelets {
-		files, err := j.c.Files.Node(j.c.Config, k.Node)
+		n, err := j.c.NodeNamed(k.Node)
 		if err != nil {
 			return 0, err
 		}
+		files, config := n.Files, n.KubeletConfigFile() // devk's, or the one kubeadm wrote
 		pid, ok := files.Procs().Running("kubelet")
 		if !ok {
 			return 0, fmt.Errorf("the kubelet of node %s does not run: start it with `devk up%s` first", k.Node, j.c.NameFlag())
 		}
 		argv := supervise.Argv(pid)
 		flags := staticpod.Flags(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kubelet", Command: argv}}}}, "kubelet")
-		gates, err := configGates(files.KubeletConfig())
+		gates, err := configGates(config)
 		if err != nil {
 			return 0, err
 		}
-		if err := check("kubelet", "kubelet", "node "+k.Node+"'s kubelet command line and "+files.KubeletConfig(), flags, gates); err != nil {
+		if err := check("kubelet", "kubelet", "node "+k.Node+"'s kubelet command line and "+config, flags, gates); err != nil {
 			return 0, err
 		}
 	}
