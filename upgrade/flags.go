@@ -12,8 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/devk/devk/cluster/kubeadmupgrade"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/staticpod"
 	"github.com/devk/devk/internal/supervise"
@@ -93,7 +95,9 @@ func gatesOf(value string) []string {
 // changes, a flag or feature gate the cluster gives that component which
 // the new one does not take: the static pods' manifests on every
 // control-plane node, kube-proxy's DaemonSet, each node's kubelet command
-// line and its config's featureGates. It says how many it checked.
+// line and its config's featureGates (on a cluster kubeadm bootstraps,
+// the manifests' extraArgs and the feature gates: kubeadm writes the
+// rest). It says how many it checked.
 func (j *Job) checkFlags(ctx context.Context) (int, error) {
 	helps := map[string]Help{}
 	help := func(component string) (Help, error) {
@@ -120,6 +124,20 @@ func (j *Job) checkFlags(ctx context.Context) (int, error) {
 		problems = append(problems, h.Unknown(container, where, flags, gates)...)
 		return nil
 	}
+	cs, err := j.client()
+	if err != nil {
+		return 0, err
+	}
+	// On a cluster kubeadm bootstraps, the new kubeadm writes the flags
+	// itself (translating its own between versions): what it passes on
+	// as given is checked, the manifests' extraArgs and the kubelets'
+	// feature gates.
+	var given map[string][]string
+	if j.kubeadm() {
+		if given, err = kubeadmupgrade.ExtraArgs(ctx, cs); err != nil {
+			return 0, err
+		}
+	}
 	for _, n := range j.c.Config.ControlPlanes() {
 		if n.Leaving {
 			continue
@@ -138,52 +156,74 @@ func (j *Job) checkFlags(ctx context.Context) (int, error) {
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", path, err)
 			}
-			if err := check(comp.Name, comp.Pod, path, staticpod.Flags(pod, comp.Pod), nil); err != nil {
+			flags := staticpod.Flags(pod, comp.Pod)
+			if j.kubeadm() {
+				maps.DeleteFunc(flags, func(name, _ string) bool { return !slices.Contains(given[comp.Pod], name) })
+			}
+			if err := check(comp.Name, comp.Pod, path, flags, nil); err != nil {
 				return 0, err
 			}
 		}
 	}
-	cs, err := j.client()
-	if err != nil {
+	if err := j.checkProxyAndKubelets(ctx, cs, check); err != nil {
 		return 0, err
-	}
-	proxy, _ := addon.Lookup("kube-proxy")
-	ds, err := cs.AppsV1().DaemonSets(proxy.Namespace).Get(ctx, proxy.Name, metav1.GetOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", proxy, err)
-	}
-	pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
-	if err := check("kube-proxy", "kube-proxy", "DaemonSet "+proxy.String(), staticpod.Flags(pod, "kube-proxy"), nil); err != nil {
-		return 0, err
-	}
-	kubelets, err := j.c.Kubelets()
-	if err != nil {
-		return 0, err
-	}
-	for _, k := range kubelets {
-		n, err := j.c.NodeNamed(k.Node)
-		if err != nil {
-			return 0, err
-		}
-		files, config := n.Files, n.KubeletConfigFile() // devk's, or the one kubeadm wrote
-		pid, ok := files.Procs().Running("kubelet")
-		if !ok {
-			return 0, fmt.Errorf("the kubelet of node %s does not run: start it with `devk up%s` first", k.Node, j.c.NameFlag())
-		}
-		argv := supervise.Argv(pid)
-		flags := staticpod.Flags(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kubelet", Command: argv}}}}, "kubelet")
-		gates, err := configGates(config)
-		if err != nil {
-			return 0, err
-		}
-		if err := check("kubelet", "kubelet", "node "+k.Node+"'s kubelet command line and "+config, flags, gates); err != nil {
-			return 0, err
-		}
 	}
 	if len(problems) > 0 {
 		return checked, fmt.Errorf("the cluster gives the new components what they no longer take (nothing was changed):\n  %s", strings.Join(problems, "\n  "))
 	}
 	return checked, nil
+}
+
+// checkProxyAndKubelets checks kube-proxy's flags and each kubelet's
+// command line and config's feature gates; on a cluster kubeadm
+// bootstraps only the feature gates: kubeadm writes kube-proxy's
+// DaemonSet and the kubelets' flags (kubeadm-flags.env), and its
+// upgrade translates them.
+func (j *Job) checkProxyAndKubelets(ctx context.Context, cs kubernetes.Interface, check func(component, container, where string, flags map[string]string, extraGates []string) error) error {
+	if !j.kubeadm() {
+		if err := j.checkProxy(ctx, cs, check); err != nil {
+			return err
+		}
+	}
+	kubelets, err := j.c.Kubelets()
+	if err != nil {
+		return err
+	}
+	for _, k := range kubelets {
+		n, err := j.c.NodeNamed(k.Node)
+		if err != nil {
+			return err
+		}
+		files, config := n.Files, n.KubeletConfigFile() // devk's, or the one kubeadm wrote
+		pid, ok := files.Procs().Running("kubelet")
+		if !ok {
+			return fmt.Errorf("the kubelet of node %s does not run: start it with `devk up%s` first", k.Node, j.c.NameFlag())
+		}
+		flags := map[string]string{}
+		if !j.kubeadm() {
+			argv := supervise.Argv(pid)
+			flags = staticpod.Flags(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kubelet", Command: argv}}}}, "kubelet")
+		}
+		gates, err := configGates(config)
+		if err != nil {
+			return err
+		}
+		if err := check("kubelet", "kubelet", "node "+k.Node+"'s kubelet command line and "+config, flags, gates); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkProxy checks the flags of kube-proxy's DaemonSet.
+func (j *Job) checkProxy(ctx context.Context, cs kubernetes.Interface, check func(component, container, where string, flags map[string]string, extraGates []string) error) error {
+	proxy, _ := addon.Lookup("kube-proxy")
+	ds, err := cs.AppsV1().DaemonSets(proxy.Namespace).Get(ctx, proxy.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", proxy, err)
+	}
+	pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+	return check("kube-proxy", "kube-proxy", "DaemonSet "+proxy.String(), staticpod.Flags(pod, "kube-proxy"), nil)
 }
 
 // configGates are the featureGates a KubeletConfiguration file sets.

@@ -95,15 +95,9 @@ func (u Upgrade) TagImages(ctx context.Context) (int, []string, error) {
 // names Version and kube-proxy's DaemonSet (its addon phase, near its
 // end) runs kube-proxy of Version.
 func (u Upgrade) Applied(ctx context.Context, cs kubernetes.Interface) (bool, error) {
-	cm, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, kubeadmConfigMap, metav1.GetOptions{})
+	cc, err := clusterConfiguration(ctx, cs)
 	if err != nil {
-		return false, fmt.Errorf("read kubeadm's ConfigMap %s/%s: %w", metav1.NamespaceSystem, kubeadmConfigMap, err)
-	}
-	var cc struct {
-		KubernetesVersion string `json:"kubernetesVersion"`
-	}
-	if err := yaml.Unmarshal([]byte(cm.Data[clusterConfigurationKey]), &cc); err != nil {
-		return false, fmt.Errorf("kubeadm's ConfigMap %s/%s: %s: %w", metav1.NamespaceSystem, kubeadmConfigMap, clusterConfigurationKey, err)
+		return false, err
 	}
 	if cc.KubernetesVersion != u.Version {
 		return false, nil
@@ -126,6 +120,57 @@ const (
 	kubeadmConfigMap        = "kubeadm-config"
 	clusterConfigurationKey = "ClusterConfiguration"
 )
+
+// clusterConfig is what devk reads of kubeadm's ClusterConfiguration
+// (kubeadm.k8s.io/v1beta4: extraArgs a list of names and values).
+type clusterConfig struct {
+	KubernetesVersion string          `json:"kubernetesVersion"`
+	APIServer         componentConfig `json:"apiServer"`
+	ControllerManager componentConfig `json:"controllerManager"`
+	Scheduler         componentConfig `json:"scheduler"`
+	Etcd              struct {
+		Local componentConfig `json:"local"`
+	} `json:"etcd"`
+}
+
+type componentConfig struct {
+	ExtraArgs []struct {
+		Name string `json:"name"`
+	} `json:"extraArgs"`
+}
+
+// clusterConfiguration reads kubeadm's ClusterConfiguration from the
+// cluster (the kubeadm-config ConfigMap, as kubeadm upgrade does).
+func clusterConfiguration(ctx context.Context, cs kubernetes.Interface) (clusterConfig, error) {
+	var cc clusterConfig
+	cm, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, kubeadmConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return cc, fmt.Errorf("read kubeadm's ConfigMap %s/%s: %w", metav1.NamespaceSystem, kubeadmConfigMap, err)
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data[clusterConfigurationKey]), &cc); err != nil {
+		return cc, fmt.Errorf("kubeadm's ConfigMap %s/%s: %s: %w", metav1.NamespaceSystem, kubeadmConfigMap, clusterConfigurationKey, err)
+	}
+	return cc, nil
+}
+
+// ExtraArgs are the flags the cluster's ClusterConfiguration gives each
+// static pod through extraArgs (by pod: kube-apiserver, …, etcd): on a
+// cluster kubeadm bootstraps, the flags its users give. kubeadm writes
+// every other flag of the manifests, kube-proxy's and the kubelets' own
+// and translates them between its versions itself.
+func ExtraArgs(ctx context.Context, cs kubernetes.Interface) (map[string][]string, error) {
+	cc, err := clusterConfiguration(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for pod, c := range map[string]componentConfig{"kube-apiserver": cc.APIServer, "kube-controller-manager": cc.ControllerManager, "kube-scheduler": cc.Scheduler, "etcd": cc.Etcd.Local} {
+		for _, a := range c.ExtraArgs {
+			out[pod] = append(out[pod], a.Name)
+		}
+	}
+	return out, nil
+}
 
 // Apply installs the tree's kubeadm on the first control-plane node and
 // runs `kubeadm upgrade apply VERSION --yes` there.

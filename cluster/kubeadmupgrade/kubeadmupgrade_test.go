@@ -2,6 +2,7 @@ package kubeadmupgrade
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -42,5 +43,30 @@ func TestApplied(t *testing.T) {
 	}
 	if _, err := u.Applied(context.Background(), fake.NewClientset()); err == nil || !strings.Contains(err.Error(), "kube-system/kubeadm-config") {
 		t.Errorf("Applied without kubeadm's ConfigMap: %v, want an error naming it", err)
+	}
+}
+
+// TestExtraArgs: the flags a ClusterConfiguration (v1beta4) gives each
+// static pod through extraArgs, by pod.
+func TestExtraArgs(t *testing.T) {
+	cs := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"},
+		Data: map[string]string{"ClusterConfiguration": `apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+apiServer:
+  extraArgs:
+  - {name: feature-gates, value: "A=true"}
+  - {name: v, value: "2"}
+scheduler:
+  extraArgs:
+  - {name: bind-address, value: 127.0.0.1}
+etcd:
+  local:
+    extraArgs:
+    - {name: quota-backend-bytes, value: "1000"}
+`}})
+	got, err := ExtraArgs(context.Background(), cs)
+	want := map[string][]string{"kube-apiserver": {"feature-gates", "v"}, "kube-scheduler": {"bind-address"}, "etcd": {"quota-backend-bytes"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ExtraArgs = %v, %v; want %v", got, err, want)
 	}
 }

@@ -181,7 +181,8 @@ func (n Node) RunKubeadm(ctx context.Context, in ExecInput, r progress.Reporter)
 	out := progress.LinesTo(func(line string) {
 		r.Debugf("%s kubeadm: %s", n.Name(), line)
 		// Kill points inside kubeadm's run, one at the first line of each
-		// of its phases ("[wait-control-plane] …"): kubeadm/init/wait-control-plane.
+		// of its phases ("[wait-control-plane] …"): kubeadm/init/wait-control-plane,
+		// kubeadm/upgrade/upgrade/staticpods.
 		if tag, ok := kubeadmPhaseTag(line); ok {
 			failpoint.Hit("kubeadm/" + verb + "/" + tag)
 		}
@@ -254,14 +255,15 @@ func (n Node) StopLeftKubeadm(ctx context.Context) (int, error) {
 }
 
 // kubeadmPhaseTag is the phase a line of kubeadm's output starts with
-// ("[kubelet-start] Writing …": kubelet-start).
+// ("[kubelet-start] Writing …": kubelet-start; an upgrade's
+// "[upgrade/staticpods] …": upgrade/staticpods).
 func kubeadmPhaseTag(line string) (string, bool) {
 	rest, ok := strings.CutPrefix(line, "[")
 	if !ok {
 		return "", false
 	}
 	tag, _, ok := strings.Cut(rest, "]")
-	if !ok || tag == "" || strings.ContainsAny(tag, " /") {
+	if !ok || tag == "" || strings.Contains(tag, " ") {
 		return "", false
 	}
 	return tag, true

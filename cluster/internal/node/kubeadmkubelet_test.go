@@ -46,6 +46,7 @@ func TestKubeadmPhaseTag(t *testing.T) {
 	for line, want := range map[string]string{
 		"[wait-control-plane] Waiting for the kubelet to boot up": "wait-control-plane",
 		"[kubelet-start] Starting the kubelet":                    "kubelet-start",
+		"[upgrade/staticpods] Writing new Static Pod manifests":   "upgrade/staticpods",
 		"W1203 01:14:45.633223   32630 common.go:198] WARNING":    "",
 		"[a b] c": "",
 		"Your Kubernetes control-plane has initialized": "",
