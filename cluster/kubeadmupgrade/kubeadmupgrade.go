@@ -211,6 +211,16 @@ func (u Upgrade) run(ctx context.Context, n cluster.Node, args []string) error {
 	if _, err := node.InstallBinary(u.Kubeadm, n.Files.KubeadmBinary()); err != nil {
 		return fmt.Errorf("install the tree's kubeadm on node %s: %w", n.Name(), err)
 	}
+	if n.Net.IsControlPlane() {
+		cs, err := u.Cluster.Client()
+		if err != nil {
+			return err
+		}
+		mctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); u.mindMirrors(mctx, cs, n) }()
+		defer func() { stop(); <-done }() // a kubelet restart begun ends first
+	}
 	if err := r.Run(ctx, args...); err != nil {
 		return fmt.Errorf("kubeadm %s on node %s: %w (kubeadm's output: devk upgrade -v 1; its backups of the manifests and etcd: /etc/kubernetes/tmp in the node)", strings.Join(args[:2], " "), n.Name(), err)
 	}

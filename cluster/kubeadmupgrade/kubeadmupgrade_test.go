@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,5 +69,32 @@ etcd:
 	want := map[string][]string{"kube-apiserver": {"feature-gates", "v"}, "kube-scheduler": {"bind-address"}, "etcd": {"quota-backend-bytes"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("ExtraArgs = %v, %v; want %v", got, err, want)
+	}
+}
+
+// TestMirrorLag: a mirror pod of another image than its manifest lags
+// (mirrorStale); of the manifest's image without any container status it
+// lags (mirrorPending); with one it does not.
+func TestMirrorLag(t *testing.T) {
+	pod := func(image string, statuses int) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-apiserver", Image: image}}}}
+		for range statuses {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "kube-apiserver"})
+		}
+		return p
+	}
+	const want = "127.0.0.1:5000/kube-apiserver:v1.35.4"
+	for _, c := range []struct {
+		pod   *corev1.Pod
+		limit time.Duration
+		lags  bool
+	}{
+		{pod("127.0.0.1:5000/kube-apiserver:v1.34.4", 1), mirrorStale, true},
+		{pod(want, 0), mirrorPending, true},
+		{pod(want, 1), mirrorPending, false},
+	} {
+		if limit, lags := mirrorLag(c.pod, "kube-apiserver", want); limit != c.limit || lags != c.lags {
+			t.Errorf("mirrorLag(%s, %d statuses) = %s, %v; want %s, %v", c.pod.Spec.Containers[0].Image, len(c.pod.Status.ContainerStatuses), limit, lags, c.limit, c.lags)
+		}
 	}
 }
