@@ -541,7 +541,7 @@ func (j *Job) kubeadm() bool { return j.c.Config.Spec.Kubeadm() }
 
 // kubeadmUpgrade is the upgrade of the cluster by the tree's kubeadm.
 func (j *Job) kubeadmUpgrade() (kubeadmupgrade.Upgrade, error) {
-	u := kubeadmupgrade.Upgrade{Cluster: j.c, Version: j.Report.To, Images: map[string]string{}}
+	u := kubeadmupgrade.Upgrade{Cluster: j.c, Version: j.Report.To, Images: map[string]string{}, Force: j.ForceSkew, Reporter: j.Reporter}
 	st, err := build.LoadState(j.tree.Root)
 	if err != nil {
 		return u, err

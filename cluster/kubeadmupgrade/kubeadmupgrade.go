@@ -30,6 +30,7 @@ import (
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/nodelock"
+	"github.com/devk/devk/internal/progress"
 )
 
 // Component is the tree's kubeadm, which an upgrade of a cluster kubeadm
@@ -46,9 +47,12 @@ type Upgrade struct {
 	// by digest); the cluster's own (cluster.json's) stand in for a
 	// component they lack (devk's pause).
 	Images map[string]string
-	// Force is kubeadm's --force: an upgrade its version policy calls
-	// skippable, a downgrade (--rollback) among them.
+	// Force is kubeadm's --force (devk upgrade --force-skew): an upgrade
+	// kubeadm's version policy refuses unless forced.
 	Force bool
+	// Reporter shows kubeadm's output (with -v 1) and what devk does
+	// beside it.
+	Reporter progress.Reporter
 }
 
 // TagImages gives the images kubeadm of the tree lists for the cluster
@@ -205,6 +209,7 @@ func (u Upgrade) run(ctx context.Context, n cluster.Node, args []string) error {
 	}
 	defer lock.Release()
 	r := u.Cluster.KubeadmRunner(n)
+	r.Reporter = u.Reporter
 	if err := r.StopLeft(ctx); err != nil {
 		return err
 	}

@@ -68,10 +68,10 @@ func (u Upgrade) mindMirrors(ctx context.Context, cs kubernetes.Interface, n clu
 			if behind[sp.Name] < limit {
 				continue
 			}
-			u.Cluster.Reporter.Infof("%s on %s: the kubelet has not caught up with the manifest kubeadm wrote in %s (its pod watch backs off after the API server's restart); restarting devk's kubelet so that it lists pods again", sp.Name, n.Name(), limit)
+			u.Reporter.Infof("%s on %s: the kubelet has not caught up with the manifest kubeadm wrote in %s (its pod watch backs off after the API server's restart); restarting devk's kubelet so that it lists pods again", sp.Name, n.Name(), limit)
 			// Not cut short when kubeadm ends: a kubelet stopped is started again.
 			if err := u.Cluster.RelistNodeKubelet(context.WithoutCancel(ctx), n.Name()); err != nil {
-				u.Cluster.Reporter.Infof("%s on %s: restart the kubelet: %v", sp.Name, n.Name(), err)
+				u.Reporter.Infof("%s on %s: restart the kubelet: %v", sp.Name, n.Name(), err)
 			}
 			restarted[sp.Name+"@"+want] = true
 			delete(behind, sp.Name)
