@@ -541,9 +541,9 @@ spec:
 // TestUpgradeKubeadm upgrades a cluster the tree's kubeadm bootstrapped
 // (a control-plane node and a worker, beside the shared cluster) from
 // the suite's v1.34.4 to v1.35.4 as a kubeadm user does, by the new
-// tree's kubeadm: `kubeadm upgrade apply` on the control-plane node,
-// `kubeadm upgrade node` on the worker, each node drained around its
-// kubelet's swap. After it the API server, every Node, kubeadm's
+// tree's kubeadm: `kubeadm upgrade apply` on the control-plane node
+// (killed inside it once, resumed), `kubeadm upgrade node` on the
+// worker, each node drained around its kubelet's swap. After it the API server, every Node, kubeadm's
 // ClusterConfiguration, kube-proxy, CoreDNS and etcd are at what the
 // v1.35.4 kubeadm names; a second run changes nothing; --rollback, which
 // kubeadm has not, is refused.
@@ -565,9 +565,19 @@ func TestUpgradeKubeadm(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Killed (kill -9) inside kubeadm upgrade apply, as it begins on the
+	// static pods: what is left of it is stopped by the next run, which
+	// runs apply again to the end (kubeadm skips what it finds done).
+	step(t, "killed inside kubeadm upgrade apply", func(t *testing.T) {
+		r := atPoint(t, c.Tree, c.Env, "kubeadm/upgrade/upgrade/staticpods", "kill", "upgrade", "--tree", next, "--name", name)
+		if !killedBySignal(r.Err, syscall.SIGKILL) {
+			t.Fatalf("devk upgrade not killed inside kubeadm upgrade apply: %v\n%s", r.Err, r.Stderr)
+		}
+	})
+
 	step(t, "kubeadm upgrade apply and node", func(t *testing.T) {
 		r := devk(t, "upgrade", "--tree", next, "-v", "1")
-		t.Logf("devk upgrade of the kubeadm cluster took %s", r.Took.Round(time.Second))
+		t.Logf("devk upgrade of the kubeadm cluster, resumed, took %s; devk restarted a kubelet %d times for a lagging mirror pod", r.Took.Round(time.Second), strings.Count(r.Stderr, "restarting devk's kubelet"))
 		// kubeadm's own words: apply's end on the control-plane node, and
 		// the kubelet config written on both nodes (apply's and node's).
 		for want, times := range map[string]int{`SUCCESS! A control plane node of your cluster was upgraded to "` + UpgradeVersion + `"`: 1, "The kubelet configuration for this node was successfully upgraded!": 2} {

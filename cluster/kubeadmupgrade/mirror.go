@@ -25,20 +25,24 @@ import (
 const (
 	// mirrorCheckEvery is how often the mirror pods are read.
 	mirrorCheckEvery = time.Second
-	// mirrorStale is how long (in reads the API server answered) a mirror
-	// pod may name another image than its manifest does.
-	mirrorStale = 15 * time.Second
+	// mirrorStale is how long, from the first read that saw it, a mirror
+	// pod may name another image than its manifest does: the old
+	// container's stop, the new one's start and the API server's own
+	// restart, when it is the one upgraded.
+	mirrorStale = 10 * time.Second
 	// mirrorPending is how long a mirror pod of the manifest's image may
 	// stay without any container status (the kubelet posts none for a
 	// pod its watch has not seen).
 	mirrorPending = 5 * time.Second
+	// mirrorReadTimeout bounds each read of a mirror pod.
+	mirrorReadTimeout = 2 * time.Second
 )
 
 // mindMirrors restarts node n's kubelet when a mirror pod of its static
 // pods lags behind the manifest kubeadm wrote (mirrorStale, mirrorPending),
 // once per manifest image, until ctx ends.
 func (u Upgrade) mindMirrors(ctx context.Context, cs kubernetes.Interface, n cluster.Node) {
-	behind := map[string]time.Duration{} // pod → how long it has lagged
+	behind := map[string]time.Time{} // pod → the first read that saw it lag
 	restarted := map[string]bool{}       // pod@image → its kubelet restarted for it
 	tick := time.NewTicker(mirrorCheckEvery)
 	defer tick.Stop()
@@ -53,19 +57,21 @@ func (u Upgrade) mindMirrors(ctx context.Context, cs kubernetes.Interface, n clu
 			if err != nil || restarted[sp.Name+"@"+want] {
 				continue // moved to kubeadm's backup for an instant, or done
 			}
-			rctx, cancel := context.WithTimeout(ctx, mirrorCheckEvery)
+			rctx, cancel := context.WithTimeout(ctx, mirrorReadTimeout)
 			p, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Get(rctx, kube.MirrorPodName(sp.Name, n.Name()), metav1.GetOptions{})
 			cancel()
 			if err != nil {
-				continue // the API server restarts: lag counts while it answers
+				continue // the API server restarts
 			}
 			limit, lags := mirrorLag(p, sp.Name, want)
 			if !lags {
 				delete(behind, sp.Name)
 				continue
 			}
-			behind[sp.Name] += mirrorCheckEvery
-			if behind[sp.Name] < limit {
+			if behind[sp.Name].IsZero() {
+				behind[sp.Name] = time.Now()
+			}
+			if time.Since(behind[sp.Name]) < limit {
 				continue
 			}
 			u.Reporter.Infof("%s on %s: the kubelet has not caught up with the manifest kubeadm wrote in %s (its pod watch backs off after the API server's restart); restarting devk's kubelet so that it lists pods again", sp.Name, n.Name(), limit)
