@@ -36,21 +36,21 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestSameVersion(t *testing.T) {
-	if err := sameVersion("v1.34.4", "v1.34.4"); err != nil {
+func TestSuiteFits(t *testing.T) {
+	if err := suiteFits("v1.34.4", "v1.34.4", false); err != nil {
 		t.Fatal(err)
 	}
 	// A build of the tree with changes is its commit's version.
-	if err := sameVersion("v1.34.4", "v1.34.4-dirty"); err != nil {
+	if err := suiteFits("v1.34.4", "v1.34.4-dirty", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := sameVersion("v1.35.0-alpha.1.3+0123456789abcd-dirty", "v1.35.0-alpha.1.3+0123456789abcd"); err != nil {
+	if err := suiteFits("v1.35.0-alpha.1.3+0123456789abcd-dirty", "v1.35.0-alpha.1.3+0123456789abcd", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := sameVersion("v1.34.4-dirty", "v1.34.5-dirty"); err == nil {
+	if err := suiteFits("v1.34.4-dirty", "v1.34.5-dirty", false); err == nil {
 		t.Fatal("v1.34.4-dirty and v1.34.5-dirty: no error")
 	}
-	err := sameVersion("v1.34.3", "v1.34.4")
+	err := suiteFits("v1.34.3", "v1.34.4", false)
 	if err == nil || !strings.Contains(err.Error(), "e2e.test is v1.34.3 and the cluster's API server is v1.34.4") || !strings.Contains(err.Error(), "devk build e2e") {
 		t.Fatalf("sameVersion = %v", err)
 	}

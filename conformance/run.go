@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/devk/devk/build"
@@ -50,6 +51,10 @@ type Options struct {
 	// only when missing: devk watch, whose saves change the components,
 	// not the specs, and would otherwise relink e2e.test every cycle.
 	KeepSuite bool
+	// SuiteSkew runs an e2e.test one minor version older than the API
+	// server, as upstream's version-skew jobs run the older release's
+	// suite against an upgraded cluster.
+	SuiteSkew bool
 
 	Reporter progress.Reporter
 	// Log, when set, also receives the suite's output as it happens.
@@ -200,7 +205,7 @@ func preflight(ctx context.Context, j *Job) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, err
 	}
-	if err := sameVersion(lastLine(string(out)), server); err != nil {
+	if err := suiteFits(lastLine(string(out)), server, j.SuiteSkew); err != nil {
 		return phase.Done, err
 	}
 	j.Result.Version = server
@@ -288,16 +293,25 @@ func (j *Job) builtSuite() bool {
 	return true
 }
 
-// sameVersion refuses an e2e.test of another version than the cluster:
+// suiteFits refuses an e2e.test of another version than the cluster:
 // its specs test the behaviour of the version they were written for. A
 // build of a tree with local changes (v1.34.4-dirty) counts as its
 // commit's: the specs are the commit's, and testing a changed component
-// with them is the point (devk watch --e2e-focus).
-func sameVersion(suite, server string) error {
-	if strings.TrimSuffix(suite, source.DirtySuffix) != strings.TrimSuffix(server, source.DirtySuffix) {
-		return fmt.Errorf("e2e.test is %s and the cluster's API server is %s: build e2e in the tree the cluster runs (`devk build e2e`), or bring the cluster to that tree (`devk build all --push && devk swap`)", suite, server)
+// with them is the point (devk watch --e2e-focus). With skew, a suite of
+// the minor version before the server's is taken too (--suite-skew).
+func suiteFits(suite, server string, skew bool) error {
+	if strings.TrimSuffix(suite, source.DirtySuffix) == strings.TrimSuffix(server, source.DirtySuffix) {
+		return nil
 	}
-	return nil
+	if skew {
+		sv, err1 := version.ParseGeneric(suite)
+		cv, err2 := version.ParseGeneric(server)
+		if err1 == nil && err2 == nil && sv.Major() == cv.Major() && sv.Minor()+1 == cv.Minor() {
+			return nil
+		}
+		return fmt.Errorf("e2e.test is %s and the cluster's API server is %s: --suite-skew takes a suite of the minor version before the server's, no other", suite, server)
+	}
+	return fmt.Errorf("e2e.test is %s and the cluster's API server is %s: build e2e in the tree the cluster runs (`devk build e2e`), or bring the cluster to that tree (`devk build all --push && devk swap`); --suite-skew runs a suite one minor older on purpose", suite, server)
 }
 
 func lastLine(s string) string {

@@ -413,7 +413,7 @@ spec:
 		for _, spec := range afterUpgradeSubset {
 			quoted = append(quoted, regexp.QuoteMeta(spec))
 		}
-		res, r := runE2E(t, c.Tree, c.Env, "e2e", "--name", name, "--conformance", "--focus", strings.Join(quoted, "|"), "--parallel", "2")
+		res, r := runE2E(t, c.Tree, c.Env, "e2e", "--name", name, "--conformance", "--focus", strings.Join(quoted, "|"), "--parallel", "2", "--suite-skew")
 		if r.Err != nil || res.Selected < len(afterUpgradeSubset) || res.Summary.Passed != res.Selected {
 			t.Errorf("devk e2e after the upgrade: exit %v, %d of %d selected passed", r.Err, res.Summary.Passed, res.Selected)
 		}

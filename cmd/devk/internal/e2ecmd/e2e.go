@@ -34,7 +34,8 @@ time, seconds when nothing changed), and test images the registry lacks
 that devk can make are built and pushed (as ` + "`devk e2e images`" + `), so no spec
 waits on a pull that cannot succeed. Before anything runs devk refuses: no
 cluster, a cluster without its addons (kube-proxy and CoreDNS rolled
-out), an e2e.test whose version is not the API server's, and filters
+out), an e2e.test whose version is not the API server's (--suite-skew
+takes one a minor version older, as after ` + "`devk upgrade`" + `), and filters
 that select no spec (a ginkgo dry run counts them).
 
 A few specs need more nodes than the cluster has and fail rather than
@@ -86,6 +87,7 @@ finished, and exits 130.`,
 	f.BoolVar(&o.Conformance, "conformance", false, "run only the specs labelled Conformance")
 	f.IntVar(&o.Parallel, "parallel", 1, fmt.Sprintf("ginkgo processes, 1 to %d (1: e2e.test alone)", conformance.MaxParallel))
 	f.BoolVar(&o.DryRun, "dry-run", false, "list the specs that would run, and run none")
+	f.BoolVar(&o.SuiteSkew, "suite-skew", false, "run an e2e.test one minor version older than the API server, as upstream's version-skew jobs run the older suite against an upgraded cluster")
 	cmd.AddCommand(newE2EImagesCmd(g))
 	cli.ResultHelp(cmd, conformance.Result{}, false)
 	return cmd
