@@ -43,7 +43,7 @@ const (
 // once per manifest image, until ctx ends.
 func (u Upgrade) mindMirrors(ctx context.Context, cs kubernetes.Interface, n cluster.Node) {
 	behind := map[string]time.Time{} // pod → the first read that saw it lag
-	restarted := map[string]bool{}       // pod@image → its kubelet restarted for it
+	restarted := map[string]bool{}   // pod@image → its kubelet restarted for it
 	tick := time.NewTicker(mirrorCheckEvery)
 	defer tick.Stop()
 	for {
