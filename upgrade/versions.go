@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -35,7 +34,6 @@ func (j *Job) running(ctx context.Context) ([]skew.Running, error) {
 		}
 		base := func(port int) string { return "https://" + n.IP + ":" + strconv.Itoa(port) }
 		v, err := kube.EndpointVersion(ctx, base(cfg.Ports.APIServer))
-		host, netns := cfg.Controllers(n)
 		if err != nil {
 			return nil, fmt.Errorf("the version of %s on %s: %w (is the cluster up? `devk status`)", skew.APIServer, n.Name, err)
 		}
@@ -44,7 +42,8 @@ func (j *Job) running(ctx context.Context) ([]skew.Running, error) {
 			name string
 			port int
 		}{{skew.ControllerManager, cfg.Ports.ControllerManager}, {skew.Scheduler, cfg.Ports.Scheduler}} {
-			v, err := kube.MetricsVersion(ctx, admin, "https://"+net.JoinHostPort(host, strconv.Itoa(c.port)), netns, versionTimeout)
+			base, netns := cfg.Controller(n, c.port)
+			v, err := kube.MetricsVersion(ctx, admin, base, netns, versionTimeout)
 			if err != nil {
 				return nil, fmt.Errorf("the version of %s on %s: %w", c.name, n.Name, err)
 			}

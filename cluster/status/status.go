@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -431,8 +430,6 @@ func nodeComponents(n cluster.Node, cts []cri.Container, problem func(pod string
 func componentVersions(ctx context.Context, c *cluster.Cluster, n cluster.Node, comps []Component) {
 	admin := c.FirstNode().Files.Kubeconfig("admin")
 	base := func(port int) string { return "https://" + n.IP() + ":" + strconv.Itoa(port) }
-	host, netns := c.Config.Controllers(n.Net)
-	controllers := func(port int) string { return "https://" + net.JoinHostPort(host, strconv.Itoa(port)) }
 	for i := range comps {
 		if comps[i].State != cri.StateRunning {
 			continue
@@ -444,10 +441,12 @@ func componentVersions(ctx context.Context, c *cluster.Cluster, n cluster.Node, 
 				comps[i].Version, comps[i].Emulates = v.GitVersion, kube.Emulates(v)
 			}
 		case "kube-controller-manager":
-			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, controllers(c.Config.Ports.ControllerManager), netns, checkTimeout)
+			base, netns := c.Config.Controller(n.Net, c.Config.Ports.ControllerManager)
+			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, base, netns, checkTimeout)
 			comps[i].Emulates = emulatedFlag(n, comps[i].Name)
 		case "kube-scheduler":
-			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, controllers(c.Config.Ports.Scheduler), netns, checkTimeout)
+			base, netns := c.Config.Controller(n.Net, c.Config.Ports.Scheduler)
+			comps[i].Version, _ = kube.MetricsVersion(vctx, admin, base, netns, checkTimeout)
 			comps[i].Emulates = emulatedFlag(n, comps[i].Name)
 		}
 		cancel()

@@ -121,14 +121,14 @@ spec:
 // TestControllers: devk's controller-manager and scheduler are reached
 // at the node's address from the host, kubeadm's on the node's loopback
 // from inside its network namespace.
-func TestControllers(t *testing.T) {
+func TestController(t *testing.T) {
 	n := NodeNet{Name: "k-control-plane", IP: "10.250.0.2", NetNS: "devk-k-control-plane"}
 	var cfg Config
-	if host, netns := cfg.Controllers(n); host != "10.250.0.2" || netns != "" {
-		t.Errorf("devk's bootstrap: Controllers = %q, %q; want the node's address from the host", host, netns)
+	if base, netns := cfg.Controller(n, 10257); base != "https://10.250.0.2:10257" || netns != "" {
+		t.Errorf("devk's bootstrap: Controller = %q, %q; want the node's address from the host", base, netns)
 	}
 	cfg.Spec.Bootstrapper = BootstrapperKubeadm
-	if host, netns := cfg.Controllers(n); host != KubeadmControllersHost || netns != n.NetNSPath() {
-		t.Errorf("kubeadm's: Controllers = %q, %q; want %s inside %s", host, netns, KubeadmControllersHost, n.NetNSPath())
+	if base, netns := cfg.Controller(n, 10259); base != "https://127.0.0.1:10259" || netns != n.NetNSPath() {
+		t.Errorf("kubeadm's: Controller = %q, %q; want %s inside %s", base, netns, KubeadmControllersHost, n.NetNSPath())
 	}
 }

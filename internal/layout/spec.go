@@ -3,6 +3,7 @@ package layout
 import (
 	"maps"
 	"net"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,15 +28,17 @@ const (
 // loopback, reached from inside its network namespace.
 const KubeadmControllersHost = "127.0.0.1"
 
-// Controllers is where the controller-manager and the scheduler of
-// control-plane node n serve: devk's bind to the node's address, reached
-// from the host (netns ""); kubeadm's to KubeadmControllersHost, reached
-// from inside the node's network namespace (netns).
-func (c Config) Controllers(n NodeNet) (host, netns string) {
+// Controller is where the controller-manager or the scheduler of
+// control-plane node n serves its secure port (https://host:port):
+// devk's bind to the node's address, reached from the host (netns "");
+// kubeadm's to KubeadmControllersHost, reached from inside the node's
+// network namespace (netns).
+func (c Config) Controller(n NodeNet, port int) (base, netns string) {
+	host := n.IP
 	if c.Spec.Kubeadm() {
-		return KubeadmControllersHost, n.NetNSPath()
+		host, netns = KubeadmControllersHost, n.NetNSPath()
 	}
-	return n.IP, ""
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(port)), netns
 }
 
 // Spec is what a cluster's config file (`devk up --config`) sets beyond

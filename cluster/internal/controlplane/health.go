@@ -30,10 +30,10 @@ func Checks(cfg layout.Config, n layout.NodeNet) []Check {
 	}
 	// kubeadm binds the controller-manager and the scheduler to the
 	// node's loopback: asked from inside it.
-	host, netns := cfg.Controllers(n)
 	controllers := func(port int, path string) func(context.Context) error {
 		return func(ctx context.Context) error {
-			return kube.ProbeIn(ctx, netns, "https://"+net.JoinHostPort(host, strconv.Itoa(port))+path)
+			base, netns := cfg.Controller(n, port)
+			return kube.ProbeIn(ctx, netns, base+path)
 		}
 	}
 	return []Check{
