@@ -42,17 +42,8 @@ type upAddon struct {
 }
 
 // KubeProxyRuns says whether up may run kube-proxy on the cluster cfg
-// describes, and why not. kube-proxy runs privileged on the host network
-// of its node and rewrites that network namespace's iptables: it may run
-// only where the node's host-network pods are in the node's own network
-// namespace (devk's containerd there), never where they share the
-// machine's.
-func KubeProxyRuns(cfg layout.Config) (bool, string) {
-	if !cfg.OwnRuntime {
-		return false, "the runtime is not devk's containerd in the node's network namespace: host-network pods may share the machine's, whose iptables kube-proxy would rewrite"
-	}
-	return true, ""
-}
+// describes, and why not (addons.KubeProxyRuns).
+func KubeProxyRuns(cfg layout.Config) (bool, string) { return addons.KubeProxyRuns(cfg) }
 
 // upAddons are up's addons in the order of their phases.
 func upAddons() []upAddon {
@@ -93,20 +84,9 @@ func addonPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Files.ConfigFile() + " (images." + a.Name + ")"}, a.Writes
 			},
-			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.applyAddon(ctx, a) },
+			Run: func(ctx context.Context, c *Cluster) (phase.Outcome, error) { return c.applyAddon(ctx, a, false) },
 		}
-		p.If = func(c *Cluster) (bool, string) {
-			if c.Config.Spec.Kubeadm() {
-				return false, "kubeadm's addon phase made it (bootstrapper: kubeadm)"
-			}
-			if on, key := addons.On(c.Config.Spec.Addons, a.Name); !on {
-				return false, key + " is false in the cluster's config (devk up --config)"
-			}
-			if a.Name == addons.KubeProxy {
-				return KubeProxyRuns(c.Config)
-			}
-			return true, ""
-		}
+		p.If = func(c *Cluster) (bool, string) { return addons.Applies(c.Config, a.Name) }
 		out = append(out, p)
 	}
 	return append(out, &phase.Phase[*Cluster]{
@@ -119,10 +99,21 @@ func addonPhases() []*phase.Phase[*Cluster] {
 	})
 }
 
-// applyAddon applies a's objects. Its work was done already when no
-// object changed and the workload is ready; otherwise addon/wait waits
-// for the workload.
-func (c *Cluster) applyAddon(ctx context.Context, a upAddon) (phase.Outcome, error) {
+// applyKubeProxyAgain applies kube-proxy's objects again, when its
+// DaemonSet is there already (up's addon phase applies them first),
+// after a node's own kube-proxy came or went (addons.NodeKubeProxy).
+func (c *Cluster) applyKubeProxyAgain(ctx context.Context) error {
+	if ok, _ := addons.Applies(c.Config, addons.KubeProxy); !ok {
+		return nil
+	}
+	_, err := c.applyAddon(ctx, upAddons()[0], true)
+	return err
+}
+
+// applyAddon applies a's objects (again: only when its workload is
+// there). Its work was done already when no object changed and the
+// workload is ready; otherwise addon/wait waits for the workload.
+func (c *Cluster) applyAddon(ctx context.Context, a upAddon, again bool) (phase.Outcome, error) {
 	image := c.Config.Images[a.Name]
 	if image == "" {
 		return phase.Done, fmt.Errorf("cluster.json records no %s image (images.%s): the images phase pushes it, so run `devk up` again (or `devk up phase images`), or leave the addon out with --skip-phases addon/%s",
@@ -135,8 +126,8 @@ func (c *Cluster) applyAddon(ctx context.Context, a upAddon) (phase.Outcome, err
 	// An image `devk swap` put there stays, as a swapped static pod's
 	// does.
 	live, err := addon.Get(ctx, cs, a.workload)
-	if err != nil {
-		return phase.Done, err
+	if err != nil || (again && live == nil) {
+		return phase.Unchanged("no %s yet", a.workload), err
 	}
 	image, _ = addon.KeptImage(image, live)
 	return c.applyAddonWith(ctx, cs, a, image)

@@ -106,7 +106,7 @@ func TestApplyAddonNeedsImage(t *testing.T) {
 		if a.Name != addons.CoreDNS {
 			continue
 		}
-		_, err := c.applyAddon(context.Background(), a)
+		_, err := c.applyAddon(context.Background(), a, false)
 		if err == nil || !strings.Contains(err.Error(), "--skip-phases addon/coredns") || !strings.Contains(err.Error(), "images.coredns") {
 			t.Errorf("applying coredns without an image: %v", err)
 		}

@@ -51,7 +51,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	c.Config.KubeVersion = bj.Version.GitVersion
 
 	t1 := time.Now()
-	ij, err := image.PushBuilt(ctx, bj, images.Components(), image.Options{Registry: c.Config.Registry, BaseCache: c.home().DebianCache(), Remote: c.RemoteOptions()}, phase.Options{Reporter: sub})
+	ij, err := image.PushBuilt(ctx, bj, images.Components(), c.imageOptions(), phase.Options{Reporter: sub})
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
@@ -81,6 +81,11 @@ func (c *Cluster) buildComponents(ctx context.Context, r progress.Reporter) (*bu
 // (for devk's own registry; docker's credentials for others).
 func (c *Cluster) RemoteOptions() image.RemoteOptions {
 	return image.RemoteOptions{Keychain: image.KeychainFor(c.Home)}
+}
+
+// imageOptions push images to the cluster's registry.
+func (c *Cluster) imageOptions() image.Options {
+	return image.Options{Registry: c.Config.Registry, BaseCache: c.home().DebianCache(), Remote: c.RemoteOptions()}
 }
 
 // KubectlPath is the kubectl up installs, built from the cluster's tree.

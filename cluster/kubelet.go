@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/images"
 	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/cluster/internal/nodetree"
@@ -69,24 +70,30 @@ func (c *Cluster) startKubelet(ctx context.Context, n Node, src string) (phase.O
 	return out, err
 }
 
-// kubeletFor is the kubelet node n runs: its tree's (nodetree.Kubelet)
+// kubeletFor is the kubelet node n runs: its tree's (nodetree.Build)
 // when it has one (the config file's, else the one cluster.json
-// records, which this keeps up to date), else def, the cluster's.
+// records, which this keeps up to date, with the image of the tree's
+// kube-proxy the node runs), else def, the cluster's.
 func (c *Cluster) kubeletFor(ctx context.Context, n Node, def string) (string, error) {
-	tree := n.Net.Tree
+	tree, b := n.Net.Tree, nodetree.Built{Kubelet: def}
 	if c.fileTrees != nil {
 		tree = c.fileTrees[n.Name()]
 	}
-	if _, i, err := c.Config.FindNode(n.Name()); err == nil && c.Config.Network.Nodes[i].Tree != tree {
-		c.Config.Network.Nodes[i].Tree = tree
-		if err := c.SaveConfig(); err != nil {
+	if tree != "" {
+		proxy, _ := addons.Applies(c.Config, addons.KubeProxy) // not kubeadm's: kube-proxy is its
+		var err error
+		if b, err = nodetree.Build(ctx, nodetree.Options{Tree: tree, Node: n.Name(), ControlPlane: c.Config.KubeVersion, KubeProxy: proxy, Image: c.imageOptions(), Reporter: c.Reporter}); err != nil {
 			return "", err
 		}
 	}
-	if tree == "" {
-		return def, nil
+	if _, i, err := c.Config.FindNode(n.Name()); err == nil && (c.Config.Network.Nodes[i].Tree != tree || c.Config.Network.Nodes[i].KubeProxyImage != b.KubeProxyImage) {
+		c.Config.Network.Nodes[i].Tree, c.Config.Network.Nodes[i].KubeProxyImage = tree, b.KubeProxyImage
+		if err := c.SaveConfig(); err != nil {
+			return "", err
+		}
+		return b.Kubelet, c.applyKubeProxyAgain(ctx)
 	}
-	return nodetree.Kubelet(ctx, tree, n.Name(), c.Config.KubeVersion, c.Reporter)
+	return b.Kubelet, nil
 }
 
 // runKubeletFinalize is node 0's node.FinalizeKubelet.

@@ -15,7 +15,7 @@ import (
 // kubelet swap, and up's note says what finishes it.
 func TestLeavingNodeIsLeftAlone(t *testing.T) {
 	c := twoWorkers(t)
-	c.setLeaving("devk-worker")
+	c.Config.SetLeaving("devk-worker")
 	var joins []string
 	for _, n := range c.nodesToJoin() {
 		joins = append(joins, n.Name)

@@ -472,8 +472,13 @@ func (j *NodeJob) runJoinWait(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, err
 	}
 	// kube-proxy runs on the node once its DaemonSet is there (a node
-	// that up joins comes before the addons); nil: not waited for.
-	proxy, _ := addon.Get(ctx, cs, addonWorkload(addons.KubeProxy))
+	// that up joins comes before the addons); nil: not waited for. A
+	// node with a tree of its own runs that tree's.
+	w := addonWorkload(addons.KubeProxy)
+	if n, _, _ := j.Cluster.Config.FindNode(j.Node.Name()); n.KubeProxyImage != "" {
+		w = addons.NodeKubeProxy(n.Name)
+	}
+	proxy, _ := addon.Get(ctx, cs, w)
 	note := func(why string) {
 		j.Cluster.Reporter.Progress(progress.StepOf(ctx), progress.Status{Note: "waiting: " + why})
 	}

@@ -93,7 +93,7 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 			Name:  "network",
 			Short: "delete the other nodes' routes to the node's pods, then the node's network namespace (its veth goes with it)",
 			IO: func(j *NodeJob) ([]string, []string) {
-				return nil, []string{"netns " + j.Node.Net.NetNSPath(), "veth " + j.Node.Net.HostVeth, "routes to " + orNone(j.Node.Net.PodCIDR)}
+				return nil, []string{"netns " + j.Node.Net.NetNSPath(), "veth " + j.Node.Net.HostVeth, "routes to the node's pods"}
 			},
 			Run: func(ctx context.Context, j *NodeJob) (phase.Outcome, error) {
 				routes := node.UnroutePods(ctx, j.Cluster.Config.Network.Nodes, j.Node.Net)
@@ -139,6 +139,11 @@ func RemovePhases() []*phase.Phase[*NodeJob] {
 				if _, err := j.Cluster.runUploadConfig(ctx); err != nil {
 					return phase.Done, err
 				}
+				if j.Node.Net.KubeProxyImage != "" { // its own kube-proxy's DaemonSet goes
+					if err := j.Cluster.applyKubeProxyAgain(ctx); err != nil {
+						return phase.Done, err
+					}
+				}
 				if j.Cluster.Config.HA() {
 					if _, err := j.Cluster.runLoadBalancer(ctx); err != nil { // HAProxy without the node
 						return phase.Done, err
@@ -161,21 +166,12 @@ func (j *NodeJob) runMarkLeaving(ctx context.Context) (phase.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return phase.Done, err
 	}
-	j.Cluster.setLeaving(j.Node.Name())
+	j.Cluster.Config.SetLeaving(j.Node.Name())
 	if err := j.Cluster.SaveConfig(); err != nil {
 		return phase.Done, err
 	}
 	j.Node.Net.Leaving = true
 	return phase.Changed("%s leaving", j.Node.Name()), nil
-}
-
-// setLeaving marks node name as being removed.
-func (c *Cluster) setLeaving(name string) {
-	for i := range c.Config.Network.Nodes {
-		if c.Config.Network.Nodes[i].Name == name {
-			c.Config.Network.Nodes[i].Leaving = true
-		}
-	}
 }
 
 // leavingNote says which nodes a removal left half done, and what
@@ -186,13 +182,6 @@ func (c *Cluster) leavingNote() string {
 		notes = append(notes, fmt.Sprintf("node %s was being removed: run `devk node remove%s %s` to finish", name, c.nameFlag(), name))
 	}
 	return strings.Join(notes, "; ")
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 // RemoveNode removes a node that `devk node add` (or `devk up --nodes`)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -468,10 +469,45 @@ spec:
 		if r := kubectl(t, "wait", "--for=condition=Ready", "pod/on-old", "--timeout=120s"); r.Err != nil {
 			t.Fatalf("a pod on %s: %v\n%s%s", old, r.Err, r.Stdout, r.Stderr)
 		}
+		cfg, _, err := layout.Open(c.Home, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nn, _, err := cfg.FindNode(old)
+		if err != nil || nn.Tree != c.Tree || !strings.Contains(nn.KubeProxyImage, "/kube-proxy@sha256:") {
+			t.Errorf("cluster.json records node %s's tree %q and kube-proxy image %q (%v), want %s and its kube-proxy's", old, nn.Tree, nn.KubeProxyImage, err, c.Tree)
+		}
+		// Its kube-proxy is its tree's, from a DaemonSet of its own: the
+		// binary says its version, and a pod there reaches the web
+		// Service through the rules it wrote; the cluster's keeps off.
+		ownDS := "kube-proxy-" + old
+		if r := kubectl(t, "-n", "kube-system", "rollout", "status", "daemonset/"+ownDS, "--timeout=120s"); r.Err != nil {
+			t.Fatalf("%s: %v\n%s%s", ownDS, r.Err, r.Stdout, r.Stderr)
+		}
+		if r := kubectl(t, "-n", "kube-system", "exec", "daemonset/"+ownDS, "--", "/usr/local/bin/kube-proxy", "--version"); !strings.Contains(r.Stdout, "Kubernetes "+KubeVersion) {
+			t.Errorf("kube-proxy on %s reports %q (%v), want %s", old, r.Stdout, r.Err, KubeVersion)
+		}
+		proxies, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + old})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range proxies.Items {
+			if strings.HasPrefix(p.Name, "kube-proxy-") && !strings.HasPrefix(p.Name, ownDS+"-") {
+				t.Errorf("the cluster's kube-proxy runs on %s too: pod %s", old, p.Name)
+			}
+		}
+		svc, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := kubectl(t, "exec", "on-old", "--", "/agnhost", "connect", svc.Spec.ClusterIP+":80", "--timeout=5s"); r.Err != nil {
+			t.Errorf("from a pod on %s to Service web (%s:80): %v\n%s%s", old, svc.Spec.ClusterIP, r.Err, r.Stdout, r.Stderr)
+		}
 		var st struct {
 			Nodes []struct {
 				Name    string
 				Kubelet string `json:"kubeletVersion"`
+				Addons  []struct{ Name, Manifest, Pod string }
 			}
 		}
 		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Nodes) != 3 {
@@ -481,14 +517,22 @@ spec:
 			if want := map[bool]string{true: KubeVersion, false: UpgradeVersion}[sn.Name == old]; sn.Kubelet != want {
 				t.Errorf("devk status: node %s's kubelet %s, want %s", sn.Name, sn.Kubelet, want)
 			}
+			for _, a := range sn.Addons {
+				if sn.Name == old && a.Name == "kube-proxy" && a.Manifest != nn.KubeProxyImage {
+					t.Errorf("devk status: %s's kube-proxy %s names %s, want its own DaemonSet's %s", old, a.Pod, a.Manifest, nn.KubeProxyImage)
+				}
+			}
 		}
-		if cfg, _, err := layout.Open(c.Home, name); err != nil {
-			t.Fatal(err)
-		} else if nn, _, err := cfg.FindNode(old); err != nil || nn.Tree != c.Tree {
-			t.Errorf("cluster.json records node %s's tree %q (%v), want %s", old, nn.Tree, err, c.Tree)
+		// An upgrade (or rollback) would move the worker off its tree:
+		// refused, naming it, until it goes.
+		if r := Devk(t, c.Tree, c.Env, "upgrade", "--name", name, "--rollback"); r.Err == nil || !strings.Contains(r.Stderr, "node "+old+" runs the kubelet and kube-proxy of its own tree") {
+			t.Errorf("devk upgrade --rollback beside a worker of its own tree: %v, want it refused\n%s", r.Err, r.Stderr)
 		}
 		kubectl(t, "delete", "pod", "on-old", "--wait=false")
 		devk(t, "node", "remove", old)
+		if _, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, ownDS, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("DaemonSet %s after node remove %s: %v, want it gone", ownDS, old, err)
+		}
 	})
 
 	step(t, "rollback", func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/devk/devk/cluster/kubeadmupgrade"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/addon"
+	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/nodelock"
 	"github.com/devk/devk/internal/poll"
 	"github.com/devk/devk/internal/progress"
@@ -271,6 +272,9 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 	if jr := j.journal; jr != nil && !jr.RolledBack && (j.Rollback || jr.Tree == j.tree.Root) {
 		j.Report.From = jr.From // resumed, run again or rolled back: what ran before it began
 	}
+	if err := pinned(j.c.Config, j.c.NameFlag()); err != nil {
+		return phase.Done, err
+	}
 	if j.Rollback {
 		j.Report.To = j.journal.To
 		return phase.Unchanged("back from %s to %s", j.journal.To, versionsOf(j.journal.From)), nil
@@ -288,6 +292,20 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 		}
 	}
 	return phase.Unchanged("%s → %s, %d components within the skew policy at every step", versionsOf(running), j.Report.To, len(running)), nil
+}
+
+// pinned refuses an upgrade or rollback while a worker runs a tree of
+// its own (the config file's nodes[].tree): the upgrade moves every
+// node to one tree and would leave that worker's record and kube-proxy
+// on its old one. nameFlag is the cluster's --name flag (" --name x").
+func pinned(cfg layout.Config, nameFlag string) error {
+	for _, n := range cfg.Network.Nodes {
+		if n.Tree != "" && !n.Leaving {
+			return fmt.Errorf("node %s runs the kubelet and kube-proxy of its own tree %s (the config file's nodes[].tree), and devk upgrade moves every node to one tree: remove the node first (`devk node remove%s %s`) or give it none (`devk up%s --config FILE` without its tree), then upgrade",
+				n.Name, n.Tree, nameFlag, n.Name, nameFlag)
+		}
+	}
+	return nil
 }
 
 // settleTimeout is how long preflight and verify read the versions again

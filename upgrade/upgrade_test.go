@@ -155,3 +155,23 @@ func TestKubeadmPhases(t *testing.T) {
 		}
 	}
 }
+
+// TestPinned: a worker with a tree of its own stops an upgrade before
+// anything changes, saying how to go on; one being removed does not.
+func TestPinned(t *testing.T) {
+	cfg := layout.NewConfig("up")
+	if err := pinned(cfg, ""); err != nil {
+		t.Fatalf("a cluster without trees of nodes' own: %v", err)
+	}
+	cfg.Network.Nodes = append(cfg.Network.Nodes, layout.NodeNet{Name: "up-worker"}, layout.NodeNet{Name: "old", Tree: "/src/v1.34.4"})
+	err := pinned(cfg, " --name up")
+	for _, want := range []string{"node old", "/src/v1.34.4", "nodes[].tree", "devk node remove --name up old", "devk up --name up --config FILE"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a worker of its own tree: %v, want %q in it", err, want)
+		}
+	}
+	cfg.Network.Nodes[len(cfg.Network.Nodes)-1].Leaving = true
+	if err := pinned(cfg, ""); err != nil {
+		t.Errorf("a worker being removed: %v", err)
+	}
+}

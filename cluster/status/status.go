@@ -20,6 +20,7 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/config"
+	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/controlplane"
 	"github.com/devk/devk/cluster/internal/joinnode"
 	"github.com/devk/devk/cluster/internal/kwok"
@@ -476,7 +477,7 @@ func nodeAddons(cts []cri.Container, api statusAPI) []Addon {
 			if ct.PodNamespace != w.Namespace || ct.Name != w.Container || !strings.HasPrefix(ct.PodName, w.Name+"-") {
 				continue
 			}
-			out = append(out, Addon{Pod: ct.PodName, Component: componentStatus(w.Component, api.images[w.Component], &cts[i], api.ready(ct.PodName))})
+			out = append(out, Addon{Pod: ct.PodName, Component: componentStatus(w.Component, api.named(ct.PodName, w), &cts[i], api.ready(ct.PodName))})
 		}
 		slices.SortFunc(out[first:], func(a, b Addon) int { return strings.Compare(a.Pod, b.Pod) })
 	}
@@ -486,7 +487,8 @@ func nodeAddons(cts []cri.Container, api statusAPI) []Addon {
 // statusAPI is what status reads of kube-system from the API server for
 // the nodes' rows: the pods by name, whose readiness their kubelets report
 // (a static pod's on its mirror pod), and the image each addon's
-// workload names, by component. err says why there is none.
+// workload names, by the workload's name (nodes' own kube-proxy
+// DaemonSets too). err says why there is none.
 type statusAPI struct {
 	pods   map[string]*corev1.Pod
 	images map[string]string
@@ -508,10 +510,28 @@ func readStatusAPI(ctx context.Context, cs kubernetes.Interface) statusAPI {
 	}
 	for _, w := range addon.Workloads {
 		if s, err := addon.Get(ctx, cs, w); err == nil && s != nil {
-			api.images[w.Component] = s.Image()
+			api.images[w.Name] = s.Image()
+		}
+	}
+	own, _ := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: addons.NodeKubeProxySelector})
+	for _, ds := range own.Items {
+		if cts := ds.Spec.Template.Spec.Containers; len(cts) > 0 {
+			api.images[ds.Name] = cts[0].Image
 		}
 	}
 	return api
+}
+
+// named is the image the workload of pod (one of w's) names: its
+// controller's when that is a node's own kube-proxy DaemonSet
+// (addons.NodeKubeProxy), else w's.
+func (a statusAPI) named(pod string, w addon.Workload) string {
+	if p := a.pods[pod]; p != nil {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == string(addon.DaemonSet) && a.images[ref.Name] != "" {
+			return a.images[ref.Name]
+		}
+	}
+	return a.images[w.Name]
 }
 
 // ready says why the kube-system pod named pod is not ready by its

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +16,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/internal/addons"
 	"github.com/devk/devk/cluster/internal/controlplane"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/cri"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
@@ -416,6 +419,37 @@ func TestTakenOutMessage(t *testing.T) {
 		got := takenOutMessage(c, tc.node, tc.status)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s %s: %q, want %q", tc.node, tc.status, got, tc.want)
+		}
+	}
+}
+
+// TestNodeKubeProxyNamed: the kube-proxy pod of a node that runs its own
+// tree's (addons.NodeKubeProxy) is shown beside the image its own
+// DaemonSet names, not the cluster's kube-proxy's.
+func TestNodeKubeProxyNamed(t *testing.T) {
+	c := statusCluster(t, t.TempDir())
+	const oldImage = "127.0.0.1:5000/kube-proxy@sha256:4444444444444444444444444444444444444444444444444444444444444444"
+	cfg := c.Config
+	cfg.Network.Nodes = slices.Clone(cfg.Network.Nodes)
+	cfg.Network.Nodes[2].KubeProxyImage = oldImage
+	old := cfg.Network.Nodes[2].Name
+	cs := fake.NewClientset()
+	if err := addons.ApplyKubeProxy(context.Background(), cs, cfg, statusKubeProxyImage, &addons.Count{}); err != nil {
+		t.Fatal(err)
+	}
+	own := addons.NodeKubeProxy(old)
+	for _, p := range []struct{ pod, ds string }{{"kube-proxy-a1b2c", addons.KubeProxy}, {own.Name + "-k4m2x", own.Name}} {
+		pod := statusPod(p.pod, old, true, false)
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: p.ds, Controller: ptr.To(true)}}
+		if _, err := cs.CoreV1().Pods(metav1.NamespaceSystem).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := readStatusAPI(context.Background(), cs)
+	w, _ := addon.Lookup(addons.KubeProxy)
+	for pod, want := range map[string]string{"kube-proxy-a1b2c": statusKubeProxyImage, own.Name + "-k4m2x": oldImage, "kube-proxy-gone": statusKubeProxyImage} {
+		if got := api.named(pod, w); got != want {
+			t.Errorf("pod %s: named %s, want %s", pod, got, want)
 		}
 	}
 }

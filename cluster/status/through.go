@@ -82,7 +82,7 @@ func throughNode(n corev1.Node, api statusAPI) Node {
 		}
 		for _, w := range addon.Workloads {
 			if p.Namespace == w.Namespace && strings.HasPrefix(p.Name, w.Name+"-") {
-				out.Addons = append(out.Addons, Addon{Pod: p.Name, Component: podComponent(p, w.Component, w.Container, api.images[w.Component])})
+				out.Addons = append(out.Addons, Addon{Pod: p.Name, Component: podComponent(p, w.Component, w.Container, api.named(p.Name, w))})
 			}
 		}
 	}

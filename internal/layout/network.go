@@ -82,6 +82,10 @@ type NodeNet struct {
 	// Tree is the tree whose kubelet a worker runs when it is not the
 	// cluster's (a config file's nodes[].tree), absolute.
 	Tree string `json:"tree,omitempty"`
+	// KubeProxyImage is the image of Tree's kube-proxy that devk pushed
+	// for the node, which a DaemonSet of the node's own runs there (""
+	// without Tree, or where kube-proxy does not run).
+	KubeProxyImage string `json:"kubeProxyImage,omitempty"`
 	// Joining says `devk node add` has begun to join the node and not
 	// finished: another add resumes it, and `devk node remove` or `devk
 	// down` removes what it made.
@@ -90,6 +94,18 @@ type NodeNet struct {
 	// not finished (its etcd member may be gone, its kubelet stopped):
 	// up and node add leave it alone, and node remove again finishes it.
 	Leaving bool `json:"leaving,omitempty"`
+}
+
+// OwnKubeProxies are the nodes that run a kube-proxy of their own tree
+// (NodeNet.KubeProxyImage), in the cluster's order.
+func (c Config) OwnKubeProxies() []NodeNet {
+	var out []NodeNet
+	for _, n := range c.Network.Nodes {
+		if n.KubeProxyImage != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // IsControlPlane says whether the node runs the control plane.
@@ -469,6 +485,14 @@ func (c Config) LeavingNodes() []string {
 		}
 	}
 	return out
+}
+
+// SetLeaving marks the node called name as being removed
+// (NodeNet.Leaving).
+func (c *Config) SetLeaving(name string) {
+	if _, i, err := c.FindNode(name); err == nil {
+		c.Network.Nodes[i].Leaving = true
+	}
 }
 
 // RemoveNode takes the node called name out of the cluster's network;

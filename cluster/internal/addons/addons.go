@@ -51,6 +51,36 @@ func (n *Count) Add(changed bool, err error) error {
 	return nil
 }
 
+// Applies says whether devk applies addon name's objects on the cluster
+// cfg describes, and why not: not where kubeadm bootstraps it (kubeadm's
+// addon phase does), nor where the config file leaves it out, nor
+// kube-proxy where it may not run (KubeProxyRuns).
+func Applies(cfg layout.Config, name string) (bool, string) {
+	if cfg.Spec.Kubeadm() {
+		return false, "kubeadm's addon phase made it (bootstrapper: kubeadm)"
+	}
+	if on, key := On(cfg.Spec.Addons, name); !on {
+		return false, key + " is false in the cluster's config (devk up --config)"
+	}
+	if name == KubeProxy {
+		return KubeProxyRuns(cfg)
+	}
+	return true, ""
+}
+
+// KubeProxyRuns says whether up may run kube-proxy on the cluster cfg
+// describes, and why not. kube-proxy runs privileged on the host network
+// of its node and rewrites that network namespace's iptables: it may run
+// only where the node's host-network pods are in the node's own network
+// namespace (devk's containerd there), never where they share the
+// machine's.
+func KubeProxyRuns(cfg layout.Config) (bool, string) {
+	if !cfg.OwnRuntime {
+		return false, "the runtime is not devk's containerd in the node's network namespace: host-network pods may share the machine's, whose iptables kube-proxy would rewrite"
+	}
+	return true, ""
+}
+
 // On says whether the cluster's spec lets up apply the addon called
 // name, and the config file's key that says so; a name that is no addon
 // is on.

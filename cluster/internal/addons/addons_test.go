@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/kubeletconfig"
+	"github.com/devk/devk/cluster/internal/kwok"
 	"github.com/devk/devk/internal/layout"
 )
 
@@ -306,5 +309,72 @@ func TestKubeProxyCommand(t *testing.T) {
 	got := KubeProxyCommand(map[string]string{"vmodule": "proxier=4", "v": "2", "config": "/elsewhere"})
 	if want := append(want, "--v=2", "--vmodule=proxier=4"); !slices.Equal(got, want) {
 		t.Errorf("kube-proxy command with extraArgs %v, want %v", got, want)
+	}
+}
+
+// TestNodeKubeProxies: a worker with a tree of its own runs that tree's
+// kube-proxy from a DaemonSet of its own, on it alone, and the cluster's
+// keeps off it; once the worker has none (removed, or its tree left
+// out), its DaemonSet goes and the cluster's covers it again.
+func TestNodeKubeProxies(t *testing.T) {
+	ctx, ns := context.Background(), metav1.NamespaceSystem
+	cfg := testConfig(t)
+	if _, err := cfg.AddNode("old", layout.RoleWorker, nil); err != nil {
+		t.Fatal(err)
+	}
+	const oldImage = "127.0.0.1:5000/kube-proxy@sha256:" + "0ld0000000000000000000000000000000000000000000000000000000000000"
+	cfg.Network.Nodes[1].Tree, cfg.Network.Nodes[1].KubeProxyImage = "/src/k8s-v1.34.4", oldImage
+	cs := fake.NewClientset()
+	var n Count
+	if err := ApplyKubeProxy(ctx, cs, cfg, testKubeProxyImage, &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Applied != 7 {
+		t.Errorf("applied %d objects, want the 6 of kube-proxy and the node's DaemonSet", n.Applied)
+	}
+	hostname := func(ds *appsv1.DaemonSet) (corev1.NodeSelectorOperator, []string) {
+		a := ds.Spec.Template.Spec.Affinity
+		for _, r := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions {
+			if r.Key == corev1.LabelHostname {
+				return r.Operator, r.Values
+			}
+		}
+		return "", nil
+	}
+	main, err := cs.AppsV1().DaemonSets(ns).Get(ctx, KubeProxy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, names := hostname(main); op != corev1.NodeSelectorOpNotIn || !slices.Equal(names, []string{"old"}) || !kwok.KeepsOffFakeNodes(main.Spec.Template.Spec.Affinity) {
+		t.Errorf("the cluster's kube-proxy: hostname %s %v, want NotIn [old], and off kwok's nodes", op, names)
+	}
+	own, err := cs.AppsV1().DaemonSets(ns).Get(ctx, NodeKubeProxy("old").Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, names := hostname(own); op != corev1.NodeSelectorOpIn || !slices.Equal(names, []string{"old"}) {
+		t.Errorf("%s: hostname %s %v, want In [old]", own.Name, op, names)
+	}
+	pod := own.Spec.Template.Spec
+	if pod.Containers[0].Image != oldImage || !pod.HostNetwork || pod.ServiceAccountName != KubeProxy || own.Spec.Template.Labels[LabelKubeProxyNode] != "old" {
+		t.Errorf("%s: image %s, hostNetwork %v, service account %s, labels %v", own.Name, pod.Containers[0].Image, pod.HostNetwork, pod.ServiceAccountName, own.Spec.Template.Labels)
+	}
+	if sel := own.Spec.Selector.MatchLabels; sel[labelApp] == KubeProxy {
+		t.Errorf("%s selects %v: the cluster's kube-proxy's pods too", own.Name, sel)
+	}
+
+	cfg.Network.Nodes[1].KubeProxyImage = ""
+	n = Count{}
+	if err := ApplyKubeProxy(ctx, cs, cfg, testKubeProxyImage, &n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().DaemonSets(ns).Get(ctx, own.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s after the node has no kube-proxy of its own: %v, want it deleted", own.Name, err)
+	}
+	if main, err = cs.AppsV1().DaemonSets(ns).Get(ctx, KubeProxy, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if op, names := hostname(main); op != "" {
+		t.Errorf("the cluster's kube-proxy then: hostname %s %v, want no hostname term", op, names)
 	}
 }

@@ -2,10 +2,12 @@ package addons
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -22,6 +24,7 @@ import (
 	"github.com/devk/devk/cluster/config"
 	"github.com/devk/devk/cluster/internal/bootstrap"
 	"github.com/devk/devk/cluster/internal/kwok"
+	"github.com/devk/devk/internal/addon"
 	"github.com/devk/devk/internal/kube"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/internal/staticpod"
@@ -83,7 +86,83 @@ func ApplyKubeProxy(ctx context.Context, cs kubernetes.Interface, cfg layout.Con
 	if err := n.Add(kube.Apply(ctx, cs.RbacV1().RoleBindings(ns), KubeProxy, binding)); err != nil {
 		return err
 	}
-	return n.Add(kube.Apply(ctx, cs.AppsV1().DaemonSets(ns), KubeProxy, kubeProxyDaemonSet(image, cfg.Spec.KubeProxy.ExtraArgs)))
+	own := cfg.OwnKubeProxies()
+	main := kubeProxyDaemonSet(KubeProxy, map[string]string{labelApp: KubeProxy}, image, cfg.Spec.KubeProxy.ExtraArgs, notOn(own))
+	if err := n.Add(kube.Apply(ctx, cs.AppsV1().DaemonSets(ns), KubeProxy, main)); err != nil {
+		return err
+	}
+	return applyNodeKubeProxies(ctx, cs, own, cfg.Spec.KubeProxy.ExtraArgs, n)
+}
+
+// nodeKubeProxyApp is the k8s-app label of a node's own kube-proxy
+// DaemonSet and pods (NodeKubeProxy), NodeKubeProxySelector selects them,
+// and LabelKubeProxyNode names the node.
+const (
+	nodeKubeProxyApp      = "kube-proxy-node"
+	NodeKubeProxySelector = labelApp + "=" + nodeKubeProxyApp
+	LabelKubeProxyNode    = "devk.dev/kube-proxy-node"
+)
+
+// NodeKubeProxy is the DaemonSet kube-system/kube-proxy-<node> that runs,
+// on that node alone, the kube-proxy of the node's own tree (a worker
+// with nodes[].tree); the cluster's kube-proxy keeps off the node.
+func NodeKubeProxy(node string) addon.Workload {
+	w, _ := addon.Lookup(KubeProxy)
+	w.Name = KubeProxy + "-" + node
+	return w
+}
+
+// applyNodeKubeProxies applies the DaemonSet of each node of own
+// (NodeKubeProxy) and deletes those of nodes no longer in it, counting
+// each into n.
+func applyNodeKubeProxies(ctx context.Context, cs kubernetes.Interface, own []layout.NodeNet, extraArgs map[string]string, n *Count) error {
+	ns, keep := metav1.NamespaceSystem, map[string]bool{}
+	for _, node := range own {
+		w := NodeKubeProxy(node.Name)
+		keep[w.Name] = true
+		labels := map[string]string{labelApp: nodeKubeProxyApp, LabelKubeProxyNode: node.Name}
+		ds := kubeProxyDaemonSet(w.Name, labels, node.KubeProxyImage, extraArgs, onNode(node.Name))
+		if err := n.Add(kube.Apply(ctx, cs.AppsV1().DaemonSets(ns), w.Name, ds)); err != nil {
+			return err
+		}
+	}
+	list, err := cs.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{LabelSelector: NodeKubeProxySelector})
+	if err != nil {
+		return fmt.Errorf("list the nodes' own kube-proxy DaemonSets: %w", err)
+	}
+	for _, ds := range list.Items {
+		if keep[ds.Name] {
+			continue
+		}
+		if err := cs.AppsV1().DaemonSets(ns).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete DaemonSet %s/%s of a node that has no kube-proxy of its own: %w", ns, ds.Name, err)
+		}
+		n.Changed++
+	}
+	return nil
+}
+
+// notOn is the cluster's kube-proxy's affinity: off kwok's fake nodes,
+// and off the nodes of own, which run their own.
+func notOn(own []layout.NodeNet) *corev1ac.AffinityApplyConfiguration {
+	a := kwok.NotOnFakeNodes()
+	if len(own) == 0 {
+		return a
+	}
+	var names []string
+	for _, n := range own {
+		names = append(names, n.Name)
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	terms[0].WithMatchExpressions(corev1ac.NodeSelectorRequirement().WithKey(corev1.LabelHostname).WithOperator(corev1.NodeSelectorOpNotIn).WithValues(names...))
+	return a
+}
+
+// onNode is the affinity of a node's own kube-proxy: that node only.
+func onNode(name string) *corev1ac.AffinityApplyConfiguration {
+	return corev1ac.Affinity().WithNodeAffinity(corev1ac.NodeAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(
+		corev1ac.NodeSelector().WithNodeSelectorTerms(corev1ac.NodeSelectorTerm().WithMatchExpressions(
+			corev1ac.NodeSelectorRequirement().WithKey(corev1.LabelHostname).WithOperator(corev1.NodeSelectorOpIn).WithValues(name)))))
 }
 
 // kubeProxyConfigMap holds kube-proxy's config.conf and kubeconfig.conf.
@@ -166,11 +245,11 @@ func KubeProxyCommand(extraArgs map[string]string) []string {
 	return append(command, staticpod.FlagList(config.WithoutOwned(config.KubeProxy, extraArgs))...)
 }
 
-// kubeProxyDaemonSet is kubeadm's kube-proxy DaemonSet with image, and
-// extraArgs on kube-proxy's command line (KubeProxyCommand).
-func kubeProxyDaemonSet(image string, extraArgs map[string]string) *appsv1ac.DaemonSetApplyConfiguration {
-	labels := map[string]string{labelApp: KubeProxy}
-	return appsv1ac.DaemonSet(KubeProxy, metav1.NamespaceSystem).
+// kubeProxyDaemonSet is kubeadm's kube-proxy DaemonSet, named name, its
+// pods labelled labels, with image, extraArgs on kube-proxy's command
+// line (KubeProxyCommand) and affinity.
+func kubeProxyDaemonSet(name string, labels map[string]string, image string, extraArgs map[string]string, affinity *corev1ac.AffinityApplyConfiguration) *appsv1ac.DaemonSetApplyConfiguration {
+	return appsv1ac.DaemonSet(name, metav1.NamespaceSystem).
 		WithLabels(labels).
 		WithSpec(appsv1ac.DaemonSetSpec().
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
@@ -194,7 +273,7 @@ func kubeProxyDaemonSet(image string, extraArgs map[string]string) *appsv1ac.Dae
 				WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"}).
 				// It tolerates every taint: kwok's fake nodes are kept
 				// off by affinity.
-				WithAffinity(kwok.NotOnFakeNodes()).
+				WithAffinity(affinity).
 				WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists)).
 				WithVolumes(
 					corev1ac.Volume().WithName(KubeProxy).WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(KubeProxy)),

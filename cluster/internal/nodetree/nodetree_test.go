@@ -21,12 +21,12 @@ func TestKubeletSkew(t *testing.T) {
 		{"v1.33.2", "newer than"},
 		{"v1.38.0", "4 minor versions behind"},
 	} {
-		_, err := Kubelet(context.Background(), tree, "dev-old", tc.controlPlane, progress.Discard())
+		_, err := Build(context.Background(), Options{Tree: tree, Node: "dev-old", ControlPlane: tc.controlPlane, KubeProxy: true, Reporter: progress.Discard()})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nodes[].tree") {
 			t.Errorf("a v1.34.0 kubelet beside a %s control plane: %v, want an error with %q", tc.controlPlane, err, tc.want)
 		}
 	}
-	if _, err := Kubelet(context.Background(), t.TempDir(), "dev-old", "v1.34.4", progress.Discard()); err == nil || !strings.Contains(err.Error(), "node dev-old's tree") {
+	if _, err := Build(context.Background(), Options{Tree: t.TempDir(), Node: "dev-old", ControlPlane: "v1.34.4", Reporter: progress.Discard()}); err == nil || !strings.Contains(err.Error(), "node dev-old's tree") {
 		t.Errorf("an empty directory as a tree: %v", err)
 	}
 }
