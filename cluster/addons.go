@@ -99,10 +99,10 @@ func addonPhases() []*phase.Phase[*Cluster] {
 	})
 }
 
-// applyKubeProxyAgain applies kube-proxy's objects again, when its
+// ApplyKubeProxyAgain applies kube-proxy's objects again, when its
 // DaemonSet is there already (up's addon phase applies them first),
 // after a node's own kube-proxy came or went (addons.NodeKubeProxy).
-func (c *Cluster) applyKubeProxyAgain(ctx context.Context) error {
+func (c *Cluster) ApplyKubeProxyAgain(ctx context.Context) error {
 	if ok, _ := addons.Applies(c.Config, addons.KubeProxy); !ok {
 		return nil
 	}

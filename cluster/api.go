@@ -26,9 +26,9 @@ func (c *Cluster) Client() (*kubernetes.Clientset, error) {
 	return cs, nil
 }
 
-// runUploadConfig stores cluster.json in ConfigMap devk-config and binds
+// UploadConfig stores cluster.json in ConfigMap devk-config and binds
 // admin.conf's group to cluster-admin.
-func (c *Cluster) runUploadConfig(ctx context.Context) (phase.Outcome, error) {
+func (c *Cluster) UploadConfig(ctx context.Context) (phase.Outcome, error) {
 	cs, err := c.Client()
 	if err != nil {
 		return phase.Done, err

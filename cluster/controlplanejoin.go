@@ -36,17 +36,17 @@ const (
 // join writes them.
 var nodeControlPlaneKubeconfigs = []string{"admin", "controller-manager", "scheduler"}
 
-// behindLoadBalancer runs a join or remove phase only for a control-plane
+// BehindLoadBalancer runs a join or remove phase only for a control-plane
 // node of a cluster with a load balancer.
-func behindLoadBalancer(j *NodeJob) (bool, string) {
-	if ok, why := isControlPlane(j); !ok {
+func BehindLoadBalancer(j *NodeJob) (bool, string) {
+	if ok, why := IsControlPlane(j); !ok {
 		return ok, why
 	}
 	return haIf(j.Cluster)
 }
 
-// isControlPlane runs a join phase only for a control-plane node.
-func isControlPlane(j *NodeJob) (bool, string) {
+// IsControlPlane runs a join phase only for a control-plane node.
+func IsControlPlane(j *NodeJob) (bool, string) {
 	if !j.Node.Net.IsControlPlane() {
 		return false, "a worker"
 	}
@@ -172,8 +172,8 @@ func (j *NodeJob) etcdClient(ctx context.Context, pkiDir string) (*etcdwatch.Cli
 	return etcdmember.Connect(ctx, eps, pkiDir, j.Cluster.EtcdCommandTimeout)
 }
 
-// peerURL is node n's etcd peer URL.
-func (c *Cluster) peerURL(n Node) string { return controlplane.EtcdPeerURL(c.Config, n.IP()) }
+// PeerURL is node n's etcd peer URL.
+func (c *Cluster) PeerURL(n Node) string { return controlplane.EtcdPeerURL(c.Config, n.IP()) }
 
 // runEtcdJoin is kubeadm's etcd join: the node's member added to the
 // cluster as a learner (it does not count for quorum, so a member that
@@ -187,7 +187,7 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, fmt.Errorf("the cluster's etcd: %w", err)
 	}
 	defer cli.Close()
-	peer := j.Cluster.peerURL(j.Node)
+	peer := j.Cluster.PeerURL(j.Node)
 	ms, self, added, err := etcdmember.Ensure(ctx, cli, peer)
 	if err != nil {
 		return phase.Done, err
@@ -219,16 +219,16 @@ func (j *NodeJob) runEtcdJoin(ctx context.Context) (phase.Outcome, error) {
 	return phase.Unchanged("member %s, voting (%d members)", peer, members), nil
 }
 
-// removeEtcdMember removes node n's member from the cluster's etcd
+// RemoveEtcdMember removes node n's member from the cluster's etcd
 // through the other control-plane nodes' members (node remove of a
 // control-plane node); it reports whether there was one.
-func (j *NodeJob) removeEtcdMember(ctx context.Context) (bool, error) {
+func (j *NodeJob) RemoveEtcdMember(ctx context.Context) (bool, error) {
 	cli, err := j.etcdClient(ctx, j.Cluster.caDir())
 	if err != nil {
 		return false, fmt.Errorf("the cluster's etcd: %w", err)
 	}
 	defer cli.Close()
-	return etcdmember.Remove(ctx, cli, j.Cluster.peerURL(j.Node))
+	return etcdmember.Remove(ctx, cli, j.Cluster.PeerURL(j.Node))
 }
 
 // runNodeControlPlane writes the node's API server, controller-manager
@@ -261,7 +261,7 @@ func (j *NodeJob) runNodeControlPlane(ctx context.Context) (phase.Outcome, error
 // balancer (HAProxy reloaded with it) and waits until HAProxy's checks
 // pass on it.
 func (j *NodeJob) runJoinLoadBalancer(ctx context.Context) (phase.Outcome, error) {
-	out, err := j.Cluster.runLoadBalancer(ctx)
+	out, err := j.Cluster.ConfigureLoadBalancer(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -281,11 +281,11 @@ func (c *Cluster) checkJoinControlPlane() error {
 	return nil
 }
 
-// runLeaveLoadBalancer takes a leaving control-plane node's API server
+// LeaveLoadBalancer takes a leaving control-plane node's API server
 // out of HAProxy: drained (at most leaveIdleWait for its connections to
 // end), then maint (no traffic at all); record then reloads HAProxy
 // without it.
-func (j *NodeJob) runLeaveLoadBalancer(ctx context.Context) (phase.Outcome, error) {
+func (j *NodeJob) LeaveLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	api := j.Cluster.loadBalancer().API()
 	if _, err := api.Server(ctx, loadbalancer.BackendName, j.Node.Name()); err != nil {
 		return phase.Unchanged("not in HAProxy (%v)", err), nil

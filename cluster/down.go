@@ -41,26 +41,26 @@ func (c *Cluster) downKwok(ctx context.Context) (phase.Outcome, error) {
 	return phase.ChangedIf(stopped, "stopped: %v", stopped), err
 }
 
-// nodeProcs is node n's supervised processes, as teardown takes them.
-func nodeProcs(n Node) teardown.NodeProcs {
+// NodeProcs is node n's supervised processes, as teardown takes them.
+func NodeProcs(n Node) teardown.NodeProcs {
 	return teardown.NodeProcs{Name: n.Name(), Procs: n.Files.Procs()}
 }
 
 func (c *Cluster) downKubelet(ctx context.Context) (phase.Outcome, error) {
-	return c.eachNode(ctx, stopKubelet)
+	return c.eachNode(ctx, StopKubelet)
 }
 
-// stopKubelet stops node n's kubelet.
-func stopKubelet(ctx context.Context, n Node) (phase.Outcome, error) {
+// StopKubelet stops node n's kubelet.
+func StopKubelet(ctx context.Context, n Node) (phase.Outcome, error) {
 	return teardown.StopKubelet(ctx, n.Files.Procs())
 }
 
 func (c *Cluster) downPods(ctx context.Context) (phase.Outcome, error) {
-	return c.eachNode(ctx, c.removePods)
+	return c.eachNode(ctx, c.RemovePods)
 }
 
-// removePods stops and removes node n's pod sandboxes and containers.
-func (c *Cluster) removePods(ctx context.Context, n Node) (phase.Outcome, error) {
+// RemovePods stops and removes node n's pod sandboxes and containers.
+func (c *Cluster) RemovePods(ctx context.Context, n Node) (phase.Outcome, error) {
 	socket := c.criSocket(n)
 	if c.Config.OwnRuntime {
 		socket = n.Files.ContainerdSocket()
@@ -72,11 +72,11 @@ func (c *Cluster) downRuntime(ctx context.Context) (phase.Outcome, error) {
 	if !c.Config.OwnRuntime {
 		return phase.Unchanged("not devk's (%s)", c.Config.CRISocket), nil
 	}
-	return c.eachNode(ctx, stopRuntime)
+	return c.eachNode(ctx, StopRuntime)
 }
 
-// stopRuntime stops node n's containerd and any shim it left.
-func stopRuntime(ctx context.Context, n Node) (phase.Outcome, error) {
+// StopRuntime stops node n's containerd and any shim it left.
+func StopRuntime(ctx context.Context, n Node) (phase.Outcome, error) {
 	return teardown.StopRuntime(ctx, n.Files.Procs(), n.Files.ContainerdSocket())
 }
 
@@ -119,7 +119,7 @@ func (c *Cluster) downFiles(ctx context.Context) (phase.Outcome, error) {
 	}
 	var procs []teardown.NodeProcs
 	for _, n := range ns {
-		procs = append(procs, nodeProcs(n))
+		procs = append(procs, NodeProcs(n))
 	}
 	return teardown.RemoveClusterDir(c.Files.Dir, c.Home, procs, c.KeepData)
 }

@@ -35,12 +35,14 @@ import (
 const kubeadmComponent = kubeadmrun.Component
 
 // devkOnly runs a phase only on a cluster devk's own phases bootstrap,
-// kubeadmOnly only on one kubeadm bootstraps.
+// KubeadmOnly only on one kubeadm bootstraps.
 func devkOnly[S any](c func(S) *Cluster) func(S) (bool, string) {
 	return bootstrappedBy(c, false, "kubeadm bootstraps this cluster (bootstrapper: kubeadm): kubeadm init and join do it")
 }
 
-func kubeadmOnly[S any](c func(S) *Cluster) func(S) (bool, string) {
+// KubeadmOnly runs a phase only on a cluster kubeadm bootstraps (c:
+// the job's cluster, e.g. JobCluster).
+func KubeadmOnly[S any](c func(S) *Cluster) func(S) (bool, string) {
 	return bootstrappedBy(c, true, "devk's own phases bootstrap this cluster (bootstrapper: kubeadm in the config file for kubeadm's)")
 }
 
@@ -53,8 +55,10 @@ func bootstrappedBy[S any](c func(S) *Cluster, kubeadm bool, otherwise string) f
 	}
 }
 
-func self(c *Cluster) *Cluster       { return c }
-func jobCluster(j *NodeJob) *Cluster { return j.Cluster }
+func self(c *Cluster) *Cluster { return c }
+
+// JobCluster is a node job's cluster.
+func JobCluster(j *NodeJob) *Cluster { return j.Cluster }
 
 // kubeadmInput is what the cluster's kubeadm config is made from; the
 // phases add the token, key and pins a join needs.

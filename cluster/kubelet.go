@@ -91,7 +91,7 @@ func (c *Cluster) kubeletFor(ctx context.Context, n Node, def string) (string, e
 		if err := c.SaveConfig(); err != nil {
 			return "", err
 		}
-		return b.Kubelet, c.applyKubeProxyAgain(ctx)
+		return b.Kubelet, c.ApplyKubeProxyAgain(ctx)
 	}
 	return b.Kubelet, nil
 }

@@ -22,8 +22,8 @@ func haIf(c *Cluster) (bool, string) {
 	return true, ""
 }
 
-// runLoadBalancer and downLoadBalancer are the load-balancer phases.
-func (c *Cluster) runLoadBalancer(ctx context.Context) (phase.Outcome, error) {
+// ConfigureLoadBalancer and downLoadBalancer are the load-balancer phases.
+func (c *Cluster) ConfigureLoadBalancer(ctx context.Context) (phase.Outcome, error) {
 	return c.loadBalancer().Up(ctx)
 }
 

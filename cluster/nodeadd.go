@@ -82,7 +82,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		},
 		{
 			Name:  "discovery",
-			If:    devkOnly(jobCluster),
+			If:    devkOnly(JobCluster),
 			Short: "read cluster-info with the bootstrap token: its JWS signature checked, the CA pinned by its public key's hash; write the node's CA and bootstrap kubeconfig",
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Cluster.Files.BootstrapToken(), pki.CertPath(j.Cluster.caDir(), pki.CAName) + " (the pin)", "configmap kube-public/cluster-info"},
@@ -138,7 +138,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "kubeadm-join",
 			Short: "a cluster kubeadm bootstraps: kubeadm join inside the node with a bootstrap token devk makes and the CA pinned (a control-plane node after node 0's kubeadm uploaded the shared certificates with a new key); one that did not finish is kubeadm reset first",
-			If:    kubeadmOnly(jobCluster),
+			If:    KubeadmOnly(JobCluster),
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{pki.CertPath(j.Cluster.caDir(), pki.CAName) + " (the pin)"}, []string{"secret kube-system/bootstrap-token-*", j.Node.Files.KubeadmBinary(), j.Node.Files.KubeadmConfig(), j.Node.Files.KubeletRoot(), j.Node.Files.KubeadmDone(), "node " + j.Node.Name()}
 			},
@@ -147,13 +147,13 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:     "control-plane-prepare",
 			Short:    "a control-plane node: the cluster's shared certificates (kubeadm's upload-certs and download-certs), its own certificates and kubeconfigs",
-			If:       phase.Both(isControlPlane, devkOnly(jobCluster)),
+			If:       phase.Both(IsControlPlane, devkOnly(JobCluster)),
 			Children: controlPlaneJoinPhases(),
 		},
 		{
 			Name:  "kubelet-start",
 			Short: "start the node's kubelet with the bootstrap kubeconfig; wait for its CSR to be approved and signed and for its Node to register",
-			If:    devkOnly(jobCluster),
+			If:    devkOnly(JobCluster),
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Cluster.FirstNode().Files.KubeletBinary(), j.Node.Files.Kubeconfig(kubeletconfig.BootstrapKubeconfig)},
 					[]string{j.Node.Files.KubeletBinary(), j.Node.Files.KubeletConfig(), j.Node.Files.Kubeconfig("kubelet"), j.Node.Files.PIDFile("kubelet"), "node " + j.Node.Name()}
@@ -163,16 +163,16 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "etcd",
 			Short: "a control-plane node: its etcd member added as a learner through the others, its static pod (--initial-cluster-state=existing), promoted once in sync",
-			If:    phase.Both(isControlPlane, devkOnly(jobCluster)),
+			If:    phase.Both(IsControlPlane, devkOnly(JobCluster)),
 			IO: func(j *NodeJob) ([]string, []string) {
-				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.Cluster.peerURL(j.Node), j.Node.Files.ManifestPath("etcd")}
+				return []string{"the etcd members of the other control-plane nodes"}, []string{"etcd member " + j.Cluster.PeerURL(j.Node), j.Node.Files.ManifestPath("etcd")}
 			},
 			Run: phase.Method((*NodeJob).runEtcdJoin),
 		},
 		{
 			Name:  "control-plane",
 			Short: "a control-plane node: its API server, controller-manager and scheduler static pods on its own address; wait until they are healthy",
-			If:    phase.Both(isControlPlane, devkOnly(jobCluster)),
+			If:    phase.Both(IsControlPlane, devkOnly(JobCluster)),
 			IO: func(j *NodeJob) ([]string, []string) {
 				var outs []string
 				for _, sp := range StaticPods[1:] {
@@ -193,7 +193,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "load-balancer",
 			Short: "a control-plane node: HAProxy reloaded with its API server; wait until HAProxy's /readyz checks pass on it",
-			If:    behindLoadBalancer,
+			If:    BehindLoadBalancer,
 			IO: func(j *NodeJob) ([]string, []string) {
 				return []string{j.Cluster.Config.NodeAPIServerURL(j.Node.IP()) + "/readyz"}, []string{j.Cluster.loadBalancer().File}
 			},
@@ -202,7 +202,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 		{
 			Name:  "mark-control-plane",
 			Short: "a control-plane node: label it control-plane (tainted only with --keep-taint, as node 0)",
-			If:    phase.Both(isControlPlane, devkOnly(jobCluster)),
+			If:    phase.Both(IsControlPlane, devkOnly(JobCluster)),
 			IO: func(j *NodeJob) ([]string, []string) {
 				return nil, []string{"node " + j.Node.Name()}
 			},
@@ -236,7 +236,7 @@ func JoinPhases() []*phase.Phase[*NodeJob] {
 					return phase.Done, err
 				}
 				if !j.Cluster.Config.Spec.Kubeadm() {
-					if _, err := j.Cluster.runUploadConfig(ctx); err != nil {
+					if _, err := j.Cluster.UploadConfig(ctx); err != nil {
 						return phase.Done, err
 					}
 				}
@@ -259,10 +259,10 @@ func (c *Cluster) setJoining(name string, joining bool) {
 	}
 }
 
-// openNodeJob opens the cluster (it must exist) and finds or adds the
+// OpenNodeJob opens the cluster (it must exist) and finds or adds the
 // node: for add, a new node (or one an earlier add left half joined,
 // which it resumes); for remove, an existing one.
-func openNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
+func OpenNodeJob(o NodeOptions, add bool) (*NodeJob, error) {
 	c, err := Open(o.Options)
 	if err != nil {
 		return nil, err
@@ -327,11 +327,11 @@ func (c *Cluster) joinJob(name string, o NodeOptions) (*NodeJob, error) {
 
 // AddNode joins a worker node to a running cluster (`devk node add`).
 func AddNode(ctx context.Context, o NodeOptions, popts phase.Options) (*NodeJob, phase.Result, error) {
-	j, err := openNodeJob(o, true)
+	j, err := OpenNodeJob(o, true)
 	if err != nil {
 		return nil, phase.Result{}, err
 	}
-	res, err := runJob(ctx, j.Cluster, "node add", "node-add", JoinPhases(), j, popts, nil)
+	res, err := RunJob(ctx, j.Cluster, "node add", "node-add", JoinPhases(), j, popts, nil)
 	return j, res, err
 }
 
@@ -569,4 +569,14 @@ func (c *Cluster) runNodes(ctx context.Context) (phase.Outcome, error) {
 		c.Reporter.Infof("%s", note)
 	}
 	return out, nil
+}
+
+// leavingNote says which nodes a removal left half done, and what
+// finishes them ("" when none).
+func (c *Cluster) leavingNote() string {
+	var notes []string
+	for _, name := range c.Config.LeavingNodes() {
+		notes = append(notes, fmt.Sprintf("node %s was being removed: run `devk node remove%s %s` to finish", name, c.nameFlag(), name))
+	}
+	return strings.Join(notes, "; ")
 }

@@ -57,7 +57,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 				lb := c.loadBalancer()
 				return nil, []string{lb.File, lb.Config.Frontend, lb.Procs.PIDFile(loadbalancer.ProcessName)}
 			},
-			Run: phase.Method((*Cluster).runLoadBalancer),
+			Run: phase.Method((*Cluster).ConfigureLoadBalancer),
 		},
 		{
 			Name:  "runtime",
@@ -90,7 +90,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		{
 			Name:  "kubeadm-config",
 			Short: "a cluster kubeadm bootstraps: install the tree's kubeadm and kubelet on node 0; write kubeadm's config (Init, Cluster, Kubelet and KubeProxy configurations from devk's config, its kubeadmConfigPatches applied); tag devk's images with the names kubeadm lists",
-			If:    kubeadmOnly(self),
+			If:    KubeadmOnly(self),
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Files.ConfigFile()}, []string{c.FirstNode().Files.KubeadmBinary(), c.FirstNode().Files.KubeadmConfig(), c.Config.Registry + " (kubeadm's tags)"}
 			},
@@ -99,7 +99,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		{
 			Name:  "kubeadm-init",
 			Short: "a cluster kubeadm bootstraps: kubeadm init inside node 0 (all its phases; its output with -v 1; the kubelet started through devk's systemctl in the node); one that did not finish is kubeadm reset first",
-			If:    kubeadmOnly(self),
+			If:    KubeadmOnly(self),
 			Needs: []string{"kubeadm-config"},
 			IO: func(c *Cluster) ([]string, []string) {
 				n := c.FirstNode().Files
@@ -169,7 +169,7 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			IO: func(c *Cluster) ([]string, []string) {
 				return []string{c.Files.ConfigFile()}, []string{"configmap kube-system/" + bootstrap.ConfigMapName, "clusterrolebinding kubeadm:cluster-admins"}
 			},
-			Run: phase.Method((*Cluster).runUploadConfig),
+			Run: phase.Method((*Cluster).UploadConfig),
 		},
 		{
 			Name:  "mark-control-plane",
@@ -311,12 +311,12 @@ func (c *Cluster) lockNode(n Node) error {
 	return nil
 }
 
-// runJob runs a job's phases as up, down, node add and node remove do:
+// RunJob runs a job's phases as up, down, node add and node remove do:
 // a dry run at once (it changes nothing: no root, no lock); a real run
 // as root, holding the cluster's lock throughout, reporting through the
 // cluster's reporter, its failpoints named job/<path>. after, when set,
 // runs once the phases did, still under the lock.
-func runJob[S any](ctx context.Context, c *Cluster, verb, job string, phases []*phase.Phase[S], s S, popts phase.Options, after func(phase.Result, error)) (phase.Result, error) {
+func RunJob[S any](ctx context.Context, c *Cluster, verb, job string, phases []*phase.Phase[S], s S, popts phase.Options, after func(phase.Result, error)) (phase.Result, error) {
 	if popts.DryRun {
 		return phase.Run(ctx, phases, s, popts)
 	}
@@ -342,7 +342,7 @@ func Up(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Re
 	if err != nil {
 		return nil, phase.Result{}, err
 	}
-	res, err := runJob(ctx, c, "up", "up", UpPhases(), c, popts, func(res phase.Result, _ error) {
+	res, err := RunJob(ctx, c, "up", "up", UpPhases(), c, popts, func(res phase.Result, _ error) {
 		c.recordRun(res)
 		if !c.Exists() {
 			// Nothing was made (preflight refused): leave no trace either.
@@ -366,7 +366,7 @@ func Down(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.
 			return c, phase.Result{}, c.noCluster()
 		}
 	}
-	res, err := runJob(ctx, c, "down", "down", DownPhases(), c, popts, func(res phase.Result, err error) {
+	res, err := RunJob(ctx, c, "down", "down", DownPhases(), c, popts, func(res phase.Result, err error) {
 		if err != nil || c.KeepData {
 			c.recordRun(res)
 		}

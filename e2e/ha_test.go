@@ -27,6 +27,7 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/joinsteps"
+	"github.com/devk/devk/cluster/noderemove"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 )
@@ -222,7 +223,7 @@ func TestHAControlPlane(t *testing.T) {
 	step(t, "its removal, killed at each phase", func(t *testing.T) {
 		removeArgs := []string{"node", "remove", fourth, "--name", name}
 		var removePoints []string
-		for _, p := range runnablePaths(cluster.RemovePhases()) {
+		for _, p := range runnablePaths(noderemove.Phases()) {
 			if joinsteps.RunsFor(p, false, true) { // not kubeadm's
 				removePoints = append(removePoints, p)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/joinsteps"
+	"github.com/devk/devk/cluster/noderemove"
 	"github.com/devk/devk/internal/layout"
 	"github.com/devk/devk/phase"
 )
@@ -382,7 +383,7 @@ spec:
 	// finishes it.
 	step(t, "node remove, killed at each phase", func(t *testing.T) {
 		var removePoints []string
-		for _, p := range runnablePaths(cluster.RemovePhases()) {
+		for _, p := range runnablePaths(noderemove.Phases()) {
 			if !joinsteps.RunsFor(p, false, false) {
 				continue // a control plane's (TestHAControlPlane kills one there) or kubeadm's
 			}

@@ -1,5 +1,5 @@
 // Package joinsteps says which steps of a node's join or removal
-// (cluster.JoinPhases, cluster.RemovePhases) run for which node and
+// (cluster.JoinPhases, noderemove.Phases) run for which node and
 // cluster: what the tests that kill a join at every step need to know.
 package joinsteps
 
@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/noderemove"
 	"github.com/devk/devk/internal/layout"
 )
 
 // ControlPlaneOnly says whether step (a path of JoinPhases or
-// RemovePhases, as phase.Flatten gives it) runs, on a cluster devk's own
+// noderemove.Phases, as phase.Flatten gives it) runs, on a cluster devk's own
 // phases bootstrap, only when a control-plane node joins or leaves: a
 // worker's join or removal skips it.
 func ControlPlaneOnly(step string) bool {
@@ -19,7 +20,7 @@ func ControlPlaneOnly(step string) bool {
 }
 
 // RunsFor says whether the top phase of step (a path of JoinPhases or
-// RemovePhases) runs for a node's join or removal on a cluster with a
+// noderemove.Phases) runs for a node's join or removal on a cluster with a
 // load balancer, kubeadm's or devk's, the node a control plane or not.
 func RunsFor(step string, kubeadm, controlPlane bool) bool {
 	top, _, _ := strings.Cut(step, "/")
@@ -31,7 +32,7 @@ func RunsFor(step string, kubeadm, controlPlane bool) bool {
 	if controlPlane {
 		j.Node.Net.Role = layout.RoleControlPlane
 	}
-	for _, p := range append(cluster.JoinPhases(), cluster.RemovePhases()...) {
+	for _, p := range append(cluster.JoinPhases(), noderemove.Phases()...) {
 		if p.Name == top {
 			if p.If == nil {
 				return true

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/devk/devk/cluster"
+	"github.com/devk/devk/cluster/noderemove"
 	"github.com/devk/devk/phase"
 )
 
@@ -30,7 +31,7 @@ func TestControlPlaneOnlySteps(t *testing.T) {
 		t.Errorf("a worker's join steps that differ on a kubeadm cluster: %v, want %v", kubeadm, want)
 	}
 	var reset []string
-	for _, st := range phase.Flatten(cluster.RemovePhases()) {
+	for _, st := range phase.Flatten(noderemove.Phases()) {
 		if RunsFor(st.Path, true, false) && !RunsFor(st.Path, false, false) {
 			reset = append(reset, st.Path)
 		}

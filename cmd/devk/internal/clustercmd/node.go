@@ -13,6 +13,7 @@ import (
 
 	"github.com/devk/devk/cluster"
 	"github.com/devk/devk/cluster/fakenodes"
+	"github.com/devk/devk/cluster/noderemove"
 	"github.com/devk/devk/cmd/devk/internal/cli"
 	"github.com/devk/devk/etcdwatch"
 	"github.com/devk/devk/internal/layout"
@@ -243,7 +244,7 @@ with its credential and rights.`,
 			o.Reporter = g.Reporter()
 			popts := g.PhaseOptions(&flags)
 			t0 := time.Now()
-			j, res, err := cluster.RemoveNode(cmd.Context(), o, popts)
+			j, res, err := noderemove.Run(cmd.Context(), o, popts)
 			if err != nil || flags.DryRun {
 				return err
 			}
@@ -260,7 +261,7 @@ with its credential and rights.`,
 	addNodeOptionsFlags(f, &o)
 	f.IntVar(&fake, "fake", 0, "remove the last N of kwok's fake nodes instead of a real node")
 	f.BoolVar(&allFake, "all-fake", false, "remove every fake node, and kwok")
-	phase.Bind(cmd, cluster.RemovePhases(), &flags)
+	phase.Bind(cmd, noderemove.Phases(), &flags)
 	cli.ResultHelp(cmd, nodeResult{}, false)
 	return cmd
 }
