@@ -113,9 +113,10 @@ func TestApplyAddonNeedsImage(t *testing.T) {
 	}
 }
 
-// TestAddonPhases: the addons come last, after the kubelet's credential
-// moved and the user's context was written, each can be skipped, and
-// every phase says what it does and touches.
+// TestAddonPhases: the addons come last but for kubectl's install (built
+// beside the phases since the images phase), after the kubelet's
+// credential moved and the user's context was written, each can be
+// skipped, and every phase says what it does and touches.
 func TestAddonPhases(t *testing.T) {
 	var paths []string
 	for _, s := range phase.Flatten(UpPhases()) {
@@ -128,7 +129,7 @@ func TestAddonPhases(t *testing.T) {
 		}
 	}
 	i := slices.Index(paths, "addon")
-	if i < 0 || !slices.Equal(paths[i:], []string{"addon", "addon/kube-proxy", "addon/coredns", "addon/wait"}) {
+	if i < 0 || !slices.Equal(paths[i:], []string{"addon", "addon/kube-proxy", "addon/coredns", "addon/wait", "kubectl"}) {
 		t.Fatalf("phases end %v", paths[max(i, 0):])
 	}
 	for _, before := range []string{"bootstrap-token", "kubelet-finalize", "kubeconfig-merge", "mark-control-plane"} {

@@ -114,6 +114,8 @@ type Cluster struct {
 	// kubeletBuilt and kubeadmBuilt are the binaries the images phase
 	// built (kubeadm for a cluster kubeadm bootstraps).
 	kubeletBuilt, kubeadmBuilt string
+	// kubectl is the kubectl build the images phase started (nil: none).
+	kubectl *kubectlBuild
 	// kubeletStarted is when this run started the kubelet (zero if it
 	// found it running).
 	kubeletStarted time.Time

@@ -8,7 +8,6 @@ import (
 
 	"github.com/devk/devk/build"
 	"github.com/devk/devk/cluster/internal/images"
-	"github.com/devk/devk/cluster/internal/node"
 	"github.com/devk/devk/image"
 	"github.com/devk/devk/internal/progress"
 	"github.com/devk/devk/phase"
@@ -35,17 +34,13 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 		return phase.Done, fmt.Errorf("build the cluster's components: %w", err)
 	}
 	built := time.Since(t0)
-	kubectlChanged := false
+	c.startKubectl(ctx)
 	for _, b := range bj.Binaries {
 		switch b.Name {
 		case "kubelet":
 			c.kubeletBuilt = b.Path
 		case kubeadmComponent:
 			c.kubeadmBuilt = b.Path
-		case "kubectl":
-			if kubectlChanged, err = node.InstallBinary(b.Path, c.KubectlPath()); err != nil {
-				return phase.Done, fmt.Errorf("install kubectl for you: %w", err)
-			}
 		}
 	}
 	c.Config.KubeVersion = bj.Version.GitVersion
@@ -55,7 +50,7 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 	if err != nil {
 		return phase.Done, fmt.Errorf("push the cluster's images: %w", err)
 	}
-	changed := kubectlChanged
+	changed := false
 	for _, r := range ij.Images {
 		changed = c.recordImage(r.Component, r.Ref) || changed
 	}
@@ -67,10 +62,11 @@ func (c *Cluster) runImages(ctx context.Context) (phase.Outcome, error) {
 }
 
 // buildComponents builds, incrementally, what the cluster's nodes run
-// from its tree: the kubelet, kubectl, the images' components, and
-// kubeadm for a cluster kubeadm bootstraps.
+// from its tree: the kubelet, the images' components, and kubeadm for a
+// cluster kubeadm bootstraps (kubectl is built beside the phases after:
+// startKubectl).
 func (c *Cluster) buildComponents(ctx context.Context, r progress.Reporter) (*build.Job, error) {
-	comps := append([]string{"kubelet", "kubectl"}, images.Components()...)
+	comps := append([]string{"kubelet"}, images.Components()...)
 	if c.Config.Spec.Kubeadm() {
 		comps = append(comps, kubeadmComponent)
 	}

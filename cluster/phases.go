@@ -77,13 +77,13 @@ func UpPhases() []*phase.Phase[*Cluster] {
 		},
 		{
 			Name:  "images",
-			Short: "build (incrementally) etcd, apiserver, controller-manager, scheduler, kube-proxy (on its iptables base), CoreDNS (from its module, at kubeadm's version), kubelet, kubectl and pause; push the images; record digests; install kubectl in devk's bin dir",
+			Short: "build (incrementally) etcd, apiserver, controller-manager, scheduler, kube-proxy (on its iptables base), CoreDNS (from its module, at kubeadm's version), kubelet and pause; push the images; record digests; then begin kubectl's build, which runs beside the phases that follow",
 			IO: func(c *Cluster) ([]string, []string) {
 				tree := c.TreeDir
 				if tree == "" {
 					tree = "the tree around the working directory"
 				}
-				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,devk-iptables-base,coredns,pause}", c.Files.ConfigFile(), c.KubectlPath()}
+				return []string{tree}, []string{c.Config.Registry + "/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,devk-iptables-base,coredns,pause}", c.Files.ConfigFile()}
 			},
 			Run: phase.Method((*Cluster).runImages),
 		},
@@ -226,6 +226,18 @@ func UpPhases() []*phase.Phase[*Cluster] {
 			Short:    "kube-proxy and CoreDNS as kubeadm's addon phase makes them (CoreDNS forwards nothing beyond the cluster domain), then wait for both",
 			Children: addonPhases(),
 		},
+		{
+			Name:  "kubectl",
+			Short: "install the tree's kubectl in devk's bin dir: built (incrementally) beside the phases since the images phase's compile, waited for here",
+			If: func(c *Cluster) (bool, string) {
+				if c.ImagesFrom != "" {
+					return false, "images from a registry (--images-from): no build of the tree"
+				}
+				return true, ""
+			},
+			IO:  func(c *Cluster) ([]string, []string) { return nil, []string{c.KubectlPath()} },
+			Run: phase.Method((*Cluster).runKubectl),
+		},
 	}
 }
 
@@ -343,6 +355,7 @@ func Up(ctx context.Context, o Options, popts phase.Options) (*Cluster, phase.Re
 		return nil, phase.Result{}, err
 	}
 	res, err := RunJob(ctx, c, "up", "up", UpPhases(), c, popts, func(res phase.Result, _ error) {
+		c.stopKubectl()
 		c.recordRun(res)
 		if !c.Exists() {
 			// Nothing was made (preflight refused): leave no trace either.
