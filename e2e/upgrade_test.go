@@ -507,7 +507,10 @@ spec:
 			Nodes []struct {
 				Name    string
 				Kubelet string `json:"kubeletVersion"`
-				Addons  []struct{ Name, Manifest, Pod string }
+				Addons  []struct {
+					Name, Pod string
+					Manifest  string `json:"manifestImage"`
+				}
 			}
 		}
 		if r := devk(t, "status", "-o", "json"); json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Nodes) != 3 {
