@@ -80,7 +80,7 @@ func (c *Cluster) kubeletFor(ctx context.Context, n Node, def string) (string, e
 		tree = c.fileTrees[n.Name()]
 	}
 	if tree != "" {
-		proxy, _ := addons.Applies(c.Config, addons.KubeProxy) // not kubeadm's: kube-proxy is its
+		proxy, _ := addons.Applies(c.Config, addons.KubeProxy) // kubeadm's clusters: its kube-proxy, the tree's kubelet
 		var err error
 		if b, err = nodetree.Build(ctx, nodetree.Options{Tree: tree, Node: n.Name(), ControlPlane: c.Config.KubeVersion, KubeProxy: proxy, Image: c.imageOptions(), Reporter: c.Reporter}); err != nil {
 			return "", err
