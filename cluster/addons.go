@@ -126,8 +126,11 @@ func (c *Cluster) applyAddon(ctx context.Context, a upAddon, again bool) (phase.
 	// An image `devk swap` put there stays, as a swapped static pod's
 	// does.
 	live, err := addon.Get(ctx, cs, a.workload)
-	if err != nil || (again && live == nil) {
-		return phase.Unchanged("no %s yet", a.workload), err
+	if err != nil {
+		return phase.Done, err
+	}
+	if again && live == nil {
+		return phase.Unchanged("no %s yet", a.workload), nil
 	}
 	image, _ = addon.KeptImage(image, live)
 	return c.applyAddonWith(ctx, cs, a, image)

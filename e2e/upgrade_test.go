@@ -528,7 +528,7 @@ spec:
 		}
 		// An upgrade (or rollback) would move the worker off its tree:
 		// refused, naming it, until it goes.
-		if r := Devk(t, c.Tree, c.Env, "upgrade", "--name", name, "--rollback"); r.Err == nil || !strings.Contains(r.Stderr, "node "+old+" runs the kubelet and kube-proxy of its own tree") {
+		if r := Devk(t, c.Tree, c.Env, "upgrade", "--name", name, "--rollback"); r.Err == nil || !strings.Contains(r.Stderr, "node "+old+" runs its own tree") {
 			t.Errorf("devk upgrade --rollback beside a worker of its own tree: %v, want it refused\n%s", r.Err, r.Stderr)
 		}
 		kubectl(t, "delete", "pod", "on-old", "--wait=false")

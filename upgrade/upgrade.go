@@ -255,6 +255,9 @@ func Run(ctx context.Context, o Options, popts phase.Options) (*Job, error) {
 
 // preflight reads the versions and checks the skew policy.
 func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
+	if err := pinned(j.c.Config, j.c.NameFlag()); err != nil {
+		return phase.Done, err
+	}
 	v, err := j.tree.Version(ctx)
 	if err != nil {
 		return phase.Done, err
@@ -271,9 +274,6 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 	j.Report.From = running
 	if jr := j.journal; jr != nil && !jr.RolledBack && (j.Rollback || jr.Tree == j.tree.Root) {
 		j.Report.From = jr.From // resumed, run again or rolled back: what ran before it began
-	}
-	if err := pinned(j.c.Config, j.c.NameFlag()); err != nil {
-		return phase.Done, err
 	}
 	if j.Rollback {
 		j.Report.To = j.journal.To
@@ -295,13 +295,13 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 }
 
 // pinned refuses an upgrade or rollback while a worker runs a tree of
-// its own (the config file's nodes[].tree): the upgrade moves every
-// node to one tree and would leave that worker's record and kube-proxy
-// on its old one. nameFlag is the cluster's --name flag (" --name x").
+// its own (the config file's nodes[].tree), before anything is read:
+// the upgrade moves every node to one tree and would leave that worker's
+// record (and on devk's own clusters its kube-proxy) on its old one. nameFlag is the cluster's --name flag (" --name x").
 func pinned(cfg layout.Config, nameFlag string) error {
 	for _, n := range cfg.Network.Nodes {
 		if n.Tree != "" && !n.Leaving {
-			return fmt.Errorf("node %s runs the kubelet and kube-proxy of its own tree %s (the config file's nodes[].tree), and devk upgrade moves every node to one tree: remove the node first (`devk node remove%s %s`) or give it none (`devk up%s --config FILE` without its tree), then upgrade",
+			return fmt.Errorf("node %s runs its own tree %s (the config file's nodes[].tree), and devk upgrade moves every node to one tree: remove the node first (`devk node remove%s %s`) or give it none (`devk up%s --config FILE` without its tree), then upgrade",
 				n.Name, n.Tree, nameFlag, n.Name, nameFlag)
 		}
 	}

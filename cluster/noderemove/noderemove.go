@@ -5,6 +5,7 @@
 package noderemove
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -100,7 +101,7 @@ func Phases() []*phase.Phase[*cluster.NodeJob] {
 			Name:  "network",
 			Short: "delete the other nodes' routes to the node's pods, then the node's network namespace (its veth goes with it)",
 			IO: func(j *cluster.NodeJob) ([]string, []string) {
-				return nil, []string{"netns " + j.Node.Net.NetNSPath(), "veth " + j.Node.Net.HostVeth, "routes to the node's pods"}
+				return nil, []string{"netns " + j.Node.Net.NetNSPath(), "veth " + j.Node.Net.HostVeth, "routes to " + cmp.Or(j.Node.Net.PodCIDR, "(none)")}
 			},
 			Run: func(ctx context.Context, j *cluster.NodeJob) (phase.Outcome, error) {
 				routes := node.UnroutePods(ctx, j.Cluster.Config.Network.Nodes, j.Node.Net)

@@ -68,9 +68,9 @@ func Build(ctx context.Context, o Options) (Built, error) {
 	if err := Check(ctx, o.Tree, o.Node, o.ControlPlane); err != nil {
 		return Built{}, err
 	}
-	comps := []string{"kubelet"}
+	comps := []string{skew.Kubelet}
 	if o.KubeProxy {
-		comps = append(comps, kubeProxy)
+		comps = append(comps, skew.KubeProxy)
 	}
 	what := "node " + o.Node + "'s " + strings.Join(comps, " and ") + " in " + o.Tree
 	bj, err := build.Run(ctx, build.Options{TreeDir: o.Tree, Components: comps, Reporter: o.Reporter}, phase.Options{})
@@ -79,7 +79,7 @@ func Build(ctx context.Context, o Options) (Built, error) {
 	}
 	var out Built
 	for _, b := range bj.Binaries {
-		if b.Name == "kubelet" {
+		if b.Name == skew.Kubelet {
 			out.Kubelet = b.Path
 		}
 	}
@@ -89,12 +89,12 @@ func Build(ctx context.Context, o Options) (Built, error) {
 	if !o.KubeProxy {
 		return out, nil
 	}
-	ij, err := image.PushBuilt(ctx, bj, []string{kubeProxy}, o.Image, phase.Options{Reporter: o.Reporter})
+	ij, err := image.PushBuilt(ctx, bj, []string{skew.KubeProxy}, o.Image, phase.Options{Reporter: o.Reporter})
 	if err != nil {
 		return Built{}, fmt.Errorf("push the image of %s: %w", what, err)
 	}
 	for _, r := range ij.Images {
-		if r.Component == kubeProxy {
+		if r.Component == skew.KubeProxy {
 			out.KubeProxyImage = r.Ref
 		}
 	}
@@ -103,6 +103,3 @@ func Build(ctx context.Context, o Options) (Built, error) {
 	}
 	return out, nil
 }
-
-// kubeProxy is kube-proxy's component name.
-const kubeProxy = "kube-proxy"
