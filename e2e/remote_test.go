@@ -233,6 +233,12 @@ func TestAnyCluster(t *testing.T) {
 			t.Errorf("etcd ls svc through the cluster %v, on this machine %v", gotKeys, want)
 		}
 		t.Logf("etcd through the cluster: %s at mod revision %d and %d service keys, as on this machine", local.Key, local.ModRevision, len(want))
+		// Its agent pod is gone when the command returns, not still
+		// being deleted: the kubelet's last writes for it would land in
+		// the diff below.
+		if left := c.Kubectl(t, "get", "pods", "-n", "devk-system", "-l", "devk.dev/task=etcd", "-o", "name").Stdout; strings.TrimSpace(left) != "" {
+			t.Errorf("agent pods still there after devk etcd ls through the cluster returned: %s", left)
+		}
 
 		// diff: the node's agent reads the revision, kubectl runs here
 		// with the copy, the agent prints what changed since: a nodePort

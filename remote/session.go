@@ -571,9 +571,10 @@ func retriable(err error) bool {
 // logLineMax is the longest line of an agent's log devk reads.
 const logLineMax = 16 << 20
 
-// start makes the agent pod of task t on node; remove deletes it, on the
-// way out even when ctx was cancelled (a pod left behind is deleted by
-// the next command, but not leaving one is better).
+// start makes the agent pod of task t on node; remove deletes it and
+// waits until it is gone, on the way out even when ctx was cancelled (a
+// pod left behind is deleted by the next command, but not leaving one is
+// better).
 func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1.Pod, func(), error) {
 	if s.loading != nil {
 		if err := s.ensureAgent(ctx, node); err != nil {
@@ -600,12 +601,12 @@ func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1
 			s.rep.Infof("could not delete the agent pod %s/%s (the next devk deletes it): %v", Namespace, pod.Name, err)
 			return
 		}
-		if !t.Waits() && !t.Streams() {
-			return // it had ended: nothing to terminate
-		}
-		// Gone, not terminating, when the command ends (an agent that
-		// waits ends on the deletion's SIGTERM): at most goneWait, then
-		// the deletion finishes on its own.
+		// Gone, not terminating, when the command ends, at most
+		// goneWait (then the deletion finishes on its own): an agent
+		// that waits ends on the deletion's SIGTERM, and the kubelet
+		// finishes even an ended agent's deletion with writes of its
+		// own (the pod's last status, the deletion itself) that would
+		// otherwise land in the next command's etcd diff or trace.
 		_ = s.gone(context.WithoutCancel(ctx), pod.Name, goneWait)
 	}, nil
 }
