@@ -7,6 +7,7 @@ package kube
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -371,11 +372,32 @@ func MirrorPodName(pod, nodeName string) string { return pod + "-" + nodeName }
 // Transient says a request may succeed when made again because the API
 // server, not the request, failed: it went away or restarts (a refused,
 // reset or cut connection, a network timeout), or it answered that it
-// cannot serve now (503, 504, 500, 429).
+// cannot serve now (503, 504, 500, 429). A server whose certificate this
+// client refuses, or a name that does not resolve, is no such failure:
+// the same request fails the same way, so waiting only hides why.
 func Transient(err error) bool {
+	if Unreachable(err) {
+		return false
+	}
 	var ne net.Error
 	return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
 		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
+
+// Unreachable says err is one that no retry changes: the server's
+// certificate was refused by this client (an unknown authority, another
+// host's name, an expired or invalid certificate) or its host name does
+// not resolve.
+func Unreachable(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		dns      *net.DNSError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		(errors.As(err, &dns) && dns.IsNotFound)
 }

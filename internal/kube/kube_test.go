@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -142,6 +144,13 @@ func TestTransient(t *testing.T) {
 		{"forbidden", apierrors.NewForbidden(gr, "web", errors.New("no")), false},
 		{"not found", apierrors.NewNotFound(gr, "web"), false},
 		{"invalid", apierrors.NewBadRequest("bad"), false},
+		// client-go wraps a TLS handshake's refusal in a *url.Error, a
+		// net.Error: it is no less final for that.
+		{"unknown authority", &url.Error{Op: "Get", URL: "https://10.250.1.2:6443/version", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, false},
+		{"another host's certificate", &url.Error{Op: "Get", URL: "https://10.250.1.2:6443/version", Err: x509.HostnameError{Host: "10.250.1.2", Certificate: &x509.Certificate{}}}, false},
+		{"expired", fmt.Errorf("list: %w", &url.Error{Op: "Get", URL: "https://10.250.1.2:6443/api", Err: x509.CertificateInvalidError{Reason: x509.Expired}}), false},
+		{"no such host", &url.Error{Op: "Get", URL: "https://nosuch.example:6443/api", Err: &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "nosuch.example", IsNotFound: true}}}, false},
+		{"resolver timed out", &url.Error{Op: "Get", URL: "https://slow.example:6443/api", Err: &net.OpError{Op: "dial", Err: &net.DNSError{Err: "i/o timeout", Name: "slow.example", IsTimeout: true}}}, true},
 	} {
 		if got := Transient(tc.err); got != tc.want {
 			t.Errorf("%s: Transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
