@@ -105,6 +105,9 @@ func (c *Cluster) runKubeletFinalize(ctx context.Context) (phase.Outcome, error)
 type NodeKubelet struct {
 	// Node is the node's name, Binary the kubelet it runs.
 	Node, Binary string
+	// Tree is the tree of its own that the node runs (its config file's
+	// tree:), or "": the cluster's.
+	Tree string
 }
 
 // Kubelets are the kubelets of the cluster's nodes, node 0 first.
@@ -115,7 +118,7 @@ func (c *Cluster) Kubelets() ([]NodeKubelet, error) {
 		if n.Net.Leaving {
 			continue // being removed: its kubelet may be stopped for good
 		}
-		out = append(out, NodeKubelet{Node: n.Name(), Binary: n.Files.KubeletBinary()})
+		out = append(out, NodeKubelet{Node: n.Name(), Binary: n.Files.KubeletBinary(), Tree: n.Net.Tree})
 	}
 	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -525,6 +526,18 @@ spec:
 					t.Errorf("devk status: %s's kube-proxy %s names %s, want its own DaemonSet's %s", old, a.Pod, a.Manifest, nn.KubeProxyImage)
 				}
 			}
+		}
+		// A kubelet swap of every node leaves it its tree's kubelet,
+		// saying so (the others hold the upgrade's bytes already).
+		r = devk(t, "swap", "kubelet", "--tree", next, "-o", "json")
+		type node struct{ Node string }
+		var sw struct{ Binaries, KeptKubelets []node }
+		if err := json.Unmarshal([]byte(r.Stdout), &sw); err != nil || len(sw.Binaries) != 2 || slices.Contains(sw.Binaries, node{old}) ||
+			!slices.Equal(sw.KeptKubelets, []node{{old}}) || !strings.Contains(r.Stderr, old+" keeps its kubelet: it runs the tree of its own") {
+			t.Errorf("devk swap kubelet beside a worker of its own tree swapped %+v and kept %+v (%v), want the two other nodes swapped and %s kept, saying so:\n%s", sw.Binaries, sw.KeptKubelets, err, old, r.Stderr)
+		}
+		if n, err := cs.CoreV1().Nodes().Get(ctx, old, metav1.GetOptions{}); err != nil || n.Status.NodeInfo.KubeletVersion != KubeVersion {
+			t.Errorf("after devk swap kubelet node %s runs kubelet %s (%v), want its tree's %s", old, n.Status.NodeInfo.KubeletVersion, err, KubeVersion)
 		}
 		// An upgrade (or rollback) would move the worker off its tree:
 		// refused, naming it, until it goes.

@@ -62,6 +62,10 @@ type Options struct {
 	// at a time, each node Ready again before the next (a devk cluster's
 	// nodes, or those --node names); none: no kubelet of a devk cluster.
 	Kubelets []KubeletNode
+	// KeptKubelets are the nodes whose kubelet the swap leaves as it is,
+	// each with why (a worker that runs a tree of its own, not named by
+	// --node): the kubelet phase says so.
+	KeptKubelets []KeptKubelet
 	// OtherRuntimes are the CRI sockets of the cluster's other nodes, by
 	// node name: an addon swap verifies the pods there through them.
 	OtherRuntimes map[string]string
@@ -125,12 +129,20 @@ type KubeletNode struct {
 	Restart func(ctx context.Context) error
 }
 
+// KeptKubelet is a node whose kubelet a swap leaves as it is, and why.
+type KeptKubelet struct {
+	Node string `json:"node"`
+	Why  string `json:"why"`
+}
+
 // Report is what a swap did.
 type Report struct {
 	StaticPods []*Result       `json:"staticPods,omitempty"`
 	Addons     []*AddonResult  `json:"addons,omitempty"`
 	Binaries   []BinaryOutcome `json:"binaries,omitempty"`
-	Nothing    string          `json:"nothing,omitempty"`
+	// KeptKubelets are the nodes whose kubelet a kubelet swap left.
+	KeptKubelets []KeptKubelet `json:"keptKubelets,omitempty"`
+	Nothing      string        `json:"nothing,omitempty"`
 	// Via says how devk reached the nodes: ViaLocal, or ViaCluster
 	// (devk's node agent, through the cluster's API).
 	Via string `json:"via,omitempty"`

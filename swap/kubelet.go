@@ -41,6 +41,9 @@ func kubeletPhase() *phase.Phase[*Job] {
 				reads = append(reads, "Node and Lease "+k.Node)
 				writes = append(writes, k.Binary, binary.PrevPath(k.Binary), k.Node+"'s kubelet process (restarted)")
 			}
+			for _, k := range j.KeptKubelets {
+				writes = append(writes, "not "+k.Node+"'s kubelet: "+k.Why)
+			}
 			return reads, writes
 		})
 }
@@ -77,6 +80,12 @@ func binaryPhase(name, short string, io func(*Job) ([]string, []string)) *phase.
 			}
 			if err != nil {
 				return phase.Done, err
+			}
+			if name == "kubelet" {
+				j.Report.KeptKubelets = j.KeptKubelets
+				for _, k := range j.KeptKubelets {
+					details = append(details, k.Node+" keeps its kubelet: "+k.Why)
+				}
 			}
 			return phase.Outcome{Detail: strings.Join(details, "; "), Changed: changed > 0}, nil
 		},

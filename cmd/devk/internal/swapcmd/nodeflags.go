@@ -175,7 +175,7 @@ func (n *nodeFlags) swapNode(o *swap.Options) (resolvedNode, error) {
 	}
 	o.Node, o.NodeName, o.NoNode = r.Node, r.NodeName, err
 	o.Command = n.command("swap")
-	if o.Kubelets, err = n.kubelets(r); err != nil {
+	if o.Kubelets, o.KeptKubelets, err = n.kubelets(r); err != nil {
 		return r, err
 	}
 	o.OtherRuntimes = r.otherRuntimes()
@@ -206,32 +206,38 @@ func swapCluster(c *cluster.Cluster, noRelist bool) (swap.Cluster, error) {
 
 // kubelets are the kubelets a swap may replace and restart: those of a
 // devk cluster whose manifests dir the swap uses, on every node or on
-// those --node names.
-func (n *nodeFlags) kubelets(r resolvedNode) ([]swap.KubeletNode, error) {
+// those --node names; and those it keeps: without --node, a worker that
+// runs a tree of its own keeps that tree's kubelet.
+func (n *nodeFlags) kubelets(r resolvedNode) ([]swap.KubeletNode, []swap.KeptKubelet, error) {
 	c := r.Cluster
 	if c == nil || !c.Exists() || r.ManifestsDir != c.FirstNode().Files.Manifests() {
 		if len(n.Nodes) > 0 {
-			return nil, fmt.Errorf("--node names nodes of a devk cluster: there is none here (for a kubeadm node, --node-name is the kubelet's node name)")
+			return nil, nil, fmt.Errorf("--node names nodes of a devk cluster: there is none here (for a kubeadm node, --node-name is the kubelet's node name)")
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	all, err := c.Kubelets()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []swap.KubeletNode
+	var kept []swap.KeptKubelet
 	for _, k := range all {
-		if len(n.Nodes) > 0 && !slices.Contains(n.Nodes, k.Node) {
+		switch {
+		case len(n.Nodes) > 0 && !slices.Contains(n.Nodes, k.Node):
+			continue
+		case len(n.Nodes) == 0 && k.Tree != "":
+			kept = append(kept, swap.KeptKubelet{Node: k.Node, Why: fmt.Sprintf("it runs the tree of its own %s (the config file's tree:); --node %s swaps it as well", k.Tree, k.Node)})
 			continue
 		}
 		out = append(out, swap.KubeletNode{Node: k.Node, Binary: k.Binary, Restart: restartKubelet(c, k.Node)})
 	}
 	for _, name := range n.Nodes {
 		if _, _, err := c.Config.FindNode(name); err != nil {
-			return nil, fmt.Errorf("--node: %w", err)
+			return nil, nil, fmt.Errorf("--node: %w", err)
 		}
 	}
-	return out, nil
+	return out, kept, nil
 }
 
 // restartKubelet restarts the supervised kubelet of a devk cluster's

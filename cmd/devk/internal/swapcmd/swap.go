@@ -78,7 +78,9 @@ cluster whose last pushed digest differs from what its workload names.
 kubectl and kubelet are binaries: devk compares bytes (no-op if equal),
 installs by atomic rename keeping PATH.prev, and runs the new binary's
 version check; the kubelet is restarted and the node must be Ready again,
-else the old kubelet is put back.
+else the old kubelet is put back. A worker that runs a tree of its own
+(tree: in up's --config file) keeps that tree's kubelet unless --node
+names it.
 
 By default devk swaps into the cluster ` + "`devk up`" + ` made (--name); for a
 kubeadm node pass --manifests-dir /etc/kubernetes/manifests, --kubeconfig
