@@ -513,21 +513,22 @@ func readStatusAPI(ctx context.Context, cs kubernetes.Interface) statusAPI {
 			api.images[w.Name] = s.Image()
 		}
 	}
-	own, _ := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: addons.NodeKubeProxySelector})
-	for _, ds := range own.Items {
-		if cts := ds.Spec.Template.Spec.Containers; len(cts) > 0 {
-			api.images[ds.Name] = cts[0].Image
+	if own, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: addons.NodeKubeProxySelector}); err == nil {
+		for _, ds := range own.Items {
+			if cts := ds.Spec.Template.Spec.Containers; len(cts) > 0 {
+				api.images[ds.Name] = cts[0].Image
+			}
 		}
 	}
 	return api
 }
 
 // named is the image the workload of pod (one of w's) names: its
-// controller's when that is a node's own kube-proxy DaemonSet
-// (addons.NodeKubeProxy), else w's.
+// controller's when that is another DaemonSet (a node's own kube-proxy,
+// addons.NodeKubeProxy), "" when that one's was not read; else w's.
 func (a statusAPI) named(pod string, w addon.Workload) string {
 	if p := a.pods[pod]; p != nil {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == string(addon.DaemonSet) && a.images[ref.Name] != "" {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == string(addon.DaemonSet) && ref.Name != w.Name {
 			return a.images[ref.Name]
 		}
 	}

@@ -452,4 +452,10 @@ func TestNodeKubeProxyNamed(t *testing.T) {
 			t.Errorf("pod %s: named %s, want %s", pod, got, want)
 		}
 	}
+	// The nodes' own DaemonSets not read (the list failed): such a pod
+	// names no image rather than the cluster's DaemonSet's.
+	delete(api.images, own.Name)
+	if got := api.named(own.Name+"-k4m2x", w); got != "" {
+		t.Errorf("pod of %s, its DaemonSet not read: named %s, want none", own.Name, got)
+	}
 }
