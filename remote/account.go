@@ -84,10 +84,12 @@ func (s *Session) ensureAccount(ctx context.Context) error {
 	return nil
 }
 
-// Close deletes the run's ServiceAccount and RBAC, if it made them (the
+// Close waits until the agent pods the run deleted are gone, then
+// deletes the run's ServiceAccount and RBAC, if it made them (the
 // binding first, so that no token keeps a right its account lost), and
 // its loader ConfigMap.
 func (s *Session) Close() {
+	s.awaitDeleted()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*kube.RequestTimeout)
 	defer cancel()
 	if err := s.closeLoad(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -341,5 +342,44 @@ func TestDoFailedMount(t *testing.T) {
 	}
 	if pods, _ := cs.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), Namespace); len(pods.(*corev1.PodList).Items) != 0 {
 		t.Errorf("the pod was left: %v", pods)
+	}
+}
+
+// TestCloseAwaitsDeleted: an ended agent's pod, deleted gracefully, is
+// still there a moment (the kubelet finishes the deletion); the command
+// does not wait for it pod by pod, but Close does, so that nothing of
+// the command is still being deleted when it returns. Each of two nodes'
+// pods stays for three reads after its deletion.
+func TestCloseAwaitsDeleted(t *testing.T) {
+	s, cs := session(t)
+	terminating := map[string]int{}
+	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		terminating[a.(k8stesting.DeleteAction).GetName()] = 3
+		return true, nil, nil // graceful: the object stays
+	})
+	cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.GetAction).GetName()
+		if terminating[name] == 0 {
+			return true, nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+		}
+		terminating[name]--
+		return true, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}}, nil
+	})
+	task := agent.Task{Kind: agent.KindCerts, Certs: &agent.CertsTask{PKIDir: "/etc/kubernetes/pki", KubeconfigDir: "/etc/kubernetes", ManifestsDir: "/etc/kubernetes/manifests"}}
+	for _, node := range []string{"cp1", "cp2"} {
+		_, remove, err := s.start(context.Background(), node, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		remove()
+	}
+	if len(terminating) != 2 || terminating[podName(string(task.Kind), "cp1", s.run)] != 3 {
+		t.Fatalf("after the deletions: %v, want both pods deleted and not waited for yet", terminating)
+	}
+	s.Close()
+	for name, left := range terminating {
+		if left != 0 {
+			t.Errorf("pod %s: Close returned while it was still there (%d reads left)", name, left)
+		}
 	}
 }

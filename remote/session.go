@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,6 +109,10 @@ type Session struct {
 	// loading is --load's: the agent image loaded onto each node by
 	// devk, not pulled from a registry (nil: pulled).
 	loading *loadState
+	// deleted are the ended agents' pods the session deleted, which
+	// Close waits for (awaitDeleted).
+	deleted   []string
+	deletedMu sync.Mutex
 }
 
 // Open connects to the target's cluster for a run of the node agent
@@ -571,10 +576,11 @@ func retriable(err error) bool {
 // logLineMax is the longest line of an agent's log devk reads.
 const logLineMax = 16 << 20
 
-// start makes the agent pod of task t on node; remove deletes it and
-// waits until it is gone, on the way out even when ctx was cancelled (a
-// pod left behind is deleted by the next command, but not leaving one is
-// better).
+// start makes the agent pod of task t on node; remove deletes it, on the
+// way out even when ctx was cancelled (a pod left behind is deleted by
+// the next command, but not leaving one is better), and it is gone when
+// the command ends: a waiting or streaming agent's at once, an ended
+// one's by Close (awaitDeleted).
 func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1.Pod, func(), error) {
 	if s.loading != nil {
 		if err := s.ensureAgent(ctx, node); err != nil {
@@ -601,14 +607,38 @@ func (s *Session) start(ctx context.Context, node string, t agent.Task) (*corev1
 			s.rep.Infof("could not delete the agent pod %s/%s (the next devk deletes it): %v", Namespace, pod.Name, err)
 			return
 		}
-		// Gone, not terminating, when the command ends, at most
-		// goneWait (then the deletion finishes on its own): an agent
-		// that waits ends on the deletion's SIGTERM, and the kubelet
-		// finishes even an ended agent's deletion with writes of its
-		// own (the pod's last status, the deletion itself) that would
-		// otherwise land in the next command's etcd diff or trace.
+		if !t.Waits() && !t.Streams() {
+			// It had ended; Close waits for it with the others.
+			s.deletedMu.Lock()
+			s.deleted = append(s.deleted, pod.Name)
+			s.deletedMu.Unlock()
+			return
+		}
+		// Gone, not terminating, before the command goes on (an
+		// agent that waits ends on the deletion's SIGTERM): at most
+		// goneWait, then the deletion finishes on its own.
 		_ = s.gone(context.WithoutCancel(ctx), pod.Name, goneWait)
 	}, nil
+}
+
+// awaitDeleted waits, at most goneWait in all, until every ended agent's
+// pod the session deleted is gone: the kubelet finishes such a deletion
+// a second or so later with writes of its own (the pod's last status,
+// the deletion itself) that would otherwise land in the next command's
+// etcd diff or trace. One wait for all, at the end, so that a command
+// on several nodes waits about once.
+func (s *Session) awaitDeleted() {
+	s.deletedMu.Lock()
+	names := s.deleted
+	s.deleted = nil
+	s.deletedMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), goneWait)
+	defer cancel()
+	for _, name := range names {
+		if s.gone(ctx, name, goneWait) != nil {
+			return // the rest finish on their own
+		}
+	}
 }
 
 // gone waits, at most limit, until agent pod name is deleted.
