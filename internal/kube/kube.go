@@ -376,7 +376,7 @@ func MirrorPodName(pod, nodeName string) string { return pod + "-" + nodeName }
 // client refuses, or a name that does not resolve, is no such failure:
 // the same request fails the same way, so waiting only hides why.
 func Transient(err error) bool {
-	if Unreachable(err) {
+	if final(err) {
 		return false
 	}
 	var ne net.Error
@@ -386,11 +386,10 @@ func Transient(err error) bool {
 		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
-// Unreachable says err is one that no retry changes: the server's
-// certificate was refused by this client (an unknown authority, another
-// host's name, an expired or invalid certificate) or its host name does
-// not resolve.
-func Unreachable(err error) bool {
+// final says no retry changes err: this client refused the server's
+// certificate (an unknown authority, another host's name, an expired or
+// invalid certificate), or the server's host name does not resolve.
+func final(err error) bool {
 	var (
 		verify   *tls.CertificateVerificationError
 		unknown  x509.UnknownAuthorityError
