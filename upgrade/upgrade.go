@@ -297,7 +297,8 @@ func (j *Job) preflight(ctx context.Context) (phase.Outcome, error) {
 // pinned refuses an upgrade or rollback while a worker runs a tree of
 // its own (the config file's nodes[].tree), before anything is read:
 // the upgrade moves every node to one tree and would leave that worker's
-// record (and on devk's own clusters its kube-proxy) on its old one. nameFlag is the cluster's --name flag (" --name x").
+// record (and on devk's own clusters its kube-proxy) on its old one.
+// nameFlag is the cluster's --name flag (" --name x").
 func pinned(cfg layout.Config, nameFlag string) error {
 	for _, n := range cfg.Network.Nodes {
 		if n.Tree != "" && !n.Leaving {
